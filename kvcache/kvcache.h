@@ -1,0 +1,12 @@
+// kvcache/: the memory manager the engine stands on. Include this for all of it.
+//   BlockPool + BlockTable  paged K/V blocks for the full-attention layers
+//   KvPoolLayout            64-bit offsets of a token's row in a layer's K/V pool
+//   StatePool               DeltaNet conv + recurrent state slots, one per sequence
+//   size_pools              split a memory budget between the two
+#pragma once
+
+#include "kvcache/block_pool.h"
+#include "kvcache/block_table.h"
+#include "kvcache/capacity.h"
+#include "kvcache/kv_layout.h"
+#include "kvcache/state_pool.h"

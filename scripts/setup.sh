@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs the Debian packages deltaserve builds against. Safe to run again.
+set -euo pipefail
+pkgs=(build-essential cmake ninja-build pkg-config git curl
+      nlohmann-json3-dev libcpp-httplib-dev libspdlog-dev libfmt-dev libcli11-dev catch2
+      libpcre2-dev libutf8proc-dev libopenblas-dev)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  echo "setup: installing ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
+fi

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Newcomer command 2 (and what CI runs): install dependencies, build, run every test that
+# needs no GPU -- first the Release build, then again under AddressSanitizer + UBSan.
+# The CUDA sources are compiled (for sm_90a) whenever nvcc is present, so a broken kernel
+# fails here even though its tests only run on a GPU machine.
+#   SKIP_SANITIZE=1 scripts/test.sh   skips the sanitizer pass.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+jobs=${JOBS:-$(nproc)}
+
+echo "== Release build"
+scripts/build.sh
+(cd build && ctest --output-on-failure -LE gpu -j "$jobs")
+
+if [ "${SKIP_SANITIZE:-0}" != "1" ]; then
+  echo "== ASan + UBSan build"
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DDELTASERVE_SANITIZE=ON -DDELTASERVE_CUDA=OFF
+  cmake --build build-asan -j "$jobs"
+  (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+     ctest --output-on-failure -LE 'gpu|slow' -j "$jobs")
+fi
+echo "== all tests passed"

@@ -1,0 +1,89 @@
+// KvPoolLayout 64-bit offsets and size_pools capacity accounting.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+
+#include "kvcache/capacity.h"
+#include "kvcache/kv_layout.h"
+
+using namespace ds;
+using namespace ds::kvcache;
+
+TEST_CASE("pool offsets past 2^32 elements are exact", "[kv_layout]") {
+  // 131,073 blocks of [32, 8, 128] f16: 4,295,098,368 elements, just past 2^32.
+  KvPoolLayout l{131073, 32, 8, 128, DType::f16};
+  l.validate();
+  CHECK(l.elements() == 131073LL * 32 * 8 * 128);
+  CHECK(l.elements() > (int64_t{1} << 32));
+  CHECK(l.bytes() == l.elements() * 2);
+  const int64_t last = l.element_offset(131072, 31, 7, 127);
+  CHECK(last == l.elements() - 1);
+  CHECK(l.element_offset(131072, 0, 0) == 131072LL * 32 * 8 * 128);
+  // What 32-bit arithmetic would have produced is different: the test would catch it.
+  const uint32_t wrapped = static_cast<uint32_t>(131072u * 32u * 8u * 128u);
+  CHECK(static_cast<int64_t>(wrapped) != l.element_offset(131072, 0, 0));
+  CHECK(l.byte_offset(131072, 31, 7) == (l.elements() - 128) * 2);
+  CHECK(l.byte_offset(TokenSlot{131072, 31}, 7) == l.byte_offset(131072, 31, 7));
+}
+
+TEST_CASE("quantised pool rows", "[kv_layout]") {
+  KvPoolLayout q8{10, 16, 4, 256, DType::q8_0};
+  q8.validate();
+  CHECK(q8.row_bytes() == 8 * 34);
+  CHECK(q8.byte_offset(3, 5, 2) == ((3 * 16 + 5) * 4 + 2) * 8 * 34);
+  KvPoolLayout q4{10, 16, 4, 256, DType::q4_0};
+  CHECK(q4.row_bytes() == 8 * 18);
+  CHECK(q4.block_bytes() == 16 * 4 * 8 * 18);
+  KvPoolLayout bad{10, 16, 4, 100, DType::q4_0};
+  CHECK_THROWS_AS(bad.validate(), std::invalid_argument);
+  KvPoolLayout zero{0, 16, 4, 128, DType::bf16};
+  CHECK_THROWS_AS(zero.validate(), std::invalid_argument);
+}
+
+namespace {
+// Qwen3.5-9B: 8 full-attention layers (4 KV heads, head_dim 256) and 24 DeltaNet layers.
+CacheGeometry qwen35_9b(DType kv) {
+  CacheGeometry g;
+  g.n_attention_layers = 8;
+  g.n_kv_heads = 4;
+  g.head_dim = 256;
+  g.k_dtype = kv;
+  g.v_dtype = kv;
+  g.state = StateLayout{24, 2 * 16 * 128 + 32 * 128, 3, 32, 128, 128};
+  return g;
+}
+}  // namespace
+
+TEST_CASE("bytes per token and per slot follow the model", "[capacity]") {
+  const CacheGeometry g = qwen35_9b(DType::bf16);
+  CHECK(g.kv_bytes_per_token() == 32768);
+  CHECK(qwen35_9b(DType::f32).kv_bytes_per_token() == 65536);  // the spec's fp32 figure
+  CHECK(qwen35_9b(DType::q8_0).kv_bytes_per_token() == 8 * 4 * 2 * 8 * 34);
+  CHECK(g.kv_bytes_per_block(16) == 16 * 32768);
+  CHECK(g.state_bytes_per_slot() == 4LL * 24 * (8192 * 3 + 32 * 128 * 128));
+  const KvPoolLayout k = g.k_layout(100, 16);
+  CHECK(k.bytes() * 2 * g.n_attention_layers == 100 * g.kv_bytes_per_block(16));
+}
+
+TEST_CASE("size_pools splits the budget", "[capacity]") {
+  const CacheGeometry g = qwen35_9b(DType::bf16);
+  const int64_t gib = int64_t{1} << 30;
+  const PoolSizes s = size_pools(g, 40 * gib, 16, 64);
+  CHECK(s.num_slots == 64);
+  CHECK(s.state_bytes == 64 * g.state_bytes_per_slot());
+  CHECK(s.num_blocks == (40 * gib - s.state_bytes) / g.kv_bytes_per_block(16));
+  CHECK(s.kv_bytes + s.state_bytes <= 40 * gib);
+  CHECK(40 * gib - (s.kv_bytes + s.state_bytes) < g.kv_bytes_per_block(16));
+  CHECK(s.token_capacity() == int64_t{s.num_blocks} * 16);
+  CHECK_FALSE(s.describe().empty());
+
+  // A small budget caps the slots at half of it.
+  const PoolSizes small = size_pools(g, 2 * gib, 16, 256);
+  CHECK(small.num_slots == gib / g.state_bytes_per_slot());
+  CHECK(small.num_blocks > 0);
+
+  // Too small for one slot: a clear error.
+  CHECK_THROWS_AS(size_pools(g, g.state_bytes_per_slot(), 16, 4), std::invalid_argument);
+  CHECK_THROWS_AS(size_pools(g, 0, 16, 4), std::invalid_argument);
+  CHECK_THROWS_AS(size_pools(g, gib, 0, 4), std::invalid_argument);
+}
