@@ -1,0 +1,117 @@
+// Backend: the operations a Qwen3.5 forward pass is made of, over backend-owned Tensors.
+//
+// The model (model/qwen35/) writes its forward once against this interface; kernels/cpu/
+// implements it in float32 on the host (the reference), kernels/cuda/ on the device. The
+// backend owns every buffer: weights (uploaded from checkpoint bytes, stored in whatever
+// type the backend computes with), activations, the paged K/V pools and the DeltaNet state.
+//
+// Conventions every implementation follows:
+//  * Activations are f32, row-major, one row per token of the step ([rows, ...]).
+//  * Weights keep the checkpoint's [out, in] layout; gemm computes x · Wᵀ.
+//  * Per-step indices (positions, K/V slots, sequence spans, state slots, logit rows) come
+//    from a BatchPlan made by plan() (validated there; see batch_plan.h).
+//  * K/V pools, per full-attention layer: K and V each [num_blocks, block_size, n_kv_heads,
+//    head_dim] (kvcache::KvPoolLayout order) in kv_cache_dtype().
+//  * DeltaNet state, all layers of all slots in two tensors (kvcache::StateLayout order):
+//    conv [num_slots, n_layers, conv_dim, Kc-1] (oldest input first) and recurrent
+//    [num_slots, n_layers, Hv, dk, dv] (S with the key index as rows), both f32.
+//  * `out` may be the same tensor as an input only where an op says so.
+//  * Shapes are checked; a mismatch is std::invalid_argument naming the op.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include "kernels/batch_plan.h"
+#include "kernels/tensor.h"
+
+namespace ds::kernels {
+
+// Partial rotate-half RoPE: dims [0, rotary_dim) of each head rotate, pairs (i, i + rotary_dim/2),
+// angle_i = position * theta^(-2i / rotary_dim).
+struct RopeParams {
+  int64_t rotary_dim = 0;
+  double theta = 0;
+};
+
+// Gated DeltaNet head geometry. conv channels = [q: Hk*dk | k: Hk*dk | v: Hv*dv].
+struct DeltaNetDims {
+  int64_t k_heads = 0;  // Hk
+  int64_t v_heads = 0;  // Hv (a multiple of Hk; v head j reads q/k head j / (Hv/Hk))
+  int64_t k_dim = 0;    // dk
+  int64_t v_dim = 0;    // dv
+  int64_t conv_dim() const { return 2 * k_heads * k_dim + v_heads * v_dim; }
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;
+
+  // ---- memory -------------------------------------------------------------------------
+  // A buffer of the given type and shape; contents undefined.
+  virtual Tensor alloc(DType dtype, const Shape& shape) = 0;
+  // A weight from host bytes (f32/bf16/f16). The stored type is the backend's choice (the CPU
+  // backend widens to f32 exactly); the shape is kept.
+  virtual Tensor upload(const HostTensor& src) = 0;
+  // Element type of the K/V pools this backend allocates and reads.
+  virtual DType kv_cache_dtype() const = 0;
+  virtual void fill_zero(Tensor& t) = 0;
+  // Copies a whole tensor to host f32 (dst.size() == t.numel()) or from host f32.
+  virtual void copy_to_host(const Tensor& src, std::span<float> dst) = 0;
+  virtual void copy_from_host(std::span<const float> src, Tensor& dst) = 0;
+  // Validates a step's indices and makes them available to the ops.
+  virtual std::unique_ptr<BatchPlan> plan(const BatchDesc& desc) = 0;
+
+  // ---- ops ----------------------------------------------------------------------------
+  // out[r] = table[token_ids[r]]. table [V, H], out [rows, H].
+  virtual void embedding(const Tensor& table, const BatchPlan& plan, Tensor& out) = 0;
+  // out[i] = x[logit_rows[i]]. x [rows, H], out [logit_rows, H].
+  virtual void gather_rows(const Tensor& x, const BatchPlan& plan, Tensor& out) = 0;
+  // Zero-centred RMSNorm over the last weight.numel() elements of each row:
+  // out = x * rsqrt(mean(x²) + eps) * (1 + w). x may be [n, d] or [n, heads, d]; out may be x.
+  virtual void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) = 0;
+  // out = x · wᵀ (accumulate: out += x · wᵀ, the residual add). x [M, K], w [N, K], out [M, N].
+  virtual void gemm(const Tensor& x, const Tensor& w, Tensor& out, bool accumulate) = 0;
+  // SwiGLU on a fused projection: gate_up [M, 2I] = [gate | up]; out [M, I] = silu(gate) * up.
+  virtual void swiglu(const Tensor& gate_up, Tensor& out) = 0;
+  // Splits a gated q_proj output [M, Nq, 2D] (per head: query then gate) into q and gate,
+  // each [M, Nq, D].
+  virtual void split_query_gate(const Tensor& qg, Tensor& q, Tensor& gate) = 0;
+  // In-place partial RoPE on x [rows, heads, D] at each row's position.
+  virtual void rope(Tensor& x, const BatchPlan& plan, const RopeParams& params) = 0;
+  // x *= sigmoid(gate), elementwise; same shapes.
+  virtual void sigmoid_gate(Tensor& x, const Tensor& gate) = 0;
+  // Writes each row's k and v ([rows, Nkv, D]) into the pools at its K/V slot.
+  virtual void kv_write(const Tensor& k, const Tensor& v, const BatchPlan& plan, Tensor& k_pool,
+                        Tensor& v_pool) = 0;
+  // Causal attention through the paged pools: row r (sequence s, position p) attends to
+  // positions [0, p] of s, which must already be written (kv_write first). GQA: query head h
+  // reads KV head h / (Nq / Nkv). Softmax in f32 with scores * scale.
+  // q [rows, Nq, D], out [rows, Nq, D].
+  virtual void paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,
+                               const BatchPlan& plan, float scale, Tensor& out) = 0;
+  // Depthwise causal conv1d + SiLU over each sequence's rows, continuing from its conv state
+  // in `layer` (the DeltaNet layer index) and leaving the last Kc-1 inputs there.
+  // x [rows, C], weight [C, 1, Kc], conv_state [slots, layers, C, Kc-1], out [rows, C].
+  virtual void causal_conv1d(const Tensor& x, const Tensor& weight, Tensor& conv_state,
+                             int64_t layer, const BatchPlan& plan, Tensor& out) = 0;
+  // The gated delta rule with its gates, token by token per sequence from its recurrent
+  // state (prefill leaves exactly the state per-token decode would):
+  //   q, k = L2-normalised heads of qkv (q then scaled by dk^-1/2), v = the v heads;
+  //   beta = sigmoid(b), g = -exp(A_log) * softplus(a + dt_bias);
+  //   S = exp(g) S; S += k (beta (v - Sᵀk))ᵀ; out = Sᵀ q.
+  // qkv [rows, conv_dim] (after the conv), a, b [rows, Hv], a_log, dt_bias [Hv],
+  // recurrent_state [slots, layers, Hv, dk, dv], out [rows, Hv, dv].
+  virtual void gated_delta_rule(const Tensor& qkv, const Tensor& a, const Tensor& b,
+                                const Tensor& a_log, const Tensor& dt_bias,
+                                Tensor& recurrent_state, int64_t layer, const BatchPlan& plan,
+                                const DeltaNetDims& dims, Tensor& out) = 0;
+  // Gated RMSNorm per head with a plain weight: out = (x * rsqrt(mean(x²) + eps) * w) * silu(z).
+  // x, z [rows, heads, d], weight [d]; out may be x.
+  virtual void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, float eps,
+                              Tensor& out) = 0;
+};
+
+}  // namespace ds::kernels

@@ -1,0 +1,144 @@
+// BatchPlan: the indices of one forward step, checked once and laid out per row.
+//
+// A step runs several sequences at once, each with a span of new tokens: a decode token or a
+// prefill chunk of any length. Their rows sit back to back in the step's activations
+// ([num_rows, ...]). The ops that need to know which row belongs to which sequence (RoPE,
+// K/V writes, paged attention, the DeltaNet conv and recurrence, the logits gather) read
+// this plan instead of host structures, so a device backend can upload it once per step
+// (subclass it and add device copies in Backend::plan).
+//
+// The constructor validates everything an op would otherwise index blindly: token ids
+// within the vocabulary, each sequence's block table big enough for its new tokens, block
+// ids and state slots inside the pools, no two rows writing the same K/V slot or sharing a
+// state slot, logit rows in range. A bad batch is an std::invalid_argument, never a stray
+// write.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace ds::kernels {
+
+// One sequence's part of a step, as the backend sees it.
+struct SeqSpan {
+  int64_t n_tokens = 0;                // new tokens (>= 1); rows follow the previous sequence's
+  int64_t n_cached = 0;                // tokens already cached = position of the first new token
+  int32_t state_slot = -1;             // its DeltaNet state slot
+  std::span<const int32_t> block_ids;  // its block table; capacity >= n_cached + n_tokens
+};
+
+struct BatchDesc {
+  std::span<const int32_t> token_ids;   // one per row, sequences back to back
+  std::span<const SeqSpan> seqs;
+  std::span<const int64_t> logit_rows;  // rows whose logits are wanted, in output order
+  int32_t block_size = 0;
+  int32_t num_blocks = 0;  // size of the K/V pools (block ids must be below)
+  int32_t num_slots = 0;   // size of the state pool (slots must be below)
+  int64_t vocab_size = 0;  // token ids must be below
+};
+
+class BatchPlan {
+ public:
+  struct Seq {
+    int64_t first_row = 0;
+    int64_t n_tokens = 0;
+    int64_t n_cached = 0;
+    int32_t state_slot = 0;
+    int64_t block_begin = 0;  // its ids in block_ids()[block_begin, block_begin + n_blocks)
+    int64_t n_blocks = 0;
+  };
+
+  explicit BatchPlan(const BatchDesc& d) : block_size_(d.block_size) {
+    auto fail = [](const std::string& m) { throw std::invalid_argument("forward batch: " + m); };
+    if (d.block_size <= 0) fail("block size must be positive");
+    if (d.seqs.empty()) fail("no sequences");
+    int64_t rows = 0;
+    std::vector<int32_t> slots;
+    for (size_t s = 0; s < d.seqs.size(); ++s) {
+      const SeqSpan& in = d.seqs[s];
+      const std::string who = "sequence " + std::to_string(s);
+      if (in.n_tokens < 1) fail(who + " has no new tokens");
+      if (in.n_cached < 0) fail(who + " has a negative cached length");
+      if (in.state_slot < 0 || in.state_slot >= d.num_slots)
+        fail(who + " uses state slot " + std::to_string(in.state_slot) + " outside [0, " +
+             std::to_string(d.num_slots) + ")");
+      const int64_t end = in.n_cached + in.n_tokens;
+      if (static_cast<int64_t>(in.block_ids.size()) * d.block_size < end)
+        fail(who + " needs room for " + std::to_string(end) + " tokens but its block table holds " +
+             std::to_string(in.block_ids.size()) + " blocks of " + std::to_string(d.block_size));
+      Seq q;
+      q.first_row = rows;
+      q.n_tokens = in.n_tokens;
+      q.n_cached = in.n_cached;
+      q.state_slot = in.state_slot;
+      q.block_begin = static_cast<int64_t>(block_ids_.size());
+      q.n_blocks = (end + d.block_size - 1) / d.block_size;  // blocks past the end are not read
+      for (int64_t b = 0; b < q.n_blocks; ++b) {
+        const int32_t id = in.block_ids[static_cast<size_t>(b)];
+        if (id < 0 || id >= d.num_blocks)
+          fail(who + " has block id " + std::to_string(id) + " outside the pool of " +
+               std::to_string(d.num_blocks));
+        block_ids_.push_back(id);
+      }
+      for (int64_t t = 0; t < in.n_tokens; ++t) {
+        const int64_t pos = in.n_cached + t;
+        positions_.push_back(pos);
+        const int64_t block = in.block_ids[static_cast<size_t>(pos / d.block_size)];
+        kv_slots_.push_back(block * d.block_size + pos % d.block_size);
+        row_seq_.push_back(static_cast<int32_t>(s));
+      }
+      seqs_.push_back(q);
+      slots.push_back(in.state_slot);
+      rows += in.n_tokens;
+    }
+    if (static_cast<int64_t>(d.token_ids.size()) != rows)
+      fail(std::to_string(d.token_ids.size()) + " token ids for " + std::to_string(rows) + " rows");
+    for (int32_t id : d.token_ids)
+      if (id < 0 || id >= d.vocab_size)
+        fail("token id " + std::to_string(id) + " outside the vocabulary of " +
+             std::to_string(d.vocab_size));
+    token_ids_.assign(d.token_ids.begin(), d.token_ids.end());
+    for (int64_t r : d.logit_rows)
+      if (r < 0 || r >= rows) fail("logit row " + std::to_string(r) + " outside the batch");
+    logit_rows_.assign(d.logit_rows.begin(), d.logit_rows.end());
+
+    std::sort(slots.begin(), slots.end());
+    if (std::adjacent_find(slots.begin(), slots.end()) != slots.end())
+      fail("two sequences share a state slot");
+    std::vector<int64_t> kv = kv_slots_;
+    std::sort(kv.begin(), kv.end());
+    if (std::adjacent_find(kv.begin(), kv.end()) != kv.end())
+      fail("two new tokens would be written to the same K/V slot");
+  }
+  virtual ~BatchPlan() = default;
+  BatchPlan(const BatchPlan&) = delete;
+  BatchPlan& operator=(const BatchPlan&) = delete;
+
+  int64_t num_rows() const { return static_cast<int64_t>(token_ids_.size()); }
+  int32_t block_size() const { return block_size_; }
+  const std::vector<Seq>& seqs() const { return seqs_; }
+  const std::vector<int32_t>& token_ids() const { return token_ids_; }
+  // Per row: absolute position, K/V pool row (block * block_size + offset), sequence index.
+  const std::vector<int64_t>& positions() const { return positions_; }
+  const std::vector<int64_t>& kv_slots() const { return kv_slots_; }
+  const std::vector<int32_t>& row_seq() const { return row_seq_; }
+  // Every sequence's block ids, concatenated (see Seq::block_begin).
+  const std::vector<int32_t>& block_ids() const { return block_ids_; }
+  const std::vector<int64_t>& logit_rows() const { return logit_rows_; }
+
+ private:
+  int32_t block_size_;
+  std::vector<Seq> seqs_;
+  std::vector<int32_t> token_ids_;
+  std::vector<int64_t> positions_;
+  std::vector<int64_t> kv_slots_;
+  std::vector<int32_t> row_seq_;
+  std::vector<int32_t> block_ids_;
+  std::vector<int64_t> logit_rows_;
+};
+
+}  // namespace ds::kernels

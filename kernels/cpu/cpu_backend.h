@@ -1,0 +1,22 @@
+// The CPU backend: float32 on the host, the project's reference engine.
+//
+// Weights are widened to f32 at upload (bf16 and f16 exactly), K/V pools are f32. GEMMs go
+// through OpenBLAS (cblas_sgemm, its own threads); the other kernels are plain C++ written for
+// the compiler to vectorise, and the ones with enough work (attention, the DeltaNet
+// recurrence, the conv, norms over many rows) are split over a small thread pool.
+#pragma once
+
+#include <memory>
+
+#include "kernels/backend.h"
+
+namespace ds::kernels::cpu {
+
+struct CpuBackendOptions {
+  // Threads for the non-GEMM kernels and for OpenBLAS; 0 = hardware concurrency.
+  int num_threads = 0;
+};
+
+std::unique_ptr<Backend> make_cpu_backend(CpuBackendOptions options = {});
+
+}  // namespace ds::kernels::cpu

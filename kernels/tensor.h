@@ -1,0 +1,122 @@
+// Tensor: a handle to a buffer owned by a backend, with an element type and a shape.
+//
+// The model never looks inside a Tensor's memory; it passes Tensors to Backend ops (see
+// backend.h). What the bytes are is the backend's business: host float32 for the CPU
+// backend; device memory for CUDA (bf16 weights, f32 where the checkpoint keeps f32).
+// A Tensor is a cheap value type: copies share the storage (the last one frees it through
+// the deleter the backend gave), and rows()/reshape() make views of the same storage.
+//
+// HostTensor is the other direction: a read-only view of host bytes (an mmap'd checkpoint
+// tensor) that a backend uploads into its own storage.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/dtype.h"
+
+namespace ds::kernels {
+
+inline constexpr int kMaxRank = 5;
+
+class Shape {
+ public:
+  Shape() = default;
+  Shape(std::initializer_list<int64_t> dims) {
+    if (dims.size() > static_cast<size_t>(kMaxRank)) throw std::invalid_argument("Shape: rank above 5");
+    for (int64_t d : dims) {
+      if (d < 0) throw std::invalid_argument("Shape: negative dimension");
+      dims_[rank_++] = d;
+    }
+  }
+
+  int rank() const { return rank_; }
+  int64_t operator[](int i) const { return dims_.at(static_cast<size_t>(i)); }
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int i = 0; i < rank_; ++i) n *= dims_[static_cast<size_t>(i)];
+    return n;
+  }
+  // The same shape with dim 0 replaced.
+  Shape with_dim0(int64_t d0) const {
+    Shape s = *this;
+    s.dims_[0] = d0;
+    return s;
+  }
+  std::string str() const {
+    std::string s = "[";
+    for (int i = 0; i < rank_; ++i) {
+      if (i) s += ", ";
+      s += std::to_string(dims_[static_cast<size_t>(i)]);
+    }
+    return s + "]";
+  }
+  friend bool operator==(const Shape& a, const Shape& b) {
+    if (a.rank_ != b.rank_) return false;
+    for (int i = 0; i < a.rank_; ++i)
+      if (a.dims_[static_cast<size_t>(i)] != b.dims_[static_cast<size_t>(i)]) return false;
+    return true;
+  }
+
+ private:
+  std::array<int64_t, kMaxRank> dims_{};
+  int rank_ = 0;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  // storage keeps the buffer alive (its deleter frees it); data is where this tensor starts.
+  Tensor(std::shared_ptr<void> storage, void* data, DType dtype, Shape shape)
+      : storage_(std::move(storage)), data_(data), dtype_(dtype), shape_(shape) {}
+
+  bool empty() const { return data_ == nullptr; }
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  int rank() const { return shape_.rank(); }
+  int64_t dim(int i) const { return shape_[i]; }
+  int64_t numel() const { return shape_.numel(); }
+  int64_t bytes() const { return ds::row_bytes(dtype_, numel()); }
+
+  // Address in the backend's memory space (host for cpu, device for cuda).
+  void* data() const { return data_; }
+  template <class T>
+  T* data_as() const { return static_cast<T*>(data_); }
+
+  // Rows [first, first + count) along dim 0, sharing the storage.
+  Tensor rows(int64_t first, int64_t count) const {
+    if (rank() < 1 || first < 0 || count < 0 || first + count > dim(0))
+      throw std::out_of_range("Tensor::rows: rows [" + std::to_string(first) + ", " +
+                              std::to_string(first + count) + ") outside " + shape_.str());
+    const int64_t row_elems = dim(0) > 0 ? numel() / dim(0) : 0;
+    auto* base = static_cast<unsigned char*>(data_);
+    return Tensor(storage_, base + ds::row_bytes(dtype_, first * row_elems), dtype_,
+                  shape_.with_dim0(count));
+  }
+  // The same elements under another shape with as many elements.
+  Tensor reshape(Shape s) const {
+    if (s.numel() != numel())
+      throw std::invalid_argument("Tensor::reshape: " + shape_.str() + " to " + s.str());
+    return Tensor(storage_, data_, dtype_, s);
+  }
+
+ private:
+  std::shared_ptr<void> storage_;
+  void* data_ = nullptr;
+  DType dtype_ = DType::f32;
+  Shape shape_;
+};
+
+// Read-only host bytes of one tensor in a stored type (a checkpoint tensor), to be uploaded.
+struct HostTensor {
+  DType dtype = DType::f32;  // f32, bf16 or f16
+  Shape shape;
+  const void* data = nullptr;
+  int64_t bytes() const { return ds::row_bytes(dtype, shape.numel()); }
+};
+
+}  // namespace ds::kernels

@@ -1,0 +1,74 @@
+// ModelConfig: the shape of a Qwen3.5 / Qwen3.6 dense text decoder, read from a checkpoint's
+// config.json (and its stop ids from generation_config.json).
+//
+// Two layouts exist: the multimodal one of the released repos (model_type "qwen3_5", text
+// settings under "text_config", weights under model.language_model.*) and the text-only one
+// (model_type "qwen3_5_text" at the top level, weights under model.*). Every size comes from
+// the file; the layer schedule from "layer_types" or, failing that, "full_attention_interval"
+// (layer i is full attention iff (i + 1) % interval == 0). Anything the forward pass cannot
+// honour (another activation, attention bias, a scaled RoPE, GQA ratios that do not divide)
+// is refused with a message naming the key.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernels/dtype.h"
+#include "kvcache/capacity.h"
+
+namespace ds::qwen35 {
+
+enum class LayerKind : uint8_t { linear_attention, full_attention };
+
+struct ModelConfig {
+  bool multimodal_layout = false;  // config had "text_config"
+
+  int64_t vocab_size = 0;         // V
+  int64_t hidden_size = 0;        // H
+  int64_t intermediate_size = 0;  // I
+  int64_t num_layers = 0;         // L
+  double rms_norm_eps = 0;
+
+  // Full attention.
+  int64_t num_heads = 0;     // Nq
+  int64_t num_kv_heads = 0;  // Nkv
+  int64_t head_dim = 0;      // D
+  int64_t rotary_dim = 0;    // int(D * partial_rotary_factor), even
+  double rope_theta = 0;
+
+  // Gated DeltaNet.
+  int64_t linear_k_heads = 0;  // Hk
+  int64_t linear_v_heads = 0;  // Hv
+  int64_t linear_k_dim = 0;    // dk
+  int64_t linear_v_dim = 0;    // dv
+  int64_t conv_kernel = 0;     // Kc
+
+  bool tie_word_embeddings = false;
+  std::vector<int32_t> eos_token_ids;  // generation_config.json, else config's eos_token_id
+
+  std::vector<LayerKind> layer_kinds;  // [L]
+  // Position of layer i among the layers of its kind: its K/V pool index (full attention)
+  // or its state layer index (DeltaNet).
+  std::vector<int64_t> kind_index;  // [L]
+
+  int64_t num_full_layers() const;
+  int64_t num_linear_layers() const;
+  int64_t linear_key_dim() const { return linear_k_heads * linear_k_dim; }    // Hk*dk
+  int64_t linear_value_dim() const { return linear_v_heads * linear_v_dim; }  // Hv*dv
+  int64_t conv_dim() const { return 2 * linear_key_dim() + linear_value_dim(); }
+
+  // K/V and state geometry for the kvcache pools, with K/V stored as kv_dtype.
+  kvcache::CacheGeometry cache_geometry(DType kv_dtype = DType::f32) const;
+
+  // Parses config.json text (and generation_config.json text, empty when absent). Throws
+  // std::runtime_error naming `source` and the offending key.
+  static ModelConfig parse(std::string_view config_json, std::string_view generation_json,
+                           const std::string& source = "config.json");
+  // Reads dir/config.json and dir/generation_config.json (optional).
+  static ModelConfig load(const std::filesystem::path& dir);
+};
+
+}  // namespace ds::qwen35

@@ -1,0 +1,123 @@
+// Model: a Qwen3.5 / Qwen3.6 dense checkpoint loaded onto a Backend, with its caches.
+//
+// Usage by the engine:
+//   auto backend = ds::kernels::cpu::make_cpu_backend();
+//   auto model = ds::qwen35::Model::load(*backend, "path/to/checkpoint");
+//   auto sizes = kvcache::size_pools(model->cache_geometry(), budget, 16, max_seqs);
+//   model->allocate_cache(sizes);                    // the model owns the K/V and state memory
+//   kvcache::BlockPool blocks(sizes.num_blocks, sizes.block_size);   // the engine owns the
+//   kvcache::StatePool slots(sizes.num_slots, model->cache_geometry().state,   // bookkeeping
+//                            model->state_zero_fn());
+//   const Logits& out = model->forward(batch);       // rows in batch order
+//
+// forward() runs every layer over all rows of the batch at once: the projections as one
+// GEMM over all rows, the attention and the DeltaNet recurrence per sequence. Logits are
+// computed only for the rows asked for (final norm + lm_head on those rows alone).
+//
+// Not thread-safe: one engine thread drives a model.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "kvcache/capacity.h"
+#include "kvcache/state_pool.h"
+#include "model/qwen35/config.h"
+#include "model/qwen35/forward_batch.h"
+#include "model/qwen35/weights.h"
+
+namespace ds::qwen35 {
+
+// The logits of one forward step, [rows, vocab] in the backend's memory, rows in batch
+// order (sequence by sequence, token order within a chunk). Valid until the next forward.
+// A device backend can sample from tensor() directly; host code copies rows out.
+class Logits {
+ public:
+  int64_t rows() const { return tensor_.empty() ? 0 : tensor_.dim(0); }
+  int64_t vocab() const { return vocab_; }
+  const kernels::Tensor& tensor() const { return tensor_; }
+  // Row-major [rows * vocab] f32 on the host.
+  std::vector<float> to_host() const;
+  // One row into dst (dst.size() == vocab()).
+  void copy_row(int64_t row, std::span<float> dst) const;
+
+ private:
+  friend class Model;
+  kernels::Backend* backend_ = nullptr;
+  kernels::Tensor tensor_;
+  int64_t vocab_ = 0;
+};
+
+// Debug hook: called during forward with every row's residual stream. index 0 = embedding
+// output, index i (1..L) = output of layer i-1, index L+1 = the last layer's output after the
+// final norm (what HF's output_hidden_states reports last). hidden is [rows, H].
+using HiddenStateObserver = std::function<void(int index, const kernels::Tensor& hidden)>;
+
+class Model {
+ public:
+  // Reads config.json, generation_config.json and the safetensors weights of dir onto
+  // backend (which must outlive the model). Throws std::runtime_error with the file and
+  // tensor at fault.
+  static std::unique_ptr<Model> load(kernels::Backend& backend, const std::filesystem::path& dir);
+  // A model from an already loaded config and weights (tests).
+  Model(kernels::Backend& backend, ModelConfig config, ModelWeights weights);
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const ModelConfig& config() const { return config_; }
+  kernels::Backend& backend() const { return *backend_; }
+  // The cache geometry on this backend (its K/V element type).
+  kvcache::CacheGeometry cache_geometry() const;
+
+  // Allocates the K/V pools (sizes.num_blocks blocks of sizes.block_size tokens per
+  // full-attention layer) and sizes.num_slots DeltaNet state slots, replacing earlier ones.
+  // The state is zeroed.
+  void allocate_cache(const kvcache::PoolSizes& sizes);
+  int32_t num_blocks() const { return num_blocks_; }
+  int32_t block_size() const { return block_size_; }
+  int32_t num_slots() const { return num_slots_; }
+  // Zeroes one slot's state in every DeltaNet layer; install it in the StatePool.
+  void zero_state_slot(kvcache::SlotId slot);
+  kvcache::StatePool::ZeroFn state_zero_fn();
+
+  // One step over the batch. Throws std::invalid_argument for a malformed batch (empty
+  // chunk, table too small, block or slot outside the pools, token id outside the vocab,
+  // two chunks sharing a slot) before touching any cache.
+  const Logits& forward(const ForwardBatch& batch);
+
+  void set_hidden_state_observer(HiddenStateObserver observer) { observer_ = std::move(observer); }
+
+  // Backend views of a slot's DeltaNet state in one DeltaNet layer (tests, debugging):
+  // conv [conv_dim, Kc-1] and recurrent [Hv, dk, dv].
+  kernels::Tensor conv_state(kvcache::SlotId slot, int64_t linear_layer) const;
+  kernels::Tensor recurrent_state(kvcache::SlotId slot, int64_t linear_layer) const;
+
+ private:
+  struct Workspace;
+  void run_full_attention(int64_t layer, const kernels::BatchPlan& plan, Workspace& ws);
+  void run_deltanet(int64_t layer, const kernels::BatchPlan& plan, Workspace& ws);
+  void run_mlp(int64_t layer, Workspace& ws);
+  Workspace& workspace(int64_t rows, int64_t logit_rows);
+
+  kernels::Backend* backend_;
+  ModelConfig config_;
+  ModelWeights weights_;
+  int32_t num_blocks_ = 0;
+  int32_t block_size_ = 0;
+  int32_t num_slots_ = 0;
+  std::vector<kernels::Tensor> k_pools_;  // per full-attention layer
+  std::vector<kernels::Tensor> v_pools_;
+  kernels::Tensor conv_state_;       // [slots, linear layers, conv_dim, Kc-1]
+  kernels::Tensor recurrent_state_;  // [slots, linear layers, Hv, dk, dv]
+  std::unique_ptr<Workspace> ws_;
+  Logits logits_;
+  HiddenStateObserver observer_;
+};
+
+}  // namespace ds::qwen35

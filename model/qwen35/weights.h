@@ -1,0 +1,61 @@
+// ModelWeights: every tensor of the text decoder, uploaded to a backend and checked.
+//
+// load_weights() walks the checkpoint by the names of the layout it uses (model.* or
+// model.language_model.*), checks each tensor's shape against the config, and fails naming
+// the file and tensor when one is missing, mis-shaped or left over (model.visual.* and mtp.*
+// are skipped on purpose). The MLP's gate_proj and up_proj are fused into one [2I, H] weight
+// (gate rows first) so the MLP input projection is a single GEMM. lm_head falls back to the
+// embedding when tie_word_embeddings is set and the checkpoint has no lm_head.weight.
+#pragma once
+
+#include <vector>
+
+#include "kernels/backend.h"
+#include "model/qwen35/checkpoint.h"
+#include "model/qwen35/config.h"
+
+namespace ds::qwen35 {
+
+struct AttentionWeights {
+  kernels::Tensor q_proj;  // [2*Nq*D, H], per head: D query rows then D gate rows
+  kernels::Tensor k_proj;  // [Nkv*D, H]
+  kernels::Tensor v_proj;  // [Nkv*D, H]
+  kernels::Tensor o_proj;  // [H, Nq*D]
+  kernels::Tensor q_norm;  // [D], applied as 1 + w
+  kernels::Tensor k_norm;  // [D], applied as 1 + w
+};
+
+struct DeltaNetWeights {
+  kernels::Tensor in_proj_qkv;  // [conv_dim, H]
+  kernels::Tensor in_proj_z;    // [Hv*dv, H]
+  kernels::Tensor in_proj_b;    // [Hv, H]
+  kernels::Tensor in_proj_a;    // [Hv, H]
+  kernels::Tensor conv1d;       // [conv_dim, 1, Kc]
+  kernels::Tensor dt_bias;      // [Hv]
+  kernels::Tensor a_log;        // [Hv]
+  kernels::Tensor norm;         // [dv], applied as plain w
+  kernels::Tensor out_proj;     // [H, Hv*dv]
+};
+
+struct LayerWeights {
+  LayerKind kind = LayerKind::linear_attention;
+  kernels::Tensor input_norm;  // [H], 1 + w
+  kernels::Tensor post_norm;   // [H], 1 + w
+  AttentionWeights attn;       // full-attention layers only
+  DeltaNetWeights deltanet;    // DeltaNet layers only
+  kernels::Tensor gate_up;     // [2I, H] = [gate_proj; up_proj]
+  kernels::Tensor down;        // [H, I]
+};
+
+struct ModelWeights {
+  kernels::Tensor embed;       // [V, H]
+  kernels::Tensor final_norm;  // [H], 1 + w
+  kernels::Tensor lm_head;     // [V, H] (the embedding when tied)
+  std::vector<LayerWeights> layers;
+};
+
+// Uploads and checks the whole text decoder of ckpt. Throws std::runtime_error naming the
+// file and tensor at fault.
+ModelWeights load_weights(kernels::Backend& backend, const Checkpoint& ckpt, const ModelConfig& config);
+
+}  // namespace ds::qwen35
