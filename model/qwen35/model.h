@@ -102,7 +102,7 @@ class Model {
   struct Workspace;
   void run_full_attention(int64_t layer, const kernels::BatchPlan& plan, Workspace& ws);
   void run_deltanet(int64_t layer, const kernels::BatchPlan& plan, Workspace& ws);
-  void run_mlp(int64_t layer, Workspace& ws);
+  void run_mlp(int64_t layer, int64_t rows, Workspace& ws);
   Workspace& workspace(int64_t rows, int64_t logit_rows);
 
   kernels::Backend* backend_;

@@ -1,0 +1,80 @@
+// Depthwise causal conv1d + SiLU of a DeltaNet layer, continuing each sequence from its conv
+// state. For a channel, output t = silu(sum_j w[j] * u[t - (Kc-1) + j]) where u is the state's
+// Kc-1 earlier inputs (oldest first; zeros at sequence start) followed by the new rows; the
+// state then keeps the last Kc-1 inputs. A chunk and the same tokens fed one at a time run
+// the identical arithmetic, so they leave bit-identical state.
+//
+// Work item = (sequence, block of 64 channels): the block's window is laid out token-major
+// so the inner loop runs over contiguous channels.
+#include <algorithm>
+#include <vector>
+
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/vec.h"
+
+namespace ds::kernels::cpu {
+
+void causal_conv1d(ThreadPool& pool, const Tensor& x, const Tensor& weight, Tensor& conv_state,
+                   int64_t layer, const BatchPlan& plan, Tensor& out) {
+  const char* op = "causal_conv1d";
+  check_f32(x, op, "x");
+  check_f32(weight, op, "weight");
+  check_f32(conv_state, op, "conv_state");
+  check_f32(out, op, "out");
+  check(x.rank() == 2 && x.dim(0) == plan.num_rows(), op, "x must be [rows, C], got " + x.shape().str());
+  check(out.shape() == x.shape(), op, "out " + out.shape().str() + " must match x " + x.shape().str());
+  const int64_t ch = x.dim(1);
+  check(weight.rank() == 3 && weight.dim(0) == ch && weight.dim(1) == 1 && weight.dim(2) >= 1, op,
+        "weight must be [C, 1, Kc] with C = " + std::to_string(ch) + ", got " + weight.shape().str());
+  const int64_t kc = weight.dim(2), taps = kc - 1;
+  check(conv_state.rank() == 4 && conv_state.dim(2) == ch && conv_state.dim(3) == taps, op,
+        "conv_state must be [slots, layers, " + std::to_string(ch) + ", " + std::to_string(taps) +
+            "], got " + conv_state.shape().str());
+  check(layer >= 0 && layer < conv_state.dim(1), op, "layer " + std::to_string(layer) + " outside the state");
+  for (const auto& s : plan.seqs())
+    check(s.state_slot < conv_state.dim(0), op, "state slot outside the state");
+
+  constexpr int64_t kBlock = 64;
+  const int64_t n_blocks = (ch + kBlock - 1) / kBlock;
+  const int64_t n_layers = conv_state.dim(1);
+  const float* xs = x.data_as<const float>();
+  const float* ws = weight.data_as<const float>();
+  float* states = conv_state.data_as<float>();
+  float* os = out.data_as<float>();
+  const int64_t items = static_cast<int64_t>(plan.seqs().size()) * n_blocks;
+
+  pool.parallel_for(items, 1, [&](int64_t begin, int64_t end) {
+    thread_local std::vector<float> ext, wt;
+    float acc[kBlock];
+    for (int64_t item = begin; item < end; ++item) {
+      const auto& seq = plan.seqs()[static_cast<size_t>(item / n_blocks)];
+      const int64_t c0 = (item % n_blocks) * kBlock, nc = std::min(kBlock, ch - c0);
+      const int64_t n = seq.n_tokens;
+      float* st = states + ((seq.state_slot * n_layers + layer) * ch + c0) * taps;
+      ext.assign(static_cast<size_t>((taps + n) * kBlock), 0.0f);
+      wt.assign(static_cast<size_t>(kc * kBlock), 0.0f);
+      for (int64_t c = 0; c < nc; ++c) {
+        for (int64_t j = 0; j < taps; ++j) ext[static_cast<size_t>(j * kBlock + c)] = st[c * taps + j];
+        for (int64_t j = 0; j < kc; ++j) wt[static_cast<size_t>(j * kBlock + c)] = ws[(c0 + c) * kc + j];
+      }
+      for (int64_t t = 0; t < n; ++t) {
+        const float* xr = xs + (seq.first_row + t) * ch + c0;
+        std::copy(xr, xr + nc, ext.begin() + (taps + t) * kBlock);
+      }
+      for (int64_t t = 0; t < n; ++t) {
+        std::fill(acc, acc + kBlock, 0.0f);
+        for (int64_t j = 0; j < kc; ++j) {
+          const float* e = ext.data() + (t + j) * kBlock;
+          const float* w = wt.data() + j * kBlock;
+          for (int64_t c = 0; c < kBlock; ++c) acc[c] += w[c] * e[c];
+        }
+        float* orow = os + (seq.first_row + t) * ch + c0;
+        for (int64_t c = 0; c < nc; ++c) orow[c] = silu(acc[c]);
+      }
+      for (int64_t c = 0; c < nc; ++c)
+        for (int64_t j = 0; j < taps; ++j) st[c * taps + j] = ext[static_cast<size_t>((n + j) * kBlock + c)];
+    }
+  });
+}
+
+}  // namespace ds::kernels::cpu

@@ -1,0 +1,137 @@
+// CpuBackend: host memory, f32 everywhere, and the kernels of this folder.
+#include "kernels/cpu/cpu_backend.h"
+
+#include <cblas.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "kernels/common/half.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/thread_pool.h"
+
+namespace ds::kernels::cpu {
+
+namespace {
+
+constexpr size_t kAlign = 64;
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(const CpuBackendOptions& options) : pool_(options.num_threads) {
+    // GEMMs are split over our own pool (gemm.cpp); OpenBLAS's threads would only compete.
+    openblas_set_num_threads(1);
+  }
+
+  std::string_view name() const override { return "cpu"; }
+  DType kv_cache_dtype() const override { return DType::f32; }
+
+  Tensor alloc(DType dtype, const Shape& shape) override {
+    check(!is_quantized(dtype), "alloc", "the cpu backend stores no quantised tensors");
+    const size_t bytes = static_cast<size_t>(ds::row_bytes(dtype, shape.numel()));
+    const size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign + kAlign;
+    void* p = std::aligned_alloc(kAlign, rounded);
+    if (!p) throw std::bad_alloc();
+    return Tensor(std::shared_ptr<void>(p, std::free), p, dtype, shape);
+  }
+
+  Tensor upload(const HostTensor& src) override {
+    Tensor t = alloc(DType::f32, src.shape);
+    float* dst = t.data_as<float>();
+    const int64_t n = src.shape.numel();
+    const auto* bytes = static_cast<const unsigned char*>(src.data);
+    switch (src.dtype) {
+      case DType::f32:
+        std::memcpy(dst, bytes, static_cast<size_t>(n) * 4);
+        break;
+      case DType::bf16:
+      case DType::f16:
+        for (int64_t i = 0; i < n; ++i) {
+          uint16_t h;
+          std::memcpy(&h, bytes + 2 * i, 2);  // checkpoint data need not be aligned
+          dst[i] = src.dtype == DType::bf16 ? bf16_to_f32(h) : f16_to_f32(h);
+        }
+        break;
+      default:
+        check(false, "upload", "cannot load " + std::string(dtype_name(src.dtype)) + " weights");
+    }
+    return t;
+  }
+
+  void fill_zero(Tensor& t) override {
+    check(!t.empty() || t.numel() == 0, "fill_zero", "empty tensor");
+    if (t.numel() > 0) std::memset(t.data(), 0, static_cast<size_t>(t.bytes()));
+  }
+
+  void copy_to_host(const Tensor& src, std::span<float> dst) override {
+    check_f32(src, "copy_to_host", "src");
+    check(static_cast<int64_t>(dst.size()) == src.numel(), "copy_to_host",
+          "destination holds " + std::to_string(dst.size()) + " floats, tensor " + src.shape().str());
+    std::memcpy(dst.data(), src.data(), dst.size() * sizeof(float));
+  }
+
+  void copy_from_host(std::span<const float> src, Tensor& dst) override {
+    check_f32(dst, "copy_from_host", "dst");
+    check(static_cast<int64_t>(src.size()) == dst.numel(), "copy_from_host",
+          "source holds " + std::to_string(src.size()) + " floats, tensor " + dst.shape().str());
+    std::memcpy(dst.data(), src.data(), src.size() * sizeof(float));
+  }
+
+  std::unique_ptr<BatchPlan> plan(const BatchDesc& desc) override {
+    return std::make_unique<BatchPlan>(desc);
+  }
+
+  void embedding(const Tensor& table, const BatchPlan& plan, Tensor& out) override {
+    cpu::embedding(pool_, table, plan, out);
+  }
+  void gather_rows(const Tensor& x, const BatchPlan& plan, Tensor& out) override {
+    cpu::gather_rows(x, plan, out);
+  }
+  void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override {
+    cpu::rms_norm(pool_, x, weight, eps, out);
+  }
+  void gemm(const Tensor& x, const Tensor& w, Tensor& out, bool accumulate) override {
+    cpu::gemm(pool_, x, w, out, accumulate);
+  }
+  void swiglu(const Tensor& gate_up, Tensor& out) override { cpu::swiglu(pool_, gate_up, out); }
+  void split_query_gate(const Tensor& qg, Tensor& q, Tensor& gate) override {
+    cpu::split_query_gate(qg, q, gate);
+  }
+  void rope(Tensor& x, const BatchPlan& plan, const RopeParams& params) override {
+    cpu::rope(pool_, x, plan, params);
+  }
+  void sigmoid_gate(Tensor& x, const Tensor& gate) override { cpu::sigmoid_gate(pool_, x, gate); }
+  void kv_write(const Tensor& k, const Tensor& v, const BatchPlan& plan, Tensor& k_pool,
+                Tensor& v_pool) override {
+    cpu::kv_write(k, v, plan, k_pool, v_pool);
+  }
+  void paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,
+                       const BatchPlan& plan, float scale, Tensor& out) override {
+    cpu::paged_attention(pool_, q, k_pool, v_pool, plan, scale, out);
+  }
+  void causal_conv1d(const Tensor& x, const Tensor& weight, Tensor& conv_state, int64_t layer,
+                     const BatchPlan& plan, Tensor& out) override {
+    cpu::causal_conv1d(pool_, x, weight, conv_state, layer, plan, out);
+  }
+  void gated_delta_rule(const Tensor& qkv, const Tensor& a, const Tensor& b, const Tensor& a_log,
+                        const Tensor& dt_bias, Tensor& recurrent_state, int64_t layer,
+                        const BatchPlan& plan, const DeltaNetDims& dims, Tensor& out) override {
+    cpu::gated_delta_rule(pool_, qkv, a, b, a_log, dt_bias, recurrent_state, layer, plan, dims, out);
+  }
+  void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, float eps,
+                      Tensor& out) override {
+    cpu::gated_rms_norm(pool_, x, z, weight, eps, out);
+  }
+
+ private:
+  ThreadPool pool_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(CpuBackendOptions options) {
+  return std::make_unique<CpuBackend>(options);
+}
+
+}  // namespace ds::kernels::cpu

@@ -1,0 +1,39 @@
+// The CPU backend's kernels, one per file in this folder, each checking its own shapes.
+// CpuBackend (cpu_backend.cpp) forwards the Backend interface to these; backend.h documents
+// what each computes.
+#pragma once
+
+#include <string>
+
+#include "kernels/backend.h"
+#include "kernels/cpu/thread_pool.h"
+
+namespace ds::kernels::cpu {
+
+// Throws std::invalid_argument("<op>: <what>") unless ok.
+void check(bool ok, const char* op, const std::string& what);
+// Checks that t is a non-empty f32 tensor.
+void check_f32(const Tensor& t, const char* op, const char* name);
+
+void embedding(ThreadPool& pool, const Tensor& table, const BatchPlan& plan, Tensor& out);
+void gather_rows(const Tensor& x, const BatchPlan& plan, Tensor& out);
+void rms_norm(ThreadPool& pool, const Tensor& x, const Tensor& weight, float eps, Tensor& out);
+void gemm(ThreadPool& pool, const Tensor& x, const Tensor& w, Tensor& out, bool accumulate);
+void swiglu(ThreadPool& pool, const Tensor& gate_up, Tensor& out);
+void split_query_gate(const Tensor& qg, Tensor& q, Tensor& gate);
+void rope(ThreadPool& pool, Tensor& x, const BatchPlan& plan, const RopeParams& params);
+void sigmoid_gate(ThreadPool& pool, Tensor& x, const Tensor& gate);
+void kv_write(const Tensor& k, const Tensor& v, const BatchPlan& plan, Tensor& k_pool,
+              Tensor& v_pool);
+void paged_attention(ThreadPool& pool, const Tensor& q, const Tensor& k_pool,
+                     const Tensor& v_pool, const BatchPlan& plan, float scale, Tensor& out);
+void causal_conv1d(ThreadPool& pool, const Tensor& x, const Tensor& weight, Tensor& conv_state,
+                   int64_t layer, const BatchPlan& plan, Tensor& out);
+void gated_delta_rule(ThreadPool& pool, const Tensor& qkv, const Tensor& a, const Tensor& b,
+                      const Tensor& a_log, const Tensor& dt_bias, Tensor& recurrent_state,
+                      int64_t layer, const BatchPlan& plan, const DeltaNetDims& dims,
+                      Tensor& out);
+void gated_rms_norm(ThreadPool& pool, const Tensor& x, const Tensor& z, const Tensor& weight,
+                    float eps, Tensor& out);
+
+}  // namespace ds::kernels::cpu

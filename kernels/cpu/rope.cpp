@@ -1,0 +1,54 @@
+// Partial rotate-half RoPE, in place on [rows, heads, D]: dims [0, R) rotate in pairs
+// (i, i + R/2), the rest pass through. The angles follow HF's float32 recipe so the result
+// matches it to rounding: inv_freq_i = 1 / theta^(f32(2i) / R) in f32, angle = f32(p * inv_freq)
+// (one rounded product), then cos and sin of that f32 angle.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/cpu/ops.h"
+
+namespace ds::kernels::cpu {
+
+void rope(ThreadPool& pool, Tensor& x, const BatchPlan& plan, const RopeParams& params) {
+  const char* op = "rope";
+  check_f32(x, op, "x");
+  check(x.rank() == 3 && x.dim(0) == plan.num_rows(), op,
+        "x must be [rows, heads, D], got " + x.shape().str());
+  const int64_t heads = x.dim(1), d = x.dim(2), r = params.rotary_dim;
+  check(r > 0 && r % 2 == 0 && r <= d, op,
+        "rotary dim " + std::to_string(r) + " must be even and within head dim " + std::to_string(d));
+  check(params.theta > 0, op, "theta must be positive");
+  const int64_t half = r / 2;
+  std::vector<float> inv_freq(static_cast<size_t>(half));
+  const float theta = static_cast<float>(params.theta);
+  for (int64_t i = 0; i < half; ++i) {
+    const float e = static_cast<float>(2 * i) / static_cast<float>(r);
+    const float p = static_cast<float>(std::pow(static_cast<double>(theta), static_cast<double>(e)));
+    inv_freq[static_cast<size_t>(i)] = 1.0f / p;
+  }
+  float* xs = x.data_as<float>();
+  const auto& pos = plan.positions();
+  pool.parallel_for(plan.num_rows(), std::max<int64_t>(1, 65536 / (heads * d)),
+                    [&](int64_t begin, int64_t end) {
+    std::vector<float> c(static_cast<size_t>(half)), s(static_cast<size_t>(half));
+    for (int64_t row = begin; row < end; ++row) {
+      const float p = static_cast<float>(pos[static_cast<size_t>(row)]);
+      for (int64_t i = 0; i < half; ++i) {
+        const float angle = p * inv_freq[static_cast<size_t>(i)];
+        c[static_cast<size_t>(i)] = static_cast<float>(std::cos(static_cast<double>(angle)));
+        s[static_cast<size_t>(i)] = static_cast<float>(std::sin(static_cast<double>(angle)));
+      }
+      for (int64_t h = 0; h < heads; ++h) {
+        float* v = xs + (row * heads + h) * d;
+        for (int64_t i = 0; i < half; ++i) {
+          const float x1 = v[i], x2 = v[i + half];
+          v[i] = x1 * c[static_cast<size_t>(i)] - x2 * s[static_cast<size_t>(i)];
+          v[i + half] = x2 * c[static_cast<size_t>(i)] + x1 * s[static_cast<size_t>(i)];
+        }
+      }
+    }
+  });
+}
+
+}  // namespace ds::kernels::cpu

@@ -1,0 +1,226 @@
+#include "model/qwen35/config.h"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+namespace ds::qwen35 {
+
+namespace {
+
+using nlohmann::json;
+
+class Reader {
+ public:
+  Reader(const json& text, const json& root, std::string source)
+      : text_(text), root_(root), source_(std::move(source)) {}
+
+  [[noreturn]] void fail(const std::string& what) const {
+    throw std::runtime_error(source_ + ": " + what);
+  }
+  // A key of the text config, falling back to the top level (text-only layout: the same).
+  const json* find(const std::string& key) const {
+    if (text_.contains(key) && !text_[key].is_null()) return &text_[key];
+    if (root_.contains(key) && !root_[key].is_null()) return &root_[key];
+    return nullptr;
+  }
+  int64_t positive(const std::string& key) const {
+    const json* v = find(key);
+    if (!v) fail("missing \"" + key + "\"");
+    if (!v->is_number_integer() || v->get<int64_t>() <= 0)
+      fail("\"" + key + "\" must be a positive integer, got " + v->dump());
+    return v->get<int64_t>();
+  }
+  double positive_real(const json* v, const std::string& key) const {
+    if (!v) fail("missing \"" + key + "\"");
+    if (!v->is_number() || !(v->get<double>() > 0))
+      fail("\"" + key + "\" must be a positive number, got " + v->dump());
+    return v->get<double>();
+  }
+  bool flag(const std::string& key, bool fallback) const {
+    const json* v = find(key);
+    if (!v) return fallback;
+    if (!v->is_boolean()) fail("\"" + key + "\" must be true or false, got " + v->dump());
+    return v->get<bool>();
+  }
+
+ private:
+  const json& text_;
+  const json& root_;
+  std::string source_;
+};
+
+std::vector<int32_t> token_ids(const json& v, const Reader& r, const std::string& key) {
+  std::vector<int32_t> out;
+  auto one = [&](const json& x) {
+    if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > INT32_MAX)
+      r.fail("\"" + key + "\" must hold token ids, got " + v.dump());
+    out.push_back(static_cast<int32_t>(x.get<int64_t>()));
+  };
+  if (v.is_array()) {
+    for (const auto& x : v) one(x);
+  } else if (!v.is_null()) {
+    one(v);
+  }
+  return out;
+}
+
+std::string read_file(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) throw std::runtime_error(p.string() + ": cannot open");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+int64_t ModelConfig::num_full_layers() const {
+  int64_t n = 0;
+  for (auto k : layer_kinds) n += k == LayerKind::full_attention;
+  return n;
+}
+
+int64_t ModelConfig::num_linear_layers() const {
+  return static_cast<int64_t>(layer_kinds.size()) - num_full_layers();
+}
+
+kvcache::CacheGeometry ModelConfig::cache_geometry(DType kv_dtype) const {
+  kvcache::CacheGeometry g;
+  g.n_attention_layers = num_full_layers();
+  g.n_kv_heads = num_kv_heads;
+  g.head_dim = head_dim;
+  g.k_dtype = kv_dtype;
+  g.v_dtype = kv_dtype;
+  g.state.n_layers = num_linear_layers();
+  g.state.conv_dim = conv_dim();
+  g.state.conv_taps = conv_kernel - 1;
+  g.state.value_heads = linear_v_heads;
+  g.state.key_dim = linear_k_dim;
+  g.state.value_dim = linear_v_dim;
+  g.state.dtype = DType::f32;
+  return g;
+}
+
+ModelConfig ModelConfig::parse(std::string_view config_json, std::string_view generation_json,
+                               const std::string& source) {
+  json root;
+  try {
+    root = json::parse(config_json);
+  } catch (const json::exception& e) {
+    throw std::runtime_error(source + ": not valid JSON: " + e.what());
+  }
+  if (!root.is_object()) throw std::runtime_error(source + ": not a JSON object");
+  ModelConfig c;
+  c.multimodal_layout = root.contains("text_config");
+  const json empty = json::object();
+  if (c.multimodal_layout && !root["text_config"].is_object())
+    throw std::runtime_error(source + ": \"text_config\" is not an object");
+  const json& text = c.multimodal_layout ? root["text_config"] : empty;
+  Reader r(text, root, source);
+
+  const json& top = root;
+  for (const json* scope : {&text, &top}) {
+    if (!scope->contains("model_type")) continue;
+    const json* mt = &(*scope)["model_type"];
+    const std::string t = mt->is_string() ? mt->get<std::string>() : mt->dump();
+    if (t != "qwen3_5" && t != "qwen3_5_text")
+      r.fail("model_type " + t + " is not a dense Qwen3.5/3.6 model (qwen3_5 or qwen3_5_text)");
+  }
+  if (const json* act = r.find("hidden_act"); act && *act != "silu")
+    r.fail("\"hidden_act\" " + act->dump() + " is not supported (only silu)");
+  if (r.flag("attention_bias", false)) r.fail("\"attention_bias\": true is not supported");
+
+  c.vocab_size = r.positive("vocab_size");
+  c.hidden_size = r.positive("hidden_size");
+  c.intermediate_size = r.positive("intermediate_size");
+  c.num_layers = r.positive("num_hidden_layers");
+  c.rms_norm_eps = r.positive_real(r.find("rms_norm_eps"), "rms_norm_eps");
+  c.num_heads = r.positive("num_attention_heads");
+  c.num_kv_heads = r.positive("num_key_value_heads");
+  c.head_dim = r.positive("head_dim");
+  if (c.num_heads % c.num_kv_heads != 0)
+    r.fail("num_attention_heads " + std::to_string(c.num_heads) + " is not a multiple of num_key_value_heads " +
+           std::to_string(c.num_kv_heads));
+  c.linear_k_heads = r.positive("linear_num_key_heads");
+  c.linear_v_heads = r.positive("linear_num_value_heads");
+  c.linear_k_dim = r.positive("linear_key_head_dim");
+  c.linear_v_dim = r.positive("linear_value_head_dim");
+  c.conv_kernel = r.positive("linear_conv_kernel_dim");
+  if (c.linear_v_heads % c.linear_k_heads != 0)
+    r.fail("linear_num_value_heads " + std::to_string(c.linear_v_heads) +
+           " is not a multiple of linear_num_key_heads " + std::to_string(c.linear_k_heads));
+
+  // RoPE: rope_parameters (transformers 5) or the older top-level keys.
+  const json* rope = r.find("rope_parameters");
+  if (rope && !rope->is_object()) r.fail("\"rope_parameters\" is not an object");
+  auto rope_key = [&](const std::string& key) -> const json* {
+    if (rope && rope->contains(key) && !(*rope)[key].is_null()) return &(*rope)[key];
+    return r.find(key);
+  };
+  if (const json* type = rope_key("rope_type"); type && *type != "default")
+    r.fail("rope_type " + type->dump() + " is not supported (only default)");
+  if (const json* scaling = r.find("rope_scaling"); scaling && scaling->is_object() && !scaling->empty()) {
+    const json* type = scaling->contains("rope_type") ? &(*scaling)["rope_type"]
+                       : scaling->contains("type") ? &(*scaling)["type"] : nullptr;
+    if (type && *type != "default") r.fail("rope_scaling " + scaling->dump() + " is not supported");
+  }
+  c.rope_theta = r.positive_real(rope_key("rope_theta"), "rope_theta");
+  const double factor = r.positive_real(rope_key("partial_rotary_factor"), "partial_rotary_factor");
+  if (factor > 1) r.fail("partial_rotary_factor must be at most 1");
+  c.rotary_dim = static_cast<int64_t>(static_cast<double>(c.head_dim) * factor);  // int() as HF
+  if (c.rotary_dim <= 0 || c.rotary_dim % 2 != 0)
+    r.fail("rotary dim head_dim * partial_rotary_factor = " + std::to_string(c.rotary_dim) +
+           " must be positive and even");
+
+  if (const json* types = r.find("layer_types")) {
+    if (!types->is_array() || static_cast<int64_t>(types->size()) != c.num_layers)
+      r.fail("\"layer_types\" must list " + std::to_string(c.num_layers) + " layers");
+    for (const auto& t : *types) {
+      if (t == "linear_attention") c.layer_kinds.push_back(LayerKind::linear_attention);
+      else if (t == "full_attention") c.layer_kinds.push_back(LayerKind::full_attention);
+      else r.fail("unknown layer type " + t.dump() + " in \"layer_types\"");
+    }
+  } else if (r.find("full_attention_interval")) {
+    const int64_t every = r.positive("full_attention_interval");
+    for (int64_t i = 0; i < c.num_layers; ++i)
+      c.layer_kinds.push_back((i + 1) % every == 0 ? LayerKind::full_attention : LayerKind::linear_attention);
+  } else {
+    r.fail("neither \"layer_types\" nor \"full_attention_interval\" is given");
+  }
+  int64_t full = 0, linear = 0;
+  for (auto k : c.layer_kinds) c.kind_index.push_back(k == LayerKind::full_attention ? full++ : linear++);
+
+  c.tie_word_embeddings = r.flag("tie_word_embeddings", false);
+
+  if (!generation_json.empty()) {
+    json gen;
+    try {
+      gen = json::parse(generation_json);
+    } catch (const json::exception& e) {
+      throw std::runtime_error(std::string("generation_config.json: not valid JSON: ") + e.what());
+    }
+    if (gen.is_object() && gen.contains("eos_token_id")) {
+      Reader g(gen, gen, "generation_config.json");
+      c.eos_token_ids = token_ids(gen["eos_token_id"], g, "eos_token_id");
+    }
+  }
+  if (c.eos_token_ids.empty())
+    if (const json* eos = r.find("eos_token_id")) c.eos_token_ids = token_ids(*eos, r, "eos_token_id");
+  for (int32_t id : c.eos_token_ids)
+    if (id >= c.vocab_size) r.fail("eos token id " + std::to_string(id) + " is outside the vocabulary");
+  return c;
+}
+
+ModelConfig ModelConfig::load(const std::filesystem::path& dir) {
+  const auto config = dir / "config.json";
+  if (!std::filesystem::exists(config)) throw std::runtime_error(config.string() + ": not found");
+  const auto gen = dir / "generation_config.json";
+  return parse(read_file(config), std::filesystem::exists(gen) ? read_file(gen) : std::string(),
+               config.string());
+}
+
+}  // namespace ds::qwen35

@@ -1,0 +1,303 @@
+#include "model/qwen35/model.h"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "model/qwen35/checkpoint.h"
+
+namespace ds::qwen35 {
+
+using kernels::DeltaNetDims;
+using kernels::Shape;
+using kernels::Tensor;
+
+// Activation buffers for up to `rows` tokens, grown when a bigger batch comes. Each step
+// uses views of their first rows.
+struct Model::Workspace {
+  int64_t rows = 0;
+  int64_t logit_rows = 0;
+  Tensor h;         // [rows, H] residual stream
+  Tensor x;         // [rows, H] normed input of a mixer / the MLP
+  Tensor qg;        // [rows, Nq, 2D] gated q_proj output
+  Tensor q, gate;   // [rows, Nq, D]
+  Tensor k, v;      // [rows, Nkv, D]
+  Tensor attn;      // [rows, Nq, D]
+  Tensor mixed;     // [rows, conv_dim] DeltaNet in_proj_qkv output (pre-conv)
+  Tensor conv;      // [rows, conv_dim] after conv + SiLU
+  Tensor z;         // [rows, Hv, dv]
+  Tensor a, b;      // [rows, Hv]
+  Tensor core;      // [rows, Hv, dv]
+  Tensor gate_up;   // [rows, 2I]
+  Tensor act;       // [rows, I]
+  Tensor last;      // [logit rows, H]
+  Tensor logits;    // [logit rows, V]
+};
+
+std::vector<float> Logits::to_host() const {
+  std::vector<float> out(static_cast<size_t>(rows() * vocab_));
+  if (!out.empty()) backend_->copy_to_host(tensor_, out);
+  return out;
+}
+
+void Logits::copy_row(int64_t row, std::span<float> dst) const {
+  if (row < 0 || row >= rows()) throw std::out_of_range("Logits::copy_row: row outside the logits");
+  backend_->copy_to_host(tensor_.rows(row, 1), dst);
+}
+
+std::unique_ptr<Model> Model::load(kernels::Backend& backend, const std::filesystem::path& dir) {
+  ModelConfig config = ModelConfig::load(dir);
+  Checkpoint ckpt(dir);
+  ModelWeights weights = load_weights(backend, ckpt, config);
+  return std::make_unique<Model>(backend, std::move(config), std::move(weights));
+}
+
+Model::Model(kernels::Backend& backend, ModelConfig config, ModelWeights weights)
+    : backend_(&backend), config_(std::move(config)), weights_(std::move(weights)),
+      ws_(std::make_unique<Workspace>()) {
+  logits_.backend_ = backend_;
+  logits_.vocab_ = config_.vocab_size;
+}
+
+Model::~Model() = default;
+
+kvcache::CacheGeometry Model::cache_geometry() const {
+  return config_.cache_geometry(backend_->kv_cache_dtype());
+}
+
+void Model::allocate_cache(const kvcache::PoolSizes& sizes) {
+  if (sizes.num_blocks <= 0 || sizes.block_size <= 0 || sizes.num_slots <= 0)
+    throw std::invalid_argument("allocate_cache: need at least one block of positive size and one state slot (" +
+                                sizes.describe() + ")");
+  const auto g = cache_geometry();
+  k_pools_.clear();
+  v_pools_.clear();
+  conv_state_ = Tensor();
+  recurrent_state_ = Tensor();
+  const Shape pool{sizes.num_blocks, sizes.block_size, g.n_kv_heads, g.head_dim};
+  for (int64_t i = 0; i < g.n_attention_layers; ++i) {
+    k_pools_.push_back(backend_->alloc(g.k_dtype, pool));
+    v_pools_.push_back(backend_->alloc(g.v_dtype, pool));
+    backend_->fill_zero(k_pools_.back());
+    backend_->fill_zero(v_pools_.back());
+  }
+  const auto& s = g.state;
+  conv_state_ = backend_->alloc(DType::f32, Shape{sizes.num_slots, s.n_layers, s.conv_dim, s.conv_taps});
+  recurrent_state_ =
+      backend_->alloc(DType::f32, Shape{sizes.num_slots, s.n_layers, s.value_heads, s.key_dim, s.value_dim});
+  backend_->fill_zero(conv_state_);
+  backend_->fill_zero(recurrent_state_);
+  num_blocks_ = sizes.num_blocks;
+  block_size_ = sizes.block_size;
+  num_slots_ = sizes.num_slots;
+}
+
+void Model::zero_state_slot(kvcache::SlotId slot) {
+  if (slot < 0 || slot >= num_slots_)
+    throw std::out_of_range("zero_state_slot: slot " + std::to_string(slot) + " outside the " +
+                            std::to_string(num_slots_) + " allocated");
+  Tensor conv = conv_state_.rows(slot, 1);
+  Tensor rec = recurrent_state_.rows(slot, 1);
+  backend_->fill_zero(conv);
+  backend_->fill_zero(rec);
+}
+
+kvcache::StatePool::ZeroFn Model::state_zero_fn() {
+  return [this](kvcache::SlotId slot) { zero_state_slot(slot); };
+}
+
+Tensor Model::conv_state(kvcache::SlotId slot, int64_t linear_layer) const {
+  const auto& s = cache_geometry().state;
+  if (slot < 0 || slot >= num_slots_ || linear_layer < 0 || linear_layer >= s.n_layers)
+    throw std::out_of_range("conv_state: slot or layer outside the state");
+  return conv_state_.rows(slot, 1)
+      .reshape(Shape{s.n_layers, s.conv_dim, s.conv_taps})
+      .rows(linear_layer, 1)
+      .reshape(Shape{s.conv_dim, s.conv_taps});
+}
+
+Tensor Model::recurrent_state(kvcache::SlotId slot, int64_t linear_layer) const {
+  const auto& s = cache_geometry().state;
+  if (slot < 0 || slot >= num_slots_ || linear_layer < 0 || linear_layer >= s.n_layers)
+    throw std::out_of_range("recurrent_state: slot or layer outside the state");
+  return recurrent_state_.rows(slot, 1)
+      .reshape(Shape{s.n_layers, s.value_heads, s.key_dim, s.value_dim})
+      .rows(linear_layer, 1)
+      .reshape(Shape{s.value_heads, s.key_dim, s.value_dim});
+}
+
+Model::Workspace& Model::workspace(int64_t rows, int64_t logit_rows) {
+  Workspace& w = *ws_;
+  const auto& c = config_;
+  auto& be = *backend_;
+  if (rows > w.rows) {
+    const int64_t n = rows;
+    const auto f32 = DType::f32;
+    w.h = be.alloc(f32, Shape{n, c.hidden_size});
+    w.x = be.alloc(f32, Shape{n, c.hidden_size});
+    w.qg = be.alloc(f32, Shape{n, c.num_heads, 2 * c.head_dim});
+    w.q = be.alloc(f32, Shape{n, c.num_heads, c.head_dim});
+    w.gate = be.alloc(f32, Shape{n, c.num_heads, c.head_dim});
+    w.k = be.alloc(f32, Shape{n, c.num_kv_heads, c.head_dim});
+    w.v = be.alloc(f32, Shape{n, c.num_kv_heads, c.head_dim});
+    w.attn = be.alloc(f32, Shape{n, c.num_heads, c.head_dim});
+    w.mixed = be.alloc(f32, Shape{n, c.conv_dim()});
+    w.conv = be.alloc(f32, Shape{n, c.conv_dim()});
+    w.z = be.alloc(f32, Shape{n, c.linear_v_heads, c.linear_v_dim});
+    w.a = be.alloc(f32, Shape{n, c.linear_v_heads});
+    w.b = be.alloc(f32, Shape{n, c.linear_v_heads});
+    w.core = be.alloc(f32, Shape{n, c.linear_v_heads, c.linear_v_dim});
+    w.gate_up = be.alloc(f32, Shape{n, 2 * c.intermediate_size});
+    w.act = be.alloc(f32, Shape{n, c.intermediate_size});
+    w.rows = n;
+  }
+  if (logit_rows > w.logit_rows) {
+    w.last = be.alloc(DType::f32, Shape{logit_rows, c.hidden_size});
+    w.logits = be.alloc(DType::f32, Shape{logit_rows, c.vocab_size});
+    w.logit_rows = logit_rows;
+  }
+  return w;
+}
+
+const Logits& Model::forward(const ForwardBatch& batch) {
+  if (k_pools_.empty() && conv_state_.empty())
+    throw std::logic_error("Model::forward: allocate_cache() has not been called");
+  // Flatten the batch into the backend's plan (which validates every index).
+  std::vector<int32_t> tokens;
+  std::vector<kernels::SeqSpan> spans;
+  std::vector<int64_t> logit_rows;
+  tokens.reserve(static_cast<size_t>(batch.num_tokens()));
+  for (size_t i = 0; i < batch.seqs.size(); ++i) {
+    const SequenceChunk& s = batch.seqs[i];
+    const std::string who = "forward batch: sequence " + std::to_string(i);
+    if (!s.block_table) throw std::invalid_argument(who + " has no block table");
+    if (s.block_table->block_size() != block_size_)
+      throw std::invalid_argument(who + "'s block table has block size " +
+                                  std::to_string(s.block_table->block_size()) + ", the cache " +
+                                  std::to_string(block_size_));
+    const auto n = static_cast<int64_t>(s.tokens.size());
+    if (s.logit_rows < 0 || s.logit_rows > n)
+      throw std::invalid_argument(who + " asks for " + std::to_string(s.logit_rows) + " logit rows of " +
+                                  std::to_string(n) + " tokens");
+    const int64_t first = static_cast<int64_t>(tokens.size());
+    for (int64_t r = first + n - s.logit_rows; r < first + n; ++r) logit_rows.push_back(r);
+    tokens.insert(tokens.end(), s.tokens.begin(), s.tokens.end());
+    spans.push_back(kernels::SeqSpan{n, s.n_cached, s.state_slot,
+                                     std::span<const int32_t>(s.block_table->block_ids())});
+  }
+  kernels::BatchDesc desc;
+  desc.token_ids = tokens;
+  desc.seqs = spans;
+  desc.logit_rows = logit_rows;
+  desc.block_size = block_size_;
+  desc.num_blocks = num_blocks_;
+  desc.num_slots = num_slots_;
+  desc.vocab_size = config_.vocab_size;
+  const std::unique_ptr<kernels::BatchPlan> plan = backend_->plan(desc);
+
+  const int64_t T = plan->num_rows(), R = static_cast<int64_t>(logit_rows.size());
+  Workspace& ws = workspace(T, R);
+  auto& be = *backend_;
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+  Tensor h = ws.h.rows(0, T);
+  Tensor x = ws.x.rows(0, T);
+
+  be.embedding(weights_.embed, *plan, h);
+  if (observer_) observer_(0, h);
+  for (int64_t i = 0; i < config_.num_layers; ++i) {
+    const LayerWeights& L = weights_.layers[static_cast<size_t>(i)];
+    be.rms_norm(h, L.input_norm, eps, x);
+    if (L.kind == LayerKind::full_attention)
+      run_full_attention(i, *plan, ws);
+    else
+      run_deltanet(i, *plan, ws);
+    be.rms_norm(h, L.post_norm, eps, x);
+    run_mlp(i, T, ws);
+    if (observer_) observer_(static_cast<int>(i + 1), h);
+  }
+  if (observer_) {
+    be.rms_norm(h, weights_.final_norm, eps, x);
+    observer_(static_cast<int>(config_.num_layers + 1), x);
+  }
+
+  logits_.tensor_ = Tensor();
+  if (R > 0) {
+    Tensor last = ws.last.rows(0, R);
+    Tensor logits = ws.logits.rows(0, R);
+    be.gather_rows(h, *plan, last);
+    be.rms_norm(last, weights_.final_norm, eps, last);
+    be.gemm(last, weights_.lm_head, logits, false);
+    logits_.tensor_ = logits;
+  }
+  return logits_;
+}
+
+void Model::run_full_attention(int64_t layer, const kernels::BatchPlan& plan, Workspace& ws) {
+  const auto& c = config_;
+  const AttentionWeights& w = weights_.layers[static_cast<size_t>(layer)].attn;
+  auto& be = *backend_;
+  const int64_t T = plan.num_rows();
+  const int64_t pool = c.kind_index[static_cast<size_t>(layer)];
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  Tensor x = ws.x.rows(0, T);
+  Tensor qg = ws.qg.rows(0, T);
+  Tensor q = ws.q.rows(0, T), gate = ws.gate.rows(0, T);
+  Tensor k = ws.k.rows(0, T), v = ws.v.rows(0, T);
+  Tensor attn = ws.attn.rows(0, T);
+  Tensor qg2 = qg.reshape(Shape{T, c.num_heads * 2 * c.head_dim});
+  Tensor k2 = k.reshape(Shape{T, c.num_kv_heads * c.head_dim});
+  Tensor v2 = v.reshape(Shape{T, c.num_kv_heads * c.head_dim});
+  Tensor h = ws.h.rows(0, T);
+
+  be.gemm(x, w.q_proj, qg2, false);
+  be.split_query_gate(qg, q, gate);
+  be.gemm(x, w.k_proj, k2, false);
+  be.gemm(x, w.v_proj, v2, false);
+  be.rms_norm(q, w.q_norm, eps, q);
+  be.rms_norm(k, w.k_norm, eps, k);
+  const kernels::RopeParams rope{c.rotary_dim, c.rope_theta};
+  be.rope(q, plan, rope);
+  be.rope(k, plan, rope);
+  be.kv_write(k, v, plan, k_pools_[static_cast<size_t>(pool)], v_pools_[static_cast<size_t>(pool)]);
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
+  be.paged_attention(q, k_pools_[static_cast<size_t>(pool)], v_pools_[static_cast<size_t>(pool)], plan,
+                     scale, attn);
+  be.sigmoid_gate(attn, gate);
+  be.gemm(attn.reshape(Shape{T, c.num_heads * c.head_dim}), w.o_proj, h, true);
+}
+
+void Model::run_deltanet(int64_t layer, const kernels::BatchPlan& plan, Workspace& ws) {
+  const auto& c = config_;
+  const DeltaNetWeights& w = weights_.layers[static_cast<size_t>(layer)].deltanet;
+  auto& be = *backend_;
+  const int64_t T = plan.num_rows();
+  const int64_t state_layer = c.kind_index[static_cast<size_t>(layer)];
+  Tensor x = ws.x.rows(0, T);
+  Tensor mixed = ws.mixed.rows(0, T), conv = ws.conv.rows(0, T);
+  Tensor z = ws.z.rows(0, T), a = ws.a.rows(0, T), b = ws.b.rows(0, T);
+  Tensor core = ws.core.rows(0, T);
+  Tensor h = ws.h.rows(0, T);
+  const Shape flat{T, c.linear_value_dim()};
+
+  be.gemm(x, w.in_proj_qkv, mixed, false);
+  Tensor z2 = z.reshape(flat);
+  be.gemm(x, w.in_proj_z, z2, false);
+  be.gemm(x, w.in_proj_b, b, false);
+  be.gemm(x, w.in_proj_a, a, false);
+  be.causal_conv1d(mixed, w.conv1d, conv_state_, state_layer, plan, conv);
+  const DeltaNetDims dims{c.linear_k_heads, c.linear_v_heads, c.linear_k_dim, c.linear_v_dim};
+  be.gated_delta_rule(conv, a, b, w.a_log, w.dt_bias, recurrent_state_, state_layer, plan, dims, core);
+  be.gated_rms_norm(core, z, w.norm, static_cast<float>(c.rms_norm_eps), core);
+  be.gemm(core.reshape(flat), w.out_proj, h, true);
+}
+
+void Model::run_mlp(int64_t layer, int64_t rows, Workspace& ws) {
+  const LayerWeights& L = weights_.layers[static_cast<size_t>(layer)];
+  auto& be = *backend_;
+  Tensor x = ws.x.rows(0, rows), h = ws.h.rows(0, rows);
+  Tensor gate_up = ws.gate_up.rows(0, rows), act = ws.act.rows(0, rows);
+  be.gemm(x, L.gate_up, gate_up, false);
+  be.swiglu(gate_up, act);
+  be.gemm(act, L.down, h, true);
+}
+
+}  // namespace ds::qwen35
