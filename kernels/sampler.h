@@ -1,0 +1,136 @@
+// Sampler: turns one forward step's logits into the next token of every sampling row.
+//
+// The interface sits beside Backend so that a device backend can sample where the logits
+// live; kernels/cpu/sampler.h has the host implementation (what CI runs). The semantics are
+// the ones an OpenAI-compatible server promises (vLLM's, where the two differ from HF):
+//
+//  1. logit_bias is added to the raw logits.
+//  2. Penalties: repetition (HF rule, over prompt + generated tokens, each distinct token
+//     once: a positive logit is divided by the penalty, a negative one multiplied), then
+//     frequency and presence (over generated tokens only: logit -= frequency * count +
+//     presence * [count > 0]).
+//  3. Greedy (temperature < 1e-5, or top_k == 1): the first index of the largest logit.
+//  4. Otherwise: divide by temperature; min_p keeps tokens whose probability is at least
+//     min_p times the largest; top_k keeps the k largest; top_p keeps the smallest set of the
+//     largest tokens whose renormalised mass reaches top_p; one draw from the request's own
+//     generator picks a token from what is left.
+//
+// Logprobs (the chosen token's, and the top_logprobs best, at most 20) are log-softmax of
+// the RAW logits, before bias, penalties, temperature and filtering: the model's own
+// distribution, as vLLM V1 reports by default (logprobs_mode=raw_logprobs) and as OpenAI
+// documents. A seeded request draws only from its own SamplerRng, one draw per non-greedy
+// token, so its tokens do not depend on what else shares the batch.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kernels/tensor.h"
+
+namespace ds::kernels {
+
+inline constexpr int32_t kMaxTopLogprobs = 20;
+// Below this temperature sampling is greedy (vLLM's epsilon).
+inline constexpr float kGreedyTemperature = 1e-5f;
+
+struct LogitBias {
+  int32_t token = 0;
+  float bias = 0;
+};
+
+struct SamplingParams {
+  float temperature = 1.0f;  // < 1e-5 = greedy
+  int32_t top_k = 0;         // <= 0 = every token
+  float top_p = 1.0f;        // (0, 1]
+  float min_p = 0.0f;        // [0, 1]
+  float repetition_penalty = 1.0f;  // > 0; 1 = off
+  float presence_penalty = 0.0f;    // [-2, 2]
+  float frequency_penalty = 0.0f;   // [-2, 2]
+  std::vector<LogitBias> logit_bias;
+  std::optional<uint64_t> seed;  // none = the engine picks a random one
+  bool logprobs = false;         // report the chosen token's logprob
+  int32_t top_logprobs = 0;      // and this many best alternatives (0..20; needs logprobs)
+
+  bool greedy() const { return temperature < kGreedyTemperature || top_k == 1; }
+  bool has_penalties() const {
+    return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f;
+  }
+
+  // Empty when the parameters are usable with a vocabulary of `vocab` tokens, otherwise a
+  // message naming the field (what an HTTP 400 says).
+  std::string validate(int64_t vocab) const {
+    auto bad = [](const std::string& m) { return m; };
+    if (!std::isfinite(temperature) || temperature < 0) return bad("temperature must be >= 0");
+    if (top_k < -1) return bad("top_k must be -1, 0 (off) or positive");
+    if (!(top_p > 0 && top_p <= 1)) return bad("top_p must be in (0, 1]");
+    if (!(min_p >= 0 && min_p <= 1)) return bad("min_p must be in [0, 1]");
+    if (!(repetition_penalty > 0) || !std::isfinite(repetition_penalty))
+      return bad("repetition_penalty must be > 0");
+    if (!(presence_penalty >= -2 && presence_penalty <= 2))
+      return bad("presence_penalty must be in [-2, 2]");
+    if (!(frequency_penalty >= -2 && frequency_penalty <= 2))
+      return bad("frequency_penalty must be in [-2, 2]");
+    if (top_logprobs < 0 || top_logprobs > kMaxTopLogprobs)
+      return bad("top_logprobs must be in [0, " + std::to_string(kMaxTopLogprobs) + "]");
+    for (const LogitBias& b : logit_bias) {
+      if (b.token < 0 || b.token >= vocab)
+        return bad("logit_bias token " + std::to_string(b.token) + " is outside the vocabulary of " +
+                   std::to_string(vocab));
+      if (!std::isfinite(b.bias)) return bad("logit_bias values must be finite");
+    }
+    return {};
+  }
+};
+
+// A request's own random generator (SplitMix64: 64 bits of state, so it travels with the
+// request and survives preemption unchanged).
+struct SamplerRng {
+  uint64_t state = 0;
+
+  explicit SamplerRng(uint64_t seed = 0) : state(seed) {}
+  uint64_t next_u64() {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  // Uniform in [0, 1) with 53 random bits.
+  double next_unit() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }
+};
+
+struct TokenLogprob {
+  int32_t token = -1;
+  float logprob = 0;
+  friend bool operator==(const TokenLogprob&, const TokenLogprob&) = default;
+};
+
+// One row to sample: its parameters, its token history and its generator.
+struct SampleRow {
+  const SamplingParams* params = nullptr;
+  std::span<const int32_t> prompt;     // repetition penalty
+  std::span<const int32_t> generated;  // all penalties
+  SamplerRng* rng = nullptr;           // advanced by one draw per non-greedy sample
+};
+
+struct SampledToken {
+  // -1 when the row could not be sampled (a NaN or no finite logit): the request fails.
+  int32_t token = -1;
+  float logprob = std::numeric_limits<float>::quiet_NaN();  // when params->logprobs
+  std::vector<TokenLogprob> top;  // params->top_logprobs entries, best first
+};
+
+class Sampler {
+ public:
+  virtual ~Sampler() = default;
+  // logits: [rows.size(), vocab] f32 in the memory this sampler reads (host for the CPU
+  // sampler), row i belonging to rows[i]. out.size() == rows.size().
+  virtual void sample(const Tensor& logits, std::span<const SampleRow> rows,
+                      std::span<SampledToken> out) = 0;
+};
+
+}  // namespace ds::kernels

@@ -1,0 +1,120 @@
+#include "scheduler/engine.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "kernels/cpu/sampler.h"
+#include "scheduler/engine_core.h"
+
+namespace ds::scheduler {
+
+Engine::Engine(ForwardModel& model, EngineConfig config, std::unique_ptr<kernels::Sampler> sampler)
+    : config_(config), shared_(std::make_shared<Shared>()) {
+  const auto& sc = config_.scheduler;
+  if (sc.max_num_seqs < 1) throw std::invalid_argument("engine: max_num_seqs must be >= 1");
+  if (sc.max_num_batched_tokens < 1) throw std::invalid_argument("engine: max_num_batched_tokens must be >= 1");
+  if (config_.max_queue < 0) throw std::invalid_argument("engine: max_queue must be >= 0");
+  if (config_.max_ctx < 1) throw std::invalid_argument("engine: max_ctx must be >= 1");
+  if (config_.block_size < 1) throw std::invalid_argument("engine: block_size must be >= 1");
+
+  if (config_.cache_bytes > 0) {
+    sizes_ = kvcache::size_pools(model.cache_geometry(), config_.cache_bytes, config_.block_size, sc.max_num_seqs);
+  } else {
+    if (config_.num_blocks < 1)
+      throw std::invalid_argument("engine: set cache_bytes, or num_blocks >= 1");
+    sizes_.num_blocks = config_.num_blocks;
+    sizes_.block_size = config_.block_size;
+    sizes_.num_slots = config_.num_slots > 0 ? config_.num_slots : sc.max_num_seqs;
+    const auto g = model.cache_geometry();
+    sizes_.kv_bytes = g.kv_bytes_per_block(sizes_.block_size) * sizes_.num_blocks;
+    sizes_.state_bytes = g.state_bytes_per_slot() * sizes_.num_slots;
+  }
+  // One sequence of max_ctx tokens must fit the pool, or the scheduler could not promise
+  // progress (scheduler.h); a small pool lowers the limit instead of failing requests later.
+  max_ctx_ = std::min<int64_t>(config_.max_ctx, sizes_.token_capacity());
+  vocab_ = model.vocab_size();
+  if (vocab_ < 1) throw std::invalid_argument("engine: the model reports an empty vocabulary");
+
+  model.allocate_cache(sizes_);
+  if (!sampler) sampler = kernels::cpu::make_cpu_sampler();
+  core_ = std::make_unique<Core>(model, config_, sizes_, max_ctx_, std::move(sampler));
+  {
+    // What stats() shows before the first iteration.
+    std::lock_guard lock(shared_->stats_mu);
+    shared_->stats.blocks_total = sizes_.num_blocks;
+    shared_->stats.block_size = sizes_.block_size;
+    shared_->stats.slots_total = sizes_.num_slots;
+    shared_->stats.max_ctx = max_ctx_;
+  }
+  thread_ = std::thread([core = core_.get(), shared = shared_.get()] { core->run(*shared); });
+}
+
+Engine::~Engine() { shutdown(); }
+
+SubmitResult Engine::submit(Request request) {
+  SubmitResult r;
+  auto refuse = [&](SubmitStatus s, std::string m) {
+    r.status = s;
+    r.message = std::move(m);
+    std::lock_guard lock(shared_->mu);
+    ++shared_->rejected;
+    return std::move(r);
+  };
+  const size_t n = request.prompt_size();
+  if (n == 0) return refuse(SubmitStatus::invalid_request, "the prompt is empty");
+  for (int32_t t : *request.prompt)
+    if (t < 0 || t >= vocab_)
+      return refuse(SubmitStatus::invalid_request, "prompt token id " + std::to_string(t) +
+                                                       " is outside the vocabulary of " + std::to_string(vocab_));
+  if (request.max_tokens < 1) return refuse(SubmitStatus::invalid_request, "max_tokens must be >= 1");
+  if (std::string e = request.sampling.validate(vocab_); !e.empty())
+    return refuse(SubmitStatus::invalid_request, e);
+  if (static_cast<int64_t>(n) > max_ctx_)
+    return refuse(SubmitStatus::prompt_too_long,
+                  "the prompt has " + std::to_string(n) + " tokens; the context limit is " + std::to_string(max_ctx_));
+
+  auto stream = std::make_shared<RequestStream>();
+  RequestId id;
+  {
+    std::lock_guard lock(shared_->mu);
+    if (shared_->stopping) {
+      ++shared_->rejected;
+      r.status = SubmitStatus::shutting_down;
+      r.message = "the server is shutting down";
+      return r;
+    }
+    if (shared_->queued >= config_.max_queue) {
+      ++shared_->rejected;
+      r.status = SubmitStatus::queue_full;
+      r.message = "the waiting queue is full (" + std::to_string(config_.max_queue) + " requests)";
+      return r;
+    }
+    id = shared_->next_id++;
+    ++shared_->queued;
+    shared_->submissions.push_back({id, std::move(request), stream, Clock::now()});
+  }
+  shared_->cv.notify_all();
+  r.handle = RequestHandle(id, std::move(stream), std::weak_ptr<CancelSink>(shared_));
+  return r;
+}
+
+void Engine::cancel(RequestId id) { shared_->cancel(id); }
+
+EngineStats Engine::stats() const {
+  std::lock_guard lock(shared_->stats_mu);
+  return shared_->stats;
+}
+
+void Engine::shutdown(std::chrono::milliseconds drain) {
+  {
+    std::lock_guard lock(shared_->mu);
+    if (!shared_->stopping) {
+      shared_->stopping = true;
+      shared_->drain_deadline = Clock::now() + drain;
+    }
+  }
+  shared_->cv.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace ds::scheduler

@@ -1,0 +1,34 @@
+// EngineConfig: the knobs of one Engine (what `serve` exposes as flags).
+#pragma once
+
+#include <cstdint>
+
+#include "scheduler/scheduler.h"
+
+namespace ds::scheduler {
+
+struct EngineConfig {
+  // max_num_seqs (running sequences, each holding a state slot) and max_num_batched_tokens
+  // (tokens per step: decodes plus prefill chunks).
+  SchedulerConfig scheduler;
+  // Requests waiting for their first admission; submit() beyond it is SubmitStatus::queue_full.
+  int32_t max_queue = 1024;
+  // Prompt + generated tokens of one request. A longer prompt is refused at submit; a
+  // request that reaches it finishes with reason length. Lowered to the pool's token
+  // capacity when the pool is smaller (Engine::max_ctx() says what holds).
+  int64_t max_ctx = 4096;
+
+  // Cache pools. With cache_bytes > 0 they are sized by kvcache::size_pools (state slots for
+  // max_num_seqs first, at most half the budget, the rest K/V blocks); otherwise num_blocks
+  // blocks and num_slots slots (0 = max_num_seqs).
+  int32_t block_size = 16;
+  int64_t cache_bytes = 0;
+  int32_t num_blocks = 0;
+  int32_t num_slots = 0;
+
+  // Checks the scheduler's bookkeeping against the pools after every step (tests); a
+  // violation is counted in EngineStats::invariant_violations.
+  bool check_invariants = false;
+};
+
+}  // namespace ds::scheduler

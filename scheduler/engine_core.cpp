@@ -1,0 +1,334 @@
+// The engine thread: intake, cancellations, one step per iteration, event delivery.
+#include <algorithm>
+#include <exception>
+#include <spdlog/spdlog.h>
+#include <stdexcept>
+
+#include "scheduler/engine_core.h"
+
+namespace ds::scheduler {
+namespace {
+
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+}  // namespace
+
+Engine::Core::Core(ForwardModel& model, const EngineConfig& config, const kvcache::PoolSizes& sizes,
+                   int64_t max_ctx, std::unique_ptr<kernels::Sampler> sampler)
+    : model_(model), config_(config), max_ctx_(max_ctx), eos_ids_(model.eos_token_ids()),
+      blocks_(sizes.num_blocks, sizes.block_size),
+      slots_(sizes.num_slots, model.cache_geometry().state, model.state_zero_fn()),
+      scheduler_(config.scheduler, blocks_, slots_), sampler_(std::move(sampler)),
+      seeder_(std::random_device{}()) {
+  counters_.blocks_total = sizes.num_blocks;
+  counters_.block_size = sizes.block_size;
+  counters_.slots_total = sizes.num_slots;
+  counters_.max_ctx = max_ctx;
+}
+
+void Engine::Core::run(Shared& shared) {
+  bool stalled = false;
+  for (;;) {
+    std::vector<Shared::Pending> submissions;
+    std::vector<RequestId> cancels;
+    bool stopping = false;
+    Clock::time_point deadline;
+    {
+      std::unique_lock lock(shared.mu);
+      auto ready = [&] {
+        return !shared.submissions.empty() || !shared.cancels.empty() || shared.stopping ||
+               (scheduler_.has_work() && !stalled);
+      };
+      if (stalled)
+        shared.cv.wait_for(lock, std::chrono::milliseconds(5), ready);
+      else
+        shared.cv.wait(lock, ready);
+      submissions.swap(shared.submissions);
+      cancels.swap(shared.cancels);
+      stopping = shared.stopping;
+      deadline = shared.drain_deadline;
+    }
+    try {
+      intake(submissions);
+      apply_cancels(cancels);
+      if (stopping && Clock::now() >= deadline) end_all(FinishReason::cancelled, {});
+      stalled = scheduler_.has_work() && !step();
+      if (stalled) spdlog::warn("engine: the scheduler planned an empty step with work pending");
+    } catch (const std::exception& e) {
+      // A fault in the engine's own bookkeeping: end everything rather than serve from a
+      // state that may be inconsistent.
+      spdlog::error("engine: internal error, failing every request: {}", e.what());
+      counters_.last_error = e.what();
+      end_all(FinishReason::error, std::string("internal engine error: ") + e.what());
+      stalled = false;
+    }
+    publish(shared);
+    deliver();
+    if (stopping && !scheduler_.has_work() && live_.empty()) break;
+  }
+}
+
+void Engine::Core::intake(std::vector<Shared::Pending>& submissions) {
+  for (Shared::Pending& p : submissions) {
+    Live l;
+    l.stream = std::move(p.stream);
+    l.params = std::move(p.request.sampling);
+    l.rng = kernels::SamplerRng(l.params.seed ? *l.params.seed : seeder_());
+    l.metrics.submitted = p.submitted;
+    l.metrics.prompt_tokens = static_cast<int64_t>(p.request.prompt_size());
+    ++counters_.requests_submitted_total;
+
+    FinishCriteria finish;
+    finish.max_tokens = p.request.max_tokens;
+    finish.max_ctx = max_ctx_;
+    finish.stop_ids = p.request.stop_token_ids;
+    if (!p.request.ignore_eos) finish.stop_ids.insert(finish.stop_ids.end(), eos_ids_.begin(), eos_ids_.end());
+    std::sort(finish.stop_ids.begin(), finish.stop_ids.end());
+    finish.stop_ids.erase(std::unique(finish.stop_ids.begin(), finish.stop_ids.end()), finish.stop_ids.end());
+
+    const RequestId id = p.id;
+    live_.emplace(id, std::move(l));
+    if (static_cast<int64_t>(p.request.prompt_size()) >= max_ctx_) {
+      // The prompt already fills the context: nothing can be generated.
+      RequestEvent e;
+      e.finish = FinishReason::length;
+      end_request(id, std::move(e));
+      continue;
+    }
+    scheduler_.add(id, std::vector<int32_t>(*p.request.prompt), std::move(finish));
+  }
+}
+
+void Engine::Core::apply_cancels(const std::vector<RequestId>& ids) {
+  for (RequestId id : ids) {
+    if (!live_.count(id)) continue;  // already over
+    RequestEvent e;
+    e.finish = FinishReason::cancelled;
+    end_request(id, std::move(e));
+  }
+}
+
+void Engine::Core::end_all(FinishReason reason, const std::string& error) {
+  std::vector<RequestId> ids;
+  ids.reserve(live_.size());
+  for (const auto& [id, l] : live_) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  for (RequestId id : ids) {
+    RequestEvent e;
+    e.finish = reason;
+    e.error = error;
+    try {
+      end_request(id, std::move(e));
+    } catch (const std::exception& ex) {
+      spdlog::error("engine: could not release request {}: {}", id, ex.what());
+      live_.erase(id);
+    }
+  }
+}
+
+bool Engine::Core::step() {
+  const auto t0 = Clock::now();
+  const StepPlan& plan = scheduler_.schedule();
+  const auto t1 = Clock::now();
+  counters_.schedule_seconds_total += seconds_between(t0, t1);
+  counters_.preemptions_total = scheduler_.num_preemptions();
+  for (Sequence* s : plan.admitted) {
+    Live& l = live_.at(s->id);
+    if (!l.metrics.was_scheduled) {
+      l.metrics.was_scheduled = true;
+      l.metrics.first_scheduled = t1;
+      counters_.prompt_tokens_total += s->prompt_len;
+    }
+    if (l.queued) {
+      l.queued = false;
+      ++dequeued_;
+    }
+  }
+  if (plan.empty()) return false;
+
+  ++counters_.iterations_total;
+  counters_.last_batch_seqs = static_cast<int32_t>(plan.chunks.size());
+  counters_.last_batch_tokens = plan.num_tokens;
+  counters_.decode_tokens_total += plan.num_decodes;
+  counters_.prefill_tokens_total += plan.num_tokens - plan.num_decodes;
+
+  batch_.seqs.clear();
+  sampling_.clear();
+  for (const ScheduledChunk& c : plan.chunks) {
+    qwen35::SequenceChunk sc;
+    sc.tokens = c.tokens();
+    sc.n_cached = c.start;
+    sc.block_table = &c.seq->table;
+    sc.state_slot = c.seq->slot->id;
+    sc.logit_rows = c.samples ? 1 : 0;
+    batch_.seqs.push_back(sc);
+    if (c.samples) sampling_.push_back(c);
+  }
+
+  const kernels::Tensor* logits = nullptr;
+  try {
+    logits = &model_.forward(batch_);
+  } catch (const std::invalid_argument& e) {
+    // Rejected before any cache was written: find the chunks at fault one by one.
+    ++counters_.forward_errors_total;
+    counters_.last_error = e.what();
+    spdlog::warn("engine: forward rejected a batch of {} sequences ({}); retrying them one by one",
+                 plan.chunks.size(), e.what());
+    retry_chunks_alone(plan.chunks);
+  } catch (const std::exception& e) {
+    // The caches of this batch may be half written: its requests cannot continue.
+    ++counters_.forward_errors_total;
+    counters_.last_error = e.what();
+    spdlog::error("engine: forward failed for a batch of {} sequences: {}", plan.chunks.size(), e.what());
+    const std::vector<ScheduledChunk> chunks = plan.chunks;
+    for (const ScheduledChunk& c : chunks) fail_request(c.seq->id, std::string("model error: ") + e.what());
+  }
+  const auto t2 = Clock::now();
+  counters_.forward_seconds_total += seconds_between(t1, t2);
+
+  if (logits) {
+    for (const ScheduledChunk& c : plan.chunks) scheduler_.complete(c);
+    if (!sampling_.empty()) sample_and_emit(sampling_, *logits);
+  }
+  counters_.sample_seconds_total += seconds_between(t2, Clock::now());
+
+  if (config_.check_invariants) {
+    try {
+      scheduler_.check_invariants();
+    } catch (const std::logic_error& e) {
+      ++counters_.invariant_violations;
+      counters_.last_error = e.what();
+      spdlog::error("engine: {}", e.what());
+    }
+  }
+  return true;
+}
+
+void Engine::Core::retry_chunks_alone(std::vector<ScheduledChunk> chunks) {
+  for (const ScheduledChunk& c : chunks) {
+    const RequestId id = c.seq->id;
+    batch_.seqs.resize(1);
+    qwen35::SequenceChunk& sc = batch_.seqs[0];
+    sc.tokens = c.tokens();
+    sc.n_cached = c.start;
+    sc.block_table = &c.seq->table;
+    sc.state_slot = c.seq->slot->id;
+    sc.logit_rows = c.samples ? 1 : 0;
+    const kernels::Tensor* logits = nullptr;
+    try {
+      logits = &model_.forward(batch_);
+    } catch (const std::exception& e) {
+      fail_request(id, std::string("model rejected the request: ") + e.what());
+      continue;
+    }
+    scheduler_.complete(c);
+    if (c.samples) sample_and_emit(std::span<const ScheduledChunk>(&c, 1), *logits);
+  }
+}
+
+void Engine::Core::sample_and_emit(std::span<const ScheduledChunk> chunks, const kernels::Tensor& logits) {
+  rows_.clear();
+  for (const ScheduledChunk& c : chunks) {
+    Live& l = live_.at(c.seq->id);
+    rows_.push_back({&l.params, c.seq->prompt(), c.seq->generated(), &l.rng});
+  }
+  sampled_.assign(rows_.size(), kernels::SampledToken{});
+  try {
+    sampler_->sample(logits, rows_, sampled_);
+  } catch (const std::exception& e) {
+    counters_.last_error = e.what();
+    spdlog::error("engine: sampling failed for {} rows: {}", rows_.size(), e.what());
+    for (const ScheduledChunk& c : chunks) fail_request(c.seq->id, std::string("sampling error: ") + e.what());
+    return;
+  }
+  const auto now = Clock::now();
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    Sequence& seq = *chunks[i].seq;
+    const RequestId id = seq.id;
+    kernels::SampledToken& st = sampled_[i];
+    if (st.token < 0) {
+      fail_request(id, "the model produced no finite logits for this request");
+      continue;
+    }
+    Live& l = live_.at(id);
+    const std::optional<FinishReason> reason = scheduler_.append_token(seq, st.token);
+    ++counters_.generated_tokens_total;
+    ++l.metrics.generated_tokens;
+    if (!l.has_token) {
+      l.has_token = true;
+      l.metrics.first_token = now;
+    }
+    RequestEvent e;
+    e.token = st.token;
+    e.logprob = l.params.logprobs ? st.logprob : 0.0f;
+    e.top_logprobs = std::move(st.top);
+    e.time = now;
+    if (reason) {
+      e.finish = reason;
+      if (*reason == FinishReason::stop) e.stop_token = st.token;
+      end_request(id, std::move(e));
+    } else {
+      outbox_.emplace_back(l.stream, std::move(e));
+    }
+  }
+}
+
+void Engine::Core::end_request(RequestId id, RequestEvent e) {
+  auto it = live_.find(id);
+  if (it == live_.end()) return;
+  Live& l = it->second;
+  const auto now = Clock::now();
+  if (e.time == Clock::time_point{}) e.time = now;
+  RequestMetrics& m = l.metrics;
+  m.finished = now;
+  if (!l.has_token) m.first_token = now;
+  if (!m.was_scheduled) m.first_scheduled = m.submitted;
+  if (Sequence* seq = scheduler_.find(id)) {
+    m.preemptions = seq->num_preemptions;
+    scheduler_.finish(*seq);  // blocks and slot back to the pools, now
+  }
+  switch (*e.finish) {
+    case FinishReason::stop: ++counters_.requests_finished_stop_total; break;
+    case FinishReason::length: ++counters_.requests_finished_length_total; break;
+    case FinishReason::cancelled: ++counters_.requests_cancelled_total; break;
+    case FinishReason::error: ++counters_.requests_failed_total; break;
+  }
+  if (l.queued) ++dequeued_;
+  e.metrics = m;
+  outbox_.emplace_back(std::move(l.stream), std::move(e));
+  live_.erase(it);
+}
+
+void Engine::Core::fail_request(RequestId id, const std::string& error) {
+  RequestEvent e;
+  e.finish = FinishReason::error;
+  e.error = error;
+  end_request(id, std::move(e));
+}
+
+void Engine::Core::publish(Shared& shared) {
+  counters_.running = scheduler_.num_running();
+  counters_.waiting = scheduler_.num_waiting();
+  counters_.blocks_used = blocks_.num_used();
+  counters_.slots_used = slots_.num_used();
+  size_t inbox = 0;
+  {
+    std::lock_guard lock(shared.mu);
+    shared.queued -= dequeued_;
+    dequeued_ = 0;
+    counters_.requests_rejected_total = shared.rejected;
+    inbox = shared.submissions.size();
+  }
+  std::lock_guard lock(shared.stats_mu);
+  shared.stats = counters_;
+  shared.stats.waiting += static_cast<int32_t>(inbox);
+}
+
+void Engine::Core::deliver() {
+  for (auto& [stream, event] : outbox_) stream->push(std::move(event));
+  outbox_.clear();
+}
+
+}  // namespace ds::scheduler

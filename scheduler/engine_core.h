@@ -1,0 +1,104 @@
+// The inside of Engine (engine.h), private to engine*.cpp: the inbox shared with submitting
+// threads, and the engine thread's loop with everything it owns.
+#pragma once
+
+#include <condition_variable>
+#include <mutex>
+#include <random>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "kvcache/block_pool.h"
+#include "kvcache/state_pool.h"
+#include "scheduler/engine.h"
+#include "scheduler/scheduler.h"
+
+namespace ds::scheduler {
+
+// What submitters and the engine thread share: the inbox, and the stats it publishes.
+struct Engine::Shared final : CancelSink {
+  struct Pending {
+    RequestId id;
+    Request request;
+    std::shared_ptr<RequestStream> stream;
+    Clock::time_point submitted;
+  };
+
+  std::mutex mu;  // guards everything down to `rejected`
+  std::condition_variable cv;
+  std::vector<Pending> submissions;
+  std::vector<RequestId> cancels;
+  bool stopping = false;
+  Clock::time_point drain_deadline{};
+  RequestId next_id = 1;
+  int32_t queued = 0;    // accepted and never admitted (what max_queue bounds)
+  int64_t rejected = 0;  // refused by submit()
+
+  mutable std::mutex stats_mu;
+  EngineStats stats;
+
+  void cancel(RequestId id) override {
+    {
+      std::lock_guard lock(mu);
+      cancels.push_back(id);
+    }
+    cv.notify_all();
+  }
+};
+
+// The engine thread's world: the pools, the policy, the sampler, the live requests.
+struct Engine::Core {
+  struct Live {
+    std::shared_ptr<RequestStream> stream;
+    kernels::SamplingParams params;
+    kernels::SamplerRng rng;
+    RequestMetrics metrics;
+    bool queued = true;      // still counted in Shared::queued
+    bool has_token = false;  // first_token is set
+  };
+
+  Core(ForwardModel& model, const EngineConfig& config, const kvcache::PoolSizes& sizes,
+       int64_t max_ctx, std::unique_ptr<kernels::Sampler> sampler);
+
+  void run(Shared& shared);
+
+ private:
+  void intake(std::vector<Shared::Pending>& submissions);
+  void apply_cancels(const std::vector<RequestId>& ids);
+  void end_all(FinishReason reason, const std::string& error);
+  // One iteration: plan, forward, sample, finish. False when the plan was empty.
+  bool step();
+  void retry_chunks_alone(std::vector<ScheduledChunk> chunks);
+  void sample_and_emit(std::span<const ScheduledChunk> chunks, const kernels::Tensor& logits);
+  // Ends a live request: final event, counters, frees its sequence (when it has one).
+  void end_request(RequestId id, RequestEvent event);
+  void fail_request(RequestId id, const std::string& error);
+  void publish(Shared& shared);
+  void deliver();
+
+  ForwardModel& model_;
+  EngineConfig config_;
+  int64_t max_ctx_;
+  std::vector<int32_t> eos_ids_;
+  kvcache::BlockPool blocks_;
+  kvcache::StatePool slots_;
+  Scheduler scheduler_;
+  std::unique_ptr<kernels::Sampler> sampler_;
+  std::mt19937_64 seeder_;  // seeds for requests that bring none
+  std::unordered_map<RequestId, Live> live_;
+  // This iteration's events, delivered once pools and stats are up to date.
+  std::vector<std::pair<std::shared_ptr<RequestStream>, RequestEvent>> outbox_;
+  EngineStats counters_;
+  int32_t dequeued_ = 0;  // requests that left Shared::queued since the last publish
+
+  // Per-step scratch.
+  qwen35::ForwardBatch batch_;
+  std::vector<ScheduledChunk> sampling_;
+  std::vector<kernels::SampleRow> rows_;
+  std::vector<kernels::SampledToken> sampled_;
+};
+
+}  // namespace ds::scheduler

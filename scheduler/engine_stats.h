@@ -1,0 +1,50 @@
+// EngineStats: a snapshot of the engine's gauges and counters, for /metrics and logs.
+//
+// Gauges describe the moment of the snapshot; *_total counters only grow. Per-request
+// latencies (time to first token, inter-token, end-to-end, queue time) are not here: they
+// come with each request's events (RequestEvent::time, RequestEvent::metrics), from which a
+// server builds its histograms.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace ds::scheduler {
+
+struct EngineStats {
+  // Gauges.
+  int32_t running = 0;  // sequences holding a state slot
+  int32_t waiting = 0;  // accepted, not running (queued, or preempted and waiting again)
+  int32_t blocks_used = 0;
+  int32_t blocks_total = 0;
+  int32_t block_size = 0;
+  int32_t slots_used = 0;
+  int32_t slots_total = 0;
+  int64_t max_ctx = 0;  // the context limit in force
+
+  // Counters.
+  int64_t requests_submitted_total = 0;  // accepted by submit()
+  int64_t requests_rejected_total = 0;   // refused by submit() (any status)
+  int64_t requests_finished_stop_total = 0;
+  int64_t requests_finished_length_total = 0;
+  int64_t requests_cancelled_total = 0;
+  int64_t requests_failed_total = 0;
+  int64_t prompt_tokens_total = 0;      // prompt tokens of requests, counted at first admission
+  int64_t generated_tokens_total = 0;   // tokens sampled and delivered
+  int64_t prefill_tokens_total = 0;     // tokens fed in prefill chunks, recomputation included
+  int64_t decode_tokens_total = 0;      // tokens fed as decodes
+  int64_t preemptions_total = 0;
+  int64_t iterations_total = 0;         // forward steps
+  int64_t forward_errors_total = 0;     // steps whose forward threw
+  int64_t invariant_violations = 0;     // with EngineConfig::check_invariants
+  double schedule_seconds_total = 0;    // planning
+  double forward_seconds_total = 0;     // the model call
+  double sample_seconds_total = 0;      // sampling + bookkeeping of results
+
+  // The last step.
+  int32_t last_batch_seqs = 0;
+  int64_t last_batch_tokens = 0;
+  std::string last_error;  // the most recent forward/sampling error message
+};
+
+}  // namespace ds::scheduler

@@ -1,0 +1,40 @@
+// ForwardModel: the one thing the engine asks of a model, so the engine can drive the real
+// Qwen3.5 model (Qwen35ForwardModel) or a stand-in with the same contract (the scheduler
+// tests' checking fake, the benchmark's zero-cost model).
+//
+// The contract is qwen35::Model's (model/qwen35/forward_batch.h): each chunk's table has room
+// for its tokens, n_cached equals the tokens fed through the chunk's state slot since it was
+// zeroed, no two chunks share a slot, and forward() returns [num_logit_rows, vocab] f32
+// logits, rows in batch order, valid until the next forward. A malformed batch is
+// std::invalid_argument thrown before any cache is touched; anything else thrown may have
+// left the batch's caches half written.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/tensor.h"
+#include "kvcache/capacity.h"
+#include "kvcache/state_pool.h"
+#include "model/qwen35/forward_batch.h"
+
+namespace ds::scheduler {
+
+class ForwardModel {
+ public:
+  virtual ~ForwardModel() = default;
+
+  virtual int64_t vocab_size() const = 0;
+  // Ids that end generation unless a request sets ignore_eos (generation_config.json).
+  virtual std::vector<int32_t> eos_token_ids() const = 0;
+  virtual kvcache::CacheGeometry cache_geometry() const = 0;
+  // Allocates the K/V pools and state slots the engine's BlockPool and StatePool index.
+  virtual void allocate_cache(const kvcache::PoolSizes& sizes) = 0;
+  // Zeroes one state slot; the engine installs it in its StatePool.
+  virtual kvcache::StatePool::ZeroFn state_zero_fn() = 0;
+  // One step. The logits tensor lives in host memory readable by the CPU sampler.
+  virtual const kernels::Tensor& forward(const qwen35::ForwardBatch& batch) = 0;
+};
+
+}  // namespace ds::scheduler

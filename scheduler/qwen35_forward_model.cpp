@@ -1,0 +1,19 @@
+#include "scheduler/qwen35_forward_model.h"
+
+#include <memory>
+
+namespace ds::scheduler {
+
+Qwen35ForwardModel::Qwen35ForwardModel(qwen35::Model& model)
+    : model_(model), host_logits_(model.backend().name() == "cpu") {}
+
+const kernels::Tensor& Qwen35ForwardModel::forward(const qwen35::ForwardBatch& batch) {
+  const qwen35::Logits& logits = model_.forward(batch);
+  if (host_logits_ || logits.tensor().empty()) return logits.tensor();
+  auto data = std::make_shared<std::vector<float>>(logits.to_host());
+  host_ = kernels::Tensor(std::shared_ptr<void>(data, data->data()), data->data(), DType::f32,
+                          kernels::Shape{logits.rows(), logits.vocab()});
+  return host_;
+}
+
+}  // namespace ds::scheduler

@@ -1,0 +1,35 @@
+// Qwen35ForwardModel: a loaded qwen35::Model behind the engine's ForwardModel interface.
+//
+// Logits stay where the model put them when its backend computes on the host; from any
+// other backend they are copied to host memory once per step for the CPU sampler (a device
+// sampler would take them in place).
+#pragma once
+
+#include <vector>
+
+#include "model/qwen35/model.h"
+#include "scheduler/forward_model.h"
+
+namespace ds::scheduler {
+
+class Qwen35ForwardModel final : public ForwardModel {
+ public:
+  // model must outlive this adapter.
+  explicit Qwen35ForwardModel(qwen35::Model& model);
+
+  int64_t vocab_size() const override { return model_.config().vocab_size; }
+  std::vector<int32_t> eos_token_ids() const override { return model_.config().eos_token_ids; }
+  kvcache::CacheGeometry cache_geometry() const override { return model_.cache_geometry(); }
+  void allocate_cache(const kvcache::PoolSizes& sizes) override { model_.allocate_cache(sizes); }
+  kvcache::StatePool::ZeroFn state_zero_fn() override { return model_.state_zero_fn(); }
+  const kernels::Tensor& forward(const qwen35::ForwardBatch& batch) override;
+
+  qwen35::Model& model() { return model_; }
+
+ private:
+  qwen35::Model& model_;
+  bool host_logits_;
+  kernels::Tensor host_;  // the copy, for a device backend
+};
+
+}  // namespace ds::scheduler

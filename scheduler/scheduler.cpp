@@ -1,0 +1,228 @@
+#include "scheduler/scheduler.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace ds::scheduler {
+
+Scheduler::Scheduler(SchedulerConfig config, kvcache::BlockPool& blocks, kvcache::StatePool& slots)
+    : config_(config), blocks_(blocks), slots_(slots) {
+  if (config_.max_num_seqs < 1) throw std::invalid_argument("scheduler: max_num_seqs must be >= 1");
+  if (config_.max_num_batched_tokens < 1)
+    throw std::invalid_argument("scheduler: max_num_batched_tokens must be >= 1");
+}
+
+Scheduler::~Scheduler() {
+  // Give everything back, so pools that outlive the scheduler end up fully free.
+  for (auto& [id, seq] : seqs_) {
+    if (seq->state == SeqState::running) {
+      blocks_.free_table(seq->table);
+      if (seq->slot) slots_.release(*seq->slot);
+    }
+  }
+}
+
+Sequence& Scheduler::add(RequestId id, std::vector<int32_t> tokens, FinishCriteria finish) {
+  if (tokens.empty()) throw std::invalid_argument("scheduler: a sequence needs at least one token");
+  if (seqs_.count(id)) throw std::invalid_argument("scheduler: request id " + std::to_string(id) + " is already queued");
+  auto seq = std::make_unique<Sequence>(id, next_arrival_++, std::move(tokens), blocks_.block_size(),
+                                        std::move(finish));
+  Sequence& s = *seq;
+  seqs_.emplace(id, std::move(seq));
+  waiting_.push_back(&s);
+  return s;
+}
+
+Sequence* Scheduler::find(RequestId id) {
+  auto it = seqs_.find(id);
+  return it == seqs_.end() ? nullptr : it->second.get();
+}
+
+const StepPlan& Scheduler::schedule() {
+  plan_.chunks.clear();
+  plan_.preempted.clear();
+  plan_.admitted.clear();
+  plan_.num_tokens = plan_.num_decodes = plan_.num_samples = 0;
+  ++step_;
+  int64_t budget = config_.max_num_batched_tokens;
+  schedule_decodes(budget);
+  schedule_running_prefills(budget);
+  if (plan_.preempted.empty()) schedule_admissions(budget);
+  return plan_;
+}
+
+void Scheduler::schedule_decodes(int64_t& budget) {
+  // Indices stay valid: preemption only removes sequences after i (or i itself, the last).
+  for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
+    Sequence& s = *running_[i];
+    if (s.num_pending() != 1) continue;
+    bool preempted_self = false;
+    while (s.table.blocks_needed(1) > blocks_.num_free()) {
+      Sequence& victim = *running_.back();
+      preempt(victim);
+      if (&victim == &s) {
+        preempted_self = true;
+        break;
+      }
+    }
+    if (preempted_self) break;  // s was the last running sequence
+    grow_table(s, 1);
+    add_chunk(s, 1);
+    ++plan_.num_decodes;
+    budget -= 1;
+  }
+}
+
+void Scheduler::schedule_running_prefills(int64_t& budget) {
+  for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
+    Sequence& s = *running_[i];
+    if (s.num_pending() <= 1 || s.scheduled_step == step_) continue;
+    const int64_t want = std::min(s.num_pending(), budget);
+    int64_t fit = fitting_tokens(s, want);
+    while (fit == 0) {
+      // The most recently admitted sequence after s that has no chunk in this step.
+      Sequence* victim = nullptr;
+      for (size_t j = running_.size(); j-- > i + 1;) {
+        if (running_[j]->scheduled_step != step_) {
+          victim = running_[j];
+          break;
+        }
+      }
+      if (!victim) break;
+      preempt(*victim);
+      fit = fitting_tokens(s, want);
+    }
+    if (fit == 0) continue;
+    grow_table(s, fit);
+    add_chunk(s, fit);
+    budget -= fit;
+  }
+}
+
+void Scheduler::schedule_admissions(int64_t& budget) {
+  while (!waiting_.empty() && budget > 0 &&
+         static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
+    Sequence& s = *waiting_.front();
+    const int64_t want = std::min(s.num_pending(), budget);
+    std::optional<kvcache::Reservation> blocks = blocks_.reserve(s.table.blocks_needed(want));
+    if (!blocks) break;
+    std::optional<kvcache::SlotHandle> slot = slots_.acquire();  // zeroes the slot
+    if (!slot) break;  // the reservation rolls back as it goes out of scope
+    blocks_.commit(*blocks, s.table);
+    s.slot = slot;
+    s.state = SeqState::running;
+    s.admission = ++next_admission_;
+    waiting_.pop_front();
+    running_.push_back(&s);
+    plan_.admitted.push_back(&s);
+    add_chunk(s, want);
+    budget -= want;
+  }
+}
+
+int64_t Scheduler::fitting_tokens(const Sequence& s, int64_t want) const {
+  const int64_t room = s.table.capacity() - s.num_computed +
+                       static_cast<int64_t>(blocks_.num_free()) * blocks_.block_size();
+  return std::min(want, room);
+}
+
+void Scheduler::grow_table(Sequence& s, int64_t n) {
+  const int32_t need = s.table.blocks_needed(s.num_computed + n - s.table.num_tokens());
+  if (need == 0) return;
+  std::optional<kvcache::Reservation> r = blocks_.reserve(need);
+  if (!r) throw std::logic_error("scheduler: blocks checked free could not be reserved");
+  blocks_.commit(*r, s.table);
+}
+
+void Scheduler::add_chunk(Sequence& s, int64_t n) {
+  ScheduledChunk c;
+  c.seq = &s;
+  c.start = s.num_computed;
+  c.length = n;
+  c.samples = s.num_computed + n == s.num_tokens();
+  s.scheduled_step = step_;
+  plan_.chunks.push_back(c);
+  plan_.num_tokens += n;
+  if (c.samples) ++plan_.num_samples;
+}
+
+void Scheduler::preempt(Sequence& s) {
+  blocks_.free_table(s.table);
+  if (s.slot) slots_.release(*s.slot);
+  s.slot.reset();
+  s.num_computed = 0;
+  s.state = SeqState::waiting;
+  ++s.num_preemptions;
+  ++num_preemptions_;
+  remove_running(s);
+  waiting_.push_front(&s);
+  plan_.preempted.push_back(s.id);
+}
+
+void Scheduler::remove_running(Sequence& s) {
+  auto it = std::find(running_.begin(), running_.end(), &s);
+  if (it != running_.end()) running_.erase(it);
+}
+
+void Scheduler::complete(const ScheduledChunk& c) {
+  Sequence& s = *c.seq;
+  if (c.start != s.num_computed || s.state != SeqState::running)
+    throw std::logic_error("scheduler: completing a chunk that is not the sequence's next");
+  s.table.append_tokens(c.length);
+  s.num_computed += c.length;
+}
+
+std::optional<FinishReason> Scheduler::append_token(Sequence& s, int32_t token) {
+  s.tokens.push_back(token);
+  if (s.finish.is_stop(token)) return FinishReason::stop;
+  if (s.num_generated() >= s.finish.max_tokens) return FinishReason::length;
+  if (s.finish.max_ctx > 0 && s.num_tokens() >= s.finish.max_ctx) return FinishReason::length;
+  return std::nullopt;
+}
+
+void Scheduler::finish(Sequence& s) {
+  if (s.state == SeqState::running) {
+    blocks_.free_table(s.table);
+    if (s.slot) slots_.release(*s.slot);
+    s.slot.reset();
+    remove_running(s);
+  } else {
+    auto it = std::find(waiting_.begin(), waiting_.end(), &s);
+    if (it != waiting_.end()) waiting_.erase(it);
+  }
+  seqs_.erase(s.id);
+}
+
+void Scheduler::check_invariants() const {
+  auto fail = [](const std::string& m) { throw std::logic_error("scheduler invariant: " + m); };
+  int64_t blocks = 0;
+  for (const Sequence* s : running_) {
+    const std::string who = "request " + std::to_string(s->id);
+    if (s->state != SeqState::running) fail(who + " is listed running but is not");
+    if (!s->slot || !slots_.is_live(*s->slot)) fail(who + " runs without a live state slot");
+    if (s->table.num_tokens() != s->num_computed) fail(who + "'s table and computed count differ");
+    if (s->num_pending() < 1) fail(who + " runs with nothing pending");
+    if (s->table.capacity() < s->num_computed) fail(who + "'s table is too small");
+    for (const auto& h : s->table.blocks())
+      if (!blocks_.is_live(h)) fail(who + " holds a block that is not live");
+    blocks += s->table.num_blocks();
+  }
+  for (const Sequence* s : waiting_) {
+    const std::string who = "request " + std::to_string(s->id);
+    if (s->state != SeqState::waiting) fail(who + " is queued but not waiting");
+    if (s->slot || s->table.num_blocks() != 0 || s->num_computed != 0)
+      fail(who + " waits while holding cache");
+  }
+  if (running_.size() + waiting_.size() != seqs_.size()) fail("a sequence is neither running nor waiting");
+  if (blocks != blocks_.num_used()) fail("pool has " + std::to_string(blocks_.num_used()) +
+                                         " blocks in use, running tables hold " + std::to_string(blocks));
+  if (static_cast<int64_t>(running_.size()) != slots_.num_used())
+    fail("pool has " + std::to_string(slots_.num_used()) + " slots in use for " +
+         std::to_string(running_.size()) + " running sequences");
+  if (static_cast<int32_t>(running_.size()) > config_.max_num_seqs) fail("more running than max_num_seqs");
+  for (size_t i = 1; i < running_.size(); ++i)
+    if (running_[i - 1]->admission >= running_[i]->admission) fail("running list out of admission order");
+}
+
+}  // namespace ds::scheduler

@@ -1,0 +1,138 @@
+// Scheduler: the batching policy, with no model and no threads, so it can be tested and
+// benchmarked alone. It owns the Sequences and decides, every step, which of them run, with
+// which tokens, in which blocks and state slots. The engine (engine.h) runs the model on the
+// plan and reports back.
+//
+// One step (schedule()), the vLLM V1 shape made for a hybrid model:
+//  1. Decodes: every running sequence with one pending token, in admission order, one token
+//     each, while the token budget (max_num_batched_tokens) lasts. A decode whose next token
+//     needs a new block and finds none free preempts the most recently admitted running
+//     sequence (possibly itself) until the block fits.
+//  2. Running prefills: sequences admitted earlier whose prompt is not all computed, in
+//     admission order, each a chunk of min(pending, budget left) tokens, shrunk to the blocks
+//     that are free. One that cannot fit a single token may preempt running sequences
+//     admitted after it that have no chunk in this step: without that, sequences holding
+//     half their prompts could wait on each other for ever.
+//  3. Admissions: waiting sequences in queue order (preempted ones go back to the head),
+//     each with a first chunk of min(pending, budget left) tokens, while fewer than
+//     max_num_seqs run. A sequence is admitted only when the chunk's blocks and a state slot
+//     can both be had: the blocks are reserved, then the slot acquired (which zeroes it), and
+//     a failure of either leaves both pools as they were. Admission stops at the first
+//     sequence that does not fit (no overtaking), and is skipped in a step that preempted
+//     (what was just freed would otherwise be handed straight back to a newcomer).
+//
+// A chunk that reaches the last token of its sequence samples (one logits row). Preemption
+// is by recompute: blocks and slot are freed, num_computed returns to 0, the generated tokens
+// stay, and the sequence re-prefills everything when admitted again. Progress is guaranteed
+// as long as one sequence of max_ctx tokens fits the pool (the engine checks): the oldest
+// running sequence is only ever preempted by itself, when it is alone.
+//
+// Not thread-safe: the engine thread owns it.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "kvcache/block_pool.h"
+#include "kvcache/state_pool.h"
+#include "scheduler/request.h"
+#include "scheduler/sequence.h"
+
+namespace ds::scheduler {
+
+struct SchedulerConfig {
+  int32_t max_num_seqs = 256;             // running sequences (each holds a state slot)
+  int64_t max_num_batched_tokens = 2048;  // tokens of one step, decodes and prefill chunks
+};
+
+struct ScheduledChunk {
+  Sequence* seq = nullptr;
+  int64_t start = 0;   // first token (== seq->num_computed when scheduled)
+  int64_t length = 0;  // tokens
+  bool samples = false;  // reaches the sequence's last token: its logits row gives the next one
+  std::span<const int32_t> tokens() const {
+    return {seq->tokens.data() + start, static_cast<size_t>(length)};
+  }
+};
+
+struct StepPlan {
+  std::vector<ScheduledChunk> chunks;  // decodes first, then prefill chunks
+  std::vector<RequestId> preempted;    // preempted while planning (now waiting again)
+  std::vector<Sequence*> admitted;     // admitted in this step (first time or again)
+  int64_t num_tokens = 0;
+  int64_t num_decodes = 0;
+  int64_t num_samples = 0;
+  bool empty() const { return chunks.empty(); }
+};
+
+class Scheduler {
+ public:
+  Scheduler(SchedulerConfig config, kvcache::BlockPool& blocks, kvcache::StatePool& slots);
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+  ~Scheduler();
+
+  const SchedulerConfig& config() const { return config_; }
+
+  // Queues a new sequence at the tail. tokens = the prompt (not empty); ids must be unique.
+  Sequence& add(RequestId id, std::vector<int32_t> tokens, FinishCriteria finish);
+  Sequence* find(RequestId id);
+
+  // Plans the next step (see above). The plan stays valid until the next schedule(),
+  // append_token() or finish() on one of its sequences.
+  const StepPlan& schedule();
+
+  // The forward pass over `chunk` succeeded: its tokens are now in the caches.
+  void complete(const ScheduledChunk& chunk);
+
+  // Appends a sampled token; returns the reason when the sequence is now finished (the caller
+  // then calls finish()). Stop tokens win over the length limits.
+  std::optional<FinishReason> append_token(Sequence& seq, int32_t token);
+
+  // Frees the sequence's blocks and slot (if running) and forgets it. The Sequence is
+  // destroyed: pointers to it (in a plan too) are dead afterwards.
+  void finish(Sequence& seq);
+
+  int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
+  int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
+  int64_t num_preemptions() const { return num_preemptions_; }
+  bool has_work() const { return !running_.empty() || !waiting_.empty(); }
+  const std::vector<Sequence*>& running() const { return running_; }
+  const std::deque<Sequence*>& waiting() const { return waiting_; }
+
+  // Checks the bookkeeping against the pools (tests, debug): every running sequence holds a
+  // live slot and exactly the blocks of its table, waiting ones hold nothing, the pools'
+  // used counts match. Throws std::logic_error naming the first inconsistency.
+  void check_invariants() const;
+
+ private:
+  void schedule_decodes(int64_t& budget);
+  void schedule_running_prefills(int64_t& budget);
+  void schedule_admissions(int64_t& budget);
+  // Tokens of `want` that fit seq's table plus the free blocks.
+  int64_t fitting_tokens(const Sequence& seq, int64_t want) const;
+  // Reserves and commits the blocks for n more tokens (they must fit).
+  void grow_table(Sequence& seq, int64_t n);
+  void add_chunk(Sequence& seq, int64_t n);
+  void preempt(Sequence& seq);
+  void remove_running(Sequence& seq);
+
+  SchedulerConfig config_;
+  kvcache::BlockPool& blocks_;
+  kvcache::StatePool& slots_;
+  std::unordered_map<RequestId, std::unique_ptr<Sequence>> seqs_;
+  std::deque<Sequence*> waiting_;
+  std::vector<Sequence*> running_;  // admission order, oldest first
+  StepPlan plan_;
+  uint64_t step_ = 0;
+  uint64_t next_arrival_ = 0;
+  uint64_t next_admission_ = 0;
+  int64_t num_preemptions_ = 0;
+};
+
+}  // namespace ds::scheduler

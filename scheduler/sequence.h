@@ -1,0 +1,63 @@
+// Sequence: the scheduler's record of one request: its tokens, how many of them the caches
+// hold, and the blocks and state slot it holds while running.
+//
+// tokens = prompt then generated tokens. num_computed of them have been fed through the model
+// (their K/V is in the table's blocks and the state slot has consumed them); the rest are
+// pending. A running sequence always has at least one pending token: while decoding, the last
+// sampled token; while prefilling, the rest of its prompt. A preempted sequence drops its
+// blocks and slot and starts again from num_computed = 0 with every token it has, generated
+// ones included, as its prompt to recompute.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "kvcache/block_table.h"
+#include "kvcache/state_pool.h"
+#include "scheduler/request.h"
+
+namespace ds::scheduler {
+
+enum class SeqState : uint8_t { waiting, running };
+
+// When a sequence ends by itself.
+struct FinishCriteria {
+  int64_t max_tokens = 16;         // generated tokens
+  int64_t max_ctx = 0;             // prompt + generated tokens
+  std::vector<int32_t> stop_ids;   // sorted: eos ids (unless ignore_eos) and stop_token_ids
+
+  bool is_stop(int32_t token) const { return std::binary_search(stop_ids.begin(), stop_ids.end(), token); }
+};
+
+struct Sequence {
+  Sequence(RequestId id_, uint64_t arrival_, std::vector<int32_t> prompt, int32_t block_size,
+           FinishCriteria finish_)
+      : id(id_), arrival(arrival_), tokens(std::move(prompt)),
+        prompt_len(static_cast<int64_t>(tokens.size())), table(block_size), finish(std::move(finish_)) {}
+
+  RequestId id;
+  uint64_t arrival;             // submission order
+  std::vector<int32_t> tokens;  // prompt, then generated tokens
+  int64_t prompt_len;
+  int64_t num_computed = 0;     // tokens in the caches (== table.num_tokens())
+  kvcache::BlockTable table;
+  std::optional<kvcache::SlotHandle> slot;  // held while running
+  SeqState state = SeqState::waiting;
+  uint64_t admission = 0;       // order of its latest admission; larger = more recent
+  uint64_t scheduled_step = 0;  // last step that gave it a chunk
+  int32_t num_preemptions = 0;
+  FinishCriteria finish;
+
+  int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
+  int64_t num_generated() const { return num_tokens() - prompt_len; }
+  int64_t num_pending() const { return num_tokens() - num_computed; }
+  std::span<const int32_t> prompt() const { return {tokens.data(), static_cast<size_t>(prompt_len)}; }
+  std::span<const int32_t> generated() const {
+    return {tokens.data() + prompt_len, static_cast<size_t>(num_generated())};
+  }
+};
+
+}  // namespace ds::scheduler

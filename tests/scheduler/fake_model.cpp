@@ -1,0 +1,167 @@
+#include "fake_model.h"
+
+#include <algorithm>
+#include <limits>
+#include <stdexcept>
+
+#include "kernels/cpu/sampler.h"
+
+namespace ds::test {
+namespace {
+
+constexpr uint64_t kEmptyHash = 0x243F6A8885A308D3ull;
+
+uint64_t mix(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+uint64_t extend(uint64_t h, int32_t token) {
+  return mix(h * 0x100000001B3ull + static_cast<uint64_t>(token) + 0x9E3779B97F4A7C15ull);
+}
+
+void fill_logits(uint64_t h, std::span<float> out) {
+  for (size_t v = 0; v < out.size(); ++v) {
+    const uint64_t r = mix(h ^ (0xD1B54A32D192ED03ull * (v + 1)));
+    out[v] = static_cast<float>(r >> 40) * (8.0f / 16777216.0f) - 4.0f;  // [-4, 4)
+  }
+}
+
+}  // namespace
+
+FakeModel::FakeModel(int64_t vocab, std::vector<int32_t> eos) : vocab_(vocab), eos_(std::move(eos)) {}
+
+kvcache::CacheGeometry FakeModel::cache_geometry() const {
+  kvcache::CacheGeometry g;
+  g.n_attention_layers = 1;
+  g.n_kv_heads = 1;
+  g.head_dim = 1;
+  g.state.n_layers = 1;
+  g.state.conv_dim = 1;
+  g.state.conv_taps = 1;
+  g.state.value_heads = 1;
+  g.state.key_dim = 1;
+  g.state.value_dim = 1;
+  return g;
+}
+
+void FakeModel::allocate_cache(const kvcache::PoolSizes& sizes) {
+  num_blocks_ = sizes.num_blocks;
+  block_size_ = sizes.block_size;
+  num_slots_ = sizes.num_slots;
+  kv_.assign(static_cast<size_t>(num_blocks_) * static_cast<size_t>(block_size_), -1);
+  // Slots start as garbage: only the engine's zeroing may make them usable.
+  slot_hash_.assign(static_cast<size_t>(num_slots_), 0xBADull);
+  slot_count_.assign(static_cast<size_t>(num_slots_), -1000000);
+}
+
+kvcache::StatePool::ZeroFn FakeModel::state_zero_fn() {
+  return [this](kvcache::SlotId s) {
+    if (s < 0 || s >= num_slots_) throw std::out_of_range("fake model: zeroing a slot outside the pool");
+    slot_hash_[static_cast<size_t>(s)] = kEmptyHash;
+    slot_count_[static_cast<size_t>(s)] = 0;
+    ++zero_calls_;
+  };
+}
+
+void FakeModel::violation(const std::string& what) {
+  if (violations_++ == 0) first_violation_ = what;
+  throw std::logic_error("fake model contract violation: " + what);
+}
+
+const kernels::Tensor& FakeModel::forward(const qwen35::ForwardBatch& batch) {
+  ++forward_calls_;
+  // Validation first, as the real model does: nothing is touched when it throws.
+  if (batch.seqs.empty()) throw std::invalid_argument("fake model: empty batch");
+  std::vector<int32_t> slots;
+  for (const auto& c : batch.seqs) {
+    if (c.tokens.empty()) throw std::invalid_argument("fake model: empty chunk");
+    if (!c.block_table) throw std::invalid_argument("fake model: no block table");
+    if (c.state_slot < 0 || c.state_slot >= num_slots_) throw std::invalid_argument("fake model: slot outside the pool");
+    if (c.block_table->capacity() < c.n_cached + static_cast<int64_t>(c.tokens.size()))
+      throw std::invalid_argument("fake model: block table too small");
+    if (c.logit_rows < 0 || c.logit_rows > static_cast<int32_t>(c.tokens.size()))
+      throw std::invalid_argument("fake model: bad logit_rows");
+    for (int32_t t : c.tokens) {
+      if (t < 0 || t >= vocab_) throw std::invalid_argument("fake model: token id outside the vocabulary");
+      if (t == reject_token) throw std::invalid_argument("fake model: rejected token " + std::to_string(t));
+    }
+    for (kvcache::BlockId b : c.block_table->block_ids())
+      if (b < 0 || b >= num_blocks_) throw std::invalid_argument("fake model: block outside the pool");
+    slots.push_back(c.state_slot);
+  }
+  std::sort(slots.begin(), slots.end());
+  if (std::adjacent_find(slots.begin(), slots.end()) != slots.end())
+    throw std::invalid_argument("fake model: two chunks share a state slot");
+
+  max_batch_seqs_ = std::max<int64_t>(max_batch_seqs_, static_cast<int64_t>(batch.seqs.size()));
+  max_batch_tokens_ = std::max(max_batch_tokens_, batch.num_tokens());
+  logits_.assign(static_cast<size_t>(batch.num_logit_rows() * vocab_), 0.0f);
+  size_t row = 0;
+  for (const auto& c : batch.seqs) {
+    const auto slot = static_cast<size_t>(c.state_slot);
+    const kvcache::BlockTable& table = *c.block_table;
+    auto pos_index = [&](int64_t p) {
+      const kvcache::TokenSlot ts = table.locate(p);
+      return static_cast<size_t>(ts.block) * static_cast<size_t>(block_size_) + static_cast<size_t>(ts.offset);
+    };
+    if (slot_count_[slot] != c.n_cached)
+      violation("slot " + std::to_string(slot) + " has consumed " + std::to_string(slot_count_[slot]) +
+                " tokens, the chunk says " + std::to_string(c.n_cached));
+    uint64_t h = kEmptyHash;
+    for (int64_t p = 0; p < c.n_cached; ++p) h = extend(h, kv_[pos_index(p)]);
+    if (h != slot_hash_[slot])
+      violation("the K/V read through the block table does not match slot " + std::to_string(slot) + "'s state");
+    const auto n = static_cast<int64_t>(c.tokens.size());
+    for (int64_t i = 0; i < n; ++i) {
+      if (c.tokens[static_cast<size_t>(i)] == crash_token) throw std::runtime_error("fake model: crashed mid-step");
+      kv_[pos_index(c.n_cached + i)] = c.tokens[static_cast<size_t>(i)];
+      h = extend(h, c.tokens[static_cast<size_t>(i)]);
+      if (i >= n - c.logit_rows) {
+        std::span<float> out(logits_.data() + row * static_cast<size_t>(vocab_), static_cast<size_t>(vocab_));
+        fill_logits(h, out);
+        if (c.tokens[static_cast<size_t>(i)] == nan_token)
+          std::fill(out.begin(), out.end(), std::numeric_limits<float>::quiet_NaN());
+        ++row;
+      }
+    }
+    slot_hash_[slot] = h;
+    slot_count_[slot] = c.n_cached + n;
+  }
+  const auto rows = static_cast<int64_t>(row);
+  logits_tensor_ = rows == 0 ? kernels::Tensor()
+                             : kernels::Tensor(nullptr, logits_.data(), DType::f32, kernels::Shape{rows, vocab_});
+  return logits_tensor_;
+}
+
+std::vector<float> FakeModel::logits_after(const std::vector<int32_t>& history) const {
+  uint64_t h = kEmptyHash;
+  for (int32_t t : history) h = extend(h, t);
+  std::vector<float> out(static_cast<size_t>(vocab_));
+  fill_logits(h, out);
+  return out;
+}
+
+std::vector<int32_t> FakeModel::reference_tokens(const std::vector<int32_t>& prompt, int64_t max_tokens,
+                                                 const std::vector<int32_t>& stop_ids, int64_t max_ctx,
+                                                 const kernels::SamplingParams& params, uint64_t seed) const {
+  auto sampler = kernels::cpu::make_cpu_sampler();
+  kernels::SamplerRng rng(seed);
+  std::vector<int32_t> history = prompt;
+  std::vector<int32_t> out;
+  while (static_cast<int64_t>(out.size()) < max_tokens && static_cast<int64_t>(history.size()) < max_ctx) {
+    std::vector<float> logits = logits_after(history);
+    kernels::Tensor t(nullptr, logits.data(), DType::f32, kernels::Shape{1, vocab_});
+    kernels::SampleRow row{&params, std::span<const int32_t>(prompt),
+                           std::span<const int32_t>(out), &rng};
+    kernels::SampledToken st;
+    sampler->sample(t, std::span<const kernels::SampleRow>(&row, 1), std::span<kernels::SampledToken>(&st, 1));
+    out.push_back(st.token);
+    history.push_back(st.token);
+    if (std::find(stop_ids.begin(), stop_ids.end(), st.token) != stop_ids.end()) break;
+  }
+  return out;
+}
+
+}  // namespace ds::test

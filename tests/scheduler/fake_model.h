@@ -1,0 +1,75 @@
+// FakeModel: a stand-in for the real model that is fast and checks the engine's side of the
+// forward contract on every call.
+//
+// Its "K/V cache" stores the token id written at each pool position, and each state slot a
+// running hash of the tokens fed through it since it was zeroed. A forward step checks, for
+// every chunk, that the slot has consumed exactly n_cached tokens and that the tokens read
+// back through the chunk's block table hash to the slot's state: a wrong table, a slot not
+// zeroed on (re)admission, a skipped or repeated token, or K/V overwritten by another
+// sequence all break that equality (counted in violations(), and thrown). The logits of a
+// position are a pseudo-random function of the whole token history up to it, so the
+// expected output of any request can be computed independently (reference_tokens) and a
+// sequence recomputed after preemption must reproduce it exactly.
+//
+// Fault injection: a chunk containing reject_token makes forward throw std::invalid_argument
+// before touching anything (a batch the model refuses); one containing crash_token throws
+// std::runtime_error after the state of earlier chunks was advanced (a failure mid-step);
+// nan_token as the last token of a logits row makes that row NaN.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/sampler.h"
+#include "scheduler/forward_model.h"
+
+namespace ds::test {
+
+class FakeModel final : public scheduler::ForwardModel {
+ public:
+  explicit FakeModel(int64_t vocab = 64, std::vector<int32_t> eos = {});
+
+  int64_t vocab_size() const override { return vocab_; }
+  std::vector<int32_t> eos_token_ids() const override { return eos_; }
+  kvcache::CacheGeometry cache_geometry() const override;
+  void allocate_cache(const kvcache::PoolSizes& sizes) override;
+  kvcache::StatePool::ZeroFn state_zero_fn() override;
+  const kernels::Tensor& forward(const qwen35::ForwardBatch& batch) override;
+
+  // The logits row after feeding `history` (what forward returns for its last position).
+  std::vector<float> logits_after(const std::vector<int32_t>& history) const;
+  // What a request produces: sampled with the CPU sampler from logits_after, stopping at
+  // stop ids (already merged with eos as the engine would), max_tokens or max_ctx.
+  std::vector<int32_t> reference_tokens(const std::vector<int32_t>& prompt, int64_t max_tokens,
+                                        const std::vector<int32_t>& stop_ids, int64_t max_ctx,
+                                        const kernels::SamplingParams& params, uint64_t seed) const;
+
+  int32_t reject_token = -1;
+  int32_t crash_token = -1;
+  int32_t nan_token = -1;
+
+  int64_t violations() const { return violations_; }
+  const std::string& first_violation() const { return first_violation_; }
+  int64_t forward_calls() const { return forward_calls_; }
+  int64_t zero_calls() const { return zero_calls_; }
+  int64_t max_batch_seqs() const { return max_batch_seqs_; }
+  int64_t max_batch_tokens() const { return max_batch_tokens_; }
+
+ private:
+  void violation(const std::string& what);
+
+  int64_t vocab_;
+  std::vector<int32_t> eos_;
+  int32_t num_blocks_ = 0, block_size_ = 0, num_slots_ = 0;
+  std::vector<int32_t> kv_;          // token id at each pool position, -1 = never written
+  std::vector<uint64_t> slot_hash_;  // hash of the tokens a slot has consumed
+  std::vector<int64_t> slot_count_;  // how many
+  std::vector<float> logits_;
+  kernels::Tensor logits_tensor_;
+  int64_t violations_ = 0;
+  std::string first_violation_;
+  int64_t forward_calls_ = 0, zero_calls_ = 0, max_batch_seqs_ = 0, max_batch_tokens_ = 0;
+};
+
+}  // namespace ds::test

@@ -1,0 +1,294 @@
+// The scheduling policy alone: no model, no threads, just the Scheduler over real pools.
+#include <catch2/catch.hpp>
+
+#include <random>
+#include <vector>
+
+#include "kvcache/block_pool.h"
+#include "kvcache/state_pool.h"
+#include "scheduler/scheduler.h"
+
+using namespace ds;
+using namespace ds::scheduler;
+
+namespace {
+
+struct Fixture {
+  Fixture(int32_t blocks, int32_t block_size, int32_t slots, SchedulerConfig cfg)
+      : block_pool(blocks, block_size), slot_pool(slots, kvcache::StateLayout{}, [this](kvcache::SlotId) { ++zeroed; }),
+        sched(cfg, block_pool, slot_pool) {}
+
+  Sequence& add(RequestId id, int64_t prompt_len, int64_t max_tokens = 1000, int64_t max_ctx = 1 << 20) {
+    FinishCriteria f;
+    f.max_tokens = max_tokens;
+    f.max_ctx = max_ctx;
+    return sched.add(id, std::vector<int32_t>(static_cast<size_t>(prompt_len), 3), f);
+  }
+
+  // Runs the plan as the engine would: complete every chunk, sample token 7 where a chunk
+  // samples, finish what ends. Returns the finished ids.
+  std::vector<RequestId> finish_step(const StepPlan& plan) {
+    std::vector<RequestId> done;
+    std::vector<ScheduledChunk> chunks = plan.chunks;
+    for (const auto& c : chunks) sched.complete(c);
+    for (const auto& c : chunks) {
+      if (!c.samples) continue;
+      if (sched.append_token(*c.seq, 7)) {
+        done.push_back(c.seq->id);
+        sched.finish(*c.seq);
+      }
+    }
+    sched.check_invariants();
+    return done;
+  }
+
+  kvcache::BlockPool block_pool;
+  kvcache::StatePool slot_pool;
+  int zeroed = 0;
+  Scheduler sched;
+};
+
+std::vector<std::pair<RequestId, int64_t>> shape(const StepPlan& p) {
+  std::vector<std::pair<RequestId, int64_t>> out;
+  for (const auto& c : p.chunks) out.push_back({c.seq->id, c.length});
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("decodes come first, then prefill chunks in order, within the token budget", "[scheduler]") {
+  Fixture f(100, 4, 8, {4, 10});
+  f.add(1, 3);
+  f.add(2, 20);
+  f.add(3, 5);
+  const StepPlan& p1 = f.sched.schedule();
+  CHECK(shape(p1) == std::vector<std::pair<RequestId, int64_t>>{{1, 3}, {2, 7}});
+  CHECK(p1.chunks[0].samples);
+  CHECK_FALSE(p1.chunks[1].samples);
+  CHECK(p1.num_tokens == 10);
+  f.finish_step(p1);
+
+  // 1 decodes first; 2 continues its prompt with what is left; 3 waits for budget.
+  const StepPlan& p2 = f.sched.schedule();
+  CHECK(shape(p2) == std::vector<std::pair<RequestId, int64_t>>{{1, 1}, {2, 9}});
+  CHECK(p2.num_decodes == 1);
+  f.finish_step(p2);
+
+  const StepPlan& p3 = f.sched.schedule();
+  CHECK(shape(p3) == std::vector<std::pair<RequestId, int64_t>>{{1, 1}, {2, 4}, {3, 5}});
+  CHECK(p3.chunks[1].samples);
+  CHECK(p3.chunks[2].samples);
+  f.finish_step(p3);
+
+  const StepPlan& p4 = f.sched.schedule();
+  CHECK(shape(p4) == std::vector<std::pair<RequestId, int64_t>>{{1, 1}, {2, 1}, {3, 1}});
+  CHECK(p4.num_decodes == 3);
+  CHECK(f.zeroed == 3);  // one zeroed slot per admission
+}
+
+TEST_CASE("max_num_seqs bounds the running set and admission never overtakes", "[scheduler]") {
+  Fixture f(10, 4, 8, {2, 100});
+  f.add(1, 2);
+  f.add(2, 2);
+  f.add(3, 2);
+  const StepPlan& p1 = f.sched.schedule();
+  CHECK(p1.chunks.size() == 2);
+  CHECK(f.sched.num_running() == 2);
+  CHECK(f.sched.num_waiting() == 1);
+  f.finish_step(p1);
+
+  // A head that does not fit blocks the small one behind it.
+  Fixture g(10, 4, 8, {8, 100});
+  g.add(1, 4);
+  g.add(2, 40);  // 10 blocks, 9 free
+  g.add(3, 1);
+  const StepPlan& q1 = g.sched.schedule();
+  CHECK(shape(q1) == std::vector<std::pair<RequestId, int64_t>>{{1, 4}});
+  CHECK(g.sched.waiting().front()->id == 2);
+}
+
+TEST_CASE("admission takes blocks and a slot together or neither", "[scheduler]") {
+  Fixture f(10, 4, 1, {4, 100});
+  f.add(1, 4);
+  f.add(2, 4);
+  const StepPlan& p = f.sched.schedule();
+  CHECK(shape(p) == std::vector<std::pair<RequestId, int64_t>>{{1, 4}});
+  // Request 2 found blocks but no slot: its reservation was rolled back.
+  CHECK(f.block_pool.num_used() == 1);
+  CHECK(f.block_pool.num_reserved() == 0);
+  CHECK(f.slot_pool.num_used() == 1);
+  f.finish_step(p);
+  f.sched.check_invariants();
+}
+
+TEST_CASE("a decode without a free block preempts the most recently admitted sequence", "[scheduler]") {
+  // 4 blocks of 4 tokens. Three sequences of 4, 4 and 4 tokens (+1 sampled each) fill 3
+  // blocks; their first decodes need a second block each.
+  Fixture f(4, 4, 8, {8, 100});
+  f.add(1, 4);
+  f.add(2, 4);
+  f.add(3, 4);
+  f.finish_step(f.sched.schedule());
+  REQUIRE(f.block_pool.num_free() == 1);
+  REQUIRE(f.zeroed == 3);
+
+  const StepPlan& p = f.sched.schedule();
+  // 1 takes the last free block; 2 needs one, so 3 (the newest) is preempted and 2 gets its
+  // blocks; 3 goes back to the head of the queue with its sampled token kept.
+  CHECK(shape(p) == std::vector<std::pair<RequestId, int64_t>>{{1, 1}, {2, 1}});
+  CHECK(p.preempted == std::vector<RequestId>{3});
+  CHECK(p.admitted.empty());  // no admission in a step that preempted
+  CHECK(f.sched.num_preemptions() == 1);
+  Sequence* s3 = f.sched.find(3);
+  REQUIRE(s3);
+  CHECK(s3->state == SeqState::waiting);
+  CHECK(s3->num_computed == 0);
+  CHECK(s3->num_tokens() == 5);
+  CHECK(s3->num_generated() == 1);
+  CHECK(s3->num_preemptions == 1);
+  CHECK(f.sched.waiting().front() == s3);
+  f.finish_step(p);
+
+  // When 1 finishes, 3 is re-admitted with all 5 tokens as its prompt and a zeroed slot.
+  f.sched.finish(*f.sched.find(1));
+  const StepPlan& q = f.sched.schedule();
+  CHECK(shape(q) == std::vector<std::pair<RequestId, int64_t>>{{2, 1}, {3, 5}});
+  CHECK(q.chunks[1].samples);
+  CHECK(f.zeroed == 4);
+  f.finish_step(q);
+}
+
+TEST_CASE("the newest sequence preempts itself when it is the one short of a block", "[scheduler]") {
+  Fixture f(3, 4, 8, {8, 100});
+  f.add(1, 8);  // 2 blocks
+  f.add(2, 4);  // 1 block
+  f.finish_step(f.sched.schedule());
+  REQUIRE(f.block_pool.num_free() == 0);
+  // 1 decodes into its second block (room for token 9? its 9th token needs a 3rd block).
+  const StepPlan& p = f.sched.schedule();
+  // 1 needs a block: 2 is preempted. Then nothing else runs.
+  CHECK(shape(p) == std::vector<std::pair<RequestId, int64_t>>{{1, 1}});
+  CHECK(p.preempted == std::vector<RequestId>{2});
+  f.finish_step(p);
+
+  Fixture g(2, 4, 8, {8, 100});
+  g.add(1, 4);
+  g.add(2, 4);
+  g.finish_step(g.sched.schedule());
+  // Both need a second block and there are none: 1 preempts 2; then 2 is gone.
+  const StepPlan& q = g.sched.schedule();
+  CHECK(q.preempted == std::vector<RequestId>{2});
+  CHECK(shape(q) == std::vector<std::pair<RequestId, int64_t>>{{1, 1}});
+
+  // A single sequence that cannot grow preempts itself (the pool is smaller than it).
+  Fixture h(1, 4, 8, {8, 100});
+  h.add(1, 4);
+  h.finish_step(h.sched.schedule());
+  const StepPlan& r = h.sched.schedule();
+  CHECK(r.preempted == std::vector<RequestId>{1});
+  CHECK(r.empty());
+}
+
+TEST_CASE("a running prefill is shrunk to the free blocks and waits when there are none", "[scheduler]") {
+  // 5 blocks of 16, budget 40: 1 (30 tokens) and the first 10 of 2 (60 tokens) fit at once.
+  Fixture f(5, 16, 8, {8, 40});
+  f.add(1, 30);
+  f.add(2, 60);
+  const StepPlan& p1 = f.sched.schedule();
+  CHECK(shape(p1) == std::vector<std::pair<RequestId, int64_t>>{{1, 30}, {2, 10}});
+  f.finish_step(p1);
+  // 2 wants 39 tokens; 38 fit (6 left in its block + 2 free blocks).
+  const StepPlan& p2 = f.sched.schedule();
+  CHECK(shape(p2) == std::vector<std::pair<RequestId, int64_t>>{{1, 1}, {2, 38}});
+  f.finish_step(p2);
+  // No room and no one newer to preempt: 2 skips a step, 1 keeps decoding.
+  const StepPlan& p3 = f.sched.schedule();
+  CHECK(shape(p3) == std::vector<std::pair<RequestId, int64_t>>{{1, 1}});
+  CHECK(p3.preempted.empty());
+  f.finish_step(p3);
+  // 1 crosses into a new block: 2, the newest, is preempted for it.
+  const StepPlan& p4 = f.sched.schedule();
+  CHECK(shape(p4) == std::vector<std::pair<RequestId, int64_t>>{{1, 1}});
+  CHECK(p4.preempted == std::vector<RequestId>{2});
+  f.finish_step(p4);
+}
+
+TEST_CASE("finish reasons: stop tokens first, then max_tokens and max_ctx", "[scheduler]") {
+  Fixture f(100, 4, 8, {8, 100});
+  FinishCriteria c;
+  c.max_tokens = 3;
+  c.max_ctx = 6;
+  c.stop_ids = {5, 9};
+  Sequence& s = f.sched.add(1, {1, 2, 3}, c);
+  CHECK_FALSE(f.sched.append_token(s, 4).has_value());
+  CHECK(f.sched.append_token(s, 9) == FinishReason::stop);
+  Sequence& t = f.sched.add(2, {1, 2, 3}, c);
+  f.sched.append_token(t, 4);
+  f.sched.append_token(t, 4);
+  CHECK(f.sched.append_token(t, 4) == FinishReason::length);  // max_tokens (and max_ctx)
+  Sequence& u = f.sched.add(3, {1, 2, 3, 4}, c);
+  f.sched.append_token(u, 1);
+  CHECK(f.sched.append_token(u, 1) == FinishReason::length);  // max_ctx 6
+  Sequence& v = f.sched.add(4, {1, 2, 3, 4, 5}, c);
+  CHECK(f.sched.append_token(v, 5) == FinishReason::stop);  // both: stop wins
+}
+
+TEST_CASE("finishing running or waiting sequences gives everything back", "[scheduler]") {
+  Fixture f(20, 4, 3, {3, 9});
+  for (RequestId id = 1; id <= 6; ++id) f.add(id, 6);
+  f.finish_step(f.sched.schedule());
+  CHECK(f.sched.num_running() > 0);
+  CHECK(f.sched.num_waiting() > 0);
+  f.sched.finish(*f.sched.waiting().back());
+  f.sched.finish(*f.sched.running().front());
+  f.sched.check_invariants();
+  while (f.sched.has_work()) {
+    Sequence* s = f.sched.running().empty() ? f.sched.waiting().front() : f.sched.running().back();
+    f.sched.finish(*s);
+    f.sched.check_invariants();
+  }
+  CHECK(f.block_pool.num_used() == 0);
+  CHECK(f.slot_pool.num_used() == 0);
+}
+
+TEST_CASE("randomized policy run: invariants every step, progress, everything finishes", "[scheduler]") {
+  std::mt19937 rng(2024);
+  for (int round = 0; round < 20; ++round) {
+    const int32_t block_size = 1 << std::uniform_int_distribution<int>(0, 4)(rng);
+    const int64_t max_ctx = std::uniform_int_distribution<int64_t>(8, 200)(rng);
+    const int32_t min_blocks = static_cast<int32_t>((max_ctx + block_size - 1) / block_size);
+    const int32_t blocks = min_blocks + std::uniform_int_distribution<int32_t>(0, 3 * min_blocks)(rng);
+    const int32_t slots = std::uniform_int_distribution<int32_t>(1, 12)(rng);
+    SchedulerConfig cfg{std::uniform_int_distribution<int32_t>(1, 16)(rng),
+                        std::uniform_int_distribution<int64_t>(1, 96)(rng)};
+    Fixture f(blocks, block_size, slots, cfg);
+    RequestId next = 1;
+    int64_t finished = 0, cancelled = 0, steps = 0;
+    std::vector<RequestId> ids;
+    const int total = 150;
+    while (next <= total || f.sched.has_work()) {
+      if (next <= total && std::uniform_int_distribution<int>(0, 2)(rng) == 0) {
+        const int64_t len = std::uniform_int_distribution<int64_t>(1, max_ctx)(rng);
+        f.add(next, len, std::uniform_int_distribution<int64_t>(1, 40)(rng), max_ctx);
+        ids.push_back(next++);
+      }
+      if (!ids.empty() && std::uniform_int_distribution<int>(0, 30)(rng) == 0) {
+        const RequestId victim = ids[std::uniform_int_distribution<size_t>(0, ids.size() - 1)(rng)];
+        if (Sequence* s = f.sched.find(victim)) {
+          f.sched.finish(*s);
+          ++cancelled;
+        }
+      }
+      if (!f.sched.has_work()) continue;
+      const StepPlan& p = f.sched.schedule();
+      REQUIRE_FALSE(p.empty());  // work pending always means a step
+      REQUIRE(p.num_tokens <= cfg.max_num_batched_tokens);
+      REQUIRE(static_cast<int32_t>(p.chunks.size()) <= cfg.max_num_seqs);
+      finished += static_cast<int64_t>(f.finish_step(p).size());
+      REQUIRE(++steps < 200000);
+    }
+    CHECK(finished + cancelled == total);
+    CHECK(f.block_pool.num_used() == 0);
+    CHECK(f.slot_pool.num_used() == 0);
+  }
+}
