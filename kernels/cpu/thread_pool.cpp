@@ -37,13 +37,15 @@ void ThreadPool::run(int64_t n, int64_t grain,
     n_ = n;
     grain_ = grain;
     next_.store(0, std::memory_order_relaxed);
-    busy_workers_ = static_cast<int>(workers_.size());
+    open_ = true;
+    active_ = 0;
     ++generation_;
   }
   work_cv_.notify_all();
   work_on_current();
   std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [this] { return busy_workers_ == 0; });
+  open_ = false;
+  done_cv_.wait(lock, [this] { return active_ == 0; });
   job_ = nullptr;
 }
 
@@ -52,13 +54,14 @@ void ThreadPool::worker_loop() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);
-      work_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      work_cv_.wait(lock, [&] { return stop_ || (open_ && generation_ != seen); });
       if (stop_) return;
       seen = generation_;
+      ++active_;
     }
     work_on_current();
     std::lock_guard<std::mutex> lock(mu_);
-    if (--busy_workers_ == 0) done_cv_.notify_one();
+    if (--active_ == 0) done_cv_.notify_one();
   }
 }
 

@@ -5,7 +5,9 @@
 // the caller works too and returns when every range is done. Loops of at most `grain` items,
 // a pool of one thread, or a call from inside a running loop run inline. Workers sleep on a
 // condition variable between loops instead of spinning: the dev and CI machines have two
-// cores shared with OpenBLAS and other processes.
+// cores shared with other processes. For the same reason the caller never waits for a worker
+// that has not woken up yet: once the caller has taken the last range it closes the loop, and
+// only workers that joined before that are waited for (a late one goes back to sleep).
 #pragma once
 
 #include <atomic>
@@ -51,7 +53,8 @@ class ThreadPool {
   std::condition_variable done_cv_;
   uint64_t generation_ = 0;
   bool stop_ = false;
-  int busy_workers_ = 0;
+  bool open_ = false;   // workers may still join the current loop
+  int active_ = 0;      // workers inside the current loop
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;
   int64_t n_ = 0;
   int64_t grain_ = 1;
