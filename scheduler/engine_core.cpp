@@ -29,6 +29,7 @@ Engine::Core::Core(ForwardModel& model, const EngineConfig& config, const kvcach
 }
 
 void Engine::Core::run(Shared& shared) {
+  shared_ = &shared;
   bool stalled = false;
   for (;;) {
     std::vector<Shared::Pending> submissions;
@@ -146,6 +147,7 @@ bool Engine::Core::step() {
       ++dequeued_;
     }
   }
+  release_queue_slots();
   if (plan.empty()) return false;
 
   ++counters_.iterations_total;
@@ -306,6 +308,13 @@ void Engine::Core::fail_request(RequestId id, const std::string& error) {
   e.finish = FinishReason::error;
   e.error = error;
   end_request(id, std::move(e));
+}
+
+void Engine::Core::release_queue_slots() {
+  if (dequeued_ == 0) return;
+  std::lock_guard lock(shared_->mu);
+  shared_->queued -= dequeued_;
+  dequeued_ = 0;
 }
 
 void Engine::Core::publish(Shared& shared) {

@@ -76,9 +76,13 @@ struct Engine::Core {
   // Ends a live request: final event, counters, frees its sequence (when it has one).
   void end_request(RequestId id, RequestEvent event);
   void fail_request(RequestId id, const std::string& error);
+  // Takes requests that left the waiting queue off Shared::queued (so max_queue frees up as
+  // soon as a request is admitted, not at the end of the step).
+  void release_queue_slots();
   void publish(Shared& shared);
   void deliver();
 
+  Shared* shared_ = nullptr;  // set by run()
   ForwardModel& model_;
   EngineConfig config_;
   int64_t max_ctx_;
