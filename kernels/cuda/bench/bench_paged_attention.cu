@@ -1,0 +1,249 @@
+// bench_paged_attention: times paged decode attention at Qwen3.5-27B shapes (24 query heads,
+// 4 KV heads, head_dim 256, block_size 16) and prints CSV for scripts/attn_report.py.
+//
+// Grid: batch 1, 8, 32 x context 4K, 32K, 128K, plus the ragged batch 128K + 7 x 8K, for each
+// K/V type given (K and V of the same type). Each point uses random data and shuffled block
+// tables; when one batch's K/V is smaller than 256 MB the pool holds several copies and the
+// timed runs rotate through them, so no run finds its K/V in the 50 MB L2. Time per call is
+// the median over CUDA-event-timed runs of the decode kernel plus its merge (the plan is
+// uploaded once, as the engine does once per step for all layers). The device-to-device
+// copy bandwidth (bytes read + written) is measured first, the same way as
+// scripts/attn_torch_baseline.py does.
+//
+// Output lines: copy_bw,<GB/s> ; ours,<type>,<case>,<batch>,<ctx>,<us>,<kv_bytes>,<GB/s>,
+// <fraction of copy bw>,<chunk>,<items>,<plan_us> ; mem,<type>,ragged,<paged bytes>,<padded bytes>
+//   bench_paged_attention [--types bf16,q8_0,q4_0] [--iters 30] [--quick]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <numeric>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/kv_elements.cuh"
+#include "kernels/cuda/paged_attention.h"
+#include "kernels/hip/gpu_runtime.h"
+
+namespace {
+
+using ds::DType;
+namespace dc = ds::cuda;
+
+constexpr int kQHeads = 24, kKvHeads = 4, kDim = 256, kBlock = 16;
+
+__device__ float hash_uniform(uint64_t x) {  // splitmix64 -> [-2, 2)
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  x ^= x >> 31;
+  return static_cast<float>(x >> 40) * (4.0f / 16777216.0f) - 2.0f;
+}
+
+// Fills rows [n_rows, head_dim] of type t with random values (encoded by the device codecs).
+__global__ void fill_rows(uint8_t* pool, DType t, int64_t n_rows, int head_dim, uint64_t seed) {
+  const int groups = head_dim / 32;
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= n_rows * groups) return;
+  const int64_t row = idx / groups;
+  const int g = static_cast<int>(idx % groups);
+  float x[32];
+  for (int j = 0; j < 32; ++j) x[j] = hash_uniform(seed ^ (static_cast<uint64_t>(idx) * 32 + j) * 0x100000001b3ull);
+  uint8_t* r = pool + row * ds::row_bytes(t, head_dim);
+  switch (t) {
+    case DType::bf16:
+      for (int j = 0; j < 32; ++j) reinterpret_cast<uint16_t*>(r)[32 * g + j] = ds::cuda::detail::f32_to_bf16_bits(x[j]);
+      break;
+    case DType::f16:
+      for (int j = 0; j < 32; ++j) reinterpret_cast<uint16_t*>(r)[32 * g + j] = ds::cuda::detail::f32_to_f16_bits(x[j]);
+      break;
+    case DType::q8_0: ds::cuda::detail::quantize_q8_0(x, r + 34 * g); break;
+    case DType::q4_0: ds::cuda::detail::quantize_q4_0(x, r + 18 * g); break;
+    default: break;
+  }
+}
+
+void fill(void* pool, DType t, int64_t n_rows, int head_dim, uint64_t seed) {
+  const int64_t n = n_rows * (head_dim / 32);
+  fill_rows<<<static_cast<unsigned>((n + 255) / 256), 256>>>(static_cast<uint8_t*>(pool), t, n_rows, head_dim, seed);
+  DS_GPU_CHECK_LAUNCH();
+}
+
+template <class F>
+float median_us(F&& fn, int iters) {
+  std::vector<gpuEvent_t> ev(2 * iters);
+  for (auto& e : ev) DS_GPU_CHECK(cudaEventCreate(&e));
+  for (int i = 0; i < iters; ++i) {
+    DS_GPU_CHECK(gpuEventRecord(ev[2 * i], nullptr));
+    fn(i);
+    DS_GPU_CHECK(gpuEventRecord(ev[2 * i + 1], nullptr));
+  }
+  DS_GPU_CHECK(gpuStreamSynchronize(nullptr));
+  std::vector<float> t(iters);
+  for (int i = 0; i < iters; ++i) DS_GPU_CHECK(cudaEventElapsedTime(&t[i], ev[2 * i], ev[2 * i + 1]));
+  for (auto& e : ev) gpuEventDestroy(e);
+  std::sort(t.begin(), t.end());
+  return t[iters / 2] * 1000.0f;
+}
+
+double copy_bandwidth_gbps() {
+  const size_t n = size_t{2} << 30;
+  void *a, *b;
+  DS_GPU_CHECK(gpuMalloc(&a, n));
+  DS_GPU_CHECK(gpuMalloc(&b, n));
+  DS_GPU_CHECK(gpuMemsetAsync(a, 1, n, nullptr));
+  for (int i = 0; i < 3; ++i) DS_GPU_CHECK(gpuMemcpyAsync(b, a, n, gpuMemcpyDeviceToDevice, nullptr));
+  const float us = median_us([&](int) { DS_GPU_CHECK(gpuMemcpyAsync(b, a, n, gpuMemcpyDeviceToDevice, nullptr)); }, 20);
+  gpuFree(a);
+  gpuFree(b);
+  return 2.0 * static_cast<double>(n) / (us * 1e-6) / 1e9;
+}
+
+struct Case {
+  std::string name;
+  std::vector<int32_t> lens;
+};
+
+void run_case(DType t, const Case& c, int iters, double copy_gbps) {
+  const int64_t rb = ds::row_bytes(t, kDim);
+  const int B = static_cast<int>(c.lens.size());
+  int64_t blocks_per_copy = 0, max_blocks = 0, tokens = 0;
+  for (int32_t L : c.lens) {
+    blocks_per_copy += (L + kBlock - 1) / kBlock;
+    max_blocks = std::max<int64_t>(max_blocks, (L + kBlock - 1) / kBlock);
+    tokens += L;
+  }
+  const int64_t kv_bytes = tokens * kKvHeads * 2 * rb;  // bytes the kernel must read
+  const int64_t copy_bytes = blocks_per_copy * kBlock * kKvHeads * 2 * rb;
+  const int copies = static_cast<int>(std::clamp<int64_t>((int64_t{256} << 20) / std::max<int64_t>(copy_bytes, 1) + 1, 1, 64));
+  const int64_t num_blocks = blocks_per_copy * copies;
+  const int64_t rows = num_blocks * kBlock * kKvHeads;
+
+  dc::KvPoolView pools;
+  pools.k_type = pools.v_type = t;
+  pools.num_blocks = num_blocks;
+  pools.block_size = kBlock;
+  pools.n_kv_heads = kKvHeads;
+  pools.head_dim = kDim;
+  DS_GPU_CHECK(gpuMalloc(&pools.k, static_cast<size_t>(rows * rb)));
+  DS_GPU_CHECK(gpuMalloc(&pools.v, static_cast<size_t>(rows * rb)));
+  fill(pools.k, t, rows, kDim, 0x1234);
+  fill(pools.v, t, rows, kDim, 0x9876);
+
+  // Tables: copy i uses blocks [i * blocks_per_copy, (i + 1) * blocks_per_copy), shuffled.
+  std::mt19937 rng(42);
+  std::vector<int32_t> table(static_cast<size_t>(copies) * B * max_blocks, 0);
+  for (int cp = 0; cp < copies; ++cp) {
+    std::vector<int32_t> ids(static_cast<size_t>(blocks_per_copy));
+    std::iota(ids.begin(), ids.end(), static_cast<int32_t>(cp * blocks_per_copy));
+    std::shuffle(ids.begin(), ids.end(), rng);
+    size_t next = 0;
+    for (int s = 0; s < B; ++s)
+      for (int64_t j = 0; j < (c.lens[s] + kBlock - 1) / kBlock; ++j)
+        table[(static_cast<size_t>(cp) * B + s) * max_blocks + j] = ids[next++];
+  }
+  int32_t *d_table, *d_lens;
+  DS_GPU_CHECK(gpuMalloc(reinterpret_cast<void**>(&d_table), table.size() * 4));
+  DS_GPU_CHECK(gpuMalloc(reinterpret_cast<void**>(&d_lens), c.lens.size() * 4));
+  DS_GPU_CHECK(gpuMemcpy(d_table, table.data(), table.size() * 4, gpuMemcpyHostToDevice));
+  DS_GPU_CHECK(gpuMemcpy(d_lens, c.lens.data(), c.lens.size() * 4, gpuMemcpyHostToDevice));
+  void *d_q, *d_out;
+  DS_GPU_CHECK(gpuMalloc(&d_q, size_t{2} * B * kQHeads * kDim));
+  DS_GPU_CHECK(gpuMalloc(&d_out, size_t{2} * B * kQHeads * kDim));
+  fill(d_q, DType::bf16, int64_t{B} * kQHeads, kDim, 0x5555);
+
+  dc::DecodeOptions opts;
+  opts.bounds_check = false;
+  const dc::DecodeDevice dev = dc::describe_decode(pools, kQHeads, opts);
+  const auto p0 = std::chrono::steady_clock::now();
+  const dc::DecodePlan plan = dc::plan_decode(dev, kKvHeads, c.lens);
+  const double plan_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - p0).count();
+  dc::DecodeWorkspace ws(static_cast<int32_t>(plan.items.size()), B, kQHeads, kDim);
+  ws.upload(plan, nullptr);
+
+  dc::DecodeQuery q;
+  q.q = d_q;
+  q.q_type = DType::bf16;
+  q.out = d_out;
+  q.out_type = DType::bf16;
+  q.n_seqs = B;
+  q.n_q_heads = kQHeads;
+  q.scale = 1.0f / 16.0f;
+  q.block_table_stride = static_cast<int32_t>(max_blocks);
+  q.seq_lens = d_lens;
+  auto run = [&](int i) {
+    q.block_table = d_table + static_cast<size_t>(i % copies) * B * max_blocks;
+    dc::paged_attention_decode(pools, q, ws, opts, nullptr);
+  };
+  for (int i = 0; i < std::max(3, copies); ++i) run(i);
+  DS_GPU_CHECK(gpuStreamSynchronize(nullptr));
+  const int n = std::max(iters, 2 * copies);
+  const float us = median_us(run, n);
+  const double gbps = static_cast<double>(kv_bytes) / (us * 1e-6) / 1e9;
+  std::printf("ours,%s,%s,%d,%d,%.2f,%lld,%.0f,%.3f,%d,%zu,%.1f\n", std::string(ds::dtype_name(t)).c_str(),
+              c.name.c_str(), B, *std::max_element(c.lens.begin(), c.lens.end()), us,
+              static_cast<long long>(kv_bytes), gbps, gbps / copy_gbps, plan.chunk_tokens, plan.items.size(), plan_us);
+  std::fflush(stdout);
+  gpuFree(pools.k);
+  gpuFree(pools.v);
+  gpuFree(d_table);
+  gpuFree(d_lens);
+  gpuFree(d_q);
+  gpuFree(d_out);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    std::vector<DType> types{DType::bf16, DType::q8_0, DType::q4_0};
+    int iters = 30;
+    bool quick = false;
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      if (a == "--types" && i + 1 < argc) {
+        types.clear();
+        std::string s = argv[++i];
+        size_t pos = 0;
+        while (pos <= s.size()) {
+          const size_t e = std::min(s.find(',', pos), s.size());
+          types.push_back(ds::parse_dtype(s.substr(pos, e - pos)));
+          pos = e + 1;
+        }
+      } else if (a == "--iters" && i + 1 < argc) {
+        iters = std::atoi(argv[++i]);
+      } else if (a == "--quick") {
+        quick = true;
+      } else {
+        std::fprintf(stderr, "usage: bench_paged_attention [--types bf16,q8_0,q4_0] [--iters N] [--quick]\n");
+        return 2;
+      }
+    }
+    const double bw = copy_bandwidth_gbps();
+    std::printf("copy_bw,%.0f\n", bw);
+    std::vector<Case> cases;
+    for (int B : {1, 8, 32})
+      for (int L : {4096, 32768, 131072}) {
+        if (quick && (B == 32 || L == 131072) && !(B == 1 && L == 131072)) continue;
+        cases.push_back({"uniform", std::vector<int32_t>(B, L)});
+      }
+    Case ragged{"ragged", {131072}};
+    for (int i = 0; i < 7; ++i) ragged.lens.push_back(8192);
+    cases.push_back(ragged);
+    for (DType t : types) {
+      for (const Case& c : cases) run_case(t, c, iters, bw);
+      int64_t paged = 0;
+      for (int32_t L : ragged.lens) paged += (L + kBlock - 1) / kBlock * kBlock;
+      const int64_t per_tok = int64_t{kKvHeads} * 2 * ds::row_bytes(t, kDim);
+      std::printf("mem,%s,ragged,%lld,%lld\n", std::string(ds::dtype_name(t)).c_str(),
+                  static_cast<long long>(paged * per_tok),
+                  static_cast<long long>(int64_t{131072} * static_cast<int64_t>(ragged.lens.size()) * per_tok));
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_paged_attention: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,151 @@
+// plan_decode: split-K planning for paged decode attention (host only, no GPU calls).
+//
+// Every (sequence chunk, KV head) is one thread block; they run on sm_count x ctas_per_sm
+// slots. Candidate chunk lengths are the smallest that fit the grid into k full rounds of
+// slots (k = 1..8, found by bisection, as FlashInfer does for one round) plus "no split";
+// each is scored by a longest-first greedy schedule of the blocks over the slots, where a
+// block costs its K/V bytes plus a fixed start-up cost, and splitting adds the merge kernel.
+// Chunks never go below kMinChunk tokens (short chunks pay start-up more than they gain).
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <queue>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/paged_attention.h"
+
+namespace ds::cuda {
+namespace {
+
+constexpr int32_t kMinChunk = 128;
+constexpr double kCopyBandwidth = 4.3e12;  // bytes/s, measured device-to-device on the H200
+constexpr double kBlockStartUs = 1.5;      // pipeline fill of one thread block
+constexpr double kMergeUs = 2.5;           // launch and run of the merge kernel
+constexpr int64_t kMaxGridY = 65535;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+int64_t count_ctas(std::span<const int32_t> lens, int64_t chunk, int64_t per_item) {
+  int64_t n = 0;
+  for (int32_t L : lens) n += std::max<int64_t>(1, ceil_div(L, chunk));
+  return n * per_item;
+}
+
+// Estimated microseconds for a chunk length: greedy longest-first makespan over the slots.
+double estimate_us(const DecodeDevice& dev, int64_t per_item, std::span<const int32_t> lens, int64_t chunk) {
+  const int64_t slots = std::max<int64_t>(1, int64_t{dev.sm_count} * dev.ctas_per_sm);
+  const double bytes_per_us = kCopyBandwidth / 1e6 / static_cast<double>(slots);  // one slot's share
+  const double tok_us = static_cast<double>(std::max<int64_t>(dev.kv_bytes_per_token, 1)) / bytes_per_us;
+  std::vector<double> jobs;
+  bool split = false;
+  for (int32_t L : lens) {
+    const int64_t n = std::max<int64_t>(1, ceil_div(L, chunk));
+    split = split || n > 1;
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t toks = std::min<int64_t>(chunk, L - j * chunk);
+      for (int64_t u = 0; u < per_item; ++u) jobs.push_back(kBlockStartUs + tok_us * static_cast<double>(std::max<int64_t>(toks, 0)));
+    }
+  }
+  std::sort(jobs.begin(), jobs.end(), std::greater<>());
+  double makespan = 0;
+  if (static_cast<int64_t>(jobs.size()) <= slots) {
+    makespan = jobs.empty() ? 0 : jobs.front();
+  } else {
+    std::priority_queue<double, std::vector<double>, std::greater<>> load;
+    for (int64_t s = 0; s < slots; ++s) load.push(0.0);
+    for (double j : jobs) {
+      const double t = load.top() + j;
+      load.pop();
+      load.push(t);
+      makespan = std::max(makespan, t);
+    }
+  }
+  return makespan + (split ? kMergeUs : 0.0);
+}
+
+}  // namespace
+
+DecodePlan plan_decode(const DecodeDevice& dev, int32_t n_kv_heads, std::span<const int32_t> seq_lens,
+                       int32_t chunk_tokens) {
+  if (n_kv_heads <= 0) throw std::invalid_argument("plan_decode: n_kv_heads must be positive");
+  if (dev.head_chunks <= 0 || dev.sm_count <= 0 || dev.ctas_per_sm <= 0)
+    throw std::invalid_argument("plan_decode: DecodeDevice is not initialised (use describe_decode)");
+  if (chunk_tokens < 0) throw std::invalid_argument("plan_decode: negative chunk_tokens");
+  int64_t max_len = 0;
+  for (int32_t L : seq_lens) {
+    if (L < 0) throw std::invalid_argument("plan_decode: negative sequence length");
+    max_len = std::max<int64_t>(max_len, L);
+  }
+  const int64_t per_item = int64_t{n_kv_heads} * dev.head_chunks;
+  const int64_t no_split = std::max<int64_t>(max_len, 1);
+
+  int64_t chunk = chunk_tokens;
+  double best_us = 0;
+  if (chunk == 0) {
+    std::vector<int64_t> candidates{no_split};
+    const int64_t slots = int64_t{dev.sm_count} * dev.ctas_per_sm;
+    for (int64_t k = 1; k <= 8; ++k) {
+      const int64_t budget = k * slots;
+      if (count_ctas(seq_lens, no_split, per_item) >= budget) continue;  // already k rounds unsplit
+      int64_t lo = std::min<int64_t>(kMinChunk, no_split), hi = no_split;  // count(hi) <= budget
+      if (count_ctas(seq_lens, lo, per_item) <= budget) {
+        hi = lo;
+      } else {
+        while (hi - lo > 1) {
+          const int64_t mid = (lo + hi) / 2;
+          (count_ctas(seq_lens, mid, per_item) <= budget ? hi : lo) = mid;
+        }
+      }
+      candidates.push_back(hi);
+    }
+    std::vector<std::pair<double, int64_t>> scored;
+    best_us = std::numeric_limits<double>::infinity();
+    for (int64_t c : candidates) {
+      scored.emplace_back(estimate_us(dev, per_item, seq_lens, c), c);
+      best_us = std::min(best_us, scored.back().first);
+    }
+    // Near-ties go to the longer chunk: fewer partials to merge.
+    chunk = 0;
+    for (auto [us, c] : scored)
+      if (us <= best_us * 1.001) chunk = std::max(chunk, c);
+  } else {
+    best_us = estimate_us(dev, per_item, seq_lens, chunk);
+  }
+  chunk = std::min<int64_t>(chunk, std::numeric_limits<int32_t>::max());
+
+  DecodePlan plan;
+  plan.n_seqs = static_cast<int32_t>(seq_lens.size());
+  plan.chunk_tokens = static_cast<int32_t>(chunk);
+  plan.n_kv_heads = n_kv_heads;
+  plan.device = dev;
+  plan.est_us = best_us;
+  plan.seq_item_begin.assign(seq_lens.size() + 1, 0);
+  for (size_t i = 0; i < seq_lens.size(); ++i) {
+    const int64_t n = std::max<int64_t>(1, ceil_div(seq_lens[i], chunk));
+    plan.needs_merge = plan.needs_merge || n > 1;
+    plan.seq_item_begin[i + 1] = plan.seq_item_begin[i] + static_cast<int32_t>(n);
+    for (int64_t j = 0; j < n; ++j) {
+      DecodeWorkItem it;
+      it.seq = static_cast<int32_t>(i);
+      it.token_begin = static_cast<int32_t>(j * chunk);
+      it.flags = (j == n - 1 ? kItemLast : 0) | (n == 1 ? kItemOnly : 0);
+      it.partial = plan.seq_item_begin[i] + static_cast<int32_t>(j);
+      plan.items.push_back(it);
+    }
+  }
+  if (static_cast<int64_t>(plan.items.size()) > kMaxGridY)
+    throw std::invalid_argument("plan_decode: " + std::to_string(plan.items.size()) +
+                                " work items exceed the grid limit of 65535; use a longer chunk_tokens");
+  // Longest chunks first: the hardware hands out thread blocks in grid order.
+  auto tokens = [&](const DecodeWorkItem& it) {
+    return std::min<int64_t>(chunk, seq_lens[it.seq] - int64_t{it.token_begin});
+  };
+  std::stable_sort(plan.items.begin(), plan.items.end(),
+                   [&](const DecodeWorkItem& a, const DecodeWorkItem& b) { return tokens(a) > tokens(b); });
+  return plan;
+}
+
+}  // namespace ds::cuda

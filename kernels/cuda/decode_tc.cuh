@@ -1,0 +1,544 @@
+// Tensor-core paged decode kernel (NVIDIA sm_80+; tuned for the H200).
+//
+// Grid: x = (KV head, chunk of up to 8 query heads), y = work item (sequence chunk). Block:
+// 4 warps, each an independent pipeline over its own 16-token tiles of the chunk (tile w,
+// w+4, w+8, ...), so no barrier is needed until the final merge of the four warps.
+//
+// Per 16-token tile a warp computes S^T = K Q^T and O^T += V^T P^T with mma.m16n8k16:
+// tokens (for QK) and head_dim (for PV) fill the 16-row side, the group's query heads the
+// 8-column side, so a GQA group of up to 8 heads costs one tile and every K/V row is loaded
+// once. The probabilities leave the QK accumulators in the wrong layout for the PV operand;
+// movmatrix transposes them in registers (as fp32, high and low halves separately).
+//
+// Precision: q (pre-scaled by scale*log2 e) and P are split into hi + lo parts of the
+// operand type and multiplied twice, so products carry ~16 (bf16) or ~22 (f16) significant
+// bits into fp32 accumulators. Q8_0/Q4_0 values enter the tensor cores as exact f16
+// integers; the K block scale multiplies the fp32 partial logit of its 32-element block,
+// the V block scale multiplies P before the hi/lo split. Softmax is online in base 2.
+//
+// Loads: cp.async of 16-byte chunks (8 for 136- and 72-byte quantised rows), S stages deep,
+// zero-filled past the chunk end so no NaN from unused slots reaches the products. The block
+// ids of the next stage are fetched one iteration early so table latency stays hidden; row
+// offsets are 64-bit. bf16/f16 tiles are XOR-swizzled for conflict-free ldmatrix; quantised
+// tiles are raw ggml rows, and each lane reads the bytes of its own fragment (the head_dim
+// order inside a 32-block is permuted to make those bytes contiguous; q and the output use
+// the same permutation).
+#pragma once
+
+#include "kernels/cuda/decode_common.cuh"
+
+#if DS_GPU_HAS_MMA_SM80
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#endif
+
+namespace ds::cuda::detail {
+
+constexpr int tc_row_bytes(DType t, int D) { return static_cast<int>(row_bytes(t, D)); }
+constexpr int tc_chunk_bytes(int rb) { return rb % 16 == 0 ? 16 : 8; }
+// Shared memory of one stage of one warp: 16 K rows + 16 V rows.
+constexpr int tc_warp_stage_bytes(DType k, DType v, int D) { return 16 * (tc_row_bytes(k, D) + tc_row_bytes(v, D)); }
+// The final cross-warp merge: per warp 8 heads x D partial outputs, 8 maxima, 8 sums.
+constexpr int tc_merge_bytes(int D) { return kTcWarps * (kTcHeads * D + 2 * kTcHeads) * 4; }
+
+#if DS_GPU_HAS_MMA_SM80
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+template <int N>
+__device__ __forceinline__ void cp_async(uint32_t dst, const void* src, int src_bytes) {
+  if constexpr (N == 16)
+    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void cp_async_wait_dyn(int n) {
+  switch (n) {
+    case 0: cp_async_wait<0>(); break;
+    case 1: cp_async_wait<1>(); break;
+    case 2: cp_async_wait<2>(); break;
+    case 3: cp_async_wait<3>(); break;
+    case 4: cp_async_wait<4>(); break;
+    case 5: cp_async_wait<5>(); break;
+    default: cp_async_wait<6>(); break;
+  }
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
+  uint32_t y;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+  return y;
+}
+
+template <bool F16>
+__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  if constexpr (F16)
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  else
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// x0, x1 -> hi + lo pairs of the operand type (element 0 in the low half).
+template <bool F16>
+__device__ __forceinline__ void split_pair(float x0, float x1, uint32_t& hi, uint32_t& lo) {
+  if constexpr (F16) {
+    const __half2 h = __floats2half2_rn(x0, x1);
+    const float2 hf = __half22float2(h);
+    const __half2 l = __floats2half2_rn(x0 - hf.x, x1 - hf.y);
+    hi = *reinterpret_cast<const uint32_t*>(&h);
+    lo = *reinterpret_cast<const uint32_t*>(&l);
+  } else {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(x0, x1);
+    const float2 hf = __bfloat1622float2(h);
+    const __nv_bfloat162 l = __floats2bfloat162_rn(x0 - hf.x, x1 - hf.y);
+    hi = *reinterpret_cast<const uint32_t*>(&h);
+    lo = *reinterpret_cast<const uint32_t*>(&l);
+  }
+}
+
+// Two bytes of w (picked by sel into bytes 0 and 2) -> f16x2 of (1024 + byte) each.
+__device__ __forceinline__ uint32_t bytes_to_f16x2(uint32_t w, uint32_t sel) { return __byte_perm(w, 0x64646464u, sel); }
+__device__ __forceinline__ uint32_t hsub2_bits(uint32_t x, uint32_t y) {
+  const __half2 r = __hsub2(*reinterpret_cast<const __half2*>(&x), *reinterpret_cast<const __half2*>(&y));
+  return *reinterpret_cast<const uint32_t*>(&r);
+}
+constexpr uint32_t kSelLo = 0x4140;  // bytes 0, 1 of the source
+constexpr uint32_t kSelHi = 0x4342;  // bytes 2, 3
+constexpr uint32_t kQ8Bias = 0x64806480u;  // 1152 = 1024 + 128 (after flipping the sign bit)
+constexpr uint32_t kQ4Bias = 0x64086408u;  // 1032 = 1024 + 8
+__device__ __forceinline__ uint32_t q8_pair(uint32_t w_flipped, uint32_t sel) {
+  return hsub2_bits(bytes_to_f16x2(w_flipped, sel), kQ8Bias);
+}
+__device__ __forceinline__ uint32_t q4_pair(uint32_t nibbles, uint32_t sel) {
+  return hsub2_bits(bytes_to_f16x2(nibbles, sel), kQ4Bias);
+}
+
+__device__ __forceinline__ float f16_to_f32(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+
+// 4 bytes at p; p is 2-byte aligned, and 4-byte aligned when kAligned4.
+template <bool kAligned4>
+__device__ __forceinline__ uint32_t ld_u32(const uint8_t* p) {
+  if constexpr (kAligned4) {
+    return *reinterpret_cast<const uint32_t*>(p);
+  } else {
+    const uint16_t* h = reinterpret_cast<const uint16_t*>(p);
+    return static_cast<uint32_t>(h[0]) | (static_cast<uint32_t>(h[1]) << 16);
+  }
+}
+
+// head_dim index of the k-th column (0..15) of k-step s of the QK product. The tensor-core
+// fragment order is free to choose as long as q uses the same one; for quantised K it is
+// chosen so each lane's values are contiguous bytes of one ggml block.
+template <DType KT>
+__device__ __forceinline__ int k_dim(int s, int kk) {
+  if constexpr (KT == DType::q8_0)
+    return 32 * (s >> 1) + 8 * ((kk & 7) >> 1) + 4 * (s & 1) + 2 * (kk >> 3) + (kk & 1);
+  else if constexpr (KT == DType::q4_0)
+    return 32 * (s >> 1) + 16 * (s & 1) + 4 * ((kk & 7) >> 1) + 2 * (kk >> 3) + (kk & 1);
+  else
+    return 16 * s + kk;
+}
+// head_dim index of row rho (0..15) of m-tile i of the PV product (O^T rows).
+template <DType VT>
+__device__ __forceinline__ int v_dim(int i, int rho) {
+  if constexpr (VT == DType::q8_0)
+    return 32 * (i >> 1) + 4 * (rho & 7) + 2 * (i & 1) + (rho >> 3);
+  else if constexpr (VT == DType::q4_0)
+    return 32 * (i >> 1) + 16 * (i & 1) + 2 * (rho & 7) + (rho >> 3);
+  else
+    return 16 * i + rho;
+}
+
+#endif  // DS_GPU_HAS_MMA_SM80
+
+template <DType KT, DType VT, int D>
+__global__ void __launch_bounds__(kTcWarps * 32, 1) decode_tc_kernel(const DecodeArgs a) {
+#if DS_GPU_HAS_MMA_SM80 && defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800)
+  constexpr int RK = tc_row_bytes(KT, D), RV = tc_row_bytes(VT, D);
+  constexpr int CHK = tc_chunk_bytes(RK), CHV = tc_chunk_bytes(RV);
+  constexpr int NCK = RK / CHK, NCV = RV / CHV;  // copy chunks per row
+  constexpr bool KQ = is_quantized(KT), VQ = is_quantized(VT);
+  constexpr bool KF16 = KT != DType::bf16;  // operand type of QK: bf16 only for bf16 K
+  constexpr bool VF16 = VT != DType::bf16;
+  constexpr int NK = D / 16;  // k-steps of QK
+  constexpr int NM = D / 16;  // m-tiles of PV
+  constexpr int STG = 16 * (RK + RV);
+  constexpr float kNegInf = -__builtin_huge_valf();
+
+  extern __shared__ __align__(128) uint8_t smem[];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int gid = lane >> 2, tig = lane & 3;
+  const int kvh = blockIdx.x / a.head_chunks, hc = blockIdx.x - kvh * a.head_chunks;
+  const ItemRange r = item_range(a, blockIdx.y);
+  const int ntok = max(r.t1 - r.t0, 0);
+  const int32_t* trow = a.table + static_cast<int64_t>(r.row) * a.table_stride;
+
+  // q fragments (B operand of QK, k x n = head_dim x head), split hi/lo.
+  uint32_t qh[NK][2], ql[NK][2];
+  {
+    const int hq = hc * kTcHeads + gid;
+    const bool hv = hq < a.group;
+    const int64_t qbase = (static_cast<int64_t>(r.seq) * a.n_q_heads + kvh * a.group + (hv ? hq : 0)) * D;
+#pragma unroll
+    for (int s = 0; s < NK; ++s) {
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int kk = 2 * tig + 8 * j;
+        const float x0 = hv ? load_q(a, qbase + k_dim<KT>(s, kk)) * a.q_scale : 0.f;
+        const float x1 = hv ? load_q(a, qbase + k_dim<KT>(s, kk + 1)) * a.q_scale : 0.f;
+        split_pair<KF16>(x0, x1, qh[s][j], ql[s][j]);
+      }
+    }
+  }
+
+  float o[NM][4];
+#pragma unroll
+  for (int i = 0; i < NM; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+  float m0 = kNegInf, m1 = kNegInf, l0 = 0.f, l1 = 0.f;  // heads 2*tig, 2*tig+1
+
+  const int total_tiles = (ntok + 15) >> 4;
+  const int n_my = total_tiles > warp ? (total_tiles - warp + kTcWarps - 1) / kTcWarps : 0;
+  const int S = a.stages;
+  uint8_t* wbase = smem + warp * S * STG;
+  auto tile_base = [&](int i) { return r.t0 + 16 * (warp + kTcWarps * i); };
+
+  // Block id of token `lane` of tile i (lanes 0..15), fetched ahead of its use.
+  struct Meta {
+    int32_t blk, tok, page;
+    bool valid;
+  };
+  auto fetch = [&](int i) {
+    Meta m;
+    m.tok = tile_base(i) + lane;
+    m.valid = i < n_my && lane < 16 && m.tok < r.t1;
+    m.page = m.valid ? page_of(a, m.tok) : 0;
+    m.blk = m.valid ? __ldg(trow + m.page) : 0;
+    return m;
+  };
+  auto to_row = [&](const Meta& m) -> int64_t { return m.valid ? kv_row(a, m.blk, m.tok, m.page, kvh) : -1; };
+
+  auto issue = [&](int i, int st, int64_t myrow) {
+    if (i < n_my) {
+      uint8_t* kst = wbase + st * STG;
+      uint8_t* vst = kst + 16 * RK;
+#pragma unroll
+      for (int it = 0; it < (16 * NCK + 31) / 32; ++it) {
+        const int c = lane + 32 * it;
+        const bool ok = c < 16 * NCK;
+        const int row = ok ? c / NCK : 0;
+        const int col = c - row * NCK;
+        const int64_t ri = __shfl_sync(0xffffffffu, myrow, row);
+        if (ok) {
+          const int pcol = KQ ? col : (col ^ (row & 7));
+          cp_async<CHK>(smem_addr(kst + row * RK + pcol * CHK), a.k_pool + (ri >= 0 ? ri * RK : 0) + col * CHK,
+                        ri >= 0 ? CHK : 0);
+        }
+      }
+#pragma unroll
+      for (int it = 0; it < (16 * NCV + 31) / 32; ++it) {
+        const int c = lane + 32 * it;
+        const bool ok = c < 16 * NCV;
+        const int row = ok ? c / NCV : 0;
+        const int col = c - row * NCV;
+        const int64_t ri = __shfl_sync(0xffffffffu, myrow, row);
+        if (ok) {
+          const int pcol = VQ ? col : (col ^ (row & 7));
+          cp_async<CHV>(smem_addr(vst + row * RV + pcol * CHV), a.v_pool + (ri >= 0 ? ri * RV : 0) + col * CHV,
+                        ri >= 0 ? CHV : 0);
+        }
+      }
+    }
+    cp_async_commit();
+  };
+
+  auto compute = [&](int st, int tbase) {
+    const uint8_t* kst = wbase + st * STG;
+    const uint8_t* vst = kst + 16 * RK;
+    float s[4] = {0.f, 0.f, 0.f, 0.f};
+    // ---- S^T = K Q^T (rows: tokens gid, gid+8; columns: heads 2tig, 2tig+1)
+    if constexpr (!KQ) {
+      float acc[4] = {0.f, 0.f, 0.f, 0.f};
+      const int lrow = (lane & 7) + ((lane >> 3) & 1) * 8;
+      const uint8_t* lbase = kst + lrow * RK;
+#pragma unroll
+      for (int ks = 0; ks < NK; ++ks) {
+        const int col = 2 * ks + (lane >> 4);
+        uint32_t af[4];
+        ldsm_x4(af, smem_addr(lbase + ((col ^ (lrow & 7)) << 4)));
+        if (ks & 1) {
+          mma16816<KF16>(acc, af, qh[ks][0], qh[ks][1]);
+          mma16816<KF16>(acc, af, ql[ks][0], ql[ks][1]);
+        } else {
+          mma16816<KF16>(s, af, qh[ks][0], qh[ks][1]);
+          mma16816<KF16>(s, af, ql[ks][0], ql[ks][1]);
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j) s[j] += acc[j];
+    } else {
+      const uint8_t* r0 = kst + gid * RK;
+      const uint8_t* r1 = kst + (gid + 8) * RK;
+#pragma unroll
+      for (int b = 0; b < D / 32; ++b) {
+        float t[4] = {0.f, 0.f, 0.f, 0.f};
+        uint32_t A0[4], A1[4];
+        float dk0, dk1;
+        if constexpr (KT == DType::q8_0) {
+          constexpr int kOff = 2;  // qs after the f16 scale
+          const int o0 = 34 * b + kOff + 8 * tig;
+          uint32_t w00, w01, w10, w11;
+          if ((34 * b + kOff) % 4 == 0) {
+            w00 = ld_u32<true>(r0 + o0);
+            w01 = ld_u32<true>(r0 + o0 + 4);
+            w10 = ld_u32<true>(r1 + o0);
+            w11 = ld_u32<true>(r1 + o0 + 4);
+          } else {
+            w00 = ld_u32<false>(r0 + o0);
+            w01 = ld_u32<false>(r0 + o0 + 4);
+            w10 = ld_u32<false>(r1 + o0);
+            w11 = ld_u32<false>(r1 + o0 + 4);
+          }
+          w00 ^= 0x80808080u, w01 ^= 0x80808080u, w10 ^= 0x80808080u, w11 ^= 0x80808080u;
+          A0[0] = q8_pair(w00, kSelLo), A0[1] = q8_pair(w10, kSelLo);
+          A0[2] = q8_pair(w00, kSelHi), A0[3] = q8_pair(w10, kSelHi);
+          A1[0] = q8_pair(w01, kSelLo), A1[1] = q8_pair(w11, kSelLo);
+          A1[2] = q8_pair(w01, kSelHi), A1[3] = q8_pair(w11, kSelHi);
+          dk0 = f16_to_f32(*reinterpret_cast<const uint16_t*>(r0 + 34 * b));
+          dk1 = f16_to_f32(*reinterpret_cast<const uint16_t*>(r1 + 34 * b));
+        } else {
+          const int o0 = 18 * b + 2 + 4 * tig;
+          uint32_t w0, w1;
+          if ((18 * b + 2) % 4 == 0) {
+            w0 = ld_u32<true>(r0 + o0);
+            w1 = ld_u32<true>(r1 + o0);
+          } else {
+            w0 = ld_u32<false>(r0 + o0);
+            w1 = ld_u32<false>(r1 + o0);
+          }
+          const uint32_t lo0 = w0 & 0x0F0F0F0Fu, lo1 = w1 & 0x0F0F0F0Fu;
+          const uint32_t hi0 = (w0 >> 4) & 0x0F0F0F0Fu, hi1 = (w1 >> 4) & 0x0F0F0F0Fu;
+          A0[0] = q4_pair(lo0, kSelLo), A0[1] = q4_pair(lo1, kSelLo);
+          A0[2] = q4_pair(lo0, kSelHi), A0[3] = q4_pair(lo1, kSelHi);
+          A1[0] = q4_pair(hi0, kSelLo), A1[1] = q4_pair(hi1, kSelLo);
+          A1[2] = q4_pair(hi0, kSelHi), A1[3] = q4_pair(hi1, kSelHi);
+          dk0 = f16_to_f32(*reinterpret_cast<const uint16_t*>(r0 + 18 * b));
+          dk1 = f16_to_f32(*reinterpret_cast<const uint16_t*>(r1 + 18 * b));
+        }
+        mma16816<true>(t, A0, qh[2 * b][0], qh[2 * b][1]);
+        mma16816<true>(t, A0, ql[2 * b][0], ql[2 * b][1]);
+        mma16816<true>(t, A1, qh[2 * b + 1][0], qh[2 * b + 1][1]);
+        mma16816<true>(t, A1, ql[2 * b + 1][0], ql[2 * b + 1][1]);
+        s[0] += dk0 * t[0];
+        s[1] += dk0 * t[1];
+        s[2] += dk1 * t[2];
+        s[3] += dk1 * t[3];
+      }
+    }
+    // ---- mask tokens past the chunk, online softmax (base 2)
+    if (tbase + gid >= r.t1) s[0] = s[1] = kNegInf;
+    if (tbase + gid + 8 >= r.t1) s[2] = s[3] = kNegInf;
+    float mx0 = fmaxf(s[0], s[2]), mx1 = fmaxf(s[1], s[3]);
+#pragma unroll
+    for (int off = 4; off < 32; off <<= 1) {
+      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
+      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
+    }
+    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+    const float base0 = mn0 == kNegInf ? 0.f : mn0, base1 = mn1 == kNegInf ? 0.f : mn1;
+    const float al0 = fast_exp2(m0 - base0), al1 = fast_exp2(m1 - base1);
+    const float p0 = fast_exp2(s[0] - base0), p1 = fast_exp2(s[1] - base1);
+    const float p2 = fast_exp2(s[2] - base0), p3 = fast_exp2(s[3] - base1);
+    l0 = l0 * al0 + (p0 + p2);
+    l1 = l1 * al1 + (p1 + p3);
+    m0 = mn0;
+    m1 = mn1;
+    if (__any_sync(0xffffffffu, al0 != 1.f || al1 != 1.f)) {
+#pragma unroll
+      for (int i = 0; i < NM; ++i) {
+        o[i][0] *= al0;
+        o[i][1] *= al1;
+        o[i][2] *= al0;
+        o[i][3] *= al1;
+      }
+    }
+    // ---- P (rows tokens, columns heads) -> P^T fragments (k = tokens, n = heads), fp32
+    float pb[4];
+    {
+      auto transpose_pair = [](float x, float y, float& u, float& v) {
+        const uint32_t ux = __float_as_uint(x), uy = __float_as_uint(y);
+        const uint32_t hi = movmatrix_trans(__byte_perm(ux, uy, 0x7632));
+        const uint32_t lo = movmatrix_trans(__byte_perm(ux, uy, 0x5410));
+        u = __uint_as_float(__byte_perm(lo, hi, 0x5410));
+        v = __uint_as_float(__byte_perm(lo, hi, 0x7632));
+      };
+      transpose_pair(p0, p1, pb[0], pb[1]);  // tokens 2tig, 2tig+1 of head gid
+      transpose_pair(p2, p3, pb[2], pb[3]);  // tokens 2tig+8, 2tig+9
+    }
+    // ---- O^T += V^T P^T
+    if constexpr (!VQ) {
+      uint32_t bh0, bl0, bh1, bl1;
+      split_pair<VF16>(pb[0], pb[1], bh0, bl0);
+      split_pair<VF16>(pb[2], pb[3], bh1, bl1);
+      const int j = lane >> 3;
+      const int ltok = (lane & 7) + (j >> 1) * 8;
+      const uint8_t* lbase = vst + ltok * RV;
+#pragma unroll
+      for (int i = 0; i < NM; ++i) {
+        const int col = 2 * i + (j & 1);
+        uint32_t af[4];
+        ldsm_x4_trans(af, smem_addr(lbase + ((col ^ (ltok & 7)) << 4)));
+        mma16816<VF16>(o[i], af, bh0, bh1);
+        mma16816<VF16>(o[i], af, bl0, bl1);
+      }
+    } else {
+      const uint8_t* rows[4] = {vst + (2 * tig) * RV, vst + (2 * tig + 1) * RV, vst + (2 * tig + 8) * RV,
+                                vst + (2 * tig + 9) * RV};
+#pragma unroll
+      for (int b = 0; b < D / 32; ++b) {
+        constexpr int BB = VT == DType::q8_0 ? 34 : 18;
+        float x[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) x[j] = pb[j] * f16_to_f32(*reinterpret_cast<const uint16_t*>(rows[j] + BB * b));
+        uint32_t bh0, bl0, bh1, bl1;
+        split_pair<true>(x[0], x[1], bh0, bl0);
+        split_pair<true>(x[2], x[3], bh1, bl1);
+        uint32_t A0[4], A1[4];
+        if constexpr (VT == DType::q8_0) {
+          uint32_t w[4];
+          const int off = 34 * b + 2 + 4 * gid;
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            if ((34 * b + 2) % 4 == 0)
+              w[j] = ld_u32<true>(rows[j] + off);
+            else
+              w[j] = ld_u32<false>(rows[j] + off);
+          }
+          const uint32_t z01 = __byte_perm(w[0], w[1], 0x5140) ^ 0x80808080u;
+          const uint32_t z01b = __byte_perm(w[0], w[1], 0x7362) ^ 0x80808080u;
+          const uint32_t z23 = __byte_perm(w[2], w[3], 0x5140) ^ 0x80808080u;
+          const uint32_t z23b = __byte_perm(w[2], w[3], 0x7362) ^ 0x80808080u;
+          A0[0] = q8_pair(z01, kSelLo), A0[1] = q8_pair(z01, kSelHi);
+          A0[2] = q8_pair(z23, kSelLo), A0[3] = q8_pair(z23, kSelHi);
+          A1[0] = q8_pair(z01b, kSelLo), A1[1] = q8_pair(z01b, kSelHi);
+          A1[2] = q8_pair(z23b, kSelLo), A1[3] = q8_pair(z23b, kSelHi);
+        } else {
+          uint32_t u[4];
+          const int off = 18 * b + 2 + 2 * gid;
+#pragma unroll
+          for (int j = 0; j < 4; ++j) u[j] = *reinterpret_cast<const uint16_t*>(rows[j] + off);
+          const uint32_t z01 = __byte_perm(u[0], u[1], 0x5140);
+          const uint32_t z23 = __byte_perm(u[2], u[3], 0x5140);
+          const uint32_t lo01 = z01 & 0x0F0F0F0Fu, hi01 = (z01 >> 4) & 0x0F0F0F0Fu;
+          const uint32_t lo23 = z23 & 0x0F0F0F0Fu, hi23 = (z23 >> 4) & 0x0F0F0F0Fu;
+          A0[0] = q4_pair(lo01, kSelLo), A0[1] = q4_pair(lo01, kSelHi);
+          A0[2] = q4_pair(lo23, kSelLo), A0[3] = q4_pair(lo23, kSelHi);
+          A1[0] = q4_pair(hi01, kSelLo), A1[1] = q4_pair(hi01, kSelHi);
+          A1[2] = q4_pair(hi23, kSelLo), A1[3] = q4_pair(hi23, kSelHi);
+        }
+        mma16816<true>(o[2 * b], A0, bh0, bh1);
+        mma16816<true>(o[2 * b], A0, bl0, bl1);
+        mma16816<true>(o[2 * b + 1], A1, bh0, bh1);
+        mma16816<true>(o[2 * b + 1], A1, bl0, bl1);
+      }
+    }
+  };
+
+  // ---- pipeline: stages 0..S-2 in flight before the first tile is consumed
+  for (int st = 0; st < S - 1; ++st) issue(st, st, to_row(fetch(st)));
+  Meta pend = fetch(S - 1);
+  int st_load = S - 1, st_use = 0;
+  for (int i = 0; i < n_my; ++i) {
+    cp_async_wait_dyn(S - 2);
+    __syncwarp();
+    issue(i + S - 1, st_load, to_row(pend));
+    pend = fetch(i + S);
+    compute(st_use, tile_base(i));
+    __syncwarp();
+    st_load = st_load + 1 == S ? 0 : st_load + 1;
+    st_use = st_use + 1 == S ? 0 : st_use + 1;
+  }
+  cp_async_wait<0>();
+
+  // ---- merge the four warps' states and write
+#pragma unroll
+  for (int off = 4; off < 32; off <<= 1) {
+    l0 += __shfl_xor_sync(0xffffffffu, l0, off);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, off);
+  }
+  __syncthreads();  // every warp is done with its pipeline buffers
+  float* red = reinterpret_cast<float*>(smem);
+  float* red_m = red + kTcWarps * kTcHeads * D;
+  float* red_l = red_m + kTcWarps * kTcHeads;
+  {
+    float* mine = red + warp * kTcHeads * D;
+#pragma unroll
+    for (int i = 0; i < NM; ++i) {
+      const int d0 = v_dim<VT>(i, gid), d1 = v_dim<VT>(i, gid + 8);
+      mine[(2 * tig) * D + d0] = o[i][0];
+      mine[(2 * tig + 1) * D + d0] = o[i][1];
+      mine[(2 * tig) * D + d1] = o[i][2];
+      mine[(2 * tig + 1) * D + d1] = o[i][3];
+    }
+    if (gid == 0) {
+      red_m[warp * kTcHeads + 2 * tig] = m0;
+      red_m[warp * kTcHeads + 2 * tig + 1] = m1;
+      red_l[warp * kTcHeads + 2 * tig] = l0;
+      red_l[warp * kTcHeads + 2 * tig + 1] = l1;
+    }
+  }
+  __syncthreads();
+  const int heads_here = min(kTcHeads, a.group - hc * kTcHeads);
+  for (int idx = threadIdx.x; idx < heads_here * D; idx += kTcWarps * 32) {
+    const int h = idx / D, d = idx - h * D;
+    float M = kNegInf;
+#pragma unroll
+    for (int w = 0; w < kTcWarps; ++w) M = fmaxf(M, red_m[w * kTcHeads + h]);
+    float val = 0.f, lse = kNegInf;
+    if (M != kNegInf) {
+      float L = 0.f, acc = 0.f;
+#pragma unroll
+      for (int w = 0; w < kTcWarps; ++w) {
+        const float e = exp2f(red_m[w * kTcHeads + h] - M);
+        L += red_l[w * kTcHeads + h] * e;
+        acc += red[(w * kTcHeads + h) * D + d] * e;
+      }
+      val = acc / L;
+      lse = M + log2f(L);
+    }
+    write_result(a, r, kvh * a.group + hc * kTcHeads + h, d, val, lse);
+  }
+#endif
+}
+
+}  // namespace ds::cuda::detail

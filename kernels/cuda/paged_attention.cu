@@ -1,0 +1,348 @@
+// Host side of paged decode attention: device description, workspace, argument checks, the
+// kernel launch and the log-sum-exp merge of split chunks.
+#include "kernels/cuda/paged_attention.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "kernels/cuda/decode_common.cuh"
+#include "kernels/cuda/decode_tc.cuh"
+
+namespace ds::cuda {
+namespace detail {
+
+TcConfig tc_config(DType k, DType v, int D, int64_t smem_optin) {
+#if DS_GPU_HAS_MMA_SM80
+  if (D != 128 && D != 256) return {};
+  const int64_t cta_stage = int64_t{kTcWarps} * 16 * (row_bytes(k, D) + row_bytes(v, D));
+  // Two resident blocks per SM when three stages fit in half the SM's shared memory (more
+  // warps to hide the dequantisation work), else one block with as many stages as fit.
+  const int64_t half = (smem_optin + 1024) / 2 - 1024;
+  TcConfig c;
+  if (half / cta_stage >= 3)
+    c.stages = static_cast<int>(std::min<int64_t>(half / cta_stage, 6));
+  else
+    c.stages = static_cast<int>(std::min<int64_t>(smem_optin / cta_stage, 8));
+  if (c.stages < 2) return {};
+  c.smem_bytes = std::max<int64_t>(c.stages * cta_stage, tc_merge_bytes(D));
+  c.supported = c.smem_bytes <= smem_optin;
+  return c;
+#else
+  (void)k, (void)v, (void)D, (void)smem_optin;
+  return {};
+#endif
+}
+
+TcEntry tc_entry(DType k, DType v, int D) {
+  switch (k) {
+    case DType::bf16: return tc_entry_for<DType::bf16>(v, D);
+    case DType::f16: return tc_entry_for<DType::f16>(v, D);
+    case DType::q8_0: return tc_entry_for<DType::q8_0>(v, D);
+    case DType::q4_0: return tc_entry_for<DType::q4_0>(v, D);
+    default: return {};
+  }
+}
+
+namespace {
+
+// Raises a kernel's dynamic shared-memory limit once per (device, kernel, size).
+void ensure_smem_limit(const void* symbol, int64_t bytes) {
+  static std::mutex mu;
+  static std::map<std::pair<int, const void*>, int64_t> done;
+  int dev = 0;
+  DS_GPU_CHECK(gpuGetDevice(&dev));
+  std::lock_guard<std::mutex> lock(mu);
+  int64_t& have = done[{dev, symbol}];
+  if (have >= bytes) return;
+  DS_GPU_CHECK(gpuFuncSetAttribute(symbol, gpuFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  have = bytes;
+}
+
+__global__ void merge_partials_kernel(const float* part_o, const float* part_lse, const int32_t* begin, void* out,
+                                      bool out_f32, int n_q_heads, int D) {
+  const int s = blockIdx.x, h = blockIdx.y;
+  const int b = begin[s], e = begin[s + 1];
+  if (e - b <= 1) return;  // the only chunk wrote the output itself
+  const float neg_inf = -__builtin_huge_valf();
+  float M = neg_inf;
+  for (int i = b; i < e; ++i) M = fmaxf(M, part_lse[static_cast<int64_t>(i) * n_q_heads + h]);
+  for (int d = threadIdx.x; d < D; d += blockDim.x) {
+    float acc = 0.f, w = 0.f;
+    if (M != neg_inf) {
+      for (int i = b; i < e; ++i) {
+        const int64_t p = static_cast<int64_t>(i) * n_q_heads + h;
+        const float x = exp2f(part_lse[p] - M);  // an empty chunk has lse -inf: weight 0
+        w += x;
+        acc += x * part_o[p * D + d];
+      }
+    }
+    const float val = w > 0.f ? acc / w : 0.f;
+    const int64_t o = (static_cast<int64_t>(s) * n_q_heads + h) * D + d;
+    if (out_f32)
+      static_cast<float*>(out)[o] = val;
+    else
+      static_cast<uint16_t*>(out)[o] = f32_to_bf16_bits(val);
+  }
+}
+
+bool kv_type_ok(DType t) {
+  return t == DType::bf16 || t == DType::f16 || t == DType::q8_0 || t == DType::q4_0;
+}
+
+void validate_pools(const KvPoolView& p, int32_t n_q_heads) {
+  auto bad = [](const std::string& m) { throw std::invalid_argument("paged attention: " + m); };
+  if (!kv_type_ok(p.k_type) || !kv_type_ok(p.v_type))
+    bad("K and V pools must be bf16, f16, q8_0 or q4_0 (got " + std::string(dtype_name(p.k_type)) + ", " +
+        std::string(dtype_name(p.v_type)) + ")");
+  if (p.head_dim <= 0 || p.block_size <= 0 || p.n_kv_heads <= 0 || p.num_blocks < 0)
+    bad("pool shape must have positive head_dim, block_size and n_kv_heads");
+  if ((is_quantized(p.k_type) || is_quantized(p.v_type)) && p.head_dim % 32 != 0)
+    bad("quantised pools need head_dim to be a multiple of 32");
+  if (p.head_dim % 8 != 0) bad("head_dim must be a multiple of 8");
+  if (n_q_heads <= 0 || n_q_heads % p.n_kv_heads != 0)
+    bad("n_q_heads (" + std::to_string(n_q_heads) + ") must be a positive multiple of n_kv_heads (" +
+        std::to_string(p.n_kv_heads) + ")");
+}
+
+}  // namespace
+}  // namespace detail
+
+DecodeDevice describe_decode(const KvPoolView& pools, int32_t n_q_heads, const DecodeOptions& opts) {
+  using namespace detail;
+  validate_pools(pools, n_q_heads);
+  int dev = 0, sms = 0, optin = 0, cc = 0;
+  DS_GPU_CHECK(gpuGetDevice(&dev));
+  DS_GPU_CHECK(gpuDeviceGetAttribute(&sms, gpuDevAttrMultiProcessorCount, dev));
+  DS_GPU_CHECK(gpuDeviceGetAttribute(&optin, gpuDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  DS_GPU_CHECK(gpuDeviceGetAttribute(&cc, gpuDevAttrComputeCapabilityMajor, dev));
+  const int32_t group = n_q_heads / pools.n_kv_heads;
+#if DS_GPU_HIP
+  const bool tc_ok = false;
+  TcConfig tc;
+#else
+  const TcConfig tc = tc_config(pools.k_type, pools.v_type, pools.head_dim, optin);
+  const bool tc_ok = tc.supported && cc >= 8;
+#endif
+  DecodeKernel kernel = opts.kernel;
+  if (kernel == DecodeKernel::automatic) kernel = tc_ok ? DecodeKernel::tensor_core : DecodeKernel::portable;
+  if (kernel == DecodeKernel::tensor_core && !tc_ok)
+    throw std::invalid_argument("paged attention: the tensor-core kernel needs an NVIDIA sm_80+ device and head_dim "
+                                "128 or 256");
+  DecodeDevice d;
+  d.kernel = kernel;
+  d.sm_count = sms;
+  d.kv_bytes_per_token = row_bytes(pools.k_type, pools.head_dim) + row_bytes(pools.v_type, pools.head_dim);
+  const void* symbol = nullptr;
+  int threads = 128;
+  if (kernel == DecodeKernel::tensor_core) {
+    d.heads_per_cta = kTcHeads;
+    d.head_chunks = (group + kTcHeads - 1) / kTcHeads;
+    d.tokens_per_round = kTcWarps * 16;
+    d.stages = tc.stages;
+    d.smem_bytes = tc.smem_bytes;
+    symbol = tc_entry(pools.k_type, pools.v_type, pools.head_dim).symbol;
+    threads = kTcWarps * 32;
+  } else {
+    d.heads_per_cta = group;
+    d.head_chunks = 1;
+    d.tokens_per_round = 16;
+    d.smem_bytes = portable_smem_bytes(group, pools.head_dim);
+    symbol = portable_symbol(pools.k_type, pools.v_type);
+    if (d.smem_bytes > optin)
+      throw std::invalid_argument("paged attention: group of " + std::to_string(group) + " heads of dim " +
+                                  std::to_string(pools.head_dim) + " needs more shared memory than the device has");
+  }
+  if (!symbol) throw std::invalid_argument("paged attention: no kernel for these types and head_dim");
+  ensure_smem_limit(symbol, d.smem_bytes);
+  int per_sm = 0;
+  DS_GPU_CHECK(gpuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, symbol, threads, static_cast<size_t>(d.smem_bytes)));
+  if (per_sm < 1) throw std::invalid_argument("paged attention: the decode kernel cannot be resident on this device");
+  d.ctas_per_sm = per_sm;
+  return d;
+}
+
+// ---- workspace
+
+namespace {
+constexpr int64_t kAlign = 256;
+int64_t align_up(int64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
+struct WsLayout {
+  int64_t items, begin, part_o, part_lse, guard, total;
+};
+WsLayout ws_layout(int32_t max_items, int32_t max_seqs, int32_t n_q_heads, int32_t head_dim) {
+  WsLayout l;
+  l.items = 0;
+  l.begin = align_up(l.items + int64_t{max_items} * static_cast<int64_t>(sizeof(DecodeWorkItem)));
+  l.part_o = align_up(l.begin + (int64_t{max_seqs} + 1) * 4);
+  l.part_lse = align_up(l.part_o + int64_t{max_items} * n_q_heads * head_dim * 4);
+  l.guard = align_up(l.part_lse + int64_t{max_items} * n_q_heads * 4);
+  l.total = align_up(l.guard + 8);
+  return l;
+}
+}  // namespace
+
+DecodeWorkspace::DecodeWorkspace(int32_t max_items, int32_t max_seqs, int32_t n_q_heads, int32_t head_dim)
+    : max_items_(max_items), max_seqs_(max_seqs), n_q_heads_(n_q_heads), head_dim_(head_dim) {
+  if (max_items <= 0 || max_seqs <= 0 || n_q_heads <= 0 || head_dim <= 0)
+    throw std::invalid_argument("DecodeWorkspace: sizes must be positive");
+  const WsLayout l = ws_layout(max_items, max_seqs, n_q_heads, head_dim);
+  DS_GPU_CHECK(gpuMalloc(&block_, static_cast<size_t>(l.total)));
+  auto* base = static_cast<uint8_t*>(block_);
+  dev_.items = reinterpret_cast<DecodeWorkItem*>(base + l.items);
+  dev_.seq_item_begin = reinterpret_cast<int32_t*>(base + l.begin);
+  dev_.part_o = reinterpret_cast<float*>(base + l.part_o);
+  dev_.part_lse = reinterpret_cast<float*>(base + l.part_lse);
+  dev_.guard = reinterpret_cast<int32_t*>(base + l.guard);
+  DS_GPU_CHECK(gpuMemsetAsync(dev_.guard, 0, 8, nullptr));
+  DS_GPU_CHECK(gpuMallocHost(&staging_, static_cast<size_t>(l.begin + (int64_t{max_seqs} + 1) * 4)));
+  gpuEvent_t ev;
+  DS_GPU_CHECK(gpuEventCreateWithFlags(&ev, gpuEventDisableTiming));
+  staged_event_ = ev;
+  DS_GPU_CHECK(gpuStreamSynchronize(nullptr));
+}
+
+DecodeWorkspace::~DecodeWorkspace() {
+  if (staged_event_) {
+    (void)gpuEventSynchronize(static_cast<gpuEvent_t>(staged_event_));
+    (void)gpuEventDestroy(static_cast<gpuEvent_t>(staged_event_));
+  }
+  if (staging_) (void)gpuFreeHost(staging_);
+  if (block_) (void)gpuFree(block_);
+}
+
+int64_t DecodeWorkspace::device_bytes(int32_t max_items, int32_t max_seqs, int32_t n_q_heads, int32_t head_dim) {
+  return ws_layout(max_items, max_seqs, n_q_heads, head_dim).total;
+}
+
+void DecodeWorkspace::upload(const DecodePlan& plan, void* stream) {
+  if (static_cast<int64_t>(plan.items.size()) > max_items_ || plan.n_seqs > max_seqs_)
+    throw std::invalid_argument("DecodeWorkspace::upload: plan has " + std::to_string(plan.items.size()) +
+                                " items for " + std::to_string(plan.n_seqs) + " sequences; workspace holds " +
+                                std::to_string(max_items_) + " and " + std::to_string(max_seqs_));
+  if (static_cast<int32_t>(plan.seq_item_begin.size()) != plan.n_seqs + 1)
+    throw std::invalid_argument("DecodeWorkspace::upload: malformed plan");
+  auto s = static_cast<gpuStream_t>(stream);
+  auto ev = static_cast<gpuEvent_t>(staged_event_);
+  DS_GPU_CHECK(gpuEventSynchronize(ev));  // the previous upload has left the staging buffer
+  const WsLayout l = ws_layout(max_items_, max_seqs_, n_q_heads_, head_dim_);
+  auto* st = static_cast<uint8_t*>(staging_);
+  const size_t item_bytes = plan.items.size() * sizeof(DecodeWorkItem);
+  const size_t begin_bytes = plan.seq_item_begin.size() * 4;
+  if (item_bytes) std::memcpy(st, plan.items.data(), item_bytes);
+  std::memcpy(st + l.begin, plan.seq_item_begin.data(), begin_bytes);
+  if (item_bytes) DS_GPU_CHECK(gpuMemcpyAsync(dev_.items, st, item_bytes, gpuMemcpyHostToDevice, s));
+  DS_GPU_CHECK(gpuMemcpyAsync(dev_.seq_item_begin, st + l.begin, begin_bytes, gpuMemcpyHostToDevice, s));
+  DS_GPU_CHECK(gpuEventRecord(ev, s));
+  plan_ = plan;
+  uploaded_ = true;
+}
+
+KvGuardReport DecodeWorkspace::take_guard_report(void* stream) {
+  auto s = static_cast<gpuStream_t>(stream);
+  int32_t host[2] = {0, 0};
+  DS_GPU_CHECK(gpuStreamSynchronize(s));
+  DS_GPU_CHECK(gpuMemcpy(host, dev_.guard, 8, gpuMemcpyDeviceToHost));
+  KvGuardReport r;
+  r.tripped = host[0] != 0;
+  r.bad_id = host[1];
+  if (r.tripped) {
+    DS_GPU_CHECK(gpuMemsetAsync(dev_.guard, 0, 8, s));
+    DS_GPU_CHECK(gpuStreamSynchronize(s));
+  }
+  return r;
+}
+
+// ---- decode
+
+void paged_attention_decode(const KvPoolView& pools, const DecodeQuery& q, DecodeWorkspace& ws,
+                            const DecodeOptions& opts, void* stream) {
+  using namespace detail;
+  auto bad = [](const std::string& m) { throw std::invalid_argument("paged_attention_decode: " + m); };
+  validate_pools(pools, q.n_q_heads);
+  if (!ws.has_plan()) bad("no plan uploaded to the workspace");
+  const DecodePlan& plan = ws.plan();
+  const DecodeDevice& dev = plan.device;
+  const int32_t group = q.n_q_heads / pools.n_kv_heads;
+  if (plan.n_seqs != q.n_seqs) bad("plan is for " + std::to_string(plan.n_seqs) + " sequences, query has " +
+                                   std::to_string(q.n_seqs));
+  if (plan.n_kv_heads != pools.n_kv_heads) bad("plan and pools disagree on n_kv_heads");
+  const int32_t want_chunks = dev.kernel == DecodeKernel::tensor_core ? (group + kTcHeads - 1) / kTcHeads : 1;
+  if (dev.head_chunks != want_chunks || dev.kernel == DecodeKernel::automatic)
+    bad("plan was made for another head grouping or kernel (use describe_decode with these pools)");
+  if (dev.kv_bytes_per_token != row_bytes(pools.k_type, pools.head_dim) + row_bytes(pools.v_type, pools.head_dim))
+    bad("plan was made for pools of other types or head_dim");
+  if (q.q_type != DType::f32 && q.q_type != DType::bf16) bad("q must be f32 or bf16");
+  if (q.out_type != DType::f32 && q.out_type != DType::bf16) bad("out must be f32 or bf16");
+  if (q.n_seqs < 0) bad("negative n_seqs");
+  if (q.n_seqs == 0) return;
+  if (!q.q || !q.out || !q.block_table || !q.seq_lens || !pools.k || !pools.v) bad("null pointer");
+  if (q.block_table_stride <= 0) bad("block_table_stride must be positive");
+  if (int64_t{q.n_q_heads} * pools.head_dim > int64_t{ws.n_q_heads()} * ws.head_dim())
+    bad("workspace was sized for fewer heads or a smaller head_dim");
+  if (dev.kernel == DecodeKernel::tensor_core && opts.kernel == DecodeKernel::portable)
+    bad("options ask for the portable kernel but the plan was made for the tensor-core kernel");
+
+  DecodeArgs a{};
+  a.k_pool = static_cast<const uint8_t*>(pools.k);
+  a.v_pool = static_cast<const uint8_t*>(pools.v);
+  a.q = q.q;
+  a.out = q.out;
+  a.part_o = ws.device().part_o;
+  a.part_lse = ws.device().part_lse;
+  a.table = q.block_table;
+  a.seq_lens = q.seq_lens;
+  a.seq_rows = q.seq_rows;
+  a.items = ws.device().items;
+  a.guard = ws.device().guard;
+  a.num_blocks = pools.num_blocks;
+  a.table_stride = q.block_table_stride;
+  a.block_size = pools.block_size;
+  a.block_shift = -1;
+  for (int b = 0; b < 31; ++b)
+    if ((int32_t{1} << b) == pools.block_size) a.block_shift = b;
+  a.n_kv_heads = pools.n_kv_heads;
+  a.n_q_heads = q.n_q_heads;
+  a.group = group;
+  a.head_chunks = dev.head_chunks;
+  a.heads_per_cta = dev.heads_per_cta;
+  a.chunk_tokens = plan.chunk_tokens;
+  a.head_dim = pools.head_dim;
+  a.stages = dev.stages;
+  a.q_scale = q.scale * kLog2e;
+  a.q_f32 = q.q_type == DType::f32;
+  a.out_f32 = q.out_type == DType::f32;
+  a.bounds_check = opts.bounds_check;
+
+  auto s = static_cast<gpuStream_t>(stream);
+  const dim3 grid(static_cast<unsigned>(pools.n_kv_heads * dev.head_chunks), static_cast<unsigned>(plan.items.size()));
+  if (dev.kernel == DecodeKernel::tensor_core) {
+    const TcEntry e = tc_entry(pools.k_type, pools.v_type, pools.head_dim);
+    if (!e.launch) bad("no tensor-core kernel for these types and head_dim");
+    ensure_smem_limit(e.symbol, dev.smem_bytes);
+    e.launch(a, grid, dev.smem_bytes, s);
+    DS_GPU_CHECK_LAUNCH();
+  } else {
+    ensure_smem_limit(portable_symbol(pools.k_type, pools.v_type), dev.smem_bytes);
+    launch_portable(a, pools.k_type, pools.v_type, grid, s);
+  }
+  if (plan.needs_merge) {
+    const dim3 mgrid(static_cast<unsigned>(q.n_seqs), static_cast<unsigned>(q.n_q_heads));
+    merge_partials_kernel<<<mgrid, std::min(pools.head_dim, 256), 0, s>>>(
+        a.part_o, a.part_lse, ws.device().seq_item_begin, q.out, a.out_f32, q.n_q_heads, pools.head_dim);
+    DS_GPU_CHECK_LAUNCH();
+  }
+#ifndef NDEBUG
+  if (opts.bounds_check) {
+    const KvGuardReport rep = ws.take_guard_report(stream);
+    if (rep.tripped)
+      throw KvBoundsError("paged_attention_decode: block id " + std::to_string(rep.bad_id) +
+                          " is outside the pool of " + std::to_string(pools.num_blocks) + " blocks");
+  }
+#endif
+}
+
+}  // namespace ds::cuda

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The paged-attention run on the GPU machine, in one command: GPU tests (with compute-sanitizer
+# on the small cases), the decode benchmark, the PyTorch baseline in the same session, and the
+# report table (printed last). Logs go to $OUT (or /tmp/attn_out).
+#
+# Binaries come from .devbuild/attn (built on the workstation by scripts/attn_build_carry.sh
+# and carried), or are built here by scripts/attn_device_build.sh when those do not run.
+#   scripts/bench_attention.sh [--quick] [--no-tests] [--no-bench]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/attn_out}
+mkdir -p "$OUT"
+BIN=.devbuild/attn
+QUICK=""; TESTS=1; BENCH=1
+for a in "$@"; do
+  case $a in
+    --quick) QUICK=--quick ;;
+    --no-tests) TESTS=0 ;;
+    --no-bench) BENCH=0 ;;
+  esac
+done
+{ date -u; echo "commit $(cat .devbuild/attn/COMMIT 2>/dev/null)";
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.draw --format=csv; } > "$OUT/gpu.txt" 2>&1
+
+"$BIN/bench_paged_attention" --help >/dev/null 2>&1
+if [ $? -ne 2 ]; then
+  echo "carried binaries do not run here; building with nvcc" | tee -a "$OUT/gpu.txt"
+  scripts/attn_device_build.sh "$BIN" > "$OUT/build.log" 2>&1 || { echo "device build failed"; tail -30 "$OUT/build.log"; exit 1; }
+fi
+
+if [ "$TESTS" = 1 ]; then
+  T="$BIN/test_kernels_cuda_gpu"
+  : > "$OUT/tests.log"
+  for filter in "[kv_write]" "[mirror]" "[guard]" "[decode]~[long]~[bigpool]~[guard]" "[long]" "[bigpool]"; do
+    echo "== $filter" >> "$OUT/tests.log"
+    timeout 300 "$T" "$filter" -r compact >> "$OUT/tests.log" 2>&1
+    echo "tests $filter rc=$?" | tee -a "$OUT/tests.log"
+  done
+  grep -E "^decode |^ragged |^pool " "$OUT/tests.log" | sed 's/^/  /' | head -80
+  if command -v compute-sanitizer >/dev/null; then
+    : > "$OUT/sanitizer.log"
+    for tool in memcheck racecheck; do
+      timeout 240 compute-sanitizer --tool $tool --print-limit 20 "$T" "bf16 output is the rounded fp32 result" \
+        >> "$OUT/sanitizer.log" 2>&1
+      echo "sanitizer $tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer.log" | tail -1)"
+    done
+  fi
+fi
+if command -v cuobjdump >/dev/null; then
+  cuobjdump -sass "$BIN/bench_paged_attention" > /tmp/attn.sass 2>/dev/null
+  awk '/Function :/{name=$3} /HMMA/{h[name]++} /LDGSTS/{g[name]++} /LDSM/{l[name]++} /LDL|STL/{s[name]++}
+       END{for (n in h) printf "%s HMMA %d LDGSTS %d LDSM %d local %d\n", n, h[n], g[n], l[n], s[n]}' \
+      /tmp/attn.sass > "$OUT/sass.txt"
+fi
+if [ "$BENCH" = 1 ]; then
+  "$BIN/bench_paged_attention" $QUICK > "$OUT/ours.csv" 2> "$OUT/ours.err"; echo "bench rc=$?"
+  PYTHONUNBUFFERED=1 python3 scripts/attn_torch_baseline.py $QUICK > "$OUT/torch.csv" 2> "$OUT/torch.err"; echo "torch rc=$?"
+  tail -3 "$OUT/ours.err" "$OUT/torch.err"
+  python3 scripts/attn_report.py "$OUT/ours.csv" "$OUT/torch.csv" | tee "$OUT/report.txt"
+fi
