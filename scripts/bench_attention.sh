@@ -25,7 +25,7 @@ done
 "$BIN/bench_paged_attention" --help >/dev/null 2>&1
 if [ $? -ne 2 ]; then
   echo "carried binaries do not run here; building with nvcc" | tee -a "$OUT/gpu.txt"
-  scripts/attn_device_build.sh "$BIN" > "$OUT/build.log" 2>&1 || { echo "device build failed"; tail -30 "$OUT/build.log"; exit 1; }
+  scripts/attn_device_build.sh "$BIN" >> "$OUT/errs.log" 2>&1 || { echo "device build failed"; tail -30 "$OUT/errs.log"; exit 1; }
 fi
 
 if [ "$TESTS" = 1 ]; then
@@ -53,8 +53,9 @@ if command -v cuobjdump >/dev/null; then
       /tmp/attn.sass > "$OUT/sass.txt"
 fi
 if [ "$BENCH" = 1 ]; then
-  "$BIN/bench_paged_attention" $QUICK > "$OUT/ours.csv" 2> "$OUT/ours.err"; echo "bench rc=$?"
-  PYTHONUNBUFFERED=1 python3 scripts/attn_torch_baseline.py $QUICK > "$OUT/torch.csv" 2> "$OUT/torch.err"; echo "torch rc=$?"
-  tail -3 "$OUT/ours.err" "$OUT/torch.err"
+  timeout 240 "$BIN/bench_paged_attention" $QUICK > "$OUT/ours.csv" 2>> "$OUT/errs.log"; echo "bench rc=$?"
+  PYTHONUNBUFFERED=1 timeout 240 python3 scripts/attn_torch_baseline.py $QUICK > "$OUT/torch.csv" 2>> "$OUT/errs.log"
+  echo "torch rc=$?"
+  tail -5 "$OUT/errs.log"
   python3 scripts/attn_report.py "$OUT/ours.csv" "$OUT/torch.csv" | tee "$OUT/report.txt"
 fi
