@@ -1,0 +1,400 @@
+// The engine's acceptance tests on the real thing: the bundled tiny Qwen3.5 checkpoint on the
+// CPU backend, checked against HF's greedy tokens (reference.safetensors) and against each
+// request run alone.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "engine_test_util.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "model/qwen35/model.h"
+#include "model/qwen35/reference_file.h"
+#include "scheduler/engine.h"
+#include "scheduler/qwen35_forward_model.h"
+#include "tests/test_paths.h"
+
+using namespace ds;
+using namespace ds::scheduler;
+using ds::test::collect;
+using ds::test::Outcome;
+
+namespace {
+
+constexpr int kRefTokens = 24;  // greedy tokens per reference prompt
+
+// The tiny model, loaded once for the whole executable (the engine thread is its only user
+// while an engine runs; engines run one at a time).
+struct Tiny {
+  Tiny()
+      : backend(kernels::cpu::make_cpu_backend()),
+        model(qwen35::Model::load(*backend, test::data_path("tiny-qwen35"))),
+        forward(*model),
+        ref(test::data_path("tiny-qwen35/reference.safetensors")) {
+    for (int i = 0; i < ref.num_prompts(); ++i) {
+      prompts.push_back(ref.ints("p" + std::to_string(i) + ".prompt"));
+      greedy.push_back(ref.ints("p" + std::to_string(i) + ".greedy_tokens"));
+    }
+  }
+  std::unique_ptr<kernels::Backend> backend;
+  std::unique_ptr<qwen35::Model> model;
+  Qwen35ForwardModel forward;
+  qwen35::ReferenceFile ref;
+  std::vector<std::vector<int32_t>> prompts;  // lengths 1, 5, 17, 63, 64, 65, 200, 511
+  std::vector<std::vector<int32_t>> greedy;
+};
+
+Tiny& tiny() {
+  static Tiny t;
+  return t;
+}
+
+EngineConfig config(int32_t num_blocks, int64_t budget = 256, int32_t max_seqs = 16, int64_t max_ctx = 4096) {
+  EngineConfig c;
+  c.scheduler.max_num_seqs = max_seqs;
+  c.scheduler.max_num_batched_tokens = budget;
+  c.block_size = 16;
+  c.num_blocks = num_blocks;
+  c.max_ctx = max_ctx;
+  c.check_invariants = true;
+  return c;
+}
+
+Request greedy_request(const std::vector<int32_t>& prompt, int64_t max_tokens = kRefTokens) {
+  Request r(prompt);
+  r.max_tokens = max_tokens;
+  r.ignore_eos = true;  // the reference continues past eos
+  r.sampling.temperature = 0;
+  return r;
+}
+
+std::vector<int32_t> random_prompt(std::mt19937& rng, int64_t len) {
+  std::uniform_int_distribution<int32_t> d(0, 1023);
+  std::vector<int32_t> p(static_cast<size_t>(len));
+  for (auto& t : p) t = d(rng);
+  return p;
+}
+
+// Submits every request at once and collects them all.
+std::vector<Outcome> run_together(Engine& engine, const std::vector<Request>& reqs) {
+  std::vector<RequestHandle> hs;
+  for (const Request& r : reqs) {
+    auto s = engine.submit(r);
+    REQUIRE(s.ok());
+    hs.push_back(std::move(s.handle));
+  }
+  std::vector<Outcome> out;
+  for (auto& h : hs) out.push_back(collect(h));
+  return out;
+}
+
+// One request at a time: each alone in its batches.
+std::vector<Outcome> run_alone(Engine& engine, const std::vector<Request>& reqs) {
+  std::vector<Outcome> out;
+  for (const Request& r : reqs) out.push_back(run_together(engine, {r})[0]);
+  return out;
+}
+
+void check_pools_free(const Engine& e) {
+  REQUIRE(test::wait_stats(e, [](const EngineStats& s) { return s.running == 0 && s.waiting == 0; }));
+  const EngineStats s = e.stats();
+  CHECK(s.blocks_used == 0);
+  CHECK(s.slots_used == 0);
+  CHECK(s.invariant_violations == 0);
+}
+
+std::vector<Request> reference_requests() {
+  std::vector<Request> reqs;
+  for (const auto& p : tiny().prompts) reqs.push_back(greedy_request(p));
+  return reqs;
+}
+
+}  // namespace
+
+TEST_CASE("tiny: 16 concurrent greedy requests match each alone and the HF reference", "[engine][tiny][batch]") {
+  Tiny& t = tiny();
+  REQUIRE(t.prompts.size() == 8);
+  std::vector<Request> reqs = reference_requests();
+  // Eight more prompts of other lengths between 1 and 511.
+  std::mt19937 rng(16);
+  for (int64_t len : {2, 9, 31, 100, 128, 257, 330, 450}) reqs.push_back(greedy_request(random_prompt(rng, len)));
+
+  Engine engine(t.forward, config(600));
+  const std::vector<Outcome> together = run_together(engine, reqs);
+  CHECK(engine.stats().last_batch_seqs >= 1);
+  const std::vector<Outcome> alone = run_alone(engine, reqs);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    INFO("request " << i << ", prompt of " << reqs[i].prompt->size() << " tokens");
+    CHECK(together[i].finish == FinishReason::length);
+    CHECK(together[i].tokens.size() == static_cast<size_t>(kRefTokens));
+    CHECK(together[i].tokens == alone[i].tokens);
+    if (i < t.greedy.size()) CHECK(together[i].tokens == t.greedy[i]);
+  }
+  check_pools_free(engine);
+}
+
+TEST_CASE("tiny: chunked prefill gives the same tokens for any token budget", "[engine][tiny][chunked]") {
+  Tiny& t = tiny();
+  const std::vector<Request> reqs = reference_requests();
+  for (int64_t budget : {1, 7, 64, 4096}) {
+    INFO("max_num_batched_tokens " << budget);
+    Engine engine(t.forward, config(600, budget));
+    const std::vector<Outcome> out = run_together(engine, reqs);
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      INFO("prompt " << i);
+      CHECK(out[i].tokens == t.greedy[i]);
+    }
+    check_pools_free(engine);
+    const EngineStats s = engine.stats();
+    if (budget == 1) CHECK(s.iterations_total >= 926 + 8 * (kRefTokens - 1));  // one token a step
+  }
+}
+
+TEST_CASE("tiny: preemption under a small pool keeps every output", "[engine][tiny][preemption]") {
+  Tiny& t = tiny();
+  const std::vector<Request> reqs = reference_requests();
+  std::vector<Outcome> large;
+  {
+    Engine engine(t.forward, config(600));
+    large = run_together(engine, reqs);
+  }
+  // 36 blocks of 16 = 576 tokens: room for the longest request (511 + 24) but not for all
+  // eight at once (about 75 blocks).
+  Engine engine(t.forward, config(36, 256, 16, 576));
+  const std::vector<Outcome> small = run_together(engine, reqs);
+  int preempted = 0;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    INFO("prompt " << i);
+    CHECK(small[i].tokens == large[i].tokens);
+    CHECK(small[i].tokens == t.greedy[i]);
+    preempted += small[i].last.metrics.preemptions > 0;
+  }
+  CHECK(engine.stats().preemptions_total > 0);
+  CHECK(preempted > 0);
+  check_pools_free(engine);
+}
+
+namespace {
+
+// Refuses (std::invalid_argument, before running anything) every batch holding `poison`.
+class PoisonModel final : public ForwardModel {
+ public:
+  PoisonModel(ForwardModel& inner, int32_t poison) : inner_(inner), poison_(poison) {}
+  int64_t vocab_size() const override { return inner_.vocab_size(); }
+  std::vector<int32_t> eos_token_ids() const override { return inner_.eos_token_ids(); }
+  kvcache::CacheGeometry cache_geometry() const override { return inner_.cache_geometry(); }
+  void allocate_cache(const kvcache::PoolSizes& s) override { inner_.allocate_cache(s); }
+  kvcache::StatePool::ZeroFn state_zero_fn() override { return inner_.state_zero_fn(); }
+  const kernels::Tensor& forward(const qwen35::ForwardBatch& b) override {
+    for (const auto& c : b.seqs)
+      for (int32_t tok : c.tokens)
+        if (tok == poison_) throw std::invalid_argument("poisoned token " + std::to_string(tok));
+    return inner_.forward(b);
+  }
+
+ private:
+  ForwardModel& inner_;
+  int32_t poison_;
+};
+
+}  // namespace
+
+TEST_CASE("tiny: completed, cancelled and failed requests leave the pools fully free", "[engine][tiny][free]") {
+  Tiny& t = tiny();
+  const int32_t poison = 1023;
+  PoisonModel poisoned(t.forward, poison);
+  test::GatedModel model(poisoned);
+  Engine engine(model, config(200, 64, 8));
+  std::mt19937 rng(3);
+
+  // Hold the engine at its 3rd forward with everything submitted, so cancels and the
+  // poisoned prompt meet requests in every phase.
+  model.hold_at(3);
+  std::vector<RequestHandle> complete, cancel_queued, cancel_running, failing;
+  auto poison_free = [&](Request r) {
+    r.sampling.logit_bias = {{poison, -100.0f}};  // never generate the poison itself
+    return r;
+  };
+  // Budget 64: these two are prefilling by the 3rd step (150 + 150 tokens).
+  for (int i = 0; i < 2; ++i) {
+    auto s = engine.submit(poison_free(greedy_request(random_prompt(rng, 150), 1000)));
+    REQUIRE(s.ok());
+    cancel_running.push_back(std::move(s.handle));
+  }
+  for (int i = 0; i < 3; ++i) {
+    auto s = engine.submit(poison_free(greedy_request(t.prompts[static_cast<size_t>(i + 1)], 6)));
+    REQUIRE(s.ok());
+    complete.push_back(std::move(s.handle));
+  }
+  for (int i = 0; i < 2; ++i) {
+    std::vector<int32_t> p = random_prompt(rng, 20);
+    p[10] = poison;
+    auto s = engine.submit(greedy_request(p, 5));
+    REQUIRE(s.ok());
+    failing.push_back(std::move(s.handle));
+  }
+  REQUIRE(model.wait_entered(3));
+  for (int i = 0; i < 3; ++i) {
+    auto s = engine.submit(poison_free(greedy_request(random_prompt(rng, 40), 5)));
+    REQUIRE(s.ok());
+    cancel_queued.push_back(std::move(s.handle));
+  }
+  for (auto& h : cancel_queued) h.cancel();
+  for (auto& h : cancel_running) h.cancel();
+  model.open();
+
+  for (size_t i = 0; i < complete.size(); ++i) {
+    Outcome o = collect(complete[i]);
+    CHECK(o.finish == FinishReason::length);
+    CHECK(o.tokens == std::vector<int32_t>(t.greedy[i + 1].begin(), t.greedy[i + 1].begin() + 6));
+  }
+  for (auto& h : cancel_queued) {
+    Outcome o = collect(h);
+    CHECK(o.finish == FinishReason::cancelled);
+    CHECK_FALSE(o.last.metrics.was_scheduled);
+  }
+  for (auto& h : cancel_running) {
+    Outcome o = collect(h);
+    CHECK(o.finish == FinishReason::cancelled);
+    CHECK(o.last.metrics.was_scheduled);
+  }
+  for (auto& h : failing) {
+    Outcome o = collect(h);
+    CHECK(o.finish == FinishReason::error);
+    CHECK(o.last.error.find("poisoned") != std::string::npos);
+  }
+  check_pools_free(engine);
+  const EngineStats s = engine.stats();
+  CHECK(s.requests_finished_length_total == 3);
+  CHECK(s.requests_cancelled_total == 5);
+  CHECK(s.requests_failed_total == 2);
+}
+
+TEST_CASE("tiny: a request reaching max_ctx ends with reason length", "[engine][tiny][max_ctx]") {
+  Tiny& t = tiny();
+  Engine engine(t.forward, config(100, 256, 4, 80));
+  REQUIRE(engine.max_ctx() == 80);
+  // 63-token prompt, room for 17 more tokens.
+  auto a = engine.submit(greedy_request(t.prompts[3], 1000));
+  REQUIRE(a.ok());
+  Outcome o = collect(a.handle);
+  CHECK(o.finish == FinishReason::length);
+  CHECK(o.tokens == std::vector<int32_t>(t.greedy[3].begin(), t.greedy[3].begin() + 17));
+  // A prompt of exactly max_ctx ends at once; a longer one is refused.
+  std::mt19937 rng(80);
+  auto full = engine.submit(greedy_request(random_prompt(rng, 80), 5));
+  REQUIRE(full.ok());
+  Outcome of = collect(full.handle);
+  CHECK(of.finish == FinishReason::length);
+  CHECK(of.tokens.empty());
+  CHECK(engine.submit(greedy_request(random_prompt(rng, 81), 5)).status == SubmitStatus::prompt_too_long);
+  check_pools_free(engine);
+}
+
+TEST_CASE("tiny: a seeded request samples the same tokens alone and in a busy batch", "[engine][tiny][seeded]") {
+  Tiny& t = tiny();
+  Request seeded(t.prompts[2]);
+  seeded.max_tokens = 20;
+  seeded.ignore_eos = true;
+  seeded.sampling.temperature = 1.2f;
+  seeded.sampling.top_k = 200;
+  seeded.sampling.top_p = 0.97f;
+  seeded.sampling.repetition_penalty = 1.1f;
+  seeded.sampling.frequency_penalty = 0.2f;
+  seeded.sampling.seed = 1234;
+  seeded.sampling.logprobs = true;
+  seeded.sampling.top_logprobs = 5;
+
+  Engine engine(t.forward, config(600, 96));
+  const Outcome alone = run_together(engine, {seeded})[0];
+  REQUIRE(alone.tokens.size() == 20);
+
+  // The same request among greedy, unseeded sampled and long-prefill neighbours, arriving
+  // after they started.
+  std::mt19937 rng(7);
+  std::vector<RequestHandle> busy;
+  for (int i = 0; i < 8; ++i) {
+    Request r(random_prompt(rng, 20 + 60 * i));
+    r.max_tokens = 30;
+    r.ignore_eos = true;
+    r.sampling.temperature = i % 2 ? 0.0f : 1.0f;
+    auto s = engine.submit(r);
+    REQUIRE(s.ok());
+    busy.push_back(std::move(s.handle));
+  }
+  REQUIRE(busy[0].next());
+  auto s = engine.submit(seeded);
+  REQUIRE(s.ok());
+  Outcome crowded = collect(s.handle);
+  for (auto& h : busy) collect(h);
+  CHECK(crowded.tokens == alone.tokens);
+  REQUIRE(crowded.events.size() == alone.events.size());
+  for (size_t k = 0; k < alone.events.size(); ++k) {
+    CHECK(crowded.events[k].logprob == Approx(alone.events[k].logprob).margin(1e-4));
+    REQUIRE(crowded.events[k].top_logprobs.size() == 5);
+    CHECK(crowded.events[k].top_logprobs[0].token == alone.events[k].top_logprobs[0].token);
+  }
+
+  // Another seed samples something else (it really samples).
+  Request other = seeded;
+  other.sampling.seed = 4321;
+  CHECK(run_together(engine, {other})[0].tokens != alone.tokens);
+  check_pools_free(engine);
+}
+
+TEST_CASE("tiny: randomized arrivals, cancels and pool sizes on the real model", "[engine][tiny][random]") {
+  Tiny& t = tiny();
+  std::mt19937 meta(31);
+  int64_t iterations = 0, preemptions = 0;
+  for (int round = 0; round < 3; ++round) {
+    const int64_t max_ctx = 160;
+    const int32_t blocks = 10 + std::uniform_int_distribution<int32_t>(0, 12)(meta);  // 10 blocks = max_ctx
+    const int64_t budget = std::uniform_int_distribution<int64_t>(1, 64)(meta);
+    const int32_t seqs = std::uniform_int_distribution<int32_t>(2, 8)(meta);
+    INFO("round " << round << " blocks " << blocks << " budget " << budget << " max_num_seqs " << seqs);
+    Engine engine(t.forward, config(blocks, budget, seqs, max_ctx));
+
+    std::vector<Request> reqs;
+    std::vector<RequestHandle> hs;
+    std::mutex mu;
+    std::thread submitter([&] {
+      std::mt19937 rng(100 + round);
+      for (int i = 0; i < 14; ++i) {
+        Request r = greedy_request(random_prompt(rng, std::uniform_int_distribution<int64_t>(1, 120)(rng)),
+                                   std::uniform_int_distribution<int64_t>(1, 12)(rng));
+        auto s = engine.submit(r);
+        std::lock_guard lock(mu);
+        reqs.push_back(r);
+        hs.push_back(std::move(s.handle));
+        if (rng() % 3 == 0 && hs.size() > 1) hs[rng() % hs.size()].cancel();
+        std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 15));
+      }
+    });
+    submitter.join();
+
+    std::vector<Request> finished_reqs;
+    std::vector<std::vector<int32_t>> finished_tokens;
+    for (size_t i = 0; i < hs.size(); ++i) {
+      REQUIRE(hs[i].valid());
+      Outcome o = collect(hs[i]);
+      REQUIRE(o.finals == 1);
+      REQUIRE(o.finish);
+      REQUIRE(*o.finish != FinishReason::error);
+      if (*o.finish != FinishReason::cancelled) {
+        finished_reqs.push_back(reqs[i]);
+        finished_tokens.push_back(o.tokens);
+      }
+    }
+    check_pools_free(engine);
+    iterations += engine.stats().iterations_total;
+    preemptions += engine.stats().preemptions_total;
+    // Every completed request produced what it produces alone.
+    const std::vector<Outcome> alone = run_alone(engine, finished_reqs);
+    for (size_t i = 0; i < finished_reqs.size(); ++i) CHECK(finished_tokens[i] == alone[i].tokens);
+  }
+  WARN("tiny stress: " << iterations << " iterations, " << preemptions << " preemptions");
+  CHECK(iterations > 100);
+}
