@@ -5,18 +5,21 @@
 #
 # Binaries come from .devbuild/attn (built on the workstation by scripts/attn_build_carry.sh
 # and carried), or are built here by scripts/attn_device_build.sh when those do not run.
-#   scripts/bench_attention.sh [--quick] [--no-tests] [--no-bench]
+# --profile runs Nsight Compute on a few grid points (speed of light, scheduler and warp-stall
+# sections) into ncu.txt.
+#   scripts/bench_attention.sh [--quick] [--no-tests] [--no-bench] [--profile]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/attn_out}
 mkdir -p "$OUT"
 BIN=.devbuild/attn
-QUICK=""; TESTS=1; BENCH=1
+QUICK=""; TESTS=1; BENCH=1; PROFILE=0
 for a in "$@"; do
   case $a in
     --quick) QUICK=--quick ;;
     --no-tests) TESTS=0 ;;
     --no-bench) BENCH=0 ;;
+    --profile) PROFILE=1 ;;
   esac
 done
 { date -u; echo "commit $(cat .devbuild/attn/COMMIT 2>/dev/null)";
@@ -38,11 +41,11 @@ if [ "$TESTS" = 1 ]; then
   done
   grep -E "^decode |^ragged |^pool " "$OUT/tests.log" | sed 's/^/  /' | head -80
   if command -v compute-sanitizer >/dev/null; then
-    : > "$OUT/sanitizer.log"
     for tool in memcheck racecheck; do
       timeout 240 compute-sanitizer --tool $tool --print-limit 20 "$T" "bf16 output is the rounded fp32 result" \
-        >> "$OUT/sanitizer.log" 2>&1
-      echo "sanitizer $tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer.log" | tail -1)"
+        > /tmp/sanitizer.log 2>&1
+      echo "sanitizer $tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' /tmp/sanitizer.log | tail -1)" | tee -a "$OUT/tests.log"
+      grep -B2 -A12 -m3 "Invalid\|Race\|Error" /tmp/sanitizer.log | head -60 >> "$OUT/tests.log"
     done
   fi
 fi
@@ -51,6 +54,18 @@ if command -v cuobjdump >/dev/null; then
   awk '/Function :/{name=$3} /HMMA/{h[name]++} /LDGSTS/{g[name]++} /LDSM/{l[name]++} /LDL|STL/{s[name]++}
        END{for (n in h) printf "%s HMMA %d LDGSTS %d LDSM %d local %d\n", n, h[n], g[n], l[n], s[n]}' \
       /tmp/attn.sass > "$OUT/sass.txt"
+fi
+if [ "$PROFILE" = 1 ] && command -v ncu >/dev/null; then
+  : > "$OUT/ncu.txt"
+  for spec in "q4_0 32,32768" "q8_0 32,32768" "bf16 32,4096" "bf16 1,32768" "bf16 1,4096"; do
+    set -- $spec
+    echo "== ncu $spec" >> "$OUT/ncu.txt"
+    timeout 120 ncu --clock-control none -k regex:decode_tc --launch-skip 3 --launch-count 1 \
+      --section SpeedOfLight --section SchedulerStats --section WarpStateStats --section Occupancy \
+      "$BIN/bench_paged_attention" --types "$1" --case "$2" --iters 4 >> "$OUT/ncu.txt" 2>&1
+    echo "ncu $spec rc=$?"
+  done
+  grep -E "^== ncu|Duration|DRAM Throughput|Issue Slots Busy|Issued Warp Per Scheduler|No Eligible|Achieved Occupancy|Registers Per|Stall" "$OUT/ncu.txt" | head -80
 fi
 if [ "$BENCH" = 1 ]; then
   timeout 240 "$BIN/bench_paged_attention" $QUICK > "$OUT/ours.csv" 2>> "$OUT/errs.log"; echo "bench rc=$?"

@@ -26,6 +26,8 @@ struct DecodeArgs {
   const int32_t* seq_lens;
   const int32_t* seq_rows;
   const DecodeWorkItem* items;
+  const int32_t* seq_item_begin;  // [n_seqs + 1] partial slots per sequence
+  int32_t* counters;              // [n_seqs, gridDim.x] finished chunks (tensor-core kernel)
   int32_t* guard;
   int64_t num_blocks;
   int64_t table_stride;

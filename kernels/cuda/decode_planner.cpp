@@ -3,14 +3,13 @@
 // Every (sequence chunk, KV head) is one thread block; they run on sm_count x ctas_per_sm
 // slots. Candidate chunk lengths are the smallest that fit the grid into k full rounds of
 // slots (k = 1..8, found by bisection, as FlashInfer does for one round) plus "no split";
-// each is scored by a longest-first greedy schedule of the blocks over the slots, where a
-// block costs its K/V bytes plus a fixed start-up cost, and splitting adds the merge kernel.
+// each is scored by a wave model of the blocks over the slots (estimate_us), and splitting
+// adds the merge.
 // Chunks never go below kMinChunk tokens (short chunks pay start-up more than they gain).
 #include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <limits>
-#include <queue>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -21,9 +20,12 @@ namespace ds::cuda {
 namespace {
 
 constexpr int32_t kMinChunk = 128;
-constexpr double kCopyBandwidth = 4.3e12;  // bytes/s, measured device-to-device on the H200
-constexpr double kBlockStartUs = 1.5;      // pipeline fill of one thread block
-constexpr double kMergeUs = 2.5;           // launch and run of the merge kernel
+// Calibrated on the H200 (docs/benchmarks.md): K/V streams at ~4.5 TB/s when every SM holds
+// a long chunk; each wave of thread blocks costs ~10 us of start-up and tail beyond its
+// bytes; merging split sequences costs the last chunk a few microseconds.
+constexpr double kReadBandwidth = 4.5e12;
+constexpr double kBlockStartUs = 10.0;
+constexpr double kMergeUs = 3.0;
 constexpr int64_t kMaxGridY = 65535;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -34,36 +36,31 @@ int64_t count_ctas(std::span<const int32_t> lens, int64_t chunk, int64_t per_ite
   return n * per_item;
 }
 
-// Estimated microseconds for a chunk length: greedy longest-first makespan over the slots.
+// Estimated microseconds for a chunk length. Blocks are taken longest first in waves of
+// `slots`; a wave lasts as long as its longest block (its start-up plus its K/V bytes at one
+// slot's share of the read bandwidth). Blocks of one length are counted, not listed, so the
+// estimate costs O(n_seqs log n_seqs) per candidate.
 double estimate_us(const DecodeDevice& dev, int64_t per_item, std::span<const int32_t> lens, int64_t chunk) {
   const int64_t slots = std::max<int64_t>(1, int64_t{dev.sm_count} * dev.ctas_per_sm);
-  const double bytes_per_us = kCopyBandwidth / 1e6 / static_cast<double>(slots);  // one slot's share
+  const double bytes_per_us = kReadBandwidth / 1e6 / static_cast<double>(slots);
   const double tok_us = static_cast<double>(std::max<int64_t>(dev.kv_bytes_per_token, 1)) / bytes_per_us;
-  std::vector<double> jobs;
+  int64_t full = 0;  // blocks of exactly `chunk` tokens
+  std::vector<int64_t> tails;  // shorter last chunks, one entry per sequence
   bool split = false;
   for (int32_t L : lens) {
     const int64_t n = std::max<int64_t>(1, ceil_div(L, chunk));
     split = split || n > 1;
-    for (int64_t j = 0; j < n; ++j) {
-      const int64_t toks = std::min<int64_t>(chunk, L - j * chunk);
-      for (int64_t u = 0; u < per_item; ++u) jobs.push_back(kBlockStartUs + tok_us * static_cast<double>(std::max<int64_t>(toks, 0)));
-    }
+    full += (L / chunk) * per_item;
+    if (L % chunk != 0 || L == 0) tails.push_back(L % chunk);
   }
-  std::sort(jobs.begin(), jobs.end(), std::greater<>());
-  double makespan = 0;
-  if (static_cast<int64_t>(jobs.size()) <= slots) {
-    makespan = jobs.empty() ? 0 : jobs.front();
-  } else {
-    std::priority_queue<double, std::vector<double>, std::greater<>> load;
-    for (int64_t s = 0; s < slots; ++s) load.push(0.0);
-    for (double j : jobs) {
-      const double t = load.top() + j;
-      load.pop();
-      load.push(t);
-      makespan = std::max(makespan, t);
-    }
+  std::sort(tails.begin(), tails.end(), std::greater<>());
+  const int64_t total = full + static_cast<int64_t>(tails.size()) * per_item;
+  double us = 0;
+  for (int64_t first = 0; first < total; first += slots) {  // longest block of each wave
+    const int64_t toks = first < full ? chunk : tails[static_cast<size_t>((first - full) / per_item)];
+    us += kBlockStartUs + tok_us * static_cast<double>(toks);
   }
-  return makespan + (split ? kMergeUs : 0.0);
+  return us + (split ? kMergeUs : 0.0);
 }
 
 }  // namespace

@@ -204,23 +204,9 @@ __global__ void __launch_bounds__(kTcWarps * 32, 1) decode_tc_kernel(const Decod
   const int ntok = max(r.t1 - r.t0, 0);
   const int32_t* trow = a.table + static_cast<int64_t>(r.row) * a.table_stride;
 
-  // q fragments (B operand of QK, k x n = head_dim x head), split hi/lo.
+  // q fragments (B operand of QK, k x n = head_dim x head), split hi/lo; loaded after the
+  // first K/V copies are in flight.
   uint32_t qh[NK][2], ql[NK][2];
-  {
-    const int hq = hc * kTcHeads + gid;
-    const bool hv = hq < a.group;
-    const int64_t qbase = (static_cast<int64_t>(r.seq) * a.n_q_heads + kvh * a.group + (hv ? hq : 0)) * D;
-#pragma unroll
-    for (int s = 0; s < NK; ++s) {
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const int kk = 2 * tig + 8 * j;
-        const float x0 = hv ? load_q(a, qbase + k_dim<KT>(s, kk)) * a.q_scale : 0.f;
-        const float x1 = hv ? load_q(a, qbase + k_dim<KT>(s, kk + 1)) * a.q_scale : 0.f;
-        split_pair<KF16>(x0, x1, qh[s][j], ql[s][j]);
-      }
-    }
-  }
 
   float o[NM][4];
 #pragma unroll
@@ -238,14 +224,15 @@ __global__ void __launch_bounds__(kTcWarps * 32, 1) decode_tc_kernel(const Decod
     int32_t blk, tok, page;
     bool valid;
   };
-  auto fetch = [&](int i) {
+  auto fetch_for = [&](int i, int j, bool want) {
     Meta m;
-    m.tok = tile_base(i) + lane;
-    m.valid = i < n_my && lane < 16 && m.tok < r.t1;
+    m.tok = tile_base(i) + j;
+    m.valid = want && i < n_my && m.tok < r.t1;
     m.page = m.valid ? page_of(a, m.tok) : 0;
     m.blk = m.valid ? __ldg(trow + m.page) : 0;
     return m;
   };
+  auto fetch = [&](int i) { return fetch_for(i, lane, lane < 16); };
   auto to_row = [&](const Meta& m) -> int64_t { return m.valid ? kv_row(a, m.blk, m.tok, m.page, kvh) : -1; };
 
   auto issue = [&](int i, int st, int64_t myrow) {
@@ -365,33 +352,43 @@ __global__ void __launch_bounds__(kTcWarps * 32, 1) decode_tc_kernel(const Decod
         s[3] += dk1 * t[3];
       }
     }
-    // ---- mask tokens past the chunk, online softmax (base 2)
+    // ---- mask tokens past the chunk, online softmax (base 2). The running maximum is only
+    // raised (a warp-wide reduction and a rescale of O) when some logit exceeds it by more
+    // than kSlack; otherwise probabilities up to 2^kSlack are accumulated as they are, which
+    // fp32 sums and the hi/lo operand split carry without loss.
+    constexpr float kSlack = 8.f;
     if (tbase + gid >= r.t1) s[0] = s[1] = kNegInf;
     if (tbase + gid + 8 >= r.t1) s[2] = s[3] = kNegInf;
-    float mx0 = fmaxf(s[0], s[2]), mx1 = fmaxf(s[1], s[3]);
+    {
+      float mx0 = fmaxf(s[0], s[2]), mx1 = fmaxf(s[1], s[3]);
+      if (__any_sync(0xffffffffu, mx0 > m0 + kSlack || mx1 > m1 + kSlack)) {
 #pragma unroll
-    for (int off = 4; off < 32; off <<= 1) {
-      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
-      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
-    }
-    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-    const float base0 = mn0 == kNegInf ? 0.f : mn0, base1 = mn1 == kNegInf ? 0.f : mn1;
-    const float al0 = fast_exp2(m0 - base0), al1 = fast_exp2(m1 - base1);
-    const float p0 = fast_exp2(s[0] - base0), p1 = fast_exp2(s[1] - base1);
-    const float p2 = fast_exp2(s[2] - base0), p3 = fast_exp2(s[3] - base1);
-    l0 = l0 * al0 + (p0 + p2);
-    l1 = l1 * al1 + (p1 + p3);
-    m0 = mn0;
-    m1 = mn1;
-    if (__any_sync(0xffffffffu, al0 != 1.f || al1 != 1.f)) {
+        for (int off = 4; off < 32; off <<= 1) {
+          mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
+          mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
+        }
+        const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+        // m == -inf only before any valid token; then O and l are still zero.
+        const float al0 = m0 == kNegInf ? 0.f : fast_exp2(m0 - mn0);
+        const float al1 = m1 == kNegInf ? 0.f : fast_exp2(m1 - mn1);
+        l0 *= al0;
+        l1 *= al1;
 #pragma unroll
-      for (int i = 0; i < NM; ++i) {
-        o[i][0] *= al0;
-        o[i][1] *= al1;
-        o[i][2] *= al0;
-        o[i][3] *= al1;
+        for (int i = 0; i < NM; ++i) {
+          o[i][0] *= al0;
+          o[i][1] *= al1;
+          o[i][2] *= al0;
+          o[i][3] *= al1;
+        }
+        m0 = mn0;
+        m1 = mn1;
       }
     }
+    const float base0 = m0 == kNegInf ? 0.f : m0, base1 = m1 == kNegInf ? 0.f : m1;
+    const float p0 = fast_exp2(s[0] - base0), p1 = fast_exp2(s[1] - base1);
+    const float p2 = fast_exp2(s[2] - base0), p3 = fast_exp2(s[3] - base1);
+    l0 += p0 + p2;
+    l1 += p1 + p3;
     // ---- P (rows tokens, columns heads) -> P^T fragments (k = tokens, n = heads), fp32
     float pb[4];
     {
@@ -474,9 +471,33 @@ __global__ void __launch_bounds__(kTcWarps * 32, 1) decode_tc_kernel(const Decod
     }
   };
 
-  // ---- pipeline: stages 0..S-2 in flight before the first tile is consumed
-  for (int st = 0; st < S - 1; ++st) issue(st, st, to_row(fetch(st)));
+  // ---- pipeline: stages 0..S-2 in flight before the first tile is consumed. Lanes 16..31
+  // look up the block ids of the second stage of each pair, so the table is read in
+  // ceil((S-1)/2) round trips rather than S-1.
+  for (int st = 0; st < S - 1; st += 2) {
+    const int mine = st + (lane >> 4);
+    const int64_t row = to_row(fetch_for(mine, lane & 15, mine < S - 1));
+    const int64_t row2 = __shfl_down_sync(0xffffffffu, row, 16);
+    issue(st, st, row);
+    if (st + 1 < S - 1) issue(st + 1, st + 1, row2);
+  }
   Meta pend = fetch(S - 1);
+  {
+    const int hq = hc * kTcHeads + gid;
+    const bool hv = hq < a.group;
+    const int64_t qbase = (static_cast<int64_t>(r.seq) * a.n_q_heads + kvh * a.group + (hv ? hq : 0)) * D;
+#pragma unroll
+    for (int s = 0; s < NK; ++s) {
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int kk = 2 * tig + 8 * j;
+        const float x0 = hv ? load_q(a, qbase + k_dim<KT>(s, kk)) * a.q_scale : 0.f;
+        const float x1 = hv ? load_q(a, qbase + k_dim<KT>(s, kk + 1)) * a.q_scale : 0.f;
+        split_pair<KF16>(x0, x1, qh[s][j], ql[s][j]);
+      }
+    }
+  }
+
   int st_load = S - 1, st_use = 0;
   for (int i = 0; i < n_my; ++i) {
     cp_async_wait_dyn(S - 2);
@@ -537,6 +558,70 @@ __global__ void __launch_bounds__(kTcWarps * 32, 1) decode_tc_kernel(const Decod
       lse = M + log2f(L);
     }
     write_result(a, r, kvh * a.group + hc * kTcHeads + h, d, val, lse);
+  }
+  if (r.flags & kItemOnly) return;
+
+  // ---- split sequences: the last chunk to finish merges all chunks' partials (so no second
+  // kernel is launched). Its counter is reset for the next call.
+  __shared__ int last_chunk;
+  __threadfence();
+  __syncthreads();
+  const int pb = a.seq_item_begin[r.seq], pe = a.seq_item_begin[r.seq + 1];
+  if (threadIdx.x == 0) {
+    int* counter = a.counters + static_cast<int64_t>(r.seq) * gridDim.x + blockIdx.x;
+    last_chunk = atomicAdd(counter, 1) == pe - pb - 1;
+    if (last_chunk) *counter = 0;
+  }
+  __syncthreads();
+  if (!last_chunk) return;
+  __threadfence();
+  const int qhead0 = kvh * a.group + hc * kTcHeads;
+  {  // per head: maximum and sum of 2^lse over the chunks, 16 threads per head
+    const int h = threadIdx.x >> 4, j = threadIdx.x & 15;
+    const bool live = h < heads_here;
+    float M = kNegInf;
+    for (int p = pb + j; live && p < pe; p += 16)
+      M = fmaxf(M, __ldcg(a.part_lse + static_cast<int64_t>(p) * a.n_q_heads + qhead0 + h));
+#pragma unroll
+    for (int off = 1; off < 16; off <<= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, off));
+    float L = 0.f;
+    for (int p = pb + j; live && M != kNegInf && p < pe; p += 16)
+      L += exp2f(__ldcg(a.part_lse + static_cast<int64_t>(p) * a.n_q_heads + qhead0 + h) - M);
+#pragma unroll
+    for (int off = 1; off < 16; off <<= 1) L += __shfl_xor_sync(0xffffffffu, L, off);
+    if (live && j == 0) {
+      red_m[h] = M;
+      red_l[h] = L > 0.f ? 1.f / L : 0.f;
+    }
+  }
+  __syncthreads();
+  constexpr int D4 = D / 4;
+  for (int idx = threadIdx.x; idx < heads_here * D4; idx += kTcWarps * 32) {
+    const int h = idx / D4, d4 = idx - h * D4;
+    const float M = red_m[h], invL = red_l[h];
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (M != kNegInf) {
+#pragma unroll 4
+      for (int p = pb; p < pe; ++p) {
+        const int64_t row = static_cast<int64_t>(p) * a.n_q_heads + qhead0 + h;
+        const float w = exp2f(__ldcg(a.part_lse + row) - M) * invL;
+        const float4 v = __ldcg(reinterpret_cast<const float4*>(a.part_o + row * D) + d4);
+        acc.x += w * v.x;
+        acc.y += w * v.y;
+        acc.z += w * v.z;
+        acc.w += w * v.w;
+      }
+    }
+    const int64_t o = (static_cast<int64_t>(r.seq) * a.n_q_heads + qhead0 + h) * D + 4 * d4;
+    if (a.out_f32) {
+      *reinterpret_cast<float4*>(static_cast<float*>(a.out) + o) = acc;
+    } else {
+      uint16_t* ob = static_cast<uint16_t*>(a.out) + o;
+      ob[0] = f32_to_bf16_bits(acc.x);
+      ob[1] = f32_to_bf16_bits(acc.y);
+      ob[2] = f32_to_bf16_bits(acc.z);
+      ob[3] = f32_to_bf16_bits(acc.w);
+    }
   }
 #endif
 }

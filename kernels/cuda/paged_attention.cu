@@ -3,6 +3,7 @@
 #include "kernels/cuda/paged_attention.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -171,7 +172,7 @@ namespace {
 constexpr int64_t kAlign = 256;
 int64_t align_up(int64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 struct WsLayout {
-  int64_t items, begin, part_o, part_lse, guard, total;
+  int64_t items, begin, part_o, part_lse, counters, guard, total;
 };
 WsLayout ws_layout(int32_t max_items, int32_t max_seqs, int32_t n_q_heads, int32_t head_dim) {
   WsLayout l;
@@ -179,7 +180,8 @@ WsLayout ws_layout(int32_t max_items, int32_t max_seqs, int32_t n_q_heads, int32
   l.begin = align_up(l.items + int64_t{max_items} * static_cast<int64_t>(sizeof(DecodeWorkItem)));
   l.part_o = align_up(l.begin + (int64_t{max_seqs} + 1) * 4);
   l.part_lse = align_up(l.part_o + int64_t{max_items} * n_q_heads * head_dim * 4);
-  l.guard = align_up(l.part_lse + int64_t{max_items} * n_q_heads * 4);
+  l.counters = align_up(l.part_lse + int64_t{max_items} * n_q_heads * 4);
+  l.guard = align_up(l.counters + int64_t{max_seqs} * n_q_heads * 4);
   l.total = align_up(l.guard + 8);
   return l;
 }
@@ -196,8 +198,9 @@ DecodeWorkspace::DecodeWorkspace(int32_t max_items, int32_t max_seqs, int32_t n_
   dev_.seq_item_begin = reinterpret_cast<int32_t*>(base + l.begin);
   dev_.part_o = reinterpret_cast<float*>(base + l.part_o);
   dev_.part_lse = reinterpret_cast<float*>(base + l.part_lse);
+  dev_.counters = reinterpret_cast<int32_t*>(base + l.counters);
   dev_.guard = reinterpret_cast<int32_t*>(base + l.guard);
-  DS_GPU_CHECK(gpuMemsetAsync(dev_.guard, 0, 8, nullptr));
+  DS_GPU_CHECK(gpuMemsetAsync(base + l.counters, 0, static_cast<size_t>(l.total - l.counters), nullptr));
   DS_GPU_CHECK(gpuMallocHost(&staging_, static_cast<size_t>(l.begin + (int64_t{max_seqs} + 1) * 4)));
   gpuEvent_t ev;
   DS_GPU_CHECK(gpuEventCreateWithFlags(&ev, gpuEventDisableTiming));
@@ -285,6 +288,7 @@ void paged_attention_decode(const KvPoolView& pools, const DecodeQuery& q, Decod
     bad("workspace was sized for fewer heads or a smaller head_dim");
   if (dev.kernel == DecodeKernel::tensor_core && opts.kernel == DecodeKernel::portable)
     bad("options ask for the portable kernel but the plan was made for the tensor-core kernel");
+  if (reinterpret_cast<uintptr_t>(q.out) % 16 != 0) bad("out must be 16-byte aligned");
 
   DecodeArgs a{};
   a.k_pool = static_cast<const uint8_t*>(pools.k);
@@ -297,6 +301,8 @@ void paged_attention_decode(const KvPoolView& pools, const DecodeQuery& q, Decod
   a.seq_lens = q.seq_lens;
   a.seq_rows = q.seq_rows;
   a.items = ws.device().items;
+  a.seq_item_begin = ws.device().seq_item_begin;
+  a.counters = ws.device().counters;
   a.guard = ws.device().guard;
   a.num_blocks = pools.num_blocks;
   a.table_stride = q.block_table_stride;
@@ -323,13 +329,13 @@ void paged_attention_decode(const KvPoolView& pools, const DecodeQuery& q, Decod
     const TcEntry e = tc_entry(pools.k_type, pools.v_type, pools.head_dim);
     if (!e.launch) bad("no tensor-core kernel for these types and head_dim");
     ensure_smem_limit(e.symbol, dev.smem_bytes);
-    e.launch(a, grid, dev.smem_bytes, s);
+    e.launch(a, grid, dev.smem_bytes, s);  // merges split sequences itself
     DS_GPU_CHECK_LAUNCH();
   } else {
     ensure_smem_limit(portable_symbol(pools.k_type, pools.v_type), dev.smem_bytes);
     launch_portable(a, pools.k_type, pools.v_type, grid, s);
   }
-  if (plan.needs_merge) {
+  if (plan.needs_merge && dev.kernel == DecodeKernel::portable) {
     const dim3 mgrid(static_cast<unsigned>(q.n_seqs), static_cast<unsigned>(q.n_q_heads));
     merge_partials_kernel<<<mgrid, std::min(pools.head_dim, 256), 0, s>>>(
         a.part_o, a.part_lse, ws.device().seq_item_begin, q.out, a.out_f32, q.n_q_heads, pools.head_dim);

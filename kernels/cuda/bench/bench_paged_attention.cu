@@ -12,7 +12,7 @@
 //
 // Output lines: copy_bw,<GB/s> ; ours,<type>,<case>,<batch>,<ctx>,<us>,<kv_bytes>,<GB/s>,
 // <fraction of copy bw>,<chunk>,<items>,<plan_us> ; mem,<type>,ragged,<paged bytes>,<padded bytes>
-//   bench_paged_attention [--types bf16,q8_0,q4_0] [--iters 30] [--quick]
+//   bench_paged_attention [--types bf16,q8_0,q4_0] [--iters 30] [--quick] [--case B,L]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -201,6 +201,7 @@ int main(int argc, char** argv) {
     std::vector<DType> types{DType::bf16, DType::q8_0, DType::q4_0};
     int iters = 30;
     bool quick = false;
+    int only_b = 0, only_l = 0;  // --case B,L (L = 0: the ragged batch)
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
       if (a == "--types" && i + 1 < argc) {
@@ -216,8 +217,11 @@ int main(int argc, char** argv) {
         iters = std::atoi(argv[++i]);
       } else if (a == "--quick") {
         quick = true;
+      } else if (a == "--case" && i + 1 < argc) {
+        if (std::sscanf(argv[++i], "%d,%d", &only_b, &only_l) != 2) only_b = 0;
       } else {
-        std::fprintf(stderr, "usage: bench_paged_attention [--types bf16,q8_0,q4_0] [--iters N] [--quick]\n");
+        std::fprintf(stderr,
+                     "usage: bench_paged_attention [--types bf16,q8_0,q4_0] [--iters N] [--quick] [--case B,L]\n");
         return 2;
       }
     }
@@ -232,6 +236,14 @@ int main(int argc, char** argv) {
     Case ragged{"ragged", {131072}};
     for (int i = 0; i < 7; ++i) ragged.lens.push_back(8192);
     cases.push_back(ragged);
+    if (only_b > 0) {  // one case only (for profiling)
+      std::vector<Case> keep;
+      for (const Case& c : cases)
+        if ((only_l == 0 && c.name == "ragged") ||
+            (c.name == "uniform" && static_cast<int>(c.lens.size()) == only_b && c.lens[0] == only_l))
+          keep.push_back(c);
+      cases = keep;
+    }
     for (DType t : types) {
       for (const Case& c : cases) run_case(t, c, iters, bw);
       int64_t paged = 0;
