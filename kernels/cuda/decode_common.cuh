@@ -26,8 +26,6 @@ struct DecodeArgs {
   const int32_t* seq_lens;
   const int32_t* seq_rows;
   const DecodeWorkItem* items;
-  const int32_t* seq_item_begin;  // [n_seqs + 1] partial slots per sequence
-  int32_t* counters;              // [n_seqs, gridDim.x] finished chunks (tensor-core kernel)
   int32_t* guard;
   int64_t num_blocks;
   int64_t table_stride;
@@ -110,7 +108,11 @@ struct TcConfig {
   int64_t smem_bytes = 0;
   bool supported = false;
 };
-TcConfig tc_config(DType k_type, DType v_type, int head_dim, int64_t smem_optin);
+// Stages and shared memory for an instantiation using `regs` registers per thread, on a
+// device with smem_per_sm bytes per SM (smem_optin per block): the most resident blocks
+// (up to three) that registers allow and that still get three stages each.
+TcConfig tc_config(DType k_type, DType v_type, int head_dim, int regs, int64_t static_smem, int64_t smem_optin,
+                   int64_t smem_per_sm);
 
 // One instantiation of the tensor-core kernel: its symbol (for attributes and occupancy)
 // and its launcher. tc_entry_for<K> is defined in decode_tc_<K>.cu, one file per K type so

@@ -40,6 +40,12 @@ constexpr int tc_chunk_bytes(int rb) { return rb % 16 == 0 ? 16 : 8; }
 constexpr int tc_warp_stage_bytes(DType k, DType v, int D) { return 16 * (tc_row_bytes(k, D) + tc_row_bytes(v, D)); }
 // The final cross-warp merge: per warp 8 heads x D partial outputs, 8 maxima, 8 sums.
 constexpr int tc_merge_bytes(int D) { return kTcWarps * (kTcHeads * D + 2 * kTcHeads) * 4; }
+// Thread blocks per SM the register budget is sized for: three when three blocks of three
+// stages fit in shared memory (the dequantising kernels need the extra warps to hide their
+// integer-to-f16 work), else one (the compiler then may use up to 255 registers).
+constexpr int tc_min_blocks(DType k, DType v, int D) {
+  return 3 * 3 * kTcWarps * tc_warp_stage_bytes(k, v, D) <= 227 * 1024 ? 3 : 1;
+}
 
 #if DS_GPU_HAS_MMA_SM80
 
@@ -47,10 +53,15 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-template <int N>
+// kWholeLines: the row covers whole 128-byte lines (bf16/f16 rows), so the L2 may fetch
+// full lines; quantised rows straddle lines shared with the next head's row, and a line
+// prefetch would pull bytes another thread block reads.
+template <int N, bool kWholeLines = false>
 __device__ __forceinline__ void cp_async(uint32_t dst, const void* src, int src_bytes) {
-  if constexpr (N == 16)
+  if constexpr (N == 16 && kWholeLines)
     asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+  else if constexpr (N == 16)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
   else
     asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
 }
@@ -183,7 +194,7 @@ __device__ __forceinline__ int v_dim(int i, int rho) {
 #endif  // DS_GPU_HAS_MMA_SM80
 
 template <DType KT, DType VT, int D>
-__global__ void __launch_bounds__(kTcWarps * 32, 1) decode_tc_kernel(const DecodeArgs a) {
+__global__ void __launch_bounds__(kTcWarps * 32, tc_min_blocks(KT, VT, D)) decode_tc_kernel(const DecodeArgs a) {
 #if DS_GPU_HAS_MMA_SM80 && defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800)
   constexpr int RK = tc_row_bytes(KT, D), RV = tc_row_bytes(VT, D);
   constexpr int CHK = tc_chunk_bytes(RK), CHV = tc_chunk_bytes(RV);
@@ -248,7 +259,7 @@ __global__ void __launch_bounds__(kTcWarps * 32, 1) decode_tc_kernel(const Decod
         const int64_t ri = __shfl_sync(0xffffffffu, myrow, row);
         if (ok) {
           const int pcol = KQ ? col : (col ^ (row & 7));
-          cp_async<CHK>(smem_addr(kst + row * RK + pcol * CHK), a.k_pool + (ri >= 0 ? ri * RK : 0) + col * CHK,
+          cp_async<CHK, !KQ>(smem_addr(kst + row * RK + pcol * CHK), a.k_pool + (ri >= 0 ? ri * RK : 0) + col * CHK,
                         ri >= 0 ? CHK : 0);
         }
       }
@@ -261,7 +272,7 @@ __global__ void __launch_bounds__(kTcWarps * 32, 1) decode_tc_kernel(const Decod
         const int64_t ri = __shfl_sync(0xffffffffu, myrow, row);
         if (ok) {
           const int pcol = VQ ? col : (col ^ (row & 7));
-          cp_async<CHV>(smem_addr(vst + row * RV + pcol * CHV), a.v_pool + (ri >= 0 ? ri * RV : 0) + col * CHV,
+          cp_async<CHV, !VQ>(smem_addr(vst + row * RV + pcol * CHV), a.v_pool + (ri >= 0 ? ri * RV : 0) + col * CHV,
                         ri >= 0 ? CHV : 0);
         }
       }
@@ -510,6 +521,11 @@ __global__ void __launch_bounds__(kTcWarps * 32, 1) decode_tc_kernel(const Decod
     st_use = st_use + 1 == S ? 0 : st_use + 1;
   }
   cp_async_wait<0>();
+  // The merge kernel (launched with programmatic stream serialization) may start its launch
+  // now; it waits for this grid's results before reading them.
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
 
   // ---- merge the four warps' states and write
 #pragma unroll
@@ -558,70 +574,6 @@ __global__ void __launch_bounds__(kTcWarps * 32, 1) decode_tc_kernel(const Decod
       lse = M + log2f(L);
     }
     write_result(a, r, kvh * a.group + hc * kTcHeads + h, d, val, lse);
-  }
-  if (r.flags & kItemOnly) return;
-
-  // ---- split sequences: the last chunk to finish merges all chunks' partials (so no second
-  // kernel is launched). Its counter is reset for the next call.
-  __shared__ int last_chunk;
-  __threadfence();
-  __syncthreads();
-  const int pb = a.seq_item_begin[r.seq], pe = a.seq_item_begin[r.seq + 1];
-  if (threadIdx.x == 0) {
-    int* counter = a.counters + static_cast<int64_t>(r.seq) * gridDim.x + blockIdx.x;
-    last_chunk = atomicAdd(counter, 1) == pe - pb - 1;
-    if (last_chunk) *counter = 0;
-  }
-  __syncthreads();
-  if (!last_chunk) return;
-  __threadfence();
-  const int qhead0 = kvh * a.group + hc * kTcHeads;
-  {  // per head: maximum and sum of 2^lse over the chunks, 16 threads per head
-    const int h = threadIdx.x >> 4, j = threadIdx.x & 15;
-    const bool live = h < heads_here;
-    float M = kNegInf;
-    for (int p = pb + j; live && p < pe; p += 16)
-      M = fmaxf(M, __ldcg(a.part_lse + static_cast<int64_t>(p) * a.n_q_heads + qhead0 + h));
-#pragma unroll
-    for (int off = 1; off < 16; off <<= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, off));
-    float L = 0.f;
-    for (int p = pb + j; live && M != kNegInf && p < pe; p += 16)
-      L += exp2f(__ldcg(a.part_lse + static_cast<int64_t>(p) * a.n_q_heads + qhead0 + h) - M);
-#pragma unroll
-    for (int off = 1; off < 16; off <<= 1) L += __shfl_xor_sync(0xffffffffu, L, off);
-    if (live && j == 0) {
-      red_m[h] = M;
-      red_l[h] = L > 0.f ? 1.f / L : 0.f;
-    }
-  }
-  __syncthreads();
-  constexpr int D4 = D / 4;
-  for (int idx = threadIdx.x; idx < heads_here * D4; idx += kTcWarps * 32) {
-    const int h = idx / D4, d4 = idx - h * D4;
-    const float M = red_m[h], invL = red_l[h];
-    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (M != kNegInf) {
-#pragma unroll 4
-      for (int p = pb; p < pe; ++p) {
-        const int64_t row = static_cast<int64_t>(p) * a.n_q_heads + qhead0 + h;
-        const float w = exp2f(__ldcg(a.part_lse + row) - M) * invL;
-        const float4 v = __ldcg(reinterpret_cast<const float4*>(a.part_o + row * D) + d4);
-        acc.x += w * v.x;
-        acc.y += w * v.y;
-        acc.z += w * v.z;
-        acc.w += w * v.w;
-      }
-    }
-    const int64_t o = (static_cast<int64_t>(r.seq) * a.n_q_heads + qhead0 + h) * D + 4 * d4;
-    if (a.out_f32) {
-      *reinterpret_cast<float4*>(static_cast<float*>(a.out) + o) = acc;
-    } else {
-      uint16_t* ob = static_cast<uint16_t*>(a.out) + o;
-      ob[0] = f32_to_bf16_bits(acc.x);
-      ob[1] = f32_to_bf16_bits(acc.y);
-      ob[2] = f32_to_bf16_bits(acc.z);
-      ob[3] = f32_to_bf16_bits(acc.w);
-    }
   }
 #endif
 }

@@ -16,24 +16,27 @@
 namespace ds::cuda {
 namespace detail {
 
-TcConfig tc_config(DType k, DType v, int D, int64_t smem_optin) {
+TcConfig tc_config(DType k, DType v, int D, int regs, int64_t static_smem, int64_t smem_optin, int64_t smem_per_sm) {
 #if DS_GPU_HAS_MMA_SM80
   if (D != 128 && D != 256) return {};
   const int64_t cta_stage = int64_t{kTcWarps} * 16 * (row_bytes(k, D) + row_bytes(v, D));
-  // Two resident blocks per SM when three stages fit in half the SM's shared memory (more
-  // warps to hide the dequantisation work), else one block with as many stages as fit.
-  const int64_t half = (smem_optin + 1024) / 2 - 1024;
-  TcConfig c;
-  if (half / cta_stage >= 3)
-    c.stages = static_cast<int>(std::min<int64_t>(half / cta_stage, 6));
-  else
-    c.stages = static_cast<int>(std::min<int64_t>(smem_optin / cta_stage, 8));
-  if (c.stages < 2) return {};
-  c.smem_bytes = std::max<int64_t>(c.stages * cta_stage, tc_merge_bytes(D));
-  c.supported = c.smem_bytes <= smem_optin;
-  return c;
+  const int64_t regs_per_block = int64_t{kTcWarps} * 32 * ((regs + 7) / 8 * 8);
+  const int max_by_regs = static_cast<int>(std::min<int64_t>(3, 65536 / std::max<int64_t>(regs_per_block, 1)));
+  for (int blocks = max_by_regs; blocks >= 1; --blocks) {
+    // Each resident block costs 1 KB of reserved shared memory besides its own.
+    const int64_t per_block = std::min(smem_optin, smem_per_sm / blocks - 1024 - static_smem);
+    const int64_t stages = std::min<int64_t>(per_block / cta_stage, blocks == 1 ? 8 : 6);
+    if (stages >= 3 || (blocks == 1 && stages >= 2)) {
+      TcConfig c;
+      c.stages = static_cast<int>(stages);
+      c.smem_bytes = std::max<int64_t>(stages * cta_stage, tc_merge_bytes(D));
+      c.supported = c.smem_bytes <= per_block;
+      return c;
+    }
+  }
+  return {};
 #else
-  (void)k, (void)v, (void)D, (void)smem_optin;
+  (void)k, (void)v, (void)D, (void)regs, (void)static_smem, (void)smem_optin, (void)smem_per_sm;
   return {};
 #endif
 }
@@ -63,30 +66,77 @@ void ensure_smem_limit(const void* symbol, int64_t bytes) {
   have = bytes;
 }
 
+// One block per (sequence, query head); thread t owns elements 4t..4t+3 of head_dim. The
+// weights 2^(lse - max) / sum of up to kMergeBatch chunks at a time sit in shared memory, so
+// the loop over chunks is a stream of independent 16-byte loads.
+constexpr int kMergeBatch = 1024;
+
 __global__ void merge_partials_kernel(const float* part_o, const float* part_lse, const int32_t* begin, void* out,
                                       bool out_f32, int n_q_heads, int D) {
-  const int s = blockIdx.x, h = blockIdx.y;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the decode kernel's partials are complete
+#endif
+  __shared__ float w[kMergeBatch];
+  __shared__ float red[32];
+  const int s = blockIdx.x, h = blockIdx.y, tid = threadIdx.x, nt = blockDim.x;
   const int b = begin[s], e = begin[s + 1];
   if (e - b <= 1) return;  // the only chunk wrote the output itself
   const float neg_inf = -__builtin_huge_valf();
+  auto block_reduce = [&](float v, bool is_max) {
+    for (int off = 16; off > 0; off >>= 1) {
+#if DS_GPU_HIP
+      const float o = __shfl_xor(v, off);
+#else
+      const float o = __shfl_xor_sync(0xffffffffu, v, off);
+#endif
+      v = is_max ? fmaxf(v, o) : v + o;
+    }
+    __syncthreads();
+    if ((tid & 31) == 0) red[tid >> 5] = v;
+    __syncthreads();
+    v = is_max ? neg_inf : 0.f;
+    for (int i = 0; i < (nt + 31) / 32; ++i) v = is_max ? fmaxf(v, red[i]) : v + red[i];
+    return v;
+  };
   float M = neg_inf;
-  for (int i = b; i < e; ++i) M = fmaxf(M, part_lse[static_cast<int64_t>(i) * n_q_heads + h]);
-  for (int d = threadIdx.x; d < D; d += blockDim.x) {
-    float acc = 0.f, w = 0.f;
-    if (M != neg_inf) {
-      for (int i = b; i < e; ++i) {
-        const int64_t p = static_cast<int64_t>(i) * n_q_heads + h;
-        const float x = exp2f(part_lse[p] - M);  // an empty chunk has lse -inf: weight 0
-        w += x;
-        acc += x * part_o[p * D + d];
+  for (int p = b + tid; p < e; p += nt) M = fmaxf(M, part_lse[static_cast<int64_t>(p) * n_q_heads + h]);
+  M = block_reduce(M, true);
+  float L = 0.f;
+  if (M != neg_inf)
+    for (int p = b + tid; p < e; p += nt) L += exp2f(part_lse[static_cast<int64_t>(p) * n_q_heads + h] - M);
+  L = block_reduce(L, false);
+  const float inv = L > 0.f ? 1.f / L : 0.f;
+  const int d0 = 4 * tid;
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int p0 = b; M != neg_inf && p0 < e; p0 += kMergeBatch) {
+    const int n = min(kMergeBatch, e - p0);
+    __syncthreads();
+    for (int i = tid; i < n; i += nt)
+      w[i] = exp2f(part_lse[static_cast<int64_t>(p0 + i) * n_q_heads + h] - M) * inv;
+    __syncthreads();
+    if (d0 < D) {
+#pragma unroll 8
+      for (int i = 0; i < n; ++i) {
+        const float4 v =
+            *reinterpret_cast<const float4*>(part_o + (static_cast<int64_t>(p0 + i) * n_q_heads + h) * D + d0);
+        acc.x += w[i] * v.x;
+        acc.y += w[i] * v.y;
+        acc.z += w[i] * v.z;
+        acc.w += w[i] * v.w;
       }
     }
-    const float val = w > 0.f ? acc / w : 0.f;
-    const int64_t o = (static_cast<int64_t>(s) * n_q_heads + h) * D + d;
-    if (out_f32)
-      static_cast<float*>(out)[o] = val;
-    else
-      static_cast<uint16_t*>(out)[o] = f32_to_bf16_bits(val);
+  }
+  if (d0 < D) {
+    const int64_t o = (static_cast<int64_t>(s) * n_q_heads + h) * D + d0;
+    if (out_f32) {
+      *reinterpret_cast<float4*>(static_cast<float*>(out) + o) = acc;
+    } else {
+      uint16_t* ob = static_cast<uint16_t*>(out) + o;
+      ob[0] = f32_to_bf16_bits(acc.x);
+      ob[1] = f32_to_bf16_bits(acc.y);
+      ob[2] = f32_to_bf16_bits(acc.z);
+      ob[3] = f32_to_bf16_bits(acc.w);
+    }
   }
 }
 
@@ -115,8 +165,9 @@ void validate_pools(const KvPoolView& p, int32_t n_q_heads) {
 DecodeDevice describe_decode(const KvPoolView& pools, int32_t n_q_heads, const DecodeOptions& opts) {
   using namespace detail;
   validate_pools(pools, n_q_heads);
-  int dev = 0, sms = 0, optin = 0, cc = 0;
+  int dev = 0, sms = 0, optin = 0, cc = 0, per_sm_smem = 0;
   DS_GPU_CHECK(gpuGetDevice(&dev));
+  DS_GPU_CHECK(gpuDeviceGetAttribute(&per_sm_smem, gpuDevAttrMaxSharedMemoryPerMultiprocessor, dev));
   DS_GPU_CHECK(gpuDeviceGetAttribute(&sms, gpuDevAttrMultiProcessorCount, dev));
   DS_GPU_CHECK(gpuDeviceGetAttribute(&optin, gpuDevAttrMaxSharedMemoryPerBlockOptin, dev));
   DS_GPU_CHECK(gpuDeviceGetAttribute(&cc, gpuDevAttrComputeCapabilityMajor, dev));
@@ -125,8 +176,15 @@ DecodeDevice describe_decode(const KvPoolView& pools, int32_t n_q_heads, const D
   const bool tc_ok = false;
   TcConfig tc;
 #else
-  const TcConfig tc = tc_config(pools.k_type, pools.v_type, pools.head_dim, optin);
-  const bool tc_ok = tc.supported && cc >= 8;
+  TcConfig tc;
+  const TcEntry entry = tc_entry(pools.k_type, pools.v_type, pools.head_dim);
+  if (entry.symbol && cc >= 8) {
+    cudaFuncAttributes fa{};
+    DS_GPU_CHECK(cudaFuncGetAttributes(&fa, entry.symbol));
+    tc = tc_config(pools.k_type, pools.v_type, pools.head_dim, fa.numRegs, static_cast<int64_t>(fa.sharedSizeBytes),
+                   optin, per_sm_smem);
+  }
+  const bool tc_ok = tc.supported;
 #endif
   DecodeKernel kernel = opts.kernel;
   if (kernel == DecodeKernel::automatic) kernel = tc_ok ? DecodeKernel::tensor_core : DecodeKernel::portable;
@@ -172,7 +230,7 @@ namespace {
 constexpr int64_t kAlign = 256;
 int64_t align_up(int64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 struct WsLayout {
-  int64_t items, begin, part_o, part_lse, counters, guard, total;
+  int64_t items, begin, part_o, part_lse, guard, total;
 };
 WsLayout ws_layout(int32_t max_items, int32_t max_seqs, int32_t n_q_heads, int32_t head_dim) {
   WsLayout l;
@@ -180,8 +238,7 @@ WsLayout ws_layout(int32_t max_items, int32_t max_seqs, int32_t n_q_heads, int32
   l.begin = align_up(l.items + int64_t{max_items} * static_cast<int64_t>(sizeof(DecodeWorkItem)));
   l.part_o = align_up(l.begin + (int64_t{max_seqs} + 1) * 4);
   l.part_lse = align_up(l.part_o + int64_t{max_items} * n_q_heads * head_dim * 4);
-  l.counters = align_up(l.part_lse + int64_t{max_items} * n_q_heads * 4);
-  l.guard = align_up(l.counters + int64_t{max_seqs} * n_q_heads * 4);
+  l.guard = align_up(l.part_lse + int64_t{max_items} * n_q_heads * 4);
   l.total = align_up(l.guard + 8);
   return l;
 }
@@ -198,9 +255,8 @@ DecodeWorkspace::DecodeWorkspace(int32_t max_items, int32_t max_seqs, int32_t n_
   dev_.seq_item_begin = reinterpret_cast<int32_t*>(base + l.begin);
   dev_.part_o = reinterpret_cast<float*>(base + l.part_o);
   dev_.part_lse = reinterpret_cast<float*>(base + l.part_lse);
-  dev_.counters = reinterpret_cast<int32_t*>(base + l.counters);
   dev_.guard = reinterpret_cast<int32_t*>(base + l.guard);
-  DS_GPU_CHECK(gpuMemsetAsync(base + l.counters, 0, static_cast<size_t>(l.total - l.counters), nullptr));
+  DS_GPU_CHECK(gpuMemsetAsync(dev_.guard, 0, 8, nullptr));
   DS_GPU_CHECK(gpuMallocHost(&staging_, static_cast<size_t>(l.begin + (int64_t{max_seqs} + 1) * 4)));
   gpuEvent_t ev;
   DS_GPU_CHECK(gpuEventCreateWithFlags(&ev, gpuEventDisableTiming));
@@ -301,8 +357,6 @@ void paged_attention_decode(const KvPoolView& pools, const DecodeQuery& q, Decod
   a.seq_lens = q.seq_lens;
   a.seq_rows = q.seq_rows;
   a.items = ws.device().items;
-  a.seq_item_begin = ws.device().seq_item_begin;
-  a.counters = ws.device().counters;
   a.guard = ws.device().guard;
   a.num_blocks = pools.num_blocks;
   a.table_stride = q.block_table_stride;
@@ -329,16 +383,35 @@ void paged_attention_decode(const KvPoolView& pools, const DecodeQuery& q, Decod
     const TcEntry e = tc_entry(pools.k_type, pools.v_type, pools.head_dim);
     if (!e.launch) bad("no tensor-core kernel for these types and head_dim");
     ensure_smem_limit(e.symbol, dev.smem_bytes);
-    e.launch(a, grid, dev.smem_bytes, s);  // merges split sequences itself
+    e.launch(a, grid, dev.smem_bytes, s);
     DS_GPU_CHECK_LAUNCH();
   } else {
     ensure_smem_limit(portable_symbol(pools.k_type, pools.v_type), dev.smem_bytes);
     launch_portable(a, pools.k_type, pools.v_type, grid, s);
   }
-  if (plan.needs_merge && dev.kernel == DecodeKernel::portable) {
+  if (plan.needs_merge) {
     const dim3 mgrid(static_cast<unsigned>(q.n_seqs), static_cast<unsigned>(q.n_q_heads));
-    merge_partials_kernel<<<mgrid, std::min(pools.head_dim, 256), 0, s>>>(
-        a.part_o, a.part_lse, ws.device().seq_item_begin, q.out, a.out_f32, q.n_q_heads, pools.head_dim);
+    const unsigned threads = static_cast<unsigned>(std::max(32, (pools.head_dim / 4 + 31) / 32 * 32));
+    const bool out_f32 = a.out_f32;
+    const int n_q_heads = q.n_q_heads, D = pools.head_dim;
+    const int32_t* begin = ws.device().seq_item_begin;
+#if DS_GPU_HIP
+    merge_partials_kernel<<<mgrid, threads, 0, s>>>(a.part_o, a.part_lse, begin, q.out, out_f32, n_q_heads, D);
+#else
+    // Programmatic dependent launch: the merge blocks are scheduled while the decode kernel
+    // drains and wait in griddepcontrol.wait for its results.
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = mgrid;
+    cfg.blockDim = dim3(threads);
+    cfg.stream = s;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = dev.kernel == DecodeKernel::tensor_core ? 1 : 0;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    DS_GPU_CHECK(cudaLaunchKernelEx(&cfg, merge_partials_kernel, static_cast<const float*>(a.part_o),
+                                    static_cast<const float*>(a.part_lse), begin, q.out, out_f32, n_q_heads, D));
+#endif
     DS_GPU_CHECK_LAUNCH();
   }
 #ifndef NDEBUG

@@ -23,9 +23,9 @@
 // The plan splits every sequence into chunks of plan.chunk_tokens tokens (split-K) so that
 // batch 1 at 4K context still fills all multiprocessors; each (chunk, KV head) is one thread
 // block that computes all query heads of the group, so every K/V row is read once. Chunks of
-// a sequence are merged with a log-sum-exp by the chunk that finishes last (tensor-core
-// kernel) or by a second small kernel (portable kernel); a sequence that fits in one chunk is
-// written directly. A sequence of length 0 produces zeros.
+// a sequence are merged with a log-sum-exp by a second small kernel (on sm_90 launched with
+// programmatic dependent launch, so its launch overlaps the decode kernel's tail); a sequence
+// that fits in one chunk is written directly. A sequence of length 0 produces zeros.
 //
 // Kernels: `tensor_core` (NVIDIA sm_80+, mma.sync bf16/f16 with fp32 accumulation and
 // cp.async pipelining; quantised K/V are consumed as exact small integers with the block
@@ -148,9 +148,7 @@ class KvBoundsError : public std::out_of_range {
 };
 
 // Device scratch for one decode call at a time: the uploaded plan, the split partials
-// (fp32, normalised, with base-2 log-sum-exp), the per-sequence chunk counters with which the
-// tensor-core kernel's last chunk merges the others (reset by that chunk, so the workspace is
-// reusable and graph-capturable), and the guard word.
+// (fp32, normalised, with base-2 log-sum-exp) and the guard word.
 class DecodeWorkspace {
  public:
   DecodeWorkspace(int32_t max_items, int32_t max_seqs, int32_t n_q_heads, int32_t head_dim);
@@ -180,8 +178,7 @@ class DecodeWorkspace {
     int32_t* seq_item_begin;
     float* part_o;
     float* part_lse;
-    int32_t* counters;  // finished chunks per (sequence, thread-block column)
-    int32_t* guard;     // [0]: tripped flag, [1]: first bad id
+    int32_t* guard;  // [0]: tripped flag, [1]: first bad id
   };
   const Device& device() const { return dev_; }
   int32_t* guard_word() const { return dev_.guard; }
