@@ -11,7 +11,7 @@
 // scripts/attn_torch_baseline.py does.
 //
 // Output lines: copy_bw,<GB/s> ; ours,<type>,<case>,<batch>,<ctx>,<us>,<kv_bytes>,<GB/s>,
-// <fraction of copy bw>,<chunk>,<items>,<plan_us> ; mem,<type>,ragged,<paged bytes>,<padded bytes>
+// <fraction of copy bw>,<chunk>,<items>,<plan_us>,<blocks per SM>,<stages> ; mem,<type>,ragged,<paged bytes>,<padded bytes>
 //   bench_paged_attention [--types bf16,q8_0,q4_0] [--iters 30] [--quick] [--case B,L]
 #include <algorithm>
 #include <chrono>
@@ -182,9 +182,10 @@ void run_case(DType t, const Case& c, int iters, double copy_gbps) {
   const int n = std::max(iters, 2 * copies);
   const float us = median_us(run, n);
   const double gbps = static_cast<double>(kv_bytes) / (us * 1e-6) / 1e9;
-  std::printf("ours,%s,%s,%d,%d,%.2f,%lld,%.0f,%.3f,%d,%zu,%.1f\n", std::string(ds::dtype_name(t)).c_str(),
+  std::printf("ours,%s,%s,%d,%d,%.2f,%lld,%.0f,%.3f,%d,%zu,%.1f,%d,%d\n", std::string(ds::dtype_name(t)).c_str(),
               c.name.c_str(), B, *std::max_element(c.lens.begin(), c.lens.end()), us,
-              static_cast<long long>(kv_bytes), gbps, gbps / copy_gbps, plan.chunk_tokens, plan.items.size(), plan_us);
+              static_cast<long long>(kv_bytes), gbps, gbps / copy_gbps, plan.chunk_tokens, plan.items.size(), plan_us,
+              dev.ctas_per_sm, dev.stages);
   std::fflush(stdout);
   gpuFree(pools.k);
   gpuFree(pools.v);
