@@ -40,12 +40,7 @@ constexpr int tc_chunk_bytes(int rb) { return rb % 16 == 0 ? 16 : 8; }
 constexpr int tc_warp_stage_bytes(DType k, DType v, int D) { return 16 * (tc_row_bytes(k, D) + tc_row_bytes(v, D)); }
 // The final cross-warp merge: per warp 8 heads x D partial outputs, 8 maxima, 8 sums.
 constexpr int tc_merge_bytes(int D) { return kTcWarps * (kTcHeads * D + 2 * kTcHeads) * 4; }
-// Thread blocks per SM the register budget is sized for: three when three blocks of three
-// stages fit in shared memory (the dequantising kernels need the extra warps to hide their
-// integer-to-f16 work), else one (the compiler then may use up to 255 registers).
-constexpr int tc_min_blocks(DType k, DType v, int D) {
-  return 3 * 3 * kTcWarps * tc_warp_stage_bytes(k, v, D) <= 227 * 1024 ? 3 : 1;
-}
+
 
 #if DS_GPU_HAS_MMA_SM80
 
@@ -53,15 +48,13 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-// kWholeLines: the row covers whole 128-byte lines (bf16/f16 rows), so the L2 may fetch
-// full lines; quantised rows straddle lines shared with the next head's row, and a line
-// prefetch would pull bytes another thread block reads.
-template <int N, bool kWholeLines = false>
+// 16-byte copies ask the L2 for whole 128-byte lines: measured on the H200, this keeps Q8_0
+// (272-byte rows that straddle lines shared with the next head's row) at 3.4 TB/s instead
+// of 2.9 TB/s without the hint (docs/benchmarks.md).
+template <int N>
 __device__ __forceinline__ void cp_async(uint32_t dst, const void* src, int src_bytes) {
-  if constexpr (N == 16 && kWholeLines)
+  if constexpr (N == 16)
     asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
-  else if constexpr (N == 16)
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
   else
     asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
 }
@@ -194,7 +187,7 @@ __device__ __forceinline__ int v_dim(int i, int rho) {
 #endif  // DS_GPU_HAS_MMA_SM80
 
 template <DType KT, DType VT, int D>
-__global__ void __launch_bounds__(kTcWarps * 32, tc_min_blocks(KT, VT, D)) decode_tc_kernel(const DecodeArgs a) {
+__global__ void __launch_bounds__(kTcWarps * 32, 1) decode_tc_kernel(const DecodeArgs a) {
 #if DS_GPU_HAS_MMA_SM80 && defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800)
   constexpr int RK = tc_row_bytes(KT, D), RV = tc_row_bytes(VT, D);
   constexpr int CHK = tc_chunk_bytes(RK), CHV = tc_chunk_bytes(RV);
@@ -259,7 +252,7 @@ __global__ void __launch_bounds__(kTcWarps * 32, tc_min_blocks(KT, VT, D)) decod
         const int64_t ri = __shfl_sync(0xffffffffu, myrow, row);
         if (ok) {
           const int pcol = KQ ? col : (col ^ (row & 7));
-          cp_async<CHK, !KQ>(smem_addr(kst + row * RK + pcol * CHK), a.k_pool + (ri >= 0 ? ri * RK : 0) + col * CHK,
+          cp_async<CHK>(smem_addr(kst + row * RK + pcol * CHK), a.k_pool + (ri >= 0 ? ri * RK : 0) + col * CHK,
                         ri >= 0 ? CHK : 0);
         }
       }
@@ -272,7 +265,7 @@ __global__ void __launch_bounds__(kTcWarps * 32, tc_min_blocks(KT, VT, D)) decod
         const int64_t ri = __shfl_sync(0xffffffffu, myrow, row);
         if (ok) {
           const int pcol = VQ ? col : (col ^ (row & 7));
-          cp_async<CHV, !VQ>(smem_addr(vst + row * RV + pcol * CHV), a.v_pool + (ri >= 0 ? ri * RV : 0) + col * CHV,
+          cp_async<CHV>(smem_addr(vst + row * RV + pcol * CHV), a.v_pool + (ri >= 0 ? ri * RV : 0) + col * CHV,
                         ri >= 0 ? CHV : 0);
         }
       }
