@@ -28,8 +28,11 @@ namespace ds::chat {
 using FilterFn = Value (*)(Interpreter&, const Value& input, CallArgs& args);
 using TestFn = bool (*)(Interpreter&, const Value& input, CallArgs& args);
 
-FilterFn find_filter(std::string_view name);
-TestFn find_test(std::string_view name);
+bool has_filter(std::string_view name);
+bool has_test(std::string_view name);
+// Apply a filter / test, checking the arguments the way Python checks the call.
+Value call_filter(Interpreter& in, std::string_view name, const Value& input, CallArgs& args);
+bool call_test(Interpreter& in, std::string_view name, const Value& input, CallArgs& args);
 
 // True when `name` is a Python attribute (method) of obj's built-in type, which jinja2's
 // getattr prefers over a dict key of the same name.

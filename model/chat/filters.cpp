@@ -53,9 +53,12 @@ Value f_abs(Interpreter&, const Value& v, CallArgs&) {
   eval_fail("bad operand type for abs(): '" + v.type_name() + "'");
 }
 
+// attr() looks up a Python attribute only: a dict's keys are not attributes.
 Value f_attr(Interpreter& in, const Value& v, CallArgs& a) {
   const auto name = args::get_str(a, 0, "name");
   if (!name) eval_fail("attr() needs an attribute name");
+  if (v.is_dict() && !v.is_namespace() && !has_method(v, *name))
+    return Value::undefined("'dict object' has no attribute '" + *name + "'");
   return in.getattr(v, *name);
 }
 
@@ -174,6 +177,17 @@ std::optional<int64_t> parse_int(const std::string& raw, int base) {
     ++i;
   }
   if (i >= t.size()) return std::nullopt;
+  // Python accepts the prefix of the base (and base 0 picks the base from the prefix).
+  if (i + 1 < t.size() && t[i] == '0') {
+    const char p = static_cast<char>(std::tolower(static_cast<unsigned char>(t[i + 1])));
+    const int prefixed = p == 'x' ? 16 : (p == 'o' ? 8 : (p == 'b' ? 2 : 0));
+    if (prefixed && (base == prefixed || base == 0)) {
+      base = prefixed;
+      i += 2;
+    }
+  }
+  if (base == 0) base = 10;
+  if (i >= t.size()) return std::nullopt;
   int64_t value = 0;
   for (; i < t.size(); ++i) {
     const char c = static_cast<char>(std::tolower(static_cast<unsigned char>(t[i])));
@@ -207,7 +221,7 @@ Value f_int(Interpreter&, const Value& v, CallArgs& a) {
     return Value(static_cast<int64_t>(f));
   }
   if (v.is_string()) {
-    if (base >= 2 && base <= 36)
+    if (base == 0 || (base >= 2 && base <= 36))
       if (const auto i = parse_int(v.str(), static_cast<int>(base))) return Value(*i);
     const auto d = parse_float(v.str());
     if (d && std::isfinite(*d) && std::fabs(*d) < 9.2e18) return Value(static_cast<int64_t>(*d));
@@ -551,32 +565,88 @@ Value f_wordcount(Interpreter&, const Value& v, CallArgs&) {
   return Value(n);
 }
 
-const std::unordered_map<std::string_view, FilterFn>& filter_table() {
-  static const std::unordered_map<std::string_view, FilterFn> table = {
-      {"abs", f_abs},           {"attr", f_attr},         {"capitalize", f_capitalize},
-      {"center", f_center},     {"count", f_length},      {"d", f_default},
-      {"default", f_default},   {"dictsort", f_dictsort}, {"e", f_escape},
-      {"escape", f_escape},     {"first", f_first},       {"float", f_float},
-      {"format", f_format},     {"indent", f_indent},     {"int", f_int},
-      {"items", f_items},       {"join", f_join},         {"last", f_last},
-      {"length", f_length},     {"list", f_list},         {"lower", f_lower},
-      {"map", f_map},           {"max", f_max},           {"min", f_min},
-      {"reject", f_reject},     {"rejectattr", f_rejectattr}, {"replace", f_replace},
-      {"reverse", f_reverse},   {"round", f_round},       {"safe", f_safe},
-      {"select", f_select},     {"selectattr", f_selectattr}, {"sort", f_sort},
-      {"string", f_string},     {"sum", f_sum},           {"title", f_title},
-      {"tojson", f_tojson},     {"trim", f_trim},         {"truncate", f_truncate},
-      {"unique", f_unique},     {"upper", f_upper},       {"wordcount", f_wordcount},
+struct FilterSpec {
+  FilterFn fn;
+  std::vector<std::string_view> params;  // after the input; checked unless variadic
+  bool variadic = false;
+};
+
+const std::unordered_map<std::string_view, FilterSpec>& filter_table() {
+  static const std::unordered_map<std::string_view, FilterSpec> table = {
+      {"abs", {f_abs, {}}},
+      {"attr", {f_attr, {"name"}}},
+      {"capitalize", {f_capitalize, {}}},
+      {"center", {f_center, {"width"}}},
+      {"count", {f_length, {}}},
+      {"d", {f_default, {"default_value", "boolean"}}},
+      {"default", {f_default, {"default_value", "boolean"}}},
+      {"dictsort", {f_dictsort, {"case_sensitive", "by", "reverse"}}},
+      {"e", {f_escape, {}}},
+      {"escape", {f_escape, {}}},
+      {"first", {f_first, {}}},
+      {"float", {f_float, {"default"}}},
+      {"format", {f_format, {}, true}},
+      {"indent", {f_indent, {"width", "first", "blank"}}},
+      {"int", {f_int, {"default", "base"}}},
+      {"items", {f_items, {}}},
+      {"join", {f_join, {"d", "attribute"}}},
+      {"last", {f_last, {}}},
+      {"length", {f_length, {}}},
+      {"list", {f_list, {}}},
+      {"lower", {f_lower, {}}},
+      {"map", {f_map, {}, true}},
+      {"max", {f_max, {"case_sensitive", "attribute"}}},
+      {"min", {f_min, {"case_sensitive", "attribute"}}},
+      {"reject", {f_reject, {}, true}},
+      {"rejectattr", {f_rejectattr, {}, true}},
+      {"replace", {f_replace, {"old", "new", "count"}}},
+      {"reverse", {f_reverse, {}}},
+      {"round", {f_round, {"precision", "method"}}},
+      {"safe", {f_safe, {}}},
+      {"select", {f_select, {}, true}},
+      {"selectattr", {f_selectattr, {}, true}},
+      {"sort", {f_sort, {"reverse", "case_sensitive", "attribute"}}},
+      {"string", {f_string, {}}},
+      {"sum", {f_sum, {"attribute", "start"}}},
+      {"title", {f_title, {}}},
+      {"tojson", {f_tojson, {"ensure_ascii", "indent", "separators", "sort_keys"}}},
+      {"trim", {f_trim, {"chars"}}},
+      {"truncate", {f_truncate, {"length", "killwords", "end", "leeway"}}},
+      {"unique", {f_unique, {"case_sensitive", "attribute"}}},
+      {"upper", {f_upper, {}}},
+      {"wordcount", {f_wordcount, {}}},
   };
   return table;
 }
 
+// Python's own argument check for a call of the filter function.
+Value checked_call(const FilterSpec& spec, std::string_view name, Interpreter& in, const Value& v,
+                   CallArgs& a) {
+  if (!spec.variadic) {
+    const std::size_t max = spec.params.size();
+    if (a.positional.size() > max)
+      eval_fail("filter '" + std::string(name) + "' takes at most " + std::to_string(max) +
+                " argument(s) (" + std::to_string(a.positional.size()) + " given)");
+    for (const auto& [k, val] : a.keyword) {
+      const auto it = std::find(spec.params.begin(), spec.params.end(), k);
+      if (it == spec.params.end())
+        eval_fail("filter '" + std::string(name) + "' got an unexpected keyword argument '" + k + "'");
+      if (static_cast<std::size_t>(it - spec.params.begin()) < a.positional.size())
+        eval_fail("filter '" + std::string(name) + "' got multiple values for argument '" + k + "'");
+    }
+  }
+  return spec.fn(in, v, a);
+}
+
 }  // namespace
 
-FilterFn find_filter(std::string_view name) {
+bool has_filter(std::string_view name) { return filter_table().count(name) != 0; }
+
+Value call_filter(Interpreter& in, std::string_view name, const Value& input, CallArgs& args) {
   const auto& t = filter_table();
   const auto it = t.find(name);
-  return it == t.end() ? nullptr : it->second;
+  if (it == t.end()) eval_fail("no filter named '" + std::string(name) + "'");
+  return checked_call(it->second, name, in, input, args);
 }
 
 }  // namespace ds::chat

@@ -281,10 +281,26 @@ std::vector<std::size_t> slice_indices(int64_t n, const Value& start_v, const Va
 
 Frame::Frame(Interpreter& interp, Frame* parent)
     : interp_(interp), parent_(parent), id_(interp.next_frame_id_++) {
-  interp_.live_frames_.insert(id_);
+  interp_.frame_stack_.push_back(this);
 }
 
-Frame::~Frame() { interp_.live_frames_.erase(id_); }
+Frame::~Frame() { interp_.frame_stack_.pop_back(); }
+
+void Frame::set(const std::string& name, Value value) {
+  for (auto& [k, v] : vars_) {
+    if (k == name) {
+      v = std::move(value);
+      return;
+    }
+  }
+  vars_.emplace_back(name, std::move(value));
+}
+
+const Value* Frame::find(std::string_view name) const {
+  for (const auto& [k, v] : vars_)
+    if (k == name) return &v;
+  return nullptr;
+}
 
 // ---- Interpreter ----
 
@@ -332,14 +348,17 @@ std::string Interpreter::render() {
   return out;
 }
 
+// A closure's frame, if it is still alive (a macro can outlive the loop iteration that
+// defined it by being stored in a namespace); otherwise the root frame.
 Frame* Interpreter::live_frame(Frame* f, uint64_t id) const {
-  return live_frames_.count(id) ? f : root_;
+  for (auto it = frame_stack_.rbegin(); it != frame_stack_.rend(); ++it)
+    if (*it == f && f->id() == id) return f;
+  return root_;
 }
 
 Value Interpreter::lookup(const std::string& name, Frame& frame) {
   for (Frame* f = &frame; f; f = f->parent()) {
-    const auto it = f->vars.find(name);
-    if (it != f->vars.end()) return it->second;
+    if (const Value* v = f->find(name)) return *v;
   }
   if (variables_.is_dict())
     if (const Value* v = variables_.dict_obj().find(std::string_view(name))) return *v;
@@ -437,15 +456,11 @@ Value Interpreter::call(const Value& callee, CallArgs& args) {
 }
 
 Value Interpreter::apply_filter(const std::string& name, const Value& input, CallArgs& args) {
-  const FilterFn f = find_filter(name);
-  if (!f) eval_fail("no filter named '" + name + "'");
-  return f(*this, input, args);
+  return call_filter(*this, name, input, args);
 }
 
 bool Interpreter::apply_test(const std::string& name, const Value& input, CallArgs& args) {
-  const TestFn t = find_test(name);
-  if (!t) eval_fail("no test named '" + name + "'");
-  return t(*this, input, args);
+  return call_test(*this, name, input, args);
 }
 
 // ---- statements ----
@@ -502,7 +517,7 @@ Interpreter::Flow Interpreter::exec(const Stmt& s, Frame& frame, std::string& ou
     }
     case StmtKind::kWith: {
       Frame child(*this, &frame);
-      for (const auto& [name, expr] : s.assignments) child.vars[name] = eval(*expr, child);
+      for (const auto& [name, expr] : s.assignments) child.set(name, eval(*expr, child));
       return exec_body(s.body, child, out);
     }
     case StmtKind::kBreak:
@@ -518,7 +533,7 @@ Interpreter::Flow Interpreter::exec(const Stmt& s, Frame& frame, std::string& ou
 void Interpreter::assign(Frame& frame, const std::vector<std::string>& targets, bool tuple,
                          const Value& v) {
   if (!tuple) {
-    frame.vars[targets[0]] = v;
+    frame.set(targets[0], v);
     return;
   }
   if (v.is_undefined()) undefined_error(v);
@@ -531,7 +546,7 @@ void Interpreter::assign(Frame& frame, const std::vector<std::string>& targets, 
   if (n < targets.size())
     eval_fail("not enough values to unpack (expected " + std::to_string(targets.size()) +
               ", got " + std::to_string(n) + ")");
-  for (std::size_t i = 0; i < n; ++i) frame.vars[targets[i]] = items.items()[i];
+  for (std::size_t i = 0; i < n; ++i) frame.set(targets[i], items.items()[i]);
 }
 
 Interpreter::Flow Interpreter::exec_for(const Stmt& s, Frame& frame, std::string& out) {
@@ -562,12 +577,25 @@ Interpreter::Flow Interpreter::exec_for(const Stmt& s, Frame& frame, std::string
     const Flow flow = exec_body(s.else_body, child, out);
     return flow == Flow::kBreak || flow == Flow::kContinue ? Flow::kNormal : flow;
   }
-  // loop.cycle reads the current index through this shared cell.
+  // One loop object per loop, updated in place each iteration (jinja2's LoopContext is
+  // likewise a single mutable object). Its keys never change, so slots are fixed.
+  enum Slot { kIndex, kIndex0, kRevindex, kRevindex0, kFirst, kLast, kLength, kDepth, kDepth0,
+              kPrevitem, kNextitem, kCycle, kSlots };
+  static const char* const kSlotNames[kSlots] = {"index", "index0", "revindex", "revindex0",
+                                                 "first", "last", "length", "depth", "depth0",
+                                                 "previtem", "nextitem", "cycle"};
   auto index_cell = std::make_shared<int64_t>(0);
-  const Value cycle = Value::function("loop.cycle", [index_cell](Interpreter&, CallArgs& args) {
+  Value loop = Value::dict();
+  DictObj& d = loop.mutable_dict();
+  for (const char* name : kSlotNames) d.set(Value(name), Value());
+  d.value_at(kLength) = Value(n);
+  d.value_at(kDepth) = Value(1);
+  d.value_at(kDepth0) = Value(0);
+  d.value_at(kCycle) = Value::function("loop.cycle", [index_cell](Interpreter&, CallArgs& args) {
     if (args.positional.empty()) eval_fail("no items for cycling given");
     return args.positional[static_cast<std::size_t>(*index_cell) % args.positional.size()];
   });
+  const Value no_item = Value::undefined("there is no previous or next item");
   for (int64_t i = 0; i < n; ++i) {
     try {
       count_step();
@@ -581,21 +609,15 @@ Interpreter::Flow Interpreter::exec_for(const Stmt& s, Frame& frame, std::string
     } catch (const EvalError& e) {
       fail_at(s.offset, e.what());
     }
-    Value loop = Value::dict();
-    DictObj& d = loop.mutable_dict();
-    d.set(Value("index"), Value(i + 1));
-    d.set(Value("index0"), Value(i));
-    d.set(Value("revindex"), Value(n - i));
-    d.set(Value("revindex0"), Value(n - i - 1));
-    d.set(Value("first"), Value(i == 0));
-    d.set(Value("last"), Value(i == n - 1));
-    d.set(Value("length"), Value(n));
-    d.set(Value("depth"), Value(1));
-    d.set(Value("depth0"), Value(0));
-    if (i > 0) d.set(Value("previtem"), (*items)[static_cast<std::size_t>(i - 1)]);
-    if (i + 1 < n) d.set(Value("nextitem"), (*items)[static_cast<std::size_t>(i + 1)]);
-    d.set(Value("cycle"), cycle);
-    child.vars["loop"] = std::move(loop);
+    d.value_at(kIndex) = Value(i + 1);
+    d.value_at(kIndex0) = Value(i);
+    d.value_at(kRevindex) = Value(n - i);
+    d.value_at(kRevindex0) = Value(n - i - 1);
+    d.value_at(kFirst) = Value(i == 0);
+    d.value_at(kLast) = Value(i == n - 1);
+    d.value_at(kPrevitem) = i > 0 ? (*items)[static_cast<std::size_t>(i - 1)] : no_item;
+    d.value_at(kNextitem) = i + 1 < n ? (*items)[static_cast<std::size_t>(i + 1)] : no_item;
+    child.set("loop", loop);
     const Flow flow = exec_body(s.body, child, out);
     if (flow == Flow::kBreak) break;
   }
@@ -633,9 +655,9 @@ void Interpreter::define_macro(const Stmt& s, Frame& frame) {
   Frame* closure = &frame;
   const uint64_t closure_id = frame.id();
   const Stmt* macro = &s;
-  frame.vars[s.name] = Value::function(s.name, [macro, closure, closure_id](Interpreter& in, CallArgs& args) {
+  frame.set(s.name, Value::function(s.name, [macro, closure, closure_id](Interpreter& in, CallArgs& args) {
     return Value(in.render_macro(*macro, closure, closure_id, args));
-  });
+  }));
 }
 
 std::string Interpreter::render_macro(const Stmt& s, Frame* closure, uint64_t closure_id,
@@ -654,7 +676,7 @@ std::string Interpreter::render_macro(const Stmt& s, Frame* closure, uint64_t cl
   std::vector<Value> extra_positional;
   for (std::size_t i = 0; i < args.positional.size(); ++i) {
     if (i < n_params) {
-      frame.vars[s.params[i].name] = args.positional[i];
+      frame.set(s.params[i].name, args.positional[i]);
       bound[i] = true;
     } else {
       extra_positional.push_back(args.positional[i]);
@@ -671,7 +693,7 @@ std::string Interpreter::render_macro(const Stmt& s, Frame* closure, uint64_t cl
     for (std::size_t i = 0; i < n_params; ++i) {
       if (s.params[i].name == key) {
         if (bound[i]) eval_fail("macro '" + s.name + "' got multiple values for argument '" + key + "'");
-        frame.vars[key] = value;
+        frame.set(key, value);
         bound[i] = true;
         matched = true;
         break;
@@ -689,13 +711,13 @@ std::string Interpreter::render_macro(const Stmt& s, Frame* closure, uint64_t cl
   for (std::size_t i = 0; i < n_params; ++i) {
     if (bound[i]) continue;
     const MacroParam& p = s.params[i];
-    frame.vars[p.name] = p.default_value
+    frame.set(p.name, p.default_value
                              ? eval(*p.default_value, frame)
-                             : Value::undefined("parameter '" + p.name + "' was not provided");
+                             : Value::undefined("parameter '" + p.name + "' was not provided"));
   }
-  frame.vars["varargs"] = Value::list(std::move(extra_positional), true);
-  frame.vars["kwargs"] = kwargs;
-  if (have_caller) frame.vars["caller"] = caller;
+  frame.set("varargs", Value::list(std::move(extra_positional), true));
+  frame.set("kwargs", kwargs);
+  if (have_caller) frame.set("caller", caller);
   std::string out;
   exec_body(s.body, frame, out);
   return out;
@@ -713,12 +735,12 @@ void Interpreter::exec_call_block(const Stmt& s, Frame& frame, std::string& out)
     Frame f(in, in.live_frame(site, site_id));
     for (std::size_t i = 0; i < block->params.size(); ++i) {
       const Value* v = cargs.get(i, block->params[i].name);
-      f.vars[block->params[i].name] =
-          v ? *v
-            : (block->params[i].default_value ? in.eval(*block->params[i].default_value, f)
-                                              : Value::undefined("caller parameter '" +
-                                                                 block->params[i].name +
-                                                                 "' was not provided"));
+      f.set(block->params[i].name,
+            v ? *v
+              : (block->params[i].default_value ? in.eval(*block->params[i].default_value, f)
+                                                : Value::undefined("caller parameter '" +
+                                                                   block->params[i].name +
+                                                                   "' was not provided")));
     }
     ++in.call_depth_;
     std::string inner;

@@ -22,7 +22,6 @@
 #include <cstdint>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "model/chat/ast.h"
@@ -33,9 +32,9 @@
 namespace ds::chat {
 
 struct RenderLimits {
-  int64_t max_steps = 20'000'000;
+  int64_t max_steps = 5'000'000;
   int max_call_depth = 64;
-  std::size_t max_string_bytes = 64u << 20;
+  std::size_t max_string_bytes = 32u << 20;
   int64_t max_range = 100'000;  // jinja2's sandbox MAX_RANGE
 };
 
@@ -53,6 +52,8 @@ int64_t py_length(const Value& v);
 
 class Interpreter;
 
+// One scope. Frames live on the C++ stack of the interpreter, strictly nested; a frame has
+// few variables, so they sit in a small vector.
 class Frame {
  public:
   Frame(Interpreter& interp, Frame* parent);
@@ -62,12 +63,14 @@ class Frame {
 
   Frame* parent() const { return parent_; }
   uint64_t id() const { return id_; }
-  std::unordered_map<std::string, Value> vars;
+  void set(const std::string& name, Value value);
+  const Value* find(std::string_view name) const;
 
  private:
   Interpreter& interp_;
   Frame* parent_;
   uint64_t id_;
+  std::vector<std::pair<std::string, Value>> vars_;
 };
 
 class Interpreter {
@@ -119,7 +122,7 @@ class Interpreter {
   RenderLimits limits_;
   Value variables_;
   std::unordered_map<std::string, Value> globals_;
-  std::unordered_set<uint64_t> live_frames_;
+  std::vector<const Frame*> frame_stack_;  // the live frames, innermost last
   uint64_t next_frame_id_ = 1;
   Frame* root_ = nullptr;
   int64_t steps_ = 0;

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <initializer_list>
 
+#include "model/chat/builtins.h"
 #include "model/chat/template_error.h"
 
 namespace ds::chat {
@@ -752,6 +753,8 @@ class Parser {
         next();
         name += "." + expect_name();
       }
+      // jinja2 resolves filter names when compiling the template.
+      if (!has_filter(name)) fail(offset, "no filter named '" + name + "'");
       auto e = make(ExprKind::kFilter, offset);
       e->object = std::move(node);
       e->name = std::move(name);
@@ -768,11 +771,13 @@ class Parser {
       next();
       negated = true;
     }
+    const std::size_t name_offset = cur().offset;
     std::string name = expect_name();
     while (is_op(".")) {
       next();
       name += "." + expect_name();
     }
+    if (!has_test(name)) fail(name_offset, "no test named '" + name + "'");
     auto e = make(ExprKind::kTest, offset);
     e->object = std::move(node);
     e->name = std::move(name);

@@ -90,8 +90,12 @@ bool t_sameas(Interpreter&, const Value& v, CallArgs& a) {
   }
 }
 
-bool t_filter(Interpreter&, const Value& v, CallArgs&) { return v.is_string() && find_filter(v.str()); }
-bool t_test(Interpreter&, const Value& v, CallArgs&) { return v.is_string() && find_test(v.str()); }
+bool t_filter(Interpreter&, const Value& v, CallArgs&) { return v.is_string() && has_filter(v.str()); }
+bool t_test(Interpreter&, const Value& v, CallArgs&);
+
+const std::unordered_map<std::string_view, TestFn>& test_table();
+
+bool t_test(Interpreter&, const Value& v, CallArgs&) { return v.is_string() && test_table().count(v.str()); }
 
 const std::unordered_map<std::string_view, TestFn>& test_table() {
   static const std::unordered_map<std::string_view, TestFn> table = {
@@ -114,10 +118,16 @@ const std::unordered_map<std::string_view, TestFn>& test_table() {
 
 }  // namespace
 
-TestFn find_test(std::string_view name) {
+bool has_test(std::string_view name) { return test_table().count(name) != 0; }
+
+bool call_test(Interpreter& in, std::string_view name, const Value& input, CallArgs& args) {
   const auto& t = test_table();
   const auto it = t.find(name);
-  return it == t.end() ? nullptr : it->second;
+  if (it == t.end()) eval_fail("no test named '" + std::string(name) + "'");
+  // Every test takes the value and at most one argument.
+  if (args.positional.size() + args.keyword.size() > 1)
+    eval_fail("test '" + std::string(name) + "' takes at most 1 argument");
+  return it->second(in, input, args);
 }
 
 }  // namespace ds::chat

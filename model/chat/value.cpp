@@ -83,6 +83,8 @@ const Value* DictObj::find(const Value& key) const {
   return nullptr;
 }
 
+Value& DictObj::value_at(std::size_t i) { return items_[i].second; }
+
 void DictObj::clear() {
   items_.clear();
   string_index_.clear();

@@ -44,6 +44,8 @@ class DictObj {
   void set(const Value& key, Value value);
   const Value* find(const Value& key) const;
   const Value* find(std::string_view key) const;
+  // The value of the i-th entry, for in-place updates of an object whose keys are fixed.
+  Value& value_at(std::size_t i);
   void clear();
 
  private:
