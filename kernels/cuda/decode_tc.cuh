@@ -48,9 +48,9 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-// 16-byte copies ask the L2 for whole 128-byte lines: measured on the H200, this keeps Q8_0
-// (272-byte rows that straddle lines shared with the next head's row) at 3.4 TB/s instead
-// of 2.9 TB/s without the hint (docs/benchmarks.md).
+// 16-byte copies ask the L2 for whole 128-byte lines (on the H200 this made no measurable
+// difference for Q8_0/Q4_0 rows, which straddle lines shared with the next head's row, and
+// rows of bf16/f16 are whole lines anyway).
 template <int N>
 __device__ __forceinline__ void cp_async(uint32_t dst, const void* src, int src_bytes) {
   if constexpr (N == 16)
