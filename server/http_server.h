@@ -1,0 +1,62 @@
+// HttpServer: the OpenAI-compatible HTTP front end (cpp-httplib) over one ServedModel.
+//
+// Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models[/{id}],
+// GET /health, GET /metrics, POST /tokenize, POST /detokenize (also under /v1/). Errors are
+// OpenAI error objects (api_error.h), including httplib's own (404 route, 413 body too
+// large). With an API key every route except /health, /metrics and CORS preflights needs
+// "Authorization: Bearer <key>", compared in constant time.
+//
+// Life cycle: bind() (port 0 picks a free one) and start() listen at once, answering 503
+// ("model is loading") and /health 503 until set_model(); begin_shutdown() stops admitting
+// generation requests (503) and turns /health to 503 while in-flight requests finish;
+// cancel_all() cancels those; stop() closes the listener and joins every connection thread.
+// A client that disconnects while its request generates has it cancelled at once
+// (disconnect_watcher.h).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "server/metrics.h"
+#include "server/served_model.h"
+
+namespace ds::server {
+
+struct HttpServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;              // 0 = any free port
+  std::string api_key;          // empty = no authentication
+  std::string served_name;      // for /metrics before the model is ready
+  size_t max_body_bytes = 64u << 20;
+  size_t max_threads = 512;     // connection threads (see connection_thread_pool.h)
+};
+
+class HttpServer {
+ public:
+  HttpServer(HttpServerOptions options, ServerMetrics& metrics);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds the listening socket; returns the port. Throws std::runtime_error naming host:port.
+  int bind();
+  // Serves on a background thread.
+  void start();
+  // The model is ready (must outlive the server or a later set_model(nullptr)).
+  void set_model(const ServedModel* model);
+  void begin_shutdown();
+  void cancel_all();
+  // Generation requests being served.
+  size_t active_requests() const;
+  void stop();
+
+  int port() const;
+  const HttpServerOptions& options() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ds::server

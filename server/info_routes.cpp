@@ -1,0 +1,86 @@
+// GET /v1/models, POST /tokenize, POST /detokenize (vLLM's shapes).
+#include "server/api_error.h"
+#include "server/chat_request.h"
+#include "server/request_params.h"
+#include "server/routes.h"
+
+namespace ds::server {
+
+namespace {
+
+Json model_card(const ServedModel& m) {
+  return Json{{"id", m.name},
+              {"object", "model"},
+              {"created", m.created},
+              {"owned_by", "deltaserve"},
+              {"root", m.dir.string()},
+              {"parent", nullptr},
+              {"max_model_len", m.engine->max_ctx()}};
+}
+
+}  // namespace
+
+Json parse_json_body(const httplib::Request& req) {
+  Json body = Json::parse(req.body, nullptr, false);
+  if (body.is_discarded()) throw bad_request("the request body is not valid JSON");
+  if (!body.is_object()) throw bad_request("the request body must be a JSON object");
+  return body;
+}
+
+void check_model(const Json& body, const ServedModel& model) {
+  auto name = get_string(body, "model");
+  if (name && *name != model.name) throw model_not_found(*name);
+}
+
+void send_json(httplib::Response& res, int status, const Json& body) {
+  res.status = status;
+  res.set_content(dump_json(body), "application/json");
+}
+
+void handle_models(const RouteContext& ctx, const httplib::Request&, httplib::Response& res) {
+  send_json(res, 200, Json{{"object", "list"}, {"data", Json::array({model_card(ctx.model)})}});
+}
+
+void handle_model(const RouteContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const std::string id = req.matches.size() > 1 ? std::string(req.matches[1]) : std::string();
+  if (id != ctx.model.name) throw model_not_found(id);
+  send_json(res, 200, model_card(ctx.model));
+}
+
+void handle_tokenize(const RouteContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const Json body = parse_json_body(req);
+  check_model(body, ctx.model);
+  std::vector<int32_t> ids;
+  if (body.contains("messages")) {
+    ids = build_chat_prompt(body, ctx.model).ids;
+  } else if (auto prompt = get_string(body, "prompt")) {
+    ids = ctx.model.tokenizer->encode(*prompt, /*allow_special=*/true);
+  } else {
+    throw bad_request("give 'prompt' (a string) or 'messages'", "prompt");
+  }
+  Json out = {{"count", ids.size()}, {"max_model_len", ctx.model.engine->max_ctx()}, {"tokens", ids}};
+  if (get_bool(body, "return_token_strs").value_or(false)) {
+    Json strs = Json::array();
+    for (int32_t id : ids) strs.push_back(std::string(ctx.model.tokenizer->token_text(id)));
+    out["token_strs"] = std::move(strs);
+  }
+  send_json(res, 200, out);
+}
+
+void handle_detokenize(const RouteContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const Json body = parse_json_body(req);
+  check_model(body, ctx.model);
+  if (!body.contains("tokens") || !body["tokens"].is_array())
+    throw bad_request("'tokens' must be a list of token ids", "tokens");
+  const int64_t vocab = ctx.model.engine->vocab_size();
+  std::vector<int32_t> ids;
+  for (const auto& v : body["tokens"]) {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= vocab)
+      throw bad_request("'tokens' must hold token ids in [0, " + std::to_string(vocab) + ")", "tokens");
+    ids.push_back(v.get<int32_t>());
+  }
+  const bool skip = get_bool(body, "skip_special_tokens").value_or(false);
+  send_json(res, 200, Json{{"prompt", ctx.model.tokenizer->decode(ids, skip)}});
+}
+
+}  // namespace ds::server

@@ -1,0 +1,189 @@
+#include "server/metrics.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+namespace ds::server {
+
+namespace {
+
+std::string number(double v) {
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  // The shortest text that reads back as the same double (le="0.005", not 0.005000000001).
+  char buf[64];
+  if (v == std::floor(v) && std::fabs(v) < 1e15) {
+    std::snprintf(buf, sizeof buf, "%.0f", v);
+    return buf;
+  }
+  for (int prec = 1; prec <= 17; ++prec) {
+    std::snprintf(buf, sizeof buf, "%.*g", prec, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  return buf;
+}
+
+void header(std::string& out, std::string_view name, std::string_view type, std::string_view help) {
+  out += "# HELP ";
+  out += name;
+  out += ' ';
+  out += help;
+  out += "\n# TYPE ";
+  out += name;
+  out += ' ';
+  out += type;
+  out += '\n';
+}
+
+void sample(std::string& out, std::string_view name, std::string_view labels, double v) {
+  out += name;
+  out += '{';
+  out += labels;
+  out += "} ";
+  out += number(v);
+  out += '\n';
+}
+
+// Label values are quoted; backslash, quote and newline are escaped.
+std::string quote(std::string_view s) {
+  std::string q = "\"";
+  for (char c : s) {
+    if (c == '\\' || c == '"') q += '\\';
+    if (c == '\n') {
+      q += "\\n";
+      continue;
+    }
+    q += c;
+  }
+  return q + '"';
+}
+
+}  // namespace
+
+Histogram::Histogram(std::vector<double> upper_bounds)
+    : bounds_(std::move(upper_bounds)), buckets_(bounds_.size(), 0) {}
+
+void Histogram::observe(double v) {
+  if (!std::isfinite(v)) return;
+  const auto it = std::lower_bound(bounds_.begin(), bounds_.end(), v);
+  if (it != bounds_.end()) ++buckets_[static_cast<size_t>(it - bounds_.begin())];
+  sum_ += v;
+  ++count_;
+}
+
+void Histogram::render(std::string& out, std::string_view name, std::string_view labels) const {
+  const std::string bucket = std::string(name) + "_bucket";
+  std::string prefix(labels);
+  if (!prefix.empty()) prefix += ',';
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < bounds_.size(); ++i) {
+    cumulative += buckets_[i];
+    sample(out, bucket, prefix + "le=\"" + number(bounds_[i]) + "\"", static_cast<double>(cumulative));
+  }
+  sample(out, bucket, prefix + "le=\"+Inf\"", static_cast<double>(count_));
+  sample(out, std::string(name) + "_sum", labels, sum_);
+  sample(out, std::string(name) + "_count", labels, static_cast<double>(count_));
+}
+
+ServerMetrics::ServerMetrics(std::string model_name)
+    : model_name_(std::move(model_name)),
+      ttft_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10,
+             20, 40, 80, 160, 640, 2560}),
+      itl_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1,
+            2.5, 5, 7.5, 10, 20, 40, 80}),
+      e2e_({0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120,
+            240, 480, 960, 1920, 7680}),
+      queue_({0.001, 0.005, 0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40,
+              50, 60, 120, 240, 480, 960, 1920, 7680}) {}
+
+void ServerMetrics::observe_ttft(double s) {
+  std::lock_guard lock(mu_);
+  ttft_.observe(s);
+}
+void ServerMetrics::observe_inter_token(double s) {
+  std::lock_guard lock(mu_);
+  itl_.observe(s);
+}
+void ServerMetrics::observe_e2e(double s) {
+  std::lock_guard lock(mu_);
+  e2e_.observe(s);
+}
+void ServerMetrics::observe_queue(double s) {
+  std::lock_guard lock(mu_);
+  queue_.observe(s);
+}
+void ServerMetrics::count_finished(std::string_view reason) {
+  std::lock_guard lock(mu_);
+  auto it = finished_.find(reason);
+  if (it == finished_.end()) it = finished_.emplace(std::string(reason), 0).first;
+  ++it->second;
+}
+void ServerMetrics::count_http(int status) {
+  std::lock_guard lock(mu_);
+  ++http_[status];
+}
+uint64_t ServerMetrics::http_count(int status) const {
+  std::lock_guard lock(mu_);
+  auto it = http_.find(status);
+  return it == http_.end() ? 0 : it->second;
+}
+
+std::string ServerMetrics::render(const scheduler::EngineStats* st) const {
+  const std::string m = "model_name=" + quote(model_name_);
+  std::string out;
+  out.reserve(16384);
+  scheduler::EngineStats zero;
+  const scheduler::EngineStats& s = st ? *st : zero;
+
+  header(out, "vllm:num_requests_running", "gauge", "Requests running (each holds a DeltaNet state slot).");
+  sample(out, "vllm:num_requests_running", m, s.running);
+  header(out, "vllm:num_requests_waiting", "gauge", "Requests accepted and waiting to run (queued or preempted).");
+  sample(out, "vllm:num_requests_waiting", m, s.waiting);
+  header(out, "vllm:kv_cache_usage_perc", "gauge", "Fraction of K/V cache blocks in use (1 = full).");
+  sample(out, "vllm:kv_cache_usage_perc", m,
+         s.blocks_total > 0 ? static_cast<double>(s.blocks_used) / s.blocks_total : 0.0);
+  header(out, "deltaserve:kv_cache_blocks_used", "gauge", "K/V cache blocks in use.");
+  sample(out, "deltaserve:kv_cache_blocks_used", m, s.blocks_used);
+  header(out, "deltaserve:kv_cache_blocks_total", "gauge", "K/V cache blocks in the pool.");
+  sample(out, "deltaserve:kv_cache_blocks_total", m, s.blocks_total);
+  header(out, "deltaserve:kv_cache_block_size_tokens", "gauge", "Tokens per K/V cache block.");
+  sample(out, "deltaserve:kv_cache_block_size_tokens", m, s.block_size);
+  header(out, "deltaserve:state_slots_used", "gauge", "DeltaNet state slots in use.");
+  sample(out, "deltaserve:state_slots_used", m, s.slots_used);
+  header(out, "deltaserve:state_slots_total", "gauge", "DeltaNet state slots in the pool.");
+  sample(out, "deltaserve:state_slots_total", m, s.slots_total);
+  header(out, "deltaserve:max_ctx_tokens", "gauge", "Context limit per request (prompt + generated tokens).");
+  sample(out, "deltaserve:max_ctx_tokens", m, static_cast<double>(s.max_ctx));
+
+  header(out, "vllm:prompt_tokens_total", "counter", "Prompt tokens of admitted requests.");
+  sample(out, "vllm:prompt_tokens_total", m, static_cast<double>(s.prompt_tokens_total));
+  header(out, "vllm:generation_tokens_total", "counter", "Generated tokens.");
+  sample(out, "vllm:generation_tokens_total", m, static_cast<double>(s.generated_tokens_total));
+  header(out, "vllm:num_preemptions_total", "counter", "Preemptions (recompute).");
+  sample(out, "vllm:num_preemptions_total", m, static_cast<double>(s.preemptions_total));
+
+  std::lock_guard lock(mu_);
+  header(out, "vllm:request_success_total", "counter", "Finished sequences by finish reason.");
+  for (std::string_view r : {"stop", "length", "tool_calls", "abort", "error"}) {
+    auto it = finished_.find(r);
+    sample(out, "vllm:request_success_total", m + ",finished_reason=" + quote(r),
+           static_cast<double>(it == finished_.end() ? 0 : it->second));
+  }
+  header(out, "deltaserve:http_requests_total", "counter", "HTTP responses by status code.");
+  for (const auto& [code, n] : http_)
+    sample(out, "deltaserve:http_requests_total", m + ",code=\"" + std::to_string(code) + "\"",
+           static_cast<double>(n));
+
+  header(out, "vllm:time_to_first_token_seconds", "histogram", "Time to first token (from submission).");
+  ttft_.render(out, "vllm:time_to_first_token_seconds", m);
+  header(out, "vllm:inter_token_latency_seconds", "histogram", "Time between consecutive tokens of a sequence.");
+  itl_.render(out, "vllm:inter_token_latency_seconds", m);
+  header(out, "vllm:e2e_request_latency_seconds", "histogram", "End-to-end latency of a sequence (submission to finish).");
+  e2e_.render(out, "vllm:e2e_request_latency_seconds", m);
+  header(out, "vllm:request_queue_time_seconds", "histogram", "Time from submission to first scheduling.");
+  queue_.render(out, "vllm:request_queue_time_seconds", m);
+  return out;
+}
+
+}  // namespace ds::server

@@ -1,0 +1,227 @@
+#include "server/model_loader.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "kernels/cpu/cpu_backend.h"
+#include "kvcache/capacity.h"
+
+namespace ds::server {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+double mib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+
+int64_t resident_bytes() {
+  std::ifstream in("/proc/self/statm");
+  int64_t pages = 0, resident = 0;
+  in >> pages >> resident;
+  return resident * static_cast<int64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+// max_position_embeddings of config.json (text_config first, as in the multimodal layout).
+int64_t max_positions(const fs::path& dir) {
+  std::ifstream in(dir / "config.json");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto j = nlohmann::json::parse(ss.str(), nullptr, false);
+  if (j.is_discarded()) return 0;
+  for (const auto* c : {j.contains("text_config") ? &j["text_config"] : nullptr, &j}) {
+    if (c && c->is_object() && c->contains("max_position_embeddings") && (*c)["max_position_embeddings"].is_number())
+      return (*c)["max_position_embeddings"].get<int64_t>();
+  }
+  return 0;
+}
+
+// Reads the checkpoint's weight files once, front to back, drawing a bar: the model maps
+// them afterwards and finds them in the page cache, so the bar measures the slow part.
+void read_weights_with_progress(const fs::path& dir, bool bar) {
+  std::vector<fs::path> files;
+  int64_t total = 0;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_regular_file() && e.path().extension() == ".safetensors") {
+      files.push_back(e.path());
+      total += static_cast<int64_t>(e.file_size());
+    }
+  std::sort(files.begin(), files.end());
+  if (!bar || total == 0) return;
+  std::vector<char> buf(16u << 20);
+  int64_t done = 0;
+  int last = -1;
+  auto draw = [&](bool force) {
+    const int pct = static_cast<int>(100 * done / total);
+    if (pct == last && !force) return;
+    last = pct;
+    const int width = 30, fill = pct * width / 100;
+    std::fprintf(stderr, "\rloading weights [%s%s] %3d%% %.1f/%.1f MiB", std::string(fill, '#').c_str(),
+                 std::string(width - fill, '.').c_str(), pct, mib(done), mib(total));
+    std::fflush(stderr);
+  };
+  for (const auto& f : files) {
+    std::ifstream in(f, std::ios::binary);
+    while (in) {
+      in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+      done += in.gcount();
+      draw(false);
+    }
+  }
+  draw(true);
+  std::fprintf(stderr, "\n");
+}
+
+}  // namespace
+
+std::string resolve_model_dir(const ServerOptions& o, const char* argv0) {
+  if (!o.model.empty()) return o.model;
+  const fs::path d = default_model_dir(argv0);
+  if (d.empty())
+    throw std::runtime_error("no --model given and the bundled model (tests/data/tiny-qwen35) was not found "
+                             "next to the executable or in the current directory");
+  return d.string();
+}
+
+std::string served_name(const ServerOptions& o, const std::string& model_dir) {
+  if (!o.served_model_name.empty()) return o.served_model_name;
+  fs::path p = fs::path(model_dir).lexically_normal();
+  if (p.filename().empty()) p = p.parent_path();
+  return p.filename().string();
+}
+
+std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::string& model_dir, bool progress_bar) {
+  const fs::path dir(model_dir);
+  if (!fs::is_regular_file(dir / "config.json"))
+    throw std::runtime_error("--model " + model_dir + ": no config.json (expected a Hugging Face checkpoint directory)");
+  auto lm = std::make_unique<LoadedModel>();
+
+  // Backend.
+  if (o.backend == "cuda" || o.backend == "hip")
+    throw std::runtime_error("--backend " + o.backend +
+                             ": this build has no " + o.backend +
+                             " backend for the model yet (the CUDA backend is being written, issue 7); "
+                             "use --backend cpu");
+  lm->backend = kernels::cpu::make_cpu_backend();
+  const DType kv_dtype = lm->backend->kv_cache_dtype();
+  if (o.kv_cache_dtype != "auto" && ds::parse_dtype(o.kv_cache_dtype) != kv_dtype)
+    throw std::runtime_error("--kv-cache-dtype " + o.kv_cache_dtype + ": the " + std::string(lm->backend->name()) +
+                             " backend stores K/V as " + std::string(dtype_name(kv_dtype)) +
+                             " (other types need the CUDA backend)");
+
+  // Tokenizer and chat template first: they fail fast and cheaply.
+  lm->tokenizer = std::make_unique<tok::Tokenizer>(tok::Tokenizer::load(dir.string()));
+  try {
+    auto tmpl = o.chat_template.empty() ? chat::ChatTemplate::from_model_dir(dir.string())
+                                        : chat::ChatTemplate::from_model_dir(dir.string(), o.chat_template);
+    lm->chat_template = std::make_unique<chat::ChatTemplate>(std::move(tmpl));
+  } catch (const chat::TemplateSyntaxError&) {
+    throw;
+  } catch (const chat::TemplateError& e) {
+    if (!o.chat_template.empty()) throw;
+    spdlog::warn("no usable chat template ({}); /v1/chat/completions will answer 400, /v1/completions works",
+                 e.what());
+  }
+
+  // Weights.
+  spdlog::info("loading {} on {}", model_dir, lm->backend->name());
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t rss0 = resident_bytes();
+  read_weights_with_progress(dir, progress_bar);
+  lm->model = qwen35::Model::load(*lm->backend, dir);
+  const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  int64_t ckpt_bytes = 0;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_regular_file() && e.path().extension() == ".safetensors") ckpt_bytes += static_cast<int64_t>(e.file_size());
+  const auto& cfg = lm->model->config();
+  spdlog::info("weights: {} layers ({} full attention, {} DeltaNet), hidden {}, vocab {}; checkpoint {:.1f} MiB, "
+               "resident {:+.1f} MiB on {}; loaded in {:.2f} s",
+               cfg.num_layers, cfg.num_full_layers(), cfg.num_linear_layers(), cfg.hidden_size, cfg.vocab_size,
+               mib(ckpt_bytes), mib(resident_bytes() - rss0), lm->backend->name(), load_s);
+
+  // Cache pools.
+  const kvcache::CacheGeometry geo = lm->model->cache_geometry();
+  const int64_t positions = max_positions(dir);
+  const int64_t budget = o.kv_cache_memory.empty() ? kDefaultCpuCacheBytes : parse_bytes(o.kv_cache_memory);
+  if (positions > 0 && o.max_ctx > positions)
+    throw std::runtime_error("--max-ctx " + std::to_string(o.max_ctx) + " exceeds the model's " +
+                             std::to_string(positions) + " positions (max_position_embeddings)");
+  const int64_t want_ctx = o.max_ctx > 0 ? o.max_ctx : (positions > 0 ? positions : 4096);
+
+  scheduler::EngineConfig ec;
+  ec.scheduler.max_num_seqs = o.max_num_seqs;
+  ec.scheduler.max_num_batched_tokens = o.max_num_batched_tokens;
+  ec.max_queue = o.max_queue;
+  ec.block_size = o.block_size;
+  kvcache::PoolSizes sizes;
+  if (o.paged_attention) {
+    sizes = kvcache::size_pools(geo, budget, o.block_size, o.max_num_seqs);
+    ec.cache_bytes = budget;
+  } else {
+    // The contiguous baseline: each sequence owns max-ctx tokens of K/V from admission on.
+    const int64_t blocks_per_seq = (want_ctx + o.block_size - 1) / o.block_size;
+    const int64_t seq_bytes = blocks_per_seq * geo.kv_bytes_per_block(o.block_size) + geo.state_bytes_per_slot();
+    const int64_t seqs = std::min<int64_t>(o.max_num_seqs, budget / seq_bytes);
+    if (seqs < 1)
+      throw std::runtime_error("--no-paged-attention: a cache budget of " + std::to_string(budget) +
+                               " bytes cannot hold one contiguous sequence of max-ctx " + std::to_string(want_ctx) +
+                               " tokens (" + std::to_string(seq_bytes) +
+                               " bytes); lower --max-ctx or raise --kv-cache-memory");
+    ec.num_blocks = static_cast<int32_t>(seqs * blocks_per_seq);
+    ec.num_slots = static_cast<int32_t>(seqs);
+    ec.scheduler.max_num_seqs = static_cast<int32_t>(seqs);
+    sizes.num_blocks = ec.num_blocks;
+    sizes.num_slots = ec.num_slots;
+    sizes.block_size = o.block_size;
+    sizes.kv_bytes = geo.kv_bytes_per_block(o.block_size) * sizes.num_blocks;
+    sizes.state_bytes = geo.state_bytes_per_slot() * sizes.num_slots;
+  }
+  if (o.max_ctx > 0 && o.max_ctx > sizes.token_capacity())
+    throw std::runtime_error("--max-ctx " + std::to_string(o.max_ctx) + " is more than the K/V cache holds (" +
+                             std::to_string(sizes.token_capacity()) +
+                             " tokens); raise --kv-cache-memory or lower --max-ctx");
+  ec.max_ctx = std::min<int64_t>(want_ctx, sizes.token_capacity());
+
+  lm->forward = std::make_unique<scheduler::Qwen35ForwardModel>(*lm->model);
+  lm->engine = std::make_unique<scheduler::Engine>(*lm->forward, ec);
+  const auto& ps = lm->engine->pool_sizes();
+  const int64_t ctx = lm->engine->max_ctx();
+  spdlog::info("K/V cache: {} blocks x {} tokens = {} tokens, {:.1f} MiB ({}, {} layers x {} KV heads x {}), {}",
+               ps.num_blocks, ps.block_size, ps.token_capacity(), mib(ps.kv_bytes), dtype_name(geo.k_dtype),
+               geo.n_attention_layers, geo.n_kv_heads, geo.head_dim,
+               o.paged_attention ? "paged" : "contiguous baseline: max-ctx reserved per sequence");
+  spdlog::info("DeltaNet state slots: {} ({:.1f} MiB, {:.2f} MiB per sequence)", ps.num_slots, mib(ps.state_bytes),
+               mib(geo.state_bytes_per_slot()));
+  const double fit = static_cast<double>(ps.token_capacity()) / static_cast<double>(ctx);
+  spdlog::info("max-ctx {} tokens; max concurrency at max-ctx: {} sequences ({:.2f}x max-ctx in K/V, {} state slots, "
+               "--max-num-seqs {}); step budget {} tokens; queue {}",
+               ctx, std::min<int64_t>(static_cast<int64_t>(fit), ps.num_slots), fit, ps.num_slots,
+               ec.scheduler.max_num_seqs, ec.scheduler.max_num_batched_tokens, ec.max_queue);
+  if (ps.num_slots < o.max_num_seqs && o.paged_attention)
+    spdlog::warn("only {} state slots fit in half the cache budget: at most {} sequences run at once", ps.num_slots,
+                 ps.num_slots);
+
+  auto& s = lm->served;
+  s.name = served_name(o, model_dir);
+  s.dir = fs::absolute(dir);
+  s.tokenizer = lm->tokenizer.get();
+  s.chat_template = lm->chat_template.get();
+  s.engine = lm->engine.get();
+  s.eos_ids = cfg.eos_token_ids;
+  s.defaults = GenerationDefaults::load(dir);
+  s.created = static_cast<int64_t>(std::time(nullptr));
+  spdlog::info("sampling defaults from generation_config.json: {}", s.defaults.describe());
+  return lm;
+}
+
+}  // namespace ds::server

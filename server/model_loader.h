@@ -1,0 +1,52 @@
+// Loading what `serve` serves: backend, weights, tokenizer, chat template, cache pools and
+// engine, from ServerOptions, with the start-up log users read to size their deployment:
+//   weights     layers, checkpoint bytes, resident bytes on the backend, load time
+//   K/V cache   blocks x block size = token capacity, bytes, element type, layout
+//   state slots DeltaNet slots, bytes per sequence
+//   concurrency how many max-ctx requests fit at once (slots vs token capacity)
+// On a terminal a progress bar follows the weight files being read.
+//
+// --backend auto picks cpu (the only backend with a Qwen3.5 forward today); cuda and hip
+// fail here with a message saying so. --no-paged-attention on cpu sizes the cache as the
+// contiguous baseline does -- every sequence reserves a full max-ctx of K/V, so the
+// sequences that fit are budget / (max-ctx K/V + one state slot), each guaranteed its whole
+// context and never preempted -- while the blocks themselves stay paged, because the CPU
+// model only has the paged attention path (the contiguous kernel layout comes with the
+// CUDA backend). Capacity and admission A/B comparisons are therefore faithful on cpu;
+// kernel-speed comparisons need the GPU.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "kernels/backend.h"
+#include "model/chat/chat_template.h"
+#include "model/qwen35/model.h"
+#include "model/tokenizer/tokenizer.h"
+#include "scheduler/engine.h"
+#include "scheduler/qwen35_forward_model.h"
+#include "server/served_model.h"
+#include "server/server_options.h"
+
+namespace ds::server {
+
+struct LoadedModel {
+  // Declaration order is destruction order reversed: the engine goes first, the backend last.
+  std::unique_ptr<kernels::Backend> backend;
+  std::unique_ptr<qwen35::Model> model;
+  std::unique_ptr<scheduler::Qwen35ForwardModel> forward;
+  std::unique_ptr<tok::Tokenizer> tokenizer;
+  std::unique_ptr<chat::ChatTemplate> chat_template;
+  std::unique_ptr<scheduler::Engine> engine;
+  ServedModel served;
+};
+
+// The model directory serve will use (--model or the bundled one); throws when none.
+std::string resolve_model_dir(const ServerOptions& o, const char* argv0);
+// The served name: --served-model-name or the directory's name.
+std::string served_name(const ServerOptions& o, const std::string& model_dir);
+
+// Throws std::runtime_error (or std::invalid_argument) with a message fit for the user.
+std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::string& model_dir, bool progress_bar);
+
+}  // namespace ds::server

@@ -1,0 +1,151 @@
+#include "server/server_options.h"
+
+#include <unistd.h>
+
+#include <cctype>
+#include <cmath>
+#include <stdexcept>
+
+#include <CLI/CLI.hpp>
+
+#include "kernels/dtype.h"
+
+#ifndef DELTASERVE_SOURCE_DIR
+#define DELTASERVE_SOURCE_DIR ""
+#endif
+
+namespace ds::server {
+
+void add_server_options(CLI::App& app, ServerOptions& o) {
+  app.add_option("--model", o.model,
+                 "Hugging Face checkpoint directory of a Qwen3.5/3.6 dense model (config.json, "
+                 "*.safetensors, tokenizer.json); default: the bundled tests/data/tiny-qwen35");
+  app.add_option("--host", o.host, "Address to listen on")->capture_default_str();
+  app.add_option("--port", o.port, "Port to listen on (0 = any free port, printed at start-up)")
+      ->capture_default_str();
+  app.add_option("--served-model-name", o.served_model_name,
+                 "Model name clients send as \"model\" (default: the model directory's name)");
+  app.add_option("--api-key", o.api_key,
+                 "Require 'Authorization: Bearer KEY' on every route except /health and /metrics")
+      ->envname("DELTASERVE_API_KEY");
+  app.add_flag("--paged-attention,!--no-paged-attention", o.paged_attention,
+               "Paged K/V cache (default). --no-paged-attention: the contiguous baseline, each "
+               "sequence reserving max-ctx tokens of K/V up front (for A/B benchmarks)");
+  app.add_option("--max-ctx", o.max_ctx,
+                 "Tokens per request, prompt + reply (default: min(the model's max positions, "
+                 "what the K/V cache holds))");
+  app.add_option("--kv-cache-dtype", o.kv_cache_dtype,
+                 "K/V element type: auto (the backend's), f32, bf16, f16, q8_0, q4_0 (cpu: f32 only)")
+      ->capture_default_str();
+  app.add_option("--block-size", o.block_size, "Tokens per K/V cache block")->capture_default_str();
+  app.add_option("--gpu-memory-utilization", o.gpu_memory_utilization,
+                 "Fraction of device memory for weights + caches (GPU backends; default 0.9)");
+  app.add_option("--kv-cache-memory", o.kv_cache_memory,
+                 "Bytes for the K/V blocks and DeltaNet state slots together, e.g. 1GiB, 512MiB "
+                 "(default on cpu: 1GiB)");
+  app.add_option("--max-num-seqs", o.max_num_seqs, "Sequences running at once (each holds a state slot)")
+      ->capture_default_str();
+  app.add_option("--max-num-batched-tokens", o.max_num_batched_tokens,
+                 "Tokens per engine step (decodes plus prefill chunks)")
+      ->capture_default_str();
+  app.add_option("--max-queue", o.max_queue,
+                 "Requests waiting to start; beyond it requests get 429 with Retry-After")
+      ->capture_default_str();
+  app.add_option("--backend", o.backend, "Compute backend: cpu, cuda, hip or auto")->capture_default_str();
+  app.add_option("--chat-template", o.chat_template,
+                 "Jinja chat template file (default: the model's chat_template.jinja or "
+                 "tokenizer_config.json)");
+  app.add_option("--log-level", o.log_level, "trace, debug, info, warn, error, critical or off")
+      ->capture_default_str();
+  app.add_option("--log-format", o.log_format, "text or json (one JSON object per line)")
+      ->capture_default_str();
+}
+
+int64_t parse_bytes(const std::string& text) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (...) {
+    throw std::invalid_argument("'" + text + "' is not a size in bytes (e.g. 1073741824, 1GiB, 512MiB)");
+  }
+  std::string unit = text.substr(used);
+  while (!unit.empty() && unit.front() == ' ') unit.erase(0, 1);
+  for (auto& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (!unit.empty() && unit.back() == 'b') unit.pop_back();
+  double mult = 1;
+  if (unit.empty()) mult = 1;
+  else if (unit == "k") mult = 1e3;
+  else if (unit == "m") mult = 1e6;
+  else if (unit == "g") mult = 1e9;
+  else if (unit == "t") mult = 1e12;
+  else if (unit == "ki") mult = 1024.0;
+  else if (unit == "mi") mult = 1024.0 * 1024;
+  else if (unit == "gi") mult = 1024.0 * 1024 * 1024;
+  else if (unit == "ti") mult = 1024.0 * 1024 * 1024 * 1024;
+  else throw std::invalid_argument("'" + text + "': unknown unit (use K, M, G, Ki, Mi, Gi)");
+  const double bytes = v * mult;
+  if (!std::isfinite(bytes) || bytes <= 0 || bytes > 9.0e18)
+    throw std::invalid_argument("'" + text + "' is not a positive size");
+  return static_cast<int64_t>(bytes);
+}
+
+std::string validate_options(const ServerOptions& o) {
+  if (o.port < 0 || o.port > 65535) return "--port must be in 0..65535";
+  if (o.host.empty()) return "--host must not be empty";
+  if (o.backend != "auto" && o.backend != "cpu" && o.backend != "cuda" && o.backend != "hip")
+    return "--backend must be cpu, cuda, hip or auto (got '" + o.backend + "')";
+  if (o.log_format != "text" && o.log_format != "json") return "--log-format must be text or json";
+  if (o.block_size < 1 || o.block_size > 1024) return "--block-size must be in 1..1024";
+  if (o.max_num_seqs < 1) return "--max-num-seqs must be at least 1";
+  if (o.max_num_batched_tokens < 1) return "--max-num-batched-tokens must be at least 1";
+  if (o.max_queue < 0) return "--max-queue must be >= 0";
+  if (o.max_ctx < 0) return "--max-ctx must be positive";
+  if (o.gpu_memory_utilization && !o.kv_cache_memory.empty())
+    return "give --gpu-memory-utilization or --kv-cache-memory, not both";
+  if (o.gpu_memory_utilization && !(*o.gpu_memory_utilization > 0 && *o.gpu_memory_utilization <= 1))
+    return "--gpu-memory-utilization must be in (0, 1]";
+  const bool cpu = o.backend == "cpu" || o.backend == "auto";
+  if (cpu && o.gpu_memory_utilization)
+    return "--gpu-memory-utilization sizes device memory; the cpu backend takes --kv-cache-memory BYTES "
+           "(default 1GiB)";
+  if (!o.kv_cache_memory.empty()) {
+    try {
+      parse_bytes(o.kv_cache_memory);
+    } catch (const std::exception& e) {
+      return std::string("--kv-cache-memory: ") + e.what();
+    }
+  }
+  if (o.kv_cache_dtype != "auto") {
+    try {
+      ds::parse_dtype(o.kv_cache_dtype);
+    } catch (const std::exception& e) {
+      return std::string("--kv-cache-dtype: ") + e.what();
+    }
+  }
+  if (!o.chat_template.empty() && !std::filesystem::is_regular_file(o.chat_template))
+    return "--chat-template: no such file: " + o.chat_template;
+  if (!o.model.empty() && !std::filesystem::is_directory(o.model))
+    return "--model: no such directory: " + o.model;
+  return {};
+}
+
+std::filesystem::path default_model_dir(const char* argv0) {
+  namespace fs = std::filesystem;
+  const fs::path rel = fs::path("tests") / "data" / "tiny-qwen35";
+  std::vector<fs::path> candidates;
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec && argv0) exe = fs::absolute(argv0, ec);
+  if (!exe.empty()) {
+    candidates.push_back(exe.parent_path().parent_path() / rel);  // build/serve
+    candidates.push_back(exe.parent_path() / rel);
+  }
+  if (std::string(DELTASERVE_SOURCE_DIR).size()) candidates.push_back(fs::path(DELTASERVE_SOURCE_DIR) / rel);
+  candidates.push_back(fs::current_path(ec) / rel);
+  for (const auto& c : candidates)
+    if (fs::is_regular_file(c / "config.json", ec)) return fs::weakly_canonical(c, ec);
+  return {};
+}
+
+}  // namespace ds::server

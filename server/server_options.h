@@ -1,0 +1,60 @@
+// ServerOptions: serve's command line (CLI11), with the checks that need no model.
+//
+// The flags are the ones users know from vLLM and llama-server (serving-notes.md §6):
+// --model, --host, --port, --served-model-name, --api-key (or DELTASERVE_API_KEY),
+// --paged-attention / --no-paged-attention, --max-ctx, --kv-cache-dtype, --block-size,
+// --gpu-memory-utilization / --kv-cache-memory, --max-num-seqs, --max-num-batched-tokens,
+// --max-queue, --backend, --chat-template, --log-level, --log-format. Combinations that cannot
+// work are refused before anything is loaded (validate_options); checks that need the model
+// (max-ctx against its positions and the cache) happen in the loader.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+namespace CLI {
+class App;
+}
+
+namespace ds::server {
+
+inline constexpr int64_t kDefaultCpuCacheBytes = int64_t{1} << 30;  // 1 GiB
+
+struct ServerOptions {
+  std::string model;  // empty: the bundled tiny model (default_model_dir)
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::string served_model_name;  // empty: the model directory's name
+  std::string api_key;
+  bool paged_attention = true;
+  int64_t max_ctx = 0;  // 0: min(model positions, what the cache holds)
+  std::string kv_cache_dtype = "auto";
+  int block_size = 16;
+  std::optional<double> gpu_memory_utilization;
+  std::string kv_cache_memory;  // bytes, with an optional K/M/G/Ki/Mi/Gi suffix
+  int max_num_seqs = 256;
+  int64_t max_num_batched_tokens = 2048;
+  int max_queue = 1024;
+  std::string backend = "auto";
+  std::string chat_template;
+  std::string log_level = "info";
+  std::string log_format = "text";
+};
+
+void add_server_options(CLI::App& app, ServerOptions& o);
+
+// An empty string when the options can work together, else what is wrong (one line).
+std::string validate_options(const ServerOptions& o);
+
+// "1073741824", "1GiB", "512M", "1.5G" -> bytes (K/M/G are 1000-based, Ki/Mi/Gi 1024-based; a
+// trailing B is optional). Throws std::invalid_argument with the text.
+int64_t parse_bytes(const std::string& text);
+
+// Where the bundled model lives: next to the executable's source tree (build/serve ->
+// ../tests/data/tiny-qwen35), in the source tree it was built from, or under the current
+// directory. Empty when none exists.
+std::filesystem::path default_model_dir(const char* argv0);
+
+}  // namespace ds::server

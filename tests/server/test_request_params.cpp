@@ -1,0 +1,205 @@
+// Request validation, option checks and the Prometheus text, without a server.
+#include <catch2/catch.hpp>
+
+#include "server/api_error.h"
+#include "server/chat_request.h"
+#include "server/metrics.h"
+#include "server/request_params.h"
+#include "server/server_options.h"
+
+using namespace ds::server;
+
+namespace {
+
+// The field a 400 names, or "" when the body is accepted.
+std::string refused_param(const std::string& body_text, Endpoint ep = Endpoint::chat) {
+  try {
+    parse_generation_params(Json::parse(body_text), ep, GenerationDefaults{}, 1024);
+  } catch (const ApiError& e) {
+    REQUIRE(e.status() == 400);
+    return e.param().empty() ? "?" : e.param();
+  }
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("generation params: values are read and bad ones are refused by name", "[params]") {
+  const auto p = parse_generation_params(
+      Json::parse(R"({"n": 3, "max_tokens": 7, "temperature": 0.5, "top_p": 0.9, "top_k": 5, "min_p": 0.1,
+                      "presence_penalty": 0.5, "frequency_penalty": -0.5, "repetition_penalty": 1.2, "seed": 42,
+                      "logit_bias": {"17": 5.5}, "stop": ["a", "b"], "stop_token_ids": [3], "ignore_eos": true,
+                      "logprobs": true, "top_logprobs": 4, "stream": true,
+                      "stream_options": {"include_usage": true}})"),
+      Endpoint::chat, GenerationDefaults{}, 1024);
+  CHECK(p.n == 3);
+  CHECK(*p.max_tokens == 7);
+  CHECK(p.sampling.temperature == 0.5f);
+  CHECK(p.sampling.top_k == 5);
+  CHECK(*p.sampling.seed == 42u);
+  REQUIRE(p.sampling.logit_bias.size() == 1);
+  CHECK(p.sampling.logit_bias[0].token == 17);
+  CHECK(p.stop == std::vector<std::string>{"a", "b"});
+  CHECK(p.stop_token_ids == std::vector<int32_t>{3});
+  CHECK(p.ignore_eos);
+  CHECK(p.sampling.logprobs);
+  CHECK(p.sampling.top_logprobs == 4);
+  CHECK(p.include_usage);
+
+  CHECK(refused_param(R"({"n": 17})") == "n");
+  CHECK(refused_param(R"({"n": 0})") == "n");
+  CHECK(refused_param(R"({"max_tokens": 0})") == "max_tokens");
+  CHECK(refused_param(R"({"max_completion_tokens": "x"})") == "max_completion_tokens");
+  CHECK(refused_param(R"({"temperature": -1})") == "temperature");
+  CHECK(refused_param(R"({"top_p": 0})") == "top_p");
+  CHECK(refused_param(R"({"top_k": -2})") == "top_k");
+  CHECK(refused_param(R"({"min_p": 2})") == "min_p");
+  CHECK(refused_param(R"({"presence_penalty": 3})") == "presence_penalty");
+  CHECK(refused_param(R"({"frequency_penalty": -3})") == "frequency_penalty");
+  CHECK(refused_param(R"({"repetition_penalty": 0})") == "repetition_penalty");
+  CHECK(refused_param(R"({"logit_bias": {"abc": 1}})") == "logit_bias");
+  CHECK(refused_param(R"({"logit_bias": {"5000": 1}})") == "logit_bias");
+  CHECK(refused_param(R"({"logit_bias": {"5": 101}})") == "logit_bias");
+  CHECK(refused_param(R"({"stop": [""]})") == "stop");
+  CHECK(refused_param(R"({"stop": 5})") == "stop");
+  CHECK(refused_param(R"({"stop_token_ids": [1024]})") == "stop_token_ids");
+  CHECK(refused_param(R"({"top_logprobs": 3})") == "top_logprobs");
+  CHECK(refused_param(R"({"logprobs": true, "top_logprobs": 21})") == "top_logprobs");
+  CHECK(refused_param(R"({"stream_options": {"include_usage": true}})") == "stream_options");
+  CHECK(refused_param(R"({"response_format": {"type": "json_object"}})") == "response_format");
+  CHECK(refused_param(R"({"best_of": 2})") == "best_of");
+  CHECK(refused_param(R"({"min_tokens": 4})") == "min_tokens");
+  CHECK(refused_param(R"({"guided_json": {}})") == "guided_json");
+  CHECK(refused_param(R"({"logprobs": 21})", Endpoint::completions) == "logprobs");
+  // Unknown fields and harmless OpenAI fields are ignored.
+  CHECK(refused_param(R"({"user": "u", "metadata": {}, "store": false, "whatever": 1,
+                          "response_format": {"type": "text"}})")
+            .empty());
+  // Integers may arrive as 2.0 from JavaScript.
+  CHECK(refused_param(R"({"n": 2.0})").empty());
+}
+
+TEST_CASE("generation params: the model's generation_config supplies omitted defaults", "[params]") {
+  GenerationDefaults d;
+  d.temperature = 0.6f;
+  d.top_k = 20;
+  d.top_p = 0.95f;
+  auto p = parse_generation_params(Json::parse("{}"), Endpoint::chat, d, 1024);
+  CHECK(p.sampling.temperature == 0.6f);
+  CHECK(p.sampling.top_k == 20);
+  CHECK(p.sampling.top_p == 0.95f);
+  p = parse_generation_params(Json::parse(R"({"temperature": 0, "top_k": -1})"), Endpoint::chat, d, 1024);
+  CHECK(p.sampling.temperature == 0.0f);
+  CHECK(p.sampling.top_k == 0);
+}
+
+TEST_CASE("chat messages: normalised for the template, bad ones refused by name", "[params]") {
+  const Json m = normalize_messages(Json::parse(R"([
+    {"role": "developer", "content": "be brief"},
+    {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+    {"role": "assistant", "content": null, "reasoning": "thought",
+     "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{\"x\": 1}"}}]},
+    {"role": "tool", "tool_call_id": "c1", "content": "42"}])"));
+  CHECK(m[0]["role"] == "system");
+  CHECK(m[1]["content"] == "a\nb");
+  CHECK(m[2]["content"] == "");
+  CHECK(m[2]["reasoning_content"] == "thought");
+  CHECK(m[2]["tool_calls"][0]["function"]["arguments"] == Json::parse(R"({"x": 1})"));
+  CHECK(m[3]["tool_call_id"] == "c1");
+
+  auto refused = [](const char* text) -> std::string {
+    try {
+      normalize_messages(Json::parse(text));
+    } catch (const ApiError& e) {
+      return e.param();
+    }
+    return {};
+  };
+  CHECK(refused("[]") == "messages");
+  CHECK(refused(R"([{"role": "wizard", "content": "x"}])") == "messages[0].role");
+  CHECK(refused(R"([{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}])") ==
+        "messages[0].content[0].type");
+  CHECK(refused(R"([{"role": "user"}])") == "messages[0].content");
+  CHECK(refused(R"([{"role": "assistant", "content": "",
+                     "tool_calls": [{"function": {"name": "f", "arguments": "{bad"}}]}])") ==
+        "messages[0].tool_calls[0].function.arguments");
+}
+
+TEST_CASE("options: sizes and combinations that cannot work", "[options]") {
+  CHECK(parse_bytes("1073741824") == 1073741824);
+  CHECK(parse_bytes("1GiB") == 1073741824);
+  CHECK(parse_bytes("512MiB") == 536870912);
+  CHECK(parse_bytes("2G") == 2000000000);
+  CHECK(parse_bytes("1.5Ki") == 1536);
+  CHECK_THROWS_AS(parse_bytes("lots"), std::invalid_argument);
+  CHECK_THROWS_AS(parse_bytes("5 parsecs"), std::invalid_argument);
+  CHECK_THROWS_AS(parse_bytes("-1G"), std::invalid_argument);
+
+  ServerOptions ok;
+  CHECK(validate_options(ok).empty());
+  auto bad = [](auto edit) {
+    ServerOptions o;
+    edit(o);
+    return validate_options(o);
+  };
+  CHECK(bad([](ServerOptions& o) { o.gpu_memory_utilization = 0.9; }).find("--gpu-memory-utilization") != std::string::npos);
+  CHECK(bad([](ServerOptions& o) {
+          o.backend = "cuda";
+          o.gpu_memory_utilization = 0.9;
+          o.kv_cache_memory = "1G";
+        }).find("not both") != std::string::npos);
+  CHECK(bad([](ServerOptions& o) {
+          o.backend = "cuda";
+          o.gpu_memory_utilization = 1.5;
+        }).find("(0, 1]") != std::string::npos);
+  CHECK(bad([](ServerOptions& o) { o.backend = "tpu"; }).find("--backend") != std::string::npos);
+  CHECK(bad([](ServerOptions& o) { o.port = 70000; }).find("--port") != std::string::npos);
+  CHECK(bad([](ServerOptions& o) { o.block_size = 0; }).find("--block-size") != std::string::npos);
+  CHECK(bad([](ServerOptions& o) { o.max_num_seqs = 0; }).find("--max-num-seqs") != std::string::npos);
+  CHECK(bad([](ServerOptions& o) { o.kv_cache_memory = "big"; }).find("--kv-cache-memory") != std::string::npos);
+  CHECK(bad([](ServerOptions& o) { o.kv_cache_dtype = "int3"; }).find("--kv-cache-dtype") != std::string::npos);
+  CHECK(bad([](ServerOptions& o) { o.log_format = "xml"; }).find("--log-format") != std::string::npos);
+  CHECK(bad([](ServerOptions& o) { o.chat_template = "/nonexistent/t.jinja"; }).find("--chat-template") !=
+        std::string::npos);
+  CHECK(bad([](ServerOptions& o) { o.model = "/nonexistent/model"; }).find("--model") != std::string::npos);
+}
+
+TEST_CASE("metrics: Prometheus text with cumulative histogram buckets", "[metrics]") {
+  ServerMetrics m("tiny");
+  m.observe_ttft(0.003);
+  m.observe_ttft(0.003);
+  m.observe_ttft(50);
+  m.count_finished("stop");
+  m.count_http(200);
+  m.count_http(429);
+  ds::scheduler::EngineStats s;
+  s.running = 2;
+  s.waiting = 1;
+  s.blocks_used = 5;
+  s.blocks_total = 10;
+  s.slots_used = 2;
+  s.slots_total = 4;
+  s.prompt_tokens_total = 30;
+  s.generated_tokens_total = 12;
+  s.preemptions_total = 1;
+  const std::string t = m.render(&s);
+  CHECK(t.find("vllm:num_requests_running{model_name=\"tiny\"} 2\n") != std::string::npos);
+  CHECK(t.find("vllm:num_requests_waiting{model_name=\"tiny\"} 1\n") != std::string::npos);
+  CHECK(t.find("vllm:kv_cache_usage_perc{model_name=\"tiny\"} 0.5\n") != std::string::npos);
+  CHECK(t.find("deltaserve:kv_cache_blocks_used{model_name=\"tiny\"} 5\n") != std::string::npos);
+  CHECK(t.find("deltaserve:state_slots_total{model_name=\"tiny\"} 4\n") != std::string::npos);
+  CHECK(t.find("vllm:prompt_tokens_total{model_name=\"tiny\"} 30\n") != std::string::npos);
+  CHECK(t.find("vllm:generation_tokens_total{model_name=\"tiny\"} 12\n") != std::string::npos);
+  CHECK(t.find("vllm:num_preemptions_total{model_name=\"tiny\"} 1\n") != std::string::npos);
+  CHECK(t.find("vllm:request_success_total{model_name=\"tiny\",finished_reason=\"stop\"} 1\n") != std::string::npos);
+  CHECK(t.find("deltaserve:http_requests_total{model_name=\"tiny\",code=\"429\"} 1\n") != std::string::npos);
+  CHECK(t.find("vllm:time_to_first_token_seconds_bucket{model_name=\"tiny\",le=\"0.001\"} 0\n") != std::string::npos);
+  CHECK(t.find("vllm:time_to_first_token_seconds_bucket{model_name=\"tiny\",le=\"0.005\"} 2\n") != std::string::npos);
+  CHECK(t.find("vllm:time_to_first_token_seconds_bucket{model_name=\"tiny\",le=\"40\"} 2\n") != std::string::npos);
+  CHECK(t.find("vllm:time_to_first_token_seconds_bucket{model_name=\"tiny\",le=\"80\"} 3\n") != std::string::npos);
+  CHECK(t.find("vllm:time_to_first_token_seconds_bucket{model_name=\"tiny\",le=\"+Inf\"} 3\n") != std::string::npos);
+  CHECK(t.find("vllm:time_to_first_token_seconds_count{model_name=\"tiny\"} 3\n") != std::string::npos);
+  for (const char* name : {"vllm:inter_token_latency_seconds", "vllm:e2e_request_latency_seconds",
+                           "vllm:request_queue_time_seconds"})
+    CHECK(t.find(std::string("# TYPE ") + name + " histogram\n") != std::string::npos);
+}
