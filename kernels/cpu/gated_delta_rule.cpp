@@ -19,6 +19,29 @@
 
 namespace ds::kernels::cpu {
 
+namespace {
+
+// One token of one head on its [dk, dv] state: decay, delta-rule update, read with q.
+// u and delta are dv-float scratch.
+DS_CPU_CLONES void delta_step(float* state, const float* qn, const float* kn, const float* v, float beta,
+                              float decay, int64_t dk, int64_t dv, float* u, float* delta, float* o) {
+  std::fill(u, u + dv, 0.0f);
+  for (int64_t i = 0; i < dk; ++i) {
+    float* srow = state + i * dv;
+    scale(decay, srow, dv);
+    axpy(kn[i], srow, u, dv);
+  }
+  for (int64_t c = 0; c < dv; ++c) delta[c] = (v[c] - u[c]) * beta;
+  std::fill(o, o + dv, 0.0f);
+  for (int64_t i = 0; i < dk; ++i) {
+    float* srow = state + i * dv;
+    axpy(kn[i], delta, srow, dv);
+    axpy(qn[i], srow, o, dv);
+  }
+}
+
+}  // namespace
+
 void gated_delta_rule(ThreadPool& pool, const Tensor& qkv, const Tensor& a, const Tensor& b,
                       const Tensor& a_log, const Tensor& dt_bias, Tensor& recurrent_state,
                       int64_t layer, const BatchPlan& plan, const DeltaNetDims& dims,
@@ -89,20 +112,7 @@ void gated_delta_rule(ThreadPool& pool, const Tensor& qkv, const Tensor& a, cons
         const double softplus = ax > 20.0 ? ax : std::log1p(std::exp(ax));
         const float decay = static_cast<float>(std::exp(-decay_scale * softplus));
 
-        std::fill(u, u + dv, 0.0f);
-        for (int64_t i = 0; i < dk; ++i) {
-          float* srow = state + i * dv;
-          scale(decay, srow, dv);
-          axpy(kn[i], srow, u, dv);
-        }
-        for (int64_t c = 0; c < dv; ++c) delta[c] = (v[c] - u[c]) * beta;
-        float* o = os + (r * hv + j) * dv;
-        std::fill(o, o + dv, 0.0f);
-        for (int64_t i = 0; i < dk; ++i) {
-          float* srow = state + i * dv;
-          axpy(kn[i], delta, srow, dv);
-          axpy(qn[i], srow, o, dv);
-        }
+        delta_step(state, qn, kn, v, beta, decay, dk, dv, u, delta, os + (r * hv + j) * dv);
       }
     }
   });

@@ -15,6 +15,37 @@
 
 namespace ds::kernels::cpu {
 
+namespace {
+
+// One (row, KV head): the `group` query heads at qrow over the first n_keys positions of
+// the sequence whose block ids are ids. scores holds group * n_keys floats.
+DS_CPU_CLONES void attend(const float* qrow, int64_t group, int64_t d, const float* ks, const float* vs,
+                          const int32_t* ids, int64_t bs, int64_t n_kv, int64_t kvh, int64_t n_keys, float scale,
+                          float* scores, float* out) {
+  for (int64_t t = 0; t < n_keys; ++t) {
+    const float* krow = ks + ((ids[t / bs] * bs + t % bs) * n_kv + kvh) * d;
+    for (int64_t g = 0; g < group; ++g) scores[g * n_keys + t] = dot(qrow + g * d, krow, d) * scale;
+  }
+  for (int64_t g = 0; g < group; ++g) {
+    float* sc = scores + g * n_keys;
+    const float mx = *std::max_element(sc, sc + n_keys);
+    double sum = 0.0;  // thousands of terms: sum them in double
+    for (int64_t t = 0; t < n_keys; ++t) {
+      sc[t] = std::exp(sc[t] - mx);
+      sum += sc[t];
+    }
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int64_t t = 0; t < n_keys; ++t) sc[t] *= inv;
+    std::fill(out + g * d, out + (g + 1) * d, 0.0f);
+  }
+  for (int64_t t = 0; t < n_keys; ++t) {
+    const float* vrow = vs + ((ids[t / bs] * bs + t % bs) * n_kv + kvh) * d;
+    for (int64_t g = 0; g < group; ++g) axpy(scores[g * n_keys + t], vrow, out + g * d, d);
+  }
+}
+
+}  // namespace
+
 void paged_attention(ThreadPool& pool, const Tensor& q, const Tensor& k_pool,
                      const Tensor& v_pool, const BatchPlan& plan, float scale, Tensor& out) {
   const char* op = "paged_attention";
@@ -52,29 +83,8 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const Tensor& k_pool,
       const int32_t* ids = all_ids + seq.block_begin;
       const int64_t n_keys = positions[static_cast<size_t>(row)] + 1;
       scores.resize(static_cast<size_t>(group * n_keys));
-      const float* qrow = qs + (row * n_q + kvh * group) * d;
-      for (int64_t t = 0; t < n_keys; ++t) {
-        const float* krow = ks + ((ids[t / bs] * bs + t % bs) * n_kv + kvh) * d;
-        for (int64_t g = 0; g < group; ++g)
-          scores[static_cast<size_t>(g * n_keys + t)] = dot(qrow + g * d, krow, d) * scale;
-      }
-      for (int64_t g = 0; g < group; ++g) {
-        float* sc = scores.data() + g * n_keys;
-        const float mx = *std::max_element(sc, sc + n_keys);
-        double sum = 0.0;  // thousands of terms: sum them in double
-        for (int64_t t = 0; t < n_keys; ++t) {
-          sc[t] = std::exp(sc[t] - mx);
-          sum += sc[t];
-        }
-        const float inv = static_cast<float>(1.0 / sum);
-        for (int64_t t = 0; t < n_keys; ++t) sc[t] *= inv;
-        std::fill(os + (row * n_q + kvh * group + g) * d, os + (row * n_q + kvh * group + g + 1) * d, 0.0f);
-      }
-      for (int64_t t = 0; t < n_keys; ++t) {
-        const float* vrow = vs + ((ids[t / bs] * bs + t % bs) * n_kv + kvh) * d;
-        for (int64_t g = 0; g < group; ++g)
-          axpy(scores[static_cast<size_t>(g * n_keys + t)], vrow, os + (row * n_q + kvh * group + g) * d, d);
-      }
+      attend(qs + (row * n_q + kvh * group) * d, group, d, ks, vs, ids, bs, n_kv, kvh, n_keys, scale,
+             scores.data(), os + (row * n_q + kvh * group) * d);
     }
   });
 }
