@@ -25,6 +25,7 @@ struct Shape {
   bool logprobs = false;
   bool include_usage = false;
   bool continuous_usage = false;
+  bool return_token_ids = false;
 };
 
 std::vector<ChoiceSpec> make_specs(const ServedModel& m, const GenerationParams& gp, const std::vector<Ids>& prompts,
@@ -81,7 +82,8 @@ void run_to_completion(const RouteContext& ctx, const httplib::Request& req, htt
   for (size_t i = 0; i < job.size(); ++i) {
     const ChoiceOutput& c = job.choice(i);
     if (*c.finish_reason() == "error") throw internal_error("generation failed: " + c.error());
-    choices.push_back(FinishedChoice{static_cast<int>(i), std::move(acc[i]), *c.finish_reason(), c.stop_reason()});
+    choices.push_back(FinishedChoice{static_cast<int>(i), std::move(acc[i]), *c.finish_reason(), c.stop_reason(),
+                                     shape.return_token_ids ? Json(c.token_ids()) : Json(nullptr)});
   }
   const auto& tok = *ctx.model.tokenizer;
   send_json(res, 200,
@@ -195,6 +197,7 @@ Shape make_shape(const ServedModel& m, const GenerationParams& gp, bool chat) {
   s.logprobs = gp.sampling.logprobs;
   s.include_usage = gp.include_usage || gp.continuous_usage;
   s.continuous_usage = gp.continuous_usage;
+  s.return_token_ids = gp.return_token_ids;
   return s;
 }
 

@@ -119,11 +119,13 @@ Json chat_completion_json(const ResponseHeader& h, const tok::Tokenizer& t, cons
     msg["reasoning_content"] = reasoning_value(c.output.reasoning);
     msg["reasoning"] = reasoning_value(c.output.reasoning);
     if (calls) msg["tool_calls"] = tool_calls_json(c.output.tool_calls);
-    arr.push_back(Json{{"index", c.index},
-                       {"message", std::move(msg)},
-                       {"logprobs", logprobs ? chat_logprobs_json(t, c.output.logprobs) : Json(nullptr)},
-                       {"finish_reason", c.finish_reason},
-                       {"stop_reason", c.stop_reason}});
+    Json choice = {{"index", c.index},
+                   {"message", std::move(msg)},
+                   {"logprobs", logprobs ? chat_logprobs_json(t, c.output.logprobs) : Json(nullptr)},
+                   {"finish_reason", c.finish_reason},
+                   {"stop_reason", c.stop_reason}};
+    if (!c.token_ids.is_null()) choice["token_ids"] = c.token_ids;
+    arr.push_back(std::move(choice));
   }
   return Json{{"id", h.id},
               {"object", "chat.completion"},
@@ -136,12 +138,15 @@ Json chat_completion_json(const ResponseHeader& h, const tok::Tokenizer& t, cons
 Json text_completion_json(const ResponseHeader& h, const tok::Tokenizer& t, const std::vector<FinishedChoice>& choices,
                           bool logprobs, int64_t prompt_tokens, int64_t completion_tokens) {
   Json arr = Json::array();
-  for (const auto& c : choices)
-    arr.push_back(Json{{"index", c.index},
-                       {"text", c.output.content},
-                       {"logprobs", logprobs ? completion_logprobs_json(t, c.output.logprobs) : Json(nullptr)},
-                       {"finish_reason", c.finish_reason},
-                       {"stop_reason", c.stop_reason}});
+  for (const auto& c : choices) {
+    Json choice = {{"index", c.index},
+                   {"text", c.output.content},
+                   {"logprobs", logprobs ? completion_logprobs_json(t, c.output.logprobs) : Json(nullptr)},
+                   {"finish_reason", c.finish_reason},
+                   {"stop_reason", c.stop_reason}};
+    if (!c.token_ids.is_null()) choice["token_ids"] = c.token_ids;
+    arr.push_back(std::move(choice));
+  }
   return Json{{"id", h.id},
               {"object", "text_completion"},
               {"created", h.created},

@@ -40,6 +40,7 @@ struct FinishedChoice {
   ChoiceDelta output;  // everything the choice produced
   std::string finish_reason;
   Json stop_reason;  // null, a string or a token id
+  Json token_ids;    // null, or the generated ids (return_token_ids)
 };
 
 Json chat_completion_json(const ResponseHeader& h, const tok::Tokenizer& tokenizer,

@@ -188,6 +188,7 @@ GenerationParams parse_generation_params(const Json& body, Endpoint endpoint,
   p.include_stop = get_bool(body, "include_stop_str_in_output").value_or(false);
   p.skip_special = get_bool(body, "skip_special_tokens").value_or(true);
 
+  p.return_token_ids = get_bool(body, "return_token_ids").value_or(false);
   p.stream = get_bool(body, "stream").value_or(false);
   if (const auto* so = field(body, "stream_options")) {
     if (!p.stream) throw bad_request("'stream_options' is only allowed with 'stream': true", "stream_options");

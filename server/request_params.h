@@ -33,6 +33,7 @@ struct GenerationParams {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool continuous_usage = false;  // stream_options.continuous_usage_stats
+  bool return_token_ids = false;  // vLLM extension: token ids in non-streaming choices
 };
 
 // Reads the shared fields of a request body (an object). vocab bounds token ids in
