@@ -2,7 +2,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
+#include "scheduler/request.h"
 #include "scheduler/scheduler.h"
 
 namespace ds::scheduler {
@@ -25,6 +27,12 @@ struct EngineConfig {
   int64_t cache_bytes = 0;
   int32_t num_blocks = 0;
   int32_t num_slots = 0;
+
+  // Called on the engine thread once per request as it ends (after its final event was
+  // delivered), whether or not anyone still reads its stream: the hook for request
+  // histograms (end-to-end, queue time, TTFT, tokens) of a /metrics endpoint. It must be quick
+  // and thread-safe; an exception from it is logged and ignored.
+  std::function<void(RequestId, FinishReason, const RequestMetrics&)> on_finish;
 
   // Checks the scheduler's bookkeeping against the pools after every step (tests); a
   // violation is counted in EngineStats::invariant_violations.

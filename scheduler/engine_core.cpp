@@ -299,6 +299,7 @@ void Engine::Core::end_request(RequestId id, RequestEvent e) {
   }
   if (l.queued) ++dequeued_;
   e.metrics = m;
+  if (config_.on_finish) ended_.push_back({id, *e.finish, m});
   outbox_.emplace_back(std::move(l.stream), std::move(e));
   live_.erase(it);
 }
@@ -338,6 +339,14 @@ void Engine::Core::publish(Shared& shared) {
 void Engine::Core::deliver() {
   for (auto& [stream, event] : outbox_) stream->push(std::move(event));
   outbox_.clear();
+  for (const Ended& e : ended_) {
+    try {
+      config_.on_finish(e.id, e.reason, e.metrics);
+    } catch (const std::exception& ex) {
+      spdlog::error("engine: on_finish callback threw: {}", ex.what());
+    }
+  }
+  ended_.clear();
 }
 
 }  // namespace ds::scheduler

@@ -95,6 +95,12 @@ struct Engine::Core {
   std::unordered_map<RequestId, Live> live_;
   // This iteration's events, delivered once pools and stats are up to date.
   std::vector<std::pair<std::shared_ptr<RequestStream>, RequestEvent>> outbox_;
+  struct Ended {
+    RequestId id;
+    FinishReason reason;
+    RequestMetrics metrics;
+  };
+  std::vector<Ended> ended_;  // for config_.on_finish, after the outbox
   EngineStats counters_;
   int32_t dequeued_ = 0;  // requests that left Shared::queued since the last publish
 

@@ -10,8 +10,8 @@
 //   raw_logprobs                         log-softmax of the raw row: a token's and the best n
 //
 // A vocabulary of 248k makes a full sort per row the expensive part, so top_k selects with
-// nth_element and top_p sorts only a growing prefix of the largest logits until it holds
-// the requested mass (a full sort only when the distribution is nearly flat).
+// nth_element, and top_p finds the nucleus's lowest logit from a histogram of the mass and
+// sorts only the tokens above it (a full sort only when the nucleus is the whole vocabulary).
 #pragma once
 
 #include <cstdint>
@@ -56,7 +56,7 @@ struct Candidate {
 
 // The distribution a non-greedy row draws from: temperature, min_p, top_k, top_p applied to
 // processed logits. out gets the kept tokens with probabilities summing to 1, in draw order:
-// largest first (ties by token id) when top_k or top_p chose them, token order otherwise.
+// largest first (ties by token id) when top_k or top_p is set, token order otherwise.
 // Returns false (out empty) when the row holds a NaN or no finite value.
 bool filtered_distribution(std::span<const float> logits, const SamplingParams& params,
                            std::vector<Candidate>& scratch, std::vector<TokenProb>& out);

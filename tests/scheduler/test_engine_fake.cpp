@@ -280,6 +280,44 @@ TEST_CASE("engine: shutdown drains or cancels, and refuses new work", "[engine]"
   cut.cancel();  // the engine is gone: a no-op
 }
 
+TEST_CASE("engine: on_finish sees every request once, read or not", "[engine]") {
+  FakeModel model(64);
+  std::mutex mu;
+  std::map<RequestId, std::vector<FinishReason>> seen;
+  EngineConfig cfg = small_config();
+  cfg.on_finish = [&](RequestId id, FinishReason r, const RequestMetrics& m) {
+    std::lock_guard lock(mu);
+    seen[id].push_back(r);
+    if (m.finished < m.submitted) seen[id].push_back(FinishReason::error);  // impossible times
+  };
+  RequestId read_id = 0, dropped_id = 0, detached_id = 0;
+  {
+    Engine engine(model, cfg);
+    auto a = engine.submit(Request({1, 2}));
+    REQUIRE(a.ok());
+    read_id = a.handle.id();
+    collect(a.handle);
+    {
+      Request r({4, 5});
+      r.max_tokens = 100000;
+      auto b = engine.submit(r);
+      REQUIRE(b.ok());
+      dropped_id = b.handle.id();
+    }  // dropped unread: cancelled
+    auto c = engine.submit(Request({3}));
+    REQUIRE(c.ok());
+    detached_id = c.handle.id();
+    c.handle.detach();  // runs to the end with nobody reading
+    engine.shutdown(std::chrono::seconds(60));
+  }
+  std::lock_guard lock(mu);
+  CHECK(seen.size() == 3);
+  CHECK(seen[read_id] == std::vector<FinishReason>{FinishReason::length});
+  REQUIRE(seen[dropped_id].size() == 1);
+  CHECK((seen[dropped_id][0] == FinishReason::cancelled || seen[dropped_id][0] == FinishReason::length));
+  CHECK(seen[detached_id] == std::vector<FinishReason>{FinishReason::length});
+}
+
 TEST_CASE("engine: failures stay with the requests that cause them", "[engine]") {
   FakeModel model(64);
   model.reject_token = 50;

@@ -138,18 +138,28 @@ TEST_CASE("tiny: 16 concurrent greedy requests match each alone and the HF refer
 
 TEST_CASE("tiny: chunked prefill gives the same tokens for any token budget", "[engine][tiny][chunked]") {
   Tiny& t = tiny();
-  const std::vector<Request> reqs = reference_requests();
+  // Prompts of 5, 17, 63, 65 and 200 tokens (350 in all): a budget of 1 token costs one
+  // forward per prompt token and per decode, so the 511-token prompt stays out of this one.
+  const std::vector<size_t> which = {1, 2, 3, 5, 6};
+  std::vector<Request> reqs;
+  for (size_t i : which) reqs.push_back(greedy_request(t.prompts[i]));
+  std::vector<std::vector<int32_t>> first;
   for (int64_t budget : {1, 7, 64, 4096}) {
     INFO("max_num_batched_tokens " << budget);
     Engine engine(t.forward, config(600, budget));
     const std::vector<Outcome> out = run_together(engine, reqs);
-    for (size_t i = 0; i < reqs.size(); ++i) {
-      INFO("prompt " << i);
-      CHECK(out[i].tokens == t.greedy[i]);
+    for (size_t k = 0; k < reqs.size(); ++k) {
+      INFO("prompt " << which[k]);
+      CHECK(out[k].tokens == t.greedy[which[k]]);
+      if (budget == 1)
+        first.push_back(out[k].tokens);
+      else
+        CHECK(out[k].tokens == first[k]);
     }
     check_pools_free(engine);
     const EngineStats s = engine.stats();
-    if (budget == 1) CHECK(s.iterations_total >= 926 + 8 * (kRefTokens - 1));  // one token a step
+    if (budget == 1) CHECK(s.iterations_total >= 350 + 5 * (kRefTokens - 1));  // one token a step
+    if (budget == 7) CHECK(s.last_batch_tokens <= 7);
   }
 }
 
@@ -351,7 +361,7 @@ TEST_CASE("tiny: randomized arrivals, cancels and pool sizes on the real model",
   int64_t iterations = 0, preemptions = 0;
   for (int round = 0; round < 3; ++round) {
     const int64_t max_ctx = 160;
-    const int32_t blocks = 10 + std::uniform_int_distribution<int32_t>(0, 12)(meta);  // 10 blocks = max_ctx
+    const int32_t blocks = 10 + std::uniform_int_distribution<int32_t>(0, 5)(meta);  // 10 blocks = max_ctx
     const int64_t budget = std::uniform_int_distribution<int64_t>(1, 64)(meta);
     const int32_t seqs = std::uniform_int_distribution<int32_t>(2, 8)(meta);
     INFO("round " << round << " blocks " << blocks << " budget " << budget << " max_num_seqs " << seqs);
