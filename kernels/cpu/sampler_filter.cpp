@@ -30,32 +30,52 @@ void cut_nucleus(std::vector<Candidate>& sorted, float m, double target) {
 }  // namespace
 
 int32_t greedy_token(std::span<const float> logits) {
-  // The maximum first, in independent lanes the compiler can keep in vector registers (a
-  // 248k-entry row per sampled token), then the first index that holds it.
+  // The maximum first, in independent lanes the compiler keeps in vector registers (one
+  // 248k-entry row per sampled token), then the first index that holds it. v * 0 is NaN
+  // exactly when v is NaN or infinite, so one sum tells whether the fast path may be trusted;
+  // a row that is not all finite takes the careful loop.
   constexpr size_t kLanes = 16;
-  float lane[kLanes];
-  for (float& l : lane) l = -std::numeric_limits<float>::infinity();
-  bool nan = false;
+  float lane[kLanes], probe[kLanes];
+  for (size_t l = 0; l < kLanes; ++l) {
+    lane[l] = -std::numeric_limits<float>::infinity();
+    probe[l] = 0.0f;
+  }
   const size_t n = logits.size();
   size_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
     for (size_t l = 0; l < kLanes; ++l) {
       const float v = logits[i + l];
-      nan |= v != v;
+      probe[l] += v * 0.0f;
       lane[l] = v > lane[l] ? v : lane[l];
     }
   }
   float best = -std::numeric_limits<float>::infinity();
-  for (float l : lane) best = l > best ? l : best;
+  float finite = 0.0f;
+  for (size_t l = 0; l < kLanes; ++l) {
+    best = lane[l] > best ? lane[l] : best;
+    finite += probe[l];
+  }
   for (; i < n; ++i) {
     const float v = logits[i];
-    nan |= v != v;
+    finite += v * 0.0f;
     best = v > best ? v : best;
   }
-  if (nan || !std::isfinite(best)) return -1;
-  for (size_t j = 0; j < n; ++j)
-    if (logits[j] == best) return static_cast<int32_t>(j);
-  return -1;
+  if (finite == 0.0f && n > 0) {
+    for (size_t j = 0; j < n; ++j)
+      if (logits[j] == best) return static_cast<int32_t>(j);
+  }
+  // Some value is NaN or infinite: NaN fails the row, -inf never wins, +inf is not a logit.
+  int32_t arg = -1;
+  best = -std::numeric_limits<float>::infinity();
+  for (size_t j = 0; j < n; ++j) {
+    const float v = logits[j];
+    if (std::isnan(v)) return -1;
+    if (v > best) {
+      best = v;
+      arg = static_cast<int32_t>(j);
+    }
+  }
+  return std::isfinite(best) ? arg : -1;
 }
 
 bool filtered_distribution(std::span<const float> logits, const SamplingParams& params,
