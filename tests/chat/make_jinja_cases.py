@@ -189,6 +189,12 @@ CASES = [
     "{{ (messages|last).role }} {{ messages[-1]['content']|length }} {{ messages[1:]|length }} {{ (messages|first).content|trim }}",
     "{% if messages[0].content is string and messages[0].content|length > 0 %}has system{% endif %}",
     "{{ x if x is defined else 'fallback' }} {{ 'a' if false else 'b' if false else 'c' }}",
+    "{% for m in messages %}{% if loop.previtem and loop.previtem.role != 'tool' %}P{% endif %}{% if not loop.last and loop.nextitem.role != 'tool' %}N{% elif loop.last %}L{% endif %}{% endfor %}",
+    "{% for k, v in messages[2].tool_calls[0].function.arguments|items %}{% set v = v | tojson | safe if v is mapping or (v is sequence and v is not string) else v | string %}{{ k }}={{ v }};{% endfor %}",
+    "{% macro rc(content, do_count, is_sys=false) %}{% if content is string %}{{ content }}{% elif content is iterable and content is not mapping %}{% for item in content %}{% if 'image' in item or item.type == 'image' %}{% if is_sys %}{{ raise_exception('no images in system') }}{% endif %}<img>{% elif 'text' in item %}{{ item.text }}{% endif %}{% endfor %}{% elif content is none or content is undefined %}{% else %}{{ raise_exception('bad content') }}{% endif %}{% endmacro %}{{ rc(messages[4].content, true) }}|{{ rc(messages[0].content, false, true)|trim }}|{{ rc(none, false) }}|{{ rc(nope, false) }}",
+    "{% macro rc(content, is_sys=false) %}{% for item in content %}{% if item.type == 'image' and is_sys %}{{ raise_exception('no images in system') }}{% endif %}{% endfor %}{% endmacro %}{{ rc(messages[4].content, is_sys=true) }}",
+    "{%- if tools and tools is iterable and tools is not mapping %}T{%- else %}F{%- endif %}",
+    "{%- set ns = namespace(multi_step_tool=true, last_query_index=messages|length - 1) %}{%- for message in messages[::-1] %}{%- set index = (messages|length - 1) - loop.index0 %}{%- if ns.multi_step_tool and message.role == 'user' and message.content is string %}{%- set ns.multi_step_tool = false %}{%- set ns.last_query_index = index %}{%- endif %}{%- endfor %}{{ ns.last_query_index }}",
     # --- precedence ---
     "{{ -2 ** 2 }} {{ not 1 == 2 }} {{ 2 * 3|string }} {{ 1 + 2 * 3 - 4 / 2 }} {{ (1 + 2) ~ 3 }}",
     "{{ 'a' ~ 1 + 2 }}",

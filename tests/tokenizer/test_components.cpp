@@ -2,7 +2,11 @@
 // behaviours, BPE merge order, added-token matching rules, and long inputs.
 #include <catch2/catch.hpp>
 
+#include <random>
+
 #include "model/tokenizer/byte_level.h"
+#include "model/tokenizer/normalizer.h"
+#include "model/tokenizer/utf8.h"
 #include "model/tokenizer/pre_tokenizer.h"
 #include "model/tokenizer/regex.h"
 #include "model/tokenizer/tokenizer.h"
@@ -133,17 +137,17 @@ TEST_CASE("BPE: lowest rank first, leftmost among equal ranks", "[tokenizer][bpe
   }
 }
 
-TEST_CASE("BPE: a megabyte-long word and whitespace run stay fast and exact", "[tokenizer][bpe]") {
+TEST_CASE("BPE: a 256 KiB word and whitespace run stay fast and exact", "[tokenizer][bpe]") {
   const auto& tok = ds::test::qwen3_tokenizer();
   // Quadratic merging or regex backtracking would not finish within the test timeout.
-  const std::string word(1 << 20, 'a');
+  const std::string word(1 << 18, 'a');
   const auto ids = tok.encode(word);
   CHECK(tok.decode(ids) == word);
   // The HF reference encodes 300 "a" as 37 x "aaaaaaaa" (69440) then "aaaa" (28458).
   const auto short_ids = tok.encode(std::string(300, 'a'));
   CHECK(std::count(short_ids.begin(), short_ids.end(), 69440) == 37);
   CHECK(short_ids.back() == 28458);
-  const std::string spaces = std::string(1 << 20, ' ') + "x" + std::string(1 << 19, '\n');
+  const std::string spaces = std::string(1 << 18, ' ') + "x" + std::string(1 << 17, '\n');
   CHECK(tok.decode(tok.encode(spaces)) == spaces);
 }
 
@@ -182,4 +186,41 @@ TEST_CASE("invalid UTF-8 input is encoded as its lossy conversion", "[tokenizer]
   const auto ids = tok.encode(bad);
   CHECK(tok.decode(ids) == "ok\xEF\xBF\xBD\xEF\xBF\xBD end\xEF\xBF\xBD");
   CHECK(ids == tok.encode("ok\xEF\xBF\xBD\xEF\xBF\xBD end\xEF\xBF\xBD"));
+}
+
+TEST_CASE("NFC quick check never skips text that NFC would change", "[tokenizer][nfc]") {
+  using ds::tok::Normalizer;
+  CHECK(Normalizer::nfc_quick_check("plain ASCII, Latin-1 \xC3\xA9 and \xE4\xB8\xAD\xE6\x96\x87 \xF0\x9F\x98\x80"));
+  CHECK(Normalizer::nfc_quick_check("\xEA\xB0\x80"));                  // Hangul syllable GA
+  CHECK_FALSE(Normalizer::nfc_quick_check("e\xCC\x81"));               // e + combining acute
+  CHECK_FALSE(Normalizer::nfc_quick_check("\xEA\xB0\x80\xE1\x86\xA8"));  // GA + final jamo = GAG
+  CHECK_FALSE(Normalizer::nfc_quick_check("\xE3\x81\x8B\xE3\x82\x99"));  // ka + voiced mark = ga
+  CHECK_FALSE(Normalizer::nfc_quick_check("\xE2\x84\xAB"));            // ANGSTROM SIGN -> U+00C5
+  CHECK_FALSE(Normalizer::nfc_quick_check("\xEF\xA4\x80"));            // CJK compatibility ideograph
+  // Property: whenever the quick check says "already NFC", utf8proc agrees.
+  const auto nfd = Normalizer::from_json({{"type", "NFD"}});
+  std::mt19937 rng(5);
+  const char32_t ranges[][2] = {{0x20, 0x7E},   {0xC0, 0x17F},  {0x300, 0x36F},  {0x1100, 0x11FF},
+                                {0x3040, 0x30FF}, {0xAC00, 0xD7A3}, {0x4E00, 0x9FFF}, {0xF900, 0xFAFF},
+                                {0x1F300, 0x1F64F}, {0x0900, 0x097F}, {0x2100, 0x214F}};
+  int skipped = 0;
+  for (int round = 0; round < 20000; ++round) {
+    std::string s;
+    for (int i = 0, n = 1 + static_cast<int>(rng() % 6); i < n; ++i) {
+      const auto& r = ranges[rng() % std::size(ranges)];
+      const char32_t cp = r[0] + rng() % (r[1] - r[0] + 1);
+      if (cp >= 0xD800 && cp <= 0xDFFF) continue;
+      ds::tok::utf8::append(s, cp);
+    }
+    // Also try the decomposed form, which is rarely NFC.
+    std::string storage;
+    const std::string decomposed(nfd.apply(s, storage));
+    for (const std::string& text : {s, decomposed}) {
+      if (!Normalizer::nfc_quick_check(text)) continue;
+      ++skipped;
+      INFO("text: " << text);
+      CHECK(Normalizer::full(text, Normalizer::Form::kNFC) == text);
+    }
+  }
+  CHECK(skipped > 1000);
 }
