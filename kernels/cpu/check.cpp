@@ -5,13 +5,13 @@
 
 namespace ds::kernels::cpu {
 
-void check(bool ok, const char* op, const std::string& what) {
-  if (!ok) throw std::invalid_argument(std::string(op) + ": " + what);
+void fail(const char* op, const std::string& what) {
+  throw std::invalid_argument(std::string(op) + ": " + what);
 }
 
 void check_f32(const Tensor& t, const char* op, const char* name) {
-  check(!t.empty(), op, std::string(name) + " is empty");
-  check(t.dtype() == DType::f32, op,
+  DS_CHECK(!t.empty(), op, std::string(name) + " is empty");
+  DS_CHECK(t.dtype() == DType::f32, op,
         std::string(name) + " must be f32, not " + std::string(dtype_name(t.dtype())));
 }
 

@@ -28,7 +28,7 @@ class CpuBackend final : public Backend {
   DType kv_cache_dtype() const override { return DType::f32; }
 
   Tensor alloc(DType dtype, const Shape& shape) override {
-    check(!is_quantized(dtype), "alloc", "the cpu backend stores no quantised tensors");
+    DS_CHECK(!is_quantized(dtype), "alloc", "the cpu backend stores no quantised tensors");
     const size_t bytes = static_cast<size_t>(ds::row_bytes(dtype, shape.numel()));
     const size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign + kAlign;
     void* p = std::aligned_alloc(kAlign, rounded);
@@ -54,26 +54,26 @@ class CpuBackend final : public Backend {
         }
         break;
       default:
-        check(false, "upload", "cannot load " + std::string(dtype_name(src.dtype)) + " weights");
+        DS_CHECK(false, "upload", "cannot load " + std::string(dtype_name(src.dtype)) + " weights");
     }
     return t;
   }
 
   void fill_zero(Tensor& t) override {
-    check(!t.empty() || t.numel() == 0, "fill_zero", "empty tensor");
+    DS_CHECK(!t.empty() || t.numel() == 0, "fill_zero", "empty tensor");
     if (t.numel() > 0) std::memset(t.data(), 0, static_cast<size_t>(t.bytes()));
   }
 
   void copy_to_host(const Tensor& src, std::span<float> dst) override {
     check_f32(src, "copy_to_host", "src");
-    check(static_cast<int64_t>(dst.size()) == src.numel(), "copy_to_host",
+    DS_CHECK(static_cast<int64_t>(dst.size()) == src.numel(), "copy_to_host",
           "destination holds " + std::to_string(dst.size()) + " floats, tensor " + src.shape().str());
     std::memcpy(dst.data(), src.data(), dst.size() * sizeof(float));
   }
 
   void copy_from_host(std::span<const float> src, Tensor& dst) override {
     check_f32(dst, "copy_from_host", "dst");
-    check(static_cast<int64_t>(src.size()) == dst.numel(), "copy_from_host",
+    DS_CHECK(static_cast<int64_t>(src.size()) == dst.numel(), "copy_from_host",
           "source holds " + std::to_string(src.size()) + " floats, tensor " + dst.shape().str());
     std::memcpy(dst.data(), src.data(), src.size() * sizeof(float));
   }

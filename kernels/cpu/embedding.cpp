@@ -9,12 +9,12 @@ void embedding(ThreadPool& pool, const Tensor& table, const BatchPlan& plan, Ten
   const char* op = "embedding";
   check_f32(table, op, "table");
   check_f32(out, op, "out");
-  check(table.rank() == 2, op, "table must be [V, H], got " + table.shape().str());
+  DS_CHECK(table.rank() == 2, op, "table must be [V, H], got " + table.shape().str());
   const int64_t vocab = table.dim(0), h = table.dim(1);
-  check(out.shape() == Shape{plan.num_rows(), h}, op,
+  DS_CHECK((out.shape() == Shape{plan.num_rows(), h}), op,
         "out must be [rows, H] = " + Shape{plan.num_rows(), h}.str() + ", got " + out.shape().str());
   const auto& ids = plan.token_ids();
-  for (int32_t id : ids) check(id >= 0 && id < vocab, op, "token id " + std::to_string(id) + " outside the table");
+  for (int32_t id : ids) DS_CHECK(id >= 0 && id < vocab, op, "token id " + std::to_string(id) + " outside the table");
   const float* src = table.data_as<const float>();
   float* dst = out.data_as<float>();
   pool.parallel_for(plan.num_rows(), 256, [&](int64_t begin, int64_t end) {

@@ -16,9 +16,9 @@ void gated_rms_norm(ThreadPool& pool, const Tensor& x, const Tensor& z, const Te
   check_f32(weight, op, "weight");
   check_f32(out, op, "out");
   const int64_t d = weight.numel();
-  check(d > 0 && x.rank() >= 1 && x.dim(x.rank() - 1) == d, op,
+  DS_CHECK(d > 0 && x.rank() >= 1 && x.dim(x.rank() - 1) == d, op,
         "x " + x.shape().str() + " must end in the weight's " + std::to_string(d) + " elements");
-  check(z.shape() == x.shape() && out.shape() == x.shape(), op,
+  DS_CHECK(z.shape() == x.shape() && out.shape() == x.shape(), op,
         "x, z and out must have one shape, got " + x.shape().str() + ", " + z.shape().str() +
             ", " + out.shape().str());
   const int64_t rows = x.numel() / d;

@@ -10,8 +10,15 @@
 
 namespace ds::kernels::cpu {
 
-// Throws std::invalid_argument("<op>: <what>") unless ok.
-void check(bool ok, const char* op, const std::string& what);
+// Throws std::invalid_argument("<op>: <what>").
+[[noreturn]] void fail(const char* op, const std::string& what);
+// Fails with the message unless ok; the message is only built on failure (these checks run
+// on every op of every step).
+// (Wrap a condition holding braces, e.g. Shape{a, b}, in parentheses.)
+#define DS_CHECK(ok, op, ...)                            \
+  do {                                                   \
+    if (!(ok)) ::ds::kernels::cpu::fail(op, __VA_ARGS__); \
+  } while (0)
 // Checks that t is a non-empty f32 tensor.
 void check_f32(const Tensor& t, const char* op, const char* name);
 
