@@ -1,0 +1,172 @@
+// The `serve` program itself: --help, flags refused at start, the start-up log, JSON logs,
+// the contiguous baseline, signals (graceful SIGTERM/SIGINT exit 0, a second signal cancels).
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+
+#include <httplib.h>
+
+#include "server/json.h"
+#include "tests/server/serve_process.h"
+#include "tests/test_paths.h"
+
+using namespace ds::test;
+using ds::server::Json;
+
+namespace {
+
+const std::vector<std::string> kSmall = {"--port", "0", "--kv-cache-memory", "64MiB", "--max-num-seqs", "8"};
+
+std::vector<std::string> with(std::vector<std::string> base, const std::vector<std::string>& more) {
+  base.insert(base.end(), more.begin(), more.end());
+  return base;
+}
+
+}  // namespace
+
+TEST_CASE("serve --help documents every flag", "[process]") {
+  ServeProcess p({"--help"});
+  REQUIRE(p.wait_exit() == 0);
+  const std::string help = p.log();
+  for (const char* flag :
+       {"--model", "--host", "--port", "--served-model-name", "--api-key", "DELTASERVE_API_KEY", "--paged-attention",
+        "--no-paged-attention", "--max-ctx", "--kv-cache-dtype", "--block-size", "--gpu-memory-utilization",
+        "--kv-cache-memory", "--max-num-seqs", "--max-num-batched-tokens", "--max-queue", "--backend",
+        "--chat-template", "--log-level", "--log-format"})
+    CHECK(help.find(flag) != std::string::npos);
+}
+
+TEST_CASE("serve refuses flags that cannot work, before serving, with a clear message", "[process]") {
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{"--gpu-memory-utilization", "0.9"}, "--gpu-memory-utilization sizes device memory"},
+      {{"--backend", "cuda", "--gpu-memory-utilization", "0.9", "--kv-cache-memory", "1G"}, "not both"},
+      {{"--backend", "cuda"}, "no cuda backend"},
+      {{"--backend", "hip"}, "no hip backend"},
+      {{"--backend", "tpu"}, "--backend must be"},
+      {{"--kv-cache-dtype", "bf16"}, "stores K/V as f32"},
+      {{"--max-ctx", "100000"}, "exceeds the model's 4096 positions"},
+      {{"--max-ctx", "4096", "--kv-cache-memory", "8MiB"}, "more than the K/V cache holds"},
+      {{"--kv-cache-memory", "1KiB"}, "cannot hold one DeltaNet state slot"},
+      {{"--no-paged-attention", "--kv-cache-memory", "16MiB"}, "cannot hold one contiguous sequence"},
+      {{"--model", "/nonexistent/dir"}, "--model: no such directory"},
+      {{"--chat-template", "/nonexistent.jinja"}, "--chat-template: no such file"},
+      {{"--log-format", "xml"}, "--log-format must be text or json"},
+      {{"--log-level", "loud"}, "--log-level must be"},
+      {{"--block-size", "0"}, "--block-size"},
+      {{"--max-num-seqs", "0"}, "--max-num-seqs"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.message);
+    ServeProcess p(with({"--port", "0"}, c.args));
+    const auto code = p.wait_exit();
+    REQUIRE(code.has_value());
+    CHECK(*code != 0);
+    CHECK(p.log().find(c.message) != std::string::npos);
+    CHECK(p.log().find("ready:") == std::string::npos);
+  }
+}
+
+TEST_CASE("serve starts on the bundled model, logs its capacity, and exits 0 on SIGTERM", "[process]") {
+  // Started from another directory: the bundled model is found next to the executable.
+  ServeProcess p(kSmall, "/tmp");
+  REQUIRE(p.wait_log("ready:"));
+  const int port = p.port();
+  REQUIRE(port > 0);
+  const std::string log = p.log();
+  for (const char* line : {"weights: 8 layers", "K/V cache:", "tokens", "DeltaNet state slots: 8",
+                           "max concurrency at max-ctx", "paged"})
+    CHECK(log.find(line) != std::string::npos);
+  httplib::Client c("127.0.0.1", port);
+  auto h = c.Get("/health");
+  REQUIRE(h);
+  CHECK(h->status == 200);
+  auto r = c.Post("/v1/completions", R"({"prompt": "Hi", "max_tokens": 3})", "application/json");
+  REQUIRE(r);
+  CHECK(r->status == 200);
+  p.signal(SIGTERM);
+  CHECK(p.wait_exit(std::chrono::seconds(30)) == 0);
+  CHECK(p.log().find("stopped") != std::string::npos);
+}
+
+TEST_CASE("SIGINT lets an in-flight stream finish; a second signal cancels it; exit 0", "[process]") {
+  for (const bool twice : {false, true}) {
+    INFO("twice = " << twice);
+    ServeProcess p(kSmall);
+    REQUIRE(p.wait_log("ready:"));
+    const int port = p.port();
+    std::string body;
+    std::thread client([&] {
+      httplib::Client c("127.0.0.1", port);
+      c.set_read_timeout(120, 0);
+      const std::string req = twice ? R"({"prompt": "Hi", "max_tokens": 3000, "ignore_eos": true, "stream": true})"
+                                    : R"({"prompt": "Hi", "max_tokens": 60, "ignore_eos": true, "stream": true})";
+      auto r = c.Post("/v1/completions", req, "application/json");
+      if (r) body = r->body;
+    });
+    // Wait until the request is generating, then signal.
+    httplib::Client m("127.0.0.1", port);
+    for (int i = 0; i < 5000; ++i) {
+      auto x = m.Get("/metrics");
+      if (x && x->body.find("vllm:num_requests_running{model_name=\"tiny-qwen35\"} 1") != std::string::npos) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    p.signal(SIGINT);
+    if (twice) {
+      REQUIRE(p.wait_log("shutting down"));
+      p.signal(SIGINT);
+    }
+    CHECK(p.wait_exit(std::chrono::seconds(60)) == 0);
+    client.join();
+    CHECK(body.find("data: [DONE]") != std::string::npos);
+    CHECK(body.find(twice ? "\"finish_reason\":\"abort\"" : "\"finish_reason\":\"length\"") != std::string::npos);
+  }
+}
+
+TEST_CASE("--log-format json writes one JSON object per line; --no-paged-attention serves the baseline", "[process]") {
+  ServeProcess p(with(kSmall, {"--log-format", "json", "--no-paged-attention", "--max-ctx", "256",
+                               "--served-model-name", "tiny", "--api-key", "k1"}));
+  REQUIRE(p.wait_log("ready:"));
+  const int port = p.port();
+  httplib::Client c("127.0.0.1", port);
+  c.set_bearer_token_auth("k1");
+  auto r = c.Post("/v1/chat/completions", R"({"model": "tiny", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2})",
+                  "application/json");
+  REQUIRE(r);
+  CHECK(r->status == 200);
+  p.signal(SIGTERM);
+  REQUIRE(p.wait_exit() == 0);
+  std::istringstream lines(p.log());
+  std::string line;
+  int n = 0;
+  bool contiguous = false;
+  while (std::getline(lines, line)) {
+    if (line.empty()) continue;
+    const Json j = Json::parse(line, nullptr, false);
+    INFO(line);
+    REQUIRE(j.is_object());
+    CHECK(j.contains("time"));
+    CHECK(j.contains("level"));
+    const std::string msg = j["message"];
+    contiguous |= msg.find("contiguous baseline") != std::string::npos;
+    ++n;
+  }
+  CHECK(n >= 5);
+  CHECK(contiguous);
+  // 64 MiB holds 8 state slots and plenty of 256-token sequences: 8 run at once.
+  CHECK(p.log().find("DeltaNet state slots: 8") != std::string::npos);
+}
+
+TEST_CASE("a port in use is a clear start-up error", "[process]") {
+  ServeProcess a(kSmall);
+  const int port = a.port();
+  REQUIRE(port > 0);
+  ServeProcess b({"--port", std::to_string(port)});
+  CHECK(b.wait_exit() == 1);
+  CHECK(b.log().find("cannot listen on 127.0.0.1:" + std::to_string(port)) != std::string::npos);
+  a.signal(SIGTERM);
+  CHECK(a.wait_exit() == 0);
+}
