@@ -8,6 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 jobs=${JOBS:-$(nproc)}
+# The official openai npm client, for test_openai_npm (versions pinned by package-lock.json).
+(cd tests/npm && npm ci --no-audit --no-fund --loglevel=error)
 
 echo "== Release build"
 scripts/build.sh
