@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <limits>
+#include <atomic>
+#include <cstring>
 #include <mutex>
 
 #include "model/tokenizer/byte_level.h"
@@ -20,6 +22,11 @@ struct BpeModel::MergeTable {
   };
   std::vector<Slot> slots;
   uint64_t mask = 0;
+  // A blocked Bloom filter over the keys (about 14 bits per merge, all bits of a key in one
+  // 64-byte line): most pairs a text asks about do not merge, and the filter answers that
+  // from a few hundred KiB instead of a probe into the megabytes of slots.
+  std::vector<uint64_t> bloom;  // blocks of 8 words
+  uint64_t bloom_blocks_mask = 0;
 
   static uint64_t key_of(int32_t a, int32_t b) {
     return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
@@ -28,13 +35,41 @@ struct BpeModel::MergeTable {
 
   explicit MergeTable(std::size_t n) {
     std::size_t cap = 16;
-    while (cap < 2 * n) cap <<= 1;
+    while (cap * 7 < n * 10) cap <<= 1;  // load factor at most 0.7
     slots.resize(cap);
     mask = cap - 1;
+    std::size_t blocks = 1;
+    while (blocks * 512 < n * 14) blocks <<= 1;
+    bloom.assign(blocks * 8, 0);
+    bloom_blocks_mask = blocks - 1;
+  }
+  static uint64_t bloom_hash(uint64_t k) {
+    k ^= k >> 31;
+    k *= 0xD6E8FEB86659FD93ULL;
+    k ^= k >> 32;
+    return k;
+  }
+  void bloom_add(uint64_t k) {
+    const uint64_t h = bloom_hash(k);
+    uint64_t* block = &bloom[((h >> 32) & bloom_blocks_mask) * 8];
+    for (int i = 0; i < 3; ++i) {
+      const unsigned bit = (h >> (9 * i)) & 511;
+      block[bit >> 6] |= uint64_t{1} << (bit & 63);
+    }
+  }
+  bool bloom_may_contain(uint64_t k) const {
+    const uint64_t h = bloom_hash(k);
+    const uint64_t* block = &bloom[((h >> 32) & bloom_blocks_mask) * 8];
+    for (int i = 0; i < 3; ++i) {
+      const unsigned bit = (h >> (9 * i)) & 511;
+      if (!(block[bit >> 6] & (uint64_t{1} << (bit & 63)))) return false;
+    }
+    return true;
   }
   // A later duplicate overrides an earlier one, as in HF's map construction.
   void put(int32_t a, int32_t b, int32_t rank, int32_t new_id) {
     const uint64_t k = key_of(a, b);
+    bloom_add(k);
     for (uint64_t i = hash(k) & mask;; i = (i + 1) & mask) {
       if (slots[i].key == kEmpty || slots[i].key == k) {
         slots[i] = {k, rank, new_id};
@@ -44,6 +79,7 @@ struct BpeModel::MergeTable {
   }
   const Slot* find(int32_t a, int32_t b) const {
     const uint64_t k = key_of(a, b);
+    if (!bloom_may_contain(k)) return nullptr;
     for (uint64_t i = hash(k) & mask;; i = (i + 1) & mask) {
       if (slots[i].key == k) return &slots[i];
       if (slots[i].key == kEmpty) return nullptr;
@@ -51,14 +87,32 @@ struct BpeModel::MergeTable {
   }
 };
 
+// Results for short pieces, in fixed slots (no allocation per entry): direct-mapped within
+// each of 16 shards, each shard under its own mutex. A new piece simply replaces whatever
+// occupied its slot.
 struct BpeModel::Cache {
   static constexpr std::size_t kShards = 16;
-  static constexpr std::size_t kMaxPerShard = 8192;
+  static constexpr std::size_t kSlotsPerShard = 4096;
+  static constexpr std::size_t kMaxKey = 46;
+  static constexpr std::size_t kMaxIds = 12;
+  struct Slot {
+    uint64_t hash = 0;
+    uint8_t key_len = 0;
+    uint8_t n_ids = 0;  // 0: empty
+    char key[kMaxKey];
+    int32_t ids[kMaxIds];
+  };
   struct Shard {
     std::mutex mu;
-    std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> map;
+    std::vector<Slot> slots = std::vector<Slot>(kSlotsPerShard);
   };
   std::array<Shard, kShards> shards;
+
+  static bool cacheable(std::string_view piece) { return piece.size() <= kMaxKey; }
+  Slot& slot_for(uint64_t h, Shard*& shard) {
+    shard = &shards[h % kShards];
+    return shard->slots[(h / kShards) % kSlotsPerShard];
+  }
 };
 
 namespace {
@@ -70,9 +124,15 @@ struct Symbol {
   bool alive;
 };
 
+// A possible merge of the symbol at `pos` with its right neighbour. It is still valid when
+// popped if both symbols still have the ids recorded here: a symbol's id only changes by
+// growing, and a longer pair would produce a different token, so this is the same test as
+// HF's "the pair still merges into new_id", without a table lookup.
 struct Candidate {
   int32_t rank;
   int32_t pos;
+  int32_t left;
+  int32_t right;
   int32_t new_id;
 };
 
@@ -88,6 +148,32 @@ struct Scratch {
   std::vector<Candidate> heap;
   std::vector<int32_t> ids;
 };
+
+// A small per-thread, direct-mapped cache of merge-table answers (including "no merge"). The
+// merge table is megabytes and its probes are cache misses; the pairs a text keeps asking
+// about (the bytes of common characters, frequent neighbours) fit in 64 KiB.
+struct PairCache {
+  static constexpr std::size_t kSize = 1 << 12;
+  static constexpr uint64_t kEmpty = ~uint64_t{0};
+  struct Entry {
+    uint64_t key = kEmpty;
+    int32_t rank = -1;  // -1: the pair does not merge
+    int32_t new_id = 0;
+  };
+  uint64_t owner = 0;  // serial of the model whose answers are cached
+  std::array<Entry, kSize> entries;
+};
+
+PairCache& pair_cache(uint64_t owner) {
+  thread_local PairCache cache;
+  if (cache.owner != owner) {
+    cache.entries.fill(PairCache::Entry{});
+    cache.owner = owner;
+  }
+  return cache;
+}
+
+std::atomic<uint64_t> next_model_serial{1};
 
 Scratch& scratch() {
   thread_local Scratch s;
@@ -177,6 +263,7 @@ BpeModel BpeModel::from_json(const nlohmann::json& model) {
     m.merges_->put(ia->second, ib->second, static_cast<int32_t>(rank), ij->second);
   }
   m.cache_ = std::make_unique<Cache>();
+  m.serial_ = next_model_serial.fetch_add(1);
   return m;
 }
 
@@ -188,6 +275,17 @@ std::optional<int32_t> BpeModel::token_id(std::string_view text) const {
 
 void BpeModel::merge(std::string_view piece, std::vector<int32_t>& out) const {
   Scratch& s = scratch();
+  PairCache& pc = pair_cache(serial_);
+  // The merge for (a, b): rank >= 0 and the merged id, or rank -1.
+  const auto lookup = [&](int32_t a, int32_t b) -> const PairCache::Entry& {
+    const uint64_t key = MergeTable::key_of(a, b);
+    PairCache::Entry& e = pc.entries[MergeTable::hash(key) & (PairCache::kSize - 1)];
+    if (e.key != key) {
+      const auto* mr = merges_->find(a, b);
+      e = {key, mr ? mr->rank : -1, mr ? mr->new_id : 0};
+    }
+    return e;
+  };
   std::vector<Symbol>& sym = s.symbols;
   sym.clear();
   // Initial symbols: one per byte; bytes without a token become unk (or vanish).
@@ -210,8 +308,8 @@ void BpeModel::merge(std::string_view piece, std::vector<int32_t>& out) const {
   std::vector<Candidate>& heap = s.heap;
   heap.clear();
   for (int32_t i = 0; i + 1 < n; ++i) {
-    if (const auto* mr = merges_->find(sym[i].id, sym[i + 1].id))
-      heap.push_back({mr->rank, i, mr->new_id});
+    const auto& mr = lookup(sym[i].id, sym[i + 1].id);
+    if (mr.rank >= 0) heap.push_back({mr.rank, i, sym[i].id, sym[i + 1].id, mr.new_id});
   }
   std::make_heap(heap.begin(), heap.end(), LaterCandidate{});
   while (!heap.empty()) {
@@ -219,24 +317,22 @@ void BpeModel::merge(std::string_view piece, std::vector<int32_t>& out) const {
     const Candidate top = heap.back();
     heap.pop_back();
     Symbol& left = sym[top.pos];
-    if (!left.alive || left.next < 0) continue;
+    if (!left.alive || left.next < 0 || left.id != top.left) continue;
     Symbol& right = sym[left.next];
-    // The pair may have changed since this candidate was pushed.
-    const auto* mr = merges_->find(left.id, right.id);
-    if (!mr || mr->new_id != top.new_id) continue;
+    if (right.id != top.right) continue;  // the pair changed since this candidate was pushed
     left.id = top.new_id;
     right.alive = false;
     left.next = right.next;
     if (right.next >= 0) sym[right.next].prev = top.pos;
     if (left.prev >= 0) {
-      if (const auto* p = merges_->find(sym[left.prev].id, left.id)) {
-        heap.push_back({p->rank, left.prev, p->new_id});
+      if (const auto& p = lookup(sym[left.prev].id, left.id); p.rank >= 0) {
+        heap.push_back({p.rank, left.prev, sym[left.prev].id, left.id, p.new_id});
         std::push_heap(heap.begin(), heap.end(), LaterCandidate{});
       }
     }
     if (left.next >= 0) {
-      if (const auto* p = merges_->find(left.id, sym[left.next].id)) {
-        heap.push_back({p->rank, top.pos, p->new_id});
+      if (const auto& p = lookup(left.id, sym[left.next].id); p.rank >= 0) {
+        heap.push_back({p.rank, top.pos, left.id, sym[left.next].id, p.new_id});
         std::push_heap(heap.begin(), heap.end(), LaterCandidate{});
       }
     }
@@ -256,25 +352,31 @@ void BpeModel::encode_piece(std::string_view piece, std::vector<int32_t>& out) c
       return;
     }
   }
-  if (piece.size() > kMaxCachedPieceBytes) {
+  if (!Cache::cacheable(piece)) {
     merge(piece, out);
     return;
   }
-  Cache::Shard& shard = cache_->shards[StringHash{}(piece) % Cache::kShards];
+  const uint64_t h = StringHash{}(piece);
+  Cache::Shard* shard = nullptr;
+  Cache::Slot& slot = cache_->slot_for(h, shard);
   {
-    std::lock_guard<std::mutex> lock(shard.mu);
-    const auto it = shard.map.find(piece);
-    if (it != shard.map.end()) {
-      out.insert(out.end(), it->second.begin(), it->second.end());
+    std::lock_guard<std::mutex> lock(shard->mu);
+    if (slot.n_ids && slot.hash == h && slot.key_len == piece.size() &&
+        std::memcmp(slot.key, piece.data(), piece.size()) == 0) {
+      out.insert(out.end(), slot.ids, slot.ids + slot.n_ids);
       return;
     }
   }
   const std::size_t first = out.size();
   merge(piece, out);
-  std::vector<int32_t> ids(out.begin() + static_cast<std::ptrdiff_t>(first), out.end());
-  std::lock_guard<std::mutex> lock(shard.mu);
-  if (shard.map.size() >= Cache::kMaxPerShard) shard.map.clear();
-  shard.map.emplace(std::string(piece), std::move(ids));
+  const std::size_t n = out.size() - first;
+  if (n == 0 || n > Cache::kMaxIds) return;
+  std::lock_guard<std::mutex> lock(shard->mu);
+  slot.hash = h;
+  slot.key_len = static_cast<uint8_t>(piece.size());
+  slot.n_ids = static_cast<uint8_t>(n);
+  std::memcpy(slot.key, piece.data(), piece.size());
+  std::copy(out.begin() + static_cast<std::ptrdiff_t>(first), out.end(), slot.ids);
 }
 
 }  // namespace ds::tok

@@ -7,8 +7,11 @@
 // so a piece of n bytes costs O(n log n) even when it is a megabyte of one letter; stale heap
 // entries are recognised and dropped when popped.
 //
-// Results for pieces up to kMaxCachedPieceBytes are cached (shared by all threads, sharded
-// under mutexes; a full shard is emptied and refilled), because real text repeats its words.
+// Results for pieces up to 46 bytes are cached, because real text repeats its words: 64K
+// fixed slots shared by all threads (16 shards under mutexes; a new piece replaces the one in
+// its slot), so a cache miss allocates nothing.
+// Merge-table answers are also cached per thread in a small direct-mapped table, because the
+// big table's probes are cache misses and text keeps asking about the same pairs.
 //
 // Supported model options: ignore_merges (a piece that is itself a vocabulary token is that
 // token), unk_token (used for a byte with no vocabulary entry; without it such a byte is
@@ -39,8 +42,6 @@ using TokenIndex = std::unordered_map<std::string, int32_t, StringHash, std::equ
 
 class BpeModel {
  public:
-  static constexpr std::size_t kMaxCachedPieceBytes = 128;
-
   BpeModel();
   ~BpeModel();
   BpeModel(BpeModel&&) noexcept;
@@ -71,6 +72,7 @@ class BpeModel {
   std::unique_ptr<MergeTable> merges_;
   struct Cache;
   std::unique_ptr<Cache> cache_;
+  uint64_t serial_ = 0;  // identifies this model in per-thread caches
 };
 
 }  // namespace ds::tok

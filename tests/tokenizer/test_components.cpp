@@ -2,7 +2,9 @@
 // behaviours, BPE merge order, added-token matching rules, and long inputs.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <random>
+#include <thread>
 
 #include "model/tokenizer/byte_level.h"
 #include "model/tokenizer/normalizer.h"
@@ -223,4 +225,32 @@ TEST_CASE("NFC quick check never skips text that NFC would change", "[tokenizer]
     }
   }
   CHECK(skipped > 1000);
+}
+
+TEST_CASE("one tokenizer encodes on many threads at once", "[tokenizer][threads]") {
+  const auto& tok = ds::test::qwen3_tokenizer();
+  std::vector<std::string> texts;
+  std::mt19937 rng(11);
+  for (int i = 0; i < 8; ++i) {
+    std::string t;
+    for (int w = 0; w < 400; ++w) {
+      t += "word" + std::to_string(rng() % 300) + (w % 7 ? " " : ", ");
+      if (w % 50 == 0) t += "\xE4\xB8\xAD\xE6\x96\x87\xE5\x88\x86\xE8\xAF\x8D ";
+    }
+    texts.push_back(t);
+  }
+  std::vector<std::vector<int32_t>> expected;
+  for (const auto& t : texts) expected.push_back(tok.encode(t));
+  std::atomic<int> mismatches{0};
+  std::vector<std::thread> threads;
+  for (int th = 0; th < 4; ++th)
+    threads.emplace_back([&, th] {
+      for (int round = 0; round < 20; ++round)
+        for (std::size_t i = 0; i < texts.size(); ++i) {
+          const std::size_t k = (i + static_cast<std::size_t>(th)) % texts.size();
+          if (tok.encode(texts[k]) != expected[k]) ++mismatches;
+        }
+    });
+  for (auto& t : threads) t.join();
+  CHECK(mismatches == 0);
 }
