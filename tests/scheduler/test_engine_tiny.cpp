@@ -15,6 +15,7 @@
 #include "model/qwen35/reference_file.h"
 #include "scheduler/engine.h"
 #include "scheduler/qwen35_forward_model.h"
+#include "tests/test_backend.h"
 #include "tests/test_paths.h"
 
 using namespace ds;
@@ -30,7 +31,7 @@ constexpr int kRefTokens = 24;  // greedy tokens per reference prompt
 // while an engine runs; engines run one at a time).
 struct Tiny {
   Tiny()
-      : backend(kernels::cpu::make_cpu_backend()),
+      : backend(test::make_test_backend()),  // DELTASERVE_TEST_BACKEND (tests/test_backend.h)
         model(qwen35::Model::load(*backend, test::data_path("tiny-qwen35"))),
         forward(*model),
         ref(test::data_path("tiny-qwen35/reference.safetensors")) {
@@ -118,9 +119,10 @@ TEST_CASE("tiny: 16 concurrent greedy requests match each alone and the HF refer
   Tiny& t = tiny();
   REQUIRE(t.prompts.size() == 8);
   std::vector<Request> reqs = reference_requests();
-  // Eight more prompts of other lengths between 1 and 511.
+  // Eight more prompts of other lengths between 1 and 511 (12 tokens each: they have no
+  // reference, only their runs alone, and the sanitizer pass pays for every step).
   std::mt19937 rng(16);
-  for (int64_t len : {2, 9, 31, 100, 128, 257, 330, 450}) reqs.push_back(greedy_request(random_prompt(rng, len)));
+  for (int64_t len : {2, 9, 31, 48, 100, 150, 257, 300}) reqs.push_back(greedy_request(random_prompt(rng, len), 12));
 
   Engine engine(t.forward, config(600));
   const std::vector<Outcome> together = run_together(engine, reqs);
@@ -129,7 +131,7 @@ TEST_CASE("tiny: 16 concurrent greedy requests match each alone and the HF refer
   for (size_t i = 0; i < reqs.size(); ++i) {
     INFO("request " << i << ", prompt of " << reqs[i].prompt->size() << " tokens");
     CHECK(together[i].finish == FinishReason::length);
-    CHECK(together[i].tokens.size() == static_cast<size_t>(kRefTokens));
+    CHECK(together[i].tokens.size() == static_cast<size_t>(reqs[i].max_tokens));
     CHECK(together[i].tokens == alone[i].tokens);
     if (i < t.greedy.size()) CHECK(together[i].tokens == t.greedy[i]);
   }
@@ -166,11 +168,8 @@ TEST_CASE("tiny: chunked prefill gives the same tokens for any token budget", "[
 TEST_CASE("tiny: preemption under a small pool keeps every output", "[engine][tiny][preemption]") {
   Tiny& t = tiny();
   const std::vector<Request> reqs = reference_requests();
-  std::vector<Outcome> large;
-  {
-    Engine engine(t.forward, config(600));
-    large = run_together(engine, reqs);
-  }
+  // With a large pool these eight requests give exactly the reference tokens (the batch
+  // invariance test runs them so, 600 blocks); here they must give them again.
   // 36 blocks of 16 = 576 tokens: room for the longest request (511 + 24) but not for all
   // eight at once (about 75 blocks).
   Engine engine(t.forward, config(36, 256, 16, 576));
@@ -178,7 +177,6 @@ TEST_CASE("tiny: preemption under a small pool keeps every output", "[engine][ti
   int preempted = 0;
   for (size_t i = 0; i < reqs.size(); ++i) {
     INFO("prompt " << i);
-    CHECK(small[i].tokens == large[i].tokens);
     CHECK(small[i].tokens == t.greedy[i]);
     preempted += small[i].last.metrics.preemptions > 0;
   }
@@ -327,8 +325,8 @@ TEST_CASE("tiny: a seeded request samples the same tokens alone and in a busy ba
   std::mt19937 rng(7);
   std::vector<RequestHandle> busy;
   for (int i = 0; i < 8; ++i) {
-    Request r(random_prompt(rng, 20 + 60 * i));
-    r.max_tokens = 30;
+    Request r(random_prompt(rng, 20 + 30 * i));
+    r.max_tokens = 20;
     r.ignore_eos = true;
     r.sampling.temperature = i % 2 ? 0.0f : 1.0f;
     auto s = engine.submit(r);
@@ -360,8 +358,8 @@ TEST_CASE("tiny: randomized arrivals, cancels and pool sizes on the real model",
   std::mt19937 meta(31);
   int64_t iterations = 0, preemptions = 0;
   for (int round = 0; round < 3; ++round) {
-    const int64_t max_ctx = 160;
-    const int32_t blocks = 10 + std::uniform_int_distribution<int32_t>(0, 5)(meta);  // 10 blocks = max_ctx
+    const int64_t max_ctx = 112;
+    const int32_t blocks = 7 + std::uniform_int_distribution<int32_t>(0, 3)(meta);  // 7 blocks = max_ctx
     const int64_t budget = std::uniform_int_distribution<int64_t>(1, 64)(meta);
     const int32_t seqs = std::uniform_int_distribution<int32_t>(2, 8)(meta);
     INFO("round " << round << " blocks " << blocks << " budget " << budget << " max_num_seqs " << seqs);
@@ -372,15 +370,15 @@ TEST_CASE("tiny: randomized arrivals, cancels and pool sizes on the real model",
     std::mutex mu;
     std::thread submitter([&] {
       std::mt19937 rng(100 + round);
-      for (int i = 0; i < 14; ++i) {
-        Request r = greedy_request(random_prompt(rng, std::uniform_int_distribution<int64_t>(1, 120)(rng)),
-                                   std::uniform_int_distribution<int64_t>(1, 12)(rng));
+      for (int i = 0; i < 12; ++i) {
+        Request r = greedy_request(random_prompt(rng, std::uniform_int_distribution<int64_t>(1, 60)(rng)),
+                                   std::uniform_int_distribution<int64_t>(1, 40)(rng));
         auto s = engine.submit(r);
         std::lock_guard lock(mu);
         reqs.push_back(r);
         hs.push_back(std::move(s.handle));
         if (rng() % 3 == 0 && hs.size() > 1) hs[rng() % hs.size()].cancel();
-        std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 15));
+        std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 4));
       }
     });
     submitter.join();
