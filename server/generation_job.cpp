@@ -79,13 +79,7 @@ bool GenerationJob::drain(size_t i, std::vector<ChoiceUpdate>& out) {
       c.prev = e->time;
       c.have_prev = true;
     }
-    if (e->is_final()) {
-      c.engine_done = true;
-      const auto& m = e->metrics;
-      if (m.was_scheduled) metrics_.observe_queue(m.queue_seconds());
-      if (m.generated_tokens > 0) metrics_.observe_ttft(m.ttft_seconds());
-      metrics_.observe_e2e(m.e2e_seconds());
-    }
+    if (e->is_final()) c.engine_done = true;
     const bool was_finished = c.output->finished();
     ChoiceDelta d = c.output->on_event(*e);
     const bool now_finished = !was_finished && c.output->finished();

@@ -5,8 +5,9 @@
 // cancelled and the refusal becomes an ApiError (429 queue full with Retry-After, 413 prompt
 // too long, 400 invalid, 503 shutting down). next() waits for events of any choice and hands
 // back what each choice adds (its ChoiceDelta) and whether it finished; a choice that ends
-// on a stop string has its engine request cancelled on the spot. Latency histograms are fed
-// from the event timestamps (time to first token, inter-token gaps, end-to-end, queue).
+// on a stop string has its engine request cancelled on the spot. Inter-token gaps are fed to
+// the metrics from the event timestamps (the other latencies come from the engine's
+// on_finish hook, see metrics.h).
 //
 // Used by one thread (the HTTP handler). cancel_ids() lists the engine ids so that another
 // thread (the disconnect watcher) can cancel them through Engine::cancel, which is

@@ -97,6 +97,13 @@ ServerMetrics::ServerMetrics(std::string model_name)
       queue_({0.001, 0.005, 0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40,
               50, 60, 120, 240, 480, 960, 1920, 7680}) {}
 
+void ServerMetrics::observe_request(const scheduler::RequestMetrics& m) {
+  std::lock_guard lock(mu_);
+  if (m.was_scheduled) queue_.observe(m.queue_seconds());
+  if (m.generated_tokens > 0) ttft_.observe(m.ttft_seconds());
+  e2e_.observe(m.e2e_seconds());
+}
+
 void ServerMetrics::observe_ttft(double s) {
   std::lock_guard lock(mu_);
   ttft_.observe(s);

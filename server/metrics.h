@@ -11,8 +11,10 @@
 //               deltaserve:http_requests_total{code}
 //   histograms  vllm:time_to_first_token_seconds, vllm:inter_token_latency_seconds,
 //               vllm:e2e_request_latency_seconds, vllm:request_queue_time_seconds
-// Gauges and token counters come from the engine's stats snapshot at scrape time; the
-// histograms are fed by the request handlers from each engine request's event times.
+// Gauges and token counters come from the engine's stats snapshot at scrape time. The
+// per-request histograms (end-to-end, queue, time to first token) are fed by the engine's
+// on_finish hook (observe_request), so every request counts, even one whose client left;
+// inter-token gaps come from the token events the request handlers read.
 // Thread-safe.
 #pragma once
 
@@ -24,6 +26,7 @@
 #include <vector>
 
 #include "scheduler/engine_stats.h"
+#include "scheduler/request.h"
 
 namespace ds::server {
 
@@ -46,6 +49,9 @@ class ServerMetrics {
  public:
   explicit ServerMetrics(std::string model_name);
 
+  // End-to-end, queue time and (when it produced one) time to first token of an engine
+  // request; wire it to EngineConfig::on_finish.
+  void observe_request(const scheduler::RequestMetrics& m);
   void observe_ttft(double seconds);
   void observe_inter_token(double seconds);
   void observe_e2e(double seconds);

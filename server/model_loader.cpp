@@ -15,6 +15,11 @@
 #include <spdlog/spdlog.h>
 
 #include "kernels/cpu/cpu_backend.h"
+#ifdef DELTASERVE_HAS_CUDA
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_sampler.h"
+#endif
+#include "model/qwen35/device_budget.h"
 #include "kvcache/capacity.h"
 
 namespace ds::server {
@@ -100,19 +105,21 @@ std::string served_name(const ServerOptions& o, const std::string& model_dir) {
   return p.filename().string();
 }
 
-std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::string& model_dir, bool progress_bar) {
+std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::string& model_dir, bool progress_bar,
+                                        ServerMetrics* metrics) {
   const fs::path dir(model_dir);
   if (!fs::is_regular_file(dir / "config.json"))
     throw std::runtime_error("--model " + model_dir + ": no config.json (expected a Hugging Face checkpoint directory)");
   auto lm = std::make_unique<LoadedModel>();
 
-  // Backend.
-  if (o.backend == "cuda" || o.backend == "hip")
-    throw std::runtime_error("--backend " + o.backend +
-                             ": this build has no " + o.backend +
-                             " backend for the model yet (the CUDA backend is being written, issue 7); "
-                             "use --backend cpu");
-  lm->backend = kernels::cpu::make_cpu_backend();
+  // Backend: cuda when asked for (or auto on a machine with a CUDA device), else cpu.
+#ifdef DELTASERVE_HAS_CUDA
+  if (o.backend == "cuda" || (o.backend == "auto" && cuda::cuda_device_available())) lm->backend = cuda::make_cuda_backend();
+#endif
+  if (!lm->backend && (o.backend == "cuda" || o.backend == "hip"))
+    throw std::runtime_error("--backend " + o.backend + ": this build has no " + o.backend +
+                             " backend for the model; use --backend cpu");
+  if (!lm->backend) lm->backend = kernels::cpu::make_cpu_backend();
   const DType kv_dtype = lm->backend->kv_cache_dtype();
   if (o.kv_cache_dtype != "auto" && ds::parse_dtype(o.kv_cache_dtype) != kv_dtype)
     throw std::runtime_error("--kv-cache-dtype " + o.kv_cache_dtype + ": the " + std::string(lm->backend->name()) +
@@ -152,7 +159,14 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::strin
   // Cache pools.
   const kvcache::CacheGeometry geo = lm->model->cache_geometry();
   const int64_t positions = max_positions(dir);
-  const int64_t budget = o.kv_cache_memory.empty() ? kDefaultCpuCacheBytes : parse_bytes(o.kv_cache_memory);
+  int64_t budget = o.kv_cache_memory.empty() ? kDefaultCpuCacheBytes : parse_bytes(o.kv_cache_memory);
+  if (o.kv_cache_memory.empty() && lm->backend->device_memory().total_bytes > 0) {
+    // A device backend: what --gpu-memory-utilization leaves after weights and activations.
+    const auto d = qwen35::measure_device_budget(*lm->model, o.gpu_memory_utilization.value_or(0.9),
+                                                 o.max_num_batched_tokens, o.max_num_seqs, o.block_size);
+    spdlog::info("{}", d.describe());
+    budget = d.budget_bytes;
+  }
   if (positions > 0 && o.max_ctx > positions)
     throw std::runtime_error("--max-ctx " + std::to_string(o.max_ctx) + " exceeds the model's " +
                              std::to_string(positions) + " positions (max_position_embeddings)");
@@ -163,6 +177,10 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::strin
   ec.scheduler.max_num_batched_tokens = o.max_num_batched_tokens;
   ec.max_queue = o.max_queue;
   ec.block_size = o.block_size;
+  if (metrics)
+    ec.on_finish = [metrics](scheduler::RequestId, scheduler::FinishReason, const scheduler::RequestMetrics& m) {
+      metrics->observe_request(m);
+    };
   kvcache::PoolSizes sizes;
   if (o.paged_attention) {
     sizes = kvcache::size_pools(geo, budget, o.block_size, o.max_num_seqs);
@@ -192,8 +210,13 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::strin
                              " tokens); raise --kv-cache-memory or lower --max-ctx");
   ec.max_ctx = std::min<int64_t>(want_ctx, sizes.token_capacity());
 
-  lm->forward = std::make_unique<scheduler::Qwen35ForwardModel>(*lm->model);
-  lm->engine = std::make_unique<scheduler::Engine>(*lm->forward, ec);
+  // A CUDA backend samples on the device: only token ids and logprobs cross to the host.
+  std::unique_ptr<kernels::Sampler> sampler;
+#ifdef DELTASERVE_HAS_CUDA
+  if (lm->backend->name() == "cuda") sampler = cuda::make_cuda_sampler(*lm->backend);
+#endif
+  lm->forward = std::make_unique<scheduler::Qwen35ForwardModel>(*lm->model, sampler != nullptr);
+  lm->engine = std::make_unique<scheduler::Engine>(*lm->forward, ec, std::move(sampler));
   const auto& ps = lm->engine->pool_sizes();
   const int64_t ctx = lm->engine->max_ctx();
   spdlog::info("K/V cache: {} blocks x {} tokens = {} tokens, {:.1f} MiB ({}, {} layers x {} KV heads x {}), {}",

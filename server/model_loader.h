@@ -6,8 +6,11 @@
 //   concurrency how many max-ctx requests fit at once (slots vs token capacity)
 // On a terminal a progress bar follows the weight files being read.
 //
-// --backend auto picks cpu (the only backend with a Qwen3.5 forward today); cuda and hip
-// fail here with a message saying so. --no-paged-attention on cpu sizes the cache as the
+// --backend auto picks cuda when the build has it and a device is present, else cpu; hip
+// fails here with a message saying so. On cuda the cache budget is what
+// --gpu-memory-utilization leaves after the weights and one profiling step of
+// --max-num-batched-tokens (model/qwen35/device_budget.h), unless --kv-cache-memory gives
+// it. --no-paged-attention on cpu sizes the cache as the
 // contiguous baseline does -- every sequence reserves a full max-ctx of K/V, so the
 // sequences that fit are budget / (max-ctx K/V + one state slot), each guaranteed its whole
 // context and never preempted -- while the blocks themselves stay paged, because the CPU
@@ -25,6 +28,7 @@
 #include "model/tokenizer/tokenizer.h"
 #include "scheduler/engine.h"
 #include "scheduler/qwen35_forward_model.h"
+#include "server/metrics.h"
 #include "server/served_model.h"
 #include "server/server_options.h"
 
@@ -47,6 +51,8 @@ std::string resolve_model_dir(const ServerOptions& o, const char* argv0);
 std::string served_name(const ServerOptions& o, const std::string& model_dir);
 
 // Throws std::runtime_error (or std::invalid_argument) with a message fit for the user.
-std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::string& model_dir, bool progress_bar);
+// metrics (may be null) gets every finished engine request (EngineConfig::on_finish).
+std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::string& model_dir, bool progress_bar,
+                                        ServerMetrics* metrics);
 
 }  // namespace ds::server

@@ -146,7 +146,7 @@ int main(int argc, char** argv) {
   std::unique_ptr<LoadedModel> lm;
   try {
     const bool bar = o.log_format == "text" && ::isatty(STDERR_FILENO);
-    lm = load_model(o, model_dir, bar);
+    lm = load_model(o, model_dir, bar, &metrics);
   } catch (const std::exception& e) {
     spdlog::error("cannot start: {}", e.what());
     spdlog::default_logger()->flush();

@@ -57,6 +57,9 @@ class TestServer {
     const std::string dir = data_path("tiny-qwen35");
     tokenizer_ = std::make_unique<tok::Tokenizer>(tok::Tokenizer::load(dir));
     template_ = std::make_unique<chat::ChatTemplate>(chat::ChatTemplate::from_model_dir(dir));
+    cfg_.engine.on_finish = [this](scheduler::RequestId, scheduler::FinishReason, const scheduler::RequestMetrics& m) {
+      metrics_.observe_request(m);
+    };
     if (cfg_.scripted) {
       scripted_ = std::make_unique<ScriptedModel>(1024, std::vector<int32_t>{1006, 1004}, cfg_.script);
       scripted_->set_step_delay(std::chrono::milliseconds(cfg_.step_delay_ms));

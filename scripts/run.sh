@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Newcomer command 1: install the Debian packages, build `serve` (Release, into build/) and
+# start it on the bundled tiny model (tests/data/tiny-qwen35). Ctrl-C stops it.
+#   scripts/run.sh                         http://127.0.0.1:8080
+#   PORT=9000 scripts/run.sh --api-key k   extra arguments go to serve (see serve --help)
+# Then, from another terminal: scripts/smoke.sh (curl checks) or any OpenAI client.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+jobs=${JOBS:-$(nproc)}
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j "$jobs" --target serve
+host=${HOST:-127.0.0.1}
+port=${PORT:-8080}
+echo "deltaserve: starting on http://$host:$port (OpenAI base URL http://$host:$port/v1; Ctrl-C stops it)"
+exec build/serve --host "$host" --port "$port" "$@"
