@@ -49,6 +49,7 @@ struct Arguments {
 struct Expr {
   ExprKind kind;
   std::size_t offset;
+  int depth = 1;           // height of the tree below (parser.cpp keeps it bounded)
   std::string name;        // kName, kGetAttr, kFilter, kTest; operator of kBinary
   Value value;             // kLiteral
   ExprPtr object;          // operand / callee / filtered value

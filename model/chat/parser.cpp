@@ -363,12 +363,42 @@ class Parser {
 
   ExprPtr make(ExprKind k, std::size_t offset) { return std::make_unique<Expr>(k, offset); }
 
+  // Sets e.depth from its (finished) children and refuses trees too deep to walk safely: long
+  // chains such as a|f|f|f... or a+b+c+... are left-deep trees, which the depth guard on
+  // recursive parsing alone does not bound.
+  ExprPtr sealed(ExprPtr e) {
+    int d = 0;
+    const auto see = [&d](const ExprPtr& c) {
+      if (c) d = std::max(d, c->depth);
+    };
+    see(e->object);
+    see(e->index);
+    see(e->lhs);
+    see(e->otherwise);
+    see(e->start);
+    see(e->stop);
+    see(e->step);
+    for (const auto& c : e->items) see(c);
+    for (const auto& [k, v] : e->pairs) {
+      see(k);
+      see(v);
+    }
+    for (const auto& [op, c] : e->comparisons) see(c);
+    for (const auto& c : e->args.positional) see(c);
+    for (const auto& [k, c] : e->args.keyword) see(c);
+    e->depth = d + 1;
+    if (e->depth > kMaxExprDepth)
+      fail(e->offset, "expression nested too deeply (more than " + std::to_string(kMaxExprDepth) +
+                          " levels)");
+    return e;
+  }
+
   ExprPtr binary(ExprKind k, std::string op, ExprPtr l, ExprPtr r, std::size_t offset) {
     auto e = make(k, offset);
     e->name = std::move(op);
     e->lhs = std::move(l);
     e->index = std::move(r);
-    return e;
+    return sealed(std::move(e));
   }
 
   bool is_tuple_end(std::initializer_list<std::string_view> extra_end) const {
@@ -403,7 +433,7 @@ class Parser {
     }
     auto e = make(ExprKind::kTuple, offset);
     e->items = std::move(items);
-    return e;
+    return sealed(std::move(e));
   }
 
   ExprPtr parse_expression(bool with_condexpr) {
@@ -426,7 +456,7 @@ class Parser {
       c->index = std::move(cond);
       c->lhs = std::move(e);
       c->otherwise = std::move(otherwise);
-      e = std::move(c);
+      e = sealed(std::move(c));
     }
     return e;
   }
@@ -454,7 +484,7 @@ class Parser {
       DepthGuard guard(*this);
       auto e = make(ExprKind::kNot, next().offset);
       e->object = parse_not();
-      return e;
+      return sealed(std::move(e));
     }
     return parse_compare();
   }
@@ -484,7 +514,7 @@ class Parser {
     auto e = make(ExprKind::kCompare, offset);
     e->object = std::move(first);
     e->comparisons = std::move(ops);
-    return e;
+    return sealed(std::move(e));
   }
 
   ExprPtr parse_math1() {
@@ -530,6 +560,7 @@ class Parser {
       const Token& t = next();
       node = make(t.value == "-" ? ExprKind::kNeg : ExprKind::kPos, t.offset);
       node->object = parse_unary(false);
+      node = sealed(std::move(node));
     } else {
       node = parse_primary();
     }
@@ -603,7 +634,7 @@ class Parser {
       e->items.push_back(parse_expression(true));
     }
     next();
-    return e;
+    return sealed(std::move(e));
   }
 
   ExprPtr parse_dict() {
@@ -619,7 +650,7 @@ class Parser {
       e->pairs.emplace_back(std::move(key), std::move(value));
     }
     next();
-    return e;
+    return sealed(std::move(e));
   }
 
   ExprPtr parse_postfix(ExprPtr node) {
@@ -631,14 +662,14 @@ class Parser {
           auto e = make(ExprKind::kGetAttr, offset);
           e->object = std::move(node);
           e->name = next().value;
-          node = std::move(e);
+          node = sealed(std::move(e));
         } else if (t.type == TokenType::kInteger) {
           auto idx = make(ExprKind::kLiteral, t.offset);
           idx->value = Value(static_cast<int64_t>(std::strtoll(next().value.c_str(), nullptr, 10)));
           auto e = make(ExprKind::kGetItem, offset);
           e->object = std::move(node);
           e->index = std::move(idx);
-          node = std::move(e);
+          node = sealed(std::move(e));
         } else {
           fail(t.offset, "expected a name or number after '.', got " + describe(t));
         }
@@ -663,7 +694,7 @@ class Parser {
     if (args.empty()) fail(offset, "expected a subscript");
     if (args.size() == 1 && args[0]->kind == ExprKind::kSlice) {
       args[0]->object = std::move(node);
-      return std::move(args[0]);
+      return sealed(std::move(args[0]));
     }
     for (const auto& a : args)
       if (a->kind == ExprKind::kSlice) fail(a->offset, "slices inside a tuple subscript are not supported");
@@ -674,9 +705,9 @@ class Parser {
     } else {
       auto t = make(ExprKind::kTuple, offset);
       t->items = std::move(args);
-      e->index = std::move(t);
+      e->index = sealed(std::move(t));
     }
-    return e;
+    return sealed(std::move(e));
   }
 
   // An index expression, or a slice a:b:c (returned as a kSlice without object).
@@ -726,7 +757,7 @@ class Parser {
     auto e = make(ExprKind::kCall, cur().offset);
     e->object = std::move(node);
     e->args = parse_call_args();
-    return e;
+    return sealed(std::move(e));
   }
 
   ExprPtr parse_filter_expr(ExprPtr node) {
@@ -759,7 +790,7 @@ class Parser {
       e->object = std::move(node);
       e->name = std::move(name);
       if (is_op("(")) e->args = parse_call_args();
-      node = std::move(e);
+      node = sealed(std::move(e));
     }
     return node;
   }
@@ -791,10 +822,11 @@ class Parser {
       if (is_name("is")) fail(t.offset, "cannot chain multiple tests with 'is'");
       e->args.positional.push_back(parse_postfix(parse_primary()));
     }
+    e = sealed(std::move(e));
     if (!negated) return e;
     auto n = make(ExprKind::kNot, offset);
     n->object = std::move(e);
-    return n;
+    return sealed(std::move(n));
   }
 };
 

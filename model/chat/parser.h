@@ -12,8 +12,8 @@
 // other tags are syntax errors.
 //
 // Errors are TemplateSyntaxError with "NAME:LINE:COLUMN: message" pointing at the offending
-// token. Nesting of expressions and blocks is limited (kMaxNesting) so a hostile template
-// cannot exhaust the stack.
+// token. Nesting of expressions and blocks is limited (kMaxNesting, kMaxExprDepth) so a
+// hostile template cannot exhaust the stack when it is parsed, rendered or destroyed.
 #pragma once
 
 #include <memory>
@@ -25,7 +25,8 @@
 
 namespace ds::chat {
 
-inline constexpr int kMaxNesting = 128;
+inline constexpr int kMaxNesting = 128;    // recursive constructs: brackets, blocks, not, -
+inline constexpr int kMaxExprDepth = 512;  // height of any expression tree
 
 struct ParsedTemplate {
   std::shared_ptr<const SourceMap> map;

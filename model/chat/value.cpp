@@ -1,5 +1,6 @@
 #include "model/chat/value.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "model/chat/template_error.h"
@@ -53,7 +54,18 @@ void DictObj::index_string_keys() {
     if (items_[i].first.is_string()) string_index_.emplace(items_[i].first.str(), i);
 }
 
+namespace {
+void check_depth(int depth) {
+  if (depth > kMaxValueDepth)
+    throw TemplateRuntimeError("value nested more than " + std::to_string(kMaxValueDepth) +
+                               " levels deep");
+}
+}  // namespace
+
 void DictObj::set(const Value& key, Value value) {
+  const int d = 1 + std::max(key.depth(), value.depth());
+  check_depth(d);
+  depth_ = std::max(depth_, d);
   if (const Value* slot = find(key)) {
     *const_cast<Value*>(slot) = std::move(value);
     return;
@@ -101,7 +113,11 @@ Value Value::undefined(std::string reason) {
 }
 
 Value Value::list(std::vector<Value> items, bool is_tuple) {
+  int d = 0;
+  for (const Value& v : items) d = std::max(d, v.depth());
+  check_depth(d + 1);
   auto l = std::make_shared<ListObj>();
+  l->depth = d + 1;
   l->items = std::move(items);
   l->is_tuple = is_tuple;
   return Value(std::move(l));
@@ -183,6 +199,12 @@ std::string Value::type_name() const {
     case Type::kCallable: return "function";
   }
   return "object";
+}
+
+int Value::depth() const {
+  if (is_list()) return list_obj().depth;
+  if (is_dict()) return dict_obj().depth();
+  return 0;
 }
 
 std::size_t Value::hash() const {

@@ -29,14 +29,20 @@ namespace ds::chat {
 class Value;
 class Interpreter;
 
+// Containers record their nesting depth; building one deeper than kMaxValueDepth is a
+// TemplateRuntimeError, so no value is too deep to print, compare or destroy recursively.
+inline constexpr int kMaxValueDepth = 512;
+
 struct ListObj {
   std::vector<Value> items;
   bool is_tuple = false;
+  int depth = 1;
 };
 
 class DictObj {
  public:
   bool is_namespace = false;
+  int depth() const { return depth_; }
 
   std::size_t size() const { return items_.size(); }
   const std::vector<std::pair<Value, Value>>& items() const { return items_; }
@@ -51,6 +57,7 @@ class DictObj {
  private:
   std::vector<std::pair<Value, Value>> items_;
   std::unordered_map<std::string, std::size_t> string_index_;  // built past a few entries
+  int depth_ = 1;
   void index_string_keys();
 };
 
@@ -136,6 +143,8 @@ class Value {
   std::string type_name() const;
   // A hash consistent with equals(), for dict keys and unique.
   std::size_t hash() const;
+  // Nesting depth of a container (0 for scalars).
+  int depth() const;
 
  private:
   explicit Value(UndefinedTag u) : v_(std::move(u)) {}

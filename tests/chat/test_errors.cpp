@@ -139,6 +139,20 @@ TEST_CASE("runaway templates and inputs are bounded", "[chat][errors][limits]") 
   std::string minuses = "{{ ";
   minuses.append(10000, '-').append("1 }}");
   CHECK_THAT(syntax_error_of(minuses).what(), Contains("nested too deeply"));
+  std::string filters = "{{ x";
+  for (int i = 0; i < 5000; ++i) filters += "|trim";
+  filters += " }}";
+  CHECK_THAT(syntax_error_of(filters).what(), Contains("nested too deeply"));
+  std::string sum = "{{ 1";
+  for (int i = 0; i < 5000; ++i) sum += " + 1";
+  sum += " }}";
+  CHECK_THAT(syntax_error_of(sum).what(), Contains("nested too deeply"));
+  std::string attrs = "{{ x";
+  for (int i = 0; i < 5000; ++i) attrs += ".a";
+  attrs += " }}";
+  CHECK_THAT(syntax_error_of(attrs).what(), Contains("nested too deeply"));
+  CHECK_THAT(render_error("{% set ns = namespace(x=none) %}{% for i in range(3000) %}{% set ns.x = [ns.x] %}{% endfor %}"),
+             Contains("nested more than"));
   // Deeply nested input data.
   std::string deep;
   for (int i = 0; i < 1000; ++i) deep += "[";
