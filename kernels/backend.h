@@ -6,7 +6,11 @@
 // type the backend computes with), activations, the paged K/V pools and the DeltaNet state.
 //
 // Conventions every implementation follows:
-//  * Activations are f32, row-major, one row per token of the step ([rows, ...]).
+//  * Activations are row-major, one row per token of the step ([rows, ...]), in f32, except
+//    the GEMM inputs the model allocates in activation_dtype() (the normed mixer/MLP input,
+//    the attention and gated-norm outputs, the SwiGLU product): the type gemm reads fastest
+//    (f32 on the CPU, bf16 on CUDA). Ops that write those buffers (rms_norm, paged_attention,
+//    sigmoid_gate, gated_rms_norm, swiglu) accept it as their output type.
 //  * Weights keep the checkpoint's [out, in] layout; gemm computes x · Wᵀ.
 //  * Per-step indices (positions, K/V slots, sequence spans, state slots, logit rows) come
 //    from a BatchPlan made by plan() (validated there; see batch_plan.h).
@@ -57,8 +61,21 @@ class Backend {
   virtual Tensor upload(const HostTensor& src) = 0;
   // Element type of the K/V pools this backend allocates and reads.
   virtual DType kv_cache_dtype() const = 0;
+  // Element type of the GEMM-input activation buffers (see the conventions above).
+  virtual DType activation_dtype() const { return DType::f32; }
+  // Free and total bytes of the device this backend computes on (zeros for host backends):
+  // what the server sizes its caches from after loading the weights.
+  struct DeviceMemory {
+    int64_t free_bytes = 0;
+    int64_t total_bytes = 0;
+  };
+  virtual DeviceMemory device_memory() const { return {}; }
+  // Waits until every op issued so far has finished, surfacing its errors (a no-op where ops
+  // run synchronously). Benchmarks time with it.
+  virtual void synchronize() {}
   virtual void fill_zero(Tensor& t) = 0;
-  // Copies a whole tensor to host f32 (dst.size() == t.numel()) or from host f32.
+  // Copies a whole tensor to host f32 (dst.size() == t.numel()) or from host f32; a backend
+  // whose activation_dtype() is not f32 also converts tensors of that type.
   virtual void copy_to_host(const Tensor& src, std::span<float> dst) = 0;
   virtual void copy_from_host(std::span<const float> src, Tensor& dst) = 0;
   // Validates a step's indices and makes them available to the ops.

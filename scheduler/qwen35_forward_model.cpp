@@ -4,8 +4,8 @@
 
 namespace ds::scheduler {
 
-Qwen35ForwardModel::Qwen35ForwardModel(qwen35::Model& model)
-    : model_(model), host_logits_(model.backend().name() == "cpu") {}
+Qwen35ForwardModel::Qwen35ForwardModel(qwen35::Model& model, bool logits_in_place)
+    : model_(model), host_logits_(logits_in_place || model.backend().name() == "cpu") {}
 
 const kernels::Tensor& Qwen35ForwardModel::forward(const qwen35::ForwardBatch& batch) {
   const qwen35::Logits& logits = model_.forward(batch);

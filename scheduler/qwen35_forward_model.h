@@ -1,8 +1,9 @@
 // Qwen35ForwardModel: a loaded qwen35::Model behind the engine's ForwardModel interface.
 //
-// Logits stay where the model put them when its backend computes on the host; from any
-// other backend they are copied to host memory once per step for the CPU sampler (a device
-// sampler would take them in place).
+// Logits stay where the model put them when its backend computes on the host, or when the
+// engine samples on the device (logits_in_place: a device sampler such as
+// cuda/cuda_sampler.h reads them there); otherwise they are copied to host memory once per
+// step for the CPU sampler.
 #pragma once
 
 #include <vector>
@@ -15,7 +16,7 @@ namespace ds::scheduler {
 class Qwen35ForwardModel final : public ForwardModel {
  public:
   // model must outlive this adapter.
-  explicit Qwen35ForwardModel(qwen35::Model& model);
+  explicit Qwen35ForwardModel(qwen35::Model& model, bool logits_in_place = false);
 
   int64_t vocab_size() const override { return model_.config().vocab_size; }
   std::vector<int32_t> eos_token_ids() const override { return model_.config().eos_token_ids; }

@@ -12,7 +12,8 @@ using kernels::Shape;
 using kernels::Tensor;
 
 // Activation buffers for up to `rows` tokens, grown when a bigger batch comes. Each step
-// uses views of their first rows.
+// uses views of their first rows. The GEMM inputs (x, attn, y, act, last_n) are in the
+// backend's activation_dtype(), everything else f32 (backend.h).
 struct Model::Workspace {
   int64_t rows = 0;
   int64_t logit_rows = 0;
@@ -26,10 +27,12 @@ struct Model::Workspace {
   Tensor conv;      // [rows, conv_dim] after conv + SiLU
   Tensor z;         // [rows, Hv, dv]
   Tensor a, b;      // [rows, Hv]
-  Tensor core;      // [rows, Hv, dv]
+  Tensor core;      // [rows, Hv, dv] delta-rule output
+  Tensor y;         // [rows, Hv, dv] after the gated norm
   Tensor gate_up;   // [rows, 2I]
   Tensor act;       // [rows, I]
   Tensor last;      // [logit rows, H]
+  Tensor last_n;    // [logit rows, H] after the final norm
   Tensor logits;    // [logit rows, V]
 };
 
@@ -132,26 +135,29 @@ Model::Workspace& Model::workspace(int64_t rows, int64_t logit_rows) {
   if (rows > w.rows) {
     const int64_t n = rows;
     const auto f32 = DType::f32;
+    const auto act = be.activation_dtype();
     w.h = be.alloc(f32, Shape{n, c.hidden_size});
-    w.x = be.alloc(f32, Shape{n, c.hidden_size});
+    w.x = be.alloc(act, Shape{n, c.hidden_size});
     w.qg = be.alloc(f32, Shape{n, c.num_heads, 2 * c.head_dim});
     w.q = be.alloc(f32, Shape{n, c.num_heads, c.head_dim});
     w.gate = be.alloc(f32, Shape{n, c.num_heads, c.head_dim});
     w.k = be.alloc(f32, Shape{n, c.num_kv_heads, c.head_dim});
     w.v = be.alloc(f32, Shape{n, c.num_kv_heads, c.head_dim});
-    w.attn = be.alloc(f32, Shape{n, c.num_heads, c.head_dim});
+    w.attn = be.alloc(act, Shape{n, c.num_heads, c.head_dim});
     w.mixed = be.alloc(f32, Shape{n, c.conv_dim()});
     w.conv = be.alloc(f32, Shape{n, c.conv_dim()});
     w.z = be.alloc(f32, Shape{n, c.linear_v_heads, c.linear_v_dim});
     w.a = be.alloc(f32, Shape{n, c.linear_v_heads});
     w.b = be.alloc(f32, Shape{n, c.linear_v_heads});
     w.core = be.alloc(f32, Shape{n, c.linear_v_heads, c.linear_v_dim});
+    w.y = be.alloc(act, Shape{n, c.linear_v_heads, c.linear_v_dim});
     w.gate_up = be.alloc(f32, Shape{n, 2 * c.intermediate_size});
-    w.act = be.alloc(f32, Shape{n, c.intermediate_size});
+    w.act = be.alloc(act, Shape{n, c.intermediate_size});
     w.rows = n;
   }
   if (logit_rows > w.logit_rows) {
     w.last = be.alloc(DType::f32, Shape{logit_rows, c.hidden_size});
+    w.last_n = be.alloc(be.activation_dtype(), Shape{logit_rows, c.hidden_size});
     w.logits = be.alloc(DType::f32, Shape{logit_rows, c.vocab_size});
     w.logit_rows = logit_rows;
   }
@@ -222,10 +228,11 @@ const Logits& Model::forward(const ForwardBatch& batch) {
   logits_.tensor_ = Tensor();
   if (R > 0) {
     Tensor last = ws.last.rows(0, R);
+    Tensor last_n = ws.last_n.rows(0, R);
     Tensor logits = ws.logits.rows(0, R);
     be.gather_rows(h, *plan, last);
-    be.rms_norm(last, weights_.final_norm, eps, last);
-    be.gemm(last, weights_.lm_head, logits, false);
+    be.rms_norm(last, weights_.final_norm, eps, last_n);
+    be.gemm(last_n, weights_.lm_head, logits, false);
     logits_.tensor_ = logits;
   }
   return logits_;
@@ -274,7 +281,7 @@ void Model::run_deltanet(int64_t layer, const kernels::BatchPlan& plan, Workspac
   Tensor x = ws.x.rows(0, T);
   Tensor mixed = ws.mixed.rows(0, T), conv = ws.conv.rows(0, T);
   Tensor z = ws.z.rows(0, T), a = ws.a.rows(0, T), b = ws.b.rows(0, T);
-  Tensor core = ws.core.rows(0, T);
+  Tensor core = ws.core.rows(0, T), y = ws.y.rows(0, T);
   Tensor h = ws.h.rows(0, T);
   const Shape flat{T, c.linear_value_dim()};
 
@@ -286,8 +293,8 @@ void Model::run_deltanet(int64_t layer, const kernels::BatchPlan& plan, Workspac
   be.causal_conv1d(mixed, w.conv1d, conv_state_, state_layer, plan, conv);
   const DeltaNetDims dims{c.linear_k_heads, c.linear_v_heads, c.linear_k_dim, c.linear_v_dim};
   be.gated_delta_rule(conv, a, b, w.a_log, w.dt_bias, recurrent_state_, state_layer, plan, dims, core);
-  be.gated_rms_norm(core, z, w.norm, static_cast<float>(c.rms_norm_eps), core);
-  be.gemm(core.reshape(flat), w.out_proj, h, true);
+  be.gated_rms_norm(core, z, w.norm, static_cast<float>(c.rms_norm_eps), y);
+  be.gemm(y.reshape(flat), w.out_proj, h, true);
 }
 
 void Model::run_mlp(int64_t layer, int64_t rows, Workspace& ws) {

@@ -1,0 +1,118 @@
+// The CUDA backend's kernel launchers, one family per .cu file, called by CudaBackend
+// (cuda_backend.cpp) after it has checked shapes and types.
+//
+// Plain C++ (no CUDA headers): pointers are raw device pointers, streams are `void*`, and
+// activations are f32 or bf16 (DType) as each launcher says. Every launcher checks its own
+// launch and throws std::runtime_error naming the kernel when CUDA reports an error.
+// Everything that indexes rows, pools or state is 64-bit inside the kernels.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/dtype.h"
+
+namespace ds::cuda::ops {
+
+// One sequence of a step, as the kernels read it from the uploaded plan.
+struct DevSeq {
+  int32_t first_row;
+  int32_t n_tokens;
+  int32_t n_cached;
+  int32_t state_slot;
+};
+
+// One chunk (<= kGdnChunk tokens) of a sequence handled by the chunked DeltaNet path; the
+// index of the item in the list is its scratch index.
+struct GdnChunkItem {
+  int32_t seq;
+  int32_t row0;
+  int32_t len;
+  int32_t pad;
+};
+
+// A sequence on the chunked DeltaNet path: its items are [first_item, first_item + n_items).
+struct GdnChunkSeq {
+  int32_t seq;
+  int32_t first_item;
+  int32_t n_items;
+  int32_t pad;
+};
+
+inline constexpr int kGdnChunk = 64;
+// Sequences with at most this many new tokens take the token-by-token DeltaNet kernel; longer
+// ones the chunked (WY) form.
+inline constexpr int kGdnRecurrentMaxTokens = 8;
+// Floats of chunk scratch per (chunk item, value head): Wt, Qgt, Kd, U (4 x 64 x 128), Pt
+// (64 x 64) and the chunk's total decay (padded to 16 bytes).
+inline constexpr int64_t kGdnScratchFloats = 4 * 64 * 128 + 64 * 64 + 4;
+
+// ---- elementwise.cu
+// out[r] = table[ids[r]] (table bf16 or f32 [V, H]) as f32.
+void embedding(const void* table, DType table_type, const int32_t* ids, int64_t rows, int64_t hidden, float* out,
+               void* stream);
+// out[i] = x[rows[i]] for width floats.
+void gather_rows(const float* x, const int32_t* rows, int64_t n, int64_t width, float* out, void* stream);
+// out[m, i] = silu(gate_up[m, i]) * gate_up[m, I + i]; out f32 or bf16.
+void swiglu(const float* gate_up, int64_t m, int64_t inter, void* out, DType out_type, void* stream);
+// qg [rows*heads, 2D] -> q, gate [rows*heads, D].
+void split_query_gate(const float* qg, int64_t rows_heads, int64_t d, float* q, float* gate, void* stream);
+// x *= sigmoid(gate), x f32 or bf16, gate f32.
+void sigmoid_gate(void* x, DType x_type, const float* gate, int64_t n, void* stream);
+// f32 -> bf16 (round to nearest even).
+void to_bf16(const float* x, uint16_t* out, int64_t n, void* stream);
+// bf16 -> f32.
+void bf16_to_f32(const uint16_t* x, float* out, int64_t n, void* stream);
+
+// ---- norms.cu
+// Zero-centred RMSNorm over rows of d: out = x * rsqrt(mean(x²) + eps) * (1 + w). x and out f32
+// or bf16 (may alias when of one type); w f32 [d].
+void rms_norm(const void* x, DType x_type, const float* w, int64_t rows, int64_t d, float eps, void* out,
+              DType out_type, void* stream);
+// Gated RMSNorm: out = (w * (x * rsqrt(mean(x²) + eps))) * silu(z), x and z f32, out f32 or bf16.
+void gated_rms_norm(const float* x, const float* z, const float* w, int64_t rows, int64_t d, float eps, void* out,
+                    DType out_type, void* stream);
+
+// ---- rope.cu
+// In-place partial rotate-half RoPE on x [rows, heads, d] at positions[row]; inv_freq [rotary/2].
+void rope(float* x, const int32_t* positions, int64_t rows, int64_t heads, int64_t d, int64_t rotary,
+          const float* inv_freq, void* stream);
+
+// ---- conv1d.cu
+// Depthwise causal conv1d + SiLU per sequence from its conv state [slots, layers, C, kc-1],
+// leaving the last kc-1 inputs there. x, out [rows, C] f32, w [C, kc] f32.
+void causal_conv1d(const float* x, const float* w, float* conv_state, int64_t n_layers, int64_t layer,
+                   const DevSeq* seqs, int32_t n_seqs, int64_t channels, int32_t kc, float* out, void* stream);
+
+// ---- delta_rule.cu
+struct GdnArgs {
+  const float* qkv;      // [rows, conv_dim]
+  const float* a;        // [rows, Hv]
+  const float* b;        // [rows, Hv]
+  const float* a_log;    // [Hv]
+  const float* dt_bias;  // [Hv]
+  float* state;          // [slots, layers, Hv, dk, dv]
+  float* out;            // [rows, Hv, dv]
+  int64_t n_layers;
+  int64_t layer;
+  int32_t k_heads, v_heads, k_dim, v_dim;
+  const DevSeq* seqs;
+};
+// Token by token for the sequences seq_ids[0, n) (dk = dv = 128).
+void gdn_recurrent(const GdnArgs& a, const int32_t* seq_ids, int32_t n, void* stream);
+// The chunked (WY) form for the sequences of `chunk_seqs`, through `scratch`
+// (n_items * Hv * kGdnScratchFloats floats).
+void gdn_chunked(const GdnArgs& a, const GdnChunkItem* items, int32_t n_items, const GdnChunkSeq* chunk_seqs,
+                 int32_t n_chunk_seqs, float* scratch, void* stream);
+
+// ---- attention_prefill.cu
+// Copies positions [0, len) of one sequence's paged K and V (bf16 rows [n_kv, d]) into
+// contiguous [len, n_kv, d] buffers, through its block ids.
+void gather_kv(const uint16_t* k_pool, const uint16_t* v_pool, const int32_t* block_ids, int32_t block_size,
+               int64_t len, int64_t n_kv, int64_t d, uint16_t* k_out, uint16_t* v_out, void* stream);
+// Causal softmax of scores [heads, tq, ld] (f32, the first lk columns used) into
+// probabilities p (bf16, same layout): query row t sees keys [0, first_pos + t]; the rest of
+// its lk columns get 0.
+void causal_softmax(const float* scores, int64_t heads, int64_t tq, int64_t lk, int64_t ld, int64_t first_pos,
+                    float scale, uint16_t* p, void* stream);
+
+}  // namespace ds::cuda::ops

@@ -1,0 +1,442 @@
+// CudaBackend: device memory, weight upload, the step plan, and each op's checks and launch.
+#include "kernels/cuda/cuda_backend.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/common/half.h"
+#include "kernels/cuda/backend_ops.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_backend_parts.h"
+#include "kernels/cuda/cuda_context.h"
+#include "kernels/cuda/cuda_plan.h"
+
+namespace ds::cuda {
+namespace {
+
+using kernels::BatchPlan;
+using kernels::DeltaNetDims;
+using kernels::HostTensor;
+using kernels::RopeParams;
+using kernels::Shape;
+using kernels::Tensor;
+
+[[noreturn]] void fail(const char* op, const std::string& what) {
+  throw std::invalid_argument(std::string(op) + ": " + what);
+}
+// The message is built only on failure: these checks run on every op of every step.
+// (Wrap a condition holding braces, e.g. Shape{a, b}, in parentheses.)
+#define CHECK_ARG(ok, op, ...) \
+  do {                         \
+    if (!(ok)) fail(op, __VA_ARGS__); \
+  } while (0)
+
+void check_type(const Tensor& t, const char* op, const char* name, DType want) {
+  CHECK_ARG(!t.empty(), op, std::string(name) + " is empty");
+  CHECK_ARG(t.dtype() == want, op,
+        std::string(name) + " must be " + std::string(dtype_name(want)) + ", not " + std::string(dtype_name(t.dtype())));
+}
+
+void check_act(const Tensor& t, const char* op, const char* name) {
+  CHECK_ARG(!t.empty(), op, std::string(name) + " is empty");
+  CHECK_ARG(t.dtype() == DType::f32 || t.dtype() == DType::bf16, op, std::string(name) + " must be f32 or bf16");
+}
+
+const CudaBatchPlan& cuda_plan(const BatchPlan& plan, const char* op) {
+  const auto* p = dynamic_cast<const CudaBatchPlan*>(&plan);
+  CHECK_ARG(p != nullptr, op, "the plan was not made by this backend");
+  return *p;
+}
+
+bool env_sync() {
+  const char* v = std::getenv("DELTASERVE_CUDA_SYNC");
+  return v && *v && std::string(v) != "0";
+}
+
+class CudaBackend final : public kernels::Backend {
+ public:
+  explicit CudaBackend(const CudaBackendOptions& o)
+      : options_(o), ctx_(o.device), attention_(ctx_), sync_(o.sync_each_op || env_sync()) {}
+
+  ~CudaBackend() override { cudaStreamSynchronize(ctx_.stream()); }
+
+  std::string_view name() const override { return "cuda"; }
+  DType kv_cache_dtype() const override { return DType::bf16; }
+  DType activation_dtype() const override { return options_.f32_weights ? DType::f32 : DType::bf16; }
+
+  DeviceMemory device_memory() const override {
+    size_t free_b = 0, total_b = 0;
+    ops::check_cuda(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+    return {static_cast<int64_t>(free_b), static_cast<int64_t>(total_b)};
+  }
+
+  void synchronize() override { ops::check_cuda(cudaStreamSynchronize(ctx_.stream()), "synchronize (an op failed)"); }
+
+  void* stream() { return ctx_.stream(); }
+
+  // ---- memory
+
+  Tensor alloc(DType dtype, const Shape& shape) override {
+    const int64_t bytes = ds::row_bytes(dtype, shape.numel());
+    void* p = ctx_.malloc_device(static_cast<size_t>(bytes), "a " + std::string(dtype_name(dtype)) + " tensor " + shape.str());
+    return Tensor(std::shared_ptr<void>(p, [](void* q) { cudaFree(q); }), p, dtype, shape);
+  }
+
+  Tensor upload(const HostTensor& src) override {
+    CHECK_ARG(src.dtype == DType::f32 || src.dtype == DType::bf16 || src.dtype == DType::f16, "upload",
+          "cannot load " + std::string(dtype_name(src.dtype)) + " weights");
+    const int64_t n = src.shape.numel();
+    const auto* bytes = static_cast<const unsigned char*>(src.data);
+    // Matrices are GEMM operands (and the embedding table): bf16. Vectors and conv filters: f32.
+    const bool matrix = src.shape.rank() == 2 && !options_.f32_weights;
+    Tensor t = alloc(matrix ? DType::bf16 : DType::f32, src.shape);
+    if (n == 0) return t;
+    auto s = ctx_.stream();
+    if (matrix && src.dtype == DType::bf16) {
+      ops::check_cuda(cudaMemcpyAsync(t.data(), bytes, static_cast<size_t>(n) * 2, cudaMemcpyHostToDevice, s),
+                      "upload: cudaMemcpy");
+    } else if (matrix) {
+      std::vector<uint16_t> h(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) h[static_cast<size_t>(i)] = ds::f32_to_bf16(element(src, bytes, i));
+      ops::check_cuda(cudaMemcpyAsync(t.data(), h.data(), h.size() * 2, cudaMemcpyHostToDevice, s), "upload: cudaMemcpy");
+      ops::check_cuda(cudaStreamSynchronize(s), "upload");
+    } else {
+      std::vector<float> h(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) h[static_cast<size_t>(i)] = element(src, bytes, i);
+      ops::check_cuda(cudaMemcpyAsync(t.data(), h.data(), h.size() * 4, cudaMemcpyHostToDevice, s), "upload: cudaMemcpy");
+      ops::check_cuda(cudaStreamSynchronize(s), "upload");
+    }
+    ops::check_cuda(cudaStreamSynchronize(s), "upload");
+    return t;
+  }
+
+  void fill_zero(Tensor& t) override {
+    CHECK_ARG(!t.empty() || t.numel() == 0, "fill_zero", "empty tensor");
+    if (t.numel() > 0)
+      ops::check_cuda(cudaMemsetAsync(t.data(), 0, static_cast<size_t>(t.bytes()), ctx_.stream()), "fill_zero");
+    after("fill_zero");
+  }
+
+  void copy_to_host(const Tensor& src, std::span<float> dst) override {
+    check_act(src, "copy_to_host", "src");
+    CHECK_ARG(static_cast<int64_t>(dst.size()) == src.numel(), "copy_to_host",
+          "destination holds " + std::to_string(dst.size()) + " floats, tensor " + src.shape().str());
+    if (dst.empty()) return;
+    auto s = ctx_.stream();
+    if (src.dtype() == DType::f32) {
+      ops::check_cuda(cudaMemcpyAsync(dst.data(), src.data(), dst.size() * 4, cudaMemcpyDeviceToHost, s),
+                      "copy_to_host: cudaMemcpy");
+      ops::check_cuda(cudaStreamSynchronize(s), "copy_to_host (an op of this step failed)");
+    } else {
+      std::vector<uint16_t> h(dst.size());
+      ops::check_cuda(cudaMemcpyAsync(h.data(), src.data(), h.size() * 2, cudaMemcpyDeviceToHost, s),
+                      "copy_to_host: cudaMemcpy");
+      ops::check_cuda(cudaStreamSynchronize(s), "copy_to_host (an op of this step failed)");
+      for (size_t i = 0; i < h.size(); ++i) dst[i] = ds::bf16_to_f32(h[i]);
+    }
+  }
+
+  void copy_from_host(std::span<const float> src, Tensor& dst) override {
+    check_act(dst, "copy_from_host", "dst");
+    CHECK_ARG(static_cast<int64_t>(src.size()) == dst.numel(), "copy_from_host",
+          "source holds " + std::to_string(src.size()) + " floats, tensor " + dst.shape().str());
+    if (src.empty()) return;
+    auto s = ctx_.stream();
+    if (dst.dtype() == DType::f32) {
+      ops::check_cuda(cudaMemcpyAsync(dst.data(), src.data(), src.size() * 4, cudaMemcpyHostToDevice, s),
+                      "copy_from_host: cudaMemcpy");
+      ops::check_cuda(cudaStreamSynchronize(s), "copy_from_host");
+    } else {
+      std::vector<uint16_t> h(src.size());
+      for (size_t i = 0; i < h.size(); ++i) h[i] = ds::f32_to_bf16(src[i]);
+      ops::check_cuda(cudaMemcpyAsync(dst.data(), h.data(), h.size() * 2, cudaMemcpyHostToDevice, s),
+                      "copy_from_host: cudaMemcpy");
+      ops::check_cuda(cudaStreamSynchronize(s), "copy_from_host");
+    }
+  }
+
+  std::unique_ptr<BatchPlan> plan(const kernels::BatchDesc& desc) override {
+    auto p = std::make_unique<CudaBatchPlan>(desc, uploader_, ctx_.stream(), ++generation_);
+    after("plan");
+    return p;
+  }
+
+  // ---- ops
+
+  void embedding(const Tensor& table, const BatchPlan& plan, Tensor& out) override {
+    const char* op = "embedding";
+    const auto& p = cuda_plan(plan, op);
+    check_act(table, op, "table");
+    check_type(out, op, "out", DType::f32);
+    CHECK_ARG(table.rank() == 2, op, "table must be [V, H]");
+    CHECK_ARG((out.shape() == Shape{p.num_rows(), table.dim(1)}), op,
+          "out must be " + Shape{p.num_rows(), table.dim(1)}.str() + ", got " + out.shape().str());
+    ops::embedding(table.data(), table.dtype(), p.d_token_ids, p.num_rows(), table.dim(1), out.data_as<float>(),
+                   ctx_.stream());
+    after(op);
+  }
+
+  void gather_rows(const Tensor& x, const BatchPlan& plan, Tensor& out) override {
+    const char* op = "gather_rows";
+    const auto& p = cuda_plan(plan, op);
+    check_type(x, op, "x", DType::f32);
+    check_type(out, op, "out", DType::f32);
+    CHECK_ARG(x.rank() == 2 && x.dim(0) == p.num_rows(), op, "x must be [rows, H], got " + x.shape().str());
+    const auto n = static_cast<int64_t>(p.logit_rows().size());
+    CHECK_ARG((out.shape() == Shape{n, x.dim(1)}), op, "out must be " + Shape{n, x.dim(1)}.str() + ", got " + out.shape().str());
+    ops::gather_rows(x.data_as<const float>(), p.d_logit_rows, n, x.dim(1), out.data_as<float>(), ctx_.stream());
+    after(op);
+  }
+
+  void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override {
+    const char* op = "rms_norm";
+    check_act(x, op, "x");
+    check_act(out, op, "out");
+    check_type(weight, op, "weight", DType::f32);
+    const int64_t d = weight.numel();
+    CHECK_ARG(d > 0 && x.rank() >= 1 && x.dim(x.rank() - 1) == d, op,
+          "x " + x.shape().str() + " must end in the weight's " + std::to_string(d) + " elements");
+    CHECK_ARG(out.shape() == x.shape(), op, "out " + out.shape().str() + " must match x " + x.shape().str());
+    CHECK_ARG(out.data() != x.data() || out.dtype() == x.dtype(), op, "in place needs one element type");
+    ops::rms_norm(x.data(), x.dtype(), weight.data_as<const float>(), x.numel() / d, d, eps, out.data(), out.dtype(),
+                  ctx_.stream());
+    after(op);
+  }
+
+  void gemm(const Tensor& x, const Tensor& w, Tensor& out, bool accumulate) override {
+    run_gemm(ctx_, x, w, out, accumulate);
+    after("gemm");
+  }
+
+  void swiglu(const Tensor& gate_up, Tensor& out) override {
+    const char* op = "swiglu";
+    check_type(gate_up, op, "gate_up", DType::f32);
+    check_act(out, op, "out");
+    CHECK_ARG(gate_up.rank() == 2 && gate_up.dim(1) % 2 == 0, op, "gate_up must be [M, 2I], got " + gate_up.shape().str());
+    const int64_t m = gate_up.dim(0), inter = gate_up.dim(1) / 2;
+    CHECK_ARG((out.shape() == Shape{m, inter}), op, "out must be " + Shape{m, inter}.str() + ", got " + out.shape().str());
+    ops::swiglu(gate_up.data_as<const float>(), m, inter, out.data(), out.dtype(), ctx_.stream());
+    after(op);
+  }
+
+  void split_query_gate(const Tensor& qg, Tensor& q, Tensor& gate) override {
+    const char* op = "split_query_gate";
+    check_type(qg, op, "qg", DType::f32);
+    check_type(q, op, "q", DType::f32);
+    check_type(gate, op, "gate", DType::f32);
+    CHECK_ARG(qg.rank() == 3 && qg.dim(2) % 2 == 0, op, "qg must be [M, Nq, 2D], got " + qg.shape().str());
+    const Shape want{qg.dim(0), qg.dim(1), qg.dim(2) / 2};
+    CHECK_ARG(q.shape() == want && gate.shape() == want, op, "q and gate must be " + want.str());
+    ops::split_query_gate(qg.data_as<const float>(), qg.dim(0) * qg.dim(1), want[2], q.data_as<float>(),
+                          gate.data_as<float>(), ctx_.stream());
+    after(op);
+  }
+
+  void rope(Tensor& x, const BatchPlan& plan, const RopeParams& params) override {
+    const char* op = "rope";
+    const auto& p = cuda_plan(plan, op);
+    check_type(x, op, "x", DType::f32);
+    CHECK_ARG(x.rank() == 3 && x.dim(0) == p.num_rows(), op, "x must be [rows, heads, D], got " + x.shape().str());
+    const int64_t d = x.dim(2), r = params.rotary_dim;
+    CHECK_ARG(r > 0 && r % 2 == 0 && r <= d, op,
+          "rotary dim " + std::to_string(r) + " must be even and within head dim " + std::to_string(d));
+    CHECK_ARG(params.theta > 0, op, "theta must be positive");
+    ops::rope(x.data_as<float>(), p.d_positions, x.dim(0), x.dim(1), d, r, inv_freq(r, params.theta), ctx_.stream());
+    after(op);
+  }
+
+  void sigmoid_gate(Tensor& x, const Tensor& gate) override {
+    const char* op = "sigmoid_gate";
+    check_act(x, op, "x");
+    check_type(gate, op, "gate", DType::f32);
+    CHECK_ARG(x.shape() == gate.shape(), op, "x " + x.shape().str() + " and gate " + gate.shape().str() + " differ");
+    ops::sigmoid_gate(x.data(), x.dtype(), gate.data_as<const float>(), x.numel(), ctx_.stream());
+    after(op);
+  }
+
+  void kv_write(const Tensor& k, const Tensor& v, const BatchPlan& plan, Tensor& k_pool, Tensor& v_pool) override {
+    const char* op = "kv_write";
+    const auto& p = cuda_plan(plan, op);
+    check_type(k, op, "k", DType::f32);
+    check_type(v, op, "v", DType::f32);
+    check_type(k_pool, op, "k_pool", DType::bf16);
+    check_type(v_pool, op, "v_pool", DType::bf16);
+    CHECK_ARG(k.rank() == 3 && k.dim(0) == p.num_rows() && v.shape() == k.shape(), op,
+          "k and v must be one [rows, Nkv, D] shape, got " + k.shape().str() + ", " + v.shape().str());
+    CHECK_ARG(k_pool.rank() == 4 && v_pool.shape() == k_pool.shape() && k_pool.dim(2) == k.dim(1) &&
+              k_pool.dim(3) == k.dim(2),
+          op, "pools must be [blocks, block_size, " + std::to_string(k.dim(1)) + ", " + std::to_string(k.dim(2)) + "]");
+    CHECK_ARG(k_pool.dim(1) == p.block_size(), op, "pool block size differs from the batch's");
+    CHECK_ARG(p.max_block_id < k_pool.dim(0), op, "block id outside the pool");
+    KvPoolView pools{k_pool.data(), v_pool.data(), DType::bf16, DType::bf16, k_pool.dim(0),
+                     static_cast<int32_t>(k_pool.dim(1)), static_cast<int32_t>(k.dim(1)), static_cast<int32_t>(k.dim(2))};
+    KvWrite w{k.data(), v.data(), DType::f32, static_cast<int32_t>(p.num_rows()), p.d_kv_slots};
+    write_kv(pools, w, false, nullptr, ctx_.stream());
+    after(op);
+  }
+
+  void paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const BatchPlan& plan, float scale,
+                       Tensor& out) override {
+    const char* op = "paged_attention";
+    const auto& p = cuda_plan(plan, op);
+    CHECK_ARG(!k_pool.empty() && p.max_block_id < k_pool.dim(0), op, "block id outside the pool");
+    attention_.run(q, k_pool, v_pool, p, scale, out);
+    after(op);
+  }
+
+  void causal_conv1d(const Tensor& x, const Tensor& weight, Tensor& conv_state, int64_t layer, const BatchPlan& plan,
+                     Tensor& out) override {
+    const char* op = "causal_conv1d";
+    const auto& p = cuda_plan(plan, op);
+    check_type(x, op, "x", DType::f32);
+    check_type(weight, op, "weight", DType::f32);
+    check_type(conv_state, op, "conv_state", DType::f32);
+    check_type(out, op, "out", DType::f32);
+    CHECK_ARG(x.rank() == 2 && x.dim(0) == p.num_rows(), op, "x must be [rows, C], got " + x.shape().str());
+    CHECK_ARG(out.shape() == x.shape(), op, "out " + out.shape().str() + " must match x " + x.shape().str());
+    const int64_t ch = x.dim(1);
+    CHECK_ARG(weight.rank() == 3 && weight.dim(0) == ch && weight.dim(1) == 1 && weight.dim(2) >= 2, op,
+          "weight must be [C, 1, Kc] with C = " + std::to_string(ch) + ", got " + weight.shape().str());
+    const int64_t kc = weight.dim(2);
+    CHECK_ARG(conv_state.rank() == 4 && conv_state.dim(2) == ch && conv_state.dim(3) == kc - 1, op,
+          "conv_state must be [slots, layers, C, Kc-1], got " + conv_state.shape().str());
+    CHECK_ARG(layer >= 0 && layer < conv_state.dim(1), op, "layer " + std::to_string(layer) + " outside the state");
+    for (const auto& s : p.seqs()) CHECK_ARG(s.state_slot < conv_state.dim(0), op, "state slot outside the state");
+    ops::causal_conv1d(x.data_as<const float>(), weight.data_as<const float>(), conv_state.data_as<float>(),
+                       conv_state.dim(1), layer, p.d_seqs, static_cast<int32_t>(p.seqs().size()), ch,
+                       static_cast<int32_t>(kc), out.data_as<float>(), ctx_.stream());
+    after(op);
+  }
+
+  void gated_delta_rule(const Tensor& qkv, const Tensor& a, const Tensor& b, const Tensor& a_log, const Tensor& dt_bias,
+                        Tensor& recurrent_state, int64_t layer, const BatchPlan& plan, const DeltaNetDims& dims,
+                        Tensor& out) override {
+    const char* op = "gated_delta_rule";
+    const auto& p = cuda_plan(plan, op);
+    const std::pair<const Tensor*, const char*> operands[] = {
+        {&qkv, "qkv"}, {&a, "a"}, {&b, "b"}, {&a_log, "a_log"}, {&dt_bias, "dt_bias"},
+        {&recurrent_state, "recurrent_state"}, {&out, "out"}};
+    for (const auto& [t, name] : operands) check_type(*t, op, name, DType::f32);
+    const int64_t hk = dims.k_heads, hv = dims.v_heads, dk = dims.k_dim, dv = dims.v_dim;
+    CHECK_ARG(hk > 0 && hv > 0 && dk > 0 && dv > 0 && hv % hk == 0, op, "value heads must be a positive multiple of key heads");
+    const int64_t rows = p.num_rows();
+    CHECK_ARG((qkv.shape() == Shape{rows, dims.conv_dim()}), op, "qkv must be " + Shape{rows, dims.conv_dim()}.str());
+    CHECK_ARG((a.shape() == Shape{rows, hv} && b.shape() == Shape{rows, hv}), op, "a and b must be " + Shape{rows, hv}.str());
+    CHECK_ARG(a_log.numel() == hv && dt_bias.numel() == hv, op, "A_log and dt_bias must have Hv elements");
+    CHECK_ARG((out.shape() == Shape{rows, hv, dv}), op, "out must be " + Shape{rows, hv, dv}.str());
+    CHECK_ARG(recurrent_state.rank() == 5 && recurrent_state.dim(2) == hv && recurrent_state.dim(3) == dk &&
+              recurrent_state.dim(4) == dv,
+          op, "recurrent_state must be [slots, layers, Hv, dk, dv], got " + recurrent_state.shape().str());
+    CHECK_ARG(layer >= 0 && layer < recurrent_state.dim(1), op, "layer outside the state");
+    for (const auto& s : p.seqs()) CHECK_ARG(s.state_slot < recurrent_state.dim(0), op, "state slot outside the state");
+    ops::GdnArgs g{};
+    g.qkv = qkv.data_as<const float>();
+    g.a = a.data_as<const float>();
+    g.b = b.data_as<const float>();
+    g.a_log = a_log.data_as<const float>();
+    g.dt_bias = dt_bias.data_as<const float>();
+    g.state = recurrent_state.data_as<float>();
+    g.out = out.data_as<float>();
+    g.n_layers = recurrent_state.dim(1);
+    g.layer = layer;
+    g.k_heads = static_cast<int32_t>(hk);
+    g.v_heads = static_cast<int32_t>(hv);
+    g.k_dim = static_cast<int32_t>(dk);
+    g.v_dim = static_cast<int32_t>(dv);
+    g.seqs = p.d_seqs;
+    ops::gdn_recurrent(g, p.d_rec_seq_ids, p.n_rec, ctx_.stream());
+    if (p.n_chunk_items > 0) {
+      const auto bytes = static_cast<size_t>(int64_t{p.n_chunk_items} * hv * ops::kGdnScratchFloats * 4);
+      auto* scratch = static_cast<float*>(ctx_.scratch(Scratch::gdn_chunks, bytes));
+      ops::gdn_chunked(g, p.d_chunk_items, p.n_chunk_items, p.d_chunk_seqs, p.n_chunk_seqs, scratch, ctx_.stream());
+    }
+    after(op);
+  }
+
+  void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, float eps, Tensor& out) override {
+    const char* op = "gated_rms_norm";
+    check_type(x, op, "x", DType::f32);
+    check_type(z, op, "z", DType::f32);
+    check_type(weight, op, "weight", DType::f32);
+    check_act(out, op, "out");
+    const int64_t d = weight.numel();
+    CHECK_ARG(d > 0 && x.rank() >= 1 && x.dim(x.rank() - 1) == d, op,
+          "x " + x.shape().str() + " must end in the weight's " + std::to_string(d) + " elements");
+    CHECK_ARG(z.shape() == x.shape() && out.shape() == x.shape(), op, "x, z and out must have one shape");
+    CHECK_ARG(out.data() != x.data() || out.dtype() == DType::f32, op, "in place needs an f32 out");
+    ops::gated_rms_norm(x.data_as<const float>(), z.data_as<const float>(), weight.data_as<const float>(),
+                        x.numel() / d, d, eps, out.data(), out.dtype(), ctx_.stream());
+    after(op);
+  }
+
+ private:
+  static float element(const HostTensor& src, const unsigned char* bytes, int64_t i) {
+    if (src.dtype == DType::f32) {
+      float f;
+      std::memcpy(&f, bytes + 4 * i, 4);
+      return f;
+    }
+    uint16_t h;
+    std::memcpy(&h, bytes + 2 * i, 2);  // checkpoint data need not be aligned
+    return src.dtype == DType::bf16 ? ds::bf16_to_f32(h) : ds::f16_to_f32(h);
+  }
+
+  // In sync mode every op waits for the device so a fault is reported by the op that caused it.
+  void after(const char* op) {
+    if (!sync_) return;
+    const cudaError_t e = cudaStreamSynchronize(ctx_.stream());
+    if (e != cudaSuccess) throw std::runtime_error(std::string("cuda backend: ") + op + ": " + cudaGetErrorString(e));
+  }
+
+  // The RoPE frequencies in the CPU backend's f32 recipe, uploaded once per (R, theta).
+  const float* inv_freq(int64_t r, double theta) {
+    const auto key = std::make_pair(r, theta);
+    auto it = inv_freq_.find(key);
+    if (it != inv_freq_.end()) return it->second.data_as<const float>();
+    const int64_t half = r / 2;
+    std::vector<float> f(static_cast<size_t>(half));
+    const float th = static_cast<float>(theta);
+    for (int64_t i = 0; i < half; ++i) {
+      const float e = static_cast<float>(2 * i) / static_cast<float>(r);
+      f[static_cast<size_t>(i)] = 1.0f / static_cast<float>(std::pow(static_cast<double>(th), static_cast<double>(e)));
+    }
+    Tensor t = alloc(DType::f32, Shape{half});
+    copy_from_host(f, t);
+    return inv_freq_.emplace(key, t).first->second.data_as<const float>();
+  }
+
+  CudaBackendOptions options_;
+  CudaContext ctx_;
+  PlanUploader uploader_;
+  AttentionRunner attention_;
+  bool sync_;
+  uint64_t generation_ = 0;
+  std::map<std::pair<int64_t, double>, Tensor> inv_freq_;
+};
+
+}  // namespace
+
+std::unique_ptr<kernels::Backend> make_cuda_backend(const CudaBackendOptions& options) {
+  return std::make_unique<CudaBackend>(options);
+}
+
+bool cuda_device_available() {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) cudaGetLastError();
+  return e == cudaSuccess && count > 0;
+}
+
+void* backend_stream(kernels::Backend& backend) {
+  auto* b = dynamic_cast<CudaBackend*>(&backend);
+  if (!b) throw std::invalid_argument("backend_stream: '" + std::string(backend.name()) + "' is not the cuda backend");
+  return b->stream();
+}
+
+}  // namespace ds::cuda

@@ -1,0 +1,44 @@
+// The CUDA backend: the Backend interface (kernels/backend.h) on one NVIDIA GPU (sm_90a).
+//
+// Weights are uploaded once: matrices (the GEMM weights and the embedding table) in bf16, the
+// small vectors and the conv filters in f32 (widened exactly). Activations are f32 except the
+// GEMM inputs, which are bf16 (activation_dtype()), so the norms, the SwiGLU, the attention
+// and the gated norm write what cuBLAS reads; GEMMs accumulate in fp32. K/V pools are bf16;
+// the DeltaNet state is fp32 in the model's slot arrays. Every op is queued on the backend's
+// own stream; copies to the host wait for it.
+//
+// Errors: shapes and types are checked per op (std::invalid_argument naming the op); a CUDA or
+// cuBLAS failure is std::runtime_error("cuda backend: <op or kernel>: ..."); an allocation the
+// device cannot hold is a readable out-of-memory error with the free and total sizes.
+// Kernel faults are asynchronous: they surface at the next synchronising call, unless
+// sync_each_op (or DELTASERVE_CUDA_SYNC=1 in the environment) makes every op wait, so the
+// error names the op that faulted.
+//
+// f32_weights keeps the matrices in f32 and runs fp32 GEMMs with f32 activations: the
+// reference mode the GPU tests compare op by op and layer by layer with the CPU engine.
+#pragma once
+
+#include <memory>
+
+#include "kernels/backend.h"
+
+namespace ds::cuda {
+
+struct CudaBackendOptions {
+  int device = 0;
+  bool f32_weights = false;
+  bool sync_each_op = false;
+};
+
+// Throws std::runtime_error when no CUDA device is usable.
+std::unique_ptr<kernels::Backend> make_cuda_backend(const CudaBackendOptions& options = {});
+
+// Whether a CUDA device is present (for tests that skip without one).
+bool cuda_device_available();
+
+// The stream a CUDA backend queues its ops on (a cudaStream_t), for code that adds its own
+// work to the same stream (the device sampler, benchmarks); throws std::invalid_argument for
+// another backend.
+void* backend_stream(kernels::Backend& backend);
+
+}  // namespace ds::cuda

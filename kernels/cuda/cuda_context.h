@@ -1,0 +1,62 @@
+// CudaContext: what the CUDA backend's ops share -- the device, the stream every op is
+// queued on, the cuBLAS handle (bound to that stream, with its own workspace), and grow-only
+// scratch buffers (bf16 copies of GEMM inputs, prefill-attention tiles, DeltaNet chunk
+// scratch) that ops reuse from step to step.
+//
+// Internal to kernels/cuda. Not thread-safe: one engine thread drives a backend.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+namespace ds::cuda {
+
+// Scratch slots (one buffer each; a slot's contents do not outlive the op that fills it).
+enum class Scratch : int {
+  gemm_input,   // x converted for a GEMM
+  attn_q,       // prefill: bf16 queries of a sequence
+  attn_k,       // prefill: contiguous K of a sequence
+  attn_v,       // prefill: contiguous V
+  attn_scores,  // prefill: f32 scores of a tile
+  attn_probs,   // prefill: bf16 probabilities of a tile
+  gdn_chunks,   // chunked DeltaNet scratch
+  count
+};
+
+class CudaContext {
+ public:
+  explicit CudaContext(int device);
+  ~CudaContext();
+  CudaContext(const CudaContext&) = delete;
+  CudaContext& operator=(const CudaContext&) = delete;
+
+  int device() const { return device_; }
+  cudaStream_t stream() const { return stream_; }
+  cublasHandle_t cublas() const { return cublas_; }
+
+  // At least `bytes` of device memory for slot s (contents undefined after growth).
+  void* scratch(Scratch s, size_t bytes);
+  // Bytes held by all scratch slots.
+  int64_t scratch_bytes() const;
+
+  // cudaMalloc that throws a readable out-of-memory error naming `what` instead of failing
+  // later with a CUDA fault.
+  void* malloc_device(size_t bytes, const std::string& what);
+
+ private:
+  int device_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  void* cublas_workspace_ = nullptr;
+  std::array<void*, static_cast<size_t>(Scratch::count)> scratch_{};
+  std::array<size_t, static_cast<size_t>(Scratch::count)> scratch_size_{};
+};
+
+// Throws std::runtime_error("cuda backend: <op>: <what> failed: <cuBLAS status>").
+void check_cublas(cublasStatus_t st, const char* op, const char* what);
+
+}  // namespace ds::cuda

@@ -1,0 +1,47 @@
+// GEMM of the CUDA backend: x · Wᵀ through cuBLAS with bf16 operands and fp32 accumulation
+// into an f32 output (beta = 1 is the fused residual add). Row-major [M, K] x and [N, K] W
+// are column-major [K, M] and [K, N], so out (column-major [N, M]) = op_T(W) · x.
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cuda/backend_ops.h"
+#include "kernels/cuda/cuda_backend_parts.h"
+
+namespace ds::cuda {
+
+void run_gemm(CudaContext& ctx, const kernels::Tensor& x, const kernels::Tensor& w, kernels::Tensor& out,
+              bool accumulate) {
+  auto bad = [](const std::string& m) { throw std::invalid_argument("gemm: " + m); };
+  if (x.empty() || w.empty() || out.empty()) bad("empty tensor");
+  if (x.rank() != 2 || w.rank() != 2 || out.rank() != 2) bad("x, w and out must be matrices");
+  const int64_t M = x.dim(0), K = x.dim(1), N = w.dim(0);
+  if (w.dim(1) != K) bad("x " + x.shape().str() + " and w " + w.shape().str() + " disagree on K");
+  if (out.dim(0) != M || out.dim(1) != N) bad("out must be " + kernels::Shape{M, N}.str() + ", got " + out.shape().str());
+  if (out.dtype() != DType::f32) bad("out must be f32");
+  if (w.dtype() != DType::bf16 && w.dtype() != DType::f32) bad("w must be bf16 or f32");
+  if (x.dtype() != DType::bf16 && x.dtype() != DType::f32) bad("x must be bf16 or f32");
+  if (M == 0 || N == 0) return;
+  if (M > 0x7fffffffLL || N > 0x7fffffffLL || K > 0x7fffffffLL) bad("dimension too large for cuBLAS");
+
+  const void* xp = x.data();
+  cudaDataType_t type = CUDA_R_16BF;
+  if (w.dtype() == DType::bf16 && x.dtype() == DType::f32) {
+    auto* tmp = static_cast<uint16_t*>(ctx.scratch(Scratch::gemm_input, static_cast<size_t>(M * K) * 2));
+    ops::to_bf16(x.data_as<const float>(), tmp, M * K, ctx.stream());
+    xp = tmp;
+  } else if (w.dtype() == DType::f32) {
+    type = CUDA_R_32F;
+    if (x.dtype() == DType::bf16) {
+      auto* tmp = static_cast<float*>(ctx.scratch(Scratch::gemm_input, static_cast<size_t>(M * K) * 4));
+      ops::bf16_to_f32(x.data_as<const uint16_t>(), tmp, M * K, ctx.stream());
+      xp = tmp;
+    }
+  }
+  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+  const int m = static_cast<int>(N), n = static_cast<int>(M), k = static_cast<int>(K);
+  check_cublas(cublasGemmEx(ctx.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, w.data(), type, k, xp, type, k,
+                            &beta, out.data(), CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+               "gemm", "cublasGemmEx");
+}
+
+}  // namespace ds::cuda

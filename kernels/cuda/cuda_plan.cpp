@@ -1,0 +1,155 @@
+// CudaBatchPlan: packing a step's indices into one staged upload, and the work lists.
+#include "kernels/cuda/cuda_plan.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+namespace ds::cuda {
+namespace {
+
+void ok(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string("cuda backend: plan: ") + what + ": " + cudaGetErrorString(e));
+}
+
+size_t align16(size_t n) { return (n + 15) / 16 * 16; }
+
+}  // namespace
+
+PlanUploader::~PlanUploader() {
+  if (event_) cudaEventDestroy(static_cast<cudaEvent_t>(event_));
+  if (host_) cudaFreeHost(host_);
+  if (dev_) cudaFree(dev_);
+}
+
+uint8_t* PlanUploader::stage(size_t bytes, void* stream) {
+  if (!event_) {
+    cudaEvent_t ev;
+    ok(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreate");
+    event_ = ev;
+  }
+  ok(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)), "waiting for the previous upload");
+  if (bytes > capacity_) {
+    // The old device buffer may still be read by queued kernels.
+    ok(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "cudaStreamSynchronize");
+    const size_t cap = std::max<size_t>(bytes * 2, 64 << 10);
+    if (host_) cudaFreeHost(host_);
+    if (dev_) cudaFree(dev_);
+    host_ = nullptr;
+    dev_ = nullptr;
+    capacity_ = 0;
+    ok(cudaMallocHost(reinterpret_cast<void**>(&host_), cap), "cudaMallocHost");
+    ok(cudaMalloc(reinterpret_cast<void**>(&dev_), cap), "cudaMalloc");
+    capacity_ = cap;
+  }
+  return host_;
+}
+
+uint8_t* PlanUploader::upload(size_t bytes, void* stream) {
+  auto s = static_cast<cudaStream_t>(stream);
+  if (bytes) ok(cudaMemcpyAsync(dev_, host_, bytes, cudaMemcpyHostToDevice, s), "cudaMemcpyAsync");
+  ok(cudaEventRecord(static_cast<cudaEvent_t>(event_), s), "cudaEventRecord");
+  return dev_;
+}
+
+CudaBatchPlan::CudaBatchPlan(const kernels::BatchDesc& desc, PlanUploader& uploader, void* stream, uint64_t gen)
+    : BatchPlan(desc), generation(gen) {
+  const auto& sq = seqs();
+  const auto n_seqs = static_cast<int32_t>(sq.size());
+  const int64_t rows = num_rows();
+  if (rows > std::numeric_limits<int32_t>::max() / 2)
+    throw std::invalid_argument("forward batch: too many rows for the cuda backend");
+  for (int64_t p : positions())
+    if (p > std::numeric_limits<int32_t>::max() - 1)
+      throw std::invalid_argument("forward batch: position beyond the cuda backend's 32-bit positions");
+
+  for (int32_t id : block_ids()) max_block_id = std::max(max_block_id, id);
+  for (const Seq& s : sq) table_stride = std::max<int32_t>(table_stride, static_cast<int32_t>(s.n_blocks));
+  table_stride = std::max<int32_t>(table_stride, 1);
+  while (n_decode < n_seqs && sq[static_cast<size_t>(n_decode)].n_tokens == 1) {
+    decode_lens.push_back(static_cast<int32_t>(sq[static_cast<size_t>(n_decode)].n_cached + 1));
+    ++n_decode;
+  }
+  for (int32_t s = n_decode; s < n_seqs; ++s) prefill_seqs.push_back(s);
+
+  std::vector<int32_t> rec;
+  std::vector<ops::GdnChunkItem> items;
+  std::vector<ops::GdnChunkSeq> chunk_seqs;
+  for (int32_t s = 0; s < n_seqs; ++s) {
+    const Seq& q = sq[static_cast<size_t>(s)];
+    if (q.n_tokens <= ops::kGdnRecurrentMaxTokens) {
+      rec.push_back(s);
+      continue;
+    }
+    ops::GdnChunkSeq cs{s, static_cast<int32_t>(items.size()), 0, 0};
+    for (int64_t t = 0; t < q.n_tokens; t += ops::kGdnChunk) {
+      const auto len = static_cast<int32_t>(std::min<int64_t>(ops::kGdnChunk, q.n_tokens - t));
+      items.push_back({s, static_cast<int32_t>(q.first_row + t), len, 0});
+      ++cs.n_items;
+    }
+    chunk_seqs.push_back(cs);
+  }
+  n_rec = static_cast<int32_t>(rec.size());
+  n_chunk_items = static_cast<int32_t>(items.size());
+  n_chunk_seqs = static_cast<int32_t>(chunk_seqs.size());
+
+  // Layout of the packed buffer.
+  size_t off = 0;
+  auto place = [&](size_t bytes) {
+    const size_t at = off;
+    off = align16(off + bytes);
+    return at;
+  };
+  const size_t o_tok = place(static_cast<size_t>(rows) * 4);
+  const size_t o_pos = place(static_cast<size_t>(rows) * 4);
+  const size_t o_kv = place(static_cast<size_t>(rows) * 8);
+  const size_t o_logit = place(logit_rows().size() * 4);
+  const size_t o_seqs = place(static_cast<size_t>(n_seqs) * sizeof(ops::DevSeq));
+  const size_t o_table = place(static_cast<size_t>(n_seqs) * static_cast<size_t>(table_stride) * 4);
+  const size_t o_lens = place(static_cast<size_t>(n_seqs) * 4);
+  const size_t o_rec = place(rec.size() * 4);
+  const size_t o_items = place(items.size() * sizeof(ops::GdnChunkItem));
+  const size_t o_cseqs = place(chunk_seqs.size() * sizeof(ops::GdnChunkSeq));
+  const size_t total = std::max<size_t>(off, 16);
+
+  uint8_t* h = uploader.stage(total, stream);
+  std::memcpy(h + o_tok, token_ids().data(), static_cast<size_t>(rows) * 4);
+  auto* pos = reinterpret_cast<int32_t*>(h + o_pos);
+  for (int64_t r = 0; r < rows; ++r) pos[r] = static_cast<int32_t>(positions()[static_cast<size_t>(r)]);
+  std::memcpy(h + o_kv, kv_slots().data(), static_cast<size_t>(rows) * 8);
+  auto* lr = reinterpret_cast<int32_t*>(h + o_logit);
+  for (size_t i = 0; i < logit_rows().size(); ++i) lr[i] = static_cast<int32_t>(logit_rows()[i]);
+  auto* ds = reinterpret_cast<ops::DevSeq*>(h + o_seqs);
+  auto* table = reinterpret_cast<int32_t*>(h + o_table);
+  auto* lens = reinterpret_cast<int32_t*>(h + o_lens);
+  for (int32_t s = 0; s < n_seqs; ++s) {
+    const Seq& q = sq[static_cast<size_t>(s)];
+    ds[s] = {static_cast<int32_t>(q.first_row), static_cast<int32_t>(q.n_tokens), static_cast<int32_t>(q.n_cached),
+             q.state_slot};
+    int32_t* trow = table + static_cast<int64_t>(s) * table_stride;
+    for (int32_t b = 0; b < table_stride; ++b)
+      trow[b] = b < q.n_blocks ? block_ids()[static_cast<size_t>(q.block_begin + b)] : 0;
+    lens[s] = static_cast<int32_t>(q.n_cached + q.n_tokens);
+  }
+  if (!rec.empty()) std::memcpy(h + o_rec, rec.data(), rec.size() * 4);
+  if (!items.empty()) std::memcpy(h + o_items, items.data(), items.size() * sizeof(ops::GdnChunkItem));
+  if (!chunk_seqs.empty()) std::memcpy(h + o_cseqs, chunk_seqs.data(), chunk_seqs.size() * sizeof(ops::GdnChunkSeq));
+
+  uint8_t* d = uploader.upload(total, stream);
+  d_token_ids = reinterpret_cast<const int32_t*>(d + o_tok);
+  d_positions = reinterpret_cast<const int32_t*>(d + o_pos);
+  d_kv_slots = reinterpret_cast<const int64_t*>(d + o_kv);
+  d_logit_rows = reinterpret_cast<const int32_t*>(d + o_logit);
+  d_seqs = reinterpret_cast<const ops::DevSeq*>(d + o_seqs);
+  d_table = reinterpret_cast<const int32_t*>(d + o_table);
+  d_seq_lens = reinterpret_cast<const int32_t*>(d + o_lens);
+  d_rec_seq_ids = reinterpret_cast<const int32_t*>(d + o_rec);
+  d_chunk_items = reinterpret_cast<const ops::GdnChunkItem*>(d + o_items);
+  d_chunk_seqs = reinterpret_cast<const ops::GdnChunkSeq*>(d + o_cseqs);
+}
+
+}  // namespace ds::cuda

@@ -1,0 +1,71 @@
+// CudaBatchPlan: one step's indices (kernels/batch_plan.h), plus their device copies and the
+// per-path work lists the CUDA backend's kernels read.
+//
+// Everything is packed into one pinned staging buffer and sent with one asynchronous copy on
+// the backend's stream (PlanUploader), so a step costs one transfer however many ops read the
+// plan. The device copies live in the uploader's buffer: a plan's pointers are valid until the
+// next plan is made on the same backend (the model makes one per forward).
+//
+// Work lists:
+//  * attention: the leading sequences with one new token (decode rows 0..n_decode-1) go to
+//    the paged decode kernel with a padded block table [n_seqs, table_stride] and seq_lens;
+//    every other sequence (prefill chunks, and a decode row behind a chunk) to the prefill path.
+//  * DeltaNet: sequences with at most ops::kGdnRecurrentMaxTokens new tokens run token by token
+//    (rec_seq_ids), longer ones in 64-token chunks (chunk_items, chunk_seqs).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/batch_plan.h"
+#include "kernels/cuda/backend_ops.h"
+
+namespace ds::cuda {
+
+// A device buffer and a pinned host twin that one plan at a time is staged through.
+class PlanUploader {
+ public:
+  PlanUploader() = default;
+  ~PlanUploader();
+  PlanUploader(const PlanUploader&) = delete;
+  PlanUploader& operator=(const PlanUploader&) = delete;
+
+  // Host staging memory of at least `bytes`, free to overwrite (the previous upload has left it).
+  uint8_t* stage(size_t bytes, void* stream);
+  // Copies the first `bytes` of the staging memory to the device buffer; returns its address.
+  uint8_t* upload(size_t bytes, void* stream);
+
+ private:
+  uint8_t* host_ = nullptr;
+  uint8_t* dev_ = nullptr;
+  size_t capacity_ = 0;
+  void* event_ = nullptr;
+};
+
+class CudaBatchPlan final : public kernels::BatchPlan {
+ public:
+  CudaBatchPlan(const kernels::BatchDesc& desc, PlanUploader& uploader, void* stream, uint64_t generation);
+
+  uint64_t generation = 0;  // distinguishes plans of one backend (the decode plan is made once per plan)
+
+  // Device copies.
+  const int32_t* d_token_ids = nullptr;
+  const int32_t* d_positions = nullptr;
+  const int64_t* d_kv_slots = nullptr;
+  const int32_t* d_logit_rows = nullptr;
+  const ops::DevSeq* d_seqs = nullptr;
+  const int32_t* d_table = nullptr;     // [n_seqs, table_stride]
+  const int32_t* d_seq_lens = nullptr;  // [n_seqs]: n_cached + n_tokens
+  const int32_t* d_rec_seq_ids = nullptr;
+  const ops::GdnChunkItem* d_chunk_items = nullptr;
+  const ops::GdnChunkSeq* d_chunk_seqs = nullptr;
+
+  int32_t table_stride = 0;
+  int32_t max_block_id = -1;              // largest block id of the step (pool bound checks)
+  int32_t n_decode = 0;                   // leading single-token sequences
+  std::vector<int32_t> decode_lens;       // their seq_lens, on the host (decode planning)
+  std::vector<int32_t> prefill_seqs;      // sequences on the prefill attention path
+  int32_t n_rec = 0, n_chunk_items = 0, n_chunk_seqs = 0;
+};
+
+}  // namespace ds::cuda

@@ -1,0 +1,414 @@
+// The Gated DeltaNet core of the CUDA backend: gates, L2 norms and the delta rule over the
+// fp32 recurrent state in the StatePool slots, for every sequence of a step in one batched
+// launch per path (backend.h states the maths; dk = dv = 128 here).
+//
+// Token by token (decode, and chunks of a few tokens): one thread block per (sequence, value
+// head, 32 state columns); thread (lane c, warp w) keeps S[32w .. 32w+31][c] in registers for
+// the whole chunk, the decay, the delta correction and the read with q reduce over the four
+// warps through shared memory.
+//
+// Chunked (prefill chunks longer than kGdnRecurrentMaxTokens), the WY form of kernel-notes
+// 3.2 / model spec 3.6 with C = 64, in two launches:
+//  1. prepare, one block per (chunk, value head), all chunks in parallel: gates and their
+//     in-chunk cumulative sum gamma, L2-normalised K and scaled Q, A = strict-lower(beta_i k_i·k_j
+//     e^(gamma_i - gamma_j)), then W = (I + A)^-1 (beta e^gamma K) and U = (I + A)^-1 (beta V) by
+//     forward substitution (each thread owns one column, in registers), and
+//     P = lower-incl(Q Kᵀ ⊙ e^(gamma_i - gamma_j)). Written to scratch in the layouts the scan reads
+//     with broadcast 16-byte loads: Wt, (e^gamma Q)ᵀ, e^(gamma_last - gamma) K, U, Pᵀ, e^gamma_last.
+//  2. scan, one block per (sequence, value head, 32 state columns), chunks in order with the
+//     state tile in shared memory: V' = U - W S; O = (e^gamma Q) S + P V'; S = e^gamma_last S +
+//     (e^(gamma_last - gamma) K)ᵀ V'.
+// Padded rows of a short last chunk have beta = g = 0 and zero q, k, v, so they change nothing.
+// All arithmetic is fp32 (the scalar gates in double, as the CPU backend computes them), so
+// a prefilled state equals the token-by-token one to fp32 rounding.
+#include "kernels/cuda/backend_common.cuh"
+#include "kernels/cuda/backend_ops.h"
+
+namespace ds::cuda::ops {
+namespace {
+
+constexpr int kD = 128;        // dk = dv
+constexpr int kC = kGdnChunk;  // 64
+constexpr int kPad = kD + 1;   // padded row stride of K and Q in the prepare kernel
+
+struct Gates {
+  float beta, g, decay;
+};
+
+__device__ __forceinline__ Gates gates(const GdnArgs& a, int64_t row, int j) {
+  const double bx = a.b[row * a.v_heads + j];
+  const double ax = static_cast<double>(a.a[row * a.v_heads + j]) + static_cast<double>(a.dt_bias[j]);
+  const double softplus = ax > 20.0 ? ax : log1p(exp(ax));
+  const double g = -exp(static_cast<double>(a.a_log[j])) * softplus;
+  Gates r;
+  r.beta = static_cast<float>(1.0 / (1.0 + exp(-bx)));
+  r.g = static_cast<float>(g);
+  r.decay = static_cast<float>(exp(g));
+  return r;
+}
+
+__device__ __forceinline__ float q_scale() { return static_cast<float>(1.0 / sqrt(static_cast<double>(kD))); }
+
+// ---- token by token
+
+__global__ void __launch_bounds__(128) gdn_recurrent_kernel(const GdnArgs a, const int32_t* seq_ids) {
+  __shared__ float qs[kD], ks[kD];
+  __shared__ float part[4][32];
+  __shared__ float red[32];
+  const int tile = blockIdx.x, j = blockIdx.y;
+  const DevSeq sq = a.seqs[seq_ids[blockIdx.z]];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int col = tile * 32 + lane;
+  const int kh = j / (a.v_heads / a.k_heads);
+  const int64_t key_dim = static_cast<int64_t>(a.k_heads) * kD;
+  const int64_t conv_dim = 2 * key_dim + static_cast<int64_t>(a.v_heads) * kD;
+  float* S = a.state + ((static_cast<int64_t>(sq.state_slot) * a.n_layers + a.layer) * a.v_heads + j) * kD * kD;
+  float s[32];
+#pragma unroll
+  for (int r = 0; r < 32; ++r) s[r] = S[static_cast<int64_t>(warp * 32 + r) * kD + col];
+
+  for (int32_t t = 0; t < sq.n_tokens; ++t) {
+    const int64_t row = static_cast<int64_t>(sq.first_row) + t;
+    const float* x = a.qkv + row * conv_dim;
+    const float qv = x[kh * kD + tid], kv = x[key_dim + kh * kD + tid];
+    const float sum_q = block_sum(qv * qv, red);
+    const float sum_k = block_sum(kv * kv, red);
+    qs[tid] = (qv * (1.0f / sqrtf(sum_q + 1e-6f))) * q_scale();
+    ks[tid] = kv * (1.0f / sqrtf(sum_k + 1e-6f));
+    const Gates gt = gates(a, row, j);
+    __syncthreads();
+
+    float u = 0.0f;
+#pragma unroll
+    for (int r = 0; r < 32; ++r) {
+      s[r] *= gt.decay;
+      u += ks[warp * 32 + r] * s[r];
+    }
+    part[warp][lane] = u;
+    __syncthreads();
+    u = part[0][lane] + part[1][lane] + part[2][lane] + part[3][lane];
+    const float delta = (x[2 * key_dim + static_cast<int64_t>(j) * kD + col] - u) * gt.beta;
+    float o = 0.0f;
+#pragma unroll
+    for (int r = 0; r < 32; ++r) {
+      s[r] += ks[warp * 32 + r] * delta;
+      o += qs[warp * 32 + r] * s[r];
+    }
+    __syncthreads();  // every warp has read part (u)
+    part[warp][lane] = o;
+    __syncthreads();
+    if (warp == 0)
+      a.out[(row * a.v_heads + j) * kD + col] = part[0][lane] + part[1][lane] + part[2][lane] + part[3][lane];
+    __syncthreads();  // part, qs and ks are rewritten by the next token
+  }
+#pragma unroll
+  for (int r = 0; r < 32; ++r) S[static_cast<int64_t>(warp * 32 + r) * kD + col] = s[r];
+}
+
+// ---- chunked: prepare
+
+constexpr int64_t kOffWt = 0;
+constexpr int64_t kOffQgt = kOffWt + kD * kC;
+constexpr int64_t kOffKd = kOffQgt + kD * kC;
+constexpr int64_t kOffU = kOffKd + kC * kD;
+constexpr int64_t kOffPt = kOffU + kC * kD;
+constexpr int64_t kOffDecay = kOffPt + kC * kC;
+static_assert(kOffDecay + 4 == kGdnScratchFloats, "scratch layout");
+
+constexpr int kPrepareSmemFloats = 2 * kC * kPad + kC * kD + kC * kC + 4 * kC + 2 * kC;
+constexpr int kPrepareSmem = kPrepareSmemFloats * 4;
+
+__global__ void __launch_bounds__(256) gdn_prepare_kernel(const GdnArgs a, const GdnChunkItem* items, float* scratch) {
+  extern __shared__ float4 smem4[];
+  float* sm = reinterpret_cast<float*>(smem4);
+  float* Kn = sm;               // [C][kPad]
+  float* Qs = Kn + kC * kPad;   // [C][kPad]
+  float* Vs = Qs + kC * kPad;   // [C][D]
+  float* A = Vs + kC * kD;      // [C][C]
+  float* gam = A + kC * kC;     // [C] cumulative log decay
+  float* bet = gam + kC;        // [C]
+  float* egam = bet + kC;       // [C] e^gamma
+  float* edec = egam + kC;      // [C] e^(gamma_last - gamma)
+  float* inv = edec + kC;       // [2C] 1/|q|, 1/|k|
+
+  const GdnChunkItem it = items[blockIdx.x];
+  const int j = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int kh = j / (a.v_heads / a.k_heads);
+  const int64_t key_dim = static_cast<int64_t>(a.k_heads) * kD;
+  const int64_t conv_dim = 2 * key_dim + static_cast<int64_t>(a.v_heads) * kD;
+  float* out = scratch + (static_cast<int64_t>(blockIdx.x) * a.v_heads + j) * kGdnScratchFloats;
+
+  if (tid < kC) {
+    float g = 0.0f, be = 0.0f;
+    if (tid < it.len) {
+      const Gates gt = gates(a, static_cast<int64_t>(it.row0) + tid, j);
+      g = gt.g;
+      be = gt.beta;
+    }
+    gam[tid] = g;
+    bet[tid] = be;
+  }
+  for (int e = tid; e < kC * kD; e += 256) {
+    const int t = e / kD, i = e % kD;
+    float qv = 0.0f, kv = 0.0f, vv = 0.0f;
+    if (t < it.len) {
+      const float* x = a.qkv + (static_cast<int64_t>(it.row0) + t) * conv_dim;
+      qv = x[kh * kD + i];
+      kv = x[key_dim + kh * kD + i];
+      vv = x[2 * key_dim + static_cast<int64_t>(j) * kD + i];
+    }
+    Qs[t * kPad + i] = qv;
+    Kn[t * kPad + i] = kv;
+    Vs[t * kD + i] = vv;
+  }
+  __syncthreads();
+  if (tid == 0) {
+    double acc = 0.0;
+    for (int t = 0; t < kC; ++t) {
+      acc += gam[t];
+      gam[t] = static_cast<float>(acc);
+    }
+  }
+  for (int t = warp; t < kC; t += 8) {
+    float sq = 0.0f, sk = 0.0f;
+    for (int i = lane; i < kD; i += 32) {
+      sq += Qs[t * kPad + i] * Qs[t * kPad + i];
+      sk += Kn[t * kPad + i] * Kn[t * kPad + i];
+    }
+    sq = warp_sum(sq);
+    sk = warp_sum(sk);
+    if (lane == 0) {
+      inv[t] = 1.0f / sqrtf(sq + 1e-6f);
+      inv[kC + t] = 1.0f / sqrtf(sk + 1e-6f);
+    }
+  }
+  __syncthreads();
+  if (tid < kC) {
+    egam[tid] = expf(gam[tid]);
+    edec[tid] = expf(gam[kC - 1] - gam[tid]);
+  }
+  for (int e = tid; e < kC * kD; e += 256) {
+    const int t = e / kD, i = e % kD;
+    Qs[t * kPad + i] = (Qs[t * kPad + i] * inv[t]) * q_scale();
+    Kn[t * kPad + i] = Kn[t * kPad + i] * inv[kC + t];
+  }
+  __syncthreads();
+
+  // A (strict lower) into shared; P (lower incl. diagonal) straight to scratch as Pᵀ.
+  for (int k = 0; k < kC / 4; ++k) {
+    {
+      const int i = tid / kC + 4 * k, jj = tid % kC;
+      float v = 0.0f;
+      if (jj < i) {
+        const float* ki = Kn + i * kPad;
+        const float* kj = Kn + jj * kPad;
+        float d = 0.0f;
+#pragma unroll 8
+        for (int r = 0; r < kD; ++r) d += ki[r] * kj[r];
+        v = bet[i] * d * expf(gam[i] - gam[jj]);
+      }
+      A[i * kC + jj] = v;
+    }
+    {
+      const int i = tid % kC, jj = tid / kC + 4 * k;
+      float v = 0.0f;
+      if (jj <= i) {
+        const float* qi = Qs + i * kPad;
+        const float* kj = Kn + jj * kPad;
+        float d = 0.0f;
+#pragma unroll 8
+        for (int r = 0; r < kD; ++r) d += qi[r] * kj[r];
+        v = d * expf(gam[i] - gam[jj]);
+      }
+      out[kOffPt + jj * kC + i] = v;
+    }
+  }
+  // (e^gamma Q)ᵀ and e^(gamma_last - gamma) K.
+  for (int e = tid; e < kC * kD; e += 256) {
+    {
+      const int r = e / kC, i = e % kC;
+      out[kOffQgt + e] = egam[i] * Qs[i * kPad + r];
+    }
+    {
+      const int i = e / kD, r = e % kD;
+      out[kOffKd + e] = edec[i] * Kn[i * kPad + r];
+    }
+  }
+  if (tid == 0) out[kOffDecay] = expf(gam[kC - 1]);
+  __syncthreads();
+
+  // Forward substitution: threads 0..127 solve W's columns, 128..255 U's.
+  const bool is_w = tid < kD;
+  const int col = is_w ? tid : tid - kD;
+  const float* src = is_w ? Kn + col : Vs + col;
+  const int stride = is_w ? kPad : kD;
+  float w[kC];
+#pragma unroll
+  for (int i = 0; i < kC; ++i) {
+    float acc = bet[i] * (is_w ? egam[i] : 1.0f) * src[i * stride];
+#pragma unroll
+    for (int jj = 0; jj < i; ++jj) acc -= A[i * kC + jj] * w[jj];
+    w[i] = acc;
+  }
+  if (is_w) {
+    float4* wt = reinterpret_cast<float4*>(out + kOffWt + static_cast<int64_t>(col) * kC);
+#pragma unroll
+    for (int i = 0; i < kC / 4; ++i) wt[i] = make_float4(w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < kC; ++i) out[kOffU + i * kD + col] = w[i];
+  }
+}
+
+// ---- chunked: scan
+
+constexpr int kScanSmemFloats = kD * 32 + kD * kC + kD * kC + kC * kD + kC * 32 + kC * kC + kC * 32;
+constexpr int kScanSmem = kScanSmemFloats * 4;
+
+__device__ __forceinline__ void copy4(float* dst, const float* src, int n_floats) {
+  const float4* s = reinterpret_cast<const float4*>(src);
+  float4* d = reinterpret_cast<float4*>(dst);
+  for (int i = threadIdx.x; i < n_floats / 4; i += blockDim.x) d[i] = s[i];
+}
+
+__global__ void __launch_bounds__(256) gdn_scan_kernel(const GdnArgs a, const GdnChunkItem* items,
+                                                       const GdnChunkSeq* chunk_seqs, const float* scratch) {
+  extern __shared__ float4 smem4[];
+  float* sm = reinterpret_cast<float*>(smem4);
+  float* Ss = sm;              // [D][32] state tile
+  float* Wt = Ss + kD * 32;    // [D][C]
+  float* Qgt = Wt + kD * kC;   // [D][C]
+  float* Kd = Qgt + kD * kC;   // [C][D]
+  float* Ut = Kd + kC * kD;    // [C][32]
+  float* Pt = Ut + kC * 32;    // [C][C]
+  float* Vn = Pt + kC * kC;    // [C][32]
+
+  const int tile = blockIdx.x, j = blockIdx.y;
+  const GdnChunkSeq cs = chunk_seqs[blockIdx.z];
+  const DevSeq sq = a.seqs[cs.seq];
+  const int tid = threadIdx.x, c = tid & 31, rg = tid >> 5;
+  float* S = a.state + ((static_cast<int64_t>(sq.state_slot) * a.n_layers + a.layer) * a.v_heads + j) * kD * kD;
+
+  // Thread (c, rg) owns state rows 16rg .. 16rg+15 of column c; the shared tile mirrors them.
+  float s16[16];
+#pragma unroll
+  for (int m = 0; m < 16; ++m) {
+    s16[m] = S[static_cast<int64_t>(rg * 16 + m) * kD + tile * 32 + c];
+    Ss[(rg * 16 + m) * 32 + c] = s16[m];
+  }
+
+  for (int item = cs.first_item; item < cs.first_item + cs.n_items; ++item) {
+    const GdnChunkItem it = items[item];
+    const float* src = scratch + (static_cast<int64_t>(item) * a.v_heads + j) * kGdnScratchFloats;
+    copy4(Wt, src + kOffWt, kD * kC);
+    copy4(Qgt, src + kOffQgt, kD * kC);
+    copy4(Kd, src + kOffKd, kC * kD);
+    copy4(Pt, src + kOffPt, kC * kC);
+    for (int e = tid; e < kC * 8; e += 256) {
+      const int i = e / 8, q = e % 8;
+      reinterpret_cast<float4*>(Ut)[e] = reinterpret_cast<const float4*>(src + kOffU + i * kD + tile * 32)[q];
+    }
+    const float decay = src[kOffDecay];
+    __syncthreads();
+
+    // V' and the inter-chunk part of O for rows 8rg .. 8rg+7 of column c.
+    float vn[8], o[8];
+#pragma unroll
+    for (int m = 0; m < 8; ++m) {
+      vn[m] = Ut[(rg * 8 + m) * 32 + c];
+      o[m] = 0.0f;
+    }
+#pragma unroll 4
+    for (int r = 0; r < kD; ++r) {
+      const float sv = Ss[r * 32 + c];
+      const float4 w0 = reinterpret_cast<const float4*>(Wt + r * kC + rg * 8)[0];
+      const float4 w1 = reinterpret_cast<const float4*>(Wt + r * kC + rg * 8)[1];
+      const float4 q0 = reinterpret_cast<const float4*>(Qgt + r * kC + rg * 8)[0];
+      const float4 q1 = reinterpret_cast<const float4*>(Qgt + r * kC + rg * 8)[1];
+      vn[0] -= w0.x * sv; vn[1] -= w0.y * sv; vn[2] -= w0.z * sv; vn[3] -= w0.w * sv;
+      vn[4] -= w1.x * sv; vn[5] -= w1.y * sv; vn[6] -= w1.z * sv; vn[7] -= w1.w * sv;
+      o[0] += q0.x * sv; o[1] += q0.y * sv; o[2] += q0.z * sv; o[3] += q0.w * sv;
+      o[4] += q1.x * sv; o[5] += q1.y * sv; o[6] += q1.z * sv; o[7] += q1.w * sv;
+    }
+#pragma unroll
+    for (int m = 0; m < 8; ++m) Vn[(rg * 8 + m) * 32 + c] = vn[m];
+    __syncthreads();
+
+    // Intra-chunk part of O: P V'.
+#pragma unroll 4
+    for (int jj = 0; jj < kC; ++jj) {
+      const float v = Vn[jj * 32 + c];
+      const float4 p0 = reinterpret_cast<const float4*>(Pt + jj * kC + rg * 8)[0];
+      const float4 p1 = reinterpret_cast<const float4*>(Pt + jj * kC + rg * 8)[1];
+      o[0] += p0.x * v; o[1] += p0.y * v; o[2] += p0.z * v; o[3] += p0.w * v;
+      o[4] += p1.x * v; o[5] += p1.y * v; o[6] += p1.z * v; o[7] += p1.w * v;
+    }
+#pragma unroll
+    for (int m = 0; m < 8; ++m) {
+      const int i = rg * 8 + m;
+      if (i < it.len)
+        a.out[((static_cast<int64_t>(it.row0) + i) * a.v_heads + j) * kD + tile * 32 + c] = o[m];
+    }
+
+    // State: S = e^gamma_last S + Kdᵀ V'.
+#pragma unroll
+    for (int m = 0; m < 16; ++m) s16[m] *= decay;
+#pragma unroll 2
+    for (int i = 0; i < kC; ++i) {
+      const float v = Vn[i * 32 + c];
+      const float4* kd = reinterpret_cast<const float4*>(Kd + i * kD + rg * 16);
+      const float4 k0 = kd[0], k1 = kd[1], k2 = kd[2], k3 = kd[3];
+      s16[0] += k0.x * v; s16[1] += k0.y * v; s16[2] += k0.z * v; s16[3] += k0.w * v;
+      s16[4] += k1.x * v; s16[5] += k1.y * v; s16[6] += k1.z * v; s16[7] += k1.w * v;
+      s16[8] += k2.x * v; s16[9] += k2.y * v; s16[10] += k2.z * v; s16[11] += k2.w * v;
+      s16[12] += k3.x * v; s16[13] += k3.y * v; s16[14] += k3.z * v; s16[15] += k3.w * v;
+    }
+#pragma unroll
+    for (int m = 0; m < 16; ++m) Ss[(rg * 16 + m) * 32 + c] = s16[m];
+    __syncthreads();  // the tiles are reloaded and the state re-read by the next chunk
+  }
+#pragma unroll
+  for (int m = 0; m < 16; ++m) S[static_cast<int64_t>(rg * 16 + m) * kD + tile * 32 + c] = s16[m];
+}
+
+void check_dims(const GdnArgs& a) {
+  if (a.k_dim != kD || a.v_dim != kD)
+    throw std::invalid_argument("cuda backend: gated_delta_rule: the CUDA kernels need dk = dv = 128");
+  if (a.k_heads <= 0 || a.v_heads <= 0 || a.v_heads % a.k_heads != 0 || a.v_heads > 65535)
+    throw std::invalid_argument("cuda backend: gated_delta_rule: bad head counts");
+}
+
+}  // namespace
+
+void gdn_recurrent(const GdnArgs& a, const int32_t* seq_ids, int32_t n, void* stream) {
+  if (n == 0) return;
+  check_dims(a);
+  if (n > 65535) throw std::invalid_argument("cuda backend: gated_delta_rule: more than 65535 sequences");
+  const dim3 grid(kD / 32, static_cast<unsigned>(a.v_heads), static_cast<unsigned>(n));
+  gdn_recurrent_kernel<<<grid, 128, 0, as_stream(stream)>>>(a, seq_ids);
+  check_launch("gated_delta_rule recurrent kernel");
+}
+
+void gdn_chunked(const GdnArgs& a, const GdnChunkItem* items, int32_t n_items, const GdnChunkSeq* chunk_seqs,
+                 int32_t n_chunk_seqs, float* scratch, void* stream) {
+  if (n_items == 0) return;
+  check_dims(a);
+  if (n_chunk_seqs > 65535) throw std::invalid_argument("cuda backend: gated_delta_rule: more than 65535 sequences");
+  static bool attributes_set = false;
+  if (!attributes_set) {
+    check_cuda(cudaFuncSetAttribute(gdn_prepare_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kPrepareSmem),
+               "gated_delta_rule prepare kernel attribute");
+    check_cuda(cudaFuncSetAttribute(gdn_scan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kScanSmem),
+               "gated_delta_rule scan kernel attribute");
+    attributes_set = true;
+  }
+  auto s = as_stream(stream);
+  gdn_prepare_kernel<<<dim3(static_cast<unsigned>(n_items), static_cast<unsigned>(a.v_heads)), 256, kPrepareSmem, s>>>(
+      a, items, scratch);
+  check_launch("gated_delta_rule chunk prepare kernel");
+  gdn_scan_kernel<<<dim3(kD / 32, static_cast<unsigned>(a.v_heads), static_cast<unsigned>(n_chunk_seqs)), 256, kScanSmem,
+                    s>>>(a, items, chunk_seqs, scratch);
+  check_launch("gated_delta_rule chunk scan kernel");
+}
+
+}  // namespace ds::cuda::ops

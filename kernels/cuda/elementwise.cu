@@ -1,0 +1,124 @@
+// Row gathers and elementwise kernels of the CUDA backend: embedding lookup, logit-row
+// gather, SwiGLU, the q/gate split, the attention output gate, bf16 conversions.
+// Grid-stride loops over 64-bit element indices; one thread per element (or per 4).
+#include "kernels/cuda/backend_common.cuh"
+#include "kernels/cuda/backend_ops.h"
+
+namespace ds::cuda::ops {
+namespace {
+
+constexpr int kThreads = 256;
+
+template <bool kBf16Table>
+__global__ void embedding_kernel(const void* table, const int32_t* ids, int64_t rows, int64_t hidden, float* out) {
+  const int64_t n = rows * hidden;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = i / hidden, c = i - r * hidden;
+    out[i] = load_act<kBf16Table>(table, static_cast<int64_t>(ids[r]) * hidden + c);
+  }
+}
+
+__global__ void gather_rows_kernel(const float* x, const int32_t* rows, int64_t n, int64_t width, float* out) {
+  const int64_t total = n * width;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = i / width, c = i - r * width;
+    out[i] = x[static_cast<int64_t>(rows[r]) * width + c];
+  }
+}
+
+template <bool kBf16Out>
+__global__ void swiglu_kernel(const float* gate_up, int64_t m, int64_t inter, void* out) {
+  const int64_t n = m * inter;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = i / inter, c = i - r * inter;
+    const float g = gate_up[r * 2 * inter + c], u = gate_up[r * 2 * inter + inter + c];
+    store_act<kBf16Out>(out, i, silu_f(g) * u);
+  }
+}
+
+__global__ void split_query_gate_kernel(const float* qg, int64_t rows_heads, int64_t d, float* q, float* gate) {
+  const int64_t n = rows_heads * d;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = i / d, c = i - r * d;
+    q[i] = qg[r * 2 * d + c];
+    gate[i] = qg[r * 2 * d + d + c];
+  }
+}
+
+template <bool kBf16>
+__global__ void sigmoid_gate_kernel(void* x, const float* gate, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+    store_act<kBf16>(x, i, load_act<kBf16>(x, i) * sigmoid_f(gate[i]));
+}
+
+__global__ void to_bf16_kernel(const float* x, uint16_t* out, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+    out[i] = detail::f32_to_bf16_bits(x[i]);
+}
+
+__global__ void bf16_to_f32_kernel(const uint16_t* x, float* out, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+    out[i] = detail::bf16_bits_to_f32(x[i]);
+}
+
+// Enough blocks to cover n once, capped (the loops stride over the rest).
+unsigned blocks_for(int64_t n) {
+  const int64_t g = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(g < 1 ? 1 : (g > 65536 ? 65536 : g));
+}
+
+}  // namespace
+
+void embedding(const void* table, DType table_type, const int32_t* ids, int64_t rows, int64_t hidden, float* out,
+               void* stream) {
+  if (rows * hidden == 0) return;
+  if (table_type == DType::bf16)
+    embedding_kernel<true><<<blocks_for(rows * hidden), kThreads, 0, as_stream(stream)>>>(table, ids, rows, hidden, out);
+  else
+    embedding_kernel<false><<<blocks_for(rows * hidden), kThreads, 0, as_stream(stream)>>>(table, ids, rows, hidden, out);
+  check_launch("embedding kernel");
+}
+
+void gather_rows(const float* x, const int32_t* rows, int64_t n, int64_t width, float* out, void* stream) {
+  if (n * width == 0) return;
+  gather_rows_kernel<<<blocks_for(n * width), kThreads, 0, as_stream(stream)>>>(x, rows, n, width, out);
+  check_launch("gather_rows kernel");
+}
+
+void swiglu(const float* gate_up, int64_t m, int64_t inter, void* out, DType out_type, void* stream) {
+  if (m * inter == 0) return;
+  if (out_type == DType::bf16)
+    swiglu_kernel<true><<<blocks_for(m * inter), kThreads, 0, as_stream(stream)>>>(gate_up, m, inter, out);
+  else
+    swiglu_kernel<false><<<blocks_for(m * inter), kThreads, 0, as_stream(stream)>>>(gate_up, m, inter, out);
+  check_launch("swiglu kernel");
+}
+
+void split_query_gate(const float* qg, int64_t rows_heads, int64_t d, float* q, float* gate, void* stream) {
+  if (rows_heads * d == 0) return;
+  split_query_gate_kernel<<<blocks_for(rows_heads * d), kThreads, 0, as_stream(stream)>>>(qg, rows_heads, d, q, gate);
+  check_launch("split_query_gate kernel");
+}
+
+void sigmoid_gate(void* x, DType x_type, const float* gate, int64_t n, void* stream) {
+  if (n == 0) return;
+  if (x_type == DType::bf16)
+    sigmoid_gate_kernel<true><<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(x, gate, n);
+  else
+    sigmoid_gate_kernel<false><<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(x, gate, n);
+  check_launch("sigmoid_gate kernel");
+}
+
+void to_bf16(const float* x, uint16_t* out, int64_t n, void* stream) {
+  if (n == 0) return;
+  to_bf16_kernel<<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(x, out, n);
+  check_launch("to_bf16 kernel");
+}
+
+void bf16_to_f32(const uint16_t* x, float* out, int64_t n, void* stream) {
+  if (n == 0) return;
+  bf16_to_f32_kernel<<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(x, out, n);
+  check_launch("bf16_to_f32 kernel");
+}
+
+}  // namespace ds::cuda::ops

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# The CUDA backend's run on the GPU machine, in one command (logs under $OUT, summary last):
+#   1. unpack .devbuild/cuda/bundle.tar.xz (scripts/cuda_build_carry.sh) and find cuBLAS;
+#   2. generate the random-weight 9B checkpoint in the background (make_random_checkpoint.py);
+#   3. GPU tests: CUDA ops vs CPU, the whole model vs the CPU engine, the decode-kernel tests;
+#      refcheck --backend cuda / cuda-f32 on the tiny fixture (whole prompt, chunks 7 and 64);
+#      the engine acceptance tests with DELTASERVE_TEST_BACKEND=cuda-f32 and cuda;
+#   4. bench_cuda_model on the 9B checkpoint.
+#   scripts/cuda_device_run.sh [--no-tests] [--no-bench] [--bench-args "..."]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+START=$SECONDS
+DEADLINE=${DEADLINE:-570}  # seconds for the whole run (the device tool stops a call at 600)
+TEST_DEADLINE=${TEST_DEADLINE:-230}  # the tests stop here so the benchmark keeps its time
+# A step's timeout: its own limit, cut to what is left of the test phase (0 = skip it).
+limit() { local left=$((TEST_DEADLINE - (SECONDS - START))); [ $left -lt $1 ] && echo $left || echo $1; }
+OUT=${OUT:-/tmp/cuda_out}
+mkdir -p "$OUT"
+TESTS=1; BENCH=1; BENCH_ARGS=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --no-tests) TESTS=0 ;;
+    --no-bench) BENCH=0 ;;
+    --bench-args) BENCH_ARGS=$2; shift ;;
+  esac
+  shift
+done
+B=/tmp/dsbundle
+rm -rf "$B"; mkdir -p "$B"
+xz -dc .devbuild/cuda/bundle.tar.xz | tar -C "$B" -xf - || { echo "cannot unpack the bundle"; exit 1; }
+CUBLAS=""
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
+         $(python3 -c 'import nvidia.cublas, os; print(os.path.dirname(nvidia.cublas.__file__) + "/lib")' 2>/dev/null); do
+  [ -e "$d/libcublas.so.13" ] && { CUBLAS=$d; break; }
+done
+LIBS="$B/lib:$CUBLAS"
+run() { env LD_LIBRARY_PATH="$LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
+{ date -u; echo "bundle commit $(cat $B/COMMIT | tr '\n' ' ')"; echo "cublas from $CUBLAS";
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv; } > "$OUT/gpu.txt" 2>&1
+cat "$OUT/gpu.txt"
+summary="$OUT/summary.txt"; : > "$summary"
+note() { echo "$*" | tee -a "$summary"; }
+
+CKPT=/tmp/qwen35-9b-random
+if [ "$BENCH" = 1 ]; then
+  PYTHONUNBUFFERED=1 timeout 400 python3 scripts/make_random_checkpoint.py --size 9b --out $CKPT > "$OUT/ckpt.log" 2>&1 &
+  CKPT_PID=$!
+fi
+
+if [ "$TESTS" = 1 ]; then
+  T="$OUT/tests.log"; : > "$T"
+  for spec in "test_cuda_backend_ops_gpu" "test_cuda_model_gpu" "test_kernels_cuda_gpu [decode]~[long]~[bigpool]"; do
+    set -- $spec
+    echo "== $spec" >> "$T"
+    t=$(limit 150); [ $t -le 5 ] && { note "skipped $spec"; continue; }; run timeout $t "$B/bin/$1" ${2:+"$2"} -r compact >> "$T" 2>&1
+    note "test $spec rc=$? $(grep -E '^(Passed|Failed)|test cases' "$T" | tail -1)"
+  done
+  R="$OUT/refcheck.log"; : > "$R"
+  for be in cuda cuda-f32; do
+    for chunk in "" "--chunk 7" "--chunk 64"; do
+      echo "== refcheck $be $chunk" >> "$R"
+      t=$(limit 60); [ $t -le 5 ] && { note "skipped refcheck"; continue; }; run timeout $t "$B/bin/refcheck" --model tests/data/tiny-qwen35 --backend $be $chunk >> "$R" 2>&1
+      note "refcheck $be ${chunk:-whole} rc=$? $(tail -1 "$R")"
+    done
+  done
+  E="$OUT/engine.log"; : > "$E"
+  for be in cuda-f32 cuda; do
+    for case in batch chunked preemption free max_ctx seeded random; do
+      echo "== engine $be [$case]" >> "$E"
+      t=$(limit 120); [ $t -le 5 ] && { note "skipped engine $be $case"; continue; }; DELTASERVE_TEST_BACKEND=$be run timeout $t "$B/bin/test_engine_tiny" "[$case]" -r compact >> "$E" 2>&1
+      note "engine $be [$case] rc=$? $(grep -E '^(Passed|Failed)|test cases' "$E" | tail -1)"
+    done
+  done
+fi
+
+if [ "$BENCH" = 1 ]; then
+  wait $CKPT_PID; note "checkpoint rc=$? $(tail -1 "$OUT/ckpt.log")"
+  left=$((DEADLINE - (SECONDS - START)))
+  note "bench budget ${left}s"
+  run timeout $left "$B/bin/bench_cuda_model" --model $CKPT $BENCH_ARGS > "$OUT/bench.log" 2>&1
+  note "bench rc=$?"
+  grep -E "^gpu|^decode|^prefill|^loaded|error" "$OUT/bench.log" | head -40
+  sed -n '/^| measurement/,$p' "$OUT/bench.log" | tee -a "$summary"
+fi
+echo "==== summary"; cat "$summary"

@@ -1,0 +1,350 @@
+// The CUDA backend op by op against the CPU backend (the float32 reference) on random data:
+// every op of backend.h, in the bf16 production mode and in the f32-weight reference mode,
+// on mixed batches (decode rows, short and long prefill chunks, continuation from a state,
+// shuffled blocks). Outputs are poisoned before each run so an unwritten element fails.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "kernels/common/half.h"
+#include "kernels/cuda/cuda_backend.h"
+#include "tests/kernels_cpu/kernel_test_util.h"
+
+using namespace ds;
+using kernels::Backend;
+using kernels::Shape;
+using kernels::Tensor;
+using test::SeqDesc;
+
+namespace {
+
+struct Pair {
+  std::unique_ptr<Backend> cpu = test::cpu(2);
+  std::unique_ptr<Backend> gpu;
+  explicit Pair(bool f32_weights = false) {
+    cuda::CudaBackendOptions o;
+    o.f32_weights = f32_weights;
+    o.sync_each_op = true;
+    gpu = cuda::make_cuda_backend(o);
+  }
+};
+
+double rel(const std::vector<float>& a, const std::vector<float>& b) {
+  double d = 0, r = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double e = static_cast<double>(a[i]) - b[i];
+    d += e * e;
+    r += static_cast<double>(b[i]) * b[i];
+  }
+  if (a.size() != b.size() || std::isnan(d)) return INFINITY;
+  return std::sqrt(d / std::max(r, 1e-30));
+}
+
+// Rounds to the nearest bf16 (values both backends then store exactly).
+std::vector<float> bf16_exact(std::vector<float> v) {
+  for (float& x : v) x = bf16_to_f32(f32_to_bf16(x));
+  return v;
+}
+
+std::vector<uint16_t> to_bf16_bits(const std::vector<float>& v) {
+  std::vector<uint16_t> h(v.size());
+  for (size_t i = 0; i < v.size(); ++i) h[i] = f32_to_bf16(v[i]);
+  return h;
+}
+
+// A weight uploaded from bf16 checkpoint bytes.
+Tensor weight(Backend& be, const Shape& s, const std::vector<uint16_t>& bits) {
+  return be.upload(kernels::HostTensor{DType::bf16, s, bits.data()});
+}
+
+Tensor act(Backend& be, DType t, const Shape& s, const std::vector<float>& v) {
+  Tensor x = be.alloc(t, s);
+  be.copy_from_host(v, x);
+  return x;
+}
+
+// A tensor of the given type filled with NaN-free garbage that no op produces by chance.
+Tensor poisoned(Backend& be, DType t, const Shape& s) {
+  return act(be, t, s, std::vector<float>(static_cast<size_t>(s.numel()), -12345.0f));
+}
+
+// Shuffled distinct block ids for sequences of the given lengths.
+std::vector<SeqDesc> with_blocks(std::vector<SeqDesc> seqs, int32_t bs, int32_t num_blocks, uint64_t seed) {
+  std::vector<int32_t> ids(static_cast<size_t>(num_blocks));
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), std::mt19937_64(seed));
+  size_t next = 0;
+  for (auto& s : seqs) {
+    const int64_t need = (s.n_cached + s.n_tokens + bs - 1) / bs;
+    for (int64_t b = 0; b < need; ++b) s.blocks.push_back(ids.at(next++));
+  }
+  return seqs;
+}
+
+}  // namespace
+
+TEST_CASE("cuda ops: rms_norm and gated_rms_norm match the CPU in f32 and bf16 outputs", "[cuda_ops][gpu]") {
+  Pair p;
+  const Shape s{5, 3, 256};
+  const auto x = test::random_vec(static_cast<size_t>(s.numel()), 1, 2.0f);
+  const auto z = test::random_vec(static_cast<size_t>(s.numel()), 2);
+  const auto w = test::random_vec(256, 3, 0.3f);
+  Tensor wc = p.cpu->upload({DType::f32, Shape{256}, w.data()}), wg = p.gpu->upload({DType::f32, Shape{256}, w.data()});
+  Tensor xc = test::make(*p.cpu, s, x), xg = act(*p.gpu, DType::f32, s, x);
+  Tensor zc = test::make(*p.cpu, s, z), zg = act(*p.gpu, DType::f32, s, z);
+  Tensor oc = p.cpu->alloc(DType::f32, s);
+  p.cpu->rms_norm(xc, wc, 1e-6f, oc);
+  const auto want = test::get(*p.cpu, oc);
+  for (DType t : {DType::f32, DType::bf16}) {
+    Tensor og = poisoned(*p.gpu, t, s);
+    p.gpu->rms_norm(xg, wg, 1e-6f, og);
+    CHECK(rel(test::get(*p.gpu, og), want) < (t == DType::f32 ? 1e-6 : 4e-3));
+  }
+  p.cpu->gated_rms_norm(xc, zc, wc, 1e-6f, oc);
+  const auto want_g = test::get(*p.cpu, oc);
+  for (DType t : {DType::f32, DType::bf16}) {
+    Tensor og = poisoned(*p.gpu, t, s);
+    p.gpu->gated_rms_norm(xg, zg, wg, 1e-6f, og);
+    CHECK(rel(test::get(*p.gpu, og), want_g) < (t == DType::f32 ? 1e-6 : 4e-3));
+  }
+  // In place, as the model runs q_norm / k_norm.
+  p.gpu->rms_norm(xg, wg, 1e-6f, xg);
+  CHECK(rel(test::get(*p.gpu, xg), want) < 1e-6);
+}
+
+TEST_CASE("cuda ops: gemm with bf16 and f32 weights, plain and accumulating", "[cuda_ops][gpu]") {
+  for (bool f32w : {false, true}) {
+    INFO("f32 weights " << f32w);
+    Pair p(f32w);
+    for (int64_t M : {1, 3, 64, 300}) {
+      const int64_t K = 384, N = 200;
+      const auto x = test::random_vec(static_cast<size_t>(M * K), 10 + M);
+      const auto wb = to_bf16_bits(test::random_vec(static_cast<size_t>(N * K), 20, 0.05f));
+      const auto acc0 = test::random_vec(static_cast<size_t>(M * N), 30);
+      Tensor wc = weight(*p.cpu, {N, K}, wb), wg = weight(*p.gpu, {N, K}, wb);
+      Tensor xc = test::make(*p.cpu, {M, K}, x);
+      Tensor xg = act(*p.gpu, p.gpu->activation_dtype(), {M, K}, x);
+      for (bool accumulate : {false, true}) {
+        Tensor oc = test::make(*p.cpu, {M, N}, acc0), og = act(*p.gpu, DType::f32, {M, N}, acc0);
+        p.cpu->gemm(xc, wc, oc, accumulate);
+        p.gpu->gemm(xg, wg, og, accumulate);
+        INFO("M " << M << " accumulate " << accumulate);
+        CHECK(rel(test::get(*p.gpu, og), test::get(*p.cpu, oc)) < (f32w ? 1e-5 : 1e-2));
+      }
+      // An f32 input on the bf16 path is converted by the backend.
+      if (!f32w) {
+        Tensor xf = act(*p.gpu, DType::f32, {M, K}, x);
+        Tensor oc = p.cpu->alloc(DType::f32, {M, N}), og = poisoned(*p.gpu, DType::f32, {M, N});
+        p.cpu->gemm(xc, wc, oc, false);
+        p.gpu->gemm(xf, wg, og, false);
+        CHECK(rel(test::get(*p.gpu, og), test::get(*p.cpu, oc)) < 1e-2);
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda ops: embedding, gather_rows, swiglu, split_query_gate, sigmoid_gate, rope", "[cuda_ops][gpu]") {
+  Pair p;
+  const int64_t V = 50, H = 64;
+  const auto table = to_bf16_bits(test::random_vec(static_cast<size_t>(V * H), 40));
+  Tensor tc = weight(*p.cpu, {V, H}, table), tg = weight(*p.gpu, {V, H}, table);
+  const std::vector<SeqDesc> s2 = with_blocks({{1, 1000, 0, {}}, {6, 3, 1, {}}, {2, 70000, 2, {}}}, 16, 5000, 3);
+  const std::vector<int32_t> tokens = {7, 0, 49, 3, 3, 12, 5, 8, 1};
+  const std::vector<int64_t> logit_rows = {8, 0, 4};
+  auto pc = test::plan_of(*p.cpu, s2, 16, 5000, 3, tokens, logit_rows);
+  auto pg = test::plan_of(*p.gpu, s2, 16, 5000, 3, tokens, logit_rows);
+  const int64_t T = 9;
+
+  Tensor ec = p.cpu->alloc(DType::f32, {T, H}), eg = poisoned(*p.gpu, DType::f32, {T, H});
+  p.cpu->embedding(tc, *pc, ec);
+  p.gpu->embedding(tg, *pg, eg);
+  CHECK(test::get(*p.gpu, eg) == test::get(*p.cpu, ec));
+
+  Tensor gc = p.cpu->alloc(DType::f32, {3, H}), gg = poisoned(*p.gpu, DType::f32, {3, H});
+  p.cpu->gather_rows(ec, *pc, gc);
+  p.gpu->gather_rows(eg, *pg, gg);
+  CHECK(test::get(*p.gpu, gg) == test::get(*p.cpu, gc));
+
+  const auto gu = test::random_vec(static_cast<size_t>(T * 2 * 96), 41, 3.0f);
+  Tensor guc = test::make(*p.cpu, {T, 192}, gu), gug = act(*p.gpu, DType::f32, {T, 192}, gu);
+  Tensor sc = p.cpu->alloc(DType::f32, {T, 96});
+  p.cpu->swiglu(guc, sc);
+  for (DType t : {DType::f32, DType::bf16}) {
+    Tensor sg = poisoned(*p.gpu, t, {T, 96});
+    p.gpu->swiglu(gug, sg);
+    CHECK(rel(test::get(*p.gpu, sg), test::get(*p.cpu, sc)) < (t == DType::f32 ? 1e-6 : 4e-3));
+  }
+
+  const int64_t nq = 4, d = 256;
+  const auto qg = test::random_vec(static_cast<size_t>(T * nq * 2 * d), 42);
+  Tensor qgc = test::make(*p.cpu, {T, nq, 2 * d}, qg), qgg = act(*p.gpu, DType::f32, {T, nq, 2 * d}, qg);
+  Tensor qc = p.cpu->alloc(DType::f32, {T, nq, d}), gatec = p.cpu->alloc(DType::f32, {T, nq, d});
+  Tensor qgpu = poisoned(*p.gpu, DType::f32, {T, nq, d}), gategpu = poisoned(*p.gpu, DType::f32, {T, nq, d});
+  p.cpu->split_query_gate(qgc, qc, gatec);
+  p.gpu->split_query_gate(qgg, qgpu, gategpu);
+  CHECK(test::get(*p.gpu, qgpu) == test::get(*p.cpu, qc));
+  CHECK(test::get(*p.gpu, gategpu) == test::get(*p.cpu, gatec));
+
+  // RoPE at positions up to 70001 (the f32 angle recipe must agree far out).
+  const kernels::RopeParams rp{64, 1e7};
+  p.cpu->rope(qc, *pc, rp);
+  p.gpu->rope(qgpu, *pg, rp);
+  CHECK(rel(test::get(*p.gpu, qgpu), test::get(*p.cpu, qc)) < 1e-6);
+
+  for (DType t : {DType::f32, DType::bf16}) {
+    const auto qv = test::get(*p.cpu, qc);
+    Tensor xc = test::make(*p.cpu, {T, nq, d}, qv), xg = act(*p.gpu, t, {T, nq, d}, qv);
+    p.cpu->sigmoid_gate(xc, gatec);
+    p.gpu->sigmoid_gate(xg, gategpu);
+    CHECK(rel(test::get(*p.gpu, xg), test::get(*p.cpu, xc)) < (t == DType::f32 ? 1e-6 : 6e-3));
+  }
+}
+
+TEST_CASE("cuda ops: kv_write + paged_attention over a mixed decode / prefill batch", "[cuda_ops][gpu]") {
+  Pair p;
+  const int32_t bs = 16, num_blocks = 40;
+  const int64_t nq = 8, nkv = 2, d = 256;
+  // Decodes first (the decode kernel), then chunks and a decode row behind a chunk (the
+  // prefill path), with earlier context already in the pools.
+  const auto seqs = with_blocks({{1, 37, 0, {}}, {1, 0, 1, {}}, {1, 130, 2, {}}, {20, 0, 3, {}}, {9, 23, 4, {}},
+                                 {1, 50, 5, {}}, {70, 100, 6, {}}},
+                                bs, num_blocks, 7);
+  int64_t T = 0, ctx_total = 0;
+  for (const auto& s : seqs) T += s.n_tokens;
+  // First fill every sequence's earlier positions through a prefill step of its cached tokens.
+  std::vector<SeqDesc> history;
+  for (const auto& s : seqs)
+    if (s.n_cached > 0) history.push_back({s.n_cached, 0, s.slot, s.blocks}), ctx_total += s.n_cached;
+  auto hc = test::plan_of(*p.cpu, history, bs, num_blocks, 8);
+  const Shape pool{num_blocks, bs, nkv, d};
+  Tensor kc = test::zeros(*p.cpu, pool), vc = test::zeros(*p.cpu, pool);
+  Tensor kg = p.gpu->alloc(DType::bf16, pool), vg = p.gpu->alloc(DType::bf16, pool);
+  p.gpu->fill_zero(kg);
+  p.gpu->fill_zero(vg);
+  const auto hk = bf16_exact(test::random_vec(static_cast<size_t>(ctx_total * nkv * d), 50));
+  const auto hv = bf16_exact(test::random_vec(static_cast<size_t>(ctx_total * nkv * d), 51));
+  {
+    Tensor a = test::make(*p.cpu, {ctx_total, nkv, d}, hk), b = test::make(*p.cpu, {ctx_total, nkv, d}, hv);
+    p.cpu->kv_write(a, b, *hc, kc, vc);
+    auto hg = test::plan_of(*p.gpu, history, bs, num_blocks, 8);
+    Tensor ag = act(*p.gpu, DType::f32, {ctx_total, nkv, d}, hk), bg = act(*p.gpu, DType::f32, {ctx_total, nkv, d}, hv);
+    p.gpu->kv_write(ag, bg, *hg, kg, vg);
+  }
+  // Then the step itself: write its K/V and attend.
+  auto pc = test::plan_of(*p.cpu, seqs, bs, num_blocks, 8);
+  auto pg = test::plan_of(*p.gpu, seqs, bs, num_blocks, 8);
+  const auto k = bf16_exact(test::random_vec(static_cast<size_t>(T * nkv * d), 52));
+  const auto v = bf16_exact(test::random_vec(static_cast<size_t>(T * nkv * d), 53));
+  const auto q = test::random_vec(static_cast<size_t>(T * nq * d), 54);
+  Tensor kcs = test::make(*p.cpu, {T, nkv, d}, k), vcs = test::make(*p.cpu, {T, nkv, d}, v);
+  Tensor kgs = act(*p.gpu, DType::f32, {T, nkv, d}, k), vgs = act(*p.gpu, DType::f32, {T, nkv, d}, v);
+  p.cpu->kv_write(kcs, vcs, *pc, kc, vc);
+  p.gpu->kv_write(kgs, vgs, *pg, kg, vg);
+  Tensor qc = test::make(*p.cpu, {T, nq, d}, q), qg = act(*p.gpu, DType::f32, {T, nq, d}, q);
+  Tensor oc = p.cpu->alloc(DType::f32, {T, nq, d});
+  const float scale = 1.0f / 16.0f;
+  p.cpu->paged_attention(qc, kc, vc, *pc, scale, oc);
+  const auto want = test::get(*p.cpu, oc);
+  for (DType t : {DType::f32, DType::bf16}) {
+    Tensor og = poisoned(*p.gpu, t, {T, nq, d});
+    p.gpu->paged_attention(qg, kg, vg, *pg, scale, og);
+    const auto got = test::get(*p.gpu, og);
+    // Per row: decode rows are exact to ~1e-6; prefill rows use bf16 q and probabilities.
+    int64_t row = 0;
+    for (const auto& s : seqs) {
+      for (int64_t i = 0; i < s.n_tokens; ++i, ++row) {
+        const auto b = static_cast<size_t>(row * nq * d), e = b + static_cast<size_t>(nq * d);
+        INFO("out " << dtype_name(t) << " row " << row << " (seq of " << s.n_tokens << " after " << s.n_cached << ")");
+        CHECK(rel(std::vector<float>(got.begin() + b, got.begin() + e), std::vector<float>(want.begin() + b, want.begin() + e)) <
+              2e-2);
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda ops: causal_conv1d and gated_delta_rule (recurrent and chunked) continue a state", "[cuda_ops][gpu]") {
+  Pair p;
+  const kernels::DeltaNetDims dims{2, 4, 128, 128};
+  const int64_t C = dims.conv_dim(), hv = dims.v_heads, kc = 4, slots = 6, layers = 2, layer = 1;
+  // Two steps over the same slots: sequence lengths cover the recurrent path (1, 5 tokens) and
+  // the chunked one (64, 150 = 64 + 64 + 22, 65), starting from random states.
+  const std::vector<std::vector<SeqDesc>> steps = {
+      with_blocks({{1, 10, 0, {}}, {150, 0, 1, {}}, {5, 3, 2, {}}, {64, 0, 3, {}}, {65, 7, 5, {}}}, 16, 200, 1),
+      with_blocks({{1, 11, 0, {}}, {1, 150, 1, {}}, {20, 8, 2, {}}, {130, 64, 3, {}}, {9, 72, 5, {}}}, 16, 200, 2)};
+  const auto w = test::random_vec(static_cast<size_t>(C * kc), 60, 0.5f);
+  const Shape cs{slots, layers, C, kc - 1}, rs{slots, layers, hv, 128, 128};
+  const auto conv0 = test::random_vec(static_cast<size_t>(cs.numel()), 61);
+  const auto rec0 = test::random_vec(static_cast<size_t>(rs.numel()), 62, 0.05f);
+  std::vector<float> a_log(static_cast<size_t>(hv)), dt(static_cast<size_t>(hv));
+  for (int64_t j = 0; j < hv; ++j) {
+    a_log[static_cast<size_t>(j)] = std::log(1.0f + 3.0f * static_cast<float>(j));
+    dt[static_cast<size_t>(j)] = -0.5f + 0.3f * static_cast<float>(j);
+  }
+  Tensor wc = p.cpu->upload({DType::f32, Shape{C, 1, kc}, w.data()}), wg = p.gpu->upload({DType::f32, Shape{C, 1, kc}, w.data()});
+  Tensor alc = p.cpu->upload({DType::f32, Shape{hv}, a_log.data()}), alg = p.gpu->upload({DType::f32, Shape{hv}, a_log.data()});
+  Tensor dtc = p.cpu->upload({DType::f32, Shape{hv}, dt.data()}), dtg = p.gpu->upload({DType::f32, Shape{hv}, dt.data()});
+  Tensor csc = test::make(*p.cpu, cs, conv0), csg = act(*p.gpu, DType::f32, cs, conv0);
+  Tensor rsc = test::make(*p.cpu, rs, rec0), rsg = act(*p.gpu, DType::f32, rs, rec0);
+  uint64_t seed = 70;
+  for (const auto& step : steps) {
+    int64_t T = 0;
+    for (const auto& s : step) T += s.n_tokens;
+    auto pc = test::plan_of(*p.cpu, step, 16, 200, static_cast<int32_t>(slots));
+    auto pg = test::plan_of(*p.gpu, step, 16, 200, static_cast<int32_t>(slots));
+    const auto x = test::random_vec(static_cast<size_t>(T * C), ++seed);
+    const auto av = test::random_vec(static_cast<size_t>(T * hv), ++seed);
+    const auto bv = test::random_vec(static_cast<size_t>(T * hv), ++seed);
+    Tensor xc = test::make(*p.cpu, {T, C}, x), xg = act(*p.gpu, DType::f32, {T, C}, x);
+    Tensor cc = p.cpu->alloc(DType::f32, {T, C}), cg = poisoned(*p.gpu, DType::f32, {T, C});
+    p.cpu->causal_conv1d(xc, wc, csc, layer, *pc, cc);
+    p.gpu->causal_conv1d(xg, wg, csg, layer, *pg, cg);
+    const auto conv_out = test::get(*p.cpu, cc);
+    CHECK(rel(test::get(*p.gpu, cg), conv_out) < 1e-6);
+    CHECK(rel(test::get(*p.gpu, csg), test::get(*p.cpu, csc)) < 1e-7);
+
+    Tensor ac = test::make(*p.cpu, {T, hv}, av), ag = act(*p.gpu, DType::f32, {T, hv}, av);
+    Tensor bc = test::make(*p.cpu, {T, hv}, bv), bg = act(*p.gpu, DType::f32, {T, hv}, bv);
+    Tensor qkvg = act(*p.gpu, DType::f32, {T, C}, conv_out);  // same input on both sides
+    Tensor oc = p.cpu->alloc(DType::f32, {T, hv, 128}), og = poisoned(*p.gpu, DType::f32, {T, hv, 128});
+    p.cpu->gated_delta_rule(cc, ac, bc, alc, dtc, rsc, layer, *pc, dims, oc);
+    p.gpu->gated_delta_rule(qkvg, ag, bg, alg, dtg, rsg, layer, *pg, dims, og);
+    const auto want = test::get(*p.cpu, oc), got = test::get(*p.gpu, og);
+    int64_t row = 0;
+    for (const auto& s : step) {
+      const auto b = static_cast<size_t>(row * hv * 128), e = b + static_cast<size_t>(s.n_tokens * hv * 128);
+      INFO("sequence of " << s.n_tokens << " tokens after " << s.n_cached);
+      CHECK(rel(std::vector<float>(got.begin() + b, got.begin() + e), std::vector<float>(want.begin() + b, want.begin() + e)) <
+            1e-4);
+      row += s.n_tokens;
+    }
+    const auto state_c = test::get(*p.cpu, rsc), state_g = test::get(*p.gpu, rsg);
+    CHECK(rel(state_g, state_c) < 1e-4);
+    // Slot 4 is in no sequence: untouched.
+    const size_t per_slot = static_cast<size_t>(rs.numel() / slots);
+    CHECK(std::equal(state_g.begin() + 4 * per_slot, state_g.begin() + 5 * per_slot, rec0.begin() + 4 * per_slot));
+  }
+}
+
+TEST_CASE("cuda ops: bad shapes are invalid_argument naming the op; huge allocations a readable error", "[cuda_ops][gpu]") {
+  Pair p;
+  Tensor x = p.gpu->alloc(DType::f32, {4, 8});
+  Tensor w = p.gpu->upload({DType::f32, Shape{7}, std::vector<float>(7, 0.0f).data()});
+  try {
+    p.gpu->rms_norm(x, w, 1e-6f, x);
+    FAIL("no exception");
+  } catch (const std::invalid_argument& e) {
+    CHECK(std::string(e.what()).find("rms_norm") != std::string::npos);
+  }
+  try {
+    p.gpu->alloc(DType::f32, {int64_t{1} << 40});
+    FAIL("no exception");
+  } catch (const std::runtime_error& e) {
+    CHECK(std::string(e.what()).find("out of device memory") != std::string::npos);
+  }
+  // The backend still works afterwards.
+  p.gpu->fill_zero(x);
+  CHECK(test::get(*p.gpu, x) == std::vector<float>(32, 0.0f));
+}
