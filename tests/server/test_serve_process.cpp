@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
+#include <poll.h>
+#include <pty.h>
 
 #include <httplib.h>
 
@@ -169,4 +171,48 @@ TEST_CASE("a port in use is a clear start-up error", "[process]") {
   CHECK(b.log().find("cannot listen on 127.0.0.1:" + std::to_string(port)) != std::string::npos);
   a.signal(SIGTERM);
   CHECK(a.wait_exit() == 0);
+}
+
+TEST_CASE("on a terminal, a progress bar follows the weights being read", "[process]") {
+  int master = -1, slave = -1;
+  REQUIRE(::openpty(&master, &slave, nullptr, nullptr, nullptr) == 0);
+  std::vector<std::string> args_s = {DS_SERVE_BIN, "--port", "0", "--kv-cache-memory", "64MiB", "--max-num-seqs", "4"};
+  std::vector<char*> argv;
+  for (auto& a : args_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, slave, 1);
+  posix_spawn_file_actions_adddup2(&fa, slave, 2);
+  posix_spawn_file_actions_addclose(&fa, master);
+  pid_t pid = -1;
+  REQUIRE(posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ) == 0);
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(slave);
+  std::string out;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (out.find("ready:") == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+    pollfd p{master, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    char buf[4096];
+    const ssize_t n = ::read(master, buf, sizeof buf);
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  // Keep draining the terminal so the child never blocks on a full pty while it exits.
+  for (int i = 0; i < 3000 && ::waitpid(pid, &status, WNOHANG) == 0; ++i) {
+    pollfd p{master, POLLIN, 0};
+    if (::poll(&p, 1, 10) > 0) {
+      char buf[4096];
+      if (::read(master, buf, sizeof buf) <= 0) break;
+    }
+  }
+  ::close(master);
+  CHECK(out.find("loading weights [") != std::string::npos);
+  CHECK(out.find("100%") != std::string::npos);
+  CHECK(out.find("ready:") != std::string::npos);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }
