@@ -10,8 +10,10 @@
 // Results for pieces up to 46 bytes are cached, because real text repeats its words: 64K
 // fixed slots shared by all threads (16 shards under mutexes; a new piece replaces the one in
 // its slot), so a cache miss allocates nothing.
-// Merge-table answers are also cached per thread in a small direct-mapped table, because the
-// big table's probes are cache misses and text keeps asking about the same pairs.
+// The merge table itself is open-addressed with a Bloom filter in front (most pairs a text
+// asks about do not merge), and its answers are also cached per thread in a small
+// direct-mapped table, because its probes are cache misses and text keeps asking about the
+// same pairs.
 //
 // Supported model options: ignore_merges (a piece that is itself a vocabulary token is that
 // token), unk_token (used for a byte with no vocabulary entry; without it such a byte is
