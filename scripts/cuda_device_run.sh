@@ -79,6 +79,16 @@ if [ "$BENCH" = 1 ]; then
   note "bench budget ${left}s"
   run timeout $left "$B/bin/bench_cuda_model" --model $CKPT $BENCH_ARGS > "$OUT/bench.log" 2>&1
   note "bench rc=$?"
+  # Optional second benchmark run with an environment switch, e.g. an A/B:
+  #   BENCH2_ENV=DELTASERVE_CUDA_GEMV=0 BENCH2_ARGS='--batches 1,8 --contexts 1024 --prefill 0 --layouts ""'
+  if [ -n "${BENCH2_ENV:-}" ]; then
+    left=$((DEADLINE - (SECONDS - START)))
+    if [ $left -gt 30 ]; then
+      eval "env LD_LIBRARY_PATH=$LIBS $BENCH2_ENV timeout $left $B/bin/bench_cuda_model --model $CKPT ${BENCH2_ARGS:-}" \
+        > "$OUT/bench2.log" 2>&1 || true
+      note "bench2 ($BENCH2_ENV): $(grep -E '^decode|^prefill' "$OUT/bench2.log" | tr '\n' ';')"
+    fi
+  fi
   grep -E "^gpu|^decode|^prefill|^loaded|error" "$OUT/bench.log" | head -40
   sed -n '/^| measurement/,$p' "$OUT/bench.log" | tee -a "$summary"
 fi

@@ -63,6 +63,15 @@ void to_bf16(const float* x, uint16_t* out, int64_t n, void* stream);
 // bf16 -> f32.
 void bf16_to_f32(const uint16_t* x, float* out, int64_t n, void* stream);
 
+// ---- gemv.cu
+// Decode GEMMs (up to kGemvMaxRows rows): out [M, N] (+)= x [M, K] · w [N, K]ᵀ, bf16 operands,
+// fp32 accumulation, f32 out. K must be a multiple of 8. One row (batch-1 decode), where it
+// measured on par with or ahead of cuBLAS; wider batches stay on cuBLAS.
+inline constexpr int64_t kGemvMaxRows = 1;
+bool gemv_supported(int64_t M, int64_t K);
+void gemv_bf16(const uint16_t* w, const uint16_t* x, int64_t M, int64_t N, int64_t K, float* out, bool accumulate,
+               void* stream);
+
 // ---- norms.cu
 // Zero-centred RMSNorm over rows of d: out = x * rsqrt(mean(x²) + eps) * (1 + w). x and out f32
 // or bf16 (may alias when of one type); w f32 [d].
@@ -79,9 +88,15 @@ void rope(float* x, const int32_t* positions, int64_t rows, int64_t heads, int64
 
 // ---- conv1d.cu
 // Depthwise causal conv1d + SiLU per sequence from its conv state [slots, layers, C, kc-1],
-// leaving the last kc-1 inputs there. x, out [rows, C] f32, w [C, kc] f32.
+// leaving the last kc-1 inputs there. x, out [rows, C] f32, w [C, kc] f32. For the sequences
+// seq_ids[0, n) (all n when seq_ids is null), token by token:
 void causal_conv1d(const float* x, const float* w, float* conv_state, int64_t n_layers, int64_t layer,
-                   const DevSeq* seqs, int32_t n_seqs, int64_t channels, int32_t kc, float* out, void* stream);
+                   const DevSeq* seqs, const int32_t* seq_ids, int32_t n_seqs, int64_t channels, int32_t kc, float* out,
+                   void* stream);
+// For the sequences of a chunk list (more than kc-1 new rows each), all chunks in parallel:
+void causal_conv1d_chunks(const float* x, const float* w, float* conv_state, int64_t n_layers, int64_t layer,
+                          const DevSeq* seqs, const GdnChunkItem* items, int32_t n_items, const GdnChunkSeq* chunk_seqs,
+                          int32_t n_chunk_seqs, int64_t channels, int32_t kc, float* out, void* stream);
 
 // ---- delta_rule.cu
 struct GdnArgs {

@@ -1,8 +1,11 @@
-// DeltaNet depthwise causal conv1d + SiLU of the CUDA backend, for decode tokens and prefill
-// chunks alike: one thread per (sequence, channel) walks the sequence's new rows in order
-// with the last Kc-1 inputs in registers (starting from the conv state, oldest first), so a
-// chunk and the same tokens fed one at a time do the same arithmetic; at the end the thread
-// stores its last Kc-1 inputs back. Loads of one row are coalesced across the channels.
+// DeltaNet depthwise causal conv1d + SiLU of the CUDA backend. Every output is the same sum
+// of Kc products over a window of inputs (oldest first), whether the window comes from the
+// conv state or from earlier rows, so a chunk and the same tokens fed one at a time do the
+// same arithmetic. Decode rows and short chunks: one thread per (sequence, channel) walks the
+// rows with the window in registers and stores the last Kc-1 inputs back. Prefill chunks:
+// one thread per (64-row chunk item, channel), all items in parallel, then a second kernel
+// writes each such sequence's state (its last Kc-1 rows). Loads of a row are coalesced
+// across the channels.
 #include "kernels/cuda/backend_common.cuh"
 #include "kernels/cuda/backend_ops.h"
 
@@ -11,11 +14,11 @@ namespace {
 
 template <int KC>
 __global__ void conv1d_kernel(const float* x, const float* w, float* conv_state, int64_t n_layers, int64_t layer,
-                              const DevSeq* seqs, int64_t channels, float* out) {
+                              const DevSeq* seqs, const int32_t* seq_ids, int64_t channels, float* out) {
   constexpr int kTaps = KC - 1;
   const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (c >= channels) return;
-  const DevSeq sq = seqs[blockIdx.y];
+  const DevSeq sq = seqs[seq_ids ? seq_ids[blockIdx.y] : blockIdx.y];
   float* st = conv_state + ((static_cast<int64_t>(sq.state_slot) * n_layers + layer) * channels + c) * kTaps;
   float win[KC];
   float wt[KC];
@@ -37,20 +40,98 @@ __global__ void conv1d_kernel(const float* x, const float* w, float* conv_state,
   for (int j = 0; j < kTaps; ++j) st[j] = win[j];
 }
 
+// Prefill chunks: one thread per (chunk item, channel) over the item's <= 64 rows, its first
+// Kc-1 inputs taken from the rows before it or, at the sequence start, from the conv state,
+// which this kernel only reads (the state update runs after it, below).
+template <int KC>
+__global__ void conv1d_chunks_kernel(const float* x, const float* w, const float* conv_state, int64_t n_layers,
+                                     int64_t layer, const DevSeq* seqs, const GdnChunkItem* items, int64_t channels,
+                                     float* out) {
+  constexpr int kTaps = KC - 1;
+  const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (c >= channels) return;
+  const GdnChunkItem it = items[blockIdx.y];
+  const DevSeq sq = seqs[it.seq];
+  const int64_t t0 = it.row0 - sq.first_row;  // position of the item's first row in the chunk
+  const float* st = conv_state + ((static_cast<int64_t>(sq.state_slot) * n_layers + layer) * channels + c) * kTaps;
+  float win[KC];
+  float wt[KC];
+#pragma unroll
+  for (int j = 0; j < kTaps; ++j) {
+    const int64_t pos = t0 - kTaps + j;
+    win[j] = pos >= 0 ? x[(static_cast<int64_t>(sq.first_row) + pos) * channels + c] : st[kTaps + pos];
+  }
+#pragma unroll
+  for (int j = 0; j < KC; ++j) wt[j] = w[c * KC + j];
+#pragma unroll 4
+  for (int32_t t = 0; t < it.len; ++t) {
+    const int64_t r = static_cast<int64_t>(it.row0) + t;
+    win[kTaps] = x[r * channels + c];
+    float acc = 0.0f;
+#pragma unroll
+    for (int j = 0; j < KC; ++j) acc += wt[j] * win[j];
+    out[r * channels + c] = silu_f(acc);
+#pragma unroll
+    for (int j = 0; j < kTaps; ++j) win[j] = win[j + 1];
+  }
+}
+
+// The state of a chunked sequence (more than Kc-1 new rows): its last Kc-1 inputs.
+template <int KC>
+__global__ void conv1d_state_kernel(const float* x, float* conv_state, int64_t n_layers, int64_t layer,
+                                    const DevSeq* seqs, const GdnChunkSeq* chunk_seqs, int64_t channels) {
+  constexpr int kTaps = KC - 1;
+  const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (c >= channels) return;
+  const DevSeq sq = seqs[chunk_seqs[blockIdx.y].seq];
+  float* st = conv_state + ((static_cast<int64_t>(sq.state_slot) * n_layers + layer) * channels + c) * kTaps;
+#pragma unroll
+  for (int j = 0; j < kTaps; ++j)
+    st[j] = x[(static_cast<int64_t>(sq.first_row) + sq.n_tokens - kTaps + j) * channels + c];
+}
+
 }  // namespace
 
+void causal_conv1d_chunks(const float* x, const float* w, float* conv_state, int64_t n_layers, int64_t layer,
+                          const DevSeq* seqs, const GdnChunkItem* items, int32_t n_items, const GdnChunkSeq* chunk_seqs,
+                          int32_t n_chunk_seqs, int64_t channels, int32_t kc, float* out, void* stream) {
+  if (n_items == 0 || channels == 0) return;
+  if (n_items > 65535 || n_chunk_seqs > 65535)
+    throw std::invalid_argument("cuda backend: causal_conv1d: more than 65535 chunks in one step");
+  const int threads = 128;
+  const dim3 g1(grid_for(channels, threads), static_cast<unsigned>(n_items));
+  const dim3 g2(grid_for(channels, threads), static_cast<unsigned>(n_chunk_seqs));
+  auto s = as_stream(stream);
+  switch (kc) {
+#define DS_CONV_CASE(K)                                                                                         \
+  case K:                                                                                                       \
+    conv1d_chunks_kernel<K><<<g1, threads, 0, s>>>(x, w, conv_state, n_layers, layer, seqs, items, channels, out); \
+    check_launch("causal_conv1d chunk kernel");                                                                  \
+    conv1d_state_kernel<K><<<g2, threads, 0, s>>>(x, conv_state, n_layers, layer, seqs, chunk_seqs, channels);    \
+    break;
+    DS_CONV_CASE(2)
+    DS_CONV_CASE(3)
+    DS_CONV_CASE(4)
+    DS_CONV_CASE(5)
+#undef DS_CONV_CASE
+    default: throw std::invalid_argument("cuda backend: causal_conv1d: kernel size must be 2..5");
+  }
+  check_launch("causal_conv1d state kernel");
+}
+
 void causal_conv1d(const float* x, const float* w, float* conv_state, int64_t n_layers, int64_t layer,
-                   const DevSeq* seqs, int32_t n_seqs, int64_t channels, int32_t kc, float* out, void* stream) {
+                   const DevSeq* seqs, const int32_t* seq_ids, int32_t n_seqs, int64_t channels, int32_t kc, float* out,
+                   void* stream) {
   if (n_seqs == 0 || channels == 0) return;
   if (n_seqs > 65535) throw std::invalid_argument("cuda backend: causal_conv1d: more than 65535 sequences");
   const int threads = 128;
   const dim3 grid(grid_for(channels, threads), static_cast<unsigned>(n_seqs));
   auto s = as_stream(stream);
   switch (kc) {
-    case 2: conv1d_kernel<2><<<grid, threads, 0, s>>>(x, w, conv_state, n_layers, layer, seqs, channels, out); break;
-    case 3: conv1d_kernel<3><<<grid, threads, 0, s>>>(x, w, conv_state, n_layers, layer, seqs, channels, out); break;
-    case 4: conv1d_kernel<4><<<grid, threads, 0, s>>>(x, w, conv_state, n_layers, layer, seqs, channels, out); break;
-    case 5: conv1d_kernel<5><<<grid, threads, 0, s>>>(x, w, conv_state, n_layers, layer, seqs, channels, out); break;
+    case 2: conv1d_kernel<2><<<grid, threads, 0, s>>>(x, w, conv_state, n_layers, layer, seqs, seq_ids, channels, out); break;
+    case 3: conv1d_kernel<3><<<grid, threads, 0, s>>>(x, w, conv_state, n_layers, layer, seqs, seq_ids, channels, out); break;
+    case 4: conv1d_kernel<4><<<grid, threads, 0, s>>>(x, w, conv_state, n_layers, layer, seqs, seq_ids, channels, out); break;
+    case 5: conv1d_kernel<5><<<grid, threads, 0, s>>>(x, w, conv_state, n_layers, layer, seqs, seq_ids, channels, out); break;
     default: throw std::invalid_argument("cuda backend: causal_conv1d: kernel size must be 2..5");
   }
   check_launch("causal_conv1d kernel");

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
+#include <cstdio>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -80,6 +82,38 @@ class CudaBackend final : public kernels::Backend {
 
   void* stream() { return ctx_.stream(); }
 
+  void set_profiling(bool on) { profile_ = on; }
+  std::string profile_report() {
+    synchronize();
+    for (const Timing& t : timing_) {
+      free_events_.push_back(t.start);
+      free_events_.push_back(t.end);
+      if (!t.ended) continue;  // the op threw
+      float ms = 0;
+      ops::check_cuda(cudaEventElapsedTime(&ms, t.start, t.end), "profile: elapsed");
+      auto& [total, count] = totals_[t.name];
+      total += ms;
+      ++count;
+    }
+    timing_.clear();
+    std::vector<std::pair<std::string, std::pair<double, int64_t>>> rows(totals_.begin(), totals_.end());
+    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+    double sum = 0;
+    for (const auto& r : rows) sum += r.second.first;
+    std::string out;
+    char buf[200];
+    for (const auto& [name, v] : rows) {
+      std::snprintf(buf, sizeof buf, "  %-32s %9.3f ms %6lld calls %8.2f us/call %5.1f%%\n", name.c_str(), v.first,
+                    static_cast<long long>(v.second), 1e3 * v.first / static_cast<double>(v.second),
+                    100.0 * v.first / std::max(sum, 1e-9));
+      out += buf;
+    }
+    std::snprintf(buf, sizeof buf, "  %-32s %9.3f ms (sum of op times; gaps between ops not included)\n", "total", sum);
+    out += buf;
+    totals_.clear();
+    return out;
+  }
+
   // ---- memory
 
   Tensor alloc(DType dtype, const Shape& shape) override {
@@ -117,6 +151,7 @@ class CudaBackend final : public kernels::Backend {
   }
 
   void fill_zero(Tensor& t) override {
+    begin("fill_zero");
     CHECK_ARG(!t.empty() || t.numel() == 0, "fill_zero", "empty tensor");
     if (t.numel() > 0)
       ops::check_cuda(cudaMemsetAsync(t.data(), 0, static_cast<size_t>(t.bytes()), ctx_.stream()), "fill_zero");
@@ -171,6 +206,7 @@ class CudaBackend final : public kernels::Backend {
 
   void embedding(const Tensor& table, const BatchPlan& plan, Tensor& out) override {
     const char* op = "embedding";
+    begin(op);
     const auto& p = cuda_plan(plan, op);
     check_act(table, op, "table");
     check_type(out, op, "out", DType::f32);
@@ -184,6 +220,7 @@ class CudaBackend final : public kernels::Backend {
 
   void gather_rows(const Tensor& x, const BatchPlan& plan, Tensor& out) override {
     const char* op = "gather_rows";
+    begin(op);
     const auto& p = cuda_plan(plan, op);
     check_type(x, op, "x", DType::f32);
     check_type(out, op, "out", DType::f32);
@@ -196,6 +233,7 @@ class CudaBackend final : public kernels::Backend {
 
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override {
     const char* op = "rms_norm";
+    begin(op);
     check_act(x, op, "x");
     check_act(out, op, "out");
     check_type(weight, op, "weight", DType::f32);
@@ -210,12 +248,15 @@ class CudaBackend final : public kernels::Backend {
   }
 
   void gemm(const Tensor& x, const Tensor& w, Tensor& out, bool accumulate) override {
+    const char* op = profile_ ? gemm_name(w) : "gemm";
+    begin(op);
     run_gemm(ctx_, x, w, out, accumulate);
-    after("gemm");
+    after(op);
   }
 
   void swiglu(const Tensor& gate_up, Tensor& out) override {
     const char* op = "swiglu";
+    begin(op);
     check_type(gate_up, op, "gate_up", DType::f32);
     check_act(out, op, "out");
     CHECK_ARG(gate_up.rank() == 2 && gate_up.dim(1) % 2 == 0, op, "gate_up must be [M, 2I], got " + gate_up.shape().str());
@@ -227,6 +268,7 @@ class CudaBackend final : public kernels::Backend {
 
   void split_query_gate(const Tensor& qg, Tensor& q, Tensor& gate) override {
     const char* op = "split_query_gate";
+    begin(op);
     check_type(qg, op, "qg", DType::f32);
     check_type(q, op, "q", DType::f32);
     check_type(gate, op, "gate", DType::f32);
@@ -240,6 +282,7 @@ class CudaBackend final : public kernels::Backend {
 
   void rope(Tensor& x, const BatchPlan& plan, const RopeParams& params) override {
     const char* op = "rope";
+    begin(op);
     const auto& p = cuda_plan(plan, op);
     check_type(x, op, "x", DType::f32);
     CHECK_ARG(x.rank() == 3 && x.dim(0) == p.num_rows(), op, "x must be [rows, heads, D], got " + x.shape().str());
@@ -253,6 +296,7 @@ class CudaBackend final : public kernels::Backend {
 
   void sigmoid_gate(Tensor& x, const Tensor& gate) override {
     const char* op = "sigmoid_gate";
+    begin(op);
     check_act(x, op, "x");
     check_type(gate, op, "gate", DType::f32);
     CHECK_ARG(x.shape() == gate.shape(), op, "x " + x.shape().str() + " and gate " + gate.shape().str() + " differ");
@@ -262,6 +306,7 @@ class CudaBackend final : public kernels::Backend {
 
   void kv_write(const Tensor& k, const Tensor& v, const BatchPlan& plan, Tensor& k_pool, Tensor& v_pool) override {
     const char* op = "kv_write";
+    begin(op);
     const auto& p = cuda_plan(plan, op);
     check_type(k, op, "k", DType::f32);
     check_type(v, op, "v", DType::f32);
@@ -283,8 +328,9 @@ class CudaBackend final : public kernels::Backend {
 
   void paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const BatchPlan& plan, float scale,
                        Tensor& out) override {
-    const char* op = "paged_attention";
-    const auto& p = cuda_plan(plan, op);
+    const auto& p = cuda_plan(plan, "paged_attention");
+    const char* op = p.prefill_seqs.empty() ? "paged_attention(decode)" : "paged_attention(with prefill)";
+    begin(op);
     CHECK_ARG(!k_pool.empty() && p.max_block_id < k_pool.dim(0), op, "block id outside the pool");
     attention_.run(q, k_pool, v_pool, p, scale, out);
     after(op);
@@ -293,6 +339,7 @@ class CudaBackend final : public kernels::Backend {
   void causal_conv1d(const Tensor& x, const Tensor& weight, Tensor& conv_state, int64_t layer, const BatchPlan& plan,
                      Tensor& out) override {
     const char* op = "causal_conv1d";
+    begin(op);
     const auto& p = cuda_plan(plan, op);
     check_type(x, op, "x", DType::f32);
     check_type(weight, op, "weight", DType::f32);
@@ -308,17 +355,23 @@ class CudaBackend final : public kernels::Backend {
           "conv_state must be [slots, layers, C, Kc-1], got " + conv_state.shape().str());
     CHECK_ARG(layer >= 0 && layer < conv_state.dim(1), op, "layer " + std::to_string(layer) + " outside the state");
     for (const auto& s : p.seqs()) CHECK_ARG(s.state_slot < conv_state.dim(0), op, "state slot outside the state");
+    // Short sequences token by token; prefill chunks (the DeltaNet chunk list) in parallel.
     ops::causal_conv1d(x.data_as<const float>(), weight.data_as<const float>(), conv_state.data_as<float>(),
-                       conv_state.dim(1), layer, p.d_seqs, static_cast<int32_t>(p.seqs().size()), ch,
-                       static_cast<int32_t>(kc), out.data_as<float>(), ctx_.stream());
+                       conv_state.dim(1), layer, p.d_seqs, p.d_rec_seq_ids, p.n_rec, ch, static_cast<int32_t>(kc),
+                       out.data_as<float>(), ctx_.stream());
+    CHECK_ARG(p.n_chunk_items == 0 || kc - 1 <= ops::kGdnRecurrentMaxTokens, op, "kernel size too large");
+    ops::causal_conv1d_chunks(x.data_as<const float>(), weight.data_as<const float>(), conv_state.data_as<float>(),
+                              conv_state.dim(1), layer, p.d_seqs, p.d_chunk_items, p.n_chunk_items, p.d_chunk_seqs,
+                              p.n_chunk_seqs, ch, static_cast<int32_t>(kc), out.data_as<float>(), ctx_.stream());
     after(op);
   }
 
   void gated_delta_rule(const Tensor& qkv, const Tensor& a, const Tensor& b, const Tensor& a_log, const Tensor& dt_bias,
                         Tensor& recurrent_state, int64_t layer, const BatchPlan& plan, const DeltaNetDims& dims,
                         Tensor& out) override {
-    const char* op = "gated_delta_rule";
-    const auto& p = cuda_plan(plan, op);
+    const auto& p = cuda_plan(plan, "gated_delta_rule");
+    const char* op = p.n_chunk_items == 0 ? "gated_delta_rule(recurrent)" : "gated_delta_rule(with chunks)";
+    begin(op);
     const std::pair<const Tensor*, const char*> operands[] = {
         {&qkv, "qkv"}, {&a, "a"}, {&b, "b"}, {&a_log, "a_log"}, {&dt_bias, "dt_bias"},
         {&recurrent_state, "recurrent_state"}, {&out, "out"}};
@@ -361,6 +414,7 @@ class CudaBackend final : public kernels::Backend {
 
   void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, float eps, Tensor& out) override {
     const char* op = "gated_rms_norm";
+    begin(op);
     check_type(x, op, "x", DType::f32);
     check_type(z, op, "z", DType::f32);
     check_type(weight, op, "weight", DType::f32);
@@ -387,8 +441,35 @@ class CudaBackend final : public kernels::Backend {
     return src.dtype == DType::bf16 ? ds::bf16_to_f32(h) : ds::f16_to_f32(h);
   }
 
+  // Profiling: an event pair around each op, resolved when the report is taken.
+  void begin(const char* op) {
+    if (!profile_) return;
+    timing_.push_back({op, event(), event(), false});
+    ops::check_cuda(cudaEventRecord(timing_.back().start, ctx_.stream()), "profile");
+  }
+  cudaEvent_t event() {
+    if (free_events_.empty()) {
+      cudaEvent_t e;
+      ops::check_cuda(cudaEventCreate(&e), "profile: cudaEventCreate");
+      return e;
+    }
+    cudaEvent_t e = free_events_.back();
+    free_events_.pop_back();
+    return e;
+  }
+  const char* gemm_name(const Tensor& w) {
+    auto it = gemm_names_.find(w.dim(0));
+    if (it == gemm_names_.end())
+      it = gemm_names_.emplace(w.dim(0), "gemm N=" + std::to_string(w.dim(0))).first;
+    return it->second.c_str();
+  }
+
   // In sync mode every op waits for the device so a fault is reported by the op that caused it.
   void after(const char* op) {
+    if (profile_ && !timing_.empty() && !timing_.back().ended && std::strcmp(timing_.back().name, op) == 0) {
+      ops::check_cuda(cudaEventRecord(timing_.back().end, ctx_.stream()), "profile");
+      timing_.back().ended = true;
+    }
     if (!sync_) return;
     const cudaError_t e = cudaStreamSynchronize(ctx_.stream());
     if (e != cudaSuccess) throw std::runtime_error(std::string("cuda backend: ") + op + ": " + cudaGetErrorString(e));
@@ -418,6 +499,16 @@ class CudaBackend final : public kernels::Backend {
   bool sync_;
   uint64_t generation_ = 0;
   std::map<std::pair<int64_t, double>, Tensor> inv_freq_;
+  struct Timing {
+    const char* name;
+    cudaEvent_t start, end;
+    bool ended;
+  };
+  bool profile_ = false;
+  std::vector<Timing> timing_;
+  std::vector<cudaEvent_t> free_events_;
+  std::map<std::string, std::pair<double, int64_t>> totals_;
+  std::map<int64_t, std::string> gemm_names_;
 };
 
 }  // namespace
@@ -431,6 +522,18 @@ bool cuda_device_available() {
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess) cudaGetLastError();
   return e == cudaSuccess && count > 0;
+}
+
+void set_profiling(kernels::Backend& backend, bool on) {
+  auto* b = dynamic_cast<CudaBackend*>(&backend);
+  if (!b) throw std::invalid_argument("set_profiling: not the cuda backend");
+  b->set_profiling(on);
+}
+
+std::string profile_report(kernels::Backend& backend) {
+  auto* b = dynamic_cast<CudaBackend*>(&backend);
+  if (!b) throw std::invalid_argument("profile_report: not the cuda backend");
+  return b->profile_report();
 }
 
 void* backend_stream(kernels::Backend& backend) {

@@ -1,6 +1,7 @@
 // GEMM of the CUDA backend: x · Wᵀ through cuBLAS with bf16 operands and fp32 accumulation
 // into an f32 output (beta = 1 is the fused residual add). Row-major [M, K] x and [N, K] W
 // are column-major [K, M] and [K, N], so out (column-major [N, M]) = op_T(W) · x.
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -36,6 +37,17 @@ void run_gemm(CudaContext& ctx, const kernels::Tensor& x, const kernels::Tensor&
       ops::bf16_to_f32(x.data_as<const uint16_t>(), tmp, M * K, ctx.stream());
       xp = tmp;
     }
+  }
+  // Decode shapes: the weight-streaming kernel (gemv.cu) instead of cuBLAS, unless
+  // DELTASERVE_CUDA_GEMV=0 (for comparisons).
+  static const bool use_gemv = [] {
+    const char* v = std::getenv("DELTASERVE_CUDA_GEMV");
+    return !(v && std::string(v) == "0");
+  }();
+  if (use_gemv && type == CUDA_R_16BF && ops::gemv_supported(M, K)) {
+    ops::gemv_bf16(w.data_as<const uint16_t>(), static_cast<const uint16_t*>(xp), M, N, K, out.data_as<float>(),
+                   accumulate, ctx.stream());
+    return;
   }
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   const int m = static_cast<int>(N), n = static_cast<int>(M), k = static_cast<int>(K);

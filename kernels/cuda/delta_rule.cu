@@ -115,7 +115,7 @@ constexpr int64_t kOffPt = kOffU + kC * kD;
 constexpr int64_t kOffDecay = kOffPt + kC * kC;
 static_assert(kOffDecay + 4 == kGdnScratchFloats, "scratch layout");
 
-constexpr int kPrepareSmemFloats = 2 * kC * kPad + kC * kD + kC * kC + 4 * kC + 2 * kC;
+constexpr int kPrepareSmemFloats = 2 * kC * kPad + kC * kC + 4 * kC + 2 * kC;  // ~84 KB: two blocks per SM
 constexpr int kPrepareSmem = kPrepareSmemFloats * 4;
 
 __global__ void __launch_bounds__(256) gdn_prepare_kernel(const GdnArgs a, const GdnChunkItem* items, float* scratch) {
@@ -123,8 +123,7 @@ __global__ void __launch_bounds__(256) gdn_prepare_kernel(const GdnArgs a, const
   float* sm = reinterpret_cast<float*>(smem4);
   float* Kn = sm;               // [C][kPad]
   float* Qs = Kn + kC * kPad;   // [C][kPad]
-  float* Vs = Qs + kC * kPad;   // [C][D]
-  float* A = Vs + kC * kD;      // [C][C]
+  float* A = Qs + kC * kPad;    // [C][C]
   float* gam = A + kC * kC;     // [C] cumulative log decay
   float* bet = gam + kC;        // [C]
   float* egam = bet + kC;       // [C] e^gamma
@@ -150,16 +149,14 @@ __global__ void __launch_bounds__(256) gdn_prepare_kernel(const GdnArgs a, const
   }
   for (int e = tid; e < kC * kD; e += 256) {
     const int t = e / kD, i = e % kD;
-    float qv = 0.0f, kv = 0.0f, vv = 0.0f;
+    float qv = 0.0f, kv = 0.0f;
     if (t < it.len) {
       const float* x = a.qkv + (static_cast<int64_t>(it.row0) + t) * conv_dim;
       qv = x[kh * kD + i];
       kv = x[key_dim + kh * kD + i];
-      vv = x[2 * key_dim + static_cast<int64_t>(j) * kD + i];
     }
     Qs[t * kPad + i] = qv;
     Kn[t * kPad + i] = kv;
-    Vs[t * kD + i] = vv;
   }
   __syncthreads();
   if (tid == 0) {
@@ -237,18 +234,28 @@ __global__ void __launch_bounds__(256) gdn_prepare_kernel(const GdnArgs a, const
   if (tid == 0) out[kOffDecay] = expf(gam[kC - 1]);
   __syncthreads();
 
-  // Forward substitution: threads 0..127 solve W's columns, 128..255 U's.
+  // Forward substitution: warps 0-3 solve W's columns (K from shared memory), warps 4-7 U's
+  // (V straight from global memory, padded rows zero).
   const bool is_w = tid < kD;
   const int col = is_w ? tid : tid - kD;
-  const float* src = is_w ? Kn + col : Vs + col;
-  const int stride = is_w ? kPad : kD;
   float w[kC];
+  if (is_w) {
 #pragma unroll
-  for (int i = 0; i < kC; ++i) {
-    float acc = bet[i] * (is_w ? egam[i] : 1.0f) * src[i * stride];
+    for (int i = 0; i < kC; ++i) {
+      float acc = bet[i] * egam[i] * Kn[i * kPad + col];
 #pragma unroll
-    for (int jj = 0; jj < i; ++jj) acc -= A[i * kC + jj] * w[jj];
-    w[i] = acc;
+      for (int jj = 0; jj < i; ++jj) acc -= A[i * kC + jj] * w[jj];
+      w[i] = acc;
+    }
+  } else {
+    const float* v = a.qkv + static_cast<int64_t>(it.row0) * conv_dim + 2 * key_dim + static_cast<int64_t>(j) * kD + col;
+#pragma unroll
+    for (int i = 0; i < kC; ++i) {
+      float acc = i < it.len ? bet[i] * v[static_cast<int64_t>(i) * conv_dim] : 0.0f;
+#pragma unroll
+      for (int jj = 0; jj < i; ++jj) acc -= A[i * kC + jj] * w[jj];
+      w[i] = acc;
+    }
   }
   if (is_w) {
     float4* wt = reinterpret_cast<float4*>(out + kOffWt + static_cast<int64_t>(col) * kC);
@@ -265,10 +272,20 @@ __global__ void __launch_bounds__(256) gdn_prepare_kernel(const GdnArgs a, const
 constexpr int kScanSmemFloats = kD * 32 + kD * kC + kD * kC + kC * kD + kC * 32 + kC * kC + kC * 32;
 constexpr int kScanSmem = kScanSmemFloats * 4;
 
+// Global -> shared copies that do not wait: every thread issues all of its 16-byte copies,
+// then the block waits once (a latency per chunk instead of one per copy round).
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
 __device__ __forceinline__ void copy4(float* dst, const float* src, int n_floats) {
-  const float4* s = reinterpret_cast<const float4*>(src);
-  float4* d = reinterpret_cast<float4*>(dst);
-  for (int i = threadIdx.x; i < n_floats / 4; i += blockDim.x) d[i] = s[i];
+#pragma unroll 8
+  for (int i = threadIdx.x; i < n_floats / 4; i += 256) cp_async16(dst + 4 * i, src + 4 * i);
 }
 
 __global__ void __launch_bounds__(256) gdn_scan_kernel(const GdnArgs a, const GdnChunkItem* items,
@@ -300,15 +317,19 @@ __global__ void __launch_bounds__(256) gdn_scan_kernel(const GdnArgs a, const Gd
   for (int item = cs.first_item; item < cs.first_item + cs.n_items; ++item) {
     const GdnChunkItem it = items[item];
     const float* src = scratch + (static_cast<int64_t>(item) * a.v_heads + j) * kGdnScratchFloats;
+    // Two groups: what V' and the inter-chunk output need first, then P and the state update's K.
     copy4(Wt, src + kOffWt, kD * kC);
     copy4(Qgt, src + kOffQgt, kD * kC);
-    copy4(Kd, src + kOffKd, kC * kD);
-    copy4(Pt, src + kOffPt, kC * kC);
     for (int e = tid; e < kC * 8; e += 256) {
       const int i = e / 8, q = e % 8;
-      reinterpret_cast<float4*>(Ut)[e] = reinterpret_cast<const float4*>(src + kOffU + i * kD + tile * 32)[q];
+      cp_async16(Ut + 4 * e, src + kOffU + i * kD + tile * 32 + 4 * q);
     }
+    cp_async_commit();
+    copy4(Kd, src + kOffKd, kC * kD);
+    copy4(Pt, src + kOffPt, kC * kC);
+    cp_async_commit();
     const float decay = src[kOffDecay];
+    cp_async_wait<1>();
     __syncthreads();
 
     // V' and the inter-chunk part of O for rows 8rg .. 8rg+7 of column c.
@@ -332,6 +353,7 @@ __global__ void __launch_bounds__(256) gdn_scan_kernel(const GdnArgs a, const Gd
     }
 #pragma unroll
     for (int m = 0; m < 8; ++m) Vn[(rg * 8 + m) * 32 + c] = vn[m];
+    cp_async_wait<0>();
     __syncthreads();
 
     // Intra-chunk part of O: P V'.

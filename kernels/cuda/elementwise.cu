@@ -26,23 +26,49 @@ __global__ void gather_rows_kernel(const float* x, const int32_t* rows, int64_t 
   }
 }
 
+// Row-wise kernels: blockIdx.y walks the rows, x the columns (no per-element division).
 template <bool kBf16Out>
 __global__ void swiglu_kernel(const float* gate_up, int64_t m, int64_t inter, void* out) {
-  const int64_t n = m * inter;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t r = i / inter, c = i - r * inter;
-    const float g = gate_up[r * 2 * inter + c], u = gate_up[r * 2 * inter + inter + c];
-    store_act<kBf16Out>(out, i, silu_f(g) * u);
+  for (int64_t r = blockIdx.y; r < m; r += gridDim.y) {
+    const float* g = gate_up + r * 2 * inter;
+    for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < inter; c += int64_t{gridDim.x} * blockDim.x)
+      store_act<kBf16Out>(out, r * inter + c, silu_f(g[c]) * g[inter + c]);
+  }
+}
+
+// The same with 16-byte loads: four columns per thread (inter % 4 == 0).
+template <bool kBf16Out>
+__global__ void swiglu4_kernel(const float* gate_up, int64_t m, int64_t inter, void* out) {
+  const int64_t q = inter / 4;
+  for (int64_t r = blockIdx.y; r < m; r += gridDim.y) {
+    const float4* g = reinterpret_cast<const float4*>(gate_up + r * 2 * inter);
+    for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < q; c += int64_t{gridDim.x} * blockDim.x) {
+      const float4 a = g[c], u = g[q + c];
+      const float y[4] = {silu_f(a.x) * u.x, silu_f(a.y) * u.y, silu_f(a.z) * u.z, silu_f(a.w) * u.w};
+      if constexpr (kBf16Out) {
+        uint2 packed;
+        packed.x = detail::f32_to_bf16_bits(y[0]) | (static_cast<uint32_t>(detail::f32_to_bf16_bits(y[1])) << 16);
+        packed.y = detail::f32_to_bf16_bits(y[2]) | (static_cast<uint32_t>(detail::f32_to_bf16_bits(y[3])) << 16);
+        reinterpret_cast<uint2*>(static_cast<uint16_t*>(out) + r * inter)[c] = packed;
+      } else {
+        reinterpret_cast<float4*>(static_cast<float*>(out) + r * inter)[c] = make_float4(y[0], y[1], y[2], y[3]);
+      }
+    }
   }
 }
 
 __global__ void split_query_gate_kernel(const float* qg, int64_t rows_heads, int64_t d, float* q, float* gate) {
-  const int64_t n = rows_heads * d;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t r = i / d, c = i - r * d;
-    q[i] = qg[r * 2 * d + c];
-    gate[i] = qg[r * 2 * d + d + c];
+  for (int64_t r = blockIdx.y; r < rows_heads; r += gridDim.y) {
+    for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < d; c += int64_t{gridDim.x} * blockDim.x) {
+      q[r * d + c] = qg[r * 2 * d + c];
+      gate[r * d + c] = qg[r * 2 * d + d + c];
+    }
   }
+}
+
+dim3 rows_grid(int64_t rows, int64_t cols) {
+  const int64_t gx = (cols + 255) / 256;
+  return dim3(static_cast<unsigned>(gx > 1024 ? 1024 : gx), static_cast<unsigned>(rows > 65535 ? 65535 : rows));
 }
 
 template <bool kBf16>
@@ -87,16 +113,23 @@ void gather_rows(const float* x, const int32_t* rows, int64_t n, int64_t width, 
 
 void swiglu(const float* gate_up, int64_t m, int64_t inter, void* out, DType out_type, void* stream) {
   if (m * inter == 0) return;
-  if (out_type == DType::bf16)
-    swiglu_kernel<true><<<blocks_for(m * inter), kThreads, 0, as_stream(stream)>>>(gate_up, m, inter, out);
-  else
-    swiglu_kernel<false><<<blocks_for(m * inter), kThreads, 0, as_stream(stream)>>>(gate_up, m, inter, out);
+  auto s = as_stream(stream);
+  if (inter % 4 == 0) {
+    if (out_type == DType::bf16)
+      swiglu4_kernel<true><<<rows_grid(m, inter / 4), kThreads, 0, s>>>(gate_up, m, inter, out);
+    else
+      swiglu4_kernel<false><<<rows_grid(m, inter / 4), kThreads, 0, s>>>(gate_up, m, inter, out);
+  } else if (out_type == DType::bf16) {
+    swiglu_kernel<true><<<rows_grid(m, inter), kThreads, 0, s>>>(gate_up, m, inter, out);
+  } else {
+    swiglu_kernel<false><<<rows_grid(m, inter), kThreads, 0, s>>>(gate_up, m, inter, out);
+  }
   check_launch("swiglu kernel");
 }
 
 void split_query_gate(const float* qg, int64_t rows_heads, int64_t d, float* q, float* gate, void* stream) {
   if (rows_heads * d == 0) return;
-  split_query_gate_kernel<<<blocks_for(rows_heads * d), kThreads, 0, as_stream(stream)>>>(qg, rows_heads, d, q, gate);
+  split_query_gate_kernel<<<rows_grid(rows_heads, d), kThreads, 0, as_stream(stream)>>>(qg, rows_heads, d, q, gate);
   check_launch("split_query_gate kernel");
 }
 

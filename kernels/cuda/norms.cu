@@ -1,7 +1,8 @@
 // RMSNorm kernels of the CUDA backend: the zero-centred RMSNorm (layer norms, final norm,
-// q_norm / k_norm) and the DeltaNet gated RMSNorm with SiLU(z). One thread block per row:
-// the sum of squares in f32 over the row, then the scaled write (same thread, same element,
-// so out may alias x). Writing bf16 here is what feeds the GEMMs without a conversion pass.
+// q_norm / k_norm) and the DeltaNet gated RMSNorm with SiLU(z). Hidden-size rows: one thread
+// block per row; head-size rows (<= 512): one warp per row with the row in registers. The
+// sum of squares is f32, then the scaled write (same thread, same element, so out may alias
+// x). Writing bf16 here is what feeds the GEMMs without a conversion pass.
 #include "kernels/cuda/backend_common.cuh"
 #include "kernels/cuda/backend_ops.h"
 
@@ -37,6 +38,57 @@ __global__ void gated_rms_norm_kernel(const float* x, const float* z, const floa
     store_act<kOutBf16>(out, base + i, (w[i] * (x[base + i] * inv)) * silu_f(z[base + i]));
 }
 
+// Short rows (q/k heads, DeltaNet heads: d <= 512): one warp per row, eight rows per block,
+// the row in registers, a shuffle reduction instead of block barriers.
+constexpr int kWarpRowMax = 512;
+
+template <bool kInBf16, bool kOutBf16>
+__global__ void rms_norm_warp_kernel(const void* x, const float* w, int64_t rows, int d, float eps, void* out) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * 8 + (threadIdx.x >> 5);
+  if (row >= rows) return;
+  const int lane = threadIdx.x & 31;
+  const int64_t base = row * d;
+  float v[kWarpRowMax / 32];
+  float ss = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kWarpRowMax / 32; ++k) {
+    const int i = k * 32 + lane;
+    v[k] = i < d ? load_act<kInBf16>(x, base + i) : 0.0f;
+    ss += v[k] * v[k];
+  }
+  ss = warp_sum(ss);
+  const float inv = 1.0f / sqrtf(ss / static_cast<float>(d) + eps);
+#pragma unroll
+  for (int k = 0; k < kWarpRowMax / 32; ++k) {
+    const int i = k * 32 + lane;
+    if (i < d) store_act<kOutBf16>(out, base + i, (v[k] * inv) * (1.0f + w[i]));
+  }
+}
+
+template <bool kOutBf16>
+__global__ void gated_rms_norm_warp_kernel(const float* x, const float* z, const float* w, int64_t rows, int d,
+                                           float eps, void* out) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * 8 + (threadIdx.x >> 5);
+  if (row >= rows) return;
+  const int lane = threadIdx.x & 31;
+  const int64_t base = row * d;
+  float v[kWarpRowMax / 32];
+  float ss = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kWarpRowMax / 32; ++k) {
+    const int i = k * 32 + lane;
+    v[k] = i < d ? x[base + i] : 0.0f;
+    ss += v[k] * v[k];
+  }
+  ss = warp_sum(ss);
+  const float inv = 1.0f / sqrtf(ss / static_cast<float>(d) + eps);
+#pragma unroll
+  for (int k = 0; k < kWarpRowMax / 32; ++k) {
+    const int i = k * 32 + lane;
+    if (i < d) store_act<kOutBf16>(out, base + i, (w[i] * (v[k] * inv)) * silu_f(z[base + i]));
+  }
+}
+
 int threads_for(int64_t d) {
   if (d >= 1024) return 512;
   if (d >= 256) return 256;
@@ -53,10 +105,24 @@ void rms_norm(const void* x, DType x_type, const float* w, int64_t rows, int64_t
               DType out_type, void* stream) {
   if (rows == 0) return;
   check_rows(rows);
-  const dim3 grid(static_cast<unsigned>(rows));
-  const int t = threads_for(d);
   auto s = as_stream(stream);
   const bool ib = x_type == DType::bf16, ob = out_type == DType::bf16;
+  if (d <= kWarpRowMax) {
+    const dim3 g(grid_for(rows, 8));
+    const int di = static_cast<int>(d);
+    if (ib && ob)
+      rms_norm_warp_kernel<true, true><<<g, 256, 0, s>>>(x, w, rows, di, eps, out);
+    else if (ib)
+      rms_norm_warp_kernel<true, false><<<g, 256, 0, s>>>(x, w, rows, di, eps, out);
+    else if (ob)
+      rms_norm_warp_kernel<false, true><<<g, 256, 0, s>>>(x, w, rows, di, eps, out);
+    else
+      rms_norm_warp_kernel<false, false><<<g, 256, 0, s>>>(x, w, rows, di, eps, out);
+    check_launch("rms_norm kernel");
+    return;
+  }
+  const dim3 grid(static_cast<unsigned>(rows));
+  const int t = threads_for(d);
   if (ib && ob)
     rms_norm_kernel<true, true><<<grid, t, 0, s>>>(x, w, d, eps, out);
   else if (ib)
@@ -72,6 +138,16 @@ void gated_rms_norm(const float* x, const float* z, const float* w, int64_t rows
                     DType out_type, void* stream) {
   if (rows == 0) return;
   check_rows(rows);
+  if (d <= kWarpRowMax) {
+    const dim3 g(grid_for(rows, 8));
+    const int di = static_cast<int>(d);
+    if (out_type == DType::bf16)
+      gated_rms_norm_warp_kernel<true><<<g, 256, 0, as_stream(stream)>>>(x, z, w, rows, di, eps, out);
+    else
+      gated_rms_norm_warp_kernel<false><<<g, 256, 0, as_stream(stream)>>>(x, z, w, rows, di, eps, out);
+    check_launch("gated_rms_norm kernel");
+    return;
+  }
   const dim3 grid(static_cast<unsigned>(rows));
   const int t = threads_for(d);
   if (out_type == DType::bf16)

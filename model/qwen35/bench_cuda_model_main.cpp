@@ -73,6 +73,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Whole-model prefill and decode throughput of the CUDA backend, with floors."};
   std::string model_dir, batches_s = "1,8,32,64", contexts_s = "1024,8192", layouts_s = "paged,contiguous";
   int64_t prefill = 4096, steps = 10, layout_batch = 8;
+  bool profile = false;
   app.add_option("--model", model_dir, "checkpoint directory")->required();
   app.add_option("--batches", batches_s, "decode batch sizes");
   app.add_option("--contexts", contexts_s, "decode context lengths");
@@ -80,6 +81,7 @@ int main(int argc, char** argv) {
   app.add_option("--steps", steps, "timed decode steps per point")->check(CLI::PositiveNumber);
   app.add_option("--layouts", layouts_s, "layout comparison: paged,contiguous (empty = skip)");
   app.add_option("--layout-batch", layout_batch, "batch of the layout comparison");
+  app.add_flag("--profile", profile, "after each timed point, per-op GPU times of one more run (prefill) or 3 steps");
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines survive a timeout
   const auto batches = parse_list(batches_s), contexts = parse_list(contexts_s);
@@ -145,6 +147,12 @@ int main(int argc, char** argv) {
         from.pop_back();
       }
     };
+    // Frees a table and takes its blocks back into `from` (the pool's free list is not `from`).
+    auto release = [&](kvcache::BlockTable& t, std::vector<kvcache::Reservation>& from) {
+      const int32_t before = blocks.num_free();
+      blocks.free_table(t);
+      for (int32_t k = blocks.num_free() - before; k > 0; --k) from.push_back(std::move(*blocks.reserve(1)));
+    };
     std::vector<Row> rows;
 
     // ---- prefill
@@ -170,7 +178,21 @@ int main(int argc, char** argv) {
         be.synchronize();
         times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
         std::printf("prefill %lld tokens: %.1f ms\n", static_cast<long long>(prefill), times.back() * 1e3);
-        blocks.free_table(t);
+        release(t, shuffled);
+        slots.release(*slot);
+      }
+      if (profile) {
+        kvcache::BlockTable t(bs);
+        auto slot = slots.acquire();
+        grow(t, prefill, shuffled);
+        const auto tok = random_tokens(prefill);
+        qwen35::ForwardBatch batch;
+        batch.seqs.push_back({tok, 0, &t, slot->id, 1});
+        cuda::set_profiling(be, true);
+        model->forward(batch);
+        std::printf("profile: prefill %lld tokens\n%s", static_cast<long long>(prefill), cuda::profile_report(be).c_str());
+        cuda::set_profiling(be, false);
+        release(t, shuffled);
         slots.release(*slot);
       }
       std::sort(times.begin(), times.end());
@@ -226,10 +248,12 @@ int main(int argc, char** argv) {
         const auto& hs = base[static_cast<size_t>(i)].table.blocks();
         for (int64_t b = 0; b < shared; ++b) blocks.share(hs[static_cast<size_t>(b)], views.back());
         views.back().append_tokens(shared * bs);
-        grow(views.back(), steps + 3, from);
+        grow(views.back(), steps + 6, from);
       }
       double total = 0;
-      for (int64_t s = 0; s < steps + 3; ++s) {
+      const int64_t prof_steps = profile ? 3 : 0;
+      for (int64_t s = 0; s < steps + 3 + prof_steps; ++s) {
+        if (s == steps + 3) cuda::set_profiling(be, true);
         const auto tok = random_tokens(B);
         qwen35::ForwardBatch batch;
         for (int64_t i = 0; i < B; ++i)
@@ -238,8 +262,13 @@ int main(int argc, char** argv) {
         const auto t0 = Clock::now();
         model->forward(batch);
         be.synchronize();
-        if (s >= 3) total += std::chrono::duration<double>(Clock::now() - t0).count();
+        if (s >= 3 && s < steps + 3) total += std::chrono::duration<double>(Clock::now() - t0).count();
         for (auto& v : views) v.append_tokens(1);
+      }
+      if (profile) {
+        std::printf("profile: decode %s batch %lld context %lld, %lld steps\n%s", label.c_str(), static_cast<long long>(B),
+                    static_cast<long long>(L), static_cast<long long>(prof_steps), cuda::profile_report(be).c_str());
+        cuda::set_profiling(be, false);
       }
       const double step_s = total / static_cast<double>(steps);
       const double bytes = wbytes + static_cast<double>(B) * ((static_cast<double>(L) + 1) * kv_token + 2 * state_slot) +
@@ -252,9 +281,7 @@ int main(int argc, char** argv) {
       rows.push_back({"decode " + label + " b" + std::to_string(B) + " ctx" + std::to_string(L), B / step_s,
                       B / floor_s, "bytes"});
       // The fresh blocks go back to where they came from (the shared ones stay with the base).
-      const int32_t before = blocks.num_free();
-      for (auto& v : views) blocks.free_table(v);
-      for (int32_t k = blocks.num_free() - before; k > 0; --k) from.push_back(std::move(*blocks.reserve(1)));
+      for (auto& v : views) release(v, from);
     };
     for (int64_t L : contexts)
       for (int64_t B : batches) decode(paged, B, L, shuffled, "paged");

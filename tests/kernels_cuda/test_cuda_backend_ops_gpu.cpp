@@ -88,11 +88,14 @@ std::vector<SeqDesc> with_blocks(std::vector<SeqDesc> seqs, int32_t bs, int32_t 
 
 TEST_CASE("cuda ops: rms_norm and gated_rms_norm match the CPU in f32 and bf16 outputs", "[cuda_ops][gpu]") {
   Pair p;
-  const Shape s{5, 3, 256};
+  // Head-size rows (a warp per row) and hidden-size rows (a block per row).
+  for (const Shape& s : {Shape{5, 3, 256}, Shape{3, 4096}}) {
+  const int64_t d = s[s.rank() - 1];
+  INFO("shape " << s.str());
   const auto x = test::random_vec(static_cast<size_t>(s.numel()), 1, 2.0f);
   const auto z = test::random_vec(static_cast<size_t>(s.numel()), 2);
-  const auto w = test::random_vec(256, 3, 0.3f);
-  Tensor wc = p.cpu->upload({DType::f32, Shape{256}, w.data()}), wg = p.gpu->upload({DType::f32, Shape{256}, w.data()});
+  const auto w = test::random_vec(static_cast<size_t>(d), 3, 0.3f);
+  Tensor wc = p.cpu->upload({DType::f32, Shape{d}, w.data()}), wg = p.gpu->upload({DType::f32, Shape{d}, w.data()});
   Tensor xc = test::make(*p.cpu, s, x), xg = act(*p.gpu, DType::f32, s, x);
   Tensor zc = test::make(*p.cpu, s, z), zg = act(*p.gpu, DType::f32, s, z);
   Tensor oc = p.cpu->alloc(DType::f32, s);
@@ -113,14 +116,17 @@ TEST_CASE("cuda ops: rms_norm and gated_rms_norm match the CPU in f32 and bf16 o
   // In place, as the model runs q_norm / k_norm.
   p.gpu->rms_norm(xg, wg, 1e-6f, xg);
   CHECK(rel(test::get(*p.gpu, xg), want) < 1e-6);
+  }
 }
 
 TEST_CASE("cuda ops: gemm with bf16 and f32 weights, plain and accumulating", "[cuda_ops][gpu]") {
   for (bool f32w : {false, true}) {
     INFO("f32 weights " << f32w);
     Pair p(f32w);
-    for (int64_t M : {1, 3, 64, 300}) {
-      const int64_t K = 384, N = 200;
+    // M = 1 takes the skinny kernel (gemv.cu) on the bf16 path (K = 4104 runs its unrolled loop
+    // and a tail, K = 384 the tail alone); wider M cuBLAS.
+    for (auto [M, K] : std::vector<std::pair<int64_t, int64_t>>{{1, 384}, {3, 384}, {1, 4104}, {8, 4104}, {64, 384}, {300, 384}}) {
+      const int64_t N = 200;
       const auto x = test::random_vec(static_cast<size_t>(M * K), 10 + M);
       const auto wb = to_bf16_bits(test::random_vec(static_cast<size_t>(N * K), 20, 0.05f));
       const auto acc0 = test::random_vec(static_cast<size_t>(M * N), 30);
@@ -131,7 +137,7 @@ TEST_CASE("cuda ops: gemm with bf16 and f32 weights, plain and accumulating", "[
         Tensor oc = test::make(*p.cpu, {M, N}, acc0), og = act(*p.gpu, DType::f32, {M, N}, acc0);
         p.cpu->gemm(xc, wc, oc, accumulate);
         p.gpu->gemm(xg, wg, og, accumulate);
-        INFO("M " << M << " accumulate " << accumulate);
+        INFO("M " << M << " K " << K << " accumulate " << accumulate);
         CHECK(rel(test::get(*p.gpu, og), test::get(*p.cpu, oc)) < (f32w ? 1e-5 : 1e-2));
       }
       // An f32 input on the bf16 path is converted by the backend.
