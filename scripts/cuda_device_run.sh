@@ -5,8 +5,8 @@
 #   3. GPU tests: CUDA ops vs CPU, the whole model vs the CPU engine, the decode-kernel tests;
 #      refcheck --backend cuda / cuda-f32 on the tiny fixture (whole prompt, chunks 7 and 64);
 #      the engine acceptance tests with DELTASERVE_TEST_BACKEND=cuda-f32 and cuda;
-#   4. bench_cuda_model on the 9B checkpoint.
-#   scripts/cuda_device_run.sh [--no-tests] [--no-bench] [--bench-args "..."]
+#   4. bench_cuda_model on the 9B checkpoint (SIZE=27b for the 27B geometry).
+#   [SIZE=9b|27b] scripts/cuda_device_run.sh [--no-tests] [--no-bench] [--bench-args "..."]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 START=$SECONDS
@@ -41,9 +41,10 @@ cat "$OUT/gpu.txt"
 summary="$OUT/summary.txt"; : > "$summary"
 note() { echo "$*" | tee -a "$summary"; }
 
-CKPT=/tmp/qwen35-9b-random
+SIZE=${SIZE:-9b}  # the model geometry of the benchmark checkpoint (9b, 27b, 4b)
+CKPT=/tmp/qwen35-$SIZE-random
 if [ "$BENCH" = 1 ]; then
-  PYTHONUNBUFFERED=1 timeout 400 python3 scripts/make_random_checkpoint.py --size 9b --out $CKPT > "$OUT/ckpt.log" 2>&1 &
+  PYTHONUNBUFFERED=1 timeout 400 python3 scripts/make_random_checkpoint.py --size $SIZE --out $CKPT > "$OUT/ckpt.log" 2>&1 &
   CKPT_PID=$!
 fi
 
