@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Builds (in build-cuda/) the CUDA backend's GPU tests, refcheck, the engine acceptance tests
-# and the whole-model benchmark, and packs them with the shared libraries the GPU machine
+# Builds (in build-cuda/) the CUDA backend's GPU tests, refcheck, the engine acceptance tests,
+# the whole-model benchmark and serve, and packs them with the shared libraries the GPU machine
 # lacks (OpenBLAS, spdlog, fmt, ...; not libcuda or cuBLAS, which it has) into
 # .devbuild/cuda/bundle.tar.xz (ignored by git), for scripts/cuda_device_run.sh to unpack
 # there. xz keeps the bundle well under the device tool's carry limit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-targets="test_kernels_cuda_gpu test_cuda_backend_ops_gpu test_cuda_model_gpu test_engine_tiny refcheck bench_cuda_model"
+targets="test_kernels_cuda_gpu test_cuda_backend_ops_gpu test_cuda_model_gpu test_engine_tiny refcheck bench_cuda_model serve"
 cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build-cuda -j "${JOBS:-2}" --target $targets
 stage=$(mktemp -d)

@@ -5,8 +5,9 @@
 #   3. GPU tests: CUDA ops vs CPU, the whole model vs the CPU engine, the decode-kernel tests;
 #      refcheck --backend cuda / cuda-f32 on the tiny fixture (whole prompt, chunks 7 and 64);
 #      the engine acceptance tests with DELTASERVE_TEST_BACKEND=cuda-f32 and cuda;
-#   4. bench_cuda_model on the 9B checkpoint (SIZE=27b for the 27B geometry).
-#   [SIZE=9b|27b] scripts/cuda_device_run.sh [--no-tests] [--no-bench] [--bench-args "..."]
+#   4. with --serve-smoke: serve --backend cuda on the tiny model and scripts/smoke.sh against it;
+#   5. bench_cuda_model on the 9B checkpoint (SIZE=27b for the 27B geometry).
+#   [SIZE=9b|27b] scripts/cuda_device_run.sh [--no-tests] [--no-bench] [--serve-smoke] [--bench-args "..."]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 START=$SECONDS
@@ -16,9 +17,10 @@ TEST_DEADLINE=${TEST_DEADLINE:-230}  # the tests stop here so the benchmark keep
 limit() { local left=$((TEST_DEADLINE - (SECONDS - START))); [ $left -lt $1 ] && echo $left || echo $1; }
 OUT=${OUT:-/tmp/cuda_out}
 mkdir -p "$OUT"
-TESTS=1; BENCH=1; BENCH_ARGS=""
+TESTS=1; BENCH=1; BENCH_ARGS=""; SERVE=0
 while [ $# -gt 0 ]; do
   case $1 in
+    --serve-smoke) SERVE=1 ;;
     --no-tests) TESTS=0 ;;
     --no-bench) BENCH=0 ;;
     --bench-args) BENCH_ARGS=$2; shift ;;
@@ -72,6 +74,19 @@ if [ "$TESTS" = 1 ]; then
       note "engine $be [$case] rc=$? $(grep -E '^(Passed|Failed)|test cases' "$E" | tail -1)"
     done
   done
+fi
+
+if [ "$SERVE" = 1 ]; then
+  # serve --backend cuda on the tiny model (device memory budget, device sampler), then the
+  # curl smoke checks of scripts/smoke.sh against it.
+  run "$B/bin/serve" --model tests/data/tiny-qwen35 --backend cuda --port 18080 --gpu-memory-utilization 0.2 \
+    > "$OUT/serve.log" 2>&1 &
+  SERVE_PID=$!
+  for i in $(seq 60); do curl -s -m 2 http://127.0.0.1:18080/health | grep -q ok && break; sleep 1; done
+  BASE_URL=http://127.0.0.1:18080 timeout 120 scripts/smoke.sh > "$OUT/smoke.log" 2>&1
+  note "serve --backend cuda smoke rc=$? $(tail -1 "$OUT/smoke.log")"
+  grep -E "backend|device memory|K/V cache|state slots" "$OUT/serve.log" | head -6 | tee -a "$summary"
+  kill $SERVE_PID 2>/dev/null; wait $SERVE_PID 2>/dev/null
 fi
 
 if [ "$BENCH" = 1 ]; then

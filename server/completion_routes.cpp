@@ -5,6 +5,8 @@
 #include <ctime>
 #include <memory>
 
+#include <spdlog/spdlog.h>
+
 #include "server/api_error.h"
 #include "server/chat_request.h"
 #include "server/generation_job.h"
@@ -57,6 +59,9 @@ class ConnectionWatch {
                   std::vector<scheduler::RequestId> ids)
       : watcher_(w) {
     const int fd = DisconnectWatcher::find_socket(req.local_port, req.remote_addr, req.remote_port);
+    if (fd < 0)
+      spdlog::debug("no socket found for {}:{}; a disconnect will only show as a failed write", req.remote_addr,
+                    req.remote_port);
     token_ = watcher_.watch(fd, [engine, ids = std::move(ids)] {
       for (auto id : ids) engine->cancel(id);
     });

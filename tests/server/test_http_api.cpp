@@ -553,10 +553,12 @@ TEST_CASE("disconnect: a client that goes away cancels its request at once", "[d
     CHECK(after.requests_cancelled_total == before.requests_cancelled_total + 1);
     CHECK(after.blocks_used == 0);
     CHECK(after.slots_used == 0);
-    // The engine drops a cancelled request at its next iteration; allow a little slack for a
-    // busy machine (3000 tokens would take 30 s).
-    CHECK(steps_after <= 3);
-    CHECK(seconds < 2.0);
+    // The engine drops a cancelled request at its next iteration (1-2 steps here when the
+    // machine is idle); the slack is for a loaded CI machine or a sanitizer build, where
+    // noticing the hang-up can take a few 10 ms steps. Running on would take 3000 steps.
+    INFO("steps after the close: " << steps_after << ", seconds: " << seconds);
+    CHECK(steps_after <= 10);
+    CHECK(seconds < 5.0);
   }
 }
 
