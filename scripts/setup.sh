@@ -18,3 +18,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
 fi
+# hipcc + the ROCm device libraries let scripts/test.sh compile the paged-attention kernels for
+# AMD (compile only). Optional: a machine where they do not install still builds and tests.
+if ! command -v hipcc >/dev/null 2>&1; then
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  echo "setup: installing hipcc rocm-device-libs (optional, for the HIP compile check)"
+  [ ${#missing[@]} -gt 0 ] || $sudo apt-get update -qq || true
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq hipcc rocm-device-libs ||
+    echo "setup: hipcc did not install; the HIP compile check will be skipped"
+fi

@@ -185,9 +185,11 @@ std::string format_prompt(const PromptCheck& p) {
 
 std::string format_summary(const RefcheckReport& r) {
   char buf[220];
-  std::snprintf(buf, sizeof buf, "refcheck: %s %d/%zu prompts, max rel err %.3g, teacher-forced argmax %lld/%lld",
-                r.pass() ? "PASS" : "FAIL", r.passed, r.prompts.size(), r.max_rel, static_cast<long long>(r.agree),
-                static_cast<long long>(r.steps));
+  // Two lines: the teacher-forced agreement first, so that the last line is exactly the
+  // "refcheck: PASS|FAIL <k>/<n> prompts, max rel err <x>" that scripts parse.
+  std::snprintf(buf, sizeof buf, "teacher-forced argmax %lld/%lld\nrefcheck: %s %d/%zu prompts, max rel err %.3g",
+                static_cast<long long>(r.agree), static_cast<long long>(r.steps), r.pass() ? "PASS" : "FAIL",
+                r.passed, r.prompts.size(), r.max_rel);
   return buf;
 }
 

@@ -3,8 +3,8 @@
 //
 // Checks a checkpoint against its reference file (default DIR/reference.safetensors): prefill
 // logits at every prompt position, teacher-forced decode logits, and greedy tokens (see
-// refcheck.h). One line per prompt, then "refcheck: PASS|FAIL <k>/<n> prompts, max rel err
-// <x>, teacher-forced argmax <a>/<b>". Exit status 0 only on PASS, 1 on FAIL, 2 when the
+// refcheck.h). One line per prompt, a line "teacher-forced argmax <a>/<b>", and last
+// "refcheck: PASS|FAIL <k>/<n> prompts, max rel err <x>". Exit status 0 only on PASS, 1 on FAIL, 2 when the
 // check could not run.
 //
 // Defaults per backend: cpu (float32) 1e-4 per row and exact free-running greedy tokens;
