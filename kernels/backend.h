@@ -96,6 +96,17 @@ class Backend {
   // Splits a gated q_proj output [M, Nq, 2D] (per head: query then gate) into q and gate,
   // each [M, Nq, D].
   virtual void split_query_gate(const Tensor& qg, Tensor& q, Tensor& gate) = 0;
+  // Copies consecutive column ranges of x [M, N] into parts, in order: part i (contiguous,
+  // M rows of n_i values in any shape) gets columns [n_0 + ... + n_(i-1), ... + n_i); the n_i
+  // sum to N. At most kMaxSplitParts parts.
+  static constexpr int kMaxSplitParts = 4;
+  virtual void split_columns(const Tensor& x, std::span<Tensor> parts) = 0;
+  // Steps of at most this many rows compute a layer's stacked input projections (see
+  // model/qwen35/weights.h) as one GEMM followed by split_columns; larger steps, one GEMM per
+  // projection over row views of the stacked weight, writing each output in place. One GEMM
+  // saves launches and the latency of the small ones (the DeltaNet's 32-row a/b projections)
+  // where that outweighs the extra pass over the outputs: small steps on a GPU. 0 = never.
+  virtual int64_t fused_projection_rows() const { return 0; }
   // In-place partial RoPE on x [rows, heads, D] at each row's position.
   virtual void rope(Tensor& x, const BatchPlan& plan, const RopeParams& params) = 0;
   // x *= sigmoid(gate), elementwise; same shapes.

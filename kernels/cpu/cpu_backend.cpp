@@ -19,7 +19,8 @@ constexpr size_t kAlign = 64;
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(const CpuBackendOptions& options) : pool_(options.num_threads) {
+  explicit CpuBackend(const CpuBackendOptions& options)
+      : pool_(options.num_threads), fused_projection_rows_(options.fused_projection_rows) {
     // GEMMs are split over our own pool (gemm.cpp); OpenBLAS's threads would only compete.
     openblas_set_num_threads(1);
   }
@@ -98,6 +99,8 @@ class CpuBackend final : public Backend {
   void split_query_gate(const Tensor& qg, Tensor& q, Tensor& gate) override {
     cpu::split_query_gate(qg, q, gate);
   }
+  void split_columns(const Tensor& x, std::span<Tensor> parts) override { cpu::split_columns(x, parts); }
+  int64_t fused_projection_rows() const override { return fused_projection_rows_; }
   void rope(Tensor& x, const BatchPlan& plan, const RopeParams& params) override {
     cpu::rope(pool_, x, plan, params);
   }
@@ -126,6 +129,7 @@ class CpuBackend final : public Backend {
 
  private:
   ThreadPool pool_;
+  int64_t fused_projection_rows_;
 };
 
 }  // namespace

@@ -6,6 +6,7 @@
 // recurrence, the conv, norms over many rows) are split over a small thread pool.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 
 #include "kernels/backend.h"
@@ -15,6 +16,10 @@ namespace ds::kernels::cpu {
 struct CpuBackendOptions {
   // Threads for the non-GEMM kernels and for OpenBLAS; 0 = hardware concurrency.
   int num_threads = 0;
+  // Backend::fused_projection_rows. The CPU engine gains nothing from fusing the stacked input
+  // projections (0, the default); tests raise it to check the fused path a GPU takes against
+  // the reference.
+  int64_t fused_projection_rows = 0;
 };
 
 std::unique_ptr<Backend> make_cpu_backend(CpuBackendOptions options = {});

@@ -3,6 +3,7 @@
 // what each computes.
 #pragma once
 
+#include <span>
 #include <string>
 
 #include "kernels/backend.h"
@@ -28,6 +29,7 @@ void rms_norm(ThreadPool& pool, const Tensor& x, const Tensor& weight, float eps
 void gemm(ThreadPool& pool, const Tensor& x, const Tensor& w, Tensor& out, bool accumulate);
 void swiglu(ThreadPool& pool, const Tensor& gate_up, Tensor& out);
 void split_query_gate(const Tensor& qg, Tensor& q, Tensor& gate);
+void split_columns(const Tensor& x, std::span<Tensor> parts);
 void rope(ThreadPool& pool, Tensor& x, const BatchPlan& plan, const RopeParams& params);
 void sigmoid_gate(ThreadPool& pool, Tensor& x, const Tensor& gate);
 void kv_write(const Tensor& k, const Tensor& v, const BatchPlan& plan, Tensor& k_pool,

@@ -56,6 +56,15 @@ void gather_rows(const float* x, const int32_t* rows, int64_t n, int64_t width, 
 void swiglu(const float* gate_up, int64_t m, int64_t inter, void* out, DType out_type, void* stream);
 // qg [rows*heads, 2D] -> q, gate [rows*heads, D].
 void split_query_gate(const float* qg, int64_t rows_heads, int64_t d, float* q, float* gate, void* stream);
+// Column ranges of x [m, n] into parts: part i gets columns [first[i], first[i + 1]) as a
+// contiguous [m, first[i + 1] - first[i]] array; first[0] = 0, first[count] = n.
+inline constexpr int kMaxSplitParts = 4;
+struct SplitParts {
+  float* dst[kMaxSplitParts];
+  int64_t first[kMaxSplitParts + 1];
+  int count;
+};
+void split_columns(const float* x, int64_t m, int64_t n, const SplitParts& parts, void* stream);
 // x *= sigmoid(gate), x f32 or bf16, gate f32.
 void sigmoid_gate(void* x, DType x_type, const float* gate, int64_t n, void* stream);
 // f32 -> bf16 (round to nearest even).

@@ -280,6 +280,41 @@ class CudaBackend final : public kernels::Backend {
     after(op);
   }
 
+  static_assert(ops::kMaxSplitParts == kernels::Backend::kMaxSplitParts);
+  void split_columns(const Tensor& x, std::span<Tensor> parts) override {
+    const char* op = "split_columns";
+    begin(op);
+    check_type(x, op, "x", DType::f32);
+    CHECK_ARG(x.rank() == 2, op, "x must be [M, N], got " + x.shape().str());
+    CHECK_ARG(!parts.empty() && parts.size() <= static_cast<size_t>(ops::kMaxSplitParts), op,
+              "between 1 and " + std::to_string(ops::kMaxSplitParts) + " parts, got " + std::to_string(parts.size()));
+    const int64_t m = x.dim(0);
+    ops::SplitParts sp{};
+    sp.count = static_cast<int>(parts.size());
+    for (size_t i = 0; i < parts.size(); ++i) {
+      check_type(parts[i], op, "part", DType::f32);
+      CHECK_ARG(parts[i].rank() >= 1 && parts[i].dim(0) == m, op,
+                "each part must have " + std::to_string(m) + " rows, got " + parts[i].shape().str());
+      sp.dst[i] = parts[i].data_as<float>();
+      sp.first[i + 1] = sp.first[i] + (m > 0 ? parts[i].numel() / m : 0);
+    }
+    CHECK_ARG(sp.first[sp.count] == x.dim(1), op,
+              "the parts hold " + std::to_string(sp.first[sp.count]) + " columns, x has " + std::to_string(x.dim(1)));
+    ops::split_columns(x.data_as<const float>(), m, x.dim(1), sp, ctx_.stream());
+    after(op);
+  }
+
+  // Decode-sized steps fuse (a step's DeltaNet a/b projections are 32-row GEMMs that cost
+  // their launch latency; see docs/benchmarks.md). DELTASERVE_CUDA_FUSED_PROJECTION_ROWS
+  // overrides the threshold (0 turns fusion off) for A/B runs.
+  int64_t fused_projection_rows() const override {
+    static const int64_t rows = [] {
+      const char* v = std::getenv("DELTASERVE_CUDA_FUSED_PROJECTION_ROWS");
+      return v && *v ? std::max<int64_t>(0, std::atoll(v)) : int64_t{128};
+    }();
+    return rows;
+  }
+
   void rope(Tensor& x, const BatchPlan& plan, const RopeParams& params) override {
     const char* op = "rope";
     begin(op);

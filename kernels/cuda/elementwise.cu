@@ -1,5 +1,6 @@
 // Row gathers and elementwise kernels of the CUDA backend: embedding lookup, logit-row
-// gather, SwiGLU, the q/gate split, the attention output gate, bf16 conversions.
+// gather, SwiGLU, the q/gate split, the column split of fused projections, the attention
+// output gate, bf16 conversions.
 // Grid-stride loops over 64-bit element indices; one thread per element (or per 4).
 #include "kernels/cuda/backend_common.cuh"
 #include "kernels/cuda/backend_ops.h"
@@ -62,6 +63,18 @@ __global__ void split_query_gate_kernel(const float* qg, int64_t rows_heads, int
     for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < d; c += int64_t{gridDim.x} * blockDim.x) {
       q[r * d + c] = qg[r * 2 * d + c];
       gate[r * d + c] = qg[r * 2 * d + d + c];
+    }
+  }
+}
+
+// Rows on blockIdx.y, columns on x; each column finds its part among at most four ranges.
+__global__ void split_columns_kernel(const float* x, int64_t m, int64_t n, SplitParts parts) {
+  for (int64_t r = blockIdx.y; r < m; r += gridDim.y) {
+    for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < n; c += int64_t{gridDim.x} * blockDim.x) {
+      int p = 0;
+      while (p + 1 < parts.count && c >= parts.first[p + 1]) ++p;
+      const int64_t width = parts.first[p + 1] - parts.first[p];
+      parts.dst[p][r * width + (c - parts.first[p])] = x[r * n + c];
     }
   }
 }
@@ -131,6 +144,12 @@ void split_query_gate(const float* qg, int64_t rows_heads, int64_t d, float* q, 
   if (rows_heads * d == 0) return;
   split_query_gate_kernel<<<rows_grid(rows_heads, d), kThreads, 0, as_stream(stream)>>>(qg, rows_heads, d, q, gate);
   check_launch("split_query_gate kernel");
+}
+
+void split_columns(const float* x, int64_t m, int64_t n, const SplitParts& parts, void* stream) {
+  if (m * n == 0) return;
+  split_columns_kernel<<<rows_grid(m, n), kThreads, 0, as_stream(stream)>>>(x, m, n, parts);
+  check_launch("split_columns kernel");
 }
 
 void sigmoid_gate(void* x, DType x_type, const float* gate, int64_t n, void* stream) {

@@ -1,5 +1,6 @@
 #include "model/qwen35/model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -29,7 +30,7 @@ struct Model::Workspace {
   Tensor a, b;      // [rows, Hv]
   Tensor core;      // [rows, Hv, dv] delta-rule output
   Tensor y;         // [rows, Hv, dv] after the gated norm
-  Tensor gate_up;   // [rows, 2I]
+  Tensor proj;      // flat: [rows, 2I] MLP gate_up, or a layer's fused input projections
   Tensor act;       // [rows, I]
   Tensor last;      // [logit rows, H]
   Tensor last_n;    // [logit rows, H] after the final norm
@@ -151,7 +152,11 @@ Model::Workspace& Model::workspace(int64_t rows, int64_t logit_rows) {
     w.b = be.alloc(f32, Shape{n, c.linear_v_heads});
     w.core = be.alloc(f32, Shape{n, c.linear_v_heads, c.linear_v_dim});
     w.y = be.alloc(act, Shape{n, c.linear_v_heads, c.linear_v_dim});
-    w.gate_up = be.alloc(f32, Shape{n, 2 * c.intermediate_size});
+    // The stacked projections' fused output and the MLP's gate_up share one buffer: they
+    // are never live at once.
+    const int64_t proj_cols = std::max({2 * c.intermediate_size, c.conv_dim() + c.linear_v_heads * (c.linear_v_dim + 2),
+                                        2 * (c.num_heads + c.num_kv_heads) * c.head_dim});
+    w.proj = be.alloc(f32, Shape{n * proj_cols});
     w.act = be.alloc(act, Shape{n, c.intermediate_size});
     w.rows = n;
   }
@@ -255,10 +260,9 @@ void Model::run_full_attention(int64_t layer, const kernels::BatchPlan& plan, Wo
   Tensor v2 = v.reshape(Shape{T, c.num_kv_heads * c.head_dim});
   Tensor h = ws.h.rows(0, T);
 
-  be.gemm(x, w.q_proj, qg2, false);
+  Tensor outputs[] = {qg2, k2, v2};
+  project(x, w.qkv_proj, outputs, ws);
   be.split_query_gate(qg, q, gate);
-  be.gemm(x, w.k_proj, k2, false);
-  be.gemm(x, w.v_proj, v2, false);
   be.rms_norm(q, w.q_norm, eps, q);
   be.rms_norm(k, w.k_norm, eps, k);
   const kernels::RopeParams rope{c.rotary_dim, c.rope_theta};
@@ -285,11 +289,8 @@ void Model::run_deltanet(int64_t layer, const kernels::BatchPlan& plan, Workspac
   Tensor h = ws.h.rows(0, T);
   const Shape flat{T, c.linear_value_dim()};
 
-  be.gemm(x, w.in_proj_qkv, mixed, false);
-  Tensor z2 = z.reshape(flat);
-  be.gemm(x, w.in_proj_z, z2, false);
-  be.gemm(x, w.in_proj_b, b, false);
-  be.gemm(x, w.in_proj_a, a, false);
+  Tensor outputs[] = {mixed, z.reshape(flat), b, a};
+  project(x, w.in_proj, outputs, ws);
   be.causal_conv1d(mixed, w.conv1d, conv_state_, state_layer, plan, conv);
   const DeltaNetDims dims{c.linear_k_heads, c.linear_v_heads, c.linear_k_dim, c.linear_v_dim};
   be.gated_delta_rule(conv, a, b, w.a_log, w.dt_bias, recurrent_state_, state_layer, plan, dims, core);
@@ -297,11 +298,30 @@ void Model::run_deltanet(int64_t layer, const kernels::BatchPlan& plan, Workspac
   be.gemm(y.reshape(flat), w.out_proj, h, true);
 }
 
+void Model::project(const Tensor& x, const Tensor& stacked, std::span<Tensor> outputs, Workspace& ws) {
+  auto& be = *backend_;
+  const int64_t T = x.dim(0);
+  if (T <= be.fused_projection_rows()) {
+    Tensor fused = ws.proj.rows(0, T * stacked.dim(0)).reshape(Shape{T, stacked.dim(0)});
+    be.gemm(x, stacked, fused, false);
+    be.split_columns(fused, outputs);
+    return;
+  }
+  int64_t first = 0;
+  for (auto& out : outputs) {
+    const int64_t n = out.numel() / T;
+    Tensor flat = out.reshape(Shape{T, n});
+    be.gemm(x, stacked.rows(first, n), flat, false);
+    first += n;
+  }
+}
+
 void Model::run_mlp(int64_t layer, int64_t rows, Workspace& ws) {
   const LayerWeights& L = weights_.layers[static_cast<size_t>(layer)];
   auto& be = *backend_;
   Tensor x = ws.x.rows(0, rows), h = ws.h.rows(0, rows);
-  Tensor gate_up = ws.gate_up.rows(0, rows), act = ws.act.rows(0, rows);
+  Tensor gate_up = ws.proj.rows(0, rows * 2 * config_.intermediate_size).reshape(Shape{rows, 2 * config_.intermediate_size});
+  Tensor act = ws.act.rows(0, rows);
   be.gemm(x, L.gate_up, gate_up, false);
   be.swiglu(gate_up, act);
   be.gemm(act, L.down, h, true);

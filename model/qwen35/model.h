@@ -103,6 +103,10 @@ class Model {
   void run_full_attention(int64_t layer, const kernels::BatchPlan& plan, Workspace& ws);
   void run_deltanet(int64_t layer, const kernels::BatchPlan& plan, Workspace& ws);
   void run_mlp(int64_t layer, int64_t rows, Workspace& ws);
+  // x · stackedᵀ into outputs (the stacked weight's row ranges in order), fused or one GEMM
+  // per output as the backend prefers (Backend::fused_projection_rows).
+  void project(const kernels::Tensor& x, const kernels::Tensor& stacked, std::span<kernels::Tensor> outputs,
+               Workspace& ws);
   Workspace& workspace(int64_t rows, int64_t logit_rows);
 
   kernels::Backend* backend_;

@@ -71,7 +71,7 @@ RefcheckReport run_refcheck(Model& model, const ReferenceFile& ref, const Refche
 // "p3: 63 tokens, prefill max rel err 1.2e-06, decode max rel err 2.0e-06, greedy 24/24,
 // teacher-forced argmax 24/24, PASS"
 std::string format_prompt(const PromptCheck& p);
-// "refcheck: PASS 8/8 prompts, max rel err 3.1e-06, teacher-forced argmax 192/192"
+// "teacher-forced argmax 192/192\nrefcheck: PASS 8/8 prompts, max rel err 3.1e-06"
 std::string format_summary(const RefcheckReport& r);
 
 }  // namespace ds::qwen35

@@ -1,8 +1,11 @@
 #include "model/qwen35/weights.h"
 
+#include <algorithm>
 #include <cstring>
 #include <set>
+#include <span>
 #include <stdexcept>
+#include <utility>
 
 namespace ds::qwen35 {
 
@@ -63,23 +66,36 @@ class Loader {
     return backend_.upload(host(name, want));
   }
 
-  // Rows of a and b stacked into one weight ([a_rows + b_rows, cols]).
-  Tensor load_stacked(const std::string& a, const std::string& b, const std::vector<int64_t>& want_a,
-                      const std::vector<int64_t>& want_b) {
-    HostTensor ha = host(a, want_a), hb = host(b, want_b);
-    const Shape shape{want_a[0] + want_b[0], want_a[1]};
-    if (ha.dtype == hb.dtype) {
-      std::vector<unsigned char> bytes(static_cast<size_t>(ha.bytes() + hb.bytes()));
-      std::memcpy(bytes.data(), ha.data, static_cast<size_t>(ha.bytes()));
-      std::memcpy(bytes.data() + ha.bytes(), hb.data, static_cast<size_t>(hb.bytes()));
-      return backend_.upload(HostTensor{ha.dtype, shape, bytes.data()});
+  // The rows of several weights with the same column count stacked into one, in order.
+  Tensor load_stacked(const std::vector<std::pair<std::string, std::vector<int64_t>>>& parts) {
+    std::vector<HostTensor> hs;
+    int64_t rows = 0, bytes = 0;
+    for (const auto& [name, want] : parts) {
+      hs.push_back(host(name, want));
+      rows += want[0];
+      bytes += hs.back().bytes();
     }
-    // Mixed stored types: widen both halves through the backend, then stack on the host.
-    Tensor ta = backend_.upload(ha), tb = backend_.upload(hb);
-    std::vector<float> both(static_cast<size_t>(shape.numel()));
-    backend_.copy_to_host(ta, std::span<float>(both.data(), static_cast<size_t>(ta.numel())));
-    backend_.copy_to_host(tb, std::span<float>(both.data() + ta.numel(), static_cast<size_t>(tb.numel())));
-    return backend_.upload(HostTensor{DType::f32, shape, both.data()});
+    const Shape shape{rows, parts.front().second[1]};
+    const bool same_type =
+        std::all_of(hs.begin(), hs.end(), [&](const HostTensor& h) { return h.dtype == hs.front().dtype; });
+    if (same_type) {
+      std::vector<unsigned char> stacked(static_cast<size_t>(bytes));
+      int64_t at = 0;
+      for (const auto& h : hs) {
+        std::memcpy(stacked.data() + at, h.data, static_cast<size_t>(h.bytes()));
+        at += h.bytes();
+      }
+      return backend_.upload(HostTensor{hs.front().dtype, shape, stacked.data()});
+    }
+    // Mixed stored types: widen each part through the backend, then stack on the host.
+    std::vector<float> all(static_cast<size_t>(shape.numel()));
+    int64_t at = 0;
+    for (const auto& h : hs) {
+      const Tensor t = backend_.upload(h);
+      backend_.copy_to_host(t, std::span<float>(all.data() + at, static_cast<size_t>(t.numel())));
+      at += t.numel();
+    }
+    return backend_.upload(HostTensor{DType::f32, shape, all.data()});
   }
 
   // Every tensor that is neither skipped nor loaded is an error.
@@ -132,25 +148,25 @@ ModelWeights load_weights(kernels::Backend& backend, const Checkpoint& ckpt, con
     L.post_norm = ld.load(p + "post_attention_layernorm.weight", {H});
     if (L.kind == LayerKind::full_attention) {
       auto& a = L.attn;
-      a.q_proj = ld.load(p + "self_attn.q_proj.weight", {2 * Nq * D, H});
-      a.k_proj = ld.load(p + "self_attn.k_proj.weight", {Nkv * D, H});
-      a.v_proj = ld.load(p + "self_attn.v_proj.weight", {Nkv * D, H});
+      a.qkv_proj = ld.load_stacked({{p + "self_attn.q_proj.weight", {2 * Nq * D, H}},
+                                    {p + "self_attn.k_proj.weight", {Nkv * D, H}},
+                                    {p + "self_attn.v_proj.weight", {Nkv * D, H}}});
       a.o_proj = ld.load(p + "self_attn.o_proj.weight", {H, Nq * D});
       a.q_norm = ld.load(p + "self_attn.q_norm.weight", {D});
       a.k_norm = ld.load(p + "self_attn.k_norm.weight", {D});
     } else {
       auto& g = L.deltanet;
-      g.in_proj_qkv = ld.load(p + "linear_attn.in_proj_qkv.weight", {c.conv_dim(), H});
-      g.in_proj_z = ld.load(p + "linear_attn.in_proj_z.weight", {Hv * dv, H});
-      g.in_proj_b = ld.load(p + "linear_attn.in_proj_b.weight", {Hv, H});
-      g.in_proj_a = ld.load(p + "linear_attn.in_proj_a.weight", {Hv, H});
+      g.in_proj = ld.load_stacked({{p + "linear_attn.in_proj_qkv.weight", {c.conv_dim(), H}},
+                                   {p + "linear_attn.in_proj_z.weight", {Hv * dv, H}},
+                                   {p + "linear_attn.in_proj_b.weight", {Hv, H}},
+                                   {p + "linear_attn.in_proj_a.weight", {Hv, H}}});
       g.conv1d = ld.load(p + "linear_attn.conv1d.weight", {c.conv_dim(), 1, c.conv_kernel});
       g.dt_bias = ld.load(p + "linear_attn.dt_bias", {Hv});
       g.a_log = ld.load(p + "linear_attn.A_log", {Hv});
       g.norm = ld.load(p + "linear_attn.norm.weight", {dv});
       g.out_proj = ld.load(p + "linear_attn.out_proj.weight", {H, Hv * dv});
     }
-    L.gate_up = ld.load_stacked(p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight", {I, H}, {I, H});
+    L.gate_up = ld.load_stacked({{p + "mlp.gate_proj.weight", {I, H}}, {p + "mlp.up_proj.weight", {I, H}}});
     L.down = ld.load(p + "mlp.down_proj.weight", {H, I});
     w.layers.push_back(std::move(L));
   }

@@ -3,9 +3,12 @@
 // load_weights() walks the checkpoint by the names of the layout it uses (model.* or
 // model.language_model.*), checks each tensor's shape against the config, and fails naming
 // the file and tensor when one is missing, mis-shaped or left over (model.visual.* and mtp.*
-// are skipped on purpose). The MLP's gate_proj and up_proj are fused into one [2I, H] weight
-// (gate rows first) so the MLP input projection is a single GEMM. lm_head falls back to the
-// embedding when tie_word_embeddings is set and the checkpoint has no lm_head.weight.
+// are skipped on purpose). Projections that read the same input are stacked into one weight
+// (rows of each in turn), so a backend may compute them as one GEMM: the MLP's gate_proj and
+// up_proj ([2I, H], gate rows first), the attention's q/k/v_proj and the DeltaNet's
+// in_proj_qkv/z/b/a. Each original weight stays addressable as a row range of the stacked one
+// (Tensor::rows), with no copy. lm_head falls back to the embedding when tie_word_embeddings is
+// set and the checkpoint has no lm_head.weight.
 #pragma once
 
 #include <vector>
@@ -17,19 +20,17 @@
 namespace ds::qwen35 {
 
 struct AttentionWeights {
-  kernels::Tensor q_proj;  // [2*Nq*D, H], per head: D query rows then D gate rows
-  kernels::Tensor k_proj;  // [Nkv*D, H]
-  kernels::Tensor v_proj;  // [Nkv*D, H]
+  // [2*Nq*D + 2*Nkv*D, H] = [q_proj; k_proj; v_proj]; q_proj per head: D query rows then D
+  // gate rows.
+  kernels::Tensor qkv_proj;
   kernels::Tensor o_proj;  // [H, Nq*D]
   kernels::Tensor q_norm;  // [D], applied as 1 + w
   kernels::Tensor k_norm;  // [D], applied as 1 + w
 };
 
 struct DeltaNetWeights {
-  kernels::Tensor in_proj_qkv;  // [conv_dim, H]
-  kernels::Tensor in_proj_z;    // [Hv*dv, H]
-  kernels::Tensor in_proj_b;    // [Hv, H]
-  kernels::Tensor in_proj_a;    // [Hv, H]
+  // [conv_dim + Hv*dv + 2*Hv, H] = [in_proj_qkv; in_proj_z; in_proj_b; in_proj_a].
+  kernels::Tensor in_proj;
   kernels::Tensor conv1d;       // [conv_dim, 1, Kc]
   kernels::Tensor dt_bias;      // [Hv]
   kernels::Tensor a_log;        // [Hv]

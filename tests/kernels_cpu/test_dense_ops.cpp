@@ -172,3 +172,30 @@ TEST_CASE("embedding and gather_rows", "[kernels]") {
   auto small = t::make(*be, Shape{5, h}, std::vector<float>(5 * h));
   CHECK_THROWS_WITH(be->embedding(small, *plan, out), Contains("token id 10 outside the table"));
 }
+
+TEST_CASE("split_columns copies consecutive column ranges and refuses parts that do not add up", "[kernels]") {
+  auto be = t::cpu();
+  const int64_t m = 5, n = 4 + 6 + 1 + 1;  // DeltaNet-like: [qkv | z | b | a]
+  const auto x = t::random_vec(m * n, 42);
+  auto xt = t::make(*be, Shape{m, n}, x);
+  ds::kernels::Tensor parts[] = {t::zeros(*be, Shape{m, 4}), t::zeros(*be, Shape{m, 2, 3}), t::zeros(*be, Shape{m, 1}),
+                                 t::zeros(*be, Shape{m, 1})};
+  be->split_columns(xt, parts);
+  int64_t first = 0;
+  for (auto& p : parts) {
+    const int64_t w = p.numel() / m;
+    const auto got = t::get(*be, p);
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t c = 0; c < w; ++c) REQUIRE(got[r * w + c] == x[r * n + first + c]);
+    first += w;
+  }
+  CHECK(first == n);
+
+  ds::kernels::Tensor short_parts[] = {t::zeros(*be, Shape{m, 4}), t::zeros(*be, Shape{m, 7})};
+  CHECK_THROWS_WITH(be->split_columns(xt, short_parts), Contains("the parts hold 11 columns, x has 12"));
+  ds::kernels::Tensor wrong_rows[] = {t::zeros(*be, Shape{m + 1, 12})};
+  CHECK_THROWS_WITH(be->split_columns(xt, wrong_rows), Contains("each part must have 5 rows"));
+  ds::kernels::Tensor too_many[] = {t::zeros(*be, Shape{m, 2}), t::zeros(*be, Shape{m, 2}), t::zeros(*be, Shape{m, 2}),
+                                    t::zeros(*be, Shape{m, 2}), t::zeros(*be, Shape{m, 4})};
+  CHECK_THROWS_WITH(be->split_columns(xt, too_many), Contains("between 1 and 4 parts"));
+}

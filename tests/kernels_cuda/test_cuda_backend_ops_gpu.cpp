@@ -152,7 +152,7 @@ TEST_CASE("cuda ops: gemm with bf16 and f32 weights, plain and accumulating", "[
   }
 }
 
-TEST_CASE("cuda ops: embedding, gather_rows, swiglu, split_query_gate, sigmoid_gate, rope", "[cuda_ops][gpu]") {
+TEST_CASE("cuda ops: embedding, gather_rows, swiglu, split_query_gate, split_columns, sigmoid_gate, rope", "[cuda_ops][gpu]") {
   Pair p;
   const int64_t V = 50, H = 64;
   const auto table = to_bf16_bits(test::random_vec(static_cast<size_t>(V * H), 40));
@@ -193,6 +193,22 @@ TEST_CASE("cuda ops: embedding, gather_rows, swiglu, split_query_gate, sigmoid_g
   p.gpu->split_query_gate(qgg, qgpu, gategpu);
   CHECK(test::get(*p.gpu, qgpu) == test::get(*p.cpu, qc));
   CHECK(test::get(*p.gpu, gategpu) == test::get(*p.cpu, gatec));
+
+  // split_columns on a DeltaNet-like fused projection [qkv | z | b | a], exact copies.
+  const std::vector<int64_t> widths = {96, 64, 3, 3};
+  const int64_t ncols = 166;
+  const auto fused = test::random_vec(static_cast<size_t>(T * ncols), 43);
+  Tensor fc = test::make(*p.cpu, {T, ncols}, fused), fg = act(*p.gpu, DType::f32, {T, ncols}, fused);
+  std::vector<Tensor> partc, partg;
+  for (int64_t w : widths) {
+    partc.push_back(p.cpu->alloc(DType::f32, {T, w}));
+    partg.push_back(poisoned(*p.gpu, DType::f32, {T, w}));
+  }
+  p.cpu->split_columns(fc, partc);
+  p.gpu->split_columns(fg, partg);
+  for (size_t i = 0; i < widths.size(); ++i) CHECK(test::get(*p.gpu, partg[i]) == test::get(*p.cpu, partc[i]));
+  std::vector<Tensor> short_parts = {poisoned(*p.gpu, DType::f32, {T, 100})};
+  CHECK_THROWS_WITH(p.gpu->split_columns(fg, short_parts), Catch::Matchers::Contains("the parts hold 100 columns"));
 
   // RoPE at positions up to 70001 (the f32 angle recipe must agree far out).
   const kernels::RopeParams rp{64, 1e7};

@@ -215,3 +215,20 @@ TEST_CASE("forward: a malformed batch is refused before anything runs", "[forwar
   CHECK(after.recurrent == before.recurrent);
   CHECK(clean.size() == 3 * 1024u);
 }
+
+TEST_CASE("forward: fused input projections (the path small GPU steps take) match the reference", "[forward]") {
+  // The CPU engine normally runs one GEMM per projection over row views of the stacked
+  // weights; here every step of up to 8 rows (all of them: chunks of 7, single-token decode)
+  // takes one GEMM over the stacked weight and split_columns, as the CUDA backend does.
+  ds::kernels::cpu::CpuBackendOptions options;
+  options.fused_projection_rows = 8;
+  auto backend = ds::kernels::cpu::make_cpu_backend(options);
+  REQUIRE(backend->fused_projection_rows() == 8);
+  auto model = ds::qwen35::Model::load(*backend, t::tiny_dir());
+  ds::qwen35::RefcheckOptions ro;
+  ro.chunk = 7;
+  const auto report = ds::qwen35::run_refcheck(*model, reference(), ro);
+  INFO(ds::qwen35::format_summary(report));
+  CHECK(report.pass());
+  CHECK(report.max_rel < 1e-5);
+}
