@@ -28,8 +28,9 @@ struct EngineConfig {
   int32_t num_blocks = 0;
   int32_t num_slots = 0;
 
-  // Called on the engine thread once per request as it ends (after its final event was
-  // delivered), whether or not anyone still reads its stream: the hook for request
+  // Called on the engine thread once per request as it ends (just before its final event is
+  // delivered, so a client that saw its reply finds it counted), whether or not anyone still
+  // reads its stream: the hook for request
   // histograms (end-to-end, queue time, TTFT, tokens) of a /metrics endpoint. It must be quick
   // and thread-safe; an exception from it is logged and ignored.
   std::function<void(RequestId, FinishReason, const RequestMetrics&)> on_finish;

@@ -337,8 +337,8 @@ void Engine::Core::publish(Shared& shared) {
 }
 
 void Engine::Core::deliver() {
-  for (auto& [stream, event] : outbox_) stream->push(std::move(event));
-  outbox_.clear();
+  // on_finish first: a client that has its final event (and then, say, scrapes /metrics) must
+  // find its request already recorded. The callbacks are cheap (histogram updates).
   for (const Ended& e : ended_) {
     try {
       config_.on_finish(e.id, e.reason, e.metrics);
@@ -347,6 +347,8 @@ void Engine::Core::deliver() {
     }
   }
   ended_.clear();
+  for (auto& [stream, event] : outbox_) stream->push(std::move(event));
+  outbox_.clear();
 }
 
 }  // namespace ds::scheduler

@@ -100,7 +100,7 @@ struct Engine::Core {
     FinishReason reason;
     RequestMetrics metrics;
   };
-  std::vector<Ended> ended_;  // for config_.on_finish, after the outbox
+  std::vector<Ended> ended_;  // for config_.on_finish, called before the outbox is delivered
   EngineStats counters_;
   int32_t dequeued_ = 0;  // requests that left Shared::queued since the last publish
 

@@ -6,7 +6,8 @@
 #      refcheck --backend cuda / cuda-f32 on the tiny fixture (whole prompt, chunks 7 and 64);
 #      the engine acceptance tests with DELTASERVE_TEST_BACKEND=cuda-f32 and cuda;
 #   4. with --serve-smoke: serve --backend cuda on the tiny model and scripts/smoke.sh against it;
-#   5. bench_cuda_model on the 9B checkpoint (SIZE=27b for the 27B geometry).
+#   5. bench_cuda_model on the 9B checkpoint (SIZE=27b for the 27B geometry); KV_BENCH="q8_0 ..."
+#      runs it again per K/V cache type, BENCH2_ENV an A/B under an environment switch.
 #   [SIZE=9b|27b] scripts/cuda_device_run.sh [--no-tests] [--no-bench] [--serve-smoke] [--bench-args "..."]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -66,6 +67,14 @@ if [ "$TESTS" = 1 ]; then
       note "refcheck $be ${chunk:-whole} rc=$? $(tail -1 "$R")"
     done
   done
+  # Quantised / f16 K/V caches (KV_TYPES, default "f16 q8_0 q4_0") at the production defaults.
+  for kv in ${KV_TYPES-f16 q8_0 q4_0}; do
+    for chunk in "" "--chunk 64"; do
+      echo "== refcheck cuda --kv-cache-dtype $kv $chunk" >> "$R"
+      t=$(limit 60); [ $t -le 5 ] && { note "skipped refcheck $kv"; continue; }; run timeout $t "$B/bin/refcheck" --model tests/data/tiny-qwen35 --backend cuda --kv-cache-dtype $kv $chunk >> "$R" 2>&1
+      note "refcheck cuda kv $kv ${chunk:-whole} rc=$? $(tail -2 "$R" | tr '\n' ' ')"
+    done
+  done
   E="$OUT/engine.log"; : > "$E"
   for be in cuda-f32 cuda; do
     for case in batch chunked preemption free max_ctx seeded random; do
@@ -97,6 +106,13 @@ if [ "$BENCH" = 1 ]; then
   note "bench rc=$?"
   # Optional second benchmark run with an environment switch, e.g. an A/B:
   #   BENCH2_ENV=DELTASERVE_CUDA_GEMV=0 BENCH2_ARGS='--batches 1,8 --contexts 1024 --prefill 0 --layouts ""'
+  # KV_BENCH="q8_0 q4_0": the benchmark again with those K/V cache types (KV_BENCH_ARGS).
+  for kv in ${KV_BENCH:-}; do
+    left=$((DEADLINE - (SECONDS - START)))
+    [ $left -gt 30 ] || { note "no time for the $kv benchmark"; continue; }
+    run timeout $left "$B/bin/bench_cuda_model" --model $CKPT --kv-cache-dtype $kv ${KV_BENCH_ARGS:-} > "$OUT/bench_$kv.log" 2>&1
+    note "bench kv $kv rc=$?: $(grep -E '^decode|^cache' "$OUT/bench_$kv.log" | tr '\n' ';')"
+  done
   if [ -n "${BENCH2_ENV:-}" ]; then
     left=$((DEADLINE - (SECONDS - START)))
     if [ $left -gt 30 ]; then

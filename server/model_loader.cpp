@@ -114,7 +114,15 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::strin
 
   // Backend: cuda when asked for (or auto on a machine with a CUDA device), else cpu.
 #ifdef DELTASERVE_HAS_CUDA
-  if (o.backend == "cuda" || (o.backend == "auto" && cuda::cuda_device_available())) lm->backend = cuda::make_cuda_backend();
+  if (o.backend == "cuda" || (o.backend == "auto" && cuda::cuda_device_available())) {
+    cuda::CudaBackendOptions co;
+    if (o.kv_cache_dtype != "auto") co.kv_dtype = ds::parse_dtype(o.kv_cache_dtype);
+    try {
+      lm->backend = cuda::make_cuda_backend(co);
+    } catch (const std::invalid_argument& e) {
+      throw std::runtime_error("--kv-cache-dtype " + o.kv_cache_dtype + ": " + e.what());
+    }
+  }
 #endif
   if (!lm->backend && (o.backend == "cuda" || o.backend == "hip"))
     throw std::runtime_error("--backend " + o.backend + ": this build has no " + o.backend +
@@ -124,7 +132,7 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::strin
   if (o.kv_cache_dtype != "auto" && ds::parse_dtype(o.kv_cache_dtype) != kv_dtype)
     throw std::runtime_error("--kv-cache-dtype " + o.kv_cache_dtype + ": the " + std::string(lm->backend->name()) +
                              " backend stores K/V as " + std::string(dtype_name(kv_dtype)) +
-                             " (other types need the CUDA backend)");
+                             " (f16, bf16, q8_0 and q4_0 need the CUDA backend)");
 
   // Tokenizer and chat template first: they fail fast and cheaply.
   lm->tokenizer = std::make_unique<tok::Tokenizer>(tok::Tokenizer::load(dir.string()));

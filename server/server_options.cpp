@@ -35,7 +35,8 @@ void add_server_options(CLI::App& app, ServerOptions& o) {
                  "Tokens per request, prompt + reply (default: min(the model's max positions, "
                  "what the K/V cache holds))");
   app.add_option("--kv-cache-dtype", o.kv_cache_dtype,
-                 "K/V element type: auto (the backend's), f32, bf16, f16, q8_0, q4_0 (cpu: f32 only)")
+                 "K/V element type: auto (the backend's: cpu f32, cuda bf16); cuda also f16, q8_0, q4_0 "
+                 "(ggml blocks of 32: about 1.9x / 3.6x the tokens of bf16 in the same memory)")
       ->capture_default_str();
   app.add_option("--block-size", o.block_size, "Tokens per K/V cache block")->capture_default_str();
   app.add_option("--gpu-memory-utilization", o.gpu_memory_utilization,

@@ -129,10 +129,12 @@ void gdn_chunked(const GdnArgs& a, const GdnChunkItem* items, int32_t n_items, c
                  int32_t n_chunk_seqs, float* scratch, void* stream);
 
 // ---- attention_prefill.cu
-// Copies positions [0, len) of one sequence's paged K and V (bf16 rows [n_kv, d]) into
-// contiguous [len, n_kv, d] buffers, through its block ids.
-void gather_kv(const uint16_t* k_pool, const uint16_t* v_pool, const int32_t* block_ids, int32_t block_size,
-               int64_t len, int64_t n_kv, int64_t d, uint16_t* k_out, uint16_t* v_out, void* stream);
+// Copies positions [0, len) of one sequence's paged K and V (rows [n_kv, d] of k_type /
+// v_type: bf16, f16, q8_0 or q4_0) into contiguous bf16 [len, n_kv, d] buffers, through its
+// block ids; other types are widened (f16 and the quantised types round to bf16 on the way,
+// the precision the prefill GEMMs take their operands in).
+void gather_kv(const void* k_pool, DType k_type, const void* v_pool, DType v_type, const int32_t* block_ids,
+               int32_t block_size, int64_t len, int64_t n_kv, int64_t d, uint16_t* k_out, uint16_t* v_out, void* stream);
 // Causal softmax of scores [heads, tq, ld] (f32, the first lk columns used) into
 // probabilities p (bf16, same layout): query row t sees keys [0, first_pos + t]; the rest of
 // its lk columns get 0.

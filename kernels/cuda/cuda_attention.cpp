@@ -38,7 +38,9 @@ void AttentionRunner::run(const kernels::Tensor& q, const kernels::Tensor& k_poo
   if (out.shape() != q.shape()) bad("out " + out.shape().str() + " must match q " + q.shape().str());
   if (k_pool.rank() != 4 || v_pool.shape() != k_pool.shape())
     bad("k_pool and v_pool must be one [blocks, block_size, Nkv, D] shape");
-  if (k_pool.dtype() != DType::bf16 || v_pool.dtype() != DType::bf16) bad("the cuda backend's pools are bf16");
+  const DType kt = k_pool.dtype(), vt = v_pool.dtype();
+  auto pool_type = [](DType t) { return t == DType::bf16 || t == DType::f16 || t == DType::q8_0 || t == DType::q4_0; };
+  if (!pool_type(kt) || !pool_type(vt)) bad("K/V pools must be bf16, f16, q8_0 or q4_0");
   const int64_t nq = q.dim(1), d = q.dim(2), nkv = k_pool.dim(2);
   if (k_pool.dim(1) != plan.block_size()) bad("pool block size differs from the batch's");
   if (k_pool.dim(3) != d) bad("pool head dim differs from q's");
@@ -46,7 +48,8 @@ void AttentionRunner::run(const kernels::Tensor& q, const kernels::Tensor& k_poo
   KvPoolView pools;
   pools.k = k_pool.data();
   pools.v = v_pool.data();
-  pools.k_type = pools.v_type = DType::bf16;
+  pools.k_type = kt;
+  pools.v_type = vt;
   pools.num_blocks = k_pool.dim(0);
   pools.block_size = static_cast<int32_t>(k_pool.dim(1));
   pools.n_kv_heads = static_cast<int32_t>(nkv);
@@ -102,8 +105,8 @@ void AttentionRunner::prefill(int32_t s, const kernels::Tensor& q, const KvPoolV
   ops::to_bf16(q.data_as<const float>() + row0 * nq * d, qb, T * nq * d, st);
   auto* kc = static_cast<uint16_t*>(ctx_.scratch(Scratch::attn_k, static_cast<size_t>(L * nkv * d) * 2));
   auto* vc = static_cast<uint16_t*>(ctx_.scratch(Scratch::attn_v, static_cast<size_t>(L * nkv * d) * 2));
-  ops::gather_kv(static_cast<const uint16_t*>(pools.k), static_cast<const uint16_t*>(pools.v),
-                 plan.d_table + static_cast<int64_t>(s) * plan.table_stride, pools.block_size, L, nkv, d, kc, vc, st);
+  ops::gather_kv(pools.k, pools.k_type, pools.v, pools.v_type, plan.d_table + static_cast<int64_t>(s) * plan.table_stride,
+                 pools.block_size, L, nkv, d, kc, vc, st);
 
   const int64_t ld_max = round8(L);
   const int64_t tq_max = std::max<int64_t>(1, kTileBudget / (nq * ld_max * 6));

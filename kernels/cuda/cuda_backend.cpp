@@ -69,7 +69,7 @@ class CudaBackend final : public kernels::Backend {
   ~CudaBackend() override { cudaStreamSynchronize(ctx_.stream()); }
 
   std::string_view name() const override { return "cuda"; }
-  DType kv_cache_dtype() const override { return DType::bf16; }
+  DType kv_cache_dtype() const override { return options_.kv_dtype; }
   DType activation_dtype() const override { return options_.f32_weights ? DType::f32 : DType::bf16; }
 
   DeviceMemory device_memory() const override {
@@ -345,8 +345,8 @@ class CudaBackend final : public kernels::Backend {
     const auto& p = cuda_plan(plan, op);
     check_type(k, op, "k", DType::f32);
     check_type(v, op, "v", DType::f32);
-    check_type(k_pool, op, "k_pool", DType::bf16);
-    check_type(v_pool, op, "v_pool", DType::bf16);
+    check_type(k_pool, op, "k_pool", options_.kv_dtype);
+    check_type(v_pool, op, "v_pool", options_.kv_dtype);
     CHECK_ARG(k.rank() == 3 && k.dim(0) == p.num_rows() && v.shape() == k.shape(), op,
           "k and v must be one [rows, Nkv, D] shape, got " + k.shape().str() + ", " + v.shape().str());
     CHECK_ARG(k_pool.rank() == 4 && v_pool.shape() == k_pool.shape() && k_pool.dim(2) == k.dim(1) &&
@@ -354,7 +354,9 @@ class CudaBackend final : public kernels::Backend {
           op, "pools must be [blocks, block_size, " + std::to_string(k.dim(1)) + ", " + std::to_string(k.dim(2)) + "]");
     CHECK_ARG(k_pool.dim(1) == p.block_size(), op, "pool block size differs from the batch's");
     CHECK_ARG(p.max_block_id < k_pool.dim(0), op, "block id outside the pool");
-    KvPoolView pools{k_pool.data(), v_pool.data(), DType::bf16, DType::bf16, k_pool.dim(0),
+    CHECK_ARG(!is_quantized(options_.kv_dtype) || k.dim(2) % 32 == 0, op,
+              "a " + std::string(dtype_name(options_.kv_dtype)) + " K/V cache needs a head dim that is a multiple of 32");
+    KvPoolView pools{k_pool.data(), v_pool.data(), options_.kv_dtype, options_.kv_dtype, k_pool.dim(0),
                      static_cast<int32_t>(k_pool.dim(1)), static_cast<int32_t>(k.dim(1)), static_cast<int32_t>(k.dim(2))};
     KvWrite w{k.data(), v.data(), DType::f32, static_cast<int32_t>(p.num_rows()), p.d_kv_slots};
     write_kv(pools, w, false, nullptr, ctx_.stream());
@@ -549,6 +551,10 @@ class CudaBackend final : public kernels::Backend {
 }  // namespace
 
 std::unique_ptr<kernels::Backend> make_cuda_backend(const CudaBackendOptions& options) {
+  const DType t = options.kv_dtype;
+  if (t != DType::bf16 && t != DType::f16 && t != DType::q8_0 && t != DType::q4_0)
+    throw std::invalid_argument("cuda backend: K/V cache type " + std::string(dtype_name(t)) +
+                                " (supported: bf16, f16, q8_0, q4_0)");
   return std::make_unique<CudaBackend>(options);
 }
 

@@ -3,8 +3,10 @@
 // Weights are uploaded once: matrices (the GEMM weights and the embedding table) in bf16, the
 // small vectors and the conv filters in f32 (widened exactly). Activations are f32 except the
 // GEMM inputs, which are bf16 (activation_dtype()), so the norms, the SwiGLU, the attention
-// and the gated norm write what cuBLAS reads; GEMMs accumulate in fp32. K/V pools are bf16;
-// the DeltaNet state is fp32 in the model's slot arrays. Every op is queued on the backend's
+// and the gated norm write what cuBLAS reads; GEMMs accumulate in fp32. K/V pools are bf16 by
+// default, or f16, Q8_0 or Q4_0 (kv_dtype; ggml's 32-element blocks with an f16 scale, written
+// by the K/V write as rows arrive, read directly by the decode kernel and widened to bf16 by
+// the prefill path's gather); the DeltaNet state is fp32 in the model's slot arrays. Every op is queued on the backend's
 // own stream; copies to the host wait for it.
 //
 // Errors: shapes and types are checked per op (std::invalid_argument naming the op); a CUDA or
@@ -29,6 +31,9 @@ struct CudaBackendOptions {
   int device = 0;
   bool f32_weights = false;
   bool sync_each_op = false;
+  // Element type of both K/V pools: bf16, f16, q8_0 or q4_0 (the quantised types need a head
+  // dim that is a multiple of 32). Anything else is refused by make_cuda_backend.
+  DType kv_dtype = DType::bf16;
 };
 
 // Throws std::runtime_error when no CUDA device is usable.

@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
   std::string model_dir, batches_s = "1,8,32,64", contexts_s = "1024,8192", layouts_s = "paged,contiguous";
   int64_t prefill = 4096, steps = 10, layout_batch = 8;
   bool profile = false;
+  std::string kv_dtype = "bf16";
   app.add_option("--model", model_dir, "checkpoint directory")->required();
   app.add_option("--batches", batches_s, "decode batch sizes");
   app.add_option("--contexts", contexts_s, "decode context lengths");
@@ -81,6 +82,8 @@ int main(int argc, char** argv) {
   app.add_option("--steps", steps, "timed decode steps per point")->check(CLI::PositiveNumber);
   app.add_option("--layouts", layouts_s, "layout comparison: paged,contiguous (empty = skip)");
   app.add_option("--layout-batch", layout_batch, "batch of the layout comparison");
+  app.add_option("--kv-cache-dtype", kv_dtype, "K/V cache type: bf16 (default), f16, q8_0, q4_0")
+      ->check(CLI::IsMember({"bf16", "f16", "q8_0", "q4_0"}));
   app.add_flag("--profile", profile, "after each timed point, per-op GPU times of one more run (prefill) or 3 steps");
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines survive a timeout
@@ -92,7 +95,9 @@ int main(int argc, char** argv) {
     std::printf("gpu %s, %d SMs: copy %.0f GB/s (read+write), bf16 GEMM %.0f TFLOP/s\n", ceil.gpu.c_str(), ceil.sm_count,
                 ceil.copy_bytes_per_s / 1e9, ceil.bf16_flops / 1e12);
 
-    auto backend = cuda::make_cuda_backend();
+    cuda::CudaBackendOptions bo;
+    bo.kv_dtype = parse_dtype(kv_dtype);
+    auto backend = cuda::make_cuda_backend(bo);
     auto& be = *backend;
     const auto t_load = Clock::now();
     auto model = qwen35::Model::load(be, model_dir);

@@ -1,11 +1,11 @@
 // refcheck --model DIR [--reference FILE] [--backend cpu|cuda|cuda-f32] [--chunk N]
-//          [--tolerance X] [--min-agreement F]
+//          [--tolerance X] [--min-agreement F] [--kv-cache-dtype bf16|f16|q8_0|q4_0 (cuda)]
 //
 // Checks a checkpoint against its reference file (default DIR/reference.safetensors): prefill
 // logits at every prompt position, teacher-forced decode logits, and greedy tokens (see
 // refcheck.h). One line per prompt, a line "teacher-forced argmax <a>/<b>", and last
-// "refcheck: PASS|FAIL <k>/<n> prompts, max rel err <x>". Exit status 0 only on PASS, 1 on FAIL, 2 when the
-// check could not run.
+// "refcheck: PASS|FAIL <k>/<n> prompts, max rel err <x>". Exit status 0 only on PASS, 1 on
+// FAIL, 2 when the check could not run.
 //
 // Defaults per backend: cpu (float32) 1e-4 per row and exact free-running greedy tokens;
 // cuda (bf16 weights and GEMM inputs) 3e-2 per row and teacher-forced argmax agreement on 95%
@@ -27,12 +27,14 @@
 
 int main(int argc, char** argv) {
   CLI::App app{"Compare the engine's logits and greedy tokens with a reference file."};
-  std::string model_dir, reference, backend = "cpu";
+  std::string model_dir, reference, backend = "cpu", kv_dtype = "bf16";
   int64_t chunk = 0;
   double tolerance = 0, min_agreement = 0;
   app.add_option("--model", model_dir, "checkpoint directory (config.json, *.safetensors)")->required();
   app.add_option("--reference", reference, "reference file (default: MODEL/reference.safetensors)");
   app.add_option("--backend", backend, "cpu, cuda or cuda-f32")->check(CLI::IsMember({"cpu", "cuda", "cuda-f32"}));
+  app.add_option("--kv-cache-dtype", kv_dtype, "cuda: K/V cache type, bf16 (default), f16, q8_0 or q4_0")
+      ->check(CLI::IsMember({"bf16", "f16", "q8_0", "q4_0"}));
   app.add_option("--chunk", chunk, "prefill chunk size in tokens (default: whole prompt)")
       ->check(CLI::PositiveNumber);
   app.add_option("--tolerance", tolerance, "max relative error per logits row (default: see above)")
@@ -52,6 +54,7 @@ int main(int argc, char** argv) {
 #ifdef DELTASERVE_HAS_CUDA
       ds::cuda::CudaBackendOptions o;
       o.f32_weights = backend == "cuda-f32";
+      o.kv_dtype = ds::parse_dtype(kv_dtype);
       be = ds::cuda::make_cuda_backend(o);
       default_tolerance = o.f32_weights ? 3e-3 : 3e-2;
       default_agreement = o.f32_weights ? 0.98 : 0.95;

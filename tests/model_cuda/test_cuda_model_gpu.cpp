@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <deque>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -103,9 +105,10 @@ struct Engine {
   std::vector<std::vector<float>> hidden;
 };
 
-std::unique_ptr<kernels::Backend> gpu(bool f32_weights) {
+std::unique_ptr<kernels::Backend> gpu(bool f32_weights, DType kv = DType::bf16) {
   cuda::CudaBackendOptions o;
   o.f32_weights = f32_weights;
+  o.kv_dtype = kv;
   return cuda::make_cuda_backend(o);
 }
 
@@ -200,4 +203,43 @@ TEST_CASE("cuda model: refcheck on the tiny fixture passes in both precisions", 
       CHECK(report.pass());
     }
   }
+}
+
+TEST_CASE("cuda model: f16, Q8_0 and Q4_0 K/V caches track the CPU engine within their precision", "[cuda_model][gpu]") {
+  // f32-weight mode, so the K/V type is what differs between runs. The same mixed steps as
+  // above: prefill chunks read the cache back through the widening gather, decode rows through
+  // the decode kernel's own dequantisation.
+  std::mt19937 rng(13);
+  const auto a0 = tokens(rng, 150), b0 = tokens(rng, 5), b1 = tokens(rng, 30), c0 = tokens(rng, 3);
+  const auto d0 = tokens(rng, 70);
+  using P = Engine::Part;
+  const std::vector<std::vector<P>> steps = {
+      {{0, a0, 150}, {1, b0, 5}},
+      {{0, {a0[3]}, 1}, {1, b1, 30}, {2, c0, 3}},
+      {{0, {a0[7]}, 1}, {1, {b1[2]}, 1}, {2, {c0[1]}, 1}},
+      {{2, d0, 2}, {0, {a0[9]}, 1}},
+  };
+  Engine cpu(kernels::cpu::make_cpu_backend(), 160, 8, 6);
+  for (int k = 0; k < 3; ++k) cpu.add();
+  std::vector<std::vector<float>> want;
+  for (const auto& st : steps) want.push_back(cpu.step(st));
+  const int64_t V = cpu.model->config().vocab_size;
+
+  std::map<DType, double> err;
+  for (DType kv : {DType::bf16, DType::f16, DType::q8_0, DType::q4_0}) {
+    Engine e(gpu(true, kv), 160, 8, 6);
+    REQUIRE(e.backend->kv_cache_dtype() == kv);
+    for (int k = 0; k < 3; ++k) e.add();
+    double worst = 0;
+    for (size_t s = 0; s < steps.size(); ++s) worst = std::max(worst, worst_row(e.step(steps[s]), want[s], V));
+    err[kv] = worst;
+    std::printf("K/V %s: worst logits row rel err vs the CPU engine %.3g\n", dtype_name(kv), worst);
+  }
+  CHECK(err[DType::bf16] < 5e-3);
+  CHECK(err[DType::f16] < 5e-3);
+  CHECK(err[DType::q8_0] < 2e-2);
+  CHECK(err[DType::q4_0] < 1.5e-1);
+  // The 4-bit cache must really be coarser than the 16-bit one (the pools are not bf16 in
+  // disguise).
+  CHECK(err[DType::q4_0] > 2 * err[DType::bf16]);
 }
