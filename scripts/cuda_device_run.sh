@@ -5,7 +5,8 @@
 #   3. GPU tests: CUDA ops vs CPU, the whole model vs the CPU engine, the decode-kernel tests;
 #      refcheck --backend cuda / cuda-f32 on the tiny fixture (whole prompt, chunks 7 and 64);
 #      the engine acceptance tests with DELTASERVE_TEST_BACKEND=cuda-f32 and cuda;
-#   4. with --serve-smoke: serve --backend cuda on the tiny model and scripts/smoke.sh against it;
+#   4. with --serve-smoke: serve --backend cuda (plus SERVE_ARGS) on the tiny model and
+#      scripts/smoke.sh against it;
 #   5. bench_cuda_model on the 9B checkpoint (SIZE=27b for the 27B geometry); KV_BENCH="q8_0 ..."
 #      runs it again per K/V cache type, BENCH2_ENV an A/B under an environment switch.
 #   [SIZE=9b|27b] scripts/cuda_device_run.sh [--no-tests] [--no-bench] [--serve-smoke] [--bench-args "..."]
@@ -89,7 +90,7 @@ if [ "$SERVE" = 1 ]; then
   # serve --backend cuda on the tiny model (device memory budget, device sampler), then the
   # curl smoke checks of scripts/smoke.sh against it.
   run "$B/bin/serve" --model tests/data/tiny-qwen35 --backend cuda --port 18080 --gpu-memory-utilization 0.2 \
-    > "$OUT/serve.log" 2>&1 &
+    ${SERVE_ARGS:-} > "$OUT/serve.log" 2>&1 &
   SERVE_PID=$!
   for i in $(seq 60); do curl -s -m 2 http://127.0.0.1:18080/health | grep -q ok && break; sleep 1; done
   BASE_URL=http://127.0.0.1:18080 timeout 120 scripts/smoke.sh > "$OUT/smoke.log" 2>&1
