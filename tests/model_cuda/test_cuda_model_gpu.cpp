@@ -233,7 +233,7 @@ TEST_CASE("cuda model: f16, Q8_0 and Q4_0 K/V caches track the CPU engine within
     double worst = 0;
     for (size_t s = 0; s < steps.size(); ++s) worst = std::max(worst, worst_row(e.step(steps[s]), want[s], V));
     err[kv] = worst;
-    std::printf("K/V %s: worst logits row rel err vs the CPU engine %.3g\n", dtype_name(kv), worst);
+    std::printf("K/V %s: worst logits row rel err vs the CPU engine %.3g\n", std::string(dtype_name(kv)).c_str(), worst);
   }
   CHECK(err[DType::bf16] < 5e-3);
   CHECK(err[DType::f16] < 5e-3);
