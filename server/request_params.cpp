@@ -70,13 +70,13 @@ GenerationParams parse_generation_params(const Json& body, Endpoint endpoint,
   // Refused by name: we cannot honour them, and ignoring them would hand back something
   // other than what was asked for.
   if (get_bool(body, "use_beam_search").value_or(false))
-    throw unsupported_field("use_beam_search", "beam search is not implemented");
+    throw unsupported_field("use_beam_search", "beam search is not supported");
   if (get_int(body, "min_tokens").value_or(0) > 0)
     throw unsupported_field("min_tokens", "the engine has no minimum-length constraint");
   if (field(body, "prompt_logprobs")) throw unsupported_field("prompt_logprobs");
   for (const char* k : {"guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs",
                         "grammar", "json_schema", "regex", "ebnf"})
-    if (field(body, k)) throw unsupported_field(k, "constrained decoding is not implemented");
+    if (field(body, k)) throw unsupported_field(k, "constrained decoding is not supported");
   if (const auto* rf = field(body, "response_format")) {
     const std::string type = rf->is_object() ? rf->value("type", "") : "";
     if (type != "text") throw unsupported_field("response_format", "only {\"type\": \"text\"} is accepted");
