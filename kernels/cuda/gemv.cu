@@ -6,6 +6,16 @@
 // 32-row DeltaNet gate projections. Measured (docs/benchmarks.md): on par with cuBLAS at one
 // row, far slower at eight (each warp re-reads the input rows), so it is built and used for
 // one row only (the template keeps M for a later shared-memory variant).
+//
+// Launched as a programmatic dependent launch: its blocks are scheduled while the previous
+// kernel on the stream drains, load their first weight vectors (which no earlier kernel
+// writes) and only then wait (griddepcontrol.wait) for the previous kernel's results, the
+// input row and the residual. That hides the launch and the first DRAM round trip behind the
+// previous kernel's tail, which adds up over the ~130 GEMVs of a decode step.
+// DELTASERVE_CUDA_GEMV_PDL=0 launches it plainly (for comparisons).
+#include <cstdlib>
+#include <string>
+
 #include "kernels/cuda/backend_common.cuh"
 #include "kernels/cuda/backend_ops.h"
 
@@ -36,10 +46,21 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const uint16_t* __res
 #pragma unroll
   for (int m = 0; m < M; ++m) acc[m] = 0.0f;
   int64_t v = lane;
-  for (; v + 32 * (kUnroll - 1) < vecs; v += 32 * kUnroll) {
-    uint4 wv[kUnroll];
+  uint4 wv[kUnroll];
+  bool preloaded = v + 32 * (kUnroll - 1) < vecs;
+  if (preloaded) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) wv[u] = __ldg(wr + v + 32 * u);
+  }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");  // x and out are the previous kernels' results
+#endif
+  for (; v + 32 * (kUnroll - 1) < vecs; v += 32 * kUnroll) {
+    if (!preloaded) {
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) wv[u] = __ldg(wr + v + 32 * u);
+    }
+    preloaded = false;
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       float wf[8];
@@ -76,7 +97,20 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const uint16_t* __res
 
 template <int M>
 void launch(const uint16_t* w, const uint16_t* x, int64_t N, int64_t K, float* out, bool accumulate, cudaStream_t s) {
-  gemv_kernel<M><<<grid_for(N, kWarps), kWarps * 32, 0, s>>>(w, x, N, K, out, accumulate);
+  static const bool pdl = [] {
+    const char* v = std::getenv("DELTASERVE_CUDA_GEMV_PDL");
+    return !(v && std::string(v) == "0");
+  }();
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(grid_for(N, kWarps));
+  cfg.blockDim = dim3(kWarps * 32);
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = pdl ? 1 : 0;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  check_cuda(cudaLaunchKernelEx(&cfg, gemv_kernel<M>, w, x, N, K, out, accumulate), "gemm (skinny) launch");
 }
 
 }  // namespace
