@@ -8,8 +8,10 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/kv_elements.cuh"
@@ -56,6 +58,43 @@ __device__ __forceinline__ float block_sum(float v, float* red) {
   t = warp_sum(t);
   __syncthreads();  // red may be reused by the caller
   return t;
+}
+
+// Programmatic dependent launch (sm_90). The backend's kernels go through launch_dependent():
+// the GPU may schedule a kernel's blocks while the previous kernel on the stream drains, which
+// hides the launch gap between the few-microsecond kernels of a decode step. Each such kernel
+// calls wait_for_previous_kernel() before it touches memory that earlier kernels write or
+// read (only loads of constant data, such as weights, may come first); the wait returns once
+// the previous kernel has finished and its writes are visible. DELTASERVE_CUDA_PDL=0 launches
+// everything plainly, for comparisons (the wait is then a no-op).
+__device__ __forceinline__ void wait_for_previous_kernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
+inline bool pdl_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("DELTASERVE_CUDA_PDL");
+    return !(v && std::string(v) == "0");
+  }();
+  return on;
+}
+
+template <typename... Params, typename... Args>
+void launch_dependent(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                      cudaStream_t stream, Args&&... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = pdl_enabled() ? 1 : 0;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  check_cuda(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...), name);
 }
 
 __device__ __forceinline__ float silu_f(float x) { return x / (1.0f + expf(-x)); }

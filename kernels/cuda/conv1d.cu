@@ -15,6 +15,7 @@ namespace {
 template <int KC>
 __global__ void conv1d_kernel(const float* x, const float* w, float* conv_state, int64_t n_layers, int64_t layer,
                               const DevSeq* seqs, const int32_t* seq_ids, int64_t channels, float* out) {
+  wait_for_previous_kernel();
   constexpr int kTaps = KC - 1;
   const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (c >= channels) return;
@@ -47,6 +48,7 @@ template <int KC>
 __global__ void conv1d_chunks_kernel(const float* x, const float* w, const float* conv_state, int64_t n_layers,
                                      int64_t layer, const DevSeq* seqs, const GdnChunkItem* items, int64_t channels,
                                      float* out) {
+  wait_for_previous_kernel();
   constexpr int kTaps = KC - 1;
   const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (c >= channels) return;
@@ -80,6 +82,7 @@ __global__ void conv1d_chunks_kernel(const float* x, const float* w, const float
 template <int KC>
 __global__ void conv1d_state_kernel(const float* x, float* conv_state, int64_t n_layers, int64_t layer,
                                     const DevSeq* seqs, const GdnChunkSeq* chunk_seqs, int64_t channels) {
+  wait_for_previous_kernel();
   constexpr int kTaps = KC - 1;
   const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (c >= channels) return;
@@ -105,9 +108,9 @@ void causal_conv1d_chunks(const float* x, const float* w, float* conv_state, int
   switch (kc) {
 #define DS_CONV_CASE(K)                                                                                         \
   case K:                                                                                                       \
-    conv1d_chunks_kernel<K><<<g1, threads, 0, s>>>(x, w, conv_state, n_layers, layer, seqs, items, channels, out); \
+    launch_dependent("conv1d_chunks_kernel", conv1d_chunks_kernel<K>, g1, threads, 0, s, x, w, conv_state, n_layers, layer, seqs, items, channels, out); \
     check_launch("causal_conv1d chunk kernel");                                                                  \
-    conv1d_state_kernel<K><<<g2, threads, 0, s>>>(x, conv_state, n_layers, layer, seqs, chunk_seqs, channels);    \
+    launch_dependent("conv1d_state_kernel", conv1d_state_kernel<K>, g2, threads, 0, s, x, conv_state, n_layers, layer, seqs, chunk_seqs, channels);    \
     break;
     DS_CONV_CASE(2)
     DS_CONV_CASE(3)
@@ -128,10 +131,10 @@ void causal_conv1d(const float* x, const float* w, float* conv_state, int64_t n_
   const dim3 grid(grid_for(channels, threads), static_cast<unsigned>(n_seqs));
   auto s = as_stream(stream);
   switch (kc) {
-    case 2: conv1d_kernel<2><<<grid, threads, 0, s>>>(x, w, conv_state, n_layers, layer, seqs, seq_ids, channels, out); break;
-    case 3: conv1d_kernel<3><<<grid, threads, 0, s>>>(x, w, conv_state, n_layers, layer, seqs, seq_ids, channels, out); break;
-    case 4: conv1d_kernel<4><<<grid, threads, 0, s>>>(x, w, conv_state, n_layers, layer, seqs, seq_ids, channels, out); break;
-    case 5: conv1d_kernel<5><<<grid, threads, 0, s>>>(x, w, conv_state, n_layers, layer, seqs, seq_ids, channels, out); break;
+    case 2: launch_dependent("conv1d_kernel", conv1d_kernel<2>, grid, threads, 0, s, x, w, conv_state, n_layers, layer, seqs, seq_ids, channels, out); break;
+    case 3: launch_dependent("conv1d_kernel", conv1d_kernel<3>, grid, threads, 0, s, x, w, conv_state, n_layers, layer, seqs, seq_ids, channels, out); break;
+    case 4: launch_dependent("conv1d_kernel", conv1d_kernel<4>, grid, threads, 0, s, x, w, conv_state, n_layers, layer, seqs, seq_ids, channels, out); break;
+    case 5: launch_dependent("conv1d_kernel", conv1d_kernel<5>, grid, threads, 0, s, x, w, conv_state, n_layers, layer, seqs, seq_ids, channels, out); break;
     default: throw std::invalid_argument("cuda backend: causal_conv1d: kernel size must be 2..5");
   }
   check_launch("causal_conv1d kernel");

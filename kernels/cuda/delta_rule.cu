@@ -52,6 +52,7 @@ __device__ __forceinline__ float q_scale() { return static_cast<float>(1.0 / sqr
 // ---- token by token
 
 __global__ void __launch_bounds__(128) gdn_recurrent_kernel(const GdnArgs a, const int32_t* seq_ids) {
+  wait_for_previous_kernel();
   __shared__ float qs[kD], ks[kD];
   __shared__ float part[4][32];
   __shared__ float red[32];
@@ -119,6 +120,7 @@ constexpr int kPrepareSmemFloats = 2 * kC * kPad + kC * kC + 4 * kC + 2 * kC;  /
 constexpr int kPrepareSmem = kPrepareSmemFloats * 4;
 
 __global__ void __launch_bounds__(256) gdn_prepare_kernel(const GdnArgs a, const GdnChunkItem* items, float* scratch) {
+  wait_for_previous_kernel();
   extern __shared__ float4 smem4[];
   float* sm = reinterpret_cast<float*>(smem4);
   float* Kn = sm;               // [C][kPad]
@@ -290,6 +292,7 @@ __device__ __forceinline__ void copy4(float* dst, const float* src, int n_floats
 
 __global__ void __launch_bounds__(256) gdn_scan_kernel(const GdnArgs a, const GdnChunkItem* items,
                                                        const GdnChunkSeq* chunk_seqs, const float* scratch) {
+  wait_for_previous_kernel();
   extern __shared__ float4 smem4[];
   float* sm = reinterpret_cast<float*>(smem4);
   float* Ss = sm;              // [D][32] state tile
@@ -407,7 +410,7 @@ void gdn_recurrent(const GdnArgs& a, const int32_t* seq_ids, int32_t n, void* st
   check_dims(a);
   if (n > 65535) throw std::invalid_argument("cuda backend: gated_delta_rule: more than 65535 sequences");
   const dim3 grid(kD / 32, static_cast<unsigned>(a.v_heads), static_cast<unsigned>(n));
-  gdn_recurrent_kernel<<<grid, 128, 0, as_stream(stream)>>>(a, seq_ids);
+  launch_dependent("gdn_recurrent_kernel", gdn_recurrent_kernel, grid, 128, 0, as_stream(stream), a, seq_ids);
   check_launch("gated_delta_rule recurrent kernel");
 }
 
@@ -425,11 +428,10 @@ void gdn_chunked(const GdnArgs& a, const GdnChunkItem* items, int32_t n_items, c
     attributes_set = true;
   }
   auto s = as_stream(stream);
-  gdn_prepare_kernel<<<dim3(static_cast<unsigned>(n_items), static_cast<unsigned>(a.v_heads)), 256, kPrepareSmem, s>>>(
+  launch_dependent("gdn_prepare_kernel", gdn_prepare_kernel, dim3(static_cast<unsigned>(n_items), static_cast<unsigned>(a.v_heads)), 256, kPrepareSmem, s, 
       a, items, scratch);
   check_launch("gated_delta_rule chunk prepare kernel");
-  gdn_scan_kernel<<<dim3(kD / 32, static_cast<unsigned>(a.v_heads), static_cast<unsigned>(n_chunk_seqs)), 256, kScanSmem,
-                    s>>>(a, items, chunk_seqs, scratch);
+  launch_dependent("gdn_scan_kernel", gdn_scan_kernel, dim3(kD / 32, static_cast<unsigned>(a.v_heads), static_cast<unsigned>(n_chunk_seqs)), 256, kScanSmem, s, a, items, chunk_seqs, scratch);
   check_launch("gated_delta_rule chunk scan kernel");
 }
 

@@ -12,6 +12,7 @@ constexpr int kThreads = 256;
 
 template <bool kBf16Table>
 __global__ void embedding_kernel(const void* table, const int32_t* ids, int64_t rows, int64_t hidden, float* out) {
+  wait_for_previous_kernel();
   const int64_t n = rows * hidden;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t r = i / hidden, c = i - r * hidden;
@@ -20,6 +21,7 @@ __global__ void embedding_kernel(const void* table, const int32_t* ids, int64_t 
 }
 
 __global__ void gather_rows_kernel(const float* x, const int32_t* rows, int64_t n, int64_t width, float* out) {
+  wait_for_previous_kernel();
   const int64_t total = n * width;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t r = i / width, c = i - r * width;
@@ -30,6 +32,7 @@ __global__ void gather_rows_kernel(const float* x, const int32_t* rows, int64_t 
 // Row-wise kernels: blockIdx.y walks the rows, x the columns (no per-element division).
 template <bool kBf16Out>
 __global__ void swiglu_kernel(const float* gate_up, int64_t m, int64_t inter, void* out) {
+  wait_for_previous_kernel();
   for (int64_t r = blockIdx.y; r < m; r += gridDim.y) {
     const float* g = gate_up + r * 2 * inter;
     for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < inter; c += int64_t{gridDim.x} * blockDim.x)
@@ -40,6 +43,7 @@ __global__ void swiglu_kernel(const float* gate_up, int64_t m, int64_t inter, vo
 // The same with 16-byte loads: four columns per thread (inter % 4 == 0).
 template <bool kBf16Out>
 __global__ void swiglu4_kernel(const float* gate_up, int64_t m, int64_t inter, void* out) {
+  wait_for_previous_kernel();
   const int64_t q = inter / 4;
   for (int64_t r = blockIdx.y; r < m; r += gridDim.y) {
     const float4* g = reinterpret_cast<const float4*>(gate_up + r * 2 * inter);
@@ -59,6 +63,7 @@ __global__ void swiglu4_kernel(const float* gate_up, int64_t m, int64_t inter, v
 }
 
 __global__ void split_query_gate_kernel(const float* qg, int64_t rows_heads, int64_t d, float* q, float* gate) {
+  wait_for_previous_kernel();
   for (int64_t r = blockIdx.y; r < rows_heads; r += gridDim.y) {
     for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < d; c += int64_t{gridDim.x} * blockDim.x) {
       q[r * d + c] = qg[r * 2 * d + c];
@@ -69,6 +74,7 @@ __global__ void split_query_gate_kernel(const float* qg, int64_t rows_heads, int
 
 // Rows on blockIdx.y, columns on x; each column finds its part among at most four ranges.
 __global__ void split_columns_kernel(const float* x, int64_t m, int64_t n, SplitParts parts) {
+  wait_for_previous_kernel();
   for (int64_t r = blockIdx.y; r < m; r += gridDim.y) {
     for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < n; c += int64_t{gridDim.x} * blockDim.x) {
       int p = 0;
@@ -86,16 +92,19 @@ dim3 rows_grid(int64_t rows, int64_t cols) {
 
 template <bool kBf16>
 __global__ void sigmoid_gate_kernel(void* x, const float* gate, int64_t n) {
+  wait_for_previous_kernel();
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
     store_act<kBf16>(x, i, load_act<kBf16>(x, i) * sigmoid_f(gate[i]));
 }
 
 __global__ void to_bf16_kernel(const float* x, uint16_t* out, int64_t n) {
+  wait_for_previous_kernel();
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
     out[i] = detail::f32_to_bf16_bits(x[i]);
 }
 
 __global__ void bf16_to_f32_kernel(const uint16_t* x, float* out, int64_t n) {
+  wait_for_previous_kernel();
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
     out[i] = detail::bf16_bits_to_f32(x[i]);
 }
@@ -112,15 +121,15 @@ void embedding(const void* table, DType table_type, const int32_t* ids, int64_t 
                void* stream) {
   if (rows * hidden == 0) return;
   if (table_type == DType::bf16)
-    embedding_kernel<true><<<blocks_for(rows * hidden), kThreads, 0, as_stream(stream)>>>(table, ids, rows, hidden, out);
+    launch_dependent("embedding_kernel", embedding_kernel<true>, blocks_for(rows * hidden), kThreads, 0, as_stream(stream), table, ids, rows, hidden, out);
   else
-    embedding_kernel<false><<<blocks_for(rows * hidden), kThreads, 0, as_stream(stream)>>>(table, ids, rows, hidden, out);
+    launch_dependent("embedding_kernel", embedding_kernel<false>, blocks_for(rows * hidden), kThreads, 0, as_stream(stream), table, ids, rows, hidden, out);
   check_launch("embedding kernel");
 }
 
 void gather_rows(const float* x, const int32_t* rows, int64_t n, int64_t width, float* out, void* stream) {
   if (n * width == 0) return;
-  gather_rows_kernel<<<blocks_for(n * width), kThreads, 0, as_stream(stream)>>>(x, rows, n, width, out);
+  launch_dependent("gather_rows_kernel", gather_rows_kernel, blocks_for(n * width), kThreads, 0, as_stream(stream), x, rows, n, width, out);
   check_launch("gather_rows kernel");
 }
 
@@ -129,47 +138,47 @@ void swiglu(const float* gate_up, int64_t m, int64_t inter, void* out, DType out
   auto s = as_stream(stream);
   if (inter % 4 == 0) {
     if (out_type == DType::bf16)
-      swiglu4_kernel<true><<<rows_grid(m, inter / 4), kThreads, 0, s>>>(gate_up, m, inter, out);
+      launch_dependent("swiglu4_kernel", swiglu4_kernel<true>, rows_grid(m, inter / 4), kThreads, 0, s, gate_up, m, inter, out);
     else
-      swiglu4_kernel<false><<<rows_grid(m, inter / 4), kThreads, 0, s>>>(gate_up, m, inter, out);
+      launch_dependent("swiglu4_kernel", swiglu4_kernel<false>, rows_grid(m, inter / 4), kThreads, 0, s, gate_up, m, inter, out);
   } else if (out_type == DType::bf16) {
-    swiglu_kernel<true><<<rows_grid(m, inter), kThreads, 0, s>>>(gate_up, m, inter, out);
+    launch_dependent("swiglu_kernel", swiglu_kernel<true>, rows_grid(m, inter), kThreads, 0, s, gate_up, m, inter, out);
   } else {
-    swiglu_kernel<false><<<rows_grid(m, inter), kThreads, 0, s>>>(gate_up, m, inter, out);
+    launch_dependent("swiglu_kernel", swiglu_kernel<false>, rows_grid(m, inter), kThreads, 0, s, gate_up, m, inter, out);
   }
   check_launch("swiglu kernel");
 }
 
 void split_query_gate(const float* qg, int64_t rows_heads, int64_t d, float* q, float* gate, void* stream) {
   if (rows_heads * d == 0) return;
-  split_query_gate_kernel<<<rows_grid(rows_heads, d), kThreads, 0, as_stream(stream)>>>(qg, rows_heads, d, q, gate);
+  launch_dependent("split_query_gate_kernel", split_query_gate_kernel, rows_grid(rows_heads, d), kThreads, 0, as_stream(stream), qg, rows_heads, d, q, gate);
   check_launch("split_query_gate kernel");
 }
 
 void split_columns(const float* x, int64_t m, int64_t n, const SplitParts& parts, void* stream) {
   if (m * n == 0) return;
-  split_columns_kernel<<<rows_grid(m, n), kThreads, 0, as_stream(stream)>>>(x, m, n, parts);
+  launch_dependent("split_columns_kernel", split_columns_kernel, rows_grid(m, n), kThreads, 0, as_stream(stream), x, m, n, parts);
   check_launch("split_columns kernel");
 }
 
 void sigmoid_gate(void* x, DType x_type, const float* gate, int64_t n, void* stream) {
   if (n == 0) return;
   if (x_type == DType::bf16)
-    sigmoid_gate_kernel<true><<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(x, gate, n);
+    launch_dependent("sigmoid_gate_kernel", sigmoid_gate_kernel<true>, blocks_for(n), kThreads, 0, as_stream(stream), x, gate, n);
   else
-    sigmoid_gate_kernel<false><<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(x, gate, n);
+    launch_dependent("sigmoid_gate_kernel", sigmoid_gate_kernel<false>, blocks_for(n), kThreads, 0, as_stream(stream), x, gate, n);
   check_launch("sigmoid_gate kernel");
 }
 
 void to_bf16(const float* x, uint16_t* out, int64_t n, void* stream) {
   if (n == 0) return;
-  to_bf16_kernel<<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(x, out, n);
+  launch_dependent("to_bf16_kernel", to_bf16_kernel, blocks_for(n), kThreads, 0, as_stream(stream), x, out, n);
   check_launch("to_bf16 kernel");
 }
 
 void bf16_to_f32(const uint16_t* x, float* out, int64_t n, void* stream) {
   if (n == 0) return;
-  bf16_to_f32_kernel<<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(x, out, n);
+  launch_dependent("bf16_to_f32_kernel", bf16_to_f32_kernel, blocks_for(n), kThreads, 0, as_stream(stream), x, out, n);
   check_launch("bf16_to_f32 kernel");
 }
 

@@ -11,8 +11,8 @@
 // kernel on the stream drains, load their first weight vectors (which no earlier kernel
 // writes) and only then wait (griddepcontrol.wait) for the previous kernel's results, the
 // input row and the residual. That hides the launch and the first DRAM round trip behind the
-// previous kernel's tail, which adds up over the ~130 GEMVs of a decode step.
-// DELTASERVE_CUDA_GEMV_PDL=0 launches it plainly (for comparisons).
+// previous kernel's tail, which adds up over the ~130 GEMVs of a decode step (see
+// launch_dependent in backend_common.cuh; DELTASERVE_CUDA_PDL=0 launches it plainly).
 #include <cstdlib>
 #include <string>
 
@@ -52,9 +52,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const uint16_t* __res
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) wv[u] = __ldg(wr + v + 32 * u);
   }
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");  // x and out are the previous kernels' results
-#endif
+  wait_for_previous_kernel();  // x and out are the previous kernels' results
   for (; v + 32 * (kUnroll - 1) < vecs; v += 32 * kUnroll) {
     if (!preloaded) {
 #pragma unroll
@@ -97,20 +95,8 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const uint16_t* __res
 
 template <int M>
 void launch(const uint16_t* w, const uint16_t* x, int64_t N, int64_t K, float* out, bool accumulate, cudaStream_t s) {
-  static const bool pdl = [] {
-    const char* v = std::getenv("DELTASERVE_CUDA_GEMV_PDL");
-    return !(v && std::string(v) == "0");
-  }();
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(grid_for(N, kWarps));
-  cfg.blockDim = dim3(kWarps * 32);
-  cfg.stream = s;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = pdl ? 1 : 0;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  check_cuda(cudaLaunchKernelEx(&cfg, gemv_kernel<M>, w, x, N, K, out, accumulate), "gemm (skinny) launch");
+  launch_dependent("gemm (skinny) kernel", gemv_kernel<M>, dim3(grid_for(N, kWarps)), dim3(kWarps * 32), 0, s, w, x, N,
+                   K, out, accumulate);
 }
 
 }  // namespace

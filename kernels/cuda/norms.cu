@@ -11,6 +11,7 @@ namespace {
 
 template <bool kInBf16, bool kOutBf16>
 __global__ void rms_norm_kernel(const void* x, const float* w, int64_t d, float eps, void* out) {
+  wait_for_previous_kernel();
   __shared__ float red[32];
   const int64_t base = static_cast<int64_t>(blockIdx.x) * d;
   float ss = 0.0f;
@@ -28,6 +29,7 @@ __global__ void rms_norm_kernel(const void* x, const float* w, int64_t d, float 
 
 template <bool kOutBf16>
 __global__ void gated_rms_norm_kernel(const float* x, const float* z, const float* w, int64_t d, float eps, void* out) {
+  wait_for_previous_kernel();
   __shared__ float red[32];
   const int64_t base = static_cast<int64_t>(blockIdx.x) * d;
   float ss = 0.0f;
@@ -44,6 +46,7 @@ constexpr int kWarpRowMax = 512;
 
 template <bool kInBf16, bool kOutBf16>
 __global__ void rms_norm_warp_kernel(const void* x, const float* w, int64_t rows, int d, float eps, void* out) {
+  wait_for_previous_kernel();
   const int64_t row = static_cast<int64_t>(blockIdx.x) * 8 + (threadIdx.x >> 5);
   if (row >= rows) return;
   const int lane = threadIdx.x & 31;
@@ -68,6 +71,7 @@ __global__ void rms_norm_warp_kernel(const void* x, const float* w, int64_t rows
 template <bool kOutBf16>
 __global__ void gated_rms_norm_warp_kernel(const float* x, const float* z, const float* w, int64_t rows, int d,
                                            float eps, void* out) {
+  wait_for_previous_kernel();
   const int64_t row = static_cast<int64_t>(blockIdx.x) * 8 + (threadIdx.x >> 5);
   if (row >= rows) return;
   const int lane = threadIdx.x & 31;
@@ -111,26 +115,26 @@ void rms_norm(const void* x, DType x_type, const float* w, int64_t rows, int64_t
     const dim3 g(grid_for(rows, 8));
     const int di = static_cast<int>(d);
     if (ib && ob)
-      rms_norm_warp_kernel<true, true><<<g, 256, 0, s>>>(x, w, rows, di, eps, out);
+      launch_dependent("rms_norm_warp_kernel", rms_norm_warp_kernel<true, true>, g, 256, 0, s, x, w, rows, di, eps, out);
     else if (ib)
-      rms_norm_warp_kernel<true, false><<<g, 256, 0, s>>>(x, w, rows, di, eps, out);
+      launch_dependent("rms_norm_warp_kernel", rms_norm_warp_kernel<true, false>, g, 256, 0, s, x, w, rows, di, eps, out);
     else if (ob)
-      rms_norm_warp_kernel<false, true><<<g, 256, 0, s>>>(x, w, rows, di, eps, out);
+      launch_dependent("rms_norm_warp_kernel", rms_norm_warp_kernel<false, true>, g, 256, 0, s, x, w, rows, di, eps, out);
     else
-      rms_norm_warp_kernel<false, false><<<g, 256, 0, s>>>(x, w, rows, di, eps, out);
+      launch_dependent("rms_norm_warp_kernel", rms_norm_warp_kernel<false, false>, g, 256, 0, s, x, w, rows, di, eps, out);
     check_launch("rms_norm kernel");
     return;
   }
   const dim3 grid(static_cast<unsigned>(rows));
   const int t = threads_for(d);
   if (ib && ob)
-    rms_norm_kernel<true, true><<<grid, t, 0, s>>>(x, w, d, eps, out);
+    launch_dependent("rms_norm_kernel", rms_norm_kernel<true, true>, grid, t, 0, s, x, w, d, eps, out);
   else if (ib)
-    rms_norm_kernel<true, false><<<grid, t, 0, s>>>(x, w, d, eps, out);
+    launch_dependent("rms_norm_kernel", rms_norm_kernel<true, false>, grid, t, 0, s, x, w, d, eps, out);
   else if (ob)
-    rms_norm_kernel<false, true><<<grid, t, 0, s>>>(x, w, d, eps, out);
+    launch_dependent("rms_norm_kernel", rms_norm_kernel<false, true>, grid, t, 0, s, x, w, d, eps, out);
   else
-    rms_norm_kernel<false, false><<<grid, t, 0, s>>>(x, w, d, eps, out);
+    launch_dependent("rms_norm_kernel", rms_norm_kernel<false, false>, grid, t, 0, s, x, w, d, eps, out);
   check_launch("rms_norm kernel");
 }
 
@@ -142,18 +146,18 @@ void gated_rms_norm(const float* x, const float* z, const float* w, int64_t rows
     const dim3 g(grid_for(rows, 8));
     const int di = static_cast<int>(d);
     if (out_type == DType::bf16)
-      gated_rms_norm_warp_kernel<true><<<g, 256, 0, as_stream(stream)>>>(x, z, w, rows, di, eps, out);
+      launch_dependent("gated_rms_norm_warp_kernel", gated_rms_norm_warp_kernel<true>, g, 256, 0, as_stream(stream), x, z, w, rows, di, eps, out);
     else
-      gated_rms_norm_warp_kernel<false><<<g, 256, 0, as_stream(stream)>>>(x, z, w, rows, di, eps, out);
+      launch_dependent("gated_rms_norm_warp_kernel", gated_rms_norm_warp_kernel<false>, g, 256, 0, as_stream(stream), x, z, w, rows, di, eps, out);
     check_launch("gated_rms_norm kernel");
     return;
   }
   const dim3 grid(static_cast<unsigned>(rows));
   const int t = threads_for(d);
   if (out_type == DType::bf16)
-    gated_rms_norm_kernel<true><<<grid, t, 0, as_stream(stream)>>>(x, z, w, d, eps, out);
+    launch_dependent("gated_rms_norm_kernel", gated_rms_norm_kernel<true>, grid, t, 0, as_stream(stream), x, z, w, d, eps, out);
   else
-    gated_rms_norm_kernel<false><<<grid, t, 0, as_stream(stream)>>>(x, z, w, d, eps, out);
+    launch_dependent("gated_rms_norm_kernel", gated_rms_norm_kernel<false>, grid, t, 0, as_stream(stream), x, z, w, d, eps, out);
   check_launch("gated_rms_norm kernel");
 }
 

@@ -11,6 +11,7 @@ namespace {
 
 __global__ void rope_kernel(float* x, const int32_t* positions, int64_t rows, int64_t heads, int64_t d, int64_t half,
                             const float* inv_freq) {
+  wait_for_previous_kernel();
   const int64_t n = rows * heads * half;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t k = i % half, rh = i / half, row = rh / heads;
@@ -31,7 +32,7 @@ void rope(float* x, const int32_t* positions, int64_t rows, int64_t heads, int64
   const int64_t half = rotary / 2, n = rows * heads * half;
   if (n == 0) return;
   const int64_t g = (n + 255) / 256;
-  rope_kernel<<<static_cast<unsigned>(g > 65536 ? 65536 : g), 256, 0, as_stream(stream)>>>(x, positions, rows, heads, d,
+  launch_dependent("rope_kernel", rope_kernel, static_cast<unsigned>(g > 65536 ? 65536 : g), 256, 0, as_stream(stream), x, positions, rows, heads, d,
                                                                                             half, inv_freq);
   check_launch("rope kernel");
 }
