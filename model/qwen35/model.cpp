@@ -314,6 +314,7 @@ void Model::project(const Tensor& x, const Tensor& stacked, std::span<Tensor> ou
     be.gemm(x, stacked.rows(first, n), flat, false);
     first += n;
   }
+  if (first != stacked.dim(0)) throw std::logic_error("Model::project: outputs do not cover the stacked weight");
 }
 
 void Model::run_mlp(int64_t layer, int64_t rows, Workspace& ws) {
