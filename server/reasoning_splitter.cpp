@@ -1,6 +1,6 @@
 #include "server/reasoning_splitter.h"
 
-#include <algorithm>
+#include "server/partial_match.h"
 
 namespace ds::server {
 
@@ -8,14 +8,6 @@ namespace {
 
 constexpr std::string_view kOpen = "<think>";
 constexpr std::string_view kClose = "</think>";
-
-// Length of the longest tail of `s` that is a proper prefix of `tag`.
-size_t partial_tag_tail(std::string_view s, std::string_view tag) {
-  const size_t max_len = std::min(tag.size() - 1, s.size());
-  for (size_t len = max_len; len > 0; --len)
-    if (s.substr(s.size() - len) == tag.substr(0, len)) return len;
-  return 0;
-}
 
 }  // namespace
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "server/partial_match.h"
+
 namespace ds::server {
 
 StopStringMatcher::StopStringMatcher(std::vector<std::string> stops, bool include_stop)
@@ -45,15 +47,7 @@ StopStringMatcher::Result StopStringMatcher::push(std::string_view piece) {
 
   // Hold the longest tail that is a proper prefix of some stop string.
   size_t hold = 0;
-  for (const std::string& s : stops_) {
-    const size_t max_len = std::min(s.size() - 1, buf.size());
-    for (size_t len = max_len; len > hold; --len) {
-      if (std::string_view(buf).substr(buf.size() - len) == std::string_view(s).substr(0, len)) {
-        hold = len;
-        break;
-      }
-    }
-  }
+  for (const std::string& s : stops_) hold = std::max(hold, partial_tag_tail(buf, s));
   held_ = buf.substr(buf.size() - hold);
   buf.resize(buf.size() - hold);
   r.text = std::move(buf);

@@ -1,8 +1,8 @@
 #include "server/tool_call_parser.h"
 
-#include <algorithm>
 #include <cctype>
 
+#include "server/partial_match.h"
 #include "server/random_id.h"
 
 namespace ds::server {
@@ -15,13 +15,6 @@ constexpr std::string_view kFunctionOpen = "<function=";
 constexpr std::string_view kFunctionClose = "</function>";
 constexpr std::string_view kParamOpen = "<parameter=";
 constexpr std::string_view kParamClose = "</parameter>";
-
-size_t partial_tag_tail(std::string_view s, std::string_view tag) {
-  const size_t max_len = std::min(tag.size() - 1, s.size());
-  for (size_t len = max_len; len > 0; --len)
-    if (s.substr(s.size() - len) == tag.substr(0, len)) return len;
-  return 0;
-}
 
 bool is_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
