@@ -93,6 +93,13 @@ class Backend {
   virtual void gemm(const Tensor& x, const Tensor& w, Tensor& out, bool accumulate) = 0;
   // SwiGLU on a fused projection: gate_up [M, 2I] = [gate | up]; out [M, I] = silu(gate) * up.
   virtual void swiglu(const Tensor& gate_up, Tensor& out) = 0;
+  // The MLP's first half: out = silu(x · Wgᵀ) * (x · Wuᵀ) for the stacked gate_up = [Wg; Wu]
+  // [2I, K]; scratch [M, 2I] f32 holds the projection where a backend needs it. The default is
+  // gemm then swiglu; a backend may fuse them (CUDA does for one row).
+  virtual void gate_up_swiglu(const Tensor& x, const Tensor& gate_up, Tensor& scratch, Tensor& out) {
+    gemm(x, gate_up, scratch, false);
+    swiglu(scratch, out);
+  }
   // Splits a gated q_proj output [M, Nq, 2D] (per head: query then gate) into q and gate,
   // each [M, Nq, D].
   virtual void split_query_gate(const Tensor& qg, Tensor& q, Tensor& gate) = 0;
@@ -109,6 +116,18 @@ class Backend {
   virtual int64_t fused_projection_rows() const { return 0; }
   // In-place partial RoPE on x [rows, heads, D] at each row's position.
   virtual void rope(Tensor& x, const BatchPlan& plan, const RopeParams& params) = 0;
+  // The gated attention's q/k preparation: split qg [rows, Nq, 2D] into q and gate, q =
+  // rope(rms_norm(q, q_norm)), k = rope(rms_norm(k, k_norm)) in place (k [rows, Nkv, D]). The
+  // default runs those five ops; a backend may fuse them (CUDA does).
+  virtual void prepare_qk(const Tensor& qg, const Tensor& q_norm, const Tensor& k_norm, float eps,
+                          const BatchPlan& plan, const RopeParams& rope_params, Tensor& q, Tensor& gate,
+                          Tensor& k) {
+    split_query_gate(qg, q, gate);
+    rms_norm(q, q_norm, eps, q);
+    rms_norm(k, k_norm, eps, k);
+    rope(q, plan, rope_params);
+    rope(k, plan, rope_params);
+  }
   // x *= sigmoid(gate), elementwise; same shapes.
   virtual void sigmoid_gate(Tensor& x, const Tensor& gate) = 0;
   // Writes each row's k and v ([rows, Nkv, D]) into the pools at its K/V slot.

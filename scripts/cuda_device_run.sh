@@ -107,6 +107,7 @@ if [ "$BENCH" = 1 ]; then
   note "bench rc=$?"
   # Optional second benchmark run with an environment switch, e.g. an A/B:
   #   BENCH2_ENV=DELTASERVE_CUDA_GEMV=0 BENCH2_ARGS='--batches 1,8 --contexts 1024 --prefill 0 --layouts ""'
+  # (BENCH2_ENV=" " with BENCH2_BIN=bench_cuda_model_base runs the baseline binary of the bundle.)
   # KV_BENCH="q8_0 q4_0": the benchmark again with those K/V cache types (KV_BENCH_ARGS).
   for kv in ${KV_BENCH:-}; do
     left=$((DEADLINE - (SECONDS - START)))
@@ -117,9 +118,9 @@ if [ "$BENCH" = 1 ]; then
   if [ -n "${BENCH2_ENV:-}" ]; then
     left=$((DEADLINE - (SECONDS - START)))
     if [ $left -gt 30 ]; then
-      eval "env LD_LIBRARY_PATH=$LIBS $BENCH2_ENV timeout $left $B/bin/bench_cuda_model --model $CKPT ${BENCH2_ARGS:-}" \
+      eval "env LD_LIBRARY_PATH=$LIBS $BENCH2_ENV timeout $left $B/bin/${BENCH2_BIN:-bench_cuda_model} --model $CKPT ${BENCH2_ARGS:-}" \
         > "$OUT/bench2.log" 2>&1 || true
-      note "bench2 ($BENCH2_ENV): $(grep -E '^decode|^prefill' "$OUT/bench2.log" | tr '\n' ';')"
+      note "bench2 (${BENCH2_BIN:-bench_cuda_model} $BENCH2_ENV): $(grep -E '^decode|^prefill' "$OUT/bench2.log" | tr '\n' ';')"
     fi
   fi
   grep -E "^gpu|^decode|^prefill|^loaded|error" "$OUT/bench.log" | head -40

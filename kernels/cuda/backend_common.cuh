@@ -13,6 +13,7 @@
 #include <string>
 #include <utility>
 
+#include "kernels/cuda/backend_ops.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/kv_elements.cuh"
 #include "kernels/dtype.h"
@@ -67,18 +68,18 @@ __device__ __forceinline__ float block_sum(float v, float* red) {
 // read (only loads of constant data, such as weights, may come first); the wait returns once
 // the previous kernel has finished and its writes are visible. DELTASERVE_CUDA_PDL=0 launches
 // everything plainly, for comparisons (the wait is then a no-op).
+//
+// After the wait, the block also signals (griddepcontrol.launch_dependents) that the next
+// kernel may launch: once every block of this grid has passed its wait, the next kernel's
+// blocks take the SM room this grid leaves, load their weights and park in their own wait,
+// instead of being launched only when this grid's last block exits. Signalling after the
+// wait (not before) keeps at most one kernel parked behind the running one, and keeps the
+// order transitive: a kernel whose wait returned knows every earlier kernel has finished.
 __device__ __forceinline__ void wait_for_previous_kernel() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
-}
-
-inline bool pdl_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("DELTASERVE_CUDA_PDL");
-    return !(v && std::string(v) == "0");
-  }();
-  return on;
 }
 
 template <typename... Params, typename... Args>

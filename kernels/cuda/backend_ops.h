@@ -46,6 +46,11 @@ inline constexpr int kGdnRecurrentMaxTokens = 8;
 // (64 x 64) and the chunk's total decay (padded to 16 bytes).
 inline constexpr int64_t kGdnScratchFloats = 4 * 64 * 128 + 64 * 64 + 4;
 
+// Whether the backend chains its kernels as programmatic dependent launches
+// (launch_dependent in backend_common.cuh; DecodeOptions / KvWrite::chained_launch);
+// DELTASERVE_CUDA_PDL=0 launches everything plainly, for comparisons. (cuda_context.cpp)
+bool pdl_enabled();
+
 // ---- elementwise.cu
 // out[r] = table[ids[r]] (table bf16 or f32 [V, H]) as f32.
 void embedding(const void* table, DType table_type, const int32_t* ids, int64_t rows, int64_t hidden, float* out,
@@ -80,6 +85,10 @@ inline constexpr int64_t kGemvMaxRows = 1;
 bool gemv_supported(int64_t M, int64_t K);
 void gemv_bf16(const uint16_t* w, const uint16_t* x, int64_t M, int64_t N, int64_t K, float* out, bool accumulate,
                void* stream);
+// The MLP's gate/up projection and SwiGLU for one row: act[i] = silu(w[i] · x) * (w[I + i] · x)
+// with w the stacked [gate; up] weight [2I, K]; act f32 or bf16.
+void gemv_swiglu_bf16(const uint16_t* w, const uint16_t* x, int64_t inter, int64_t K, void* act, DType act_type,
+                      void* stream);
 
 // ---- norms.cu
 // Zero-centred RMSNorm over rows of d: out = x * rsqrt(mean(x²) + eps) * (1 + w). x and out f32
@@ -94,6 +103,13 @@ void gated_rms_norm(const float* x, const float* z, const float* w, int64_t rows
 // In-place partial rotate-half RoPE on x [rows, heads, d] at positions[row]; inv_freq [rotary/2].
 void rope(float* x, const int32_t* positions, int64_t rows, int64_t heads, int64_t d, int64_t rotary,
           const float* inv_freq, void* stream);
+// The attention block's q/k preparation in one launch: q = rope(rms_norm(query half of qg, q_norm)),
+// gate = gate half of qg, k = rope(rms_norm(k, k_norm)) in place. qg [rows, nq, 2d], q and gate
+// [rows, nq, d], k [rows, nkv, d], all f32; d a multiple of 32, at most 1024.
+bool qk_norm_rope_supported(int64_t d);
+void qk_norm_rope(const float* qg, float* q, float* gate, float* k, const float* q_norm, const float* k_norm,
+                  const int32_t* positions, int64_t rows, int64_t nq, int64_t nkv, int64_t d, float eps,
+                  int64_t rotary, const float* inv_freq, void* stream);
 
 // ---- conv1d.cu
 // Depthwise causal conv1d + SiLU per sequence from its conv state [slots, layers, C, kc-1],

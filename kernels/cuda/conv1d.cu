@@ -15,10 +15,15 @@ namespace {
 template <int KC>
 __global__ void conv1d_kernel(const float* x, const float* w, float* conv_state, int64_t n_layers, int64_t layer,
                               const DevSeq* seqs, const int32_t* seq_ids, int64_t channels, float* out) {
-  wait_for_previous_kernel();
   constexpr int kTaps = KC - 1;
   const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-  if (c >= channels) return;
+  if (c >= channels) {
+    wait_for_previous_kernel();
+    return;
+  }
+  // The plan (uploaded at the start of the step), this layer's conv state (last written by
+  // this kernel a step ago) and the filter were all written before the kernel ahead of this
+  // one started (see launch_dependent), so they load before the wait; x is its result.
   const DevSeq sq = seqs[seq_ids ? seq_ids[blockIdx.y] : blockIdx.y];
   float* st = conv_state + ((static_cast<int64_t>(sq.state_slot) * n_layers + layer) * channels + c) * kTaps;
   float win[KC];
@@ -27,6 +32,7 @@ __global__ void conv1d_kernel(const float* x, const float* w, float* conv_state,
   for (int j = 0; j < kTaps; ++j) win[j] = st[j];
 #pragma unroll
   for (int j = 0; j < KC; ++j) wt[j] = w[c * KC + j];
+  wait_for_previous_kernel();
   for (int32_t t = 0; t < sq.n_tokens; ++t) {
     const int64_t r = static_cast<int64_t>(sq.first_row) + t;
     win[kTaps] = x[r * channels + c];

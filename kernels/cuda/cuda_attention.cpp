@@ -63,6 +63,7 @@ void AttentionRunner::decode(const kernels::Tensor& q, const KvPoolView& pools, 
   const auto nq = static_cast<int32_t>(q.dim(1));
   const auto key = std::make_tuple(nq, pools.n_kv_heads, pools.head_dim, pools.block_size);
   DecodeOptions opts;
+  opts.chained_launch = ops::pdl_enabled();  // behind kv_write, itself chained behind prepare_qk
   auto it = devices_.find(key);
   if (it == devices_.end()) it = devices_.emplace(key, describe_decode(pools, nq, opts)).first;
   const DecodeDevice& dev = it->second;

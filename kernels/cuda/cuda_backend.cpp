@@ -266,6 +266,26 @@ class CudaBackend final : public kernels::Backend {
     after(op);
   }
 
+  // One row (batch-1 decode): the gate and up rows in one weight-streaming kernel that writes
+  // the SwiGLU product; otherwise the GEMM and the elementwise kernel.
+  void gate_up_swiglu(const Tensor& x, const Tensor& w, Tensor& scratch, Tensor& out) override {
+    const bool one_row = x.rank() == 2 && x.dim(0) == 1 && x.dtype() == DType::bf16 && w.dtype() == DType::bf16 &&
+                         w.rank() == 2 && w.dim(0) % 2 == 0 && w.dim(1) == x.dim(1) && gemv_enabled() &&
+                         ops::gemv_supported(1, x.dim(1));
+    if (!one_row) {
+      kernels::Backend::gate_up_swiglu(x, w, scratch, out);
+      return;
+    }
+    const char* op = "gate_up_swiglu";
+    begin(op);
+    check_act(out, op, "out");
+    const int64_t inter = w.dim(0) / 2;
+    CHECK_ARG((out.shape() == Shape{1, inter}), op, "out must be " + Shape{1, inter}.str() + ", got " + out.shape().str());
+    ops::gemv_swiglu_bf16(w.data_as<const uint16_t>(), x.data_as<const uint16_t>(), inter, x.dim(1), out.data(),
+                          out.dtype(), ctx_.stream());
+    after(op);
+  }
+
   void split_query_gate(const Tensor& qg, Tensor& q, Tensor& gate) override {
     const char* op = "split_query_gate";
     begin(op);
@@ -277,6 +297,39 @@ class CudaBackend final : public kernels::Backend {
     CHECK_ARG(q.shape() == want && gate.shape() == want, op, "q and gate must be " + want.str());
     ops::split_query_gate(qg.data_as<const float>(), qg.dim(0) * qg.dim(1), want[2], q.data_as<float>(),
                           gate.data_as<float>(), ctx_.stream());
+    after(op);
+  }
+
+  void prepare_qk(const Tensor& qg, const Tensor& q_norm, const Tensor& k_norm, float eps, const BatchPlan& plan,
+                  const RopeParams& params, Tensor& q, Tensor& gate, Tensor& k) override {
+    const char* op = "prepare_qk";
+    CHECK_ARG(qg.rank() == 3 && qg.dim(2) % 2 == 0, op, "qg must be [M, Nq, 2D], got " + qg.shape().str());
+    const int64_t rows = qg.dim(0), nq = qg.dim(1), d = qg.dim(2) / 2;
+    if (!ops::qk_norm_rope_supported(d)) {  // head dims the one-block-per-head kernel does not take
+      kernels::Backend::prepare_qk(qg, q_norm, k_norm, eps, plan, params, q, gate, k);
+      return;
+    }
+    begin(op);
+    const auto& p = cuda_plan(plan, op);
+    check_type(qg, op, "qg", DType::f32);
+    check_type(q, op, "q", DType::f32);
+    check_type(gate, op, "gate", DType::f32);
+    check_type(k, op, "k", DType::f32);
+    check_type(q_norm, op, "q_norm", DType::f32);
+    check_type(k_norm, op, "k_norm", DType::f32);
+    CHECK_ARG(rows == p.num_rows(), op, "qg must have one row per step row, got " + qg.shape().str());
+    const Shape want{rows, nq, d};
+    CHECK_ARG(q.shape() == want && gate.shape() == want, op, "q and gate must be " + want.str());
+    CHECK_ARG(k.rank() == 3 && k.dim(0) == rows && k.dim(2) == d, op,
+              "k must be [" + std::to_string(rows) + ", Nkv, " + std::to_string(d) + "], got " + k.shape().str());
+    CHECK_ARG(q_norm.numel() == d && k_norm.numel() == d, op, "q_norm and k_norm must hold " + std::to_string(d) + " values");
+    const int64_t r = params.rotary_dim;
+    CHECK_ARG(r > 0 && r % 2 == 0 && r <= d, op,
+              "rotary dim " + std::to_string(r) + " must be even and within head dim " + std::to_string(d));
+    CHECK_ARG(params.theta > 0, op, "theta must be positive");
+    ops::qk_norm_rope(qg.data_as<const float>(), q.data_as<float>(), gate.data_as<float>(), k.data_as<float>(),
+                      q_norm.data_as<const float>(), k_norm.data_as<const float>(), p.d_positions, rows, nq, k.dim(1), d,
+                      eps, r, inv_freq(r, params.theta), ctx_.stream());
     after(op);
   }
 
@@ -358,7 +411,7 @@ class CudaBackend final : public kernels::Backend {
               "a " + std::string(dtype_name(options_.kv_dtype)) + " K/V cache needs a head dim that is a multiple of 32");
     KvPoolView pools{k_pool.data(), v_pool.data(), options_.kv_dtype, options_.kv_dtype, k_pool.dim(0),
                      static_cast<int32_t>(k_pool.dim(1)), static_cast<int32_t>(k.dim(1)), static_cast<int32_t>(k.dim(2))};
-    KvWrite w{k.data(), v.data(), DType::f32, static_cast<int32_t>(p.num_rows()), p.d_kv_slots};
+    KvWrite w{k.data(), v.data(), DType::f32, static_cast<int32_t>(p.num_rows()), p.d_kv_slots, ops::pdl_enabled()};
     write_kv(pools, w, false, nullptr, ctx_.stream());
     after(op);
   }

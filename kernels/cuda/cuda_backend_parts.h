@@ -19,6 +19,10 @@ namespace ds::cuda {
 
 // out [M, N] (f32) = x [M, K] · w [N, K]ᵀ (+ out when accumulate). w bf16 with x bf16 (an f32
 // x is converted first), or w f32 with x f32: fp32 accumulation either way.
+// Whether one-row GEMMs take the weight-streaming kernels of gemv.cu (DELTASERVE_CUDA_GEMV=0
+// sends them to cuBLAS, for comparisons).
+bool gemv_enabled();
+
 void run_gemm(CudaContext& ctx, const kernels::Tensor& x, const kernels::Tensor& w, kernels::Tensor& out,
               bool accumulate);
 

@@ -2,8 +2,11 @@
 #include "kernels/cuda/cuda_context.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
+#include <string>
 
+#include "kernels/cuda/backend_ops.h"
 #include "kernels/cuda/cuda_check.h"
 
 namespace ds::cuda {
@@ -88,3 +91,15 @@ int64_t CudaContext::scratch_bytes() const {
 }
 
 }  // namespace ds::cuda
+
+namespace ds::cuda::ops {
+
+bool pdl_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("DELTASERVE_CUDA_PDL");
+    return !(v && std::string(v) == "0");
+  }();
+  return on;
+}
+
+}  // namespace ds::cuda::ops

@@ -10,6 +10,14 @@
 
 namespace ds::cuda {
 
+bool gemv_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("DELTASERVE_CUDA_GEMV");
+    return !(v && std::string(v) == "0");
+  }();
+  return on;
+}
+
 void run_gemm(CudaContext& ctx, const kernels::Tensor& x, const kernels::Tensor& w, kernels::Tensor& out,
               bool accumulate) {
   auto bad = [](const std::string& m) { throw std::invalid_argument("gemm: " + m); };
@@ -38,13 +46,8 @@ void run_gemm(CudaContext& ctx, const kernels::Tensor& x, const kernels::Tensor&
       xp = tmp;
     }
   }
-  // Decode shapes: the weight-streaming kernel (gemv.cu) instead of cuBLAS, unless
-  // DELTASERVE_CUDA_GEMV=0 (for comparisons).
-  static const bool use_gemv = [] {
-    const char* v = std::getenv("DELTASERVE_CUDA_GEMV");
-    return !(v && std::string(v) == "0");
-  }();
-  if (use_gemv && type == CUDA_R_16BF && ops::gemv_supported(M, K)) {
+  // Decode shapes: the weight-streaming kernel (gemv.cu) instead of cuBLAS.
+  if (gemv_enabled() && type == CUDA_R_16BF && ops::gemv_supported(M, K)) {
     ops::gemv_bf16(w.data_as<const uint16_t>(), static_cast<const uint16_t*>(xp), M, N, K, out.data_as<float>(),
                    accumulate, ctx.stream());
     return;

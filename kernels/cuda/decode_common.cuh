@@ -119,7 +119,7 @@ TcConfig tc_config(DType k_type, DType v_type, int head_dim, int regs, int64_t s
 // the instantiations compile in parallel.
 struct TcEntry {
   const void* symbol = nullptr;
-  void (*launch)(const DecodeArgs&, dim3, int64_t, gpuStream_t) = nullptr;
+  void (*launch)(const DecodeArgs&, dim3, int64_t, gpuStream_t, bool chained) = nullptr;
 };
 template <DType KT>
 TcEntry tc_entry_for(DType v_type, int head_dim);

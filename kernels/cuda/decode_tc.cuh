@@ -189,6 +189,7 @@ __device__ __forceinline__ int v_dim(int i, int rho) {
 template <DType KT, DType VT, int D>
 __global__ void __launch_bounds__(kTcWarps * 32, 1) decode_tc_kernel(const DecodeArgs a) {
 #if DS_GPU_HAS_MMA_SM80 && defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800)
+  DS_GPU_WAIT_PREVIOUS();  // chained launches (DecodeOptions::chained_launch): q and the new K/V rows
   constexpr int RK = tc_row_bytes(KT, D), RV = tc_row_bytes(VT, D);
   constexpr int CHK = tc_chunk_bytes(RK), CHV = tc_chunk_bytes(RV);
   constexpr int NCK = RK / CHK, NCV = RV / CHV;  // copy chunks per row
@@ -516,9 +517,7 @@ __global__ void __launch_bounds__(kTcWarps * 32, 1) decode_tc_kernel(const Decod
   cp_async_wait<0>();
   // The merge kernel (launched with programmatic stream serialization) may start its launch
   // now; it waits for this grid's results before reading them.
-#if __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
+  DS_GPU_ALLOW_NEXT();
 
   // ---- merge the four warps' states and write
 #pragma unroll

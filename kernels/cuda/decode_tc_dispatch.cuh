@@ -7,8 +7,8 @@
 namespace ds::cuda::detail {
 
 template <DType KT, DType VT, int D>
-void launch_tc_instance(const DecodeArgs& a, dim3 grid, int64_t smem, gpuStream_t stream) {
-  decode_tc_kernel<KT, VT, D><<<grid, kTcWarps * 32, static_cast<size_t>(smem), stream>>>(a);
+void launch_tc_instance(const DecodeArgs& a, dim3 grid, int64_t smem, gpuStream_t stream, bool chained) {
+  gpu::launch(decode_tc_kernel<KT, VT, D>, grid, dim3(kTcWarps * 32), static_cast<size_t>(smem), stream, chained, a);
 }
 
 template <DType KT, DType VT>

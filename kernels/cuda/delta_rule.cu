@@ -52,7 +52,6 @@ __device__ __forceinline__ float q_scale() { return static_cast<float>(1.0 / sqr
 // ---- token by token
 
 __global__ void __launch_bounds__(128) gdn_recurrent_kernel(const GdnArgs a, const int32_t* seq_ids) {
-  wait_for_previous_kernel();
   __shared__ float qs[kD], ks[kD];
   __shared__ float part[4][32];
   __shared__ float red[32];
@@ -67,6 +66,11 @@ __global__ void __launch_bounds__(128) gdn_recurrent_kernel(const GdnArgs a, con
   float s[32];
 #pragma unroll
   for (int r = 0; r < 32; ++r) s[r] = S[static_cast<int64_t>(warp * 32 + r) * kD + col];
+  // The plan (seqs, seq_ids) was uploaded at the start of the step and this layer's state was
+  // last written by this kernel a step ago, both finished long before the kernel just ahead
+  // of this one (see launch_dependent), so the state loads above overlap that kernel's tail;
+  // qkv, a and b are its results.
+  wait_for_previous_kernel();
 
   for (int32_t t = 0; t < sq.n_tokens; ++t) {
     const int64_t row = static_cast<int64_t>(sq.first_row) + t;

@@ -5,7 +5,11 @@
 // warp shuffle reduces the row. Many small thread blocks keep every SM busy down to the
 // 32-row DeltaNet gate projections. Measured (docs/benchmarks.md): on par with cuBLAS at one
 // row, far slower at eight (each warp re-reads the input rows), so it is built and used for
-// one row only (the template keeps M for a later shared-memory variant).
+// one row only.
+//
+// The SwiGLU variant computes the MLP's gate and up rows (n and n + I of the stacked
+// [gate; up] weight) in the same warp and writes silu(gate) * up straight into the
+// activation the down projection reads: one kernel and one f32 round trip fewer per layer.
 //
 // Launched as a programmatic dependent launch: its blocks are scheduled while the previous
 // kernel on the stream drains, load their first weight vectors (which no earlier kernel
@@ -22,8 +26,8 @@
 namespace ds::cuda::ops {
 namespace {
 
-constexpr int kWarps = 4;
-constexpr int kUnroll = 8;  // 16-byte weight loads in flight per lane
+constexpr int kWarps = 4;  // warps per block of the SwiGLU kernel
+constexpr int kLoads = 8;  // 16-byte weight loads in flight per lane
 
 __device__ __forceinline__ void bf16x8_to_f32(const uint4& v, float* f) {
   const uint32_t w[4] = {v.x, v.y, v.z, v.w};
@@ -34,69 +38,108 @@ __device__ __forceinline__ void bf16x8_to_f32(const uint4& v, float* f) {
   }
 }
 
-template <int M>
-__global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const uint16_t* __restrict__ w, const uint16_t* __restrict__ x,
-                                                           int64_t N, int64_t K, float* __restrict__ out, bool accumulate) {
+// Dot products of one input row x [K] with R weight rows (w_rows[r], [K] each) per warp,
+// L 16-byte weight loads in flight per lane. The first L loads are issued before waiting for
+// the previous kernel; after_wait() runs right after the wait (to start loads of the previous
+// kernels' results early). Returns the sums in every lane.
+template <int R, int L, typename AfterWait>
+__device__ __forceinline__ void warp_dots(const uint4* const (&w_rows)[R], const uint16_t* __restrict__ x, int64_t K,
+                                          float (&sum)[R], AfterWait after_wait) {
+  constexpr int kUnroll = L / R;
   const int lane = threadIdx.x & 31;
-  const int64_t n = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
-  if (n >= N) return;
-  const uint4* wr = reinterpret_cast<const uint4*>(w + n * K);
   const int64_t vecs = K / 8;  // 16-byte vectors per row
-  float acc[M];
+  const uint4* xv = reinterpret_cast<const uint4*>(x);
 #pragma unroll
-  for (int m = 0; m < M; ++m) acc[m] = 0.0f;
+  for (int r = 0; r < R; ++r) sum[r] = 0.0f;
   int64_t v = lane;
-  uint4 wv[kUnroll];
+  uint4 wv[R][kUnroll];
   bool preloaded = v + 32 * (kUnroll - 1) < vecs;
   if (preloaded) {
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) wv[u] = __ldg(wr + v + 32 * u);
+    for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+      for (int r = 0; r < R; ++r) wv[r][u] = __ldg(w_rows[r] + v + 32 * u);
   }
-  wait_for_previous_kernel();  // x and out are the previous kernels' results
+  wait_for_previous_kernel();  // x (and the output) are the previous kernels' results
+  after_wait();
   for (; v + 32 * (kUnroll - 1) < vecs; v += 32 * kUnroll) {
     if (!preloaded) {
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) wv[u] = __ldg(wr + v + 32 * u);
+      for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+        for (int r = 0; r < R; ++r) wv[r][u] = __ldg(w_rows[r] + v + 32 * u);
     }
     preloaded = false;
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      float wf[8];
-      bf16x8_to_f32(wv[u], wf);
+      float xf[8];
+      bf16x8_to_f32(__ldg(xv + v + 32 * u), xf);
 #pragma unroll
-      for (int m = 0; m < M; ++m) {
-        float xf[8];
-        bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(x + m * K) + v + 32 * u), xf);
+      for (int r = 0; r < R; ++r) {
+        float wf[8];
+        bf16x8_to_f32(wv[r][u], wf);
 #pragma unroll
-        for (int i = 0; i < 8; ++i) acc[m] = fmaf(wf[i], xf[i], acc[m]);
+        for (int i = 0; i < 8; ++i) sum[r] = fmaf(wf[i], xf[i], sum[r]);
       }
     }
   }
   for (; v < vecs; v += 32) {
-    float wf[8];
-    bf16x8_to_f32(__ldg(wr + v), wf);
+    float xf[8];
+    bf16x8_to_f32(__ldg(xv + v), xf);
 #pragma unroll
-    for (int m = 0; m < M; ++m) {
-      float xf[8];
-      bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(x + m * K) + v), xf);
+    for (int r = 0; r < R; ++r) {
+      float wf[8];
+      bf16x8_to_f32(__ldg(w_rows[r] + v), wf);
 #pragma unroll
-      for (int i = 0; i < 8; ++i) acc[m] = fmaf(wf[i], xf[i], acc[m]);
+      for (int i = 0; i < 8; ++i) sum[r] = fmaf(wf[i], xf[i], sum[r]);
     }
   }
 #pragma unroll
-  for (int m = 0; m < M; ++m) {
-    const float s = warp_sum(acc[m]);
-    if (lane == 0) {
-      float* o = out + m * N + n;
-      *o = accumulate ? *o + s : s;
-    }
-  }
+  for (int r = 0; r < R; ++r) sum[r] = warp_sum(sum[r]);
 }
 
-template <int M>
-void launch(const uint16_t* w, const uint16_t* x, int64_t N, int64_t K, float* out, bool accumulate, cudaStream_t s) {
-  launch_dependent("gemm (skinny) kernel", gemv_kernel<M>, dim3(grid_for(N, kWarps)), dim3(kWarps * 32), 0, s, w, x, N,
-                   K, out, accumulate);
+// out[n] (+)= w[n, :] · x: W warps per block, R consecutive rows per warp, L loads in flight.
+template <int W, int L, int R>
+__global__ void __launch_bounds__(W * 32) gemv_kernel(const uint16_t* __restrict__ w, const uint16_t* __restrict__ x,
+                                                      int64_t N, int64_t K, float* __restrict__ out, bool accumulate) {
+  const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * W + (threadIdx.x >> 5)) * R;
+  if (n0 >= N) return;
+  const uint4* rows[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) rows[r] = reinterpret_cast<const uint4*>(w + (n0 + r < N ? n0 + r : N - 1) * K);
+  const bool lead = (threadIdx.x & 31) == 0;
+  float prev[R] = {};
+  float s[R];
+  // The residual is read right after the wait, so its round trip overlaps the dot products.
+  warp_dots<R, L>(rows, x, K, s, [&] {
+    if (accumulate && lead)
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+        if (n0 + r < N) prev[r] = out[n0 + r];
+  });
+  if (lead)
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+      if (n0 + r < N) out[n0 + r] = prev[r] + s[r];
+}
+
+// act[i] = silu(w[i, :] · x) * (w[I + i, :] · x), one warp per i; act f32 or bf16.
+template <bool kBf16Out>
+__global__ void __launch_bounds__(kWarps * 32) gemv_swiglu_kernel(const uint16_t* __restrict__ w,
+                                                                  const uint16_t* __restrict__ x, int64_t inter,
+                                                                  int64_t K, void* __restrict__ act) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  if (i >= inter) return;
+  const uint4* rows[2] = {reinterpret_cast<const uint4*>(w + i * K), reinterpret_cast<const uint4*>(w + (inter + i) * K)};
+  float s[2];
+  warp_dots<2, kLoads>(rows, x, K, s, [] {});
+  if ((threadIdx.x & 31) == 0) store_act<kBf16Out>(act, i, silu_f(s[0]) * s[1]);
+}
+
+template <int W, int L, int R>
+void launch_gemv(const uint16_t* w, const uint16_t* x, int64_t N, int64_t K, float* out, bool accumulate, void* stream) {
+  launch_dependent("gemm (skinny) kernel", gemv_kernel<W, L, R>, dim3(grid_for(N, W * R)), dim3(W * 32), 0,
+                   as_stream(stream), w, x, N, K, out, accumulate);
 }
 
 }  // namespace
@@ -105,10 +148,22 @@ bool gemv_supported(int64_t M, int64_t K) { return M >= 1 && M <= kGemvMaxRows &
 
 void gemv_bf16(const uint16_t* w, const uint16_t* x, int64_t M, int64_t N, int64_t K, float* out, bool accumulate,
                void* stream) {
-  auto s = as_stream(stream);
   if (M != 1) throw std::invalid_argument("cuda backend: gemv: one row only");
-  launch<1>(w, x, N, K, out, accumulate, s);
-  check_launch("gemm (skinny) kernel");
+  // 4 warps x 8 loads x 1 row per warp. Measured against 16 loads per lane, 8 warps per block
+  // and 2 rows per warp on the 9B decode step (docs/benchmarks.md): none was faster.
+  launch_gemv<4, 8, 1>(w, x, N, K, out, accumulate, stream);
+}
+
+void gemv_swiglu_bf16(const uint16_t* w, const uint16_t* x, int64_t inter, int64_t K, void* act, DType act_type,
+                      void* stream) {
+  if (inter == 0) return;
+  const dim3 grid(grid_for(inter, kWarps)), block(kWarps * 32);
+  if (act_type == DType::bf16)
+    launch_dependent("gate_up + swiglu (skinny) kernel", gemv_swiglu_kernel<true>, grid, block, 0, as_stream(stream), w,
+                     x, inter, K, act);
+  else
+    launch_dependent("gate_up + swiglu (skinny) kernel", gemv_swiglu_kernel<false>, grid, block, 0, as_stream(stream),
+                     w, x, inter, K, act);
 }
 
 }  // namespace ds::cuda::ops

@@ -47,6 +47,8 @@ __device__ void store_block(DType t, const float* x, uint8_t* row, int b) {
 }
 
 __global__ void write_kv_kernel(const WriteArgs a) {
+  DS_GPU_WAIT_PREVIOUS();  // k_new / v_new are the previous kernel's results when chained
+  DS_GPU_ALLOW_NEXT();
   const int nb = a.head_dim / 32;
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= static_cast<int64_t>(a.n_tokens) * a.n_kv_heads * nb) return;
@@ -104,8 +106,8 @@ void write_kv(const KvPoolView& pools, const KvWrite& w, bool bounds_check, int3
   const int threads = 128;
   const int64_t blocks = (n + threads - 1) / threads;
   if (blocks > 0x7fffffff) bad("too many tokens for one launch");
-  write_kv_kernel<<<static_cast<unsigned>(blocks), threads, 0, static_cast<gpuStream_t>(stream)>>>(a);
-  DS_GPU_CHECK_LAUNCH();
+  gpu::launch(write_kv_kernel, dim3(static_cast<unsigned>(blocks)), dim3(threads), 0, static_cast<gpuStream_t>(stream),
+              w.chained_launch, a);
 }
 
 }  // namespace ds::cuda

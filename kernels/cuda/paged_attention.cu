@@ -73,9 +73,8 @@ constexpr int kMergeBatch = 1024;
 
 __global__ void merge_partials_kernel(const float* part_o, const float* part_lse, const int32_t* begin, void* out,
                                       bool out_f32, int n_q_heads, int D) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the decode kernel's partials are complete
-#endif
+  DS_GPU_WAIT_PREVIOUS();  // the decode kernel's partials are complete
+  DS_GPU_ALLOW_NEXT();
   __shared__ float w[kMergeBatch];
   __shared__ float red[32];
   const int s = blockIdx.x, h = blockIdx.y, tid = threadIdx.x, nt = blockDim.x;
@@ -383,7 +382,7 @@ void paged_attention_decode(const KvPoolView& pools, const DecodeQuery& q, Decod
     const TcEntry e = tc_entry(pools.k_type, pools.v_type, pools.head_dim);
     if (!e.launch) bad("no tensor-core kernel for these types and head_dim");
     ensure_smem_limit(e.symbol, dev.smem_bytes);
-    e.launch(a, grid, dev.smem_bytes, s);
+    e.launch(a, grid, dev.smem_bytes, s, opts.chained_launch);
     DS_GPU_CHECK_LAUNCH();
   } else {
     ensure_smem_limit(portable_symbol(pools.k_type, pools.v_type), dev.smem_bytes);
@@ -395,24 +394,11 @@ void paged_attention_decode(const KvPoolView& pools, const DecodeQuery& q, Decod
     const bool out_f32 = a.out_f32;
     const int n_q_heads = q.n_q_heads, D = pools.head_dim;
     const int32_t* begin = ws.device().seq_item_begin;
-#if DS_GPU_HIP
-    merge_partials_kernel<<<mgrid, threads, 0, s>>>(a.part_o, a.part_lse, begin, q.out, out_f32, n_q_heads, D);
-#else
-    // Programmatic dependent launch: the merge blocks are scheduled while the decode kernel
-    // drains and wait in griddepcontrol.wait for its results.
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = mgrid;
-    cfg.blockDim = dim3(threads);
-    cfg.stream = s;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = dev.kernel == DecodeKernel::tensor_core ? 1 : 0;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    DS_GPU_CHECK(cudaLaunchKernelEx(&cfg, merge_partials_kernel, static_cast<const float*>(a.part_o),
-                                    static_cast<const float*>(a.part_lse), begin, q.out, out_f32, n_q_heads, D));
-#endif
-    DS_GPU_CHECK_LAUNCH();
+    // Chained (programmatic dependent launch) behind the tensor-core kernel: the merge blocks
+    // are scheduled while the decode kernel drains and wait for its results.
+    gpu::launch(merge_partials_kernel, mgrid, dim3(threads), 0, s, dev.kernel == DecodeKernel::tensor_core,
+                static_cast<const float*>(a.part_o), static_cast<const float*>(a.part_lse), begin, q.out, out_f32,
+                n_q_heads, D);
   }
 #ifndef NDEBUG
   if (opts.bounds_check) {

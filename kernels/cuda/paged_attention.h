@@ -89,6 +89,11 @@ struct DecodeOptions {
   int32_t chunk_tokens = 0;  // 0: split-K chosen from occupancy; > 0: fixed tokens per split
   bool bounds_check = kBoundsCheckDefault;
   DecodeKernel kernel = DecodeKernel::automatic;
+  // Launch the tensor-core kernel chained behind the previous kernel on the stream
+  // (programmatic dependent launch: it is scheduled while that kernel drains and waits for it
+  // before reading). The CUDA backend's forward sets it; standalone timing leaves it off so
+  // every call starts from an idle stream.
+  bool chained_launch = false;
 };
 
 // What the planner needs to know about the kernel and the device (from describe_decode).
@@ -210,6 +215,7 @@ struct KvWrite {
   DType src_type = DType::bf16;  // f32, bf16 or f16
   int32_t n_tokens = 0;
   const int64_t* slots = nullptr;  // device [n_tokens]
+  bool chained_launch = false;  // as DecodeOptions::chained_launch
 };
 void write_kv(const KvPoolView& pools, const KvWrite& w, bool bounds_check, int32_t* guard, void* stream);
 

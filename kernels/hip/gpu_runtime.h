@@ -106,3 +106,43 @@ inline void check(gpuError_t err, const char* what, const char* file, int line) 
 
 #define DS_GPU_CHECK(expr) ::ds::gpu::check((expr), #expr, __FILE__, __LINE__)
 #define DS_GPU_CHECK_LAUNCH() ::ds::gpu::check(gpuGetLastError(), "kernel launch", __FILE__, __LINE__)
+
+// Programmatic dependent launch (CUDA sm_90; plain launches elsewhere). A kernel launched with
+// `chained` may be scheduled while the previous kernel on the stream drains; before it reads
+// anything that kernel (or any earlier one) writes it must run DS_GPU_WAIT_PREVIOUS(), which
+// returns once the previous kernel has finished and its writes are visible (at once when
+// there is nothing to wait for). DS_GPU_ALLOW_NEXT() lets the next chained kernel launch
+// before this one ends.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define DS_GPU_WAIT_PREVIOUS() asm volatile("griddepcontrol.wait;\n" ::: "memory")
+#define DS_GPU_ALLOW_NEXT() asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory")
+#else
+#define DS_GPU_WAIT_PREVIOUS() ((void)0)
+#define DS_GPU_ALLOW_NEXT() ((void)0)
+#endif
+
+namespace ds::gpu {
+
+template <typename... Params, typename... Args>
+void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, gpuStream_t stream, bool chained,
+            Args... args) {
+#if DS_GPU_HIP
+  (void)chained;
+  kernel<<<grid, block, smem, stream>>>(args...);
+  DS_GPU_CHECK_LAUNCH();
+#else
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = chained ? 1 : 0;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  DS_GPU_CHECK(cudaLaunchKernelEx(&cfg, kernel, static_cast<Params>(args)...));
+#endif
+}
+
+}  // namespace ds::gpu

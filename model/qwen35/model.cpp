@@ -262,12 +262,11 @@ void Model::run_full_attention(int64_t layer, const kernels::BatchPlan& plan, Wo
 
   Tensor outputs[] = {qg2, k2, v2};
   project(x, w.qkv_proj, outputs, ws);
-  be.split_query_gate(qg, q, gate);
-  be.rms_norm(q, w.q_norm, eps, q);
-  be.rms_norm(k, w.k_norm, eps, k);
+  qg = outputs[0].reshape(qg.shape());
+  k = outputs[1].reshape(k.shape());
+  v = outputs[2].reshape(v.shape());
   const kernels::RopeParams rope{c.rotary_dim, c.rope_theta};
-  be.rope(q, plan, rope);
-  be.rope(k, plan, rope);
+  be.prepare_qk(qg, w.q_norm, w.k_norm, eps, plan, rope, q, gate, k);
   be.kv_write(k, v, plan, k_pools_[static_cast<size_t>(pool)], v_pools_[static_cast<size_t>(pool)]);
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
   be.paged_attention(q, k_pools_[static_cast<size_t>(pool)], v_pools_[static_cast<size_t>(pool)], plan,
@@ -291,6 +290,10 @@ void Model::run_deltanet(int64_t layer, const kernels::BatchPlan& plan, Workspac
 
   Tensor outputs[] = {mixed, z.reshape(flat), b, a};
   project(x, w.in_proj, outputs, ws);
+  mixed = outputs[0];
+  z = outputs[1].reshape(z.shape());
+  b = outputs[2];
+  a = outputs[3];
   be.causal_conv1d(mixed, w.conv1d, conv_state_, state_layer, plan, conv);
   const DeltaNetDims dims{c.linear_k_heads, c.linear_v_heads, c.linear_k_dim, c.linear_v_dim};
   be.gated_delta_rule(conv, a, b, w.a_log, w.dt_bias, recurrent_state_, state_layer, plan, dims, core);
@@ -304,7 +307,19 @@ void Model::project(const Tensor& x, const Tensor& stacked, std::span<Tensor> ou
   if (T <= be.fused_projection_rows()) {
     Tensor fused = ws.proj.rows(0, T * stacked.dim(0)).reshape(Shape{T, stacked.dim(0)});
     be.gemm(x, stacked, fused, false);
-    be.split_columns(fused, outputs);
+    if (T > 1) {
+      be.split_columns(fused, outputs);
+      return;
+    }
+    // One row: each output's columns are a contiguous run of the fused row, so the outputs
+    // become views of it and nothing is copied.
+    int64_t first = 0;
+    for (auto& out : outputs) {
+      const int64_t n = out.numel();
+      out = ws.proj.rows(first, n).reshape(out.shape());
+      first += n;
+    }
+    if (first != stacked.dim(0)) throw std::logic_error("Model::project: outputs do not cover the stacked weight");
     return;
   }
   int64_t first = 0;
@@ -323,8 +338,7 @@ void Model::run_mlp(int64_t layer, int64_t rows, Workspace& ws) {
   Tensor x = ws.x.rows(0, rows), h = ws.h.rows(0, rows);
   Tensor gate_up = ws.proj.rows(0, rows * 2 * config_.intermediate_size).reshape(Shape{rows, 2 * config_.intermediate_size});
   Tensor act = ws.act.rows(0, rows);
-  be.gemm(x, L.gate_up, gate_up, false);
-  be.swiglu(gate_up, act);
+  be.gate_up_swiglu(x, L.gate_up, gate_up, act);
   be.gemm(act, L.down, h, true);
 }
 

@@ -104,7 +104,9 @@ class Model {
   void run_deltanet(int64_t layer, const kernels::BatchPlan& plan, Workspace& ws);
   void run_mlp(int64_t layer, int64_t rows, Workspace& ws);
   // x · stackedᵀ into outputs (the stacked weight's row ranges in order), fused or one GEMM
-  // per output as the backend prefers (Backend::fused_projection_rows).
+  // per output as the backend prefers (Backend::fused_projection_rows). A fused one-row step
+  // replaces the outputs with views of the fused result (no copy): callers read `outputs`
+  // afterwards, not the tensors they put in.
   void project(const kernels::Tensor& x, const kernels::Tensor& stacked, std::span<kernels::Tensor> outputs,
                Workspace& ws);
   Workspace& workspace(int64_t rows, int64_t logit_rows);

@@ -225,6 +225,55 @@ TEST_CASE("cuda ops: embedding, gather_rows, swiglu, split_query_gate, split_col
   }
 }
 
+TEST_CASE("cuda ops: the fused decode ops (prepare_qk, gate_up_swiglu) match the CPU's op by op composition", "[cuda_ops][gpu]") {
+  Pair p;
+  const std::vector<SeqDesc> s2 = with_blocks({{1, 1000, 0, {}}, {6, 3, 1, {}}, {2, 70000, 2, {}}}, 16, 5000, 3);
+  const std::vector<int32_t> tokens = {7, 0, 49, 3, 3, 12, 5, 8, 1};
+  auto pc = test::plan_of(*p.cpu, s2, 16, 5000, 3, tokens, {8});
+  auto pg = test::plan_of(*p.gpu, s2, 16, 5000, 3, tokens, {8});
+  const int64_t T = 9;
+  // prepare_qk: one kernel on the GPU for head dims that are multiples of 32 (256, 128); the
+  // five separate ops for others (48). Positions reach 70001.
+  for (auto [d, rot] : std::vector<std::pair<int64_t, int64_t>>{{256, 64}, {128, 128}, {48, 16}}) {
+    INFO("head dim " << d << " rotary " << rot);
+    const int64_t nq = 6, nkv = 2;
+    const auto qg = test::random_vec(static_cast<size_t>(T * nq * 2 * d), 50 + d, 2.0f);
+    const auto kv = test::random_vec(static_cast<size_t>(T * nkv * d), 60 + d, 2.0f);
+    const auto qn = test::random_vec(static_cast<size_t>(d), 70 + d, 0.5f);
+    const auto kn = test::random_vec(static_cast<size_t>(d), 80 + d, 0.5f);
+    Tensor qgc = test::make(*p.cpu, {T, nq, 2 * d}, qg), qgg = act(*p.gpu, DType::f32, {T, nq, 2 * d}, qg);
+    Tensor kc = test::make(*p.cpu, {T, nkv, d}, kv), kg = act(*p.gpu, DType::f32, {T, nkv, d}, kv);
+    Tensor qnc = test::make(*p.cpu, {d}, qn), qng = act(*p.gpu, DType::f32, {d}, qn);
+    Tensor knc = test::make(*p.cpu, {d}, kn), kng = act(*p.gpu, DType::f32, {d}, kn);
+    Tensor qc = p.cpu->alloc(DType::f32, {T, nq, d}), gatec = p.cpu->alloc(DType::f32, {T, nq, d});
+    Tensor qgpu = poisoned(*p.gpu, DType::f32, {T, nq, d}), gategpu = poisoned(*p.gpu, DType::f32, {T, nq, d});
+    const kernels::RopeParams rp{rot, 1e7};
+    p.cpu->prepare_qk(qgc, qnc, knc, 1e-6f, *pc, rp, qc, gatec, kc);
+    p.gpu->prepare_qk(qgg, qng, kng, 1e-6f, *pg, rp, qgpu, gategpu, kg);
+    CHECK(test::get(*p.gpu, gategpu) == test::get(*p.cpu, gatec));
+    CHECK(rel(test::get(*p.gpu, qgpu), test::get(*p.cpu, qc)) < 1e-6);
+    CHECK(rel(test::get(*p.gpu, kg), test::get(*p.cpu, kc)) < 1e-6);
+  }
+  // gate_up_swiglu: one row takes the fused weight-streaming kernel (K = 4104: unrolled loop
+  // and tail; 384: tail only), three rows the GEMM + swiglu; bf16 and f32 outputs.
+  for (auto [M, K] : std::vector<std::pair<int64_t, int64_t>>{{1, 384}, {1, 4104}, {3, 384}}) {
+    const int64_t inter = 160;
+    const auto x = test::random_vec(static_cast<size_t>(M * K), 90 + M);
+    const auto wb = to_bf16_bits(test::random_vec(static_cast<size_t>(2 * inter * K), 91, 0.05f));
+    Tensor wc = weight(*p.cpu, {2 * inter, K}, wb), wg = weight(*p.gpu, {2 * inter, K}, wb);
+    Tensor xc = test::make(*p.cpu, {M, K}, x), xg = act(*p.gpu, DType::bf16, {M, K}, x);
+    Tensor scratch_c = p.cpu->alloc(DType::f32, {M, 2 * inter}), scratch_g = p.gpu->alloc(DType::f32, {M, 2 * inter});
+    Tensor oc = p.cpu->alloc(DType::f32, {M, inter});
+    p.cpu->gate_up_swiglu(xc, wc, scratch_c, oc);
+    for (DType t : {DType::f32, DType::bf16}) {
+      INFO("M " << M << " K " << K << " out " << (t == DType::f32 ? "f32" : "bf16"));
+      Tensor og = poisoned(*p.gpu, t, {M, inter});
+      p.gpu->gate_up_swiglu(xg, wg, scratch_g, og);
+      CHECK(rel(test::get(*p.gpu, og), test::get(*p.cpu, oc)) < 1.5e-2);
+    }
+  }
+}
+
 TEST_CASE("cuda ops: kv_write + paged_attention over a mixed decode / prefill batch", "[cuda_ops][gpu]") {
   Pair p;
   const int32_t bs = 16, num_blocks = 40;
