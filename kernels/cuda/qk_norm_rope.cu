@@ -19,39 +19,41 @@ __global__ void qk_norm_rope_kernel(const float* __restrict__ qg, float* __restr
                                     const float* __restrict__ k_norm, const int32_t* __restrict__ positions,
                                     int64_t nq, int64_t nkv, int d, float eps, int half,
                                     const float* __restrict__ inv_freq) {
-  wait_for_previous_kernel();
   __shared__ float red[32];
   __shared__ float y[kMaxHeadDim];
   const int64_t heads = nq + nkv;
   const int64_t row = blockIdx.x / heads, h = blockIdx.x % heads;
   const int i = threadIdx.x;
+  const bool is_q = h < nq;
+  // The norm weights, the row's position (uploaded with the step's plan) and the rotation are
+  // known before the previous kernel's results are: they are fetched and computed first.
+  const float wi = (is_q ? q_norm : k_norm)[i];
+  const bool rotates = i < 2 * half;
+  float c = 1.0f, s = 0.0f;
+  if (rotates) {
+    const float angle = static_cast<float>(positions[row]) * inv_freq[i < half ? i : i - half];
+    c = static_cast<float>(cos(static_cast<double>(angle)));
+    s = static_cast<float>(sin(static_cast<double>(angle)));
+  }
+  wait_for_previous_kernel();
   float x;
   float* dst;
-  const float* w;
-  if (h < nq) {
+  if (is_q) {
     const float* src = qg + (row * nq + h) * 2 * d;
     x = src[i];
     gate[(row * nq + h) * d + i] = src[d + i];
     dst = q + (row * nq + h) * d;
-    w = q_norm;
   } else {
     dst = k + (row * nkv + (h - nq)) * d;
     x = dst[i];
-    w = k_norm;
   }
   const float ss = block_sum(x * x, red);
   const float inv = 1.0f / sqrtf(ss / static_cast<float>(d) + eps);
-  const float v = (x * inv) * (1.0f + w[i]);
+  const float v = (x * inv) * (1.0f + wi);
   y[i] = v;
   __syncthreads();
   float o = v;
-  if (i < 2 * half) {
-    const int j = i < half ? i : i - half;
-    const float angle = static_cast<float>(positions[row]) * inv_freq[j];
-    const float c = static_cast<float>(cos(static_cast<double>(angle)));
-    const float s = static_cast<float>(sin(static_cast<double>(angle)));
-    o = i < half ? v * c - y[i + half] * s : v * c + y[i - half] * s;
-  }
+  if (rotates) o = i < half ? v * c - y[i + half] * s : v * c + y[i - half] * s;
   dst[i] = o;
 }
 
