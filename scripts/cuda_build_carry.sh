@@ -6,7 +6,7 @@
 # there. xz keeps the bundle well under the device tool's carry limit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-targets="test_kernels_cuda_gpu test_cuda_backend_ops_gpu test_cuda_model_gpu test_engine_tiny refcheck bench_cuda_model serve"
+targets="test_kernels_cuda_gpu test_cuda_backend_ops_gpu test_cuda_model_gpu test_engine_tiny refcheck bench_cuda_model serve bench_paged_attention"
 cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build-cuda -j "${JOBS:-2}" --target $targets
 stage=$(mktemp -d)

@@ -12,7 +12,8 @@
 //
 // Output lines: copy_bw,<GB/s> ; ours,<type>,<case>,<batch>,<ctx>,<us>,<kv_bytes>,<GB/s>,
 // <fraction of copy bw>,<chunk>,<items>,<plan_us>,<blocks per SM>,<stages> ; mem,<type>,ragged,<paged bytes>,<padded bytes>
-//   bench_paged_attention [--types bf16,q8_0,q4_0] [--iters 30] [--quick] [--case B,L]
+//   bench_paged_attention [--types bf16,q8_0,q4_0] [--iters 30] [--quick] [--case B,L] [--chunk N]
+// (--chunk N: N tokens per split instead of the planner's choice, for tuning the planner.)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -106,7 +107,7 @@ struct Case {
   std::vector<int32_t> lens;
 };
 
-void run_case(DType t, const Case& c, int iters, double copy_gbps) {
+void run_case(DType t, const Case& c, int iters, double copy_gbps, int32_t chunk) {
   const int64_t rb = ds::row_bytes(t, kDim);
   const int B = static_cast<int>(c.lens.size());
   int64_t blocks_per_copy = 0, max_blocks = 0, tokens = 0;
@@ -156,9 +157,10 @@ void run_case(DType t, const Case& c, int iters, double copy_gbps) {
 
   dc::DecodeOptions opts;
   opts.bounds_check = false;
+  opts.chunk_tokens = chunk;
   const dc::DecodeDevice dev = dc::describe_decode(pools, kQHeads, opts);
   const auto p0 = std::chrono::steady_clock::now();
-  const dc::DecodePlan plan = dc::plan_decode(dev, kKvHeads, c.lens);
+  const dc::DecodePlan plan = dc::plan_decode(dev, kKvHeads, c.lens, opts.chunk_tokens);
   const double plan_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - p0).count();
   dc::DecodeWorkspace ws(static_cast<int32_t>(plan.items.size()), B, kQHeads, kDim);
   ws.upload(plan, nullptr);
@@ -203,6 +205,7 @@ int main(int argc, char** argv) {
     int iters = 30;
     bool quick = false;
     int only_b = 0, only_l = 0;  // --case B,L (L = 0: the ragged batch)
+    int32_t chunk = 0;
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
       if (a == "--types" && i + 1 < argc) {
@@ -218,11 +221,13 @@ int main(int argc, char** argv) {
         iters = std::atoi(argv[++i]);
       } else if (a == "--quick") {
         quick = true;
+      } else if (a == "--chunk" && i + 1 < argc) {
+        chunk = std::atoi(argv[++i]);
       } else if (a == "--case" && i + 1 < argc) {
         if (std::sscanf(argv[++i], "%d,%d", &only_b, &only_l) != 2) only_b = 0;
       } else {
         std::fprintf(stderr,
-                     "usage: bench_paged_attention [--types bf16,q8_0,q4_0] [--iters N] [--quick] [--case B,L]\n");
+                     "usage: bench_paged_attention [--types bf16,q8_0,q4_0] [--iters N] [--quick] [--case B,L] [--chunk N]\n");
         return 2;
       }
     }
@@ -246,7 +251,7 @@ int main(int argc, char** argv) {
       cases = keep;
     }
     for (DType t : types) {
-      for (const Case& c : cases) run_case(t, c, iters, bw);
+      for (const Case& c : cases) run_case(t, c, iters, bw, chunk);
       int64_t paged = 0;
       for (int32_t L : ragged.lens) paged += (L + kBlock - 1) / kBlock * kBlock;
       const int64_t per_tok = int64_t{kKvHeads} * 2 * ds::row_bytes(t, kDim);
