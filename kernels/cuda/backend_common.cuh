@@ -16,6 +16,7 @@
 #include "kernels/cuda/backend_ops.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/kv_elements.cuh"
+#include "kernels/hip/gpu_runtime.h"
 #include "kernels/dtype.h"
 
 namespace ds::cuda::ops {
@@ -76,26 +77,14 @@ __device__ __forceinline__ float block_sum(float v, float* red) {
 // wait (not before) keeps at most one kernel parked behind the running one, and keeps the
 // order transitive: a kernel whose wait returned knows every earlier kernel has finished.
 __device__ __forceinline__ void wait_for_previous_kernel() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
+  DS_GPU_WAIT_PREVIOUS();
+  DS_GPU_ALLOW_NEXT();
 }
 
 template <typename... Params, typename... Args>
 void launch_dependent(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
                       cudaStream_t stream, Args&&... args) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = pdl_enabled() ? 1 : 0;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  check_cuda(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...), name);
+  check_cuda(gpu::try_launch(kernel, grid, block, smem, stream, pdl_enabled(), std::forward<Args>(args)...), name);
 }
 
 __device__ __forceinline__ float silu_f(float x) { return x / (1.0f + expf(-x)); }

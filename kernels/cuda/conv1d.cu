@@ -115,7 +115,6 @@ void causal_conv1d_chunks(const float* x, const float* w, float* conv_state, int
 #define DS_CONV_CASE(K)                                                                                         \
   case K:                                                                                                       \
     launch_dependent("conv1d_chunks_kernel", conv1d_chunks_kernel<K>, g1, threads, 0, s, x, w, conv_state, n_layers, layer, seqs, items, channels, out); \
-    check_launch("causal_conv1d chunk kernel");                                                                  \
     launch_dependent("conv1d_state_kernel", conv1d_state_kernel<K>, g2, threads, 0, s, x, conv_state, n_layers, layer, seqs, chunk_seqs, channels);    \
     break;
     DS_CONV_CASE(2)
@@ -125,7 +124,6 @@ void causal_conv1d_chunks(const float* x, const float* w, float* conv_state, int
 #undef DS_CONV_CASE
     default: throw std::invalid_argument("cuda backend: causal_conv1d: kernel size must be 2..5");
   }
-  check_launch("causal_conv1d state kernel");
 }
 
 void causal_conv1d(const float* x, const float* w, float* conv_state, int64_t n_layers, int64_t layer,
@@ -143,7 +141,6 @@ void causal_conv1d(const float* x, const float* w, float* conv_state, int64_t n_
     case 5: launch_dependent("conv1d_kernel", conv1d_kernel<5>, grid, threads, 0, s, x, w, conv_state, n_layers, layer, seqs, seq_ids, channels, out); break;
     default: throw std::invalid_argument("cuda backend: causal_conv1d: kernel size must be 2..5");
   }
-  check_launch("causal_conv1d kernel");
 }
 
 }  // namespace ds::cuda::ops

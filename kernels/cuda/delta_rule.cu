@@ -415,7 +415,6 @@ void gdn_recurrent(const GdnArgs& a, const int32_t* seq_ids, int32_t n, void* st
   if (n > 65535) throw std::invalid_argument("cuda backend: gated_delta_rule: more than 65535 sequences");
   const dim3 grid(kD / 32, static_cast<unsigned>(a.v_heads), static_cast<unsigned>(n));
   launch_dependent("gdn_recurrent_kernel", gdn_recurrent_kernel, grid, 128, 0, as_stream(stream), a, seq_ids);
-  check_launch("gated_delta_rule recurrent kernel");
 }
 
 void gdn_chunked(const GdnArgs& a, const GdnChunkItem* items, int32_t n_items, const GdnChunkSeq* chunk_seqs,
@@ -434,9 +433,7 @@ void gdn_chunked(const GdnArgs& a, const GdnChunkItem* items, int32_t n_items, c
   auto s = as_stream(stream);
   launch_dependent("gdn_prepare_kernel", gdn_prepare_kernel, dim3(static_cast<unsigned>(n_items), static_cast<unsigned>(a.v_heads)), 256, kPrepareSmem, s, 
       a, items, scratch);
-  check_launch("gated_delta_rule chunk prepare kernel");
   launch_dependent("gdn_scan_kernel", gdn_scan_kernel, dim3(kD / 32, static_cast<unsigned>(a.v_heads), static_cast<unsigned>(n_chunk_seqs)), 256, kScanSmem, s, a, items, chunk_seqs, scratch);
-  check_launch("gated_delta_rule chunk scan kernel");
 }
 
 }  // namespace ds::cuda::ops

@@ -124,13 +124,11 @@ void embedding(const void* table, DType table_type, const int32_t* ids, int64_t 
     launch_dependent("embedding_kernel", embedding_kernel<true>, blocks_for(rows * hidden), kThreads, 0, as_stream(stream), table, ids, rows, hidden, out);
   else
     launch_dependent("embedding_kernel", embedding_kernel<false>, blocks_for(rows * hidden), kThreads, 0, as_stream(stream), table, ids, rows, hidden, out);
-  check_launch("embedding kernel");
 }
 
 void gather_rows(const float* x, const int32_t* rows, int64_t n, int64_t width, float* out, void* stream) {
   if (n * width == 0) return;
   launch_dependent("gather_rows_kernel", gather_rows_kernel, blocks_for(n * width), kThreads, 0, as_stream(stream), x, rows, n, width, out);
-  check_launch("gather_rows kernel");
 }
 
 void swiglu(const float* gate_up, int64_t m, int64_t inter, void* out, DType out_type, void* stream) {
@@ -146,19 +144,16 @@ void swiglu(const float* gate_up, int64_t m, int64_t inter, void* out, DType out
   } else {
     launch_dependent("swiglu_kernel", swiglu_kernel<false>, rows_grid(m, inter), kThreads, 0, s, gate_up, m, inter, out);
   }
-  check_launch("swiglu kernel");
 }
 
 void split_query_gate(const float* qg, int64_t rows_heads, int64_t d, float* q, float* gate, void* stream) {
   if (rows_heads * d == 0) return;
   launch_dependent("split_query_gate_kernel", split_query_gate_kernel, rows_grid(rows_heads, d), kThreads, 0, as_stream(stream), qg, rows_heads, d, q, gate);
-  check_launch("split_query_gate kernel");
 }
 
 void split_columns(const float* x, int64_t m, int64_t n, const SplitParts& parts, void* stream) {
   if (m * n == 0) return;
   launch_dependent("split_columns_kernel", split_columns_kernel, rows_grid(m, n), kThreads, 0, as_stream(stream), x, m, n, parts);
-  check_launch("split_columns kernel");
 }
 
 void sigmoid_gate(void* x, DType x_type, const float* gate, int64_t n, void* stream) {
@@ -167,19 +162,16 @@ void sigmoid_gate(void* x, DType x_type, const float* gate, int64_t n, void* str
     launch_dependent("sigmoid_gate_kernel", sigmoid_gate_kernel<true>, blocks_for(n), kThreads, 0, as_stream(stream), x, gate, n);
   else
     launch_dependent("sigmoid_gate_kernel", sigmoid_gate_kernel<false>, blocks_for(n), kThreads, 0, as_stream(stream), x, gate, n);
-  check_launch("sigmoid_gate kernel");
 }
 
 void to_bf16(const float* x, uint16_t* out, int64_t n, void* stream) {
   if (n == 0) return;
   launch_dependent("to_bf16_kernel", to_bf16_kernel, blocks_for(n), kThreads, 0, as_stream(stream), x, out, n);
-  check_launch("to_bf16 kernel");
 }
 
 void bf16_to_f32(const uint16_t* x, float* out, int64_t n, void* stream) {
   if (n == 0) return;
   launch_dependent("bf16_to_f32_kernel", bf16_to_f32_kernel, blocks_for(n), kThreads, 0, as_stream(stream), x, out, n);
-  check_launch("bf16_to_f32 kernel");
 }
 
 }  // namespace ds::cuda::ops

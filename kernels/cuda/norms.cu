@@ -164,7 +164,6 @@ void rms_norm(const void* x, DType x_type, const float* w, int64_t rows, int64_t
       launch_dependent("rms_norm_warp_kernel", rms_norm_warp_kernel<false, true>, g, 256, 0, s, x, w, rows, di, eps, out);
     else
       launch_dependent("rms_norm_warp_kernel", rms_norm_warp_kernel<false, false>, g, 256, 0, s, x, w, rows, di, eps, out);
-    check_launch("rms_norm kernel");
     return;
   }
   const dim3 grid(static_cast<unsigned>(rows));
@@ -189,7 +188,6 @@ void rms_norm(const void* x, DType x_type, const float* w, int64_t rows, int64_t
     launch_dependent("rms_norm_kernel", rms_norm_kernel<false, true>, grid, t, 0, s, x, w, d, eps, out);
   else
     launch_dependent("rms_norm_kernel", rms_norm_kernel<false, false>, grid, t, 0, s, x, w, d, eps, out);
-  check_launch("rms_norm kernel");
 }
 
 void gated_rms_norm(const float* x, const float* z, const float* w, int64_t rows, int64_t d, float eps, void* out,
@@ -203,7 +201,6 @@ void gated_rms_norm(const float* x, const float* z, const float* w, int64_t rows
       launch_dependent("gated_rms_norm_warp_kernel", gated_rms_norm_warp_kernel<true>, g, 256, 0, as_stream(stream), x, z, w, rows, di, eps, out);
     else
       launch_dependent("gated_rms_norm_warp_kernel", gated_rms_norm_warp_kernel<false>, g, 256, 0, as_stream(stream), x, z, w, rows, di, eps, out);
-    check_launch("gated_rms_norm kernel");
     return;
   }
   const dim3 grid(static_cast<unsigned>(rows));
@@ -212,7 +209,6 @@ void gated_rms_norm(const float* x, const float* z, const float* w, int64_t rows
     launch_dependent("gated_rms_norm_kernel", gated_rms_norm_kernel<true>, grid, t, 0, as_stream(stream), x, z, w, d, eps, out);
   else
     launch_dependent("gated_rms_norm_kernel", gated_rms_norm_kernel<false>, grid, t, 0, as_stream(stream), x, z, w, d, eps, out);
-  check_launch("gated_rms_norm kernel");
 }
 
 }  // namespace ds::cuda::ops

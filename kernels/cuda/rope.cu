@@ -34,7 +34,6 @@ void rope(float* x, const int32_t* positions, int64_t rows, int64_t heads, int64
   const int64_t g = (n + 255) / 256;
   launch_dependent("rope_kernel", rope_kernel, static_cast<unsigned>(g > 65536 ? 65536 : g), 256, 0, as_stream(stream), x, positions, rows, heads, d,
                                                                                             half, inv_freq);
-  check_launch("rope kernel");
 }
 
 }  // namespace ds::cuda::ops

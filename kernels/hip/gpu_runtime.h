@@ -123,13 +123,15 @@ inline void check(gpuError_t err, const char* what, const char* file, int line) 
 
 namespace ds::gpu {
 
+// Launches the kernel, chained behind the previous kernel on the stream when `chained`, and
+// returns the launch's error code (launch() below throws it).
 template <typename... Params, typename... Args>
-void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, gpuStream_t stream, bool chained,
-            Args... args) {
+gpuError_t try_launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, gpuStream_t stream, bool chained,
+                      Args... args) {
 #if DS_GPU_HIP
   (void)chained;
   kernel<<<grid, block, smem, stream>>>(args...);
-  DS_GPU_CHECK_LAUNCH();
+  return gpuGetLastError();
 #else
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
@@ -141,8 +143,14 @@ void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, gpuSt
   attr[0].val.programmaticStreamSerializationAllowed = chained ? 1 : 0;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  DS_GPU_CHECK(cudaLaunchKernelEx(&cfg, kernel, static_cast<Params>(args)...));
+  return cudaLaunchKernelEx(&cfg, kernel, static_cast<Params>(args)...);
 #endif
+}
+
+template <typename... Params, typename... Args>
+void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, gpuStream_t stream, bool chained,
+            Args... args) {
+  DS_GPU_CHECK(try_launch(kernel, grid, block, smem, stream, chained, args...));
 }
 
 }  // namespace ds::gpu
