@@ -22,6 +22,9 @@ namespace ds::cuda {
 // Whether one-row GEMMs take the weight-streaming kernels of gemv.cu (DELTASERVE_CUDA_GEMV=0
 // sends them to cuBLAS, for comparisons).
 bool gemv_enabled();
+// Whether 2-8-row GEMMs take the tensor-core skinny kernel (skinny_gemm.cu);
+// DELTASERVE_CUDA_SKINNY_GEMM=0 sends them to cuBLAS, for comparisons.
+bool skinny_gemm_enabled();
 
 void run_gemm(CudaContext& ctx, const kernels::Tensor& x, const kernels::Tensor& w, kernels::Tensor& out,
               bool accumulate);

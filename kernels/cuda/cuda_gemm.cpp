@@ -10,11 +10,20 @@
 
 namespace ds::cuda {
 
+namespace {
+bool env_on(const char* name) {
+  const char* v = std::getenv(name);
+  return !(v && std::string(v) == "0");
+}
+}  // namespace
+
 bool gemv_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("DELTASERVE_CUDA_GEMV");
-    return !(v && std::string(v) == "0");
-  }();
+  static const bool on = env_on("DELTASERVE_CUDA_GEMV");
+  return on;
+}
+
+bool skinny_gemm_enabled() {
+  static const bool on = env_on("DELTASERVE_CUDA_SKINNY_GEMM");
   return on;
 }
 
@@ -50,6 +59,11 @@ void run_gemm(CudaContext& ctx, const kernels::Tensor& x, const kernels::Tensor&
   if (gemv_enabled() && type == CUDA_R_16BF && ops::gemv_supported(M, K)) {
     ops::gemv_bf16(w.data_as<const uint16_t>(), static_cast<const uint16_t*>(xp), M, N, K, out.data_as<float>(),
                    accumulate, ctx.stream());
+    return;
+  }
+  if (skinny_gemm_enabled() && type == CUDA_R_16BF && ops::skinny_gemm_supported(M, K)) {
+    ops::skinny_gemm_bf16(w.data_as<const uint16_t>(), static_cast<const uint16_t*>(xp), M, N, K,
+                          out.data_as<float>(), accumulate, ctx.stream());
     return;
   }
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;

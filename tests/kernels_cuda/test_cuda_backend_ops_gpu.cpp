@@ -124,8 +124,12 @@ TEST_CASE("cuda ops: gemm with bf16 and f32 weights, plain and accumulating", "[
     INFO("f32 weights " << f32w);
     Pair p(f32w);
     // M = 1 takes the skinny kernel (gemv.cu) on the bf16 path (K = 4104 runs its unrolled loop
-    // and a tail, K = 384 the tail alone); wider M cuBLAS.
-    for (auto [M, K] : std::vector<std::pair<int64_t, int64_t>>{{1, 384}, {3, 384}, {1, 4104}, {8, 4104}, {64, 384}, {300, 384}}) {
+    // and a tail, K = 384 the tail alone); 2-8 rows with K % 64 == 0 the tensor-core skinny
+    // kernel (skinny_gemm.cu: 1 chunk, 6 chunks = fewer than one per warp, 64 chunks; 8 rows a
+    // full column tile, 2 and 3 partial ones); wider M and other K cuBLAS. N = 200 leaves a
+    // partial 16-row group.
+    for (auto [M, K] : std::vector<std::pair<int64_t, int64_t>>{
+             {1, 384}, {3, 384}, {1, 4104}, {8, 4104}, {8, 4096}, {13, 1024}, {2, 64}, {64, 384}, {300, 384}}) {
       const int64_t N = 200;
       const auto x = test::random_vec(static_cast<size_t>(M * K), 10 + M);
       const auto wb = to_bf16_bits(test::random_vec(static_cast<size_t>(N * K), 20, 0.05f));
