@@ -16,6 +16,7 @@
 #include "kernels/cuda/backend_ops.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_backend_parts.h"
+#include "kernels/cuda/env_switches.h"
 #include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/cuda_plan.h"
 
@@ -56,10 +57,7 @@ const CudaBatchPlan& cuda_plan(const BatchPlan& plan, const char* op) {
   return *p;
 }
 
-bool env_sync() {
-  const char* v = std::getenv("DELTASERVE_CUDA_SYNC");
-  return v && *v && std::string(v) != "0";
-}
+bool env_sync() { return env_switch("DELTASERVE_CUDA_SYNC", false); }
 
 class CudaBackend final : public kernels::Backend {
  public:
@@ -361,10 +359,7 @@ class CudaBackend final : public kernels::Backend {
   // their launch latency; see docs/benchmarks.md). DELTASERVE_CUDA_FUSED_PROJECTION_ROWS
   // overrides the threshold (0 turns fusion off) for A/B runs.
   int64_t fused_projection_rows() const override {
-    static const int64_t rows = [] {
-      const char* v = std::getenv("DELTASERVE_CUDA_FUSED_PROJECTION_ROWS");
-      return v && *v ? std::max<int64_t>(0, std::atoll(v)) : int64_t{128};
-    }();
+    static const int64_t rows = env_count("DELTASERVE_CUDA_FUSED_PROJECTION_ROWS", 128);
     return rows;
   }
 

@@ -2,12 +2,12 @@
 #include "kernels/cuda/cuda_context.h"
 
 #include <cstdio>
-#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
 #include "kernels/cuda/backend_ops.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/env_switches.h"
 
 namespace ds::cuda {
 namespace {
@@ -95,10 +95,7 @@ int64_t CudaContext::scratch_bytes() const {
 namespace ds::cuda::ops {
 
 bool pdl_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("DELTASERVE_CUDA_PDL");
-    return !(v && std::string(v) == "0");
-  }();
+  static const bool on = env_switch("DELTASERVE_CUDA_PDL", true);
   return on;
 }
 

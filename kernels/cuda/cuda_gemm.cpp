@@ -7,23 +7,17 @@
 
 #include "kernels/cuda/backend_ops.h"
 #include "kernels/cuda/cuda_backend_parts.h"
+#include "kernels/cuda/env_switches.h"
 
 namespace ds::cuda {
 
-namespace {
-bool env_on(const char* name) {
-  const char* v = std::getenv(name);
-  return !(v && std::string(v) == "0");
-}
-}  // namespace
-
 bool gemv_enabled() {
-  static const bool on = env_on("DELTASERVE_CUDA_GEMV");
+  static const bool on = env_switch("DELTASERVE_CUDA_GEMV", true);
   return on;
 }
 
 bool skinny_gemm_enabled() {
-  static const bool on = env_on("DELTASERVE_CUDA_SKINNY_GEMM");
+  static const bool on = env_switch("DELTASERVE_CUDA_SKINNY_GEMM", true);
   return on;
 }
 

@@ -1,0 +1,34 @@
+// The CUDA backend's environment switches, each read once by the code it steers. They exist
+// for in-call A/B comparisons (docs/benchmarks.md) and for debugging; production runs leave
+// them unset:
+//   DELTASERVE_CUDA_SYNC=1            every op waits for the device (faults name their op)
+//   DELTASERVE_CUDA_PDL=0             plain launches instead of programmatic dependent ones
+//   DELTASERVE_CUDA_GEMV=0            one-row GEMMs on cuBLAS instead of gemv.cu
+//   DELTASERVE_CUDA_SKINNY_GEMM=0     2-8-row GEMMs on cuBLAS instead of skinny_gemm.cu
+//   DELTASERVE_CUDA_FUSED_PROJECTION_ROWS=N   the stacked-projection threshold (0 = never)
+//
+// Internal to kernels/cuda; plain C++.
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+namespace ds::cuda {
+
+// "0" is off, any other non-empty value on; unset or empty gives `fallback`.
+inline bool env_switch(const char* name, bool fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  return std::string(v) != "0";
+}
+
+// A non-negative integer; unset or empty gives `fallback`.
+inline int64_t env_count(const char* name, int64_t fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  const long long n = std::atoll(v);
+  return n < 0 ? 0 : static_cast<int64_t>(n);
+}
+
+}  // namespace ds::cuda
