@@ -17,16 +17,13 @@
 // input row and the residual. That hides the launch and the first DRAM round trip behind the
 // previous kernel's tail, which adds up over the ~130 GEMVs of a decode step (see
 // launch_dependent in backend_common.cuh; DELTASERVE_CUDA_PDL=0 launches it plainly).
-#include <cstdlib>
-#include <string>
-
 #include "kernels/cuda/backend_common.cuh"
 #include "kernels/cuda/backend_ops.h"
 
 namespace ds::cuda::ops {
 namespace {
 
-constexpr int kWarps = 4;  // warps per block of the SwiGLU kernel
+constexpr int kWarps = 4;  // warps per block, one output row (or row pair) per warp
 constexpr int kLoads = 8;  // 16-byte weight loads in flight per lane
 
 __device__ __forceinline__ void bf16x8_to_f32(const uint4& v, float* f) {
@@ -98,29 +95,22 @@ __device__ __forceinline__ void warp_dots(const uint4* const (&w_rows)[R], const
   for (int r = 0; r < R; ++r) sum[r] = warp_sum(sum[r]);
 }
 
-// out[n] (+)= w[n, :] · x: W warps per block, R consecutive rows per warp, L loads in flight.
-template <int W, int L, int R>
-__global__ void __launch_bounds__(W * 32) gemv_kernel(const uint16_t* __restrict__ w, const uint16_t* __restrict__ x,
-                                                      int64_t N, int64_t K, float* __restrict__ out, bool accumulate) {
-  const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * W + (threadIdx.x >> 5)) * R;
-  if (n0 >= N) return;
-  const uint4* rows[R];
-#pragma unroll
-  for (int r = 0; r < R; ++r) rows[r] = reinterpret_cast<const uint4*>(w + (n0 + r < N ? n0 + r : N - 1) * K);
+// out[n] (+)= w[n, :] · x, one warp per n. (4 warps x 8 loads x 1 row per warp: measured
+// against 16 loads per lane, 8 warps per block and 2 rows per warp on the 9B decode step,
+// docs/benchmarks.md; none was faster.)
+__global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const uint16_t* __restrict__ w, const uint16_t* __restrict__ x,
+                                                           int64_t N, int64_t K, float* __restrict__ out, bool accumulate) {
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  if (n >= N) return;
+  const uint4* rows[1] = {reinterpret_cast<const uint4*>(w + n * K)};
   const bool lead = (threadIdx.x & 31) == 0;
-  float prev[R] = {};
-  float s[R];
+  float prev = 0.0f;
+  float s[1];
   // The residual is read right after the wait, so its round trip overlaps the dot products.
-  warp_dots<R, L>(rows, x, K, s, [&] {
-    if (accumulate && lead)
-#pragma unroll
-      for (int r = 0; r < R; ++r)
-        if (n0 + r < N) prev[r] = out[n0 + r];
+  warp_dots<1, kLoads>(rows, x, K, s, [&] {
+    if (accumulate && lead) prev = out[n];
   });
-  if (lead)
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-      if (n0 + r < N) out[n0 + r] = prev[r] + s[r];
+  if (lead) out[n] = prev + s[0];
 }
 
 // act[i] = silu(w[i, :] · x) * (w[I + i, :] · x), one warp per i; act f32 or bf16.
@@ -136,12 +126,6 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_swiglu_kernel(const uint16_t
   if ((threadIdx.x & 31) == 0) store_act<kBf16Out>(act, i, silu_f(s[0]) * s[1]);
 }
 
-template <int W, int L, int R>
-void launch_gemv(const uint16_t* w, const uint16_t* x, int64_t N, int64_t K, float* out, bool accumulate, void* stream) {
-  launch_dependent("gemm (skinny) kernel", gemv_kernel<W, L, R>, dim3(grid_for(N, W * R)), dim3(W * 32), 0,
-                   as_stream(stream), w, x, N, K, out, accumulate);
-}
-
 }  // namespace
 
 bool gemv_supported(int64_t M, int64_t K) { return M >= 1 && M <= kGemvMaxRows && K % 8 == 0 && K > 0; }
@@ -149,9 +133,8 @@ bool gemv_supported(int64_t M, int64_t K) { return M >= 1 && M <= kGemvMaxRows &
 void gemv_bf16(const uint16_t* w, const uint16_t* x, int64_t M, int64_t N, int64_t K, float* out, bool accumulate,
                void* stream) {
   if (M != 1) throw std::invalid_argument("cuda backend: gemv: one row only");
-  // 4 warps x 8 loads x 1 row per warp. Measured against 16 loads per lane, 8 warps per block
-  // and 2 rows per warp on the 9B decode step (docs/benchmarks.md): none was faster.
-  launch_gemv<4, 8, 1>(w, x, N, K, out, accumulate, stream);
+  launch_dependent("gemm (skinny) kernel", gemv_kernel, dim3(grid_for(N, kWarps)), dim3(kWarps * 32), 0,
+                   as_stream(stream), w, x, N, K, out, accumulate);
 }
 
 void gemv_swiglu_bf16(const uint16_t* w, const uint16_t* x, int64_t inter, int64_t K, void* act, DType act_type,

@@ -382,8 +382,7 @@ void paged_attention_decode(const KvPoolView& pools, const DecodeQuery& q, Decod
     const TcEntry e = tc_entry(pools.k_type, pools.v_type, pools.head_dim);
     if (!e.launch) bad("no tensor-core kernel for these types and head_dim");
     ensure_smem_limit(e.symbol, dev.smem_bytes);
-    e.launch(a, grid, dev.smem_bytes, s, opts.chained_launch);
-    DS_GPU_CHECK_LAUNCH();
+    e.launch(a, grid, dev.smem_bytes, s, opts.chained_launch);  // gpu::launch checks the launch
   } else {
     ensure_smem_limit(portable_symbol(pools.k_type, pools.v_type), dev.smem_bytes);
     launch_portable(a, pools.k_type, pools.v_type, grid, s);
