@@ -1,8 +1,12 @@
 // Tensor-core paged decode kernel (NVIDIA sm_80+; tuned for the H200).
 //
 // Grid: x = (KV head, chunk of up to 8 query heads), y = work item (sequence chunk). Block:
-// 4 warps, each an independent pipeline over its own 16-token tiles of the chunk (tile w,
-// w+4, w+8, ...), so no barrier is needed until the final merge of the four warps.
+// W warps (1 or 4), each an independent pipeline over its own 16-token tiles of the chunk
+// (tile w, w+W, w+2W, ...), so no barrier is needed until the final merge of the warps. With
+// W = 1 several thread blocks share an SM and the hardware refills a slot as soon as its
+// block ends, so one block's start-up (work item, length, table, first tiles: a chain of
+// dependent loads) overlaps the others' streaming, and SMs that drain fast take more chunks;
+// the warp writes its result straight from registers.
 //
 // Per 16-token tile a warp computes S^T = K Q^T and O^T += V^T P^T with mma.m16n8k16:
 // tokens (for QK) and head_dim (for PV) fill the 16-row side, the group's query heads the
@@ -38,8 +42,9 @@ constexpr int tc_row_bytes(DType t, int D) { return static_cast<int>(row_bytes(t
 constexpr int tc_chunk_bytes(int rb) { return rb % 16 == 0 ? 16 : 8; }
 // Shared memory of one stage of one warp: 16 K rows + 16 V rows.
 constexpr int tc_warp_stage_bytes(DType k, DType v, int D) { return 16 * (tc_row_bytes(k, D) + tc_row_bytes(v, D)); }
-// The final cross-warp merge: per warp 8 heads x D partial outputs, 8 maxima, 8 sums.
-constexpr int tc_merge_bytes(int D) { return kTcWarps * (kTcHeads * D + 2 * kTcHeads) * 4; }
+// The final cross-warp merge: per warp 8 heads x D partial outputs, 8 maxima, 8 sums (none
+// for a one-warp block).
+constexpr int tc_merge_bytes(int D, int W) { return W == 1 ? 0 : W * (kTcHeads * D + 2 * kTcHeads) * 4; }
 
 
 #if DS_GPU_HAS_MMA_SM80
@@ -186,8 +191,8 @@ __device__ __forceinline__ int v_dim(int i, int rho) {
 
 #endif  // DS_GPU_HAS_MMA_SM80
 
-template <DType KT, DType VT, int D>
-__global__ void __launch_bounds__(kTcWarps * 32, 1) decode_tc_kernel(const DecodeArgs a) {
+template <DType KT, DType VT, int D, int W>
+__global__ void __launch_bounds__(W * 32, 1) decode_tc_kernel(const DecodeArgs a) {
 #if DS_GPU_HAS_MMA_SM80 && defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800)
   DS_GPU_WAIT_PREVIOUS();  // chained launches (DecodeOptions::chained_launch): q and the new K/V rows
   constexpr int RK = tc_row_bytes(KT, D), RV = tc_row_bytes(VT, D);
@@ -219,10 +224,10 @@ __global__ void __launch_bounds__(kTcWarps * 32, 1) decode_tc_kernel(const Decod
   float m0 = kNegInf, m1 = kNegInf, l0 = 0.f, l1 = 0.f;  // heads 2*tig, 2*tig+1
 
   const int total_tiles = (ntok + 15) >> 4;
-  const int n_my = total_tiles > warp ? (total_tiles - warp + kTcWarps - 1) / kTcWarps : 0;
+  const int n_my = total_tiles > warp ? (total_tiles - warp + W - 1) / W : 0;
   const int S = a.stages;
   uint8_t* wbase = smem + warp * S * STG;
-  auto tile_base = [&](int i) { return r.t0 + 16 * (warp + kTcWarps * i); };
+  auto tile_base = [&](int i) { return r.t0 + 16 * (warp + W * i); };
 
   // Block id of token `lane` of tile i (lanes 0..15), fetched ahead of its use.
   struct Meta {
@@ -519,16 +524,38 @@ __global__ void __launch_bounds__(kTcWarps * 32, 1) decode_tc_kernel(const Decod
   // now; it waits for this grid's results before reading them.
   DS_GPU_ALLOW_NEXT();
 
-  // ---- merge the four warps' states and write
+  // ---- merge the warps' states and write
 #pragma unroll
   for (int off = 4; off < 32; off <<= 1) {
     l0 += __shfl_xor_sync(0xffffffffu, l0, off);
     l1 += __shfl_xor_sync(0xffffffffu, l1, off);
   }
+  const int heads_here = min(kTcHeads, a.group - hc * kTcHeads);
+  if constexpr (W == 1) {
+    // One warp: every lane normalises its own fragments (m and l are uniform over gid).
+    // m == -inf means no token: zeros, and a -inf log-sum-exp the merge ignores.
+    const float inv0 = m0 == kNegInf ? 0.f : 1.f / l0, inv1 = m1 == kNegInf ? 0.f : 1.f / l1;
+    const float lse0 = m0 == kNegInf ? kNegInf : m0 + log2f(l0);
+    const float lse1 = m1 == kNegInf ? kNegInf : m1 + log2f(l1);
+    const int h0 = 2 * tig, qh0 = kvh * a.group + hc * kTcHeads + h0;
+#pragma unroll
+    for (int i = 0; i < NM; ++i) {
+      const int d0 = v_dim<VT>(i, gid), d1 = v_dim<VT>(i, gid + 8);
+      if (h0 < heads_here) {
+        write_result(a, r, qh0, d0, o[i][0] * inv0, lse0);
+        write_result(a, r, qh0, d1, o[i][2] * inv0, lse0);
+      }
+      if (h0 + 1 < heads_here) {
+        write_result(a, r, qh0 + 1, d0, o[i][1] * inv1, lse1);
+        write_result(a, r, qh0 + 1, d1, o[i][3] * inv1, lse1);
+      }
+    }
+    return;
+  }
   __syncthreads();  // every warp is done with its pipeline buffers
   float* red = reinterpret_cast<float*>(smem);
-  float* red_m = red + kTcWarps * kTcHeads * D;
-  float* red_l = red_m + kTcWarps * kTcHeads;
+  float* red_m = red + W * kTcHeads * D;
+  float* red_l = red_m + W * kTcHeads;
   {
     float* mine = red + warp * kTcHeads * D;
 #pragma unroll
@@ -547,17 +574,16 @@ __global__ void __launch_bounds__(kTcWarps * 32, 1) decode_tc_kernel(const Decod
     }
   }
   __syncthreads();
-  const int heads_here = min(kTcHeads, a.group - hc * kTcHeads);
-  for (int idx = threadIdx.x; idx < heads_here * D; idx += kTcWarps * 32) {
+  for (int idx = threadIdx.x; idx < heads_here * D; idx += W * 32) {
     const int h = idx / D, d = idx - h * D;
     float M = kNegInf;
 #pragma unroll
-    for (int w = 0; w < kTcWarps; ++w) M = fmaxf(M, red_m[w * kTcHeads + h]);
+    for (int w = 0; w < W; ++w) M = fmaxf(M, red_m[w * kTcHeads + h]);
     float val = 0.f, lse = kNegInf;
     if (M != kNegInf) {
       float L = 0.f, acc = 0.f;
 #pragma unroll
-      for (int w = 0; w < kTcWarps; ++w) {
+      for (int w = 0; w < W; ++w) {
         const float e = exp2f(red_m[w * kTcHeads + h] - M);
         L += red_l[w * kTcHeads + h] * e;
         acc += red[(w * kTcHeads + h) * D + d] * e;

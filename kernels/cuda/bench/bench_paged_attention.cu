@@ -11,9 +11,10 @@
 // scripts/attn_torch_baseline.py does.
 //
 // Output lines: copy_bw,<GB/s> ; ours,<type>,<case>,<batch>,<ctx>,<us>,<kv_bytes>,<GB/s>,
-// <fraction of copy bw>,<chunk>,<items>,<plan_us>,<blocks per SM>,<stages> ; mem,<type>,ragged,<paged bytes>,<padded bytes>
-//   bench_paged_attention [--types bf16,q8_0,q4_0] [--iters 30] [--quick] [--case B,L] [--chunk N]
-// (--chunk N: N tokens per split instead of the planner's choice, for tuning the planner.)
+// <fraction of copy bw>,<chunk>,<items>,<plan_us>,<blocks per SM>,<stages>,<warps per block> ; mem,<type>,ragged,<paged bytes>,<padded bytes>
+//   bench_paged_attention [--types bf16,q8_0,q4_0] [--iters 30] [--quick] [--case B,L] [--chunk N] [--warps W]
+// (--chunk N: N tokens per split instead of the planner's choice, for tuning the planner;
+// --warps W: 1 or 4 warps per block of the tensor-core kernel instead of the default.)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -107,7 +108,7 @@ struct Case {
   std::vector<int32_t> lens;
 };
 
-void run_case(DType t, const Case& c, int iters, double copy_gbps, int32_t chunk) {
+void run_case(DType t, const Case& c, int iters, double copy_gbps, int32_t chunk, int32_t warps) {
   const int64_t rb = ds::row_bytes(t, kDim);
   const int B = static_cast<int>(c.lens.size());
   int64_t blocks_per_copy = 0, max_blocks = 0, tokens = 0;
@@ -158,6 +159,7 @@ void run_case(DType t, const Case& c, int iters, double copy_gbps, int32_t chunk
   dc::DecodeOptions opts;
   opts.bounds_check = false;
   opts.chunk_tokens = chunk;
+  opts.warps_per_cta = warps;
   const dc::DecodeDevice dev = dc::describe_decode(pools, kQHeads, opts);
   const auto p0 = std::chrono::steady_clock::now();
   const dc::DecodePlan plan = dc::plan_decode(dev, kKvHeads, c.lens, opts.chunk_tokens);
@@ -184,10 +186,10 @@ void run_case(DType t, const Case& c, int iters, double copy_gbps, int32_t chunk
   const int n = std::max(iters, 2 * copies);
   const float us = median_us(run, n);
   const double gbps = static_cast<double>(kv_bytes) / (us * 1e-6) / 1e9;
-  std::printf("ours,%s,%s,%d,%d,%.2f,%lld,%.0f,%.3f,%d,%zu,%.1f,%d,%d\n", std::string(ds::dtype_name(t)).c_str(),
+  std::printf("ours,%s,%s,%d,%d,%.2f,%lld,%.0f,%.3f,%d,%zu,%.1f,%d,%d,%d\n", std::string(ds::dtype_name(t)).c_str(),
               c.name.c_str(), B, *std::max_element(c.lens.begin(), c.lens.end()), us,
               static_cast<long long>(kv_bytes), gbps, gbps / copy_gbps, plan.chunk_tokens, plan.items.size(), plan_us,
-              dev.ctas_per_sm, dev.stages);
+              dev.ctas_per_sm, dev.stages, dev.warps_per_cta);
   std::fflush(stdout);
   gpuFree(pools.k);
   gpuFree(pools.v);
@@ -205,7 +207,7 @@ int main(int argc, char** argv) {
     int iters = 30;
     bool quick = false;
     int only_b = 0, only_l = 0;  // --case B,L (L = 0: the ragged batch)
-    int32_t chunk = 0;
+    int32_t chunk = 0, warps = 0;
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
       if (a == "--types" && i + 1 < argc) {
@@ -223,11 +225,13 @@ int main(int argc, char** argv) {
         quick = true;
       } else if (a == "--chunk" && i + 1 < argc) {
         chunk = std::atoi(argv[++i]);
+      } else if (a == "--warps" && i + 1 < argc) {
+        warps = std::atoi(argv[++i]);
       } else if (a == "--case" && i + 1 < argc) {
         if (std::sscanf(argv[++i], "%d,%d", &only_b, &only_l) != 2) only_b = 0;
       } else {
         std::fprintf(stderr,
-                     "usage: bench_paged_attention [--types bf16,q8_0,q4_0] [--iters N] [--quick] [--case B,L] [--chunk N]\n");
+                     "usage: bench_paged_attention [--types bf16,q8_0,q4_0] [--iters N] [--quick] [--case B,L] [--chunk N] [--warps W]\n");
         return 2;
       }
     }
@@ -251,7 +255,7 @@ int main(int argc, char** argv) {
       cases = keep;
     }
     for (DType t : types) {
-      for (const Case& c : cases) run_case(t, c, iters, bw, chunk);
+      for (const Case& c : cases) run_case(t, c, iters, bw, chunk, warps);
       int64_t paged = 0;
       for (int32_t L : ragged.lens) paged += (L + kBlock - 1) / kBlock * kBlock;
       const int64_t per_tok = int64_t{kKvHeads} * 2 * ds::row_bytes(t, kDim);
