@@ -27,6 +27,7 @@ struct DecodeArgs {
   const int32_t* seq_rows;
   const DecodeWorkItem* items;
   int32_t* guard;
+  uint64_t* trace;  // null, or kTraceWords per thread block (DecodeOptions::trace)
   int64_t num_blocks;
   int64_t table_stride;
   int32_t block_size;
@@ -44,6 +45,30 @@ struct DecodeArgs {
   bool out_f32;
   bool bounds_check;
 };
+
+// Phase stamps of one thread block (DecodeOptions::trace): [0] %globaltimer at start (ns),
+// [1] SM id, [2] clock64 at start, [3] when the first tile has arrived, [4] after the last
+// tile, [5] after the result is written, [6] %globaltimer at the end, [7] tokens of the chunk.
+inline constexpr int kTraceWords = 8;
+__device__ __forceinline__ uint64_t global_timer_ns() {
+  uint64_t t = 0;
+#if !DS_GPU_HIP
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+#endif
+  return t;
+}
+__device__ __forceinline__ uint64_t smid() {
+  uint32_t s = 0;
+#if !DS_GPU_HIP
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
+#endif
+  return s;
+}
+__device__ __forceinline__ void trace_end(uint64_t* trace, int ntok) {
+  trace[5] = clock64();
+  trace[6] = global_timer_ns();
+  trace[7] = static_cast<uint64_t>(ntok);
+}
 
 // Token range [t0, t1) of a work item; t1 <= t0 means an empty chunk.
 struct ItemRange {

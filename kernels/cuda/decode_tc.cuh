@@ -195,6 +195,13 @@ template <DType KT, DType VT, int D, int W>
 __global__ void __launch_bounds__(W * 32, 1) decode_tc_kernel(const DecodeArgs a) {
 #if DS_GPU_HAS_MMA_SM80 && defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800)
   DS_GPU_WAIT_PREVIOUS();  // chained launches (DecodeOptions::chained_launch): q and the new K/V rows
+  // Diagnostics (DecodeOptions::trace): thread 0 stamps the block's phases.
+  uint64_t* const trace = a.trace ? a.trace + kTraceWords * (static_cast<int64_t>(blockIdx.y) * gridDim.x + blockIdx.x) : nullptr;
+  if (trace && threadIdx.x == 0) {
+    trace[0] = global_timer_ns();
+    trace[1] = smid();
+    trace[2] = clock64();
+  }
   constexpr int RK = tc_row_bytes(KT, D), RV = tc_row_bytes(VT, D);
   constexpr int CHK = tc_chunk_bytes(RK), CHV = tc_chunk_bytes(RV);
   constexpr int NCK = RK / CHK, NCV = RV / CHV;  // copy chunks per row
@@ -512,6 +519,7 @@ __global__ void __launch_bounds__(W * 32, 1) decode_tc_kernel(const DecodeArgs a
   for (int i = 0; i < n_my; ++i) {
     cp_async_wait_dyn(S - 2);
     __syncwarp();
+    if (trace && threadIdx.x == 0 && i == 0) trace[3] = clock64();
     issue(i + S - 1, st_load, to_row(pend));
     pend = fetch(i + S);
     compute(st_use, tile_base(i));
@@ -520,6 +528,7 @@ __global__ void __launch_bounds__(W * 32, 1) decode_tc_kernel(const DecodeArgs a
     st_use = st_use + 1 == S ? 0 : st_use + 1;
   }
   cp_async_wait<0>();
+  if (trace && threadIdx.x == 0) trace[4] = clock64();
   // The merge kernel (launched with programmatic stream serialization) may start its launch
   // now; it waits for this grid's results before reading them.
   DS_GPU_ALLOW_NEXT();
@@ -550,6 +559,7 @@ __global__ void __launch_bounds__(W * 32, 1) decode_tc_kernel(const DecodeArgs a
         write_result(a, r, qh0 + 1, d1, o[i][3] * inv1, lse1);
       }
     }
+    if (trace && threadIdx.x == 0) trace_end(trace, ntok);
     return;
   }
   __syncthreads();  // every warp is done with its pipeline buffers
@@ -593,6 +603,7 @@ __global__ void __launch_bounds__(W * 32, 1) decode_tc_kernel(const DecodeArgs a
     }
     write_result(a, r, kvh * a.group + hc * kTcHeads + h, d, val, lse);
   }
+  if (trace && threadIdx.x == 0) trace_end(trace, ntok);
 #endif
 }
 

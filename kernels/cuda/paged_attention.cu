@@ -363,6 +363,7 @@ void paged_attention_decode(const KvPoolView& pools, const DecodeQuery& q, Decod
   a.seq_rows = q.seq_rows;
   a.items = ws.device().items;
   a.guard = ws.device().guard;
+  a.trace = dev.kernel == DecodeKernel::tensor_core ? opts.trace : nullptr;
   a.num_blocks = pools.num_blocks;
   a.table_stride = q.block_table_stride;
   a.block_size = pools.block_size;

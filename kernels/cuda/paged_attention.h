@@ -97,6 +97,10 @@ struct DecodeOptions {
   // Warps per thread block of the tensor-core kernel: 1 (several blocks share an SM and start
   // independently) or 4 (one pipeline of four warps per block); 0 picks the default.
   int32_t warps_per_cta = 0;
+  // Diagnostics: a device buffer of 8 uint64 per thread block of the tensor-core kernel
+  // (grid x = KV head x head chunk, y = work item) that receives its phase timestamps
+  // (decode_common.cuh, kTraceWords); null in production.
+  uint64_t* trace = nullptr;
 };
 
 // What the planner needs to know about the kernel and the device (from describe_decode).

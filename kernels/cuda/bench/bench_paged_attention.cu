@@ -12,9 +12,11 @@
 //
 // Output lines: copy_bw,<GB/s> ; ours,<type>,<case>,<batch>,<ctx>,<us>,<kv_bytes>,<GB/s>,
 // <fraction of copy bw>,<chunk>,<items>,<plan_us>,<blocks per SM>,<stages>,<warps per block> ; mem,<type>,ragged,<paged bytes>,<padded bytes>
-//   bench_paged_attention [--types bf16,q8_0,q4_0] [--iters 30] [--quick] [--case B,L] [--chunk N] [--warps W]
+//   bench_paged_attention [--types bf16,q8_0,q4_0] [--iters 30] [--quick] [--case B,L] [--chunk N] [--warps W] [--trace FILE]
 // (--chunk N: N tokens per split instead of the planner's choice, for tuning the planner;
-// --warps W: 1 or 4 warps per block of the tensor-core kernel instead of the default.)
+// --warps W: 1 or 4 warps per block of the tensor-core kernel instead of the default;
+// --trace FILE: after timing, one more call with DecodeOptions::trace, whose per-block phase
+// stamps are written to FILE as CSV, for the first case run.)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -108,7 +110,7 @@ struct Case {
   std::vector<int32_t> lens;
 };
 
-void run_case(DType t, const Case& c, int iters, double copy_gbps, int32_t chunk, int32_t warps) {
+void run_case(DType t, const Case& c, int iters, double copy_gbps, int32_t chunk, int32_t warps, std::string& trace_path) {
   const int64_t rb = ds::row_bytes(t, kDim);
   const int B = static_cast<int>(c.lens.size());
   int64_t blocks_per_copy = 0, max_blocks = 0, tokens = 0;
@@ -191,6 +193,35 @@ void run_case(DType t, const Case& c, int iters, double copy_gbps, int32_t chunk
               static_cast<long long>(kv_bytes), gbps, gbps / copy_gbps, plan.chunk_tokens, plan.items.size(), plan_us,
               dev.ctas_per_sm, dev.stages, dev.warps_per_cta);
   std::fflush(stdout);
+  if (!trace_path.empty() && dev.kernel == dc::DecodeKernel::tensor_core) {
+    const int64_t ctas = int64_t{kKvHeads} * dev.head_chunks * static_cast<int64_t>(plan.items.size());
+    uint64_t* d_trace = nullptr;
+    DS_GPU_CHECK(gpuMalloc(reinterpret_cast<void**>(&d_trace), static_cast<size_t>(ctas) * 8 * 8));
+    DS_GPU_CHECK(gpuMemsetAsync(d_trace, 0, static_cast<size_t>(ctas) * 8 * 8, nullptr));
+    opts.trace = d_trace;
+    const float traced_us = median_us(run, 1);
+    opts.trace = nullptr;
+    std::vector<uint64_t> h(static_cast<size_t>(ctas) * 8);
+    DS_GPU_CHECK(gpuMemcpy(h.data(), d_trace, h.size() * 8, gpuMemcpyDeviceToHost));
+    gpuFree(d_trace);
+    uint64_t t0 = ~uint64_t{0};
+    for (int64_t i = 0; i < ctas; ++i) t0 = std::min(t0, h[static_cast<size_t>(i) * 8]);
+    if (FILE* f = std::fopen(trace_path.c_str(), "w")) {
+      std::fprintf(f, "# %s %s B=%d chunk=%d warps=%d event_us=%.2f\n", std::string(ds::dtype_name(t)).c_str(),
+                   c.name.c_str(), B, plan.chunk_tokens, dev.warps_per_cta, traced_us);
+      std::fprintf(f, "block,smid,start_ns,end_ns,first_tile_cyc,loop_cyc,total_cyc,tokens\n");
+      for (int64_t i = 0; i < ctas; ++i) {
+        const uint64_t* r = &h[static_cast<size_t>(i) * 8];
+        std::fprintf(f, "%lld,%llu,%llu,%llu,%llu,%llu,%llu,%llu\n", static_cast<long long>(i),
+                     static_cast<unsigned long long>(r[1]), static_cast<unsigned long long>(r[0] - t0),
+                     static_cast<unsigned long long>(r[6] - t0), static_cast<unsigned long long>(r[3] - r[2]),
+                     static_cast<unsigned long long>(r[4] - r[2]), static_cast<unsigned long long>(r[5] - r[2]),
+                     static_cast<unsigned long long>(r[7]));
+      }
+      std::fclose(f);
+    }
+    trace_path.clear();  // one trace per program run
+  }
   gpuFree(pools.k);
   gpuFree(pools.v);
   gpuFree(d_table);
@@ -208,6 +239,7 @@ int main(int argc, char** argv) {
     bool quick = false;
     int only_b = 0, only_l = 0;  // --case B,L (L = 0: the ragged batch)
     int32_t chunk = 0, warps = 0;
+    std::string trace_path;
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
       if (a == "--types" && i + 1 < argc) {
@@ -225,13 +257,15 @@ int main(int argc, char** argv) {
         quick = true;
       } else if (a == "--chunk" && i + 1 < argc) {
         chunk = std::atoi(argv[++i]);
+      } else if (a == "--trace" && i + 1 < argc) {
+        trace_path = argv[++i];
       } else if (a == "--warps" && i + 1 < argc) {
         warps = std::atoi(argv[++i]);
       } else if (a == "--case" && i + 1 < argc) {
         if (std::sscanf(argv[++i], "%d,%d", &only_b, &only_l) != 2) only_b = 0;
       } else {
         std::fprintf(stderr,
-                     "usage: bench_paged_attention [--types bf16,q8_0,q4_0] [--iters N] [--quick] [--case B,L] [--chunk N] [--warps W]\n");
+                     "usage: bench_paged_attention [--types bf16,q8_0,q4_0] [--iters N] [--quick] [--case B,L] [--chunk N] [--warps W] [--trace FILE]\n");
         return 2;
       }
     }
@@ -255,7 +289,7 @@ int main(int argc, char** argv) {
       cases = keep;
     }
     for (DType t : types) {
-      for (const Case& c : cases) run_case(t, c, iters, bw, chunk, warps);
+      for (const Case& c : cases) run_case(t, c, iters, bw, chunk, warps, trace_path);
       int64_t paged = 0;
       for (int32_t L : ragged.lens) paged += (L + kBlock - 1) / kBlock * kBlock;
       const int64_t per_tok = int64_t{kKvHeads} * 2 * ds::row_bytes(t, kDim);

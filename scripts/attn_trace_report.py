@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""Summarises the per-block phase stamps of bench_paged_attention --trace FILE.
+
+For each trace: the call's event time, the span of the decode kernel's blocks (first start to
+last end, %globaltimer), when blocks started and ended (percentiles, from the first start),
+block durations, and the medians of each block's phases: start-up (start to first tile in
+shared memory), streaming (first tile to last tile), and the final merge and write.
+  scripts/attn_trace_report.py TRACE.csv [...]
+"""
+import statistics
+import sys
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(p / 100 * len(xs)))]
+
+
+def report(path):
+    head = ""
+    rows = []
+    with open(path) as f:
+        for line in f:
+            if line.startswith("#"):
+                head = line[1:].strip()
+            elif line[0].isdigit():
+                b, sm, s, e, first, loop, total, tok = (int(x) for x in line.split(","))
+                rows.append((sm, s, e, first, loop, total, tok))
+    if not rows:
+        print(f"{path}: no blocks")
+        return
+    starts = [r[1] / 1e3 for r in rows]
+    ends = [r[2] / 1e3 for r in rows]
+    durs = [(r[2] - r[1]) / 1e3 for r in rows]
+    # cycles -> us from the blocks' own clock/globaltimer ratio (long blocks only)
+    ghz = statistics.median(r[5] / (r[2] - r[1]) for r in rows if r[2] - r[1] > 2000) if any(
+        r[2] - r[1] > 2000 for r in rows) else 1.98
+    startup = [r[3] / ghz / 1e3 for r in rows]
+    stream = [(r[4] - r[3]) / ghz / 1e3 for r in rows]
+    tail = [(r[5] - r[4]) / ghz / 1e3 for r in rows]
+    span = max(ends) - min(starts)
+    sms = len({r[0] for r in rows})
+    busy = sum(durs) / (sms * span) if span > 0 else 0
+    print(f"{head}")
+    print(f"  blocks {len(rows)} on {sms} SMs, kernel span {span:.1f} us, SM busy {busy:.0%}, clock {ghz:.2f} GHz")
+    print("  start  us: p0 %.1f p50 %.1f p90 %.1f max %.1f" % (min(starts), pct(starts, 50), pct(starts, 90), max(starts)))
+    print("  end    us: p0 %.1f p10 %.1f p50 %.1f p90 %.1f max %.1f" % (min(ends), pct(ends, 10), pct(ends, 50),
+                                                                      pct(ends, 90), max(ends)))
+    print("  block  us: p0 %.1f p50 %.1f p90 %.1f max %.1f" % (min(durs), pct(durs, 50), pct(durs, 90), max(durs)))
+    print("  phases us (median): start-up %.2f, streaming %.2f, merge+write %.2f" % (
+        statistics.median(startup), statistics.median(stream), statistics.median(tail)))
+    toks = [r[6] for r in rows]
+    if max(toks) > 0:
+        rates = [r[6] / ((r[4] - r[3]) / ghz / 1e3) for r in rows if r[4] > r[3] and r[6] > 0]
+        if rates:
+            print("  tokens/us while streaming: p10 %.1f p50 %.1f p90 %.1f" % (pct(rates, 10), pct(rates, 50), pct(rates, 90)))
+
+
+for p in sys.argv[1:]:
+    report(p)
