@@ -24,8 +24,8 @@ def report(path):
             if line.startswith("#"):
                 head = line[1:].strip()
             elif line[0].isdigit():
-                b, sm, s, e, first, loop, total, tok = (int(x) for x in line.split(","))
-                rows.append((sm, s, e, first, loop, total, tok))
+                v = [int(x) for x in line.split(",")]
+                rows.append(tuple(v[1:8]) + (tuple(v[8:14]) if len(v) >= 14 else (0,) * 6))
     if not rows:
         print(f"{path}: no blocks")
         return
@@ -49,6 +49,13 @@ def report(path):
     print("  block  us: p0 %.1f p50 %.1f p90 %.1f max %.1f" % (min(durs), pct(durs, 50), pct(durs, 90), max(durs)))
     print("  phases us (median): start-up %.2f, streaming %.2f, merge+write %.2f" % (
         statistics.median(startup), statistics.median(stream), statistics.median(tail)))
+    if any(r[7] for r in rows):
+        med = lambda k: statistics.median(r[k] for r in rows) / ghz / 1e3
+        print("  start-up us (median, from start): item+length %.2f, first block ids %.2f, first stages issued %.2f, "
+              "q %.2f, first tile %.2f, second tile %.2f" % (med(7), med(8), med(11), med(9), statistics.median(startup),
+                                                           med(12)))
+        print("  end us (median, from last tile): sums reduced %.2f, written %.2f" % (
+            statistics.median((r[10] - r[4]) / ghz / 1e3 for r in rows), statistics.median(tail)))
     toks = [r[6] for r in rows]
     if max(toks) > 0:
         rates = [r[6] / ((r[4] - r[3]) / ghz / 1e3) for r in rows if r[4] > r[3] and r[6] > 0]

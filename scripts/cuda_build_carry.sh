@@ -12,9 +12,12 @@ cmake --build build-cuda -j "${JOBS:-2}" --target $targets
 stage=$(mktemp -d)
 mkdir -p "$stage/bin" "$stage/lib"
 for t in $targets; do cp "build-cuda/$t" "$stage/bin/"; done
-# A baseline benchmark binary for in-call A/Bs against an earlier commit (BENCH2_BIN in
-# scripts/cuda_device_run.sh): put it at .devbuild/base/bench_cuda_model_base.
-[ -x .devbuild/base/bench_cuda_model_base ] && cp .devbuild/base/bench_cuda_model_base "$stage/bin/"
+# Baseline benchmark binaries for in-call A/Bs against an earlier commit (BENCH2_BIN in
+# scripts/cuda_device_run.sh): .devbuild/base/bench_cuda_model_base and
+# .devbuild/base/bench_paged_attention_base.
+for b in bench_cuda_model_base bench_paged_attention_base; do
+  if [ -x .devbuild/base/$b ]; then cp .devbuild/base/$b "$stage/bin/"; fi
+done
 # Every shared library the binaries load, minus the C runtime and the CUDA driver / cuBLAS.
 for t in $targets; do ldd "build-cuda/$t"; done | awk '/=> \//{print $3}' | sort -u |
   grep -Ev '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libgcc_s|libstdc\+\+|libcuda|libcublas|libcublasLt)\.so' |

@@ -44,12 +44,16 @@ struct DecodeArgs {
   bool q_f32;
   bool out_f32;
   bool bounds_check;
+  bool q_align16;  // q is 16-byte aligned (else 4-byte)
 };
 
-// Phase stamps of one thread block (DecodeOptions::trace): [0] %globaltimer at start (ns),
-// [1] SM id, [2] clock64 at start, [3] when the first tile has arrived, [4] after the last
-// tile, [5] after the result is written, [6] %globaltimer at the end, [7] tokens of the chunk.
-inline constexpr int kTraceWords = 8;
+// Phase stamps of one thread block (DecodeOptions::trace), clock64 unless named: [0]
+// %globaltimer at start (ns), [1] SM id, [2] start, [3] the first tile is in shared memory,
+// [4] the last tile is consumed, [5] the result is written, [6] %globaltimer at the end,
+// [7] tokens of the chunk, [8] the work item and length have arrived, [9] the first block ids
+// have arrived, [10] q is in registers, [11] the warps' sums are reduced, [12] the first
+// stages are issued, [13] the second tile is in shared memory.
+inline constexpr int kTraceWords = 16;
 __device__ __forceinline__ uint64_t global_timer_ns() {
   uint64_t t = 0;
 #if !DS_GPU_HIP
@@ -63,6 +67,17 @@ __device__ __forceinline__ uint64_t smid() {
   asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
 #endif
   return s;
+}
+// clock64 once `dep` is available (the register dependency makes the stamp wait for its load).
+__device__ __forceinline__ uint64_t clock_after(uint32_t dep) {
+  uint64_t t = 0;
+#if !DS_GPU_HIP
+  asm volatile("mov.u64 %0, %%clock64;" : "=l"(t) : "r"(dep));
+#else
+  (void)dep;
+  t = clock64();
+#endif
+  return t;
 }
 __device__ __forceinline__ void trace_end(uint64_t* trace, int ntok) {
   trace[5] = clock64();
@@ -119,6 +134,26 @@ __device__ __forceinline__ void write_result(const DecodeArgs& a, const ItemRang
   } else {
     const int64_t p = static_cast<int64_t>(r.partial) * a.n_q_heads + qhead;
     a.part_o[p * a.head_dim + d] = val;
+    if (d == 0) a.part_lse[p] = lse;
+  }
+}
+
+// The same for four consecutive elements d..d+3 (d a multiple of 4): one 16-byte store (8 for
+// bf16 output).
+__device__ __forceinline__ void write_result4(const DecodeArgs& a, const ItemRange& r, int qhead, int d, float4 v,
+                                              float lse) {
+  if (r.flags & kItemOnly) {
+    const int64_t o = (static_cast<int64_t>(r.seq) * a.n_q_heads + qhead) * a.head_dim + d;
+    if (a.out_f32) {
+      *reinterpret_cast<float4*>(static_cast<float*>(a.out) + o) = v;
+    } else {
+      const uint32_t lo = f32_to_bf16_bits(v.x) | (static_cast<uint32_t>(f32_to_bf16_bits(v.y)) << 16);
+      const uint32_t hi = f32_to_bf16_bits(v.z) | (static_cast<uint32_t>(f32_to_bf16_bits(v.w)) << 16);
+      *reinterpret_cast<uint2*>(static_cast<uint16_t*>(a.out) + o) = make_uint2(lo, hi);
+    }
+  } else {
+    const int64_t p = static_cast<int64_t>(r.partial) * a.n_q_heads + qhead;
+    *reinterpret_cast<float4*>(a.part_o + p * a.head_dim + d) = v;
     if (d == 0) a.part_lse[p] = lse;
   }
 }

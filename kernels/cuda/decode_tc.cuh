@@ -42,9 +42,19 @@ constexpr int tc_row_bytes(DType t, int D) { return static_cast<int>(row_bytes(t
 constexpr int tc_chunk_bytes(int rb) { return rb % 16 == 0 ? 16 : 8; }
 // Shared memory of one stage of one warp: 16 K rows + 16 V rows.
 constexpr int tc_warp_stage_bytes(DType k, DType v, int D) { return 16 * (tc_row_bytes(k, D) + tc_row_bytes(v, D)); }
-// The final cross-warp merge: per warp 8 heads x D partial outputs, 8 maxima, 8 sums (none
-// for a one-warp block).
-constexpr int tc_merge_bytes(int D, int W) { return W == 1 ? 0 : W * (kTcHeads * D + 2 * kTcHeads) * 4; }
+// The final cross-warp merge (none for a one-warp block), over the pipeline's buffers.
+// Maxima and sums [W][8] each, the heads' log-sum-exps [8], then the rows [W][8][D + 4].
+constexpr int tc_merge_o_offset(int W) { return ((2 * W * kTcHeads + kTcHeads) * 4 + 15) / 16 * 16; }
+constexpr int tc_merge_bytes(int D, int W) { return W == 1 ? 0 : tc_merge_o_offset(W) + W * kTcHeads * (D + 4) * 4; }
+// q of the block's heads, copied in as the first cp.async group and read from there: one row
+// of up to D fp32 per head, padded by 16 bytes so the eight heads' rows start in different banks.
+constexpr int tc_q_row_bytes(int D) { return 4 * D + 16; }
+constexpr int tc_q_bytes(int D) { return kTcHeads * tc_q_row_bytes(D); }
+// Byte offset of the q area: after the pipeline stages (or the merge area, when larger).
+constexpr int64_t tc_q_offset(int64_t stage_bytes_all, int D, int W) {
+  const int64_t m = stage_bytes_all > tc_merge_bytes(D, W) ? stage_bytes_all : tc_merge_bytes(D, W);
+  return (m + 127) / 128 * 128;
+}
 
 
 #if DS_GPU_HAS_MMA_SM80
@@ -63,6 +73,9 @@ __device__ __forceinline__ void cp_async(uint32_t dst, const void* src, int src_
   else
     asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
 }
+__device__ __forceinline__ void cp_async_4(uint32_t dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src));
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
@@ -76,7 +89,8 @@ __device__ __forceinline__ void cp_async_wait_dyn(int n) {
     case 3: cp_async_wait<3>(); break;
     case 4: cp_async_wait<4>(); break;
     case 5: cp_async_wait<5>(); break;
-    default: cp_async_wait<6>(); break;
+    case 6: cp_async_wait<6>(); break;
+    default: cp_async_wait<7>(); break;
   }
 }
 
@@ -219,6 +233,33 @@ __global__ void __launch_bounds__(W * 32, 1) decode_tc_kernel(const DecodeArgs a
   const int kvh = blockIdx.x / a.head_chunks, hc = blockIdx.x - kvh * a.head_chunks;
   const ItemRange r = item_range(a, blockIdx.y);
   const int ntok = max(r.t1 - r.t0, 0);
+  if (trace && threadIdx.x == 0) trace[8] = clock_after(static_cast<uint32_t>(r.t1));
+  const int heads_here = min(kTcHeads, a.group - hc * kTcHeads);
+
+  // ---- q of this block's heads: its own cp.async group, ahead of the table lookups and the
+  // K/V tiles, so its latency hides behind theirs (loaded element by element into
+  // registers, it cost ~7 us per block). Heads of a group are contiguous rows of q.
+  uint8_t* const qs = smem + tc_q_offset(int64_t{W} * a.stages * STG, D, W);
+  {
+    const int esz = a.q_f32 ? 4 : 2;
+    const int row = D * esz;
+    const uint8_t* src = static_cast<const uint8_t*>(a.q) +
+                         (static_cast<int64_t>(r.seq) * a.n_q_heads + kvh * a.group + hc * kTcHeads) * row;
+    if (a.q_align16) {
+      const int per_row = row / 16;
+      for (int c = threadIdx.x; c < heads_here * per_row; c += W * 32) {
+        const int h = c / per_row, col = c - h * per_row;
+        cp_async<16>(smem_addr(qs + h * tc_q_row_bytes(D) + col * 16), src + static_cast<int64_t>(c) * 16, 16);
+      }
+    } else {  // 4-byte aligned (checked on the host)
+      const int per_row = row / 4;
+      for (int c = threadIdx.x; c < heads_here * per_row; c += W * 32) {
+        const int h = c / per_row, col = c - h * per_row;
+        cp_async_4(smem_addr(qs + h * tc_q_row_bytes(D) + col * 4), src + static_cast<int64_t>(c) * 4);
+      }
+    }
+    cp_async_commit();
+  }
   const int32_t* trow = a.table + static_cast<int64_t>(r.row) * a.table_stride;
 
   // q fragments (B operand of QK, k x n = head_dim x head), split hi/lo; loaded after the
@@ -495,31 +536,44 @@ __global__ void __launch_bounds__(W * 32, 1) decode_tc_kernel(const DecodeArgs a
     const int mine = st + (lane >> 4);
     const int64_t row = to_row(fetch_for(mine, lane & 15, mine < S - 1));
     const int64_t row2 = __shfl_down_sync(0xffffffffu, row, 16);
+    if (trace && threadIdx.x == 0 && st == 0) trace[9] = clock_after(static_cast<uint32_t>(row));
     issue(st, st, row);
     if (st + 1 < S - 1) issue(st + 1, st + 1, row2);
   }
+  if (trace && threadIdx.x == 0) trace[12] = clock64();
   Meta pend = fetch(S - 1);
+  // q has landed once at most the S - 1 tile groups issued after it are pending; the other
+  // warps' parts of it are visible after the barrier.
+  cp_async_wait_dyn(S - 1);
+  if constexpr (W > 1) __syncthreads(); else __syncwarp();
   {
-    const int hq = hc * kTcHeads + gid;
-    const bool hv = hq < a.group;
-    const int64_t qbase = (static_cast<int64_t>(r.seq) * a.n_q_heads + kvh * a.group + (hv ? hq : 0)) * D;
+    const bool hv = gid < heads_here;
+    const uint8_t* qrow = qs + (hv ? gid : 0) * tc_q_row_bytes(D);
 #pragma unroll
     for (int s = 0; s < NK; ++s) {
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
-        const int kk = 2 * tig + 8 * j;
-        const float x0 = hv ? load_q(a, qbase + k_dim<KT>(s, kk)) * a.q_scale : 0.f;
-        const float x1 = hv ? load_q(a, qbase + k_dim<KT>(s, kk + 1)) * a.q_scale : 0.f;
-        split_pair<KF16>(x0, x1, qh[s][j], ql[s][j]);
+        const int dim = k_dim<KT>(s, 2 * tig + 8 * j);  // even; dim + 1 is the pair's second element
+        float x0 = 0.f, x1 = 0.f;
+        if (hv) {
+          if (a.q_f32) {
+            const float2 v = *reinterpret_cast<const float2*>(qrow + dim * 4);
+            x0 = v.x, x1 = v.y;
+          } else {
+            const uint32_t v = *reinterpret_cast<const uint32_t*>(qrow + dim * 2);
+            x0 = __uint_as_float(v << 16), x1 = __uint_as_float(v & 0xffff0000u);
+          }
+        }
+        split_pair<KF16>(x0 * a.q_scale, x1 * a.q_scale, qh[s][j], ql[s][j]);
       }
     }
   }
-
+  if (trace && threadIdx.x == 0) trace[10] = clock_after(qh[NK - 1][1] ^ ql[NK - 1][1]);
   int st_load = S - 1, st_use = 0;
   for (int i = 0; i < n_my; ++i) {
     cp_async_wait_dyn(S - 2);
     __syncwarp();
-    if (trace && threadIdx.x == 0 && i == 0) trace[3] = clock64();
+    if (trace && threadIdx.x == 0 && i < 2) trace[i == 0 ? 3 : 13] = clock64();
     issue(i + S - 1, st_load, to_row(pend));
     pend = fetch(i + S);
     compute(st_use, tile_base(i));
@@ -539,7 +593,7 @@ __global__ void __launch_bounds__(W * 32, 1) decode_tc_kernel(const DecodeArgs a
     l0 += __shfl_xor_sync(0xffffffffu, l0, off);
     l1 += __shfl_xor_sync(0xffffffffu, l1, off);
   }
-  const int heads_here = min(kTcHeads, a.group - hc * kTcHeads);
+  if (trace && threadIdx.x == 0) trace[11] = clock_after(__float_as_uint(l0 + l1));
   if constexpr (W == 1) {
     // One warp: every lane normalises its own fragments (m and l are uniform over gid).
     // m == -inf means no token: zeros, and a -inf log-sum-exp the merge ignores.
@@ -562,46 +616,64 @@ __global__ void __launch_bounds__(W * 32, 1) decode_tc_kernel(const DecodeArgs a
     if (trace && threadIdx.x == 0) trace_end(trace, ntok);
     return;
   }
+  // Several warps: exchange maxima and sums, scale each warp's O by its share of the
+  // normaliser in registers, then add the warps' rows and write them four elements at a time.
   __syncthreads();  // every warp is done with its pipeline buffers
-  float* red = reinterpret_cast<float*>(smem);
-  float* red_m = red + W * kTcHeads * D;
-  float* red_l = red_m + W * kTcHeads;
+  float* red_m = reinterpret_cast<float*>(smem);  // [W][8]
+  float* red_l = red_m + W * kTcHeads;             // [W][8]
+  float* red_lse = red_l + W * kTcHeads;           // [8]
+  float* red = reinterpret_cast<float*>(smem + tc_merge_o_offset(W));  // [W][8][D + 4]
+  constexpr int RS = D + 4;  // row stride: the four tig lanes' heads fall in different banks
+  if (gid == 0) {
+    red_m[warp * kTcHeads + 2 * tig] = m0;
+    red_m[warp * kTcHeads + 2 * tig + 1] = m1;
+    red_l[warp * kTcHeads + 2 * tig] = l0;
+    red_l[warp * kTcHeads + 2 * tig + 1] = l1;
+  }
+  __syncthreads();
   {
-    float* mine = red + warp * kTcHeads * D;
+    // factor = 2^(m_w - M) / L for this warp's heads 2tig, 2tig+1; zero where the warp had no
+    // token (m_w = -inf) or the chunk has none (M = -inf).
+    float f[2], lse[2];
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      const int h = 2 * tig + k;
+      float M = kNegInf;
+#pragma unroll
+      for (int w = 0; w < W; ++w) M = fmaxf(M, red_m[w * kTcHeads + h]);
+      float L = 0.f;
+      if (M != kNegInf) {
+#pragma unroll
+        for (int w = 0; w < W; ++w) L += red_l[w * kTcHeads + h] * exp2f(red_m[w * kTcHeads + h] - M);
+      }
+      const float mw = k == 0 ? m0 : m1;
+      f[k] = (M == kNegInf || mw == kNegInf) ? 0.f : exp2f(mw - M) / L;
+      lse[k] = M == kNegInf ? kNegInf : M + log2f(L);
+    }
+    if (warp == 0 && gid == 0) {
+      red_lse[2 * tig] = lse[0];
+      red_lse[2 * tig + 1] = lse[1];
+    }
+    float* mine = red + warp * kTcHeads * RS;
 #pragma unroll
     for (int i = 0; i < NM; ++i) {
       const int d0 = v_dim<VT>(i, gid), d1 = v_dim<VT>(i, gid + 8);
-      mine[(2 * tig) * D + d0] = o[i][0];
-      mine[(2 * tig + 1) * D + d0] = o[i][1];
-      mine[(2 * tig) * D + d1] = o[i][2];
-      mine[(2 * tig + 1) * D + d1] = o[i][3];
-    }
-    if (gid == 0) {
-      red_m[warp * kTcHeads + 2 * tig] = m0;
-      red_m[warp * kTcHeads + 2 * tig + 1] = m1;
-      red_l[warp * kTcHeads + 2 * tig] = l0;
-      red_l[warp * kTcHeads + 2 * tig + 1] = l1;
+      mine[(2 * tig) * RS + d0] = o[i][0] * f[0];
+      mine[(2 * tig + 1) * RS + d0] = o[i][1] * f[1];
+      mine[(2 * tig) * RS + d1] = o[i][2] * f[0];
+      mine[(2 * tig + 1) * RS + d1] = o[i][3] * f[1];
     }
   }
   __syncthreads();
-  for (int idx = threadIdx.x; idx < heads_here * D; idx += W * 32) {
-    const int h = idx / D, d = idx - h * D;
-    float M = kNegInf;
+  for (int idx = threadIdx.x; idx < heads_here * (D / 4); idx += W * 32) {
+    const int h = idx / (D / 4), d = 4 * (idx - h * (D / 4));
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
-    for (int w = 0; w < W; ++w) M = fmaxf(M, red_m[w * kTcHeads + h]);
-    float val = 0.f, lse = kNegInf;
-    if (M != kNegInf) {
-      float L = 0.f, acc = 0.f;
-#pragma unroll
-      for (int w = 0; w < W; ++w) {
-        const float e = exp2f(red_m[w * kTcHeads + h] - M);
-        L += red_l[w * kTcHeads + h] * e;
-        acc += red[(w * kTcHeads + h) * D + d] * e;
-      }
-      val = acc / L;
-      lse = M + log2f(L);
+    for (int w = 0; w < W; ++w) {
+      const float4 v = *reinterpret_cast<const float4*>(red + (w * kTcHeads + h) * RS + d);
+      acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
     }
-    write_result(a, r, kvh * a.group + hc * kTcHeads + h, d, val, lse);
+    write_result4(a, r, kvh * a.group + hc * kTcHeads + h, d, acc, red_lse[h]);
   }
   if (trace && threadIdx.x == 0) trace_end(trace, ntok);
 #endif

@@ -24,13 +24,14 @@ TcConfig tc_config(DType k, DType v, int D, int warps, int regs, int64_t static_
   const int64_t regs_per_block = int64_t{warps} * 32 * ((regs + 7) / 8 * 8);
   const int max_by_regs = static_cast<int>(std::min<int64_t>(12 / warps, 65536 / std::max<int64_t>(regs_per_block, 1)));
   for (int blocks = max_by_regs; blocks >= 1; --blocks) {
-    // Each resident block costs 1 KB of reserved shared memory besides its own.
+    // Each resident block costs 1 KB of reserved shared memory besides its own; q's area
+    // (rounded up with the stages) comes off the top.
     const int64_t per_block = std::min(smem_optin, smem_per_sm / blocks - 1024 - static_smem);
-    const int64_t stages = std::min<int64_t>(per_block / cta_stage, blocks == 1 ? 8 : 6);
+    const int64_t stages = std::min<int64_t>((per_block - tc_q_bytes(D) - 128) / cta_stage, blocks == 1 ? 8 : 6);
     if (stages >= 3 || (blocks == 1 && stages >= 2)) {
       TcConfig c;
       c.stages = static_cast<int>(stages);
-      c.smem_bytes = std::max<int64_t>(stages * cta_stage, tc_merge_bytes(D, warps));
+      c.smem_bytes = tc_q_offset(stages * cta_stage, D, warps) + tc_q_bytes(D);
       c.supported = c.smem_bytes <= per_block;
       return c;
     }
@@ -350,6 +351,7 @@ void paged_attention_decode(const KvPoolView& pools, const DecodeQuery& q, Decod
   if (dev.kernel == DecodeKernel::tensor_core && opts.kernel == DecodeKernel::portable)
     bad("options ask for the portable kernel but the plan was made for the tensor-core kernel");
   if (reinterpret_cast<uintptr_t>(q.out) % 16 != 0) bad("out must be 16-byte aligned");
+  if (reinterpret_cast<uintptr_t>(q.q) % 4 != 0) bad("q must be 4-byte aligned");
 
   DecodeArgs a{};
   a.k_pool = static_cast<const uint8_t*>(pools.k);
@@ -382,6 +384,7 @@ void paged_attention_decode(const KvPoolView& pools, const DecodeQuery& q, Decod
   a.q_f32 = q.q_type == DType::f32;
   a.out_f32 = q.out_type == DType::f32;
   a.bounds_check = opts.bounds_check;
+  a.q_align16 = reinterpret_cast<uintptr_t>(q.q) % 16 == 0;
 
   auto s = static_cast<gpuStream_t>(stream);
   const dim3 grid(static_cast<unsigned>(pools.n_kv_heads * dev.head_chunks), static_cast<unsigned>(plan.items.size()));

@@ -9,7 +9,8 @@
 //   K and V pools [num_blocks, block_size, n_kv_heads, head_dim], each of its own type among
 //   bf16, f16, q8_0, q4_0 (ggml blocks of 32 along head_dim). Block id b names the same slot
 //   in every layer. head_dim is 128 or 256.
-//   q [n_seqs, n_q_heads, head_dim] in f32 or bf16; out the same shape in f32 or bf16.
+//   q [n_seqs, n_q_heads, head_dim] in f32 or bf16 (4-byte aligned); out the same shape in f32
+//   or bf16 (16-byte aligned).
 //   A device block table [rows, stride] of int32 block ids and device seq_lens [rows];
 //   batch entry i reads row seq_rows[i] (or row i when seq_rows is null). BlockTableMirror
 //   (block_table_mirror.h) keeps both on the device, uploading only what changed.

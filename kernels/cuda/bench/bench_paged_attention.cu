@@ -13,10 +13,12 @@
 // Output lines: copy_bw,<GB/s> ; ours,<type>,<case>,<batch>,<ctx>,<us>,<kv_bytes>,<GB/s>,
 // <fraction of copy bw>,<chunk>,<items>,<plan_us>,<blocks per SM>,<stages>,<warps per block> ; mem,<type>,ragged,<paged bytes>,<padded bytes>
 //   bench_paged_attention [--types bf16,q8_0,q4_0] [--iters 30] [--quick] [--case B,L] [--chunk N] [--warps W] [--trace FILE]
+//   [--no-shuffle]
 // (--chunk N: N tokens per split instead of the planner's choice, for tuning the planner;
 // --warps W: 1 or 4 warps per block of the tensor-core kernel instead of the default;
 // --trace FILE: after timing, one more call with DecodeOptions::trace, whose per-block phase
-// stamps are written to FILE as CSV, for the first case run.)
+// stamps are written to FILE as CSV, for the first case run; --no-shuffle: each sequence's
+// blocks in order instead of shuffled.)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -110,7 +112,8 @@ struct Case {
   std::vector<int32_t> lens;
 };
 
-void run_case(DType t, const Case& c, int iters, double copy_gbps, int32_t chunk, int32_t warps, std::string& trace_path) {
+void run_case(DType t, const Case& c, int iters, double copy_gbps, int32_t chunk, int32_t warps, std::string& trace_path,
+              bool shuffle) {
   const int64_t rb = ds::row_bytes(t, kDim);
   const int B = static_cast<int>(c.lens.size());
   int64_t blocks_per_copy = 0, max_blocks = 0, tokens = 0;
@@ -142,7 +145,7 @@ void run_case(DType t, const Case& c, int iters, double copy_gbps, int32_t chunk
   for (int cp = 0; cp < copies; ++cp) {
     std::vector<int32_t> ids(static_cast<size_t>(blocks_per_copy));
     std::iota(ids.begin(), ids.end(), static_cast<int32_t>(cp * blocks_per_copy));
-    std::shuffle(ids.begin(), ids.end(), rng);
+    if (shuffle) std::shuffle(ids.begin(), ids.end(), rng);
     size_t next = 0;
     for (int s = 0; s < B; ++s)
       for (int64_t j = 0; j < (c.lens[s] + kBlock - 1) / kBlock; ++j)
@@ -196,27 +199,28 @@ void run_case(DType t, const Case& c, int iters, double copy_gbps, int32_t chunk
   if (!trace_path.empty() && dev.kernel == dc::DecodeKernel::tensor_core) {
     const int64_t ctas = int64_t{kKvHeads} * dev.head_chunks * static_cast<int64_t>(plan.items.size());
     uint64_t* d_trace = nullptr;
-    DS_GPU_CHECK(gpuMalloc(reinterpret_cast<void**>(&d_trace), static_cast<size_t>(ctas) * 8 * 8));
-    DS_GPU_CHECK(gpuMemsetAsync(d_trace, 0, static_cast<size_t>(ctas) * 8 * 8, nullptr));
+    DS_GPU_CHECK(gpuMalloc(reinterpret_cast<void**>(&d_trace), static_cast<size_t>(ctas) * 16 * 8));
+    DS_GPU_CHECK(gpuMemsetAsync(d_trace, 0, static_cast<size_t>(ctas) * 16 * 8, nullptr));
     opts.trace = d_trace;
     const float traced_us = median_us(run, 1);
     opts.trace = nullptr;
-    std::vector<uint64_t> h(static_cast<size_t>(ctas) * 8);
+    std::vector<uint64_t> h(static_cast<size_t>(ctas) * 16);
     DS_GPU_CHECK(gpuMemcpy(h.data(), d_trace, h.size() * 8, gpuMemcpyDeviceToHost));
     gpuFree(d_trace);
     uint64_t t0 = ~uint64_t{0};
-    for (int64_t i = 0; i < ctas; ++i) t0 = std::min(t0, h[static_cast<size_t>(i) * 8]);
+    for (int64_t i = 0; i < ctas; ++i) t0 = std::min(t0, h[static_cast<size_t>(i) * 16]);
     if (FILE* f = std::fopen(trace_path.c_str(), "w")) {
       std::fprintf(f, "# %s %s B=%d chunk=%d warps=%d event_us=%.2f\n", std::string(ds::dtype_name(t)).c_str(),
                    c.name.c_str(), B, plan.chunk_tokens, dev.warps_per_cta, traced_us);
-      std::fprintf(f, "block,smid,start_ns,end_ns,first_tile_cyc,loop_cyc,total_cyc,tokens\n");
+      std::fprintf(f, "block,smid,start_ns,end_ns,first_tile_cyc,loop_cyc,total_cyc,tokens,item_cyc,table_cyc,q_cyc,"
+                      "reduced_cyc,issued_cyc,second_tile_cyc\n");
       for (int64_t i = 0; i < ctas; ++i) {
-        const uint64_t* r = &h[static_cast<size_t>(i) * 8];
-        std::fprintf(f, "%lld,%llu,%llu,%llu,%llu,%llu,%llu,%llu\n", static_cast<long long>(i),
+        const uint64_t* r = &h[static_cast<size_t>(i) * 16];
+        auto cyc = [&](int k) { return static_cast<unsigned long long>(r[k] - r[2]); };
+        std::fprintf(f, "%lld,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu\n", static_cast<long long>(i),
                      static_cast<unsigned long long>(r[1]), static_cast<unsigned long long>(r[0] - t0),
-                     static_cast<unsigned long long>(r[6] - t0), static_cast<unsigned long long>(r[3] - r[2]),
-                     static_cast<unsigned long long>(r[4] - r[2]), static_cast<unsigned long long>(r[5] - r[2]),
-                     static_cast<unsigned long long>(r[7]));
+                     static_cast<unsigned long long>(r[6] - t0), cyc(3), cyc(4), cyc(5),
+                     static_cast<unsigned long long>(r[7]), cyc(8), cyc(9), cyc(10), cyc(11), cyc(12), cyc(13));
       }
       std::fclose(f);
     }
@@ -240,6 +244,7 @@ int main(int argc, char** argv) {
     int only_b = 0, only_l = 0;  // --case B,L (L = 0: the ragged batch)
     int32_t chunk = 0, warps = 0;
     std::string trace_path;
+    bool shuffle = true;
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
       if (a == "--types" && i + 1 < argc) {
@@ -257,6 +262,8 @@ int main(int argc, char** argv) {
         quick = true;
       } else if (a == "--chunk" && i + 1 < argc) {
         chunk = std::atoi(argv[++i]);
+      } else if (a == "--no-shuffle") {
+        shuffle = false;
       } else if (a == "--trace" && i + 1 < argc) {
         trace_path = argv[++i];
       } else if (a == "--warps" && i + 1 < argc) {
@@ -265,7 +272,7 @@ int main(int argc, char** argv) {
         if (std::sscanf(argv[++i], "%d,%d", &only_b, &only_l) != 2) only_b = 0;
       } else {
         std::fprintf(stderr,
-                     "usage: bench_paged_attention [--types bf16,q8_0,q4_0] [--iters N] [--quick] [--case B,L] [--chunk N] [--warps W] [--trace FILE]\n");
+                     "usage: bench_paged_attention [--types bf16,q8_0,q4_0] [--iters N] [--quick] [--case B,L] [--chunk N] [--warps W] [--trace FILE] [--no-shuffle]\n");
         return 2;
       }
     }
@@ -289,7 +296,7 @@ int main(int argc, char** argv) {
       cases = keep;
     }
     for (DType t : types) {
-      for (const Case& c : cases) run_case(t, c, iters, bw, chunk, warps, trace_path);
+      for (const Case& c : cases) run_case(t, c, iters, bw, chunk, warps, trace_path, shuffle);
       int64_t paged = 0;
       for (int32_t L : ragged.lens) paged += (L + kBlock - 1) / kBlock * kBlock;
       const int64_t per_tok = int64_t{kKvHeads} * 2 * ds::row_bytes(t, kDim);
