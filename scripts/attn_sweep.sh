@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Decode-kernel tuning sweep on the GPU machine: bench_paged_attention (from the bundle of
-# scripts/cuda_build_carry.sh) over grid points x forced chunk lengths x warps per block, and the
-# PyTorch baseline for the same points, in one command. Prints one CSV line per run (the
+# scripts/cuda_build_carry.sh) over grid points x forced chunk lengths, and the PyTorch
+# baseline, in one command. Prints one CSV line per run (the
 # benchmark's "ours" format) and the torch lines; logs under $OUT.
-#   CASES="8,4096 1,32768" CHUNKS="0 256 512" WARPS="1 4" TYPES=bf16 scripts/attn_sweep.sh [--tests]
+#   CASES="8,4096 1,32768" CHUNKS="0 256 512" TYPES=bf16 scripts/attn_sweep.sh [--tests]
 # --tests first runs the decode-kernel GPU tests ([decode] without the long cases).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -11,7 +11,6 @@ OUT=${OUT:-/tmp/attn_sweep}
 mkdir -p "$OUT"
 CASES=${CASES:-"8,4096 32,4096 1,32768 8,131072 32,32768 8,0"}
 CHUNKS=${CHUNKS:-0}
-WARPS=${WARPS:-"1 4"}
 TYPES=${TYPES:-bf16}
 B=/tmp/dsbundle
 if [ ! -x "$B/bin/bench_paged_attention" ] || [ .devbuild/cuda/bundle.tar.xz -nt "$B/COMMIT" ]; then
@@ -26,10 +25,8 @@ if [ "${1:-}" = "--tests" ]; then
   echo "tests rc=$? ($(tail -1 "$OUT/tests.log"))"
 fi
 for cs in $CASES; do
-  for w in $WARPS; do
-    for ch in $CHUNKS; do
-      "$B/bin/bench_paged_attention" --types "$TYPES" --case "$cs" --chunk "$ch" --warps "$w" 2>&1 | grep '^ours'
-    done
+  for ch in $CHUNKS; do
+    "$B/bin/bench_paged_attention" --types "$TYPES" --case "$cs" --chunk "$ch" 2>&1 | grep '^ours'
   done
 done | tee "$OUT/sweep.csv"
 timeout ${TORCH_TIMEOUT:-200} python3 scripts/attn_torch_baseline.py ${TORCH_ARGS:-} > "$OUT/torch.csv" 2>&1

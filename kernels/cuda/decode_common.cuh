@@ -168,12 +168,11 @@ struct TcConfig {
   int64_t smem_bytes = 0;
   bool supported = false;
 };
-// Stages and shared memory for an instantiation with `warps` warps per block using `regs`
-// registers per thread, on a device with smem_per_sm bytes per SM (smem_optin per block): the
-// most resident blocks (up to 12 warps per SM) that registers allow and that still get three
-// stages each.
-TcConfig tc_config(DType k_type, DType v_type, int head_dim, int warps, int regs, int64_t static_smem,
-                   int64_t smem_optin, int64_t smem_per_sm);
+// Stages and shared memory for an instantiation using `regs` registers per thread, on a
+// device with smem_per_sm bytes per SM (smem_optin per block): the most resident blocks (up to
+// three) that registers allow and that still get three stages each.
+TcConfig tc_config(DType k_type, DType v_type, int head_dim, int regs, int64_t static_smem, int64_t smem_optin,
+                   int64_t smem_per_sm);
 
 // One instantiation of the tensor-core kernel: its symbol (for attributes and occupancy)
 // and its launcher. tc_entry_for<K> is defined in decode_tc_<K>.cu, one file per K type so
@@ -183,10 +182,9 @@ struct TcEntry {
   void (*launch)(const DecodeArgs&, dim3, int64_t, gpuStream_t, bool chained) = nullptr;
 };
 template <DType KT>
-TcEntry tc_entry_for(DType v_type, int head_dim, int warps);
-TcEntry tc_entry(DType k_type, DType v_type, int head_dim, int warps);
-// Warps per block of the tensor-core kernel: 1 or 4 (DecodeOptions::warps_per_cta).
-inline constexpr int kTcWarpsDefault = 4;
+TcEntry tc_entry_for(DType v_type, int head_dim);
+TcEntry tc_entry(DType k_type, DType v_type, int head_dim);
+inline constexpr int kTcWarps = 4;
 inline constexpr int kTcHeads = 8;
 
 }  // namespace ds::cuda::detail

@@ -1,12 +1,8 @@
 // Tensor-core paged decode kernel (NVIDIA sm_80+; tuned for the H200).
 //
 // Grid: x = (KV head, chunk of up to 8 query heads), y = work item (sequence chunk). Block:
-// W warps (1 or 4), each an independent pipeline over its own 16-token tiles of the chunk
-// (tile w, w+W, w+2W, ...), so no barrier is needed until the final merge of the warps. With
-// W = 1 several thread blocks share an SM and the hardware refills a slot as soon as its
-// block ends, so one block's start-up (work item, length, table, first tiles: a chain of
-// dependent loads) overlaps the others' streaming, and SMs that drain fast take more chunks;
-// the warp writes its result straight from registers.
+// 4 warps, each an independent pipeline over its own 16-token tiles of the chunk (tile w,
+// w+4, w+8, ...), so no barrier is needed until the final merge of the four warps.
 //
 // Per 16-token tile a warp computes S^T = K Q^T and O^T += V^T P^T with mma.m16n8k16:
 // tokens (for QK) and head_dim (for PV) fill the 16-row side, the group's query heads the
@@ -42,17 +38,17 @@ constexpr int tc_row_bytes(DType t, int D) { return static_cast<int>(row_bytes(t
 constexpr int tc_chunk_bytes(int rb) { return rb % 16 == 0 ? 16 : 8; }
 // Shared memory of one stage of one warp: 16 K rows + 16 V rows.
 constexpr int tc_warp_stage_bytes(DType k, DType v, int D) { return 16 * (tc_row_bytes(k, D) + tc_row_bytes(v, D)); }
-// The final cross-warp merge (none for a one-warp block), over the pipeline's buffers.
-// Maxima and sums [W][8] each, the heads' log-sum-exps [8], then the rows [W][8][D + 4].
-constexpr int tc_merge_o_offset(int W) { return ((2 * W * kTcHeads + kTcHeads) * 4 + 15) / 16 * 16; }
-constexpr int tc_merge_bytes(int D, int W) { return W == 1 ? 0 : tc_merge_o_offset(W) + W * kTcHeads * (D + 4) * 4; }
+// The final cross-warp merge, over the pipeline's buffers.
+// Maxima and sums [warps][8] each, the heads' log-sum-exps [8], then the rows [warps][8][D + 4].
+constexpr int tc_merge_o_offset() { return ((2 * kTcWarps * kTcHeads + kTcHeads) * 4 + 15) / 16 * 16; }
+constexpr int tc_merge_bytes(int D) { return tc_merge_o_offset() + kTcWarps * kTcHeads * (D + 4) * 4; }
 // q of the block's heads, copied in as the first cp.async group and read from there: one row
 // of up to D fp32 per head, padded by 16 bytes so the eight heads' rows start in different banks.
 constexpr int tc_q_row_bytes(int D) { return 4 * D + 16; }
 constexpr int tc_q_bytes(int D) { return kTcHeads * tc_q_row_bytes(D); }
 // Byte offset of the q area: after the pipeline stages (or the merge area, when larger).
-constexpr int64_t tc_q_offset(int64_t stage_bytes_all, int D, int W) {
-  const int64_t m = stage_bytes_all > tc_merge_bytes(D, W) ? stage_bytes_all : tc_merge_bytes(D, W);
+constexpr int64_t tc_q_offset(int64_t stage_bytes_all, int D) {
+  const int64_t m = stage_bytes_all > tc_merge_bytes(D) ? stage_bytes_all : tc_merge_bytes(D);
   return (m + 127) / 128 * 128;
 }
 
@@ -205,8 +201,8 @@ __device__ __forceinline__ int v_dim(int i, int rho) {
 
 #endif  // DS_GPU_HAS_MMA_SM80
 
-template <DType KT, DType VT, int D, int W>
-__global__ void __launch_bounds__(W * 32, 1) decode_tc_kernel(const DecodeArgs a) {
+template <DType KT, DType VT, int D>
+__global__ void __launch_bounds__(kTcWarps * 32, 1) decode_tc_kernel(const DecodeArgs a) {
 #if DS_GPU_HAS_MMA_SM80 && defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800)
   DS_GPU_WAIT_PREVIOUS();  // chained launches (DecodeOptions::chained_launch): q and the new K/V rows
   // Diagnostics (DecodeOptions::trace): thread 0 stamps the block's phases.
@@ -226,6 +222,7 @@ __global__ void __launch_bounds__(W * 32, 1) decode_tc_kernel(const DecodeArgs a
   constexpr int NM = D / 16;  // m-tiles of PV
   constexpr int STG = 16 * (RK + RV);
   constexpr float kNegInf = -__builtin_huge_valf();
+  constexpr int W = kTcWarps;
 
   extern __shared__ __align__(128) uint8_t smem[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -239,7 +236,7 @@ __global__ void __launch_bounds__(W * 32, 1) decode_tc_kernel(const DecodeArgs a
   // ---- q of this block's heads: its own cp.async group, ahead of the table lookups and the
   // K/V tiles, so its latency hides behind theirs (loaded element by element into
   // registers, it cost ~7 us per block). Heads of a group are contiguous rows of q.
-  uint8_t* const qs = smem + tc_q_offset(int64_t{W} * a.stages * STG, D, W);
+  uint8_t* const qs = smem + tc_q_offset(int64_t{W} * a.stages * STG, D);
   {
     const int esz = a.q_f32 ? 4 : 2;
     const int row = D * esz;
@@ -545,7 +542,7 @@ __global__ void __launch_bounds__(W * 32, 1) decode_tc_kernel(const DecodeArgs a
   // q has landed once at most the S - 1 tile groups issued after it are pending; the other
   // warps' parts of it are visible after the barrier.
   cp_async_wait_dyn(S - 1);
-  if constexpr (W > 1) __syncthreads(); else __syncwarp();
+  __syncthreads();
   {
     const bool hv = gid < heads_here;
     const uint8_t* qrow = qs + (hv ? gid : 0) * tc_q_row_bytes(D);
@@ -594,35 +591,13 @@ __global__ void __launch_bounds__(W * 32, 1) decode_tc_kernel(const DecodeArgs a
     l1 += __shfl_xor_sync(0xffffffffu, l1, off);
   }
   if (trace && threadIdx.x == 0) trace[11] = clock_after(__float_as_uint(l0 + l1));
-  if constexpr (W == 1) {
-    // One warp: every lane normalises its own fragments (m and l are uniform over gid).
-    // m == -inf means no token: zeros, and a -inf log-sum-exp the merge ignores.
-    const float inv0 = m0 == kNegInf ? 0.f : 1.f / l0, inv1 = m1 == kNegInf ? 0.f : 1.f / l1;
-    const float lse0 = m0 == kNegInf ? kNegInf : m0 + log2f(l0);
-    const float lse1 = m1 == kNegInf ? kNegInf : m1 + log2f(l1);
-    const int h0 = 2 * tig, qh0 = kvh * a.group + hc * kTcHeads + h0;
-#pragma unroll
-    for (int i = 0; i < NM; ++i) {
-      const int d0 = v_dim<VT>(i, gid), d1 = v_dim<VT>(i, gid + 8);
-      if (h0 < heads_here) {
-        write_result(a, r, qh0, d0, o[i][0] * inv0, lse0);
-        write_result(a, r, qh0, d1, o[i][2] * inv0, lse0);
-      }
-      if (h0 + 1 < heads_here) {
-        write_result(a, r, qh0 + 1, d0, o[i][1] * inv1, lse1);
-        write_result(a, r, qh0 + 1, d1, o[i][3] * inv1, lse1);
-      }
-    }
-    if (trace && threadIdx.x == 0) trace_end(trace, ntok);
-    return;
-  }
-  // Several warps: exchange maxima and sums, scale each warp's O by its share of the
-  // normaliser in registers, then add the warps' rows and write them four elements at a time.
+  // Exchange the warps' maxima and sums, scale each warp's O by its share of the normaliser
+  // in registers, then add the warps' rows and write them four elements at a time.
   __syncthreads();  // every warp is done with its pipeline buffers
   float* red_m = reinterpret_cast<float*>(smem);  // [W][8]
   float* red_l = red_m + W * kTcHeads;             // [W][8]
   float* red_lse = red_l + W * kTcHeads;           // [8]
-  float* red = reinterpret_cast<float*>(smem + tc_merge_o_offset(W));  // [W][8][D + 4]
+  float* red = reinterpret_cast<float*>(smem + tc_merge_o_offset());  // [W][8][D + 4]
   constexpr int RS = D + 4;  // row stride: the four tig lanes' heads fall in different banks
   if (gid == 0) {
     red_m[warp * kTcHeads + 2 * tig] = m0;

@@ -16,13 +16,12 @@
 namespace ds::cuda {
 namespace detail {
 
-TcConfig tc_config(DType k, DType v, int D, int warps, int regs, int64_t static_smem, int64_t smem_optin,
-                   int64_t smem_per_sm) {
+TcConfig tc_config(DType k, DType v, int D, int regs, int64_t static_smem, int64_t smem_optin, int64_t smem_per_sm) {
 #if DS_GPU_HAS_MMA_SM80
   if (D != 128 && D != 256) return {};
-  const int64_t cta_stage = int64_t{warps} * 16 * (row_bytes(k, D) + row_bytes(v, D));
-  const int64_t regs_per_block = int64_t{warps} * 32 * ((regs + 7) / 8 * 8);
-  const int max_by_regs = static_cast<int>(std::min<int64_t>(12 / warps, 65536 / std::max<int64_t>(regs_per_block, 1)));
+  const int64_t cta_stage = int64_t{kTcWarps} * 16 * (row_bytes(k, D) + row_bytes(v, D));
+  const int64_t regs_per_block = int64_t{kTcWarps} * 32 * ((regs + 7) / 8 * 8);
+  const int max_by_regs = static_cast<int>(std::min<int64_t>(3, 65536 / std::max<int64_t>(regs_per_block, 1)));
   for (int blocks = max_by_regs; blocks >= 1; --blocks) {
     // Each resident block costs 1 KB of reserved shared memory besides its own; q's area
     // (rounded up with the stages) comes off the top.
@@ -31,24 +30,24 @@ TcConfig tc_config(DType k, DType v, int D, int warps, int regs, int64_t static_
     if (stages >= 3 || (blocks == 1 && stages >= 2)) {
       TcConfig c;
       c.stages = static_cast<int>(stages);
-      c.smem_bytes = tc_q_offset(stages * cta_stage, D, warps) + tc_q_bytes(D);
+      c.smem_bytes = tc_q_offset(stages * cta_stage, D) + tc_q_bytes(D);
       c.supported = c.smem_bytes <= per_block;
       return c;
     }
   }
   return {};
 #else
-  (void)k, (void)v, (void)D, (void)warps, (void)regs, (void)static_smem, (void)smem_optin, (void)smem_per_sm;
+  (void)k, (void)v, (void)D, (void)regs, (void)static_smem, (void)smem_optin, (void)smem_per_sm;
   return {};
 #endif
 }
 
-TcEntry tc_entry(DType k, DType v, int D, int warps) {
+TcEntry tc_entry(DType k, DType v, int D) {
   switch (k) {
-    case DType::bf16: return tc_entry_for<DType::bf16>(v, D, warps);
-    case DType::f16: return tc_entry_for<DType::f16>(v, D, warps);
-    case DType::q8_0: return tc_entry_for<DType::q8_0>(v, D, warps);
-    case DType::q4_0: return tc_entry_for<DType::q4_0>(v, D, warps);
+    case DType::bf16: return tc_entry_for<DType::bf16>(v, D);
+    case DType::f16: return tc_entry_for<DType::f16>(v, D);
+    case DType::q8_0: return tc_entry_for<DType::q8_0>(v, D);
+    case DType::q4_0: return tc_entry_for<DType::q4_0>(v, D);
     default: return {};
   }
 }
@@ -173,21 +172,18 @@ DecodeDevice describe_decode(const KvPoolView& pools, int32_t n_q_heads, const D
   DS_GPU_CHECK(gpuDeviceGetAttribute(&optin, gpuDevAttrMaxSharedMemoryPerBlockOptin, dev));
   DS_GPU_CHECK(gpuDeviceGetAttribute(&cc, gpuDevAttrComputeCapabilityMajor, dev));
   const int32_t group = n_q_heads / pools.n_kv_heads;
-  if (opts.warps_per_cta != 0 && opts.warps_per_cta != 1 && opts.warps_per_cta != 4)
-    throw std::invalid_argument("paged attention: warps_per_cta must be 0 (automatic), 1 or 4");
-  const int warps = opts.warps_per_cta != 0 ? opts.warps_per_cta : kTcWarpsDefault;
 #if DS_GPU_HIP
   const bool tc_ok = false;
   TcConfig tc;
   const TcEntry entry{};
 #else
   TcConfig tc;
-  const TcEntry entry = tc_entry(pools.k_type, pools.v_type, pools.head_dim, warps);
+  const TcEntry entry = tc_entry(pools.k_type, pools.v_type, pools.head_dim);
   if (entry.symbol && cc >= 8) {
     cudaFuncAttributes fa{};
     DS_GPU_CHECK(cudaFuncGetAttributes(&fa, entry.symbol));
-    tc = tc_config(pools.k_type, pools.v_type, pools.head_dim, warps, fa.numRegs,
-                   static_cast<int64_t>(fa.sharedSizeBytes), optin, per_sm_smem);
+    tc = tc_config(pools.k_type, pools.v_type, pools.head_dim, fa.numRegs, static_cast<int64_t>(fa.sharedSizeBytes),
+                   optin, per_sm_smem);
   }
   const bool tc_ok = tc.supported;
 #endif
@@ -205,12 +201,11 @@ DecodeDevice describe_decode(const KvPoolView& pools, int32_t n_q_heads, const D
   if (kernel == DecodeKernel::tensor_core) {
     d.heads_per_cta = kTcHeads;
     d.head_chunks = (group + kTcHeads - 1) / kTcHeads;
-    d.warps_per_cta = warps;
-    d.tokens_per_round = warps * 16;
+    d.tokens_per_round = kTcWarps * 16;
     d.stages = tc.stages;
     d.smem_bytes = tc.smem_bytes;
     symbol = entry.symbol;
-    threads = warps * 32;
+    threads = kTcWarps * 32;
   } else {
     d.heads_per_cta = group;
     d.head_chunks = 1;
@@ -389,7 +384,7 @@ void paged_attention_decode(const KvPoolView& pools, const DecodeQuery& q, Decod
   auto s = static_cast<gpuStream_t>(stream);
   const dim3 grid(static_cast<unsigned>(pools.n_kv_heads * dev.head_chunks), static_cast<unsigned>(plan.items.size()));
   if (dev.kernel == DecodeKernel::tensor_core) {
-    const TcEntry e = tc_entry(pools.k_type, pools.v_type, pools.head_dim, dev.warps_per_cta);
+    const TcEntry e = tc_entry(pools.k_type, pools.v_type, pools.head_dim);
     if (!e.launch) bad("no tensor-core kernel for these types and head_dim");
     ensure_smem_limit(e.symbol, dev.smem_bytes);
     e.launch(a, grid, dev.smem_bytes, s, opts.chained_launch);  // gpu::launch checks the launch

@@ -95,9 +95,6 @@ struct DecodeOptions {
   // before reading). The CUDA backend's forward sets it; standalone timing leaves it off so
   // every call starts from an idle stream.
   bool chained_launch = false;
-  // Warps per thread block of the tensor-core kernel: 1 (several blocks share an SM and start
-  // independently) or 4 (one pipeline of four warps per block); 0 picks the default.
-  int32_t warps_per_cta = 0;
   // Diagnostics: a device buffer of 8 uint64 per thread block of the tensor-core kernel
   // (grid x = KV head x head chunk, y = work item) that receives its phase timestamps
   // (decode_common.cuh, kTraceWords); null in production.
@@ -114,7 +111,6 @@ struct DecodeDevice {
   int32_t tokens_per_round = 64;  // tokens one thread block consumes per pipeline round
   int64_t kv_bytes_per_token = 0; // K + V bytes of one token of one KV head
   int32_t stages = 0;             // pipeline depth (tensor-core kernel)
-  int32_t warps_per_cta = 1;      // warps per thread block (tensor-core kernel)
   int64_t smem_bytes = 0;         // dynamic shared memory per thread block
 };
 

@@ -134,7 +134,6 @@ struct DeviceScenario {
 struct RunOptions {
   cuda::DecodeKernel kernel = cuda::DecodeKernel::tensor_core;
   int32_t chunk = 0;  // 0: planner's choice
-  int32_t warps = 0;  // tensor-core warps per block (0: default)
   bool q_bf16 = false;
   DType out_type = DType::f32;
   bool bounds_check = true;
@@ -169,7 +168,6 @@ inline RunResult run_decode(const Scenario& s, DeviceScenario& d, const RunOptio
   opts.kernel = o.kernel;
   opts.bounds_check = o.bounds_check;
   opts.chunk_tokens = o.chunk;
-  opts.warps_per_cta = o.warps;
   const cuda::DecodeDevice dev = cuda::describe_decode(pools, s.sh.n_q_heads, opts);
   RunResult res;
   res.plan = cuda::plan_decode(dev, s.sh.n_kv_heads, s.lens, o.chunk);

@@ -45,21 +45,16 @@ TEST_CASE("decode matches the float64 reference for every K/V type pair, split a
           struct Mode {
             dc::DecodeKernel kernel;
             int32_t chunk;
-            int32_t warps;
             const char* name;
           };
-          for (const Mode m : {Mode{dc::DecodeKernel::tensor_core, 48, 4, "tc split 48"},
-                               Mode{dc::DecodeKernel::tensor_core, 0, 4, "tc auto"},
-                               Mode{dc::DecodeKernel::tensor_core, INT_MAX, 4, "tc single"},
-                               Mode{dc::DecodeKernel::tensor_core, 48, 1, "tc 1-warp split 48"},
-                               Mode{dc::DecodeKernel::tensor_core, 0, 1, "tc 1-warp auto"},
-                               Mode{dc::DecodeKernel::tensor_core, INT_MAX, 1, "tc 1-warp single"},
-                               Mode{dc::DecodeKernel::portable, 48, 0, "portable split 48"},
-                               Mode{dc::DecodeKernel::portable, INT_MAX, 0, "portable single"}}) {
+          for (const Mode m : {Mode{dc::DecodeKernel::tensor_core, 48, "tc split 48"},
+                               Mode{dc::DecodeKernel::tensor_core, 0, "tc auto"},
+                               Mode{dc::DecodeKernel::tensor_core, INT_MAX, "tc single"},
+                               Mode{dc::DecodeKernel::portable, 48, "portable split 48"},
+                               Mode{dc::DecodeKernel::portable, INT_MAX, "portable single"}}) {
             RunOptions o;
             o.kernel = m.kernel;
             o.chunk = m.chunk;
-            o.warps = m.warps;
             o.q_bf16 = qbf;
             const RunResult r = run_decode(s, d, o);
             expect_close(r, ref, label(s, m.name) + (qbf ? " q bf16" : " q f32"));

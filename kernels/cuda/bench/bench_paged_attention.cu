@@ -11,11 +11,10 @@
 // scripts/attn_torch_baseline.py does.
 //
 // Output lines: copy_bw,<GB/s> ; ours,<type>,<case>,<batch>,<ctx>,<us>,<kv_bytes>,<GB/s>,
-// <fraction of copy bw>,<chunk>,<items>,<plan_us>,<blocks per SM>,<stages>,<warps per block> ; mem,<type>,ragged,<paged bytes>,<padded bytes>
-//   bench_paged_attention [--types bf16,q8_0,q4_0] [--iters 30] [--quick] [--case B,L] [--chunk N] [--warps W] [--trace FILE]
+// <fraction of copy bw>,<chunk>,<items>,<plan_us>,<blocks per SM>,<stages> ; mem,<type>,ragged,<paged bytes>,<padded bytes>
+//   bench_paged_attention [--types bf16,q8_0,q4_0] [--iters 30] [--quick] [--case B,L] [--chunk N] [--trace FILE]
 //   [--no-shuffle]
 // (--chunk N: N tokens per split instead of the planner's choice, for tuning the planner;
-// --warps W: 1 or 4 warps per block of the tensor-core kernel instead of the default;
 // --trace FILE: after timing, one more call with DecodeOptions::trace, whose per-block phase
 // stamps are written to FILE as CSV, for the first case run; --no-shuffle: each sequence's
 // blocks in order instead of shuffled.)
@@ -112,7 +111,7 @@ struct Case {
   std::vector<int32_t> lens;
 };
 
-void run_case(DType t, const Case& c, int iters, double copy_gbps, int32_t chunk, int32_t warps, std::string& trace_path,
+void run_case(DType t, const Case& c, int iters, double copy_gbps, int32_t chunk, std::string& trace_path,
               bool shuffle) {
   const int64_t rb = ds::row_bytes(t, kDim);
   const int B = static_cast<int>(c.lens.size());
@@ -164,7 +163,6 @@ void run_case(DType t, const Case& c, int iters, double copy_gbps, int32_t chunk
   dc::DecodeOptions opts;
   opts.bounds_check = false;
   opts.chunk_tokens = chunk;
-  opts.warps_per_cta = warps;
   const dc::DecodeDevice dev = dc::describe_decode(pools, kQHeads, opts);
   const auto p0 = std::chrono::steady_clock::now();
   const dc::DecodePlan plan = dc::plan_decode(dev, kKvHeads, c.lens, opts.chunk_tokens);
@@ -191,10 +189,10 @@ void run_case(DType t, const Case& c, int iters, double copy_gbps, int32_t chunk
   const int n = std::max(iters, 2 * copies);
   const float us = median_us(run, n);
   const double gbps = static_cast<double>(kv_bytes) / (us * 1e-6) / 1e9;
-  std::printf("ours,%s,%s,%d,%d,%.2f,%lld,%.0f,%.3f,%d,%zu,%.1f,%d,%d,%d\n", std::string(ds::dtype_name(t)).c_str(),
+  std::printf("ours,%s,%s,%d,%d,%.2f,%lld,%.0f,%.3f,%d,%zu,%.1f,%d,%d\n", std::string(ds::dtype_name(t)).c_str(),
               c.name.c_str(), B, *std::max_element(c.lens.begin(), c.lens.end()), us,
               static_cast<long long>(kv_bytes), gbps, gbps / copy_gbps, plan.chunk_tokens, plan.items.size(), plan_us,
-              dev.ctas_per_sm, dev.stages, dev.warps_per_cta);
+              dev.ctas_per_sm, dev.stages);
   std::fflush(stdout);
   if (!trace_path.empty() && dev.kernel == dc::DecodeKernel::tensor_core) {
     const int64_t ctas = int64_t{kKvHeads} * dev.head_chunks * static_cast<int64_t>(plan.items.size());
@@ -210,8 +208,8 @@ void run_case(DType t, const Case& c, int iters, double copy_gbps, int32_t chunk
     uint64_t t0 = ~uint64_t{0};
     for (int64_t i = 0; i < ctas; ++i) t0 = std::min(t0, h[static_cast<size_t>(i) * 16]);
     if (FILE* f = std::fopen(trace_path.c_str(), "w")) {
-      std::fprintf(f, "# %s %s B=%d chunk=%d warps=%d event_us=%.2f\n", std::string(ds::dtype_name(t)).c_str(),
-                   c.name.c_str(), B, plan.chunk_tokens, dev.warps_per_cta, traced_us);
+      std::fprintf(f, "# %s %s B=%d chunk=%d event_us=%.2f\n", std::string(ds::dtype_name(t)).c_str(),
+                   c.name.c_str(), B, plan.chunk_tokens, traced_us);
       std::fprintf(f, "block,smid,start_ns,end_ns,first_tile_cyc,loop_cyc,total_cyc,tokens,item_cyc,table_cyc,q_cyc,"
                       "reduced_cyc,issued_cyc,second_tile_cyc\n");
       for (int64_t i = 0; i < ctas; ++i) {
@@ -242,7 +240,7 @@ int main(int argc, char** argv) {
     int iters = 30;
     bool quick = false;
     int only_b = 0, only_l = 0;  // --case B,L (L = 0: the ragged batch)
-    int32_t chunk = 0, warps = 0;
+    int32_t chunk = 0;
     std::string trace_path;
     bool shuffle = true;
     for (int i = 1; i < argc; ++i) {
@@ -266,13 +264,11 @@ int main(int argc, char** argv) {
         shuffle = false;
       } else if (a == "--trace" && i + 1 < argc) {
         trace_path = argv[++i];
-      } else if (a == "--warps" && i + 1 < argc) {
-        warps = std::atoi(argv[++i]);
       } else if (a == "--case" && i + 1 < argc) {
         if (std::sscanf(argv[++i], "%d,%d", &only_b, &only_l) != 2) only_b = 0;
       } else {
         std::fprintf(stderr,
-                     "usage: bench_paged_attention [--types bf16,q8_0,q4_0] [--iters N] [--quick] [--case B,L] [--chunk N] [--warps W] [--trace FILE] [--no-shuffle]\n");
+                     "usage: bench_paged_attention [--types bf16,q8_0,q4_0] [--iters N] [--quick] [--case B,L] [--chunk N] [--trace FILE] [--no-shuffle]\n");
         return 2;
       }
     }
@@ -296,7 +292,7 @@ int main(int argc, char** argv) {
       cases = keep;
     }
     for (DType t : types) {
-      for (const Case& c : cases) run_case(t, c, iters, bw, chunk, warps, trace_path, shuffle);
+      for (const Case& c : cases) run_case(t, c, iters, bw, chunk, trace_path, shuffle);
       int64_t paged = 0;
       for (int32_t L : ragged.lens) paged += (L + kBlock - 1) / kBlock * kBlock;
       const int64_t per_tok = int64_t{kKvHeads} * 2 * ds::row_bytes(t, kDim);
