@@ -16,6 +16,9 @@
 // integers; the K block scale multiplies the fp32 partial logit of its 32-element block,
 // the V block scale multiplies P before the hi/lo split. Softmax is online in base 2.
 //
+// Start-up: q of the block's heads is the first cp.async group, issued before the block-table
+// lookups, and is read from shared memory once it lands (loaded into registers element by
+// element it cost ~10 us per block); the block's phases can be stamped (DecodeOptions::trace).
 // Loads: cp.async of 16-byte chunks (8 for 136- and 72-byte quantised rows), S stages deep,
 // zero-filled past the chunk end so no NaN from unused slots reaches the products. The block
 // ids of the next stage are fetched one iteration early so table latency stays hidden; row
