@@ -206,3 +206,46 @@ TEST_CASE("the bounds guard refuses corrupt block ids", "[gpu][decode][guard]") 
     CHECK(compare(r.out, ref).non_finite == 0);
   }
 }
+
+TEST_CASE("the tensor-core kernel stamps every block's phases in order", "[gpu][decode]") {
+  // DecodeOptions::trace: per block, the phases in program order on one SM's clock, the
+  // chunk's token count, and the result still exact.
+  const std::vector<int32_t> lens{0, 1, 100, 1000, 333};
+  const Scenario s = make_scenario(Shape{24, 4, 256, 16}, DType::bf16, DType::q8_0, lens, 4242);
+  DeviceScenario d(s);
+  const int64_t max_blocks = int64_t{4} * 64;  // KV heads x items (48-token chunks; one head chunk of 6)
+  DeviceBuffer trace(static_cast<size_t>(max_blocks) * 16 * 8);
+  cuda_ok(cudaMemset(trace.get(), 0, trace.bytes()), "clear trace");
+  RunOptions o;
+  o.chunk = 48;
+  o.trace = trace.as<uint64_t>();
+  const RunResult r = run_decode(s, d, o);
+  expect_close(r, reference(s, false), "traced run");
+  const int64_t blocks_x = int64_t{s.sh.n_kv_heads} * r.plan.device.head_chunks;
+  REQUIRE(static_cast<int64_t>(r.plan.items.size()) * blocks_x <= max_blocks);
+  const auto h = to_host<uint64_t>(trace, static_cast<size_t>(r.plan.items.size() * blocks_x * 16));
+  for (size_t y = 0; y < r.plan.items.size(); ++y) {
+    const dc::DecodeWorkItem& it = r.plan.items[y];
+    const int32_t len = lens[static_cast<size_t>(it.seq)];
+    const int32_t end = (it.flags & dc::kItemLast) ? len : std::min(len, it.token_begin + r.plan.chunk_tokens);
+    const uint64_t tokens = static_cast<uint64_t>(std::max(0, end - it.token_begin));
+    for (int64_t x = 0; x < blocks_x; ++x) {
+      const uint64_t* t = &h[(y * blocks_x + static_cast<size_t>(x)) * 16];
+      INFO("item " << y << " (seq " << it.seq << ", from " << it.token_begin << "), block x " << x);
+      CHECK(t[7] == tokens);
+      CHECK(t[6] >= t[0]);  // %globaltimer at the end, not before the start
+      CHECK(t[2] <= t[8]);   // start <= item and length <= block ids <= stages issued <= q
+      CHECK(t[8] <= t[9]);
+      CHECK(t[9] <= t[12]);
+      CHECK(t[12] <= t[10]);
+      CHECK(t[4] <= t[11]);  // last tile <= sums reduced <= written
+      CHECK(t[11] <= t[5]);
+      if (tokens > 0) {  // warp 0 has a tile: q <= first tile <= last tile
+        CHECK(t[10] <= t[3]);
+        CHECK(t[3] <= t[4]);
+      } else {
+        CHECK(t[10] <= t[4]);
+      }
+    }
+  }
+}
