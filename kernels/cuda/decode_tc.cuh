@@ -238,7 +238,7 @@ __global__ void __launch_bounds__(kTcWarps * 32, 1) decode_tc_kernel(const Decod
 
   // ---- q of this block's heads: its own cp.async group, ahead of the table lookups and the
   // K/V tiles, so its latency hides behind theirs (loaded element by element into
-  // registers, it cost ~7 us per block). Heads of a group are contiguous rows of q.
+  // registers, it cost ~10 us per block). Heads of a group are contiguous rows of q.
   uint8_t* const qs = smem + tc_q_offset(int64_t{W} * a.stages * STG, D);
   {
     const int esz = a.q_f32 ? 4 : 2;
