@@ -208,9 +208,12 @@ template <DType KT, DType VT, int D>
 __global__ void __launch_bounds__(kTcWarps * 32, 1) decode_tc_kernel(const DecodeArgs a) {
 #if DS_GPU_HAS_MMA_SM80 && defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800)
   DS_GPU_WAIT_PREVIOUS();  // chained launches (DecodeOptions::chained_launch): q and the new K/V rows
-  // Diagnostics (DecodeOptions::trace): thread 0 stamps the block's phases.
-  uint64_t* const trace = a.trace ? a.trace + kTraceWords * (static_cast<int64_t>(blockIdx.y) * gridDim.x + blockIdx.x) : nullptr;
-  if (trace && threadIdx.x == 0) {
+  // Diagnostics (DecodeOptions::trace): thread 0 stamps the block's phases; null elsewhere.
+  uint64_t* const trace =
+      a.trace && threadIdx.x == 0
+          ? a.trace + kTraceWords * (static_cast<int64_t>(blockIdx.y) * gridDim.x + blockIdx.x)
+          : nullptr;
+  if (trace) {
     trace[0] = global_timer_ns();
     trace[1] = smid();
     trace[2] = clock64();
@@ -225,7 +228,6 @@ __global__ void __launch_bounds__(kTcWarps * 32, 1) decode_tc_kernel(const Decod
   constexpr int NM = D / 16;  // m-tiles of PV
   constexpr int STG = 16 * (RK + RV);
   constexpr float kNegInf = -__builtin_huge_valf();
-  constexpr int W = kTcWarps;
 
   extern __shared__ __align__(128) uint8_t smem[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -233,13 +235,13 @@ __global__ void __launch_bounds__(kTcWarps * 32, 1) decode_tc_kernel(const Decod
   const int kvh = blockIdx.x / a.head_chunks, hc = blockIdx.x - kvh * a.head_chunks;
   const ItemRange r = item_range(a, blockIdx.y);
   const int ntok = max(r.t1 - r.t0, 0);
-  if (trace && threadIdx.x == 0) trace[8] = clock_after(static_cast<uint32_t>(r.t1));
+  if (trace) trace[8] = clock_after(static_cast<uint32_t>(r.t1));
   const int heads_here = min(kTcHeads, a.group - hc * kTcHeads);
 
   // ---- q of this block's heads: its own cp.async group, ahead of the table lookups and the
   // K/V tiles, so its latency hides behind theirs (loaded element by element into
   // registers, it cost ~10 us per block). Heads of a group are contiguous rows of q.
-  uint8_t* const qs = smem + tc_q_offset(int64_t{W} * a.stages * STG, D);
+  uint8_t* const qs = smem + tc_q_offset(int64_t{kTcWarps} * a.stages * STG, D);
   {
     const int esz = a.q_f32 ? 4 : 2;
     const int row = D * esz;
@@ -247,13 +249,13 @@ __global__ void __launch_bounds__(kTcWarps * 32, 1) decode_tc_kernel(const Decod
                          (static_cast<int64_t>(r.seq) * a.n_q_heads + kvh * a.group + hc * kTcHeads) * row;
     if (a.q_align16) {
       const int per_row = row / 16;
-      for (int c = threadIdx.x; c < heads_here * per_row; c += W * 32) {
+      for (int c = threadIdx.x; c < heads_here * per_row; c += kTcWarps * 32) {
         const int h = c / per_row, col = c - h * per_row;
         cp_async<16>(smem_addr(qs + h * tc_q_row_bytes(D) + col * 16), src + static_cast<int64_t>(c) * 16, 16);
       }
     } else {  // 4-byte aligned (checked on the host)
       const int per_row = row / 4;
-      for (int c = threadIdx.x; c < heads_here * per_row; c += W * 32) {
+      for (int c = threadIdx.x; c < heads_here * per_row; c += kTcWarps * 32) {
         const int h = c / per_row, col = c - h * per_row;
         cp_async_4(smem_addr(qs + h * tc_q_row_bytes(D) + col * 4), src + static_cast<int64_t>(c) * 4);
       }
@@ -272,10 +274,10 @@ __global__ void __launch_bounds__(kTcWarps * 32, 1) decode_tc_kernel(const Decod
   float m0 = kNegInf, m1 = kNegInf, l0 = 0.f, l1 = 0.f;  // heads 2*tig, 2*tig+1
 
   const int total_tiles = (ntok + 15) >> 4;
-  const int n_my = total_tiles > warp ? (total_tiles - warp + W - 1) / W : 0;
+  const int n_my = total_tiles > warp ? (total_tiles - warp + kTcWarps - 1) / kTcWarps : 0;
   const int S = a.stages;
   uint8_t* wbase = smem + warp * S * STG;
-  auto tile_base = [&](int i) { return r.t0 + 16 * (warp + W * i); };
+  auto tile_base = [&](int i) { return r.t0 + 16 * (warp + kTcWarps * i); };
 
   // Block id of token `lane` of tile i (lanes 0..15), fetched ahead of its use.
   struct Meta {
@@ -536,11 +538,11 @@ __global__ void __launch_bounds__(kTcWarps * 32, 1) decode_tc_kernel(const Decod
     const int mine = st + (lane >> 4);
     const int64_t row = to_row(fetch_for(mine, lane & 15, mine < S - 1));
     const int64_t row2 = __shfl_down_sync(0xffffffffu, row, 16);
-    if (trace && threadIdx.x == 0 && st == 0) trace[9] = clock_after(static_cast<uint32_t>(row));
+    if (trace && st == 0) trace[9] = clock_after(static_cast<uint32_t>(row));
     issue(st, st, row);
     if (st + 1 < S - 1) issue(st + 1, st + 1, row2);
   }
-  if (trace && threadIdx.x == 0) trace[12] = clock64();
+  if (trace) trace[12] = clock64();
   Meta pend = fetch(S - 1);
   // q has landed once at most the S - 1 tile groups issued after it are pending; the other
   // warps' parts of it are visible after the barrier.
@@ -568,12 +570,12 @@ __global__ void __launch_bounds__(kTcWarps * 32, 1) decode_tc_kernel(const Decod
       }
     }
   }
-  if (trace && threadIdx.x == 0) trace[10] = clock_after(qh[NK - 1][1] ^ ql[NK - 1][1]);
+  if (trace) trace[10] = clock_after(qh[NK - 1][1] ^ ql[NK - 1][1]);
   int st_load = S - 1, st_use = 0;
   for (int i = 0; i < n_my; ++i) {
     cp_async_wait_dyn(S - 2);
     __syncwarp();
-    if (trace && threadIdx.x == 0 && i < 2) trace[i == 0 ? 3 : 13] = clock64();
+    if (trace && i < 2) trace[i == 0 ? 3 : 13] = clock64();
     issue(i + S - 1, st_load, to_row(pend));
     pend = fetch(i + S);
     compute(st_use, tile_base(i));
@@ -582,7 +584,7 @@ __global__ void __launch_bounds__(kTcWarps * 32, 1) decode_tc_kernel(const Decod
     st_use = st_use + 1 == S ? 0 : st_use + 1;
   }
   cp_async_wait<0>();
-  if (trace && threadIdx.x == 0) trace[4] = clock64();
+  if (trace) trace[4] = clock64();
   // The merge kernel (launched with programmatic stream serialization) may start its launch
   // now; it waits for this grid's results before reading them.
   DS_GPU_ALLOW_NEXT();
@@ -593,14 +595,14 @@ __global__ void __launch_bounds__(kTcWarps * 32, 1) decode_tc_kernel(const Decod
     l0 += __shfl_xor_sync(0xffffffffu, l0, off);
     l1 += __shfl_xor_sync(0xffffffffu, l1, off);
   }
-  if (trace && threadIdx.x == 0) trace[11] = clock_after(__float_as_uint(l0 + l1));
+  if (trace) trace[11] = clock_after(__float_as_uint(l0 + l1));
   // Exchange the warps' maxima and sums, scale each warp's O by its share of the normaliser
   // in registers, then add the warps' rows and write them four elements at a time.
   __syncthreads();  // every warp is done with its pipeline buffers
-  float* red_m = reinterpret_cast<float*>(smem);  // [W][8]
-  float* red_l = red_m + W * kTcHeads;             // [W][8]
-  float* red_lse = red_l + W * kTcHeads;           // [8]
-  float* red = reinterpret_cast<float*>(smem + tc_merge_o_offset());  // [W][8][D + 4]
+  float* red_m = reinterpret_cast<float*>(smem);                      // [warps][8]
+  float* red_l = red_m + kTcWarps * kTcHeads;                         // [warps][8]
+  float* red_lse = red_l + kTcWarps * kTcHeads;                       // [8]
+  float* red = reinterpret_cast<float*>(smem + tc_merge_o_offset());  // [warps][8][D + 4]
   constexpr int RS = D + 4;  // row stride: the four tig lanes' heads fall in different banks
   if (gid == 0) {
     red_m[warp * kTcHeads + 2 * tig] = m0;
@@ -618,11 +620,11 @@ __global__ void __launch_bounds__(kTcWarps * 32, 1) decode_tc_kernel(const Decod
       const int h = 2 * tig + k;
       float M = kNegInf;
 #pragma unroll
-      for (int w = 0; w < W; ++w) M = fmaxf(M, red_m[w * kTcHeads + h]);
+      for (int w = 0; w < kTcWarps; ++w) M = fmaxf(M, red_m[w * kTcHeads + h]);
       float L = 0.f;
       if (M != kNegInf) {
 #pragma unroll
-        for (int w = 0; w < W; ++w) L += red_l[w * kTcHeads + h] * exp2f(red_m[w * kTcHeads + h] - M);
+        for (int w = 0; w < kTcWarps; ++w) L += red_l[w * kTcHeads + h] * exp2f(red_m[w * kTcHeads + h] - M);
       }
       const float mw = k == 0 ? m0 : m1;
       f[k] = (M == kNegInf || mw == kNegInf) ? 0.f : exp2f(mw - M) / L;
@@ -643,17 +645,17 @@ __global__ void __launch_bounds__(kTcWarps * 32, 1) decode_tc_kernel(const Decod
     }
   }
   __syncthreads();
-  for (int idx = threadIdx.x; idx < heads_here * (D / 4); idx += W * 32) {
+  for (int idx = threadIdx.x; idx < heads_here * (D / 4); idx += kTcWarps * 32) {
     const int h = idx / (D / 4), d = 4 * (idx - h * (D / 4));
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
-    for (int w = 0; w < W; ++w) {
+    for (int w = 0; w < kTcWarps; ++w) {
       const float4 v = *reinterpret_cast<const float4*>(red + (w * kTcHeads + h) * RS + d);
       acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
     }
     write_result4(a, r, kvh * a.group + hc * kTcHeads + h, d, acc, red_lse[h]);
   }
-  if (trace && threadIdx.x == 0) trace_end(trace, ntok);
+  if (trace) trace_end(trace, ntok);
 #endif
 }
 

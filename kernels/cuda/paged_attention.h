@@ -95,7 +95,7 @@ struct DecodeOptions {
   // before reading). The CUDA backend's forward sets it; standalone timing leaves it off so
   // every call starts from an idle stream.
   bool chained_launch = false;
-  // Diagnostics: a device buffer of 8 uint64 per thread block of the tensor-core kernel
+  // Diagnostics: a device buffer of 16 uint64 per thread block of the tensor-core kernel
   // (grid x = KV head x head chunk, y = work item) that receives its phase timestamps
   // (decode_common.cuh, kTraceWords); null in production.
   uint64_t* trace = nullptr;
