@@ -33,6 +33,8 @@
 #if DS_GPU_HAS_MMA_SM80
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+
+#include "kernels/cuda/decode_tc_quant.cuh"
 #endif
 
 namespace ds::cuda::detail {
@@ -149,48 +151,9 @@ __device__ __forceinline__ void split_pair(float x0, float x1, uint32_t& hi, uin
   }
 }
 
-// Two bytes of w (picked by sel into bytes 0 and 2) -> f16x2 of (1024 + byte) each.
-__device__ __forceinline__ uint32_t bytes_to_f16x2(uint32_t w, uint32_t sel) { return __byte_perm(w, 0x64646464u, sel); }
-__device__ __forceinline__ uint32_t hsub2_bits(uint32_t x, uint32_t y) {
-  const __half2 r = __hsub2(*reinterpret_cast<const __half2*>(&x), *reinterpret_cast<const __half2*>(&y));
-  return *reinterpret_cast<const uint32_t*>(&r);
-}
-constexpr uint32_t kSelLo = 0x4140;  // bytes 0, 1 of the source
-constexpr uint32_t kSelHi = 0x4342;  // bytes 2, 3
-constexpr uint32_t kQ8Bias = 0x64806480u;  // 1152 = 1024 + 128 (after flipping the sign bit)
-constexpr uint32_t kQ4Bias = 0x64086408u;  // 1032 = 1024 + 8
-__device__ __forceinline__ uint32_t q8_pair(uint32_t w_flipped, uint32_t sel) {
-  return hsub2_bits(bytes_to_f16x2(w_flipped, sel), kQ8Bias);
-}
-__device__ __forceinline__ uint32_t q4_pair(uint32_t nibbles, uint32_t sel) {
-  return hsub2_bits(bytes_to_f16x2(nibbles, sel), kQ4Bias);
-}
-
-__device__ __forceinline__ float f16_to_f32(uint16_t h) { return __half2float(__ushort_as_half(h)); }
-
-// 4 bytes at p; p is 2-byte aligned, and 4-byte aligned when kAligned4.
-template <bool kAligned4>
-__device__ __forceinline__ uint32_t ld_u32(const uint8_t* p) {
-  if constexpr (kAligned4) {
-    return *reinterpret_cast<const uint32_t*>(p);
-  } else {
-    const uint16_t* h = reinterpret_cast<const uint16_t*>(p);
-    return static_cast<uint32_t>(h[0]) | (static_cast<uint32_t>(h[1]) << 16);
-  }
-}
-
-// head_dim index of the k-th column (0..15) of k-step s of the QK product. The tensor-core
-// fragment order is free to choose as long as q uses the same one; for quantised K it is
-// chosen so each lane's values are contiguous bytes of one ggml block.
-template <DType KT>
-__device__ __forceinline__ int k_dim(int s, int kk) {
-  if constexpr (KT == DType::q8_0)
-    return 32 * (s >> 1) + 8 * ((kk & 7) >> 1) + 4 * (s & 1) + 2 * (kk >> 3) + (kk & 1);
-  else if constexpr (KT == DType::q4_0)
-    return 32 * (s >> 1) + 16 * (s & 1) + 4 * ((kk & 7) >> 1) + 2 * (kk >> 3) + (kk & 1);
-  else
-    return 16 * s + kk;
-}
+// head_dim index of the k-th column (0..15) of k-step s of the QK product for bf16/f16 K
+// (quantised K: q_k_dim in decode_tc_quant.cuh).
+__device__ __forceinline__ int k_dim(int s, int kk) { return 16 * s + kk; }
 // head_dim index of row rho (0..15) of m-tile i of the PV product (O^T rows).
 template <DType VT>
 __device__ __forceinline__ int v_dim(int i, int rho) {
@@ -264,9 +227,15 @@ __global__ void __launch_bounds__(kTcWarps * 32, 1) decode_tc_kernel(const Decod
   }
   const int32_t* trow = a.table + static_cast<int64_t>(r.row) * a.table_stride;
 
-  // q fragments (B operand of QK, k x n = head_dim x head), split hi/lo; loaded after the
-  // first K/V copies are in flight.
-  uint32_t qh[NK][2], ql[NK][2];
+  // q fragments (B operand of QK, k x n = head_dim x head), loaded after the first K/V copies
+  // are in flight: bf16/f16 K, hi/lo halves of the operand type per k-step; quantised K, two
+  // int8 digits per 32-element block (decode_tc_quant.cuh), the head's digit scale over 254
+  // for the columns 2tig, 2tig+1 (cs0, cs1), and for Q4_0 the accumulators' starting values.
+  constexpr int NB = D / 32;
+  uint32_t qh[KQ ? 1 : NK][2], ql[KQ ? 1 : NK][2];
+  uint32_t qd[KQ ? NB : 1][2][2];
+  int qc[KT == DType::q4_0 ? NB : 1][2];
+  float cs0 = 0.f, cs1 = 0.f;
 
   float o[NM][4];
 #pragma unroll
@@ -355,62 +324,28 @@ __global__ void __launch_bounds__(kTcWarps * 32, 1) decode_tc_kernel(const Decod
       for (int j = 0; j < 4; ++j) s[j] += acc[j];
     } else {
       const uint8_t* r0 = kst + gid * RK;
-      const uint8_t* r1 = kst + (gid + 8) * RK;
+      const uint8_t* r1 = r0 + 8 * RK;
 #pragma unroll
-      for (int b = 0; b < D / 32; ++b) {
-        float t[4] = {0.f, 0.f, 0.f, 0.f};
-        uint32_t A0[4], A1[4];
+      for (int b = 0; b < NB; ++b) {
+        uint32_t A[4];
         float dk0, dk1;
+        k_fragment<KT == DType::q8_0>(r0, r1, b, tig, A, dk0, dk1);
+        int c0[4], c1[4];
+        const int zero[4] = {0, 0, 0, 0};
         if constexpr (KT == DType::q8_0) {
-          constexpr int kOff = 2;  // qs after the f16 scale
-          const int o0 = 34 * b + kOff + 8 * tig;
-          uint32_t w00, w01, w10, w11;
-          if ((34 * b + kOff) % 4 == 0) {
-            w00 = ld_u32<true>(r0 + o0);
-            w01 = ld_u32<true>(r0 + o0 + 4);
-            w10 = ld_u32<true>(r1 + o0);
-            w11 = ld_u32<true>(r1 + o0 + 4);
-          } else {
-            w00 = ld_u32<false>(r0 + o0);
-            w01 = ld_u32<false>(r0 + o0 + 4);
-            w10 = ld_u32<false>(r1 + o0);
-            w11 = ld_u32<false>(r1 + o0 + 4);
-          }
-          w00 ^= 0x80808080u, w01 ^= 0x80808080u, w10 ^= 0x80808080u, w11 ^= 0x80808080u;
-          A0[0] = q8_pair(w00, kSelLo), A0[1] = q8_pair(w10, kSelLo);
-          A0[2] = q8_pair(w00, kSelHi), A0[3] = q8_pair(w10, kSelHi);
-          A1[0] = q8_pair(w01, kSelLo), A1[1] = q8_pair(w11, kSelLo);
-          A1[2] = q8_pair(w01, kSelHi), A1[3] = q8_pair(w11, kSelHi);
-          dk0 = f16_to_f32(*reinterpret_cast<const uint16_t*>(r0 + 34 * b));
-          dk1 = f16_to_f32(*reinterpret_cast<const uint16_t*>(r1 + 34 * b));
+          imma16832<false>(c0, A, qd[b][0][0], qd[b][0][1], zero);
+          imma16832<false>(c1, A, qd[b][1][0], qd[b][1][1], zero);
         } else {
-          const int o0 = 18 * b + 2 + 4 * tig;
-          uint32_t w0, w1;
-          if ((18 * b + 2) % 4 == 0) {
-            w0 = ld_u32<true>(r0 + o0);
-            w1 = ld_u32<true>(r1 + o0);
-          } else {
-            w0 = ld_u32<false>(r0 + o0);
-            w1 = ld_u32<false>(r1 + o0);
-          }
-          const uint32_t lo0 = w0 & 0x0F0F0F0Fu, lo1 = w1 & 0x0F0F0F0Fu;
-          const uint32_t hi0 = (w0 >> 4) & 0x0F0F0F0Fu, hi1 = (w1 >> 4) & 0x0F0F0F0Fu;
-          A0[0] = q4_pair(lo0, kSelLo), A0[1] = q4_pair(lo1, kSelLo);
-          A0[2] = q4_pair(lo0, kSelHi), A0[3] = q4_pair(lo1, kSelHi);
-          A1[0] = q4_pair(hi0, kSelLo), A1[1] = q4_pair(hi1, kSelLo);
-          A1[2] = q4_pair(hi0, kSelHi), A1[3] = q4_pair(hi1, kSelHi);
-          dk0 = f16_to_f32(*reinterpret_cast<const uint16_t*>(r0 + 18 * b));
-          dk1 = f16_to_f32(*reinterpret_cast<const uint16_t*>(r1 + 18 * b));
+          const int init[4] = {qc[b][0], qc[b][1], qc[b][0], qc[b][1]};
+          imma16832<true>(c0, A, qd[b][0][0], qd[b][0][1], zero);
+          imma16832<true>(c1, A, qd[b][1][0], qd[b][1][1], init);
         }
-        mma16816<true>(t, A0, qh[2 * b][0], qh[2 * b][1]);
-        mma16816<true>(t, A0, ql[2 * b][0], ql[2 * b][1]);
-        mma16816<true>(t, A1, qh[2 * b + 1][0], qh[2 * b + 1][1]);
-        mma16816<true>(t, A1, ql[2 * b + 1][0], ql[2 * b + 1][1]);
-        s[0] += dk0 * t[0];
-        s[1] += dk0 * t[1];
-        s[2] += dk1 * t[2];
-        s[3] += dk1 * t[3];
+        s[0] += dk0 * static_cast<float>(c0[0] * 254 + c1[0]);
+        s[1] += dk0 * static_cast<float>(c0[1] * 254 + c1[1]);
+        s[2] += dk1 * static_cast<float>(c0[2] * 254 + c1[2]);
+        s[3] += dk1 * static_cast<float>(c0[3] * 254 + c1[3]);
       }
+      s[0] *= cs0, s[1] *= cs1, s[2] *= cs0, s[3] *= cs1;
     }
     // ---- mask tokens past the chunk, online softmax (base 2). The running maximum is only
     // raised (a warp-wide reduction and a rescale of O) when some logit exceeds it by more
@@ -440,6 +375,7 @@ __global__ void __launch_bounds__(kTcWarps * 32, 1) decode_tc_kernel(const Decod
           o[i][2] *= al0;
           o[i][3] *= al1;
         }
+
         m0 = mn0;
         m1 = mn1;
       }
@@ -479,54 +415,24 @@ __global__ void __launch_bounds__(kTcWarps * 32, 1) decode_tc_kernel(const Decod
         mma16816<VF16>(o[i], af, bl0, bl1);
       }
     } else {
-      const uint8_t* rows[4] = {vst + (2 * tig) * RV, vst + (2 * tig + 1) * RV, vst + (2 * tig + 8) * RV,
-                                vst + (2 * tig + 9) * RV};
+      const uint8_t* const rows[4] = {vst + (2 * tig) * RV, vst + (2 * tig + 1) * RV, vst + (2 * tig + 8) * RV,
+                                      vst + (2 * tig + 9) * RV};
+      constexpr bool kQ8 = VT == DType::q8_0;
+      constexpr int BB = kQ8 ? 34 : 18;
+      uint32_t ph01, pl01, ph23, pl23;
+      split_pair<true>(pb[0], pb[1], ph01, pl01);
+      split_pair<true>(pb[2], pb[3], ph23, pl23);
 #pragma unroll
-      for (int b = 0; b < D / 32; ++b) {
-        constexpr int BB = VT == DType::q8_0 ? 34 : 18;
-        float x[4];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) x[j] = pb[j] * f16_to_f32(*reinterpret_cast<const uint16_t*>(rows[j] + BB * b));
-        uint32_t bh0, bl0, bh1, bl1;
-        split_pair<true>(x[0], x[1], bh0, bl0);
-        split_pair<true>(x[2], x[3], bh1, bl1);
+      for (int b = 0; b < NB; ++b) {
+        uint32_t xh01, xl01, xh23, xl23;
+        scale_p(ph01, pl01, scale_pair(rows[0], rows[1], BB, b), xh01, xl01);
+        scale_p(ph23, pl23, scale_pair(rows[2], rows[3], BB, b), xh23, xl23);
         uint32_t A0[4], A1[4];
-        if constexpr (VT == DType::q8_0) {
-          uint32_t w[4];
-          const int off = 34 * b + 2 + 4 * gid;
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            if ((34 * b + 2) % 4 == 0)
-              w[j] = ld_u32<true>(rows[j] + off);
-            else
-              w[j] = ld_u32<false>(rows[j] + off);
-          }
-          const uint32_t z01 = __byte_perm(w[0], w[1], 0x5140) ^ 0x80808080u;
-          const uint32_t z01b = __byte_perm(w[0], w[1], 0x7362) ^ 0x80808080u;
-          const uint32_t z23 = __byte_perm(w[2], w[3], 0x5140) ^ 0x80808080u;
-          const uint32_t z23b = __byte_perm(w[2], w[3], 0x7362) ^ 0x80808080u;
-          A0[0] = q8_pair(z01, kSelLo), A0[1] = q8_pair(z01, kSelHi);
-          A0[2] = q8_pair(z23, kSelLo), A0[3] = q8_pair(z23, kSelHi);
-          A1[0] = q8_pair(z01b, kSelLo), A1[1] = q8_pair(z01b, kSelHi);
-          A1[2] = q8_pair(z23b, kSelLo), A1[3] = q8_pair(z23b, kSelHi);
-        } else {
-          uint32_t u[4];
-          const int off = 18 * b + 2 + 2 * gid;
-#pragma unroll
-          for (int j = 0; j < 4; ++j) u[j] = *reinterpret_cast<const uint16_t*>(rows[j] + off);
-          const uint32_t z01 = __byte_perm(u[0], u[1], 0x5140);
-          const uint32_t z23 = __byte_perm(u[2], u[3], 0x5140);
-          const uint32_t lo01 = z01 & 0x0F0F0F0Fu, hi01 = (z01 >> 4) & 0x0F0F0F0Fu;
-          const uint32_t lo23 = z23 & 0x0F0F0F0Fu, hi23 = (z23 >> 4) & 0x0F0F0F0Fu;
-          A0[0] = q4_pair(lo01, kSelLo), A0[1] = q4_pair(lo01, kSelHi);
-          A0[2] = q4_pair(lo23, kSelLo), A0[3] = q4_pair(lo23, kSelHi);
-          A1[0] = q4_pair(hi01, kSelLo), A1[1] = q4_pair(hi01, kSelHi);
-          A1[2] = q4_pair(hi23, kSelLo), A1[3] = q4_pair(hi23, kSelHi);
-        }
-        mma16816<true>(o[2 * b], A0, bh0, bh1);
-        mma16816<true>(o[2 * b], A0, bl0, bl1);
-        mma16816<true>(o[2 * b + 1], A1, bh0, bh1);
-        mma16816<true>(o[2 * b + 1], A1, bl0, bl1);
+        v_fragments<kQ8>(rows, b, gid, A0, A1);
+        mma16816<true>(o[2 * b], A0, xh01, xh23);
+        mma16816<true>(o[2 * b], A0, xl01, xl23);
+        mma16816<true>(o[2 * b + 1], A1, xh01, xh23);
+        mma16816<true>(o[2 * b + 1], A1, xl01, xl23);
       }
     }
   };
@@ -551,26 +457,93 @@ __global__ void __launch_bounds__(kTcWarps * 32, 1) decode_tc_kernel(const Decod
   {
     const bool hv = gid < heads_here;
     const uint8_t* qrow = qs + (hv ? gid : 0) * tc_q_row_bytes(D);
-#pragma unroll
-    for (int s = 0; s < NK; ++s) {
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const int dim = k_dim<KT>(s, 2 * tig + 8 * j);  // even; dim + 1 is the pair's second element
-        float x0 = 0.f, x1 = 0.f;
-        if (hv) {
-          if (a.q_f32) {
-            const float2 v = *reinterpret_cast<const float2*>(qrow + dim * 4);
-            x0 = v.x, x1 = v.y;
-          } else {
-            const uint32_t v = *reinterpret_cast<const uint32_t*>(qrow + dim * 2);
-            x0 = __uint_as_float(v << 16), x1 = __uint_as_float(v & 0xffff0000u);
-          }
+    // Elements dim..dim+3 of this lane's head (dim a multiple of 4), scaled; zero for absent heads.
+    auto q4 = [&](int dim) {
+      float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (hv) {
+        if (a.q_f32) {
+          v = *reinterpret_cast<const float4*>(qrow + dim * 4);
+        } else {
+          const uint2 w = *reinterpret_cast<const uint2*>(qrow + dim * 2);
+          v = make_float4(__uint_as_float(w.x << 16), __uint_as_float(w.x & 0xffff0000u), __uint_as_float(w.y << 16),
+                          __uint_as_float(w.y & 0xffff0000u));
         }
-        split_pair<KF16>(x0 * a.q_scale, x1 * a.q_scale, qh[s][j], ql[s][j]);
       }
+      return make_float4(v.x * a.q_scale, v.y * a.q_scale, v.z * a.q_scale, v.w * a.q_scale);
+    };
+    if constexpr (!KQ) {
+#pragma unroll
+      for (int s = 0; s < NK; ++s) {
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const int dim = k_dim(s, 2 * tig + 8 * j);  // even; dim + 1 is the pair's second element
+          float x0 = 0.f, x1 = 0.f;
+          if (hv) {
+            if (a.q_f32) {
+              const float2 v = *reinterpret_cast<const float2*>(qrow + dim * 4);
+              x0 = v.x, x1 = v.y;
+            } else {
+              const uint32_t v = *reinterpret_cast<const uint32_t*>(qrow + dim * 2);
+              x0 = __uint_as_float(v << 16), x1 = __uint_as_float(v & 0xffff0000u);
+            }
+          }
+          split_pair<KF16>(x0 * a.q_scale, x1 * a.q_scale, qh[s][j], ql[s][j]);
+        }
+      }
+    } else {
+      // Two int8 digits per element against one scale per head: sigma = max|q| / 127 over the
+      // head's row (the four tig lanes of a gid hold all of it), q/sigma = d0 + d1/254.
+      constexpr bool kQ8 = KT == DType::q8_0;
+      float amax = 0.f;
+#pragma unroll
+      for (int b = 0; b < NB; ++b) {
+#pragma unroll
+        for (int reg = 0; reg < 2; ++reg) {
+          const float4 v = q4(q_k_dim<kQ8>(b, reg, 0, tig));
+          amax = fmaxf(amax, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
+        }
+      }
+      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+      const float inv = amax > 0.f ? 127.f / amax : 0.f;
+#pragma unroll
+      for (int b = 0; b < NB; ++b) {
+        int tsum = 0;  // 254 * sum d0 + sum d1 over this lane's elements of the block
+#pragma unroll
+        for (int reg = 0; reg < 2; ++reg) {
+          const float4 v = q4(q_k_dim<kQ8>(b, reg, 0, tig));
+          const float x[4] = {v.x * inv, v.y * inv, v.z * inv, v.w * inv};
+          uint32_t p0 = 0, p1 = 0;
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const float d0 = rintf(x[i]);
+            const int i0 = static_cast<int>(d0), i1 = static_cast<int>(rintf((x[i] - d0) * 254.f));
+            p0 |= (static_cast<uint32_t>(i0) & 0xffu) << (8 * i);
+            p1 |= (static_cast<uint32_t>(i1) & 0xffu) << (8 * i);
+            tsum += 254 * i0 + i1;
+          }
+          qd[b][0][reg] = p0;
+          qd[b][1][reg] = p1;
+        }
+        if constexpr (!kQ8) {
+          tsum += __shfl_xor_sync(0xffffffffu, tsum, 1);
+          tsum += __shfl_xor_sync(0xffffffffu, tsum, 2);
+          qc[b][0] = -8 * __shfl_sync(0xffffffffu, tsum, 8 * tig);
+          qc[b][1] = -8 * __shfl_sync(0xffffffffu, tsum, 8 * tig + 4);
+        }
+      }
+      // Columns 2tig, 2tig+1 are the heads of lanes 8tig and 8tig + 4.
+      const float unit = amax / (127.f * 254.f);
+      cs0 = __shfl_sync(0xffffffffu, unit, 8 * tig);
+      cs1 = __shfl_sync(0xffffffffu, unit, 8 * tig + 4);
     }
   }
-  if (trace) trace[10] = clock_after(qh[NK - 1][1] ^ ql[NK - 1][1]);
+  if (trace) {
+    if constexpr (KQ)
+      trace[10] = clock_after(qd[NB - 1][1][1]);
+    else
+      trace[10] = clock_after(qh[NK - 1][1] ^ ql[NK - 1][1]);
+  }
   int st_load = S - 1, st_use = 0;
   for (int i = 0; i < n_my; ++i) {
     cp_async_wait_dyn(S - 2);
