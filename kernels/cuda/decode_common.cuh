@@ -45,6 +45,14 @@ struct DecodeArgs {
   bool out_f32;
   bool bounds_check;
   bool q_align16;  // q is 16-byte aligned (else 4-byte)
+  bool tma;        // tensor-core kernel: K/V tiles by bulk tensor copies (TcMaps; sm_90)
+};
+
+// Tensor maps of the K and V pools (tma_pool_map.h; 128 bytes each, as CUtensorMap) for the
+// tensor-core kernel's bulk tile copies; unused unless DecodeArgs::tma.
+struct alignas(64) TcMaps {
+  uint64_t k[16];
+  uint64_t v[16];
 };
 
 // Phase stamps of one thread block (DecodeOptions::trace), clock64 unless named: [0]
@@ -107,14 +115,19 @@ __device__ __forceinline__ int32_t page_of(const DecodeArgs& a, int32_t tok) {
   return a.block_shift >= 0 ? (tok >> a.block_shift) : tok / a.block_size;
 }
 
-// Row index (in rows of head_dim) of token tok of KV head kvh, or -1 when refused.
-__device__ __forceinline__ int64_t kv_row(const DecodeArgs& a, int32_t blk, int32_t tok, int32_t page, int kvh) {
+// Token row (blk * block_size + offset in the block) of token tok, or -1 when the block id is
+// refused by the bounds guard.
+__device__ __forceinline__ int64_t kv_token_row(const DecodeArgs& a, int32_t blk, int32_t tok, int32_t page) {
   if (a.bounds_check && (blk < 0 || blk >= a.num_blocks)) {
     if (atomicCAS(&a.guard[0], 0, 1) == 0) a.guard[1] = blk;
     return -1;
   }
-  const int64_t off = tok - static_cast<int64_t>(page) * a.block_size;
-  return (static_cast<int64_t>(blk) * a.block_size + off) * a.n_kv_heads + kvh;
+  return static_cast<int64_t>(blk) * a.block_size + (tok - static_cast<int64_t>(page) * a.block_size);
+}
+// Row index (in rows of head_dim) of token tok of KV head kvh, or -1 when refused.
+__device__ __forceinline__ int64_t kv_row(const DecodeArgs& a, int32_t blk, int32_t tok, int32_t page, int kvh) {
+  const int64_t t = kv_token_row(a, blk, tok, page);
+  return t < 0 ? -1 : t * a.n_kv_heads + kvh;
 }
 
 __device__ __forceinline__ float load_q(const DecodeArgs& a, int64_t index) {
@@ -179,7 +192,7 @@ TcConfig tc_config(DType k_type, DType v_type, int head_dim, int regs, int64_t s
 // the instantiations compile in parallel.
 struct TcEntry {
   const void* symbol = nullptr;
-  void (*launch)(const DecodeArgs&, dim3, int64_t, gpuStream_t, bool chained) = nullptr;
+  void (*launch)(const DecodeArgs&, const TcMaps&, dim3, int64_t, gpuStream_t, bool chained) = nullptr;
 };
 template <DType KT>
 TcEntry tc_entry_for(DType v_type, int head_dim);

@@ -35,6 +35,7 @@
 #include <cuda_fp16.h>
 
 #include "kernels/cuda/decode_tc_quant.cuh"
+#include "kernels/cuda/tma_copy.cuh"
 #endif
 
 namespace ds::cuda::detail {
@@ -55,6 +56,13 @@ constexpr int tc_q_bytes(int D) { return kTcHeads * tc_q_row_bytes(D); }
 constexpr int64_t tc_q_offset(int64_t stage_bytes_all, int D) {
   const int64_t m = stage_bytes_all > tc_merge_bytes(D) ? stage_bytes_all : tc_merge_bytes(D);
   return (m + 127) / 128 * 128;
+}
+// After q: one 8-byte barrier per warp and stage (up to 8 stages) for bulk tile copies.
+constexpr int tc_bar_bytes() { return kTcWarps * 8 * 8; }
+// Bulk tensor copies serve both operands when both rows are whole 16-byte units (quantised
+// K and V at head_dim 256; bf16/f16 tiles need the XOR swizzle of the cp.async path).
+constexpr bool tc_tma_capable(DType k, DType v, int D) {
+  return is_quantized(k) && is_quantized(v) && row_bytes(k, D) % 16 == 0 && row_bytes(v, D) % 16 == 0;
 }
 
 
@@ -168,7 +176,7 @@ __device__ __forceinline__ int v_dim(int i, int rho) {
 #endif  // DS_GPU_HAS_MMA_SM80
 
 template <DType KT, DType VT, int D>
-__global__ void __launch_bounds__(kTcWarps * 32, 1) decode_tc_kernel(const DecodeArgs a) {
+__global__ void __launch_bounds__(kTcWarps * 32, 1) decode_tc_kernel(const DecodeArgs a, const DS_GRID_CONSTANT TcMaps maps) {
 #if DS_GPU_HAS_MMA_SM80 && defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800)
   DS_GPU_WAIT_PREVIOUS();  // chained launches (DecodeOptions::chained_launch): q and the new K/V rows
   // Diagnostics (DecodeOptions::trace): thread 0 stamps the block's phases; null elsewhere.
@@ -205,6 +213,16 @@ __global__ void __launch_bounds__(kTcWarps * 32, 1) decode_tc_kernel(const Decod
   // K/V tiles, so its latency hides behind theirs (loaded element by element into
   // registers, it cost ~10 us per block). Heads of a group are contiguous rows of q.
   uint8_t* const qs = smem + tc_q_offset(int64_t{kTcWarps} * a.stages * STG, D);
+  // Bulk tensor copies (tma_copy.cuh): lane 0 issues each tile's K and V box on its stage's
+  // barrier; a tile that ends inside a block reads the block's rows past the sequence too,
+  // whose V scales are zeroed before use (K's are masked with the logits).
+#if __CUDA_ARCH__ >= 900
+  constexpr bool kTma = tc_tma_capable(KT, VT, D);
+#else
+  constexpr bool kTma = false;
+#endif
+  const bool tma = kTma && a.tma;
+  const uint32_t bars = smem_addr(qs + tc_q_bytes(D)) + warp * 64;  // this warp's barriers, 8 bytes each
   {
     const int esz = a.q_f32 ? 4 : 2;
     const int row = D * esz;
@@ -262,9 +280,29 @@ __global__ void __launch_bounds__(kTcWarps * 32, 1) decode_tc_kernel(const Decod
     return m;
   };
   auto fetch = [&](int i) { return fetch_for(i, lane, lane < 16); };
-  auto to_row = [&](const Meta& m) -> int64_t { return m.valid ? kv_row(a, m.blk, m.tok, m.page, kvh) : -1; };
+  // The cp.async path's row index of this lane's token; with bulk copies, the token row (of
+  // lane 0's token, the tile's first).
+  auto to_row = [&](const Meta& m) -> int64_t {
+    if (!m.valid) return -1;
+    return tma ? kv_token_row(a, m.blk, m.tok, m.page) : kv_row(a, m.blk, m.tok, m.page, kvh);
+  };
 
   auto issue = [&](int i, int st, int64_t myrow) {
+    if constexpr (kTma) {
+      if (tma) {
+#if __CUDA_ARCH__ >= 900
+        if (lane == 0 && i < n_my) {
+          const uint32_t bar = bars + 8 * st, kst = smem_addr(wbase + st * STG);
+          // A refused block id reads a box past the tensor, which arrives as zeros.
+          const int32_t row = myrow >= 0 ? static_cast<int32_t>(myrow) : 0x7fffffff - 16;
+          mbar_arrive_expect_tx(bar, STG);
+          tma_load_3d(kst, maps.k, bar, 0, kvh, row);
+          tma_load_3d(kst + 16 * RK, maps.v, bar, 0, kvh, row);
+        }
+#endif
+        return;
+      }
+    }
     if (i < n_my) {
       uint8_t* kst = wbase + st * STG;
       uint8_t* vst = kst + 16 * RK;
@@ -437,6 +475,17 @@ __global__ void __launch_bounds__(kTcWarps * 32, 1) decode_tc_kernel(const Decod
     }
   };
 
+#if __CUDA_ARCH__ >= 900
+  if constexpr (kTma) {
+    if (tma) {
+      if (lane == 0) {
+        for (int st = 0; st < S; ++st) mbar_init(bars + 8 * st, 1);
+        mbar_fence_init();
+      }
+      __syncwarp();
+    }
+  }
+#endif
   // ---- pipeline: stages 0..S-2 in flight before the first tile is consumed. Lanes 16..31
   // look up the block ids of the second stage of each pair, so the table is read in
   // ceil((S-1)/2) round trips rather than S-1.
@@ -450,9 +499,12 @@ __global__ void __launch_bounds__(kTcWarps * 32, 1) decode_tc_kernel(const Decod
   }
   if (trace) trace[12] = clock64();
   Meta pend = fetch(S - 1);
-  // q has landed once at most the S - 1 tile groups issued after it are pending; the other
-  // warps' parts of it are visible after the barrier.
-  cp_async_wait_dyn(S - 1);
+  // q has landed once at most the S - 1 tile groups issued after it are pending (with bulk
+  // copies it is the only group); the other warps' parts of it are visible after the barrier.
+  if (tma)
+    cp_async_wait<0>();
+  else
+    cp_async_wait_dyn(S - 1);
   __syncthreads();
   {
     const bool hv = gid < heads_here;
@@ -545,16 +597,41 @@ __global__ void __launch_bounds__(kTcWarps * 32, 1) decode_tc_kernel(const Decod
       trace[10] = clock_after(qh[NK - 1][1] ^ ql[NK - 1][1]);
   }
   int st_load = S - 1, st_use = 0;
+  uint32_t parity = 0;  // of the barriers' phase the next wait on stage st_use completes
   for (int i = 0; i < n_my; ++i) {
-    cp_async_wait_dyn(S - 2);
+    if constexpr (kTma) {
+#if __CUDA_ARCH__ >= 900
+      if (tma)
+        mbar_wait(bars + 8 * st_use, parity);
+      else
+        cp_async_wait_dyn(S - 2);
+#endif
+    } else {
+      cp_async_wait_dyn(S - 2);
+    }
     __syncwarp();
     if (trace && i < 2) trace[i == 0 ? 3 : 13] = clock64();
     issue(i + S - 1, st_load, to_row(pend));
     pend = fetch(i + S);
+    if constexpr (kTma) {
+      // A box that ends past the chunk brought the block's later rows: zero their V scales so
+      // no stale NaN meets a zero probability (K's rows are masked with the logits).
+      const int valid = r.t1 - tile_base(i);
+      if (tma && valid < 16) {
+        uint8_t* vst = wbase + st_use * STG + 16 * RK;
+        constexpr int BB = VT == DType::q8_0 ? 34 : 18;
+        for (int x = lane; x < 16 * NB; x += 32) {
+          const int row = x / NB, b = x - row * NB;
+          if (row >= valid) *reinterpret_cast<uint16_t*>(vst + row * RV + BB * b) = 0;
+        }
+        __syncwarp();
+      }
+    }
     compute(st_use, tile_base(i));
     __syncwarp();
     st_load = st_load + 1 == S ? 0 : st_load + 1;
     st_use = st_use + 1 == S ? 0 : st_use + 1;
+    parity ^= st_use == 0 ? 1u : 0u;
   }
   cp_async_wait<0>();
   if (trace) trace[4] = clock64();

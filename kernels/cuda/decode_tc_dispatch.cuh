@@ -7,8 +7,10 @@
 namespace ds::cuda::detail {
 
 template <DType KT, DType VT, int D>
-void launch_tc_instance(const DecodeArgs& a, dim3 grid, int64_t smem, gpuStream_t stream, bool chained) {
-  gpu::launch(decode_tc_kernel<KT, VT, D>, grid, dim3(kTcWarps * 32), static_cast<size_t>(smem), stream, chained, a);
+void launch_tc_instance(const DecodeArgs& a, const TcMaps& maps, dim3 grid, int64_t smem, gpuStream_t stream,
+                        bool chained) {
+  gpu::launch(decode_tc_kernel<KT, VT, D>, grid, dim3(kTcWarps * 32), static_cast<size_t>(smem), stream, chained, a,
+              maps);
 }
 
 template <DType KT, DType VT>

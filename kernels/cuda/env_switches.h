@@ -6,6 +6,7 @@
 //   DELTASERVE_CUDA_GEMV=0            one-row GEMMs on cuBLAS instead of gemv.cu
 //   DELTASERVE_CUDA_SKINNY_GEMM=0     2-8-row GEMMs on cuBLAS instead of skinny_gemm.cu
 //   DELTASERVE_CUDA_FUSED_PROJECTION_ROWS=N   the stacked-projection threshold (0 = never)
+//   DELTASERVE_CUDA_DECODE_TMA=0      decode K/V tiles by cp.async instead of bulk tensor copies
 //
 // Internal to kernels/cuda; plain C++.
 #pragma once

@@ -12,6 +12,10 @@
 
 #include "kernels/cuda/decode_common.cuh"
 #include "kernels/cuda/decode_tc.cuh"
+#include "kernels/cuda/env_switches.h"
+#if DS_GPU_CUDA
+#include "kernels/cuda/tma_pool_map.h"
+#endif
 
 namespace ds::cuda {
 namespace detail {
@@ -26,11 +30,12 @@ TcConfig tc_config(DType k, DType v, int D, int regs, int64_t static_smem, int64
     // Each resident block costs 1 KB of reserved shared memory besides its own; q's area
     // (rounded up with the stages) comes off the top.
     const int64_t per_block = std::min(smem_optin, smem_per_sm / blocks - 1024 - static_smem);
-    const int64_t stages = std::min<int64_t>((per_block - tc_q_bytes(D) - 128) / cta_stage, blocks == 1 ? 8 : 6);
+    const int64_t stages =
+        std::min<int64_t>((per_block - tc_q_bytes(D) - tc_bar_bytes() - 128) / cta_stage, blocks == 1 ? 8 : 6);
     if (stages >= 3 || (blocks == 1 && stages >= 2)) {
       TcConfig c;
       c.stages = static_cast<int>(stages);
-      c.smem_bytes = tc_q_offset(stages * cta_stage, D) + tc_q_bytes(D);
+      c.smem_bytes = tc_q_offset(stages * cta_stage, D) + tc_q_bytes(D) + tc_bar_bytes();
       c.supported = c.smem_bytes <= per_block;
       return c;
     }
@@ -65,6 +70,28 @@ void ensure_smem_limit(const void* symbol, int64_t bytes) {
   if (have >= bytes) return;
   DS_GPU_CHECK(gpuFuncSetAttribute(symbol, gpuFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
   have = bytes;
+}
+
+// Whether the tensor-core kernel copies K/V tiles with bulk tensor copies (sm_90), and their
+// maps: both rows whole 16-byte units (tc_tma_capable), every 16-token tile inside one block
+// (block size and chunk starts multiples of 16). DELTASERVE_CUDA_DECODE_TMA=0 turns it off.
+// Maps are encoded once per pool (tma_pool_map.h).
+bool use_bulk_copies(const KvPoolView& pools, const DecodePlan& plan, TcMaps& maps) {
+#if DS_GPU_CUDA
+  static const bool enabled = env_switch("DELTASERVE_CUDA_DECODE_TMA", true);
+  if (!enabled || !tc_tma_capable(pools.k_type, pools.v_type, pools.head_dim) || pools.block_size % 16 != 0) return false;
+  if (plan.needs_merge && plan.chunk_tokens % 16 != 0) return false;
+  int dev = 0, cc = 0;
+  DS_GPU_CHECK(gpuGetDevice(&dev));
+  DS_GPU_CHECK(gpuDeviceGetAttribute(&cc, gpuDevAttrComputeCapabilityMajor, dev));
+  if (cc < 9) return false;
+  const int64_t rows = pools.num_blocks * pools.block_size;
+  return pool_map(maps.k, pools.k, rows, pools.n_kv_heads, row_bytes(pools.k_type, pools.head_dim)) &&
+         pool_map(maps.v, pools.v, rows, pools.n_kv_heads, row_bytes(pools.v_type, pools.head_dim));
+#else
+  (void)pools, (void)plan, (void)maps;
+  return false;
+#endif
 }
 
 // One block per (sequence, query head); thread t owns elements 4t..4t+3 of head_dim. The
@@ -387,7 +414,9 @@ void paged_attention_decode(const KvPoolView& pools, const DecodeQuery& q, Decod
     const TcEntry e = tc_entry(pools.k_type, pools.v_type, pools.head_dim);
     if (!e.launch) bad("no tensor-core kernel for these types and head_dim");
     ensure_smem_limit(e.symbol, dev.smem_bytes);
-    e.launch(a, grid, dev.smem_bytes, s, opts.chained_launch);  // gpu::launch checks the launch
+    TcMaps maps{};
+    a.tma = use_bulk_copies(pools, plan, maps);
+    e.launch(a, maps, grid, dev.smem_bytes, s, opts.chained_launch);  // gpu::launch checks the launch
   } else {
     ensure_smem_limit(portable_symbol(pools.k_type, pools.v_type), dev.smem_bytes);
     launch_portable(a, pools.k_type, pools.v_type, grid, s);

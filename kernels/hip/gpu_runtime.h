@@ -113,6 +113,13 @@ inline void check(gpuError_t err, const char* what, const char* file, int line) 
 // returns once the previous kernel has finished and its writes are visible (at once when
 // there is nothing to wait for). DS_GPU_ALLOW_NEXT() lets the next chained kernel launch
 // before this one ends.
+// A kernel parameter whose address device code may take (a tensor map for bulk copies).
+#if DS_GPU_HIP
+#define DS_GRID_CONSTANT
+#else
+#define DS_GRID_CONSTANT __grid_constant__
+#endif
+
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define DS_GPU_WAIT_PREVIOUS() asm volatile("griddepcontrol.wait;\n" ::: "memory")
 #define DS_GPU_ALLOW_NEXT() asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory")
