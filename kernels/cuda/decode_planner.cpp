@@ -5,7 +5,9 @@
 // slots (k = 1..8, found by bisection, as FlashInfer does for one round) plus "no split";
 // each is scored by a wave model of the blocks over the slots (estimate_us), and splitting
 // adds the merge.
-// Chunks never go below kMinChunk tokens (short chunks pay start-up more than they gain).
+// Chunks never go below kMinChunk tokens (short chunks pay start-up more than they gain), and
+// split chunks are whole 16-token tiles: the tensor-core kernel's tiles then never straddle a
+// chunk boundary, and its bulk tensor copies (which need 16-aligned tiles) stay usable.
 #include <algorithm>
 #include <cstdint>
 #include <functional>
@@ -20,6 +22,7 @@ namespace ds::cuda {
 namespace {
 
 constexpr int32_t kMinChunk = 128;
+constexpr int64_t kTileTokens = 16;
 // Calibrated on the H200 (docs/benchmarks.md): K/V streams at ~4.5 TB/s when every SM holds
 // a long chunk; each wave of thread blocks costs ~10 us of start-up and tail beyond its
 // bytes; merging split sequences costs the last chunk a few microseconds.
@@ -96,7 +99,8 @@ DecodePlan plan_decode(const DecodeDevice& dev, int32_t n_kv_heads, std::span<co
           (count_ctas(seq_lens, mid, per_item) <= budget ? hi : lo) = mid;
         }
       }
-      candidates.push_back(hi);
+      // Rounding up only lowers the block count, so the candidate still fits k rounds.
+      candidates.push_back(std::min(no_split, ceil_div(hi, kTileTokens) * kTileTokens));
     }
     std::vector<std::pair<double, int64_t>> scored;
     best_us = std::numeric_limits<double>::infinity();

@@ -175,8 +175,16 @@ __device__ __forceinline__ int v_dim(int i, int rho) {
 
 #endif  // DS_GPU_HAS_MMA_SM80
 
+// Resident blocks per SM the register budget is cut for. Q4_0/Q4_0 at head_dim 256 fits 168
+// registers without spills and runs three blocks of three stages per SM (decode_tc's
+// instructions, not bytes, bound it): 5-7% faster than two blocks of five stages at 32K+ on
+// the H200, 4-8% slower at batch 1 / 32K and in the ragged batch (docs/benchmarks.md).
+constexpr int tc_min_blocks(DType k, DType v, int D) {
+  return k == DType::q4_0 && v == DType::q4_0 && D == 256 ? 3 : 1;
+}
+
 template <DType KT, DType VT, int D>
-__global__ void __launch_bounds__(kTcWarps * 32, 1) decode_tc_kernel(const DecodeArgs a, const DS_GRID_CONSTANT TcMaps maps) {
+__global__ void __launch_bounds__(kTcWarps * 32, tc_min_blocks(KT, VT, D)) decode_tc_kernel(const DecodeArgs a, const DS_GRID_CONSTANT TcMaps maps) {
 #if DS_GPU_HAS_MMA_SM80 && defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800)
   DS_GPU_WAIT_PREVIOUS();  // chained launches (DecodeOptions::chained_launch): q and the new K/V rows
   // Diagnostics (DecodeOptions::trace): thread 0 stamps the block's phases; null elsewhere.

@@ -122,6 +122,22 @@ TEST_CASE("plan_decode fills the GPU at batch 1 and does not split a full grid",
   }
 }
 
+TEST_CASE("automatic split chunks are whole 16-token tiles", "[kernels][planner]") {
+  DecodeDevice dev = h200_bf16();
+  std::vector<int32_t> ragged{131072};
+  for (int i = 0; i < 7; ++i) ragged.push_back(8192);
+  for (int ctas : {1, 2, 3}) {
+    dev.ctas_per_sm = ctas;
+    for (const auto& lens : {std::vector<int32_t>{32768}, std::vector<int32_t>{131072}, std::vector<int32_t>(8, 32768),
+                             std::vector<int32_t>{1000, 3, 77777}, ragged}) {
+      const DecodePlan p = plan_decode(dev, 4, lens);
+      check_plan(p, lens);
+      INFO("ctas per SM " << ctas << ", chunk " << p.chunk_tokens);
+      if (p.needs_merge) CHECK(p.chunk_tokens % 16 == 0);
+    }
+  }
+}
+
 TEST_CASE("plan_decode rejects bad input", "[kernels][planner]") {
   const DecodeDevice dev = h200_bf16();
   CHECK_THROWS_AS(plan_decode(dev, 0, std::vector<int32_t>{5}), std::invalid_argument);
