@@ -2,9 +2,11 @@
 //
 // Every (sequence chunk, KV head) is one thread block; they run on sm_count x ctas_per_sm
 // slots. Candidate chunk lengths are the smallest that fit the grid into k full rounds of
-// slots (k = 1..8, found by bisection, as FlashInfer does for one round) plus "no split";
-// each is scored by a wave model of the blocks over the slots (estimate_us), and splitting
-// adds the merge.
+// slots (k = 1..8, found by bisection, as FlashInfer does for one round), twice each of those
+// (fewer rounds whose short blocks backfill the slots that free early: the ragged batch), and
+// "no split"; each is scored by list-scheduling the blocks, longest first, onto the slots (a
+// block starts on the slot that frees first, as the hardware hands them out; estimate_us),
+// and splitting adds the merge.
 // Chunks never go below kMinChunk tokens (short chunks pay start-up more than they gain), and
 // split chunks are whole 16-token tiles: the tensor-core kernel's tiles then never straddle a
 // chunk boundary, and its bulk tensor copies (which need 16-aligned tiles) stay usable.
@@ -12,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <queue>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -39,10 +42,10 @@ int64_t count_ctas(std::span<const int32_t> lens, int64_t chunk, int64_t per_ite
   return n * per_item;
 }
 
-// Estimated microseconds for a chunk length. Blocks are taken longest first in waves of
-// `slots`; a wave lasts as long as its longest block (its start-up plus its K/V bytes at one
-// slot's share of the read bandwidth). Blocks of one length are counted, not listed, so the
-// estimate costs O(n_seqs log n_seqs) per candidate.
+// Estimated microseconds for a chunk length: the blocks, longest first, each on the slot that
+// frees first; a block lasts its start-up plus its K/V bytes at one slot's share of the read
+// bandwidth. Blocks of one length are placed a full round of slots at a time where they can
+// be, so the estimate costs O((n_seqs + slots) log slots) per candidate.
 double estimate_us(const DecodeDevice& dev, int64_t per_item, std::span<const int32_t> lens, int64_t chunk) {
   const int64_t slots = std::max<int64_t>(1, int64_t{dev.sm_count} * dev.ctas_per_sm);
   const double bytes_per_us = kReadBandwidth / 1e6 / static_cast<double>(slots);
@@ -57,13 +60,32 @@ double estimate_us(const DecodeDevice& dev, int64_t per_item, std::span<const in
     if (L % chunk != 0 || L == 0) tails.push_back(L % chunk);
   }
   std::sort(tails.begin(), tails.end(), std::greater<>());
-  const int64_t total = full + static_cast<int64_t>(tails.size()) * per_item;
-  double us = 0;
-  for (int64_t first = 0; first < total; first += slots) {  // longest block of each wave
-    const int64_t toks = first < full ? chunk : tails[static_cast<size_t>((first - full) / per_item)];
-    us += kBlockStartUs + tok_us * static_cast<double>(toks);
+  // Finish times of the slots in use, earliest on top; `base` is what whole rounds of equal
+  // blocks added to every one of them.
+  std::priority_queue<double, std::vector<double>, std::greater<>> free_at;
+  const int64_t used = std::min<int64_t>(slots, full + static_cast<int64_t>(tails.size()) * per_item);
+  for (int64_t i = 0; i < used; ++i) free_at.push(0.0);
+  double base = 0;
+  auto place = [&](int64_t toks, int64_t count) {
+    const double d = kBlockStartUs + tok_us * static_cast<double>(toks);
+    const int64_t n = static_cast<int64_t>(free_at.size());
+    if (n == 0) return;
+    const int64_t rounds = count / n;
+    base += d * static_cast<double>(rounds);
+    for (int64_t i = rounds * n; i < count; ++i) {
+      const double t = free_at.top();
+      free_at.pop();
+      free_at.push(t + d);
+    }
+  };
+  place(chunk, full);
+  for (int64_t t : tails) place(t, per_item);
+  double end = 0;
+  while (!free_at.empty()) {
+    end = std::max(end, free_at.top());
+    free_at.pop();
   }
-  return us + (split ? kMergeUs : 0.0);
+  return base + end + (split ? kMergeUs : 0.0);
 }
 
 }  // namespace
@@ -100,7 +122,9 @@ DecodePlan plan_decode(const DecodeDevice& dev, int32_t n_kv_heads, std::span<co
         }
       }
       // Rounding up only lowers the block count, so the candidate still fits k rounds.
-      candidates.push_back(std::min(no_split, ceil_div(hi, kTileTokens) * kTileTokens));
+      const int64_t c = std::min(no_split, ceil_div(hi, kTileTokens) * kTileTokens);
+      candidates.push_back(c);
+      candidates.push_back(std::min(no_split, 2 * c));
     }
     std::vector<std::pair<double, int64_t>> scored;
     best_us = std::numeric_limits<double>::infinity();
