@@ -27,7 +27,7 @@ namespace {
 constexpr int32_t kMinChunk = 128;
 constexpr int64_t kTileTokens = 16;
 // Calibrated on the H200 (docs/benchmarks.md): K/V streams at ~4.5 TB/s when every SM holds
-// a long chunk; each wave of thread blocks costs ~10 us of start-up and tail beyond its
+// a long chunk; each thread block costs ~10 us of start-up and tail beyond its
 // bytes; merging split sequences costs the last chunk a few microseconds.
 constexpr double kReadBandwidth = 4.5e12;
 constexpr double kBlockStartUs = 10.0;

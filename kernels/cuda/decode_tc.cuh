@@ -12,20 +12,24 @@
 //
 // Precision: q (pre-scaled by scale*log2 e) and P are split into hi + lo parts of the
 // operand type and multiplied twice, so products carry ~16 (bf16) or ~22 (f16) significant
-// bits into fp32 accumulators. Q8_0/Q4_0 values enter the tensor cores as exact f16
-// integers; the K block scale multiplies the fp32 partial logit of its 32-element block,
-// the V block scale multiplies P before the hi/lo split. Softmax is online in base 2.
+// bits into fp32 accumulators. Quantised K goes through the int8 tensor cores with q as two
+// int8 digits (~15 bits of q; exact int32 per 32-element block, times the block's scale);
+// quantised V enters as exact f16 integers with its block scale applied to P's hi/lo pair
+// (decode_tc_quant.cuh). Softmax is online in base 2.
 //
 // Start-up: q of the block's heads is the first cp.async group, issued before the block-table
 // lookups, and is read from shared memory once it lands (loaded into registers element by
 // element it cost ~10 us per block); the block's phases can be stamped (DecodeOptions::trace).
-// Loads: cp.async of 16-byte chunks (8 for 136- and 72-byte quantised rows), S stages deep,
-// zero-filled past the chunk end so no NaN from unused slots reaches the products. The block
-// ids of the next stage are fetched one iteration early so table latency stays hidden; row
-// offsets are 64-bit. bf16/f16 tiles are XOR-swizzled for conflict-free ldmatrix; quantised
-// tiles are raw ggml rows, and each lane reads the bytes of its own fragment (the head_dim
-// order inside a 32-block is permuted to make those bytes contiguous; q and the output use
-// the same permutation).
+// Loads, S stages deep per warp: quantised K and V with 16-byte-multiple rows (head_dim 256)
+// by bulk tensor copies on sm_90, one box per operand and tile issued by lane 0 on the stage's
+// mbarrier (tma_copy.cuh; the box's rows past the chunk have their V scales zeroed);
+// otherwise cp.async of 16-byte chunks (8 for 136- and 72-byte quantised rows), zero-filled
+// past the chunk end so no NaN from unused slots reaches the products. The block ids of the
+// next stage are fetched one iteration early so table latency stays hidden; row offsets are
+// 64-bit. bf16/f16 tiles are XOR-swizzled for conflict-free ldmatrix; quantised tiles are raw
+// ggml rows, and each lane reads the bytes of its own fragment (the head_dim order inside a
+// 32-block is permuted to make those bytes contiguous; q and the output use the same
+// permutation).
 #pragma once
 
 #include "kernels/cuda/decode_common.cuh"
@@ -421,7 +425,6 @@ __global__ void __launch_bounds__(kTcWarps * 32, tc_min_blocks(KT, VT, D)) decod
           o[i][2] *= al0;
           o[i][3] *= al1;
         }
-
         m0 = mn0;
         m1 = mn1;
       }
