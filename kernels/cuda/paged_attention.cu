@@ -74,17 +74,16 @@ void ensure_smem_limit(const void* symbol, int64_t bytes) {
 
 // Whether the tensor-core kernel copies K/V tiles with bulk tensor copies (sm_90), and their
 // maps: both rows whole 16-byte units (tc_tma_capable), every 16-token tile inside one block
-// (block size and chunk starts multiples of 16). DELTASERVE_CUDA_DECODE_TMA=0 turns it off.
-// Maps are encoded once per pool (tma_pool_map.h).
+// (block size and chunk starts multiples of 16), on a device that has them (DecodeDevice,
+// from describe_decode). DELTASERVE_CUDA_DECODE_TMA=0 turns it off. Maps are encoded once per
+// pool (tma_pool_map.h).
 bool use_bulk_copies(const KvPoolView& pools, const DecodePlan& plan, TcMaps& maps) {
 #if DS_GPU_CUDA
   static const bool enabled = env_switch("DELTASERVE_CUDA_DECODE_TMA", true);
-  if (!enabled || !tc_tma_capable(pools.k_type, pools.v_type, pools.head_dim) || pools.block_size % 16 != 0) return false;
+  if (!enabled || !plan.device.bulk_copies || !tc_tma_capable(pools.k_type, pools.v_type, pools.head_dim) ||
+      pools.block_size % 16 != 0)
+    return false;
   if (plan.needs_merge && plan.chunk_tokens % 16 != 0) return false;
-  int dev = 0, cc = 0;
-  DS_GPU_CHECK(gpuGetDevice(&dev));
-  DS_GPU_CHECK(gpuDeviceGetAttribute(&cc, gpuDevAttrComputeCapabilityMajor, dev));
-  if (cc < 9) return false;
   const int64_t rows = pools.num_blocks * pools.block_size;
   return pool_map(maps.k, pools.k, rows, pools.n_kv_heads, row_bytes(pools.k_type, pools.head_dim)) &&
          pool_map(maps.v, pools.v, rows, pools.n_kv_heads, row_bytes(pools.v_type, pools.head_dim));
@@ -231,6 +230,7 @@ DecodeDevice describe_decode(const KvPoolView& pools, int32_t n_q_heads, const D
     d.tokens_per_round = kTcWarps * 16;
     d.stages = tc.stages;
     d.smem_bytes = tc.smem_bytes;
+    d.bulk_copies = cc >= 9;
     symbol = entry.symbol;
     threads = kTcWarps * 32;
   } else {

@@ -112,6 +112,7 @@ struct DecodeDevice {
   int64_t kv_bytes_per_token = 0; // K + V bytes of one token of one KV head
   int32_t stages = 0;             // pipeline depth (tensor-core kernel)
   int64_t smem_bytes = 0;         // dynamic shared memory per thread block
+  bool bulk_copies = false;       // the device has bulk tensor copies (sm_90+, tensor-core kernel)
 };
 
 // Queries the current device and the kernel's occupancy for these pools (pointers may still
