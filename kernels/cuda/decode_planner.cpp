@@ -1,13 +1,16 @@
 // plan_decode: split-K planning for paged decode attention (host only, no GPU calls).
 //
-// Every (sequence chunk, KV head) is one thread block; they run on sm_count x ctas_per_sm
+// Every (sequence chunk, KV head) is one thread block (one per chunk when a block covers every
+// head: DecodeDevice::kv_heads_per_cta); they run on sm_count x ctas_per_sm
 // slots. Candidate chunk lengths are the smallest that fit the grid into k full rounds of
 // slots (k = 1..8, found by bisection, as FlashInfer does for one round), twice each of those
 // (fewer rounds whose short blocks backfill the slots that free early: the ragged batch), and
 // "no split"; each is scored by list-scheduling the blocks, longest first, onto the slots (a
 // block starts on the slot that frees first, as the hardware hands them out; estimate_us),
 // and splitting adds the merge.
-// Chunks never go below kMinChunk tokens (short chunks pay start-up more than they gain), and
+// Chunks never go below kMinChunk token-heads per block (kMinChunk tokens of one head, or a
+// quarter of that when a block covers four heads; short chunks pay start-up more than they
+// gain), and
 // split chunks are whole 16-token tiles: the tensor-core kernel's tiles then never straddle a
 // chunk boundary, and its bulk tensor copies (which need 16-aligned tiles) stay usable.
 #include <algorithm>
@@ -25,6 +28,7 @@ namespace ds::cuda {
 namespace {
 
 constexpr int32_t kMinChunk = 128;
+constexpr int32_t kRowsMinChunk = 1000;  // shortest chunk the planner gives token-row tiles
 constexpr int64_t kTileTokens = 16;
 // Calibrated on the H200 (docs/benchmarks.md): K/V streams at ~4.5 TB/s when every SM holds
 // a long chunk; each thread block costs ~10 us of start-up and tail beyond its
@@ -49,7 +53,8 @@ int64_t count_ctas(std::span<const int32_t> lens, int64_t chunk, int64_t per_ite
 double estimate_us(const DecodeDevice& dev, int64_t per_item, std::span<const int32_t> lens, int64_t chunk) {
   const int64_t slots = std::max<int64_t>(1, int64_t{dev.sm_count} * dev.ctas_per_sm);
   const double bytes_per_us = kReadBandwidth / 1e6 / static_cast<double>(slots);
-  const double tok_us = static_cast<double>(std::max<int64_t>(dev.kv_bytes_per_token, 1)) / bytes_per_us;
+  const double tok_us =
+      static_cast<double>(std::max<int64_t>(dev.kv_bytes_per_token, 1) * dev.kv_heads_per_cta) / bytes_per_us;
   int64_t full = 0;  // blocks of exactly `chunk` tokens
   std::vector<int64_t> tails;  // shorter last chunks, one entry per sequence
   bool split = false;
@@ -90,10 +95,12 @@ double estimate_us(const DecodeDevice& dev, int64_t per_item, std::span<const in
 
 }  // namespace
 
-DecodePlan plan_decode(const DecodeDevice& dev, int32_t n_kv_heads, std::span<const int32_t> seq_lens,
-                       int32_t chunk_tokens) {
+namespace {
+
+DecodePlan plan_for(const DecodeDevice& dev, int32_t n_kv_heads, std::span<const int32_t> seq_lens,
+                    int32_t chunk_tokens) {
   if (n_kv_heads <= 0) throw std::invalid_argument("plan_decode: n_kv_heads must be positive");
-  if (dev.head_chunks <= 0 || dev.sm_count <= 0 || dev.ctas_per_sm <= 0)
+  if (dev.head_chunks <= 0 || dev.sm_count <= 0 || dev.ctas_per_sm <= 0 || dev.kv_heads_per_cta <= 0)
     throw std::invalid_argument("plan_decode: DecodeDevice is not initialised (use describe_decode)");
   if (chunk_tokens < 0) throw std::invalid_argument("plan_decode: negative chunk_tokens");
   int64_t max_len = 0;
@@ -101,7 +108,7 @@ DecodePlan plan_decode(const DecodeDevice& dev, int32_t n_kv_heads, std::span<co
     if (L < 0) throw std::invalid_argument("plan_decode: negative sequence length");
     max_len = std::max<int64_t>(max_len, L);
   }
-  const int64_t per_item = int64_t{n_kv_heads} * dev.head_chunks;
+  const int64_t per_item = dev.blocks_per_item(n_kv_heads);
   const int64_t no_split = std::max<int64_t>(max_len, 1);
 
   int64_t chunk = chunk_tokens;
@@ -112,7 +119,8 @@ DecodePlan plan_decode(const DecodeDevice& dev, int32_t n_kv_heads, std::span<co
     for (int64_t k = 1; k <= 8; ++k) {
       const int64_t budget = k * slots;
       if (count_ctas(seq_lens, no_split, per_item) >= budget) continue;  // already k rounds unsplit
-      int64_t lo = std::min<int64_t>(kMinChunk, no_split), hi = no_split;  // count(hi) <= budget
+      const int64_t min_chunk = std::max<int64_t>(kTileTokens, kMinChunk / dev.kv_heads_per_cta);
+      int64_t lo = std::min<int64_t>(min_chunk, no_split), hi = no_split;  // count(hi) <= budget
       if (count_ctas(seq_lens, lo, per_item) <= budget) {
         hi = lo;
       } else {
@@ -171,6 +179,30 @@ DecodePlan plan_decode(const DecodeDevice& dev, int32_t n_kv_heads, std::span<co
   std::stable_sort(plan.items.begin(), plan.items.end(),
                    [&](const DecodeWorkItem& a, const DecodeWorkItem& b) { return tokens(a) > tokens(b); });
   return plan;
+}
+
+}  // namespace
+
+DecodePlan plan_decode(const DecodeDevice& dev, int32_t n_kv_heads, std::span<const int32_t> seq_lens,
+                       int32_t chunk_tokens) {
+  if (dev.rows.kv_heads <= 0 || dev.rows.kv_heads != n_kv_heads) return plan_for(dev, n_kv_heads, seq_lens, chunk_tokens);
+  // Token-row tiles: a block covers every head, so the same grid has a quarter of the chunks'
+  // length. They read faster once blocks stream long chunks (Q8_0 at B=32 x 128K: 0.94 of the
+  // copy bandwidth against 0.80 by head); for short chunks the split by head wins (4x fewer
+  // partials to merge, B=1 and the ragged batch 10-45% faster; docs/benchmarks.md). A forced
+  // chunk length takes them whenever the pools allow.
+  DecodeDevice rows = dev;
+  rows.kv_heads_per_cta = dev.rows.kv_heads;
+  rows.stages = dev.rows.stages;
+  rows.smem_bytes = dev.rows.smem_bytes;
+  rows.ctas_per_sm = dev.rows.ctas_per_sm;
+  DecodePlan p = plan_for(rows, n_kv_heads, seq_lens, chunk_tokens);
+  if (chunk_tokens > 0 || !p.needs_merge || p.chunk_tokens >= kRowsMinChunk) return p;
+  DecodeDevice by_head = dev;
+  by_head.rows = {};
+  DecodePlan h = plan_for(by_head, n_kv_heads, seq_lens, chunk_tokens);
+  h.device.rows = dev.rows;
+  return h;
 }
 
 }  // namespace ds::cuda

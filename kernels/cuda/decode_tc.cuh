@@ -68,6 +68,25 @@ constexpr int tc_bar_bytes() { return kTcWarps * 8 * 8; }
 constexpr bool tc_tma_capable(DType k, DType v, int D) {
   return is_quantized(k) && is_quantized(v) && row_bytes(k, D) % 16 == 0 && row_bytes(v, D) % 16 == 0;
 }
+// Token-row tiles (sm_90, quantised K and V at head_dim 256, as many KV heads as warps): one
+// block per chunk covers every KV head, warp w computing head w, and each stage is the
+// chunk's next 16 whole token rows of the pool (all heads: a contiguous range), one bulk
+// tensor copy per operand that lands head by head ([head][16][row], tma_pool_map.h).
+// Quantised rows (272 / 144 bytes) do not fill whole 128-byte lines, so a block per head
+// reads lines it shares with its neighbours' blocks; whole token rows are contiguous.
+constexpr bool tc_rows_capable(DType k, DType v, int D) { return tc_tma_capable(k, v, D); }
+// One stage of the token-row pipeline: 16 token rows of K, then of V, all kTcWarps heads.
+constexpr int64_t tc_rows_stage_bytes(DType k, DType v, int D) {
+  return int64_t{16} * kTcWarps * (row_bytes(k, D) + row_bytes(v, D));
+}
+// q of every warp's heads ([warps][8] rows) lives in the last stage's buffer, which is first
+// filled after q is in registers; it spills past the stages when larger than one stage. The
+// output rows ([warps][8][D + 4] fp32, the same size) reuse the same space at the end.
+constexpr int64_t tc_rows_q_bytes(int D) { return int64_t{kTcWarps} * tc_q_bytes(D); }
+constexpr int64_t tc_rows_smem_bytes(int64_t stage_bytes, int stages, int D) {
+  const int64_t last = stage_bytes > tc_rows_q_bytes(D) ? stage_bytes : tc_rows_q_bytes(D);
+  return ((stages - 1) * stage_bytes + last + 127) / 128 * 128 + tc_bar_bytes();
+}
 
 
 #if DS_GPU_HAS_MMA_SM80
@@ -187,7 +206,7 @@ constexpr int tc_min_blocks(DType k, DType v, int D) {
   return k == DType::q4_0 && v == DType::q4_0 && D == 256 ? 3 : 1;
 }
 
-template <DType KT, DType VT, int D>
+template <DType KT, DType VT, int D, bool ROWS>
 __global__ void __launch_bounds__(kTcWarps * 32, tc_min_blocks(KT, VT, D)) decode_tc_kernel(const DecodeArgs a, const DS_GRID_CONSTANT TcMaps maps) {
 #if DS_GPU_HAS_MMA_SM80 && defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800)
   DS_GPU_WAIT_PREVIOUS();  // chained launches (DecodeOptions::chained_launch): q and the new K/V rows
@@ -215,7 +234,14 @@ __global__ void __launch_bounds__(kTcWarps * 32, tc_min_blocks(KT, VT, D)) decod
   extern __shared__ __align__(128) uint8_t smem[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int gid = lane >> 2, tig = lane & 3;
-  const int kvh = blockIdx.x / a.head_chunks, hc = blockIdx.x - kvh * a.head_chunks;
+#if __CUDA_ARCH__ >= 900
+  constexpr bool kRows = ROWS && tc_rows_capable(KT, VT, D);
+#else
+  constexpr bool kRows = false;
+#endif
+  // Token-row tiles (the ROWS instantiation): warp w computes KV head w over shared stages.
+  constexpr bool rows = kRows;
+  const int kvh = rows ? warp : blockIdx.x / a.head_chunks, hc = rows ? 0 : blockIdx.x - kvh * a.head_chunks;
   const ItemRange r = item_range(a, blockIdx.y);
   const int ntok = max(r.t1 - r.t0, 0);
   if (trace) trace[8] = clock_after(static_cast<uint32_t>(r.t1));
@@ -224,33 +250,42 @@ __global__ void __launch_bounds__(kTcWarps * 32, tc_min_blocks(KT, VT, D)) decod
   // ---- q of this block's heads: its own cp.async group, ahead of the table lookups and the
   // K/V tiles, so its latency hides behind theirs (loaded element by element into
   // registers, it cost ~10 us per block). Heads of a group are contiguous rows of q.
-  uint8_t* const qs = smem + tc_q_offset(int64_t{kTcWarps} * a.stages * STG, D);
+  constexpr int64_t STGR = tc_rows_stage_bytes(KT, VT, D);
+  uint8_t* const qs = rows ? smem + (a.stages - 1) * STGR : smem + tc_q_offset(int64_t{kTcWarps} * a.stages * STG, D);
+  // With token rows the warps' q rows are [warps][8] in that area; otherwise [8].
+  uint8_t* const qw = rows ? qs + warp * tc_q_bytes(D) : qs;
   // Bulk tensor copies (tma_copy.cuh): lane 0 issues each tile's K and V box on its stage's
   // barrier; a tile that ends inside a block reads the block's rows past the sequence too,
   // whose V scales are zeroed before use (K's are masked with the logits).
 #if __CUDA_ARCH__ >= 900
-  constexpr bool kTma = tc_tma_capable(KT, VT, D);
+  constexpr bool kTma = !ROWS && tc_tma_capable(KT, VT, D);
 #else
   constexpr bool kTma = false;
 #endif
   const bool tma = kTma && a.tma;
-  const uint32_t bars = smem_addr(qs + tc_q_bytes(D)) + warp * 64;  // this warp's barriers, 8 bytes each
+  // Barriers, 8 bytes each: per warp and stage; with token rows, "full" and "empty" per stage
+  // and after them each stage's count of usable token rows.
+  uint8_t* const bar_area = rows ? smem + (tc_rows_smem_bytes(STGR, a.stages, D) - tc_bar_bytes()) : qs + tc_q_bytes(D);
+  const uint32_t bars = smem_addr(bar_area) + (rows ? 0 : warp * 64);
   {
     const int esz = a.q_f32 ? 4 : 2;
     const int row = D * esz;
-    const uint8_t* src = static_cast<const uint8_t*>(a.q) +
-                         (static_cast<int64_t>(r.seq) * a.n_q_heads + kvh * a.group + hc * kTcHeads) * row;
+    // Token rows: all n_q_heads rows of the sequence, head h to slot (h / group) * 8 + h % group.
+    const int first = rows ? 0 : kvh * a.group + hc * kTcHeads;
+    const int nrows = rows ? kTcWarps * a.group : heads_here;
+    const uint8_t* src = static_cast<const uint8_t*>(a.q) + (static_cast<int64_t>(r.seq) * a.n_q_heads + first) * row;
+    auto slot = [&](int h) { return rows ? (h / a.group) * kTcHeads + h % a.group : h; };
     if (a.q_align16) {
       const int per_row = row / 16;
-      for (int c = threadIdx.x; c < heads_here * per_row; c += kTcWarps * 32) {
+      for (int c = threadIdx.x; c < nrows * per_row; c += kTcWarps * 32) {
         const int h = c / per_row, col = c - h * per_row;
-        cp_async<16>(smem_addr(qs + h * tc_q_row_bytes(D) + col * 16), src + static_cast<int64_t>(c) * 16, 16);
+        cp_async<16>(smem_addr(qs + slot(h) * tc_q_row_bytes(D) + col * 16), src + static_cast<int64_t>(c) * 16, 16);
       }
     } else {  // 4-byte aligned (checked on the host)
       const int per_row = row / 4;
-      for (int c = threadIdx.x; c < heads_here * per_row; c += kTcWarps * 32) {
+      for (int c = threadIdx.x; c < nrows * per_row; c += kTcWarps * 32) {
         const int h = c / per_row, col = c - h * per_row;
-        cp_async_4(smem_addr(qs + h * tc_q_row_bytes(D) + col * 4), src + static_cast<int64_t>(c) * 4);
+        cp_async_4(smem_addr(qs + slot(h) * tc_q_row_bytes(D) + col * 4), src + static_cast<int64_t>(c) * 4);
       }
     }
     cp_async_commit();
@@ -273,10 +308,11 @@ __global__ void __launch_bounds__(kTcWarps * 32, tc_min_blocks(KT, VT, D)) decod
   float m0 = kNegInf, m1 = kNegInf, l0 = 0.f, l1 = 0.f;  // heads 2*tig, 2*tig+1
 
   const int total_tiles = (ntok + 15) >> 4;
-  const int n_my = total_tiles > warp ? (total_tiles - warp + kTcWarps - 1) / kTcWarps : 0;
+  // Per-head blocks: warp w takes tiles w, w + 4, ...; token rows: every warp every tile.
+  const int n_my = rows ? total_tiles : total_tiles > warp ? (total_tiles - warp + kTcWarps - 1) / kTcWarps : 0;
   const int S = a.stages;
   uint8_t* wbase = smem + warp * S * STG;
-  auto tile_base = [&](int i) { return r.t0 + 16 * (warp + kTcWarps * i); };
+  auto tile_base = [&](int i) { return r.t0 + 16 * (rows ? i : warp + kTcWarps * i); };
 
   // Block id of token `lane` of tile i (lanes 0..15), fetched ahead of its use.
   struct Meta {
@@ -348,9 +384,9 @@ __global__ void __launch_bounds__(kTcWarps * 32, tc_min_blocks(KT, VT, D)) decod
     cp_async_commit();
   };
 
-  auto compute = [&](int st, int tbase) {
-    const uint8_t* kst = wbase + st * STG;
-    const uint8_t* vst = kst + 16 * RK;
+  // One tile: kst / vst are this warp's first K / V row, sk / sv the token row strides (the
+  // bf16/f16 path's tiles are per warp, stride RK / RV), `valid` the tile's usable rows.
+  auto compute = [&](const uint8_t* kst, const uint8_t* vst, int sk, int sv, int valid) {
     float s[4] = {0.f, 0.f, 0.f, 0.f};
     // ---- S^T = K Q^T (rows: tokens gid, gid+8; columns: heads 2tig, 2tig+1)
     if constexpr (!KQ) {
@@ -373,8 +409,8 @@ __global__ void __launch_bounds__(kTcWarps * 32, tc_min_blocks(KT, VT, D)) decod
 #pragma unroll
       for (int j = 0; j < 4; ++j) s[j] += acc[j];
     } else {
-      const uint8_t* r0 = kst + gid * RK;
-      const uint8_t* r1 = r0 + 8 * RK;
+      const uint8_t* r0 = kst + gid * sk;
+      const uint8_t* r1 = r0 + 8 * sk;
 #pragma unroll
       for (int b = 0; b < NB; ++b) {
         uint32_t A[4];
@@ -402,8 +438,8 @@ __global__ void __launch_bounds__(kTcWarps * 32, tc_min_blocks(KT, VT, D)) decod
     // than kSlack; otherwise probabilities up to 2^kSlack are accumulated as they are, which
     // fp32 sums and the hi/lo operand split carry without loss.
     constexpr float kSlack = 8.f;
-    if (tbase + gid >= r.t1) s[0] = s[1] = kNegInf;
-    if (tbase + gid + 8 >= r.t1) s[2] = s[3] = kNegInf;
+    if (gid >= valid) s[0] = s[1] = kNegInf;
+    if (gid + 8 >= valid) s[2] = s[3] = kNegInf;
     {
       float mx0 = fmaxf(s[0], s[2]), mx1 = fmaxf(s[1], s[3]);
       if (__any_sync(0xffffffffu, mx0 > m0 + kSlack || mx1 > m1 + kSlack)) {
@@ -464,8 +500,8 @@ __global__ void __launch_bounds__(kTcWarps * 32, tc_min_blocks(KT, VT, D)) decod
         mma16816<VF16>(o[i], af, bl0, bl1);
       }
     } else {
-      const uint8_t* const rows[4] = {vst + (2 * tig) * RV, vst + (2 * tig + 1) * RV, vst + (2 * tig + 8) * RV,
-                                      vst + (2 * tig + 9) * RV};
+      const uint8_t* const vrows[4] = {vst + (2 * tig) * sv, vst + (2 * tig + 1) * sv, vst + (2 * tig + 8) * sv,
+                                       vst + (2 * tig + 9) * sv};
       constexpr bool kQ8 = VT == DType::q8_0;
       constexpr int BB = kQ8 ? 34 : 18;
       uint32_t ph01, pl01, ph23, pl23;
@@ -474,10 +510,10 @@ __global__ void __launch_bounds__(kTcWarps * 32, tc_min_blocks(KT, VT, D)) decod
 #pragma unroll
       for (int b = 0; b < NB; ++b) {
         uint32_t xh01, xl01, xh23, xl23;
-        scale_p(ph01, pl01, scale_pair(rows[0], rows[1], BB, b), xh01, xl01);
-        scale_p(ph23, pl23, scale_pair(rows[2], rows[3], BB, b), xh23, xl23);
+        scale_p(ph01, pl01, scale_pair(vrows[0], vrows[1], BB, b), xh01, xl01);
+        scale_p(ph23, pl23, scale_pair(vrows[2], vrows[3], BB, b), xh23, xl23);
         uint32_t A0[4], A1[4];
-        v_fragments<kQ8>(rows, b, gid, A0, A1);
+        v_fragments<kQ8>(vrows, b, gid, A0, A1);
         mma16816<true>(o[2 * b], A0, xh01, xh23);
         mma16816<true>(o[2 * b], A0, xl01, xl23);
         mma16816<true>(o[2 * b + 1], A1, xh01, xh23);
@@ -497,10 +533,56 @@ __global__ void __launch_bounds__(kTcWarps * 32, tc_min_blocks(KT, VT, D)) decod
     }
   }
 #endif
-  // ---- pipeline: stages 0..S-2 in flight before the first tile is consumed. Lanes 16..31
-  // look up the block ids of the second stage of each pair, so the table is read in
+  // ---- token rows: warp 0's lane 0 fills the shared stages (lanes 1..S-2 the first ones),
+  // each with one bulk copy per operand of 16 whole token rows, after the four warps have
+  // released the stage (its "empty" barrier); every warp waits on the stage's "full" one.
+  const uint32_t full = bars, empty = bars + 64;
+  int* const stage_valid = reinterpret_cast<int*>(bar_area + 128);
+  // Token row of tile i's first token; -1 when the guard refuses its block id.
+  auto tile_row = [&](int i) -> int64_t {
+    const int32_t tok = tile_base(i);
+    const int32_t page = page_of(a, tok);
+    return kv_token_row(a, __ldg(trow + page), tok, page);
+  };
+  auto issue_rows = [&](int j, int64_t trow_index) {
+#if __CUDA_ARCH__ >= 900
+    if constexpr (kRows) {
+      const int st = j % S;
+      // A refused block id copies the pool's first rows and counts no usable row.
+      stage_valid[st] = trow_index < 0 ? 0 : min(16, r.t1 - tile_base(j));
+      const int32_t row = trow_index < 0 ? 0 : static_cast<int32_t>(trow_index);
+      constexpr uint32_t KB = 16 * kTcWarps * RK, VB = 16 * kTcWarps * RV;
+      const uint32_t dst = smem_addr(smem + st * STGR), bar = full + 8 * st;
+      mbar_arrive_expect_tx(bar, KB + VB);
+      tma_load_3d(dst, maps.k, bar, 0, row, 0);
+      tma_load_3d(dst + KB, maps.v, bar, 0, row, 0);
+    }
+#else
+    (void)j, (void)trow_index;
+#endif
+  };
+  int64_t pend_row = -1;  // warp 0, lane 0: tile_row of the next tile to issue
+  if (rows) {
+#if __CUDA_ARCH__ >= 900
+    if (threadIdx.x == 0) {
+      for (int st = 0; st < S; ++st) {
+        mbar_init(full + 8 * st, 1);
+        mbar_init(empty + 8 * st, kTcWarps);
+      }
+      mbar_fence_init();
+    }
+    if (warp == 0) {
+      __syncwarp();
+      if (lane < S - 1 && lane < n_my) issue_rows(lane, tile_row(lane));
+      if (lane == 0 && S - 1 < n_my) pend_row = tile_row(S - 1);
+      if (trace) trace[9] = clock_after(static_cast<uint32_t>(pend_row));
+    }
+#endif
+  }
+  // ---- per-head blocks: stages 0..S-2 in flight before the first tile is consumed. Lanes
+  // 16..31 look up the block ids of the second stage of each pair, so the table is read in
   // ceil((S-1)/2) round trips rather than S-1.
-  for (int st = 0; st < S - 1; st += 2) {
+  for (int st = 0; !rows && st < S - 1; st += 2) {
     const int mine = st + (lane >> 4);
     const int64_t row = to_row(fetch_for(mine, lane & 15, mine < S - 1));
     const int64_t row2 = __shfl_down_sync(0xffffffffu, row, 16);
@@ -509,17 +591,17 @@ __global__ void __launch_bounds__(kTcWarps * 32, tc_min_blocks(KT, VT, D)) decod
     if (st + 1 < S - 1) issue(st + 1, st + 1, row2);
   }
   if (trace) trace[12] = clock64();
-  Meta pend = fetch(S - 1);
+  Meta pend = rows ? Meta{} : fetch(S - 1);
   // q has landed once at most the S - 1 tile groups issued after it are pending (with bulk
   // copies it is the only group); the other warps' parts of it are visible after the barrier.
-  if (tma)
+  if (tma || rows)
     cp_async_wait<0>();
   else
     cp_async_wait_dyn(S - 1);
   __syncthreads();
   {
     const bool hv = gid < heads_here;
-    const uint8_t* qrow = qs + (hv ? gid : 0) * tc_q_row_bytes(D);
+    const uint8_t* qrow = qw + (hv ? gid : 0) * tc_q_row_bytes(D);
     // Elements dim..dim+3 of this lane's head (dim a multiple of 4), scaled; zero for absent heads.
     auto q4 = [&](int dim) {
       float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -609,7 +691,41 @@ __global__ void __launch_bounds__(kTcWarps * 32, tc_min_blocks(KT, VT, D)) decod
   }
   int st_load = S - 1, st_use = 0;
   uint32_t parity = 0;  // of the barriers' phase the next wait on stage st_use completes
-  for (int i = 0; i < n_my; ++i) {
+  if (rows) {
+#if __CUDA_ARCH__ >= 900
+    __syncthreads();  // q's area (the last stage) is refilled once every warp holds its q
+    constexpr int BB = VT == DType::q8_0 ? 34 : 18;
+    for (int i = 0; i < n_my; ++i) {
+      if (threadIdx.x == 0) {
+        const int j = i + S - 1;
+        if (j < n_my) {
+          if (j >= S) mbar_wait(empty + 8 * (j % S), static_cast<uint32_t>((j / S - 1) & 1));
+          issue_rows(j, pend_row);
+          if (j + 1 < n_my) pend_row = tile_row(j + 1);
+        }
+      }
+      __syncwarp();
+      mbar_wait(full + 8 * st_use, parity);
+      if (trace && i < 2) trace[i == 0 ? 3 : 13] = clock64();
+      uint8_t* kst = smem + st_use * STGR + warp * 16 * RK;
+      uint8_t* vst = smem + st_use * STGR + 16 * kTcWarps * RK + warp * 16 * RV;
+      const int valid = stage_valid[st_use];
+      if (valid < 16) {  // rows past the sequence or a refused block: zero this head's V scales
+        for (int x = lane; x < 16 * NB; x += 32) {
+          const int row = x / NB, b = x - row * NB;
+          if (row >= valid) *reinterpret_cast<uint16_t*>(vst + row * RV + BB * b) = 0;
+        }
+        __syncwarp();
+      }
+      compute(kst, vst, RK, RV, valid);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(empty + 8 * st_use);
+      st_use = st_use + 1 == S ? 0 : st_use + 1;
+      parity ^= st_use == 0 ? 1u : 0u;
+    }
+#endif
+  }
+  for (int i = 0; !rows && i < n_my; ++i) {
     if constexpr (kTma) {
 #if __CUDA_ARCH__ >= 900
       if (tma)
@@ -638,7 +754,7 @@ __global__ void __launch_bounds__(kTcWarps * 32, tc_min_blocks(KT, VT, D)) decod
         __syncwarp();
       }
     }
-    compute(st_use, tile_base(i));
+    compute(wbase + st_use * STG, wbase + st_use * STG + 16 * RK, RK, RV, min(16, r.t1 - tile_base(i)));
     __syncwarp();
     st_load = st_load + 1 == S ? 0 : st_load + 1;
     st_use = st_use + 1 == S ? 0 : st_use + 1;
@@ -657,6 +773,33 @@ __global__ void __launch_bounds__(kTcWarps * 32, tc_min_blocks(KT, VT, D)) decod
     l1 += __shfl_xor_sync(0xffffffffu, l1, off);
   }
   if (trace) trace[11] = clock_after(__float_as_uint(l0 + l1));
+  if (rows) {
+    // Token rows: each warp holds its head's whole chunk; its rows, scaled by 1 / l, go out
+    // through its own part of the (drained) stages, with the log-sum-exp in each row's padding.
+    constexpr int RS = D + 4;
+    __syncthreads();  // every warp is done with the stages
+    float* mine = reinterpret_cast<float*>(smem) + warp * kTcHeads * RS;
+    const float f0 = l0 > 0.f ? 1.f / l0 : 0.f, f1 = l1 > 0.f ? 1.f / l1 : 0.f;
+#pragma unroll
+    for (int i = 0; i < NM; ++i) {
+      const int d0 = v_dim<VT>(i, gid), d1 = v_dim<VT>(i, gid + 8);
+      mine[(2 * tig) * RS + d0] = o[i][0] * f0;
+      mine[(2 * tig + 1) * RS + d0] = o[i][1] * f1;
+      mine[(2 * tig) * RS + d1] = o[i][2] * f0;
+      mine[(2 * tig + 1) * RS + d1] = o[i][3] * f1;
+    }
+    if (gid == 0) {
+      mine[(2 * tig) * RS + D] = l0 > 0.f ? m0 + log2f(l0) : kNegInf;
+      mine[(2 * tig + 1) * RS + D] = l1 > 0.f ? m1 + log2f(l1) : kNegInf;
+    }
+    __syncwarp();
+    for (int idx = lane; idx < heads_here * (D / 4); idx += 32) {
+      const int h = idx / (D / 4), d = 4 * (idx - h * (D / 4));
+      write_result4(a, r, kvh * a.group + h, d, *reinterpret_cast<const float4*>(mine + h * RS + d), mine[h * RS + D]);
+    }
+    if (trace) trace_end(trace, ntok);
+    return;
+  }
   // Exchange the warps' maxima and sums, scale each warp's O by its share of the normaliser
   // in registers, then add the warps' rows and write them four elements at a time.
   __syncthreads();  // every warp is done with its pipeline buffers

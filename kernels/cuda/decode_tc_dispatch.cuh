@@ -6,19 +6,27 @@
 
 namespace ds::cuda::detail {
 
-template <DType KT, DType VT, int D>
+template <DType KT, DType VT, int D, bool ROWS>
 void launch_tc_instance(const DecodeArgs& a, const TcMaps& maps, dim3 grid, int64_t smem, gpuStream_t stream,
                         bool chained) {
-  gpu::launch(decode_tc_kernel<KT, VT, D>, grid, dim3(kTcWarps * 32), static_cast<size_t>(smem), stream, chained, a,
-              maps);
+  gpu::launch(decode_tc_kernel<KT, VT, D, ROWS>, grid, dim3(kTcWarps * 32), static_cast<size_t>(smem), stream, chained,
+              a, maps);
 }
 
+// Token-row tiles are their own instantiation, so the per-head one keeps its registers.
 template <DType KT, DType VT>
 TcEntry tc_entry_dim(int head_dim) {
   if (head_dim == 128)
-    return {reinterpret_cast<const void*>(&decode_tc_kernel<KT, VT, 128>), &launch_tc_instance<KT, VT, 128>};
-  if (head_dim == 256)
-    return {reinterpret_cast<const void*>(&decode_tc_kernel<KT, VT, 256>), &launch_tc_instance<KT, VT, 256>};
+    return {reinterpret_cast<const void*>(&decode_tc_kernel<KT, VT, 128, false>), &launch_tc_instance<KT, VT, 128, false>};
+  if (head_dim == 256) {
+    TcEntry e{reinterpret_cast<const void*>(&decode_tc_kernel<KT, VT, 256, false>),
+              &launch_tc_instance<KT, VT, 256, false>};
+    if constexpr (tc_rows_capable(KT, VT, 256)) {
+      e.rows_symbol = reinterpret_cast<const void*>(&decode_tc_kernel<KT, VT, 256, true>);
+      e.launch_rows = &launch_tc_instance<KT, VT, 256, true>;
+    }
+    return e;
+  }
   return {};
 }
 

@@ -20,29 +20,34 @@
 namespace ds::cuda {
 namespace detail {
 
-TcConfig tc_config(DType k, DType v, int D, int regs, int64_t static_smem, int64_t smem_optin, int64_t smem_per_sm) {
+TcConfig tc_config(DType k, DType v, int D, int regs, int64_t static_smem, int64_t smem_optin, int64_t smem_per_sm,
+                   bool token_rows) {
 #if DS_GPU_HAS_MMA_SM80
   if (D != 128 && D != 256) return {};
   const int64_t cta_stage = int64_t{kTcWarps} * 16 * (row_bytes(k, D) + row_bytes(v, D));
+  auto smem_for = [&](int64_t stages) {
+    return token_rows ? tc_rows_smem_bytes(cta_stage, static_cast<int>(stages), D)
+                      : tc_q_offset(stages * cta_stage, D) + tc_q_bytes(D) + tc_bar_bytes();
+  };
   const int64_t regs_per_block = int64_t{kTcWarps} * 32 * ((regs + 7) / 8 * 8);
   const int max_by_regs = static_cast<int>(std::min<int64_t>(3, 65536 / std::max<int64_t>(regs_per_block, 1)));
   for (int blocks = max_by_regs; blocks >= 1; --blocks) {
     // Each resident block costs 1 KB of reserved shared memory besides its own; q's area
     // (rounded up with the stages) comes off the top.
     const int64_t per_block = std::min(smem_optin, smem_per_sm / blocks - 1024 - static_smem);
-    const int64_t stages =
-        std::min<int64_t>((per_block - tc_q_bytes(D) - tc_bar_bytes() - 128) / cta_stage, blocks == 1 ? 8 : 6);
+    int64_t stages = blocks == 1 ? 8 : 6;
+    while (stages > 1 && smem_for(stages) > per_block) --stages;
     if (stages >= 3 || (blocks == 1 && stages >= 2)) {
       TcConfig c;
       c.stages = static_cast<int>(stages);
-      c.smem_bytes = tc_q_offset(stages * cta_stage, D) + tc_q_bytes(D) + tc_bar_bytes();
-      c.supported = c.smem_bytes <= per_block;
+      c.smem_bytes = smem_for(stages);
+      c.supported = true;
       return c;
     }
   }
   return {};
 #else
-  (void)k, (void)v, (void)D, (void)regs, (void)static_smem, (void)smem_optin, (void)smem_per_sm;
+  (void)k, (void)v, (void)D, (void)regs, (void)static_smem, (void)smem_optin, (void)smem_per_sm, (void)token_rows;
   return {};
 #endif
 }
@@ -89,6 +94,18 @@ bool use_bulk_copies(const KvPoolView& pools, const DecodePlan& plan, TcMaps& ma
          pool_map(maps.v, pools.v, rows, pools.n_kv_heads, row_bytes(pools.v_type, pools.head_dim));
 #else
   (void)pools, (void)plan, (void)maps;
+  return false;
+#endif
+}
+
+// The tensor maps of token-row tiles: 16 token rows of every head per box (tma_pool_map.h).
+bool token_row_maps(const KvPoolView& pools, TcMaps& maps) {
+#if DS_GPU_CUDA
+  const int64_t rows = pools.num_blocks * pools.block_size;
+  return pool_map(maps.k, pools.k, rows, pools.n_kv_heads, row_bytes(pools.k_type, pools.head_dim), true) &&
+         pool_map(maps.v, pools.v, rows, pools.n_kv_heads, row_bytes(pools.v_type, pools.head_dim), true);
+#else
+  (void)pools, (void)maps;
   return false;
 #endif
 }
@@ -198,18 +215,31 @@ DecodeDevice describe_decode(const KvPoolView& pools, int32_t n_q_heads, const D
   DS_GPU_CHECK(gpuDeviceGetAttribute(&optin, gpuDevAttrMaxSharedMemoryPerBlockOptin, dev));
   DS_GPU_CHECK(gpuDeviceGetAttribute(&cc, gpuDevAttrComputeCapabilityMajor, dev));
   const int32_t group = n_q_heads / pools.n_kv_heads;
+  // Token-row tiles (DecodeOptions::token_row_tiles); DELTASERVE_CUDA_DECODE_TOKEN_ROWS=0
+  // turns them off for A/B runs.
+  static const bool rows_enabled = env_switch("DELTASERVE_CUDA_DECODE_TOKEN_ROWS", true);
+  const bool token_rows = rows_enabled && opts.token_row_tiles && cc >= 9 && opts.kernel != DecodeKernel::portable &&
+                          tc_rows_capable(pools.k_type, pools.v_type, pools.head_dim) && pools.n_kv_heads == kTcWarps &&
+                          group <= kTcHeads && pools.block_size % 16 == 0 && opts.chunk_tokens % 16 == 0;
 #if DS_GPU_HIP
   const bool tc_ok = false;
-  TcConfig tc;
+  TcConfig tc, tc_rows;
   const TcEntry entry{};
+  (void)token_rows;
 #else
-  TcConfig tc;
+  TcConfig tc, tc_rows;
   const TcEntry entry = tc_entry(pools.k_type, pools.v_type, pools.head_dim);
   if (entry.symbol && cc >= 8) {
     cudaFuncAttributes fa{};
     DS_GPU_CHECK(cudaFuncGetAttributes(&fa, entry.symbol));
     tc = tc_config(pools.k_type, pools.v_type, pools.head_dim, fa.numRegs, static_cast<int64_t>(fa.sharedSizeBytes),
                    optin, per_sm_smem);
+    if (token_rows && entry.rows_symbol) {
+      cudaFuncAttributes fr{};
+      DS_GPU_CHECK(cudaFuncGetAttributes(&fr, entry.rows_symbol));
+      tc_rows = tc_config(pools.k_type, pools.v_type, pools.head_dim, fr.numRegs,
+                          static_cast<int64_t>(fr.sharedSizeBytes), optin, per_sm_smem, true);
+    }
   }
   const bool tc_ok = tc.supported;
 #endif
@@ -244,11 +274,21 @@ DecodeDevice describe_decode(const KvPoolView& pools, int32_t n_q_heads, const D
                                   std::to_string(pools.head_dim) + " needs more shared memory than the device has");
   }
   if (!symbol) throw std::invalid_argument("paged attention: no kernel for these types and head_dim");
-  ensure_smem_limit(symbol, d.smem_bytes);
-  int per_sm = 0;
-  DS_GPU_CHECK(gpuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, symbol, threads, static_cast<size_t>(d.smem_bytes)));
-  if (per_sm < 1) throw std::invalid_argument("paged attention: the decode kernel cannot be resident on this device");
-  d.ctas_per_sm = per_sm;
+  auto occupancy = [&](const void* sym, int64_t smem) {
+    ensure_smem_limit(sym, smem);
+    int per_sm = 0;
+    DS_GPU_CHECK(gpuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, sym, threads, static_cast<size_t>(smem)));
+    return per_sm;
+  };
+  d.ctas_per_sm = occupancy(symbol, d.smem_bytes);
+  if (d.ctas_per_sm < 1) throw std::invalid_argument("paged attention: the decode kernel cannot be resident on this device");
+  if (kernel == DecodeKernel::tensor_core && tc_rows.supported) {
+    d.rows.kv_heads = pools.n_kv_heads;
+    d.rows.stages = tc_rows.stages;
+    d.rows.smem_bytes = tc_rows.smem_bytes;
+    d.rows.ctas_per_sm = occupancy(entry.rows_symbol, tc_rows.smem_bytes);
+    if (d.rows.ctas_per_sm < 1) d.rows = {};
+  }
   return d;
 }
 
@@ -373,6 +413,19 @@ void paged_attention_decode(const KvPoolView& pools, const DecodeQuery& q, Decod
   if (dev.kernel == DecodeKernel::tensor_core && opts.kernel == DecodeKernel::portable)
     bad("options ask for the portable kernel but the plan was made for the tensor-core kernel");
   if (reinterpret_cast<uintptr_t>(q.out) % 16 != 0) bad("out must be 16-byte aligned");
+  const bool token_rows = dev.kv_heads_per_cta > 1;
+  if (token_rows) {
+    if (dev.kv_heads_per_cta != pools.n_kv_heads || pools.n_kv_heads != kTcWarps || dev.head_chunks != 1 ||
+        dev.kernel != DecodeKernel::tensor_core || !tc_rows_capable(pools.k_type, pools.v_type, pools.head_dim))
+      bad("plan was made for token-row tiles these pools cannot use (use describe_decode with these pools)");
+    if (plan.needs_merge && plan.chunk_tokens % 16 != 0)
+      bad("token-row tiles need chunks of a multiple of 16 tokens (DecodeOptions::token_row_tiles = false for others)");
+    if (pools.block_size % 16 != 0 || reinterpret_cast<uintptr_t>(pools.k) % 16 != 0 ||
+        reinterpret_cast<uintptr_t>(pools.v) % 16 != 0)
+      bad("token-row tiles need block_size % 16 == 0 and 16-byte aligned pools");
+    if (pools.num_blocks * pools.block_size > INT32_MAX)
+      bad("token-row tiles address at most 2^31 token rows");
+  }
   if (reinterpret_cast<uintptr_t>(q.q) % 4 != 0) bad("q must be 4-byte aligned");
 
   DecodeArgs a{};
@@ -409,14 +462,20 @@ void paged_attention_decode(const KvPoolView& pools, const DecodeQuery& q, Decod
   a.q_align16 = reinterpret_cast<uintptr_t>(q.q) % 16 == 0;
 
   auto s = static_cast<gpuStream_t>(stream);
-  const dim3 grid(static_cast<unsigned>(pools.n_kv_heads * dev.head_chunks), static_cast<unsigned>(plan.items.size()));
+  const dim3 grid(static_cast<unsigned>(dev.blocks_per_item(pools.n_kv_heads)), static_cast<unsigned>(plan.items.size()));
   if (dev.kernel == DecodeKernel::tensor_core) {
     const TcEntry e = tc_entry(pools.k_type, pools.v_type, pools.head_dim);
-    if (!e.launch) bad("no tensor-core kernel for these types and head_dim");
-    ensure_smem_limit(e.symbol, dev.smem_bytes);
+    const void* symbol = token_rows ? e.rows_symbol : e.symbol;
+    const TcEntry::Launch launch = token_rows ? e.launch_rows : e.launch;
+    if (!launch) bad("no tensor-core kernel for these types and head_dim");
+    ensure_smem_limit(symbol, dev.smem_bytes);
     TcMaps maps{};
-    a.tma = use_bulk_copies(pools, plan, maps);
-    e.launch(a, maps, grid, dev.smem_bytes, s, opts.chained_launch);  // gpu::launch checks the launch
+    if (token_rows) {
+      if (!token_row_maps(pools, maps)) bad("cannot encode the token-row tensor maps of these pools");
+    } else {
+      a.tma = use_bulk_copies(pools, plan, maps);
+    }
+    launch(a, maps, grid, dev.smem_bytes, s, opts.chained_launch);  // gpu::launch checks the launch
   } else {
     ensure_smem_limit(portable_symbol(pools.k_type, pools.v_type), dev.smem_bytes);
     launch_portable(a, pools.k_type, pools.v_type, grid, s);

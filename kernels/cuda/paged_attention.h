@@ -96,9 +96,14 @@ struct DecodeOptions {
   // every call starts from an idle stream.
   bool chained_launch = false;
   // Diagnostics: a device buffer of 16 uint64 per thread block of the tensor-core kernel
-  // (grid x = KV head x head chunk, y = work item) that receives its phase timestamps
+  // (grid x = DecodeDevice::blocks_per_item, y = work item) that receives its phase timestamps
   // (decode_common.cuh, kTraceWords); null in production.
   uint64_t* trace = nullptr;
+  // Quantised K and V with 4 KV heads on sm_90: one thread block per chunk reads the chunk's
+  // whole token rows (every head) by contiguous bulk copies, instead of one block per head
+  // reading its interleaved rows (Q8_0 rows share 128-byte lines with the next head's).
+  // Needs 16-token-aligned chunks (chunk_tokens 0 or a multiple of 16) and block_size % 16 == 0.
+  bool token_row_tiles = true;
 };
 
 // What the planner needs to know about the kernel and the device (from describe_decode).
@@ -113,6 +118,21 @@ struct DecodeDevice {
   int32_t stages = 0;             // pipeline depth (tensor-core kernel)
   int64_t smem_bytes = 0;         // dynamic shared memory per thread block
   bool bulk_copies = false;       // the device has bulk tensor copies (sm_90+, tensor-core kernel)
+  // KV heads one thread block covers: 1, or all of them when it reads whole token rows
+  // (quantised K and V at head_dim 256, 4 KV heads, sm_90: DecodeOptions::token_row_tiles).
+  // describe_decode leaves 1 and fills `rows` where token-row tiles are possible; plan_decode
+  // chooses per batch and, choosing them, copies `rows` into these fields of its plan's device.
+  int32_t kv_heads_per_cta = 1;
+  struct TokenRows {
+    int32_t kv_heads = 0;  // 0: not available
+    int32_t stages = 0;
+    int64_t smem_bytes = 0;
+    int32_t ctas_per_sm = 0;
+  } rows;
+  // Thread blocks per work item (grid x).
+  int32_t blocks_per_item(int32_t n_kv_heads) const {
+    return (n_kv_heads + kv_heads_per_cta - 1) / kv_heads_per_cta * head_chunks;
+  }
 };
 
 // Queries the current device and the kernel's occupancy for these pools (pointers may still

@@ -1,6 +1,6 @@
 // Bulk tensor copies (TMA, sm_90) and the shared-memory barriers that count their bytes, as
 // the decode kernel uses them: one thread issues a whole 16-row K or V tile with one
-// instruction, and the warp waits on the stage's barrier instead of on cp.async groups.
+// instruction, and the warps wait on the stage's barrier instead of on cp.async groups.
 // NVIDIA sm_90+ only (callers guard with __CUDA_ARCH__ >= 900).
 #pragma once
 
@@ -18,6 +18,10 @@ __device__ __forceinline__ void mbar_fence_init() { asm volatile("fence.mbarrier
 // One arrival that also announces `bytes` of bulk copies the phase waits for.
 __device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+// One arrival without bytes (a consumer releasing a stage).
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
 // Returns once the phase with this parity has completed.
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {

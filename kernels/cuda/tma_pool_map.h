@@ -2,7 +2,10 @@
 //
 // The pool [num_blocks * block_size rows][n_kv_heads][row_bytes] is described as a 3-D
 // tensor of 4-byte elements whose box is one head's row bytes for 16 consecutive token rows,
-// i.e. one 16-token tile of one KV head as the kernel lays it out in shared memory.
+// i.e. one 16-token tile of one KV head as the kernel lays it out in shared memory; or, for
+// token-row tiles (all_heads), every head's row bytes for 16 token rows (a contiguous range
+// of the pool), landing head by head: [head][16 tokens][row_bytes] in shared memory, so each
+// warp's rows keep the one-head stride that spreads its fragment reads over the banks.
 //
 // Internal to kernels/cuda (CUDA only); plain C++.
 #pragma once
@@ -16,9 +19,11 @@ namespace ds::cuda::detail {
 // unaligned pool) or the driver has no tensor-map support.
 // No L2 promotion: on the H200, 128- and 256-byte promotion made Q8_0 reads (272-byte rows at
 // a 1088-byte stride) 4-16% slower at long context and did nothing for Q4_0.
-bool encode_pool_map(void* map, const void* pool, int64_t rows, int32_t n_kv_heads, int64_t row_bytes);
+bool encode_pool_map(void* map, const void* pool, int64_t rows, int32_t n_kv_heads, int64_t row_bytes,
+                     bool all_heads = false);
 // The same through a small cache keyed on the arguments (pools live as long as the engine, and
 // encoding costs a driver call per launch otherwise).
-bool pool_map(void* map, const void* pool, int64_t rows, int32_t n_kv_heads, int64_t row_bytes);
+bool pool_map(void* map, const void* pool, int64_t rows, int32_t n_kv_heads, int64_t row_bytes,
+              bool all_heads = false);
 
 }  // namespace ds::cuda::detail

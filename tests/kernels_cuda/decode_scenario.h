@@ -141,6 +141,7 @@ struct RunOptions {
   const int32_t* table_override = nullptr;  // device table to use instead of the scenario's
   const int32_t* lens_override = nullptr;
   uint64_t* trace = nullptr;  // device, DecodeOptions::trace
+  bool token_rows = true;     // DecodeOptions::token_row_tiles
 };
 
 struct RunResult {
@@ -170,6 +171,7 @@ inline RunResult run_decode(const Scenario& s, DeviceScenario& d, const RunOptio
   opts.bounds_check = o.bounds_check;
   opts.chunk_tokens = o.chunk;
   opts.trace = o.trace;
+  opts.token_row_tiles = o.token_rows;
   const cuda::DecodeDevice dev = cuda::describe_decode(pools, s.sh.n_q_heads, opts);
   RunResult res;
   res.plan = cuda::plan_decode(dev, s.sh.n_kv_heads, s.lens, o.chunk);

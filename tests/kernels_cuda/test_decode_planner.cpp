@@ -152,3 +152,43 @@ TEST_CASE("plan_decode rejects bad input", "[kernels][planner]") {
   // More than 65535 chunks cannot be a grid dimension.
   CHECK_THROWS_AS(plan_decode(dev, 4, std::vector<int32_t>{70000}, 1), std::invalid_argument);
 }
+
+TEST_CASE("plan_decode gives token-row tiles to long chunks only", "[kernels][planner]") {
+  // Q8_0 K/V at D=256 on the H200: by head 2 blocks per SM; token rows cover all 4 heads.
+  DecodeDevice dev = h200_bf16();
+  dev.ctas_per_sm = 2;
+  dev.kv_bytes_per_token = 544;
+  dev.stages = 3;
+  dev.smem_bytes = 113024;
+  dev.rows.kv_heads = 4;
+  dev.rows.stages = 3;
+  dev.rows.smem_bytes = 104704;
+  dev.rows.ctas_per_sm = 2;
+  auto plan = [&](const std::vector<int32_t>& lens, int32_t chunk = 0) {
+    const DecodePlan p = plan_decode(dev, 4, lens, chunk);
+    check_plan(p, lens);
+    if (p.device.kv_heads_per_cta > 1) {
+      // The plan's device is the token-row configuration, and its chunks are whole tiles.
+      CHECK(p.device.kv_heads_per_cta == 4);
+      CHECK(p.device.smem_bytes == dev.rows.smem_bytes);
+      CHECK(p.device.blocks_per_item(4) == 1);
+      if (p.needs_merge) CHECK(p.chunk_tokens % 16 == 0);
+    } else {
+      CHECK(p.device.smem_bytes == dev.smem_bytes);
+      CHECK(p.device.blocks_per_item(4) == 4);
+    }
+    CHECK(p.device.rows.kv_heads == 4);  // still known to the next plan
+    return p;
+  };
+  // Long batches: every block streams thousands of tokens of all four heads.
+  CHECK(plan(std::vector<int32_t>(32, 131072)).device.kv_heads_per_cta == 4);
+  CHECK(plan(std::vector<int32_t>(8, 131072)).device.kv_heads_per_cta == 4);
+  // Batch 1 and short batches: a block per head, 4x fewer partials.
+  CHECK(plan(std::vector<int32_t>{131072}).device.kv_heads_per_cta == 1);
+  CHECK(plan(std::vector<int32_t>(8, 4096)).device.kv_heads_per_cta == 1);
+  CHECK(plan(std::vector<int32_t>{7, 300}).device.kv_heads_per_cta == 1);
+  // A forced chunk length takes them (the GPU tests' split 48).
+  CHECK(plan(std::vector<int32_t>{7, 300, 1000}, 48).device.kv_heads_per_cta == 4);
+  // Unavailable (head count other than the pools'): by head.
+  CHECK(plan_decode(dev, 8, std::vector<int32_t>(32, 131072)).device.kv_heads_per_cta == 1);
+}

@@ -46,10 +46,14 @@ TEST_CASE("decode matches the float64 reference for every K/V type pair, split a
             dc::DecodeKernel kernel;
             int32_t chunk;
             const char* name;
+            bool token_rows = true;
           };
-          // Split 48 and auto: quantised K/V at head_dim 256 by bulk tensor copies (sm_90);
-          // split 40 (tiles not aligned to 16 tokens): by cp.async.
+          // Quantised K and V on sm_90: split 48 and auto read whole token rows (one block per
+          // chunk); "per head" and single (INT_MAX is not a multiple of 16) use a block per
+          // head with bulk tensor copies at head_dim 256; split 40 (tiles not aligned to 16
+          // tokens) copies by cp.async.
           for (const Mode m : {Mode{dc::DecodeKernel::tensor_core, 48, "tc split 48"},
+                               Mode{dc::DecodeKernel::tensor_core, 48, "tc split 48 per head", false},
                                Mode{dc::DecodeKernel::tensor_core, 40, "tc split 40"},
                                Mode{dc::DecodeKernel::tensor_core, 0, "tc auto"},
                                Mode{dc::DecodeKernel::tensor_core, INT_MAX, "tc single"},
@@ -58,6 +62,7 @@ TEST_CASE("decode matches the float64 reference for every K/V type pair, split a
             RunOptions o;
             o.kernel = m.kernel;
             o.chunk = m.chunk;
+            o.token_rows = m.token_rows;
             o.q_bf16 = qbf;
             const RunResult r = run_decode(s, d, o);
             expect_close(r, ref, label(s, m.name) + (qbf ? " q bf16" : " q f32"));
@@ -224,7 +229,7 @@ TEST_CASE("the tensor-core kernel stamps every block's phases in order", "[gpu][
   o.trace = trace.as<uint64_t>();
   const RunResult r = run_decode(s, d, o);
   expect_close(r, reference(s, false), "traced run");
-  const int64_t blocks_x = int64_t{s.sh.n_kv_heads} * r.plan.device.head_chunks;
+  const int64_t blocks_x = r.plan.device.blocks_per_item(s.sh.n_kv_heads);
   REQUIRE(static_cast<int64_t>(r.plan.items.size()) * blocks_x <= max_blocks);
   const auto h = to_host<uint64_t>(trace, static_cast<size_t>(r.plan.items.size() * blocks_x * 16));
   for (size_t y = 0; y < r.plan.items.size(); ++y) {

@@ -11,13 +11,14 @@
 // scripts/attn_torch_baseline.py does.
 //
 // Output lines: copy_bw,<GB/s> ; ours,<type>,<case>,<batch>,<ctx>,<us>,<kv_bytes>,<GB/s>,
-// <fraction of copy bw>,<chunk>,<items>,<plan_us>,<blocks per SM>,<stages> ; mem,<type>,ragged,<paged bytes>,<padded bytes>
+// <fraction of copy bw>,<chunk>,<items>,<plan_us>,<blocks per SM>,<stages>,<KV heads per block> ; mem,<type>,ragged,<paged bytes>,<padded bytes>
 //   bench_paged_attention [--types bf16,q8_0,q4_0] [--iters 30] [--quick] [--case B,L] [--chunk N] [--trace FILE]
-//   [--no-shuffle]
+//   [--no-shuffle] [--kv-heads N]
 // (--chunk N: N tokens per split instead of the planner's choice, for tuning the planner;
 // --trace FILE: after timing, one more call with DecodeOptions::trace, whose per-block phase
 // stamps are written to FILE as CSV, for the first case run; --no-shuffle: each sequence's
-// blocks in order instead of shuffled.)
+// blocks in order instead of shuffled; --kv-heads N: N KV heads of 6 query heads each instead
+// of 4, to see how the interleaving of the heads' rows in the pool costs.)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -37,7 +38,9 @@ namespace {
 using ds::DType;
 namespace dc = ds::cuda;
 
-constexpr int kQHeads = 24, kKvHeads = 4, kDim = 256, kBlock = 16;
+constexpr int kDim = 256, kBlock = 16;
+// 24 query heads over 4 KV heads (Qwen3.5-27B); --kv-heads N keeps the group of 6 with N KV heads.
+int kKvHeads = 4, kQHeads = 24;
 
 __device__ float hash_uniform(uint64_t x) {  // splitmix64 -> [-2, 2)
   x += 0x9e3779b97f4a7c15ull;
@@ -189,13 +192,13 @@ void run_case(DType t, const Case& c, int iters, double copy_gbps, int32_t chunk
   const int n = std::max(iters, 2 * copies);
   const float us = median_us(run, n);
   const double gbps = static_cast<double>(kv_bytes) / (us * 1e-6) / 1e9;
-  std::printf("ours,%s,%s,%d,%d,%.2f,%lld,%.0f,%.3f,%d,%zu,%.1f,%d,%d\n", std::string(ds::dtype_name(t)).c_str(),
+  std::printf("ours,%s,%s,%d,%d,%.2f,%lld,%.0f,%.3f,%d,%zu,%.1f,%d,%d,%d\n", std::string(ds::dtype_name(t)).c_str(),
               c.name.c_str(), B, *std::max_element(c.lens.begin(), c.lens.end()), us,
               static_cast<long long>(kv_bytes), gbps, gbps / copy_gbps, plan.chunk_tokens, plan.items.size(), plan_us,
-              dev.ctas_per_sm, dev.stages);
+              plan.device.ctas_per_sm, plan.device.stages, plan.device.kv_heads_per_cta);
   std::fflush(stdout);
   if (!trace_path.empty() && dev.kernel == dc::DecodeKernel::tensor_core) {
-    const int64_t ctas = int64_t{kKvHeads} * dev.head_chunks * static_cast<int64_t>(plan.items.size());
+    const int64_t ctas = int64_t{plan.device.blocks_per_item(kKvHeads)} * static_cast<int64_t>(plan.items.size());
     uint64_t* d_trace = nullptr;
     DS_GPU_CHECK(gpuMalloc(reinterpret_cast<void**>(&d_trace), static_cast<size_t>(ctas) * 16 * 8));
     DS_GPU_CHECK(gpuMemsetAsync(d_trace, 0, static_cast<size_t>(ctas) * 16 * 8, nullptr));
@@ -260,6 +263,9 @@ int main(int argc, char** argv) {
         quick = true;
       } else if (a == "--chunk" && i + 1 < argc) {
         chunk = std::atoi(argv[++i]);
+      } else if (a == "--kv-heads" && i + 1 < argc) {
+        kKvHeads = std::max(1, std::atoi(argv[++i]));
+        kQHeads = 6 * kKvHeads;
       } else if (a == "--no-shuffle") {
         shuffle = false;
       } else if (a == "--trace" && i + 1 < argc) {
@@ -268,7 +274,7 @@ int main(int argc, char** argv) {
         if (std::sscanf(argv[++i], "%d,%d", &only_b, &only_l) != 2) only_b = 0;
       } else {
         std::fprintf(stderr,
-                     "usage: bench_paged_attention [--types bf16,q8_0,q4_0] [--iters N] [--quick] [--case B,L] [--chunk N] [--trace FILE] [--no-shuffle]\n");
+                     "usage: bench_paged_attention [--types bf16,q8_0,q4_0] [--iters N] [--quick] [--case B,L] [--chunk N] [--trace FILE] [--no-shuffle] [--kv-heads N]\n");
         return 2;
       }
     }
