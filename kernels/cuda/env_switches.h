@@ -7,6 +7,8 @@
 //   DELTASERVE_CUDA_SKINNY_GEMM=0     2-8-row GEMMs on cuBLAS instead of skinny_gemm.cu
 //   DELTASERVE_CUDA_FUSED_PROJECTION_ROWS=N   the stacked-projection threshold (0 = never)
 //   DELTASERVE_CUDA_DECODE_TMA=0      decode K/V tiles by cp.async instead of bulk tensor copies
+//   DELTASERVE_CUDA_DECODE_TOKEN_ROWS=0  decode never uses token-row tiles (a block per KV head)
+//   DELTASERVE_CUDA_DECODE_BLOCKS_PER_SM=N  decode's resident blocks per SM at most N (1-3)
 //
 // Internal to kernels/cuda; plain C++.
 #pragma once

@@ -30,7 +30,9 @@ TcConfig tc_config(DType k, DType v, int D, int regs, int64_t static_smem, int64
                       : tc_q_offset(stages * cta_stage, D) + tc_q_bytes(D) + tc_bar_bytes();
   };
   const int64_t regs_per_block = int64_t{kTcWarps} * 32 * ((regs + 7) / 8 * 8);
-  const int max_by_regs = static_cast<int>(std::min<int64_t>(3, 65536 / std::max<int64_t>(regs_per_block, 1)));
+  // DELTASERVE_CUDA_DECODE_BLOCKS_PER_SM=N caps the resident blocks (fewer blocks, deeper pipelines).
+  static const int64_t cap = std::clamp<int64_t>(env_count("DELTASERVE_CUDA_DECODE_BLOCKS_PER_SM", 3), 1, 3);
+  const int max_by_regs = static_cast<int>(std::min<int64_t>(cap, 65536 / std::max<int64_t>(regs_per_block, 1)));
   for (int blocks = max_by_regs; blocks >= 1; --blocks) {
     // Each resident block costs 1 KB of reserved shared memory besides its own; q's area
     // (rounded up with the stages) comes off the top.
