@@ -3,6 +3,10 @@
 // Grid: x = (KV head, chunk of up to 8 query heads), y = work item (sequence chunk). Block:
 // 4 warps, each an independent pipeline over its own 16-token tiles of the chunk (tile w,
 // w+4, w+8, ...), so no barrier is needed until the final merge of the four warps.
+// Token-row tiles (the ROWS instantiation; quantised K and V at head_dim 256, 4 KV heads,
+// sm_90; the planner picks them for long chunks): grid x = 1, warp w computes KV head w over
+// every tile of the chunk, and the four warps share the stages, each the chunk's next 16
+// whole token rows of the pool (tc_rows_capable below).
 //
 // Per 16-token tile a warp computes S^T = K Q^T and O^T += V^T P^T with mma.m16n8k16:
 // tokens (for QK) and head_dim (for PV) fill the 16-row side, the group's query heads the

@@ -163,7 +163,10 @@ struct DecodePlan {
 // Splits the batch (host copy of the sequence lengths, in batch order) into work items.
 // chunk_tokens > 0 forces that split length; 0 picks the length that best balances
 // (sequence chunks x KV heads) thread blocks over ctas_per_sm x sm_count slots, with no empty
-// chunks. Pure host code: the result only depends on the arguments.
+// chunks. Where dev.rows offers token-row tiles, it also picks the layout: token rows when
+// their chunk is long (>= 1000 tokens, or forced), a block per head otherwise; the plan's
+// device holds the chosen layout's blocks, stages and shared memory. Pure host code: the
+// result only depends on the arguments.
 DecodePlan plan_decode(const DecodeDevice& dev, int32_t n_kv_heads, std::span<const int32_t> seq_lens,
                        int32_t chunk_tokens = 0);
 
