@@ -9,10 +9,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/attn_ab}
 mkdir -p "$OUT"
-B=/tmp/dsbundle
-rm -rf "$B"; mkdir -p "$B"
-xz -dc .devbuild/cuda/bundle.tar.xz | tar -C "$B" -xf - || { echo "cannot unpack the bundle"; exit 1; }
-export LD_LIBRARY_PATH="$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+. scripts/gpu_bundle.sh
 { cat "$B/COMMIT"; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader; } | tee "$OUT/gpu.txt"
 : > "$OUT/tests.log"
 for f in "[decode]~[long]~[bigpool]~[guard]" "[kv_write]" "[guard]" "[long]" "[bigpool]"; do

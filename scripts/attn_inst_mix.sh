@@ -1,19 +1,13 @@
 #!/usr/bin/env bash
 # Executed-instruction mix of the tensor-core decode kernel (Nsight Compute), per 16-token
 # tile per warp, for B=8 x 32K and each type in TYPES: where a kernel's issue slots go.
-# Run on the GPU machine with the bundle of scripts/cuda_build_carry.sh unpacked at $B
-# (scripts/attn_ab.sh does that) or unpacked here.
+# Run on the GPU machine with .devbuild/cuda carried (scripts/gpu_bundle.sh unpacks it).
 #   TYPES="q8_0 q4_0" scripts/attn_inst_mix.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/attn_mix}
 mkdir -p "$OUT"
-B=/tmp/dsbundle
-if [ ! -x "$B/bin/bench_paged_attention" ]; then
-  rm -rf "$B"; mkdir -p "$B"
-  xz -dc .devbuild/cuda/bundle.tar.xz | tar -C "$B" -xf - || { echo "cannot unpack the bundle"; exit 1; }
-fi
-export LD_LIBRARY_PATH="$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+. scripts/gpu_bundle.sh
 for t in ${TYPES:-bf16 q8_0 q4_0}; do
   /usr/local/cuda/bin/ncu --metrics sass__inst_executed_per_opcode,smsp__inst_executed.sum,smsp__issue_active.avg.per_cycle_active \
     --print-metric-instances details -k regex:decode_tc --launch-skip 3 --launch-count 1 \

@@ -8,12 +8,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/attn_stalls}
 mkdir -p "$OUT"
-B=/tmp/dsbundle
-if [ ! -x "$B/bin/bench_paged_attention" ]; then
-  rm -rf "$B"; mkdir -p "$B"
-  xz -dc .devbuild/cuda/bundle.tar.xz | tar -C "$B" -xf - || { echo "cannot unpack the bundle"; exit 1; }
-fi
-export LD_LIBRARY_PATH="$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+. scripts/gpu_bundle.sh
 NCU=/usr/local/cuda/bin/ncu
 case_=${CASE:-8,32768}
 for t in ${TYPES:-bf16 q8_0 q4_0}; do

@@ -12,12 +12,7 @@ mkdir -p "$OUT"
 CASES=${CASES:-"8,4096 32,4096 1,32768 8,131072 32,32768 8,0"}
 CHUNKS=${CHUNKS:-0}
 TYPES=${TYPES:-bf16}
-B=/tmp/dsbundle
-if [ ! -x "$B/bin/bench_paged_attention" ] || [ .devbuild/cuda/bundle.tar.xz -nt "$B/COMMIT" ]; then
-  rm -rf "$B"; mkdir -p "$B"
-  xz -dc .devbuild/cuda/bundle.tar.xz | tar -C "$B" -xf - || { echo "cannot unpack the bundle"; exit 1; }
-fi
-export LD_LIBRARY_PATH="$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+. scripts/gpu_bundle.sh
 { date -u; echo "bundle commit $(cat $B/COMMIT | tr '\n' ' ')";
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv; } > "$OUT/gpu.txt" 2>&1
 if [ "${1:-}" = "--tests" ]; then

@@ -185,12 +185,19 @@ DecodePlan plan_for(const DecodeDevice& dev, int32_t n_kv_heads, std::span<const
 
 DecodePlan plan_decode(const DecodeDevice& dev, int32_t n_kv_heads, std::span<const int32_t> seq_lens,
                        int32_t chunk_tokens) {
-  if (dev.rows.kv_heads <= 0 || dev.rows.kv_heads != n_kv_heads) return plan_for(dev, n_kv_heads, seq_lens, chunk_tokens);
+  auto by_head = [&] {
+    DecodeDevice d = dev;
+    d.rows = {};
+    DecodePlan h = plan_for(d, n_kv_heads, seq_lens, chunk_tokens);
+    h.device.rows = dev.rows;  // still offered to the next batch
+    return h;
+  };
+  if (dev.rows.kv_heads <= 0 || dev.rows.kv_heads != n_kv_heads || chunk_tokens % 16 != 0) return by_head();
   // Token-row tiles: a block covers every head, so the same grid has a quarter of the chunks'
-  // length. They read faster once blocks stream long chunks (Q8_0 at B=32 x 128K: 0.94 of the
-  // copy bandwidth against 0.80 by head); for short chunks the split by head wins (4x fewer
-  // partials to merge, B=1 and the ragged batch 10-45% faster; docs/benchmarks.md). A forced
-  // chunk length takes them whenever the pools allow.
+  // length. They read faster once blocks stream long chunks (Q8_0 at B=32 x 128K: 2,269
+  // against 2,644 us by head); for short chunks the split by head wins (4x fewer partials to
+  // merge: B=1 and the ragged batch were 10-45% slower with token rows; docs/benchmarks.md).
+  // A forced chunk length (a multiple of 16) takes them whenever the pools allow.
   DecodeDevice rows = dev;
   rows.kv_heads_per_cta = dev.rows.kv_heads;
   rows.stages = dev.rows.stages;
@@ -198,11 +205,7 @@ DecodePlan plan_decode(const DecodeDevice& dev, int32_t n_kv_heads, std::span<co
   rows.ctas_per_sm = dev.rows.ctas_per_sm;
   DecodePlan p = plan_for(rows, n_kv_heads, seq_lens, chunk_tokens);
   if (chunk_tokens > 0 || !p.needs_merge || p.chunk_tokens >= kRowsMinChunk) return p;
-  DecodeDevice by_head = dev;
-  by_head.rows = {};
-  DecodePlan h = plan_for(by_head, n_kv_heads, seq_lens, chunk_tokens);
-  h.device.rows = dev.rows;
-  return h;
+  return by_head();
 }
 
 }  // namespace ds::cuda

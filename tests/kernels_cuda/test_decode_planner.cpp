@@ -189,6 +189,8 @@ TEST_CASE("plan_decode gives token-row tiles to long chunks only", "[kernels][pl
   CHECK(plan(std::vector<int32_t>{7, 300}).device.kv_heads_per_cta == 1);
   // A forced chunk length takes them (the GPU tests' split 48).
   CHECK(plan(std::vector<int32_t>{7, 300, 1000}, 48).device.kv_heads_per_cta == 4);
+  // A forced length that is not whole tiles: by head.
+  CHECK(plan(std::vector<int32_t>{7, 300, 1000}, 40).device.kv_heads_per_cta == 1);
   // Unavailable (head count other than the pools'): by head.
   CHECK(plan_decode(dev, 8, std::vector<int32_t>(32, 131072)).device.kv_heads_per_cta == 1);
 }
