@@ -112,10 +112,17 @@ bool token_row_maps(const KvPoolView& pools, TcMaps& maps) {
 #endif
 }
 
-// One block per (sequence, query head); thread t owns elements 4t..4t+3 of head_dim. The
-// weights 2^(lse - max) / sum of up to kMergeBatch chunks at a time sit in shared memory, so
-// the loop over chunks is a stream of independent 16-byte loads.
+// One block per (sequence, query head), in G groups of gt threads (gt = D/4 rounded up to
+// whole warps): thread t of a group owns elements 4t..4t+3 of head_dim and adds every G-th
+// chunk, and the groups' sums meet in shared memory at the end, so a sequence split into many
+// chunks costs few load round trips. The weights 2^(lse - max) / sum of up to kMergeBatch
+// chunks at a time sit in shared memory, so the loop over chunks is a stream of independent
+// 16-byte loads.
 constexpr int kMergeBatch = 1024;
+constexpr int kMergeGroups = 4;
+constexpr int kMergeMaxGroupThreads = 256;  // head_dim up to 1024
+int merge_group_threads(int D) { return (D / 4 + 31) / 32 * 32; }
+int merge_groups(int D) { return std::max(1, std::min(kMergeGroups, 1024 / merge_group_threads(D))); }
 
 __global__ void merge_partials_kernel(const float* part_o, const float* part_lse, const int32_t* begin, void* out,
                                       bool out_f32, int n_q_heads, int D) {
@@ -123,7 +130,9 @@ __global__ void merge_partials_kernel(const float* part_o, const float* part_lse
   DS_GPU_ALLOW_NEXT();
   __shared__ float w[kMergeBatch];
   __shared__ float red[32];
+  __shared__ float4 others[(kMergeGroups - 1) * kMergeMaxGroupThreads];  // groups 1..G-1
   const int s = blockIdx.x, h = blockIdx.y, tid = threadIdx.x, nt = blockDim.x;
+  const int gt = (D / 4 + 31) / 32 * 32, groups = nt / gt, g = tid / gt, lt = tid - g * gt;
   const int b = begin[s], e = begin[s + 1];
   if (e - b <= 1) return;  // the only chunk wrote the output itself
   const float neg_inf = -__builtin_huge_valf();
@@ -151,7 +160,7 @@ __global__ void merge_partials_kernel(const float* part_o, const float* part_lse
     for (int p = b + tid; p < e; p += nt) L += exp2f(part_lse[static_cast<int64_t>(p) * n_q_heads + h] - M);
   L = block_reduce(L, false);
   const float inv = L > 0.f ? 1.f / L : 0.f;
-  const int d0 = 4 * tid;
+  const int d0 = 4 * lt;
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
   for (int p0 = b; M != neg_inf && p0 < e; p0 += kMergeBatch) {
     const int n = min(kMergeBatch, e - p0);
@@ -161,7 +170,7 @@ __global__ void merge_partials_kernel(const float* part_o, const float* part_lse
     __syncthreads();
     if (d0 < D) {
 #pragma unroll 8
-      for (int i = 0; i < n; ++i) {
+      for (int i = g; i < n; i += groups) {
         const float4 v =
             *reinterpret_cast<const float4*>(part_o + (static_cast<int64_t>(p0 + i) * n_q_heads + h) * D + d0);
         acc.x += w[i] * v.x;
@@ -171,7 +180,13 @@ __global__ void merge_partials_kernel(const float* part_o, const float* part_lse
       }
     }
   }
-  if (d0 < D) {
+  if (g > 0 && d0 < D) others[(g - 1) * gt + lt] = acc;
+  __syncthreads();
+  if (g == 0 && d0 < D) {
+    for (int k = 1; k < groups; ++k) {
+      const float4 v = others[(k - 1) * gt + lt];
+      acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
+    }
     const int64_t o = (static_cast<int64_t>(s) * n_q_heads + h) * D + d0;
     if (out_f32) {
       *reinterpret_cast<float4*>(static_cast<float*>(out) + o) = acc;
@@ -484,7 +499,8 @@ void paged_attention_decode(const KvPoolView& pools, const DecodeQuery& q, Decod
   }
   if (plan.needs_merge) {
     const dim3 mgrid(static_cast<unsigned>(q.n_seqs), static_cast<unsigned>(q.n_q_heads));
-    const unsigned threads = static_cast<unsigned>(std::max(32, (pools.head_dim / 4 + 31) / 32 * 32));
+    if (pools.head_dim > 4 * kMergeMaxGroupThreads) bad("head_dim over 1024 cannot be merged");
+    const unsigned threads = static_cast<unsigned>(merge_group_threads(pools.head_dim) * merge_groups(pools.head_dim));
     const bool out_f32 = a.out_f32;
     const int n_q_heads = q.n_q_heads, D = pools.head_dim;
     const int32_t* begin = ws.device().seq_item_begin;
