@@ -25,7 +25,7 @@ def report(path):
                 head = line[1:].strip()
             elif line[0].isdigit():
                 v = [int(x) for x in line.split(",")]
-                rows.append(tuple(v[1:8]) + (tuple(v[8:14]) if len(v) >= 14 else (0,) * 6))
+                rows.append(tuple(v[1:8]) + (tuple(v[8:14]) if len(v) >= 14 else (0,) * 6) + (v[14] if len(v) >= 15 else 0,))
     if not rows:
         print(f"{path}: no blocks")
         return
@@ -52,8 +52,8 @@ def report(path):
     if any(r[7] for r in rows):
         med = lambda k: statistics.median(r[k] for r in rows) / ghz / 1e3
         print("  start-up us (median, from start): item+length %.2f, first block ids %.2f, first stages issued %.2f, "
-              "q %.2f, first tile %.2f, second tile %.2f" % (med(7), med(8), med(11), med(9), statistics.median(startup),
-                                                           med(12)))
+              "q landed %.2f, q %.2f, first tile %.2f, second tile %.2f" % (
+                  med(7), med(8), med(11), med(13), med(9), statistics.median(startup), med(12)))
         print("  end us (median, from last tile): sums reduced %.2f, written %.2f" % (
             statistics.median((r[10] - r[4]) / ghz / 1e3 for r in rows), statistics.median(tail)))
     toks = [r[6] for r in rows]

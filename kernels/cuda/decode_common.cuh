@@ -60,7 +60,7 @@ struct alignas(64) TcMaps {
 // [4] the last tile is consumed, [5] the result is written, [6] %globaltimer at the end,
 // [7] tokens of the chunk, [8] the work item and length have arrived, [9] the first block ids
 // have arrived, [10] q is in registers, [11] the warps' sums are reduced, [12] the first
-// stages are issued, [13] the second tile is in shared memory.
+// stages are issued, [13] the second tile is in shared memory, [14] q is in shared memory.
 inline constexpr int kTraceWords = 16;
 __device__ __forceinline__ uint64_t global_timer_ns() {
   uint64_t t = 0;

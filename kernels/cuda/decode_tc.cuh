@@ -36,6 +36,8 @@
 // permutation).
 #pragma once
 
+#include <type_traits>
+
 #include "kernels/cuda/decode_common.cuh"
 
 #if DS_GPU_HAS_MMA_SM80
@@ -94,6 +96,14 @@ constexpr int64_t tc_rows_smem_bytes(int64_t stage_bytes, int stages, int D) {
 
 
 #if DS_GPU_HAS_MMA_SM80
+
+// Round to nearest (even) of |x| < 2^22 by one FP32 add: x + 1.5 * 2^23 keeps the rounded
+// integer in its low mantissa bits. rintf and float-to-int conversions run on the SM's
+// quarter-rate unit, and q's two digits per element took them ~2-3 us of every quantised
+// block's start-up (all warps of an SM converting at once).
+constexpr float kRoundMagic = 12582912.f;
+__device__ __forceinline__ float round_magic(float x) { return __fadd_rn(x, kRoundMagic); }
+__device__ __forceinline__ int magic_int(float t) { return __float_as_int(t) - 0x4B400000; }
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -213,6 +223,15 @@ constexpr int tc_min_blocks(DType k, DType v, int D) {
 template <DType KT, DType VT, int D, bool ROWS>
 __global__ void __launch_bounds__(kTcWarps * 32, tc_min_blocks(KT, VT, D)) decode_tc_kernel(const DecodeArgs a, const DS_GRID_CONSTANT TcMaps maps) {
 #if DS_GPU_HAS_MMA_SM80 && defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800)
+#if __CUDA_ARCH__ >= 900
+  // The tensor maps are kernel parameters: their fetch can start before the previous kernel ends.
+  if constexpr (tc_tma_capable(KT, VT, D)) {
+    if (threadIdx.x == 0 && (ROWS || a.tma)) {
+      tma_prefetch_map(&maps.k);
+      tma_prefetch_map(&maps.v);
+    }
+  }
+#endif
   DS_GPU_WAIT_PREVIOUS();  // chained launches (DecodeOptions::chained_launch): q and the new K/V rows
   // Diagnostics (DecodeOptions::trace): thread 0 stamps the block's phases; null elsewhere.
   uint64_t* const trace =
@@ -603,22 +622,26 @@ __global__ void __launch_bounds__(kTcWarps * 32, tc_min_blocks(KT, VT, D)) decod
   else
     cp_async_wait_dyn(S - 1);
   __syncthreads();
-  {
+  if (trace) trace[14] = clock64();
+  // The fragments are built by straight-line code, one copy per q type (fp32 or bf16 rows):
+  // with a branch around every load (absent head, q type) each load's latency was paid in
+  // turn, ~2-4 us of every block's start-up. Absent heads read row 0 and scale it by zero.
+  auto build_q = [&](auto q_f32_tag) {
+    constexpr bool QF32 = decltype(q_f32_tag)::value;
     const bool hv = gid < heads_here;
     const uint8_t* qrow = qw + (hv ? gid : 0) * tc_q_row_bytes(D);
-    // Elements dim..dim+3 of this lane's head (dim a multiple of 4), scaled; zero for absent heads.
+    const float qscale = hv ? a.q_scale : 0.f;
+    // Elements dim..dim+3 of this lane's head (dim a multiple of 4), scaled.
     auto q4 = [&](int dim) {
-      float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-      if (hv) {
-        if (a.q_f32) {
-          v = *reinterpret_cast<const float4*>(qrow + dim * 4);
-        } else {
-          const uint2 w = *reinterpret_cast<const uint2*>(qrow + dim * 2);
-          v = make_float4(__uint_as_float(w.x << 16), __uint_as_float(w.x & 0xffff0000u), __uint_as_float(w.y << 16),
-                          __uint_as_float(w.y & 0xffff0000u));
-        }
+      float4 v;
+      if constexpr (QF32) {
+        v = *reinterpret_cast<const float4*>(qrow + dim * 4);
+      } else {
+        const uint2 w = *reinterpret_cast<const uint2*>(qrow + dim * 2);
+        v = make_float4(__uint_as_float(w.x << 16), __uint_as_float(w.x & 0xffff0000u), __uint_as_float(w.y << 16),
+                        __uint_as_float(w.y & 0xffff0000u));
       }
-      return make_float4(v.x * a.q_scale, v.y * a.q_scale, v.z * a.q_scale, v.w * a.q_scale);
+      return make_float4(v.x * qscale, v.y * qscale, v.z * qscale, v.w * qscale);
     };
     if constexpr (!KQ) {
 #pragma unroll
@@ -626,17 +649,15 @@ __global__ void __launch_bounds__(kTcWarps * 32, tc_min_blocks(KT, VT, D)) decod
 #pragma unroll
         for (int j = 0; j < 2; ++j) {
           const int dim = k_dim(s, 2 * tig + 8 * j);  // even; dim + 1 is the pair's second element
-          float x0 = 0.f, x1 = 0.f;
-          if (hv) {
-            if (a.q_f32) {
-              const float2 v = *reinterpret_cast<const float2*>(qrow + dim * 4);
-              x0 = v.x, x1 = v.y;
-            } else {
-              const uint32_t v = *reinterpret_cast<const uint32_t*>(qrow + dim * 2);
-              x0 = __uint_as_float(v << 16), x1 = __uint_as_float(v & 0xffff0000u);
-            }
+          float x0, x1;
+          if constexpr (QF32) {
+            const float2 v = *reinterpret_cast<const float2*>(qrow + dim * 4);
+            x0 = v.x, x1 = v.y;
+          } else {
+            const uint32_t v = *reinterpret_cast<const uint32_t*>(qrow + dim * 2);
+            x0 = __uint_as_float(v << 16), x1 = __uint_as_float(v & 0xffff0000u);
           }
-          split_pair<KF16>(x0 * a.q_scale, x1 * a.q_scale, qh[s][j], ql[s][j]);
+          split_pair<KF16>(x0 * qscale, x1 * qscale, qh[s][j], ql[s][j]);
         }
       }
     } else {
@@ -665,8 +686,10 @@ __global__ void __launch_bounds__(kTcWarps * 32, tc_min_blocks(KT, VT, D)) decod
           uint32_t p0 = 0, p1 = 0;
 #pragma unroll
           for (int i = 0; i < 4; ++i) {
-            const float d0 = rintf(x[i]);
-            const int i0 = static_cast<int>(d0), i1 = static_cast<int>(rintf((x[i] - d0) * 254.f));
+            const float t0 = round_magic(x[i]);
+            const float d0 = __fsub_rn(t0, kRoundMagic);
+            const float t1 = round_magic(__fmul_rn(__fsub_rn(x[i], d0), 254.f));
+            const int i0 = magic_int(t0), i1 = magic_int(t1);
             p0 |= (static_cast<uint32_t>(i0) & 0xffu) << (8 * i);
             p1 |= (static_cast<uint32_t>(i1) & 0xffu) << (8 * i);
             tsum += 254 * i0 + i1;
@@ -686,7 +709,11 @@ __global__ void __launch_bounds__(kTcWarps * 32, tc_min_blocks(KT, VT, D)) decod
       cs0 = __shfl_sync(0xffffffffu, unit, 8 * tig);
       cs1 = __shfl_sync(0xffffffffu, unit, 8 * tig + 4);
     }
-  }
+  };
+  if (a.q_f32)
+    build_q(std::true_type{});
+  else
+    build_q(std::false_type{});
   if (trace) {
     if constexpr (KQ)
       trace[10] = clock_after(qd[NB - 1][1][1]);

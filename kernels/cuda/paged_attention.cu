@@ -112,27 +112,40 @@ bool token_row_maps(const KvPoolView& pools, TcMaps& maps) {
 #endif
 }
 
-// One block per (sequence, query head), in G groups of gt threads (gt = D/4 rounded up to
-// whole warps): thread t of a group owns elements 4t..4t+3 of head_dim and adds every G-th
-// chunk, and the groups' sums meet in shared memory at the end, so a sequence split into many
-// chunks costs few load round trips. The weights 2^(lse - max) / sum of up to kMergeBatch
-// chunks at a time sit in shared memory, so the loop over chunks is a stream of independent
-// 16-byte loads.
-constexpr int kMergeBatch = 1024;
-constexpr int kMergeGroups = 4;
-constexpr int kMergeMaxGroupThreads = 256;  // head_dim up to 1024
-int merge_group_threads(int D) { return (D / 4 + 31) / 32 * 32; }
-int merge_groups(int D) { return std::max(1, std::min(kMergeGroups, 1024 / merge_group_threads(D))); }
+// One block per (sequence, query head, slice of head_dim) of kMergeThreads threads, in groups
+// of gt (a power of two): thread t of a group owns four elements of the slice, and the
+// groups take every G-th chunk and meet in shared memory at the end. After the decode
+// kernel's results are visible the block makes three round trips to memory: the chunk
+// boundaries, the chunks' log-sum-exps (kept in shared memory as the weights), and the chunk
+// outputs, loaded eight at a time per thread so they are in flight together. A batch-1 split
+// has few (sequence, head) pairs, so head_dim is cut into slices to put more SMs on it.
+constexpr int kMergeThreads = 256;
+constexpr int kMergeBatch = 1024;  // chunks whose weights sit in shared memory at once
+constexpr int kMergeUnroll = 8;
+int pow2_at_least(int x) {
+  int p = 1;
+  while (p < x) p *= 2;
+  return p;
+}
+// Threads per group for a slice of head_dim / slices elements (four per thread).
+int merge_group_threads(int D, int slices) { return std::min(kMergeThreads, pow2_at_least((D / slices + 3) / 4)); }
+// Slices of head_dim per (sequence, head): up to four, while the blocks stay under two per
+// SM and each slice is whole 16-thread groups.
+int merge_slices(int D, int64_t pairs, int sm_count) {
+  int s = 1;
+  while (s < 4 && D % (2 * s * 64) == 0 && pairs * 2 * s <= 2 * int64_t{std::max(sm_count, 1)}) s *= 2;
+  return s;
+}
 
 __global__ void merge_partials_kernel(const float* part_o, const float* part_lse, const int32_t* begin, void* out,
-                                      bool out_f32, int n_q_heads, int D) {
+                                      bool out_f32, int n_q_heads, int D, int gt) {
   DS_GPU_WAIT_PREVIOUS();  // the decode kernel's partials are complete
   DS_GPU_ALLOW_NEXT();
   __shared__ float w[kMergeBatch];
-  __shared__ float red[32];
-  __shared__ float4 others[(kMergeGroups - 1) * kMergeMaxGroupThreads];  // groups 1..G-1
+  __shared__ float red[kMergeThreads / 32];
+  __shared__ float4 others[kMergeThreads];
   const int s = blockIdx.x, h = blockIdx.y, tid = threadIdx.x, nt = blockDim.x;
-  const int gt = (D / 4 + 31) / 32 * 32, groups = nt / gt, g = tid / gt, lt = tid - g * gt;
+  const int groups = nt / gt, g = tid / gt, lt = tid - g * gt;
   const int b = begin[s], e = begin[s + 1];
   if (e - b <= 1) return;  // the only chunk wrote the output itself
   const float neg_inf = -__builtin_huge_valf();
@@ -152,50 +165,70 @@ __global__ void merge_partials_kernel(const float* part_o, const float* part_lse
     for (int i = 0; i < (nt + 31) / 32; ++i) v = is_max ? fmaxf(v, red[i]) : v + red[i];
     return v;
   };
+  auto lse = [&](int p) { return part_lse[static_cast<int64_t>(p) * n_q_heads + h]; };
+  // The first kMergeBatch chunks' log-sum-exps, then their weights 2^(lse - M), stay in w;
+  // each thread touches only its own entries until the reductions' barriers.
   float M = neg_inf;
-  for (int p = b + tid; p < e; p += nt) M = fmaxf(M, part_lse[static_cast<int64_t>(p) * n_q_heads + h]);
+  for (int p = b + tid; p < e; p += nt) {
+    const float x = lse(p);
+    if (p - b < kMergeBatch) w[p - b] = x;
+    M = fmaxf(M, x);
+  }
   M = block_reduce(M, true);
   float L = 0.f;
   if (M != neg_inf)
-    for (int p = b + tid; p < e; p += nt) L += exp2f(part_lse[static_cast<int64_t>(p) * n_q_heads + h] - M);
-  L = block_reduce(L, false);
-  const float inv = L > 0.f ? 1.f / L : 0.f;
-  const int d0 = 4 * lt;
+    for (int p = b + tid; p < e; p += nt) {
+      const float x = exp2f((p - b < kMergeBatch ? w[p - b] : lse(p)) - M);
+      if (p - b < kMergeBatch) w[p - b] = x;
+      L += x;
+    }
+  L = block_reduce(L, false);  // its barriers also publish w
+  const int d0 = blockIdx.z * 4 * gt + 4 * lt;
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
   for (int p0 = b; M != neg_inf && p0 < e; p0 += kMergeBatch) {
     const int n = min(kMergeBatch, e - p0);
-    __syncthreads();
-    for (int i = tid; i < n; i += nt)
-      w[i] = exp2f(part_lse[static_cast<int64_t>(p0 + i) * n_q_heads + h] - M) * inv;
-    __syncthreads();
-    if (d0 < D) {
-#pragma unroll 8
-      for (int i = g; i < n; i += groups) {
-        const float4 v =
-            *reinterpret_cast<const float4*>(part_o + (static_cast<int64_t>(p0 + i) * n_q_heads + h) * D + d0);
-        acc.x += w[i] * v.x;
-        acc.y += w[i] * v.y;
-        acc.z += w[i] * v.z;
-        acc.w += w[i] * v.w;
+    if (p0 != b) {
+      __syncthreads();
+      for (int i = tid; i < n; i += nt) w[i] = exp2f(lse(p0 + i) - M);
+      __syncthreads();
+    }
+    if (d0 >= D) continue;
+    const float* src = part_o + (static_cast<int64_t>(p0) * n_q_heads + h) * D + d0;
+    const int64_t step = static_cast<int64_t>(n_q_heads) * D;
+    for (int i = g; i < n; i += kMergeUnroll * groups) {
+      float4 v[kMergeUnroll];
+#pragma unroll
+      for (int k = 0; k < kMergeUnroll; ++k) {
+        const int j = i + k * groups;
+        v[k] = j < n ? *reinterpret_cast<const float4*>(src + j * step) : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+#pragma unroll
+      for (int k = 0; k < kMergeUnroll; ++k) {
+        const int j = i + k * groups;
+        const float x = j < n ? w[j] : 0.f;
+        acc.x += x * v[k].x;
+        acc.y += x * v[k].y;
+        acc.z += x * v[k].z;
+        acc.w += x * v[k].w;
       }
     }
   }
-  if (g > 0 && d0 < D) others[(g - 1) * gt + lt] = acc;
+  if (g > 0 && d0 < D) others[tid] = acc;
   __syncthreads();
   if (g == 0 && d0 < D) {
     for (int k = 1; k < groups; ++k) {
-      const float4 v = others[(k - 1) * gt + lt];
+      const float4 v = others[k * gt + lt];
       acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
     }
+    const float inv = L > 0.f ? 1.f / L : 0.f;
+    acc = make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
     const int64_t o = (static_cast<int64_t>(s) * n_q_heads + h) * D + d0;
     if (out_f32) {
       *reinterpret_cast<float4*>(static_cast<float*>(out) + o) = acc;
     } else {
-      uint16_t* ob = static_cast<uint16_t*>(out) + o;
-      ob[0] = f32_to_bf16_bits(acc.x);
-      ob[1] = f32_to_bf16_bits(acc.y);
-      ob[2] = f32_to_bf16_bits(acc.z);
-      ob[3] = f32_to_bf16_bits(acc.w);
+      uint32_t* ob = reinterpret_cast<uint32_t*>(static_cast<uint16_t*>(out) + o);
+      ob[0] = f32_to_bf16_bits(acc.x) | (static_cast<uint32_t>(f32_to_bf16_bits(acc.y)) << 16);
+      ob[1] = f32_to_bf16_bits(acc.z) | (static_cast<uint32_t>(f32_to_bf16_bits(acc.w)) << 16);
     }
   }
 }
@@ -498,9 +531,11 @@ void paged_attention_decode(const KvPoolView& pools, const DecodeQuery& q, Decod
     launch_portable(a, pools.k_type, pools.v_type, grid, s);
   }
   if (plan.needs_merge) {
-    const dim3 mgrid(static_cast<unsigned>(q.n_seqs), static_cast<unsigned>(q.n_q_heads));
-    if (pools.head_dim > 4 * kMergeMaxGroupThreads) bad("head_dim over 1024 cannot be merged");
-    const unsigned threads = static_cast<unsigned>(merge_group_threads(pools.head_dim) * merge_groups(pools.head_dim));
+    if (pools.head_dim > 4 * kMergeThreads) bad("head_dim over 1024 cannot be merged");
+    const int slices = merge_slices(pools.head_dim, int64_t{q.n_seqs} * q.n_q_heads, plan.device.sm_count);
+    const int gt = merge_group_threads(pools.head_dim, slices);
+    const dim3 mgrid(static_cast<unsigned>(q.n_seqs), static_cast<unsigned>(q.n_q_heads), static_cast<unsigned>(slices));
+    const unsigned threads = kMergeThreads;
     const bool out_f32 = a.out_f32;
     const int n_q_heads = q.n_q_heads, D = pools.head_dim;
     const int32_t* begin = ws.device().seq_item_begin;
@@ -508,7 +543,7 @@ void paged_attention_decode(const KvPoolView& pools, const DecodeQuery& q, Decod
     // are scheduled while the decode kernel drains and wait for its results.
     gpu::launch(merge_partials_kernel, mgrid, dim3(threads), 0, s, dev.kernel == DecodeKernel::tensor_core,
                 static_cast<const float*>(a.part_o), static_cast<const float*>(a.part_lse), begin, q.out, out_f32,
-                n_q_heads, D);
+                n_q_heads, D, gt);
   }
 #ifndef NDEBUG
   if (opts.bounds_check) {

@@ -34,6 +34,11 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
         : "memory");
   } while (!done);
 }
+// Fetches a tensor map into the SM's descriptor cache ahead of its first copy (otherwise the
+// first bulk copy waits for it on a block's start-up chain).
+__device__ __forceinline__ void tma_prefetch_map(const void* map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(map) : "memory");
+}
 // The box of a 3-D tensor map at coordinates (c0, c1, c2) into shared memory at dst; its bytes
 // complete on barrier bar. Coordinates outside the tensor read as zeros.
 __device__ __forceinline__ void tma_load_3d(uint32_t dst, const void* map, uint32_t bar, int32_t c0, int32_t c1,

@@ -214,14 +214,14 @@ void run_case(DType t, const Case& c, int iters, double copy_gbps, int32_t chunk
       std::fprintf(f, "# %s %s B=%d chunk=%d event_us=%.2f\n", std::string(ds::dtype_name(t)).c_str(),
                    c.name.c_str(), B, plan.chunk_tokens, traced_us);
       std::fprintf(f, "block,smid,start_ns,end_ns,first_tile_cyc,loop_cyc,total_cyc,tokens,item_cyc,table_cyc,q_cyc,"
-                      "reduced_cyc,issued_cyc,second_tile_cyc\n");
+                      "reduced_cyc,issued_cyc,second_tile_cyc,q_landed_cyc\n");
       for (int64_t i = 0; i < ctas; ++i) {
         const uint64_t* r = &h[static_cast<size_t>(i) * 16];
         auto cyc = [&](int k) { return static_cast<unsigned long long>(r[k] - r[2]); };
-        std::fprintf(f, "%lld,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu\n", static_cast<long long>(i),
+        std::fprintf(f, "%lld,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu\n", static_cast<long long>(i),
                      static_cast<unsigned long long>(r[1]), static_cast<unsigned long long>(r[0] - t0),
                      static_cast<unsigned long long>(r[6] - t0), cyc(3), cyc(4), cyc(5),
-                     static_cast<unsigned long long>(r[7]), cyc(8), cyc(9), cyc(10), cyc(11), cyc(12), cyc(13));
+                     static_cast<unsigned long long>(r[7]), cyc(8), cyc(9), cyc(10), cyc(11), cyc(12), cyc(13), cyc(14));
       }
       std::fclose(f);
     }
