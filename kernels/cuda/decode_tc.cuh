@@ -720,12 +720,22 @@ __global__ void __launch_bounds__(kTcWarps * 32, tc_min_blocks(KT, VT, D)) decod
     else
       trace[10] = clock_after(qh[NK - 1][1] ^ ql[NK - 1][1]);
   }
+  // A bulk copy brings a whole 16-row box: the V block scales of its rows from `valid` on (past
+  // the chunk, or of a refused block) are zeroed so no stale NaN meets a zero probability
+  // (K's rows are masked with the logits). Quantised V only (its rows hold the scales).
+  auto zero_v_scales = [&](uint8_t* vst, int valid) {
+    constexpr int BB = VT == DType::q8_0 ? 34 : 18;  // bytes per 32-element block
+    for (int x = lane; x < 16 * NB; x += 32) {
+      const int row = x / NB, b = x - row * NB;
+      if (row >= valid) *reinterpret_cast<uint16_t*>(vst + row * RV + BB * b) = 0;
+    }
+    __syncwarp();
+  };
   int st_load = S - 1, st_use = 0;
   uint32_t parity = 0;  // of the barriers' phase the next wait on stage st_use completes
   if (rows) {
 #if __CUDA_ARCH__ >= 900
     __syncthreads();  // q's area (the last stage) is refilled once every warp holds its q
-    constexpr int BB = VT == DType::q8_0 ? 34 : 18;
     for (int i = 0; i < n_my; ++i) {
       if (threadIdx.x == 0) {
         const int j = i + S - 1;
@@ -741,13 +751,7 @@ __global__ void __launch_bounds__(kTcWarps * 32, tc_min_blocks(KT, VT, D)) decod
       uint8_t* kst = smem + st_use * STGR + warp * 16 * RK;
       uint8_t* vst = smem + st_use * STGR + 16 * kTcWarps * RK + warp * 16 * RV;
       const int valid = stage_valid[st_use];
-      if (valid < 16) {  // rows past the sequence or a refused block: zero this head's V scales
-        for (int x = lane; x < 16 * NB; x += 32) {
-          const int row = x / NB, b = x - row * NB;
-          if (row >= valid) *reinterpret_cast<uint16_t*>(vst + row * RV + BB * b) = 0;
-        }
-        __syncwarp();
-      }
+      if (valid < 16) zero_v_scales(vst, valid);  // rows past the sequence or a refused block
       compute(kst, vst, RK, RV, valid);
       __syncwarp();
       if (lane == 0) mbar_arrive(empty + 8 * st_use);
@@ -772,18 +776,9 @@ __global__ void __launch_bounds__(kTcWarps * 32, tc_min_blocks(KT, VT, D)) decod
     issue(i + S - 1, st_load, to_row(pend));
     pend = fetch(i + S);
     if constexpr (kTma) {
-      // A box that ends past the chunk brought the block's later rows: zero their V scales so
-      // no stale NaN meets a zero probability (K's rows are masked with the logits).
+      // A box that ends past the chunk brought the block's later rows.
       const int valid = r.t1 - tile_base(i);
-      if (tma && valid < 16) {
-        uint8_t* vst = wbase + st_use * STG + 16 * RK;
-        constexpr int BB = VT == DType::q8_0 ? 34 : 18;
-        for (int x = lane; x < 16 * NB; x += 32) {
-          const int row = x / NB, b = x - row * NB;
-          if (row >= valid) *reinterpret_cast<uint16_t*>(vst + row * RV + BB * b) = 0;
-        }
-        __syncwarp();
-      }
+      if (tma && valid < 16) zero_v_scales(wbase + st_use * STG + 16 * RK, valid);
     }
     compute(wbase + st_use * STG, wbase + st_use * STG + 16 * RK, RK, RV, min(16, r.t1 - tile_base(i)));
     __syncwarp();

@@ -40,7 +40,7 @@ namespace dc = ds::cuda;
 
 constexpr int kDim = 256, kBlock = 16;
 // 24 query heads over 4 KV heads (Qwen3.5-27B); --kv-heads N keeps the group of 6 with N KV heads.
-int kKvHeads = 4, kQHeads = 24;
+int g_kv_heads = 4, g_q_heads = 24;
 
 __device__ float hash_uniform(uint64_t x) {  // splitmix64 -> [-2, 2)
   x += 0x9e3779b97f4a7c15ull;
@@ -124,17 +124,17 @@ void run_case(DType t, const Case& c, int iters, double copy_gbps, int32_t chunk
     max_blocks = std::max<int64_t>(max_blocks, (L + kBlock - 1) / kBlock);
     tokens += L;
   }
-  const int64_t kv_bytes = tokens * kKvHeads * 2 * rb;  // bytes the kernel must read
-  const int64_t copy_bytes = blocks_per_copy * kBlock * kKvHeads * 2 * rb;
+  const int64_t kv_bytes = tokens * g_kv_heads * 2 * rb;  // bytes the kernel must read
+  const int64_t copy_bytes = blocks_per_copy * kBlock * g_kv_heads * 2 * rb;
   const int copies = static_cast<int>(std::clamp<int64_t>((int64_t{256} << 20) / std::max<int64_t>(copy_bytes, 1) + 1, 1, 64));
   const int64_t num_blocks = blocks_per_copy * copies;
-  const int64_t rows = num_blocks * kBlock * kKvHeads;
+  const int64_t rows = num_blocks * kBlock * g_kv_heads;
 
   dc::KvPoolView pools;
   pools.k_type = pools.v_type = t;
   pools.num_blocks = num_blocks;
   pools.block_size = kBlock;
-  pools.n_kv_heads = kKvHeads;
+  pools.n_kv_heads = g_kv_heads;
   pools.head_dim = kDim;
   DS_GPU_CHECK(gpuMalloc(&pools.k, static_cast<size_t>(rows * rb)));
   DS_GPU_CHECK(gpuMalloc(&pools.v, static_cast<size_t>(rows * rb)));
@@ -159,18 +159,18 @@ void run_case(DType t, const Case& c, int iters, double copy_gbps, int32_t chunk
   DS_GPU_CHECK(gpuMemcpy(d_table, table.data(), table.size() * 4, gpuMemcpyHostToDevice));
   DS_GPU_CHECK(gpuMemcpy(d_lens, c.lens.data(), c.lens.size() * 4, gpuMemcpyHostToDevice));
   void *d_q, *d_out;
-  DS_GPU_CHECK(gpuMalloc(&d_q, size_t{2} * B * kQHeads * kDim));
-  DS_GPU_CHECK(gpuMalloc(&d_out, size_t{2} * B * kQHeads * kDim));
-  fill(d_q, DType::bf16, int64_t{B} * kQHeads, kDim, 0x5555);
+  DS_GPU_CHECK(gpuMalloc(&d_q, size_t{2} * B * g_q_heads * kDim));
+  DS_GPU_CHECK(gpuMalloc(&d_out, size_t{2} * B * g_q_heads * kDim));
+  fill(d_q, DType::bf16, int64_t{B} * g_q_heads, kDim, 0x5555);
 
   dc::DecodeOptions opts;
   opts.bounds_check = false;
   opts.chunk_tokens = chunk;
-  const dc::DecodeDevice dev = dc::describe_decode(pools, kQHeads, opts);
+  const dc::DecodeDevice dev = dc::describe_decode(pools, g_q_heads, opts);
   const auto p0 = std::chrono::steady_clock::now();
-  const dc::DecodePlan plan = dc::plan_decode(dev, kKvHeads, c.lens, opts.chunk_tokens);
+  const dc::DecodePlan plan = dc::plan_decode(dev, g_kv_heads, c.lens, opts.chunk_tokens);
   const double plan_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - p0).count();
-  dc::DecodeWorkspace ws(static_cast<int32_t>(plan.items.size()), B, kQHeads, kDim);
+  dc::DecodeWorkspace ws(static_cast<int32_t>(plan.items.size()), B, g_q_heads, kDim);
   ws.upload(plan, nullptr);
 
   dc::DecodeQuery q;
@@ -179,7 +179,7 @@ void run_case(DType t, const Case& c, int iters, double copy_gbps, int32_t chunk
   q.out = d_out;
   q.out_type = DType::bf16;
   q.n_seqs = B;
-  q.n_q_heads = kQHeads;
+  q.n_q_heads = g_q_heads;
   q.scale = 1.0f / 16.0f;
   q.block_table_stride = static_cast<int32_t>(max_blocks);
   q.seq_lens = d_lens;
@@ -198,7 +198,7 @@ void run_case(DType t, const Case& c, int iters, double copy_gbps, int32_t chunk
               plan.device.ctas_per_sm, plan.device.stages, plan.device.kv_heads_per_cta);
   std::fflush(stdout);
   if (!trace_path.empty() && dev.kernel == dc::DecodeKernel::tensor_core) {
-    const int64_t ctas = int64_t{plan.device.blocks_per_item(kKvHeads)} * static_cast<int64_t>(plan.items.size());
+    const int64_t ctas = int64_t{plan.device.blocks_per_item(g_kv_heads)} * static_cast<int64_t>(plan.items.size());
     uint64_t* d_trace = nullptr;
     DS_GPU_CHECK(gpuMalloc(reinterpret_cast<void**>(&d_trace), static_cast<size_t>(ctas) * 16 * 8));
     DS_GPU_CHECK(gpuMemsetAsync(d_trace, 0, static_cast<size_t>(ctas) * 16 * 8, nullptr));
@@ -264,8 +264,8 @@ int main(int argc, char** argv) {
       } else if (a == "--chunk" && i + 1 < argc) {
         chunk = std::atoi(argv[++i]);
       } else if (a == "--kv-heads" && i + 1 < argc) {
-        kKvHeads = std::max(1, std::atoi(argv[++i]));
-        kQHeads = 6 * kKvHeads;
+        g_kv_heads = std::max(1, std::atoi(argv[++i]));
+        g_q_heads = 6 * g_kv_heads;
       } else if (a == "--no-shuffle") {
         shuffle = false;
       } else if (a == "--trace" && i + 1 < argc) {
@@ -301,7 +301,7 @@ int main(int argc, char** argv) {
       for (const Case& c : cases) run_case(t, c, iters, bw, chunk, trace_path, shuffle);
       int64_t paged = 0;
       for (int32_t L : ragged.lens) paged += (L + kBlock - 1) / kBlock * kBlock;
-      const int64_t per_tok = int64_t{kKvHeads} * 2 * ds::row_bytes(t, kDim);
+      const int64_t per_tok = int64_t{g_kv_heads} * 2 * ds::row_bytes(t, kDim);
       std::printf("mem,%s,ragged,%lld,%lld\n", std::string(ds::dtype_name(t)).c_str(),
                   static_cast<long long>(paged * per_tok),
                   static_cast<long long>(int64_t{131072} * static_cast<int64_t>(ragged.lens.size()) * per_tok));
