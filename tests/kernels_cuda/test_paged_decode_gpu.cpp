@@ -169,6 +169,26 @@ TEST_CASE("empty batches and empty sequences give zeros, never NaN", "[gpu][deco
   REQUIRE_NOTHROW(dc::paged_attention_decode(pools, q, ws, {}, nullptr));
 }
 
+TEST_CASE("one sequence split into more than 1,024 chunks merges like the reference", "[gpu][decode]") {
+  // The merge kernel keeps the weights of 1,024 chunks at a time in shared memory and cuts
+  // head_dim into four slices for a batch of one: both show here (1,250 chunks of 16 tokens).
+  const Scenario s = make_scenario(Shape{}, DType::bf16, DType::q8_0, {20000}, 2024);
+  DeviceScenario d(s);
+  for (bool qbf : {false, true}) {
+    const std::vector<double> ref = reference(s, qbf);
+    for (auto kernel : {dc::DecodeKernel::tensor_core, dc::DecodeKernel::portable}) {
+      RunOptions o;
+      o.kernel = kernel;
+      o.chunk = 16;
+      o.q_bf16 = qbf;
+      const RunResult r = run_decode(s, d, o);
+      REQUIRE(r.plan.items.size() == 1250);
+      expect_close(r, ref, label(s, kernel == dc::DecodeKernel::tensor_core ? "tc 1250 chunks" : "portable 1250 chunks") +
+                               (qbf ? " q bf16" : " q f32"));
+    }
+  }
+}
+
 TEST_CASE("ragged batch 128K + 7 x 8K matches the reference", "[gpu][decode][long]") {
   std::vector<int32_t> lens{131072};
   for (int i = 0; i < 7; ++i) lens.push_back(8192);
