@@ -3,6 +3,7 @@
 #include "kernels/cuda/paged_attention.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -122,13 +123,10 @@ bool token_row_maps(const KvPoolView& pools, TcMaps& maps) {
 constexpr int kMergeThreads = 256;
 constexpr int kMergeBatch = 1024;  // chunks whose weights sit in shared memory at once
 constexpr int kMergeUnroll = 8;
-int pow2_at_least(int x) {
-  int p = 1;
-  while (p < x) p *= 2;
-  return p;
-}
 // Threads per group for a slice of head_dim / slices elements (four per thread).
-int merge_group_threads(int D, int slices) { return std::min(kMergeThreads, pow2_at_least((D / slices + 3) / 4)); }
+int merge_group_threads(int D, int slices) {
+  return std::min(kMergeThreads, static_cast<int>(std::bit_ceil(static_cast<unsigned>((D / slices + 3) / 4))));
+}
 // Slices of head_dim per (sequence, head): up to four, while the blocks stay under two per
 // SM and each slice is whole 16-thread groups.
 int merge_slices(int D, int64_t pairs, int sm_count) {
