@@ -47,6 +47,16 @@ def report(path):
     print("  end    us: p0 %.1f p10 %.1f p50 %.1f p90 %.1f max %.1f" % (min(ends), pct(ends, 10), pct(ends, 50),
                                                                       pct(ends, 90), max(ends)))
     print("  block  us: p0 %.1f p50 %.1f p90 %.1f max %.1f" % (min(durs), pct(durs, 50), pct(durs, 90), max(durs)))
+    # Balance: when each SM's last block ended (from the first start); the gap between the mean
+    # and the last is what a perfectly balanced split of the same work could save.
+    t0 = min(starts)
+    sm_end = {}
+    for r in rows:
+        sm_end[r[0]] = max(sm_end.get(r[0], 0), r[2] / 1e3 - t0)
+    e = list(sm_end.values())
+    print("  SM last end us: p0 %.1f p10 %.1f p50 %.1f mean %.1f max %.1f (slowest 10%% of SMs: %s)" % (
+        min(e), pct(e, 10), pct(e, 50), statistics.mean(e), max(e),
+        ",".join(str(s) for s, _ in sorted(sm_end.items(), key=lambda kv: -kv[1])[:max(1, len(e) // 10)])))
     print("  phases us (median): start-up %.2f, streaming %.2f, merge+write %.2f" % (
         statistics.median(startup), statistics.median(stream), statistics.median(tail)))
     if any(r[7] for r in rows):

@@ -9,6 +9,7 @@
 //   DELTASERVE_CUDA_DECODE_TMA=0      decode K/V tiles by cp.async instead of bulk tensor copies
 //   DELTASERVE_CUDA_DECODE_TOKEN_ROWS=0  decode never uses token-row tiles (a block per KV head)
 //   DELTASERVE_CUDA_DECODE_BLOCKS_PER_SM=N  decode's resident blocks per SM at most N (1-3)
+//   DELTASERVE_CUDA_DECODE_ROWS_L2_PROMOTION=N  L2 promotion of token-row boxes, bytes (0/64/128/256)
 //
 // Internal to kernels/cuda; plain C++.
 #pragma once

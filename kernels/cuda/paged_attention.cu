@@ -104,9 +104,13 @@ bool use_bulk_copies(const KvPoolView& pools, const DecodePlan& plan, TcMaps& ma
 // The tensor maps of token-row tiles: 16 token rows of every head per box (tma_pool_map.h).
 bool token_row_maps(const KvPoolView& pools, TcMaps& maps) {
 #if DS_GPU_CUDA
+  // 128-byte L2 promotion: a box covers whole lines of the pool (16 token rows of every head are
+  // one contiguous range), and fetching each line whole on its first sector made Q8_0 4-5%
+  // faster at 32K+ (docs/benchmarks.md); DELTASERVE_CUDA_DECODE_ROWS_L2_PROMOTION=0/64/256.
+  static const int promotion = static_cast<int>(env_count("DELTASERVE_CUDA_DECODE_ROWS_L2_PROMOTION", 128));
   const int64_t rows = pools.num_blocks * pools.block_size;
-  return pool_map(maps.k, pools.k, rows, pools.n_kv_heads, row_bytes(pools.k_type, pools.head_dim), true) &&
-         pool_map(maps.v, pools.v, rows, pools.n_kv_heads, row_bytes(pools.v_type, pools.head_dim), true);
+  return pool_map(maps.k, pools.k, rows, pools.n_kv_heads, row_bytes(pools.k_type, pools.head_dim), true, promotion) &&
+         pool_map(maps.v, pools.v, rows, pools.n_kv_heads, row_bytes(pools.v_type, pools.head_dim), true, promotion);
 #else
   (void)pools, (void)maps;
   return false;
@@ -118,7 +122,8 @@ bool token_row_maps(const KvPoolView& pools, TcMaps& maps) {
 // groups take every G-th chunk and meet in shared memory at the end. After the decode
 // kernel's results are visible the block makes three round trips to memory: the chunk
 // boundaries, the chunks' log-sum-exps (kept in shared memory as the weights), and the chunk
-// outputs, loaded eight at a time per thread so they are in flight together. A batch-1 split
+// outputs, loaded eight at a time per thread so they are in flight together (the boundaries
+// are read before the wait). A batch-1 split
 // has few (sequence, head) pairs, so head_dim is cut into slices to put more SMs on it.
 constexpr int kMergeThreads = 256;
 constexpr int kMergeBatch = 1024;  // chunks whose weights sit in shared memory at once
@@ -137,14 +142,22 @@ int merge_slices(int D, int64_t pairs, int sm_count) {
 
 __global__ void merge_partials_kernel(const float* part_o, const float* part_lse, const int32_t* begin, void* out,
                                       bool out_f32, int n_q_heads, int D, int gt) {
+  // The chunk boundaries were copied in before the decode kernel started, so they are read
+  // while it drains (from L2: this SM's L1 may still hold an earlier call's); the partials
+  // only after the wait.
+  const int s = blockIdx.x;
+#if DS_GPU_HIP
+  const int b = begin[s], e = begin[s + 1];
+#else
+  const int b = __ldcg(begin + s), e = __ldcg(begin + s + 1);
+#endif
   DS_GPU_WAIT_PREVIOUS();  // the decode kernel's partials are complete
   DS_GPU_ALLOW_NEXT();
   __shared__ float w[kMergeBatch];
   __shared__ float red[kMergeThreads / 32];
   __shared__ float4 others[kMergeThreads];
-  const int s = blockIdx.x, h = blockIdx.y, tid = threadIdx.x, nt = blockDim.x;
+  const int h = blockIdx.y, tid = threadIdx.x, nt = blockDim.x;
   const int groups = nt / gt, g = tid / gt, lt = tid - g * gt;
-  const int b = begin[s], e = begin[s + 1];
   if (e - b <= 1) return;  // the only chunk wrote the output itself
   const float neg_inf = -__builtin_huge_valf();
   auto block_reduce = [&](float v, bool is_max) {
