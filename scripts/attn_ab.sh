@@ -27,6 +27,6 @@ done > "$OUT/ab.csv" 2>&1
 timeout 200 python3 scripts/attn_torch_baseline.py > "$OUT/torch.csv" 2>&1
 "$B/bin/bench_paged_attention" --types bf16 --case 8,4096 --trace "$OUT/tr_8_4096.csv" > /dev/null
 python3 scripts/attn_trace_report.py "$OUT/tr_8_4096.csv"
-# binary,type,case,B,ctx,us,bw fraction,chunk,blocks per SM,stages,KV heads per block
-grep -v '^mem' "$OUT/ab.csv" | awk -F, '{print $1","$2","$3","$4","$5","$6","$9","$10","$13","$14","$15}'
+# binary,type,case,B,ctx,us,bw fraction,chunk,blocks per SM,stages,KV heads per block,graph us,legacy-stream us
+grep -v '^mem' "$OUT/ab.csv" | awk -F, '{print $1","$2","$3","$4","$5","$6","$9","$10","$13","$14","$15","$16","$17}'
 grep -E 'copy|flash' "$OUT/torch.csv"

@@ -6,12 +6,21 @@
 // tables; when one batch's K/V is smaller than 256 MB the pool holds several copies and the
 // timed runs rotate through them, so no run finds its K/V in the 50 MB L2. Time per call is
 // the median over CUDA-event-timed runs of the decode kernel plus its merge (the plan is
-// uploaded once, as the engine does once per step for all layers). The device-to-device
+// uploaded once, as the engine does once per step for all layers), on a non-blocking stream
+// as the engine's. The device-to-device
 // copy bandwidth (bytes read + written) is measured first, the same way as
 // scripts/attn_torch_baseline.py does.
 //
+// Per-call event times include whatever the host's launches cost when the GPU outruns the
+// CPU (batch 1: a call takes 17-45 us of device time); the same calls captured in a CUDA graph
+// with event nodes around each call give the device time alone (<graph us>, median per call),
+// which is what an engine that captures its decode step (or runs ahead of the GPU) sees.
+//
 // Output lines: copy_bw,<GB/s> ; ours,<type>,<case>,<batch>,<ctx>,<us>,<kv_bytes>,<GB/s>,
-// <fraction of copy bw>,<chunk>,<items>,<plan_us>,<blocks per SM>,<stages>,<KV heads per block> ; mem,<type>,ragged,<paged bytes>,<padded bytes>
+// <fraction of copy bw>,<chunk>,<items>,<plan_us>,<blocks per SM>,<stages>,<KV heads per block>,
+// <graph us>,<legacy-stream us> ; mem,<type>,ragged,<paged bytes>,<padded bytes>
+// (<legacy-stream us>: the same event timing on the legacy default stream, which the
+// benchmark used before 2026-12-01 and PyTorch uses unless told otherwise.)
 //   bench_paged_attention [--types bf16,q8_0,q4_0] [--iters 30] [--quick] [--case B,L] [--chunk N] [--trace FILE]
 //   [--no-shuffle] [--kv-heads N]
 // (--chunk N: N tokens per split instead of the planner's choice, for tuning the planner;
@@ -80,20 +89,51 @@ void fill(void* pool, DType t, int64_t n_rows, int head_dim, uint64_t seed) {
 }
 
 template <class F>
-float median_us(F&& fn, int iters) {
+float median_us(F&& fn, int iters, gpuStream_t st = nullptr) {
   std::vector<gpuEvent_t> ev(2 * iters);
   for (auto& e : ev) DS_GPU_CHECK(cudaEventCreate(&e));
   for (int i = 0; i < iters; ++i) {
-    DS_GPU_CHECK(gpuEventRecord(ev[2 * i], nullptr));
+    DS_GPU_CHECK(gpuEventRecord(ev[2 * i], st));
     fn(i);
-    DS_GPU_CHECK(gpuEventRecord(ev[2 * i + 1], nullptr));
+    DS_GPU_CHECK(gpuEventRecord(ev[2 * i + 1], st));
   }
-  DS_GPU_CHECK(gpuStreamSynchronize(nullptr));
+  DS_GPU_CHECK(gpuStreamSynchronize(st));
   std::vector<float> t(iters);
   for (int i = 0; i < iters; ++i) DS_GPU_CHECK(cudaEventElapsedTime(&t[i], ev[2 * i], ev[2 * i + 1]));
   for (auto& e : ev) gpuEventDestroy(e);
   std::sort(t.begin(), t.end());
   return t[iters / 2] * 1000.0f;
+}
+
+// Device time per call with no host in the loop: fn(0..n-1, stream) captured once in a CUDA
+// graph with an event record node before and after each call, replayed once to warm up and
+// once timed; the median of the n per-call intervals (as median_us, without the launches).
+template <class F>
+float graph_median_us(F&& fn, int n) {
+  cudaStream_t st;
+  DS_GPU_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  std::vector<cudaEvent_t> ev(2 * n);
+  for (auto& e : ev) DS_GPU_CHECK(cudaEventCreate(&e));
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  DS_GPU_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < n; ++i) {
+    DS_GPU_CHECK(cudaEventRecordWithFlags(ev[2 * i], st, cudaEventRecordExternal));
+    fn(i, st);
+    DS_GPU_CHECK(cudaEventRecordWithFlags(ev[2 * i + 1], st, cudaEventRecordExternal));
+  }
+  DS_GPU_CHECK(cudaStreamEndCapture(st, &g));
+  DS_GPU_CHECK(cudaGraphInstantiate(&ge, g, 0));
+  for (int r = 0; r < 2; ++r) DS_GPU_CHECK(cudaGraphLaunch(ge, st));
+  DS_GPU_CHECK(cudaStreamSynchronize(st));
+  std::vector<float> t(n);
+  for (int i = 0; i < n; ++i) DS_GPU_CHECK(cudaEventElapsedTime(&t[i], ev[2 * i], ev[2 * i + 1]));
+  for (auto& e : ev) DS_GPU_CHECK(cudaEventDestroy(e));
+  DS_GPU_CHECK(cudaGraphExecDestroy(ge));
+  DS_GPU_CHECK(cudaGraphDestroy(g));
+  DS_GPU_CHECK(cudaStreamDestroy(st));
+  std::sort(t.begin(), t.end());
+  return t[n / 2] * 1000.0f;
 }
 
 double copy_bandwidth_gbps() {
@@ -183,27 +223,37 @@ void run_case(DType t, const Case& c, int iters, double copy_gbps, int32_t chunk
   q.scale = 1.0f / 16.0f;
   q.block_table_stride = static_cast<int32_t>(max_blocks);
   q.seq_lens = d_lens;
-  auto run = [&](int i) {
+  auto run_on = [&](int i, gpuStream_t st) {
     q.block_table = d_table + static_cast<size_t>(i % copies) * B * max_blocks;
-    dc::paged_attention_decode(pools, q, ws, opts, nullptr);
+    dc::paged_attention_decode(pools, q, ws, opts, st);
   };
+  // The engine's kind of stream (cuda_context.cpp): a non-blocking one. The legacy default
+  // stream times some points differently (docs/benchmarks.md, 2026-12-01), so it is only the
+  // last column.
+  cudaStream_t xs;
+  DS_GPU_CHECK(cudaStreamCreateWithFlags(&xs, cudaStreamNonBlocking));
+  DS_GPU_CHECK(cudaDeviceSynchronize());  // the fills and the plan's upload ran on the legacy stream
+  auto run = [&](int i) { run_on(i, xs); };
   for (int i = 0; i < std::max(3, copies); ++i) run(i);
-  DS_GPU_CHECK(gpuStreamSynchronize(nullptr));
+  DS_GPU_CHECK(gpuStreamSynchronize(xs));
   const int n = std::max(iters, 2 * copies);
-  const float us = median_us(run, n);
+  const float us = median_us(run, n, xs);
+  const float graph_us = graph_median_us(run_on, n);
+  for (int i = 0; i < 3; ++i) run_on(i, nullptr);
+  const float legacy_us = median_us([&](int i) { run_on(i, nullptr); }, n, nullptr);
   const double gbps = static_cast<double>(kv_bytes) / (us * 1e-6) / 1e9;
-  std::printf("ours,%s,%s,%d,%d,%.2f,%lld,%.0f,%.3f,%d,%zu,%.1f,%d,%d,%d\n", std::string(ds::dtype_name(t)).c_str(),
+  std::printf("ours,%s,%s,%d,%d,%.2f,%lld,%.0f,%.3f,%d,%zu,%.1f,%d,%d,%d,%.2f,%.2f\n", std::string(ds::dtype_name(t)).c_str(),
               c.name.c_str(), B, *std::max_element(c.lens.begin(), c.lens.end()), us,
               static_cast<long long>(kv_bytes), gbps, gbps / copy_gbps, plan.chunk_tokens, plan.items.size(), plan_us,
-              plan.device.ctas_per_sm, plan.device.stages, plan.device.kv_heads_per_cta);
+              plan.device.ctas_per_sm, plan.device.stages, plan.device.kv_heads_per_cta, graph_us, legacy_us);
   std::fflush(stdout);
   if (!trace_path.empty() && dev.kernel == dc::DecodeKernel::tensor_core) {
     const int64_t ctas = int64_t{plan.device.blocks_per_item(g_kv_heads)} * static_cast<int64_t>(plan.items.size());
     uint64_t* d_trace = nullptr;
     DS_GPU_CHECK(gpuMalloc(reinterpret_cast<void**>(&d_trace), static_cast<size_t>(ctas) * 16 * 8));
-    DS_GPU_CHECK(gpuMemsetAsync(d_trace, 0, static_cast<size_t>(ctas) * 16 * 8, nullptr));
+    DS_GPU_CHECK(gpuMemsetAsync(d_trace, 0, static_cast<size_t>(ctas) * 16 * 8, xs));
     opts.trace = d_trace;
-    const float traced_us = median_us(run, 1);
+    const float traced_us = median_us(run, 1, xs);
     opts.trace = nullptr;
     std::vector<uint64_t> h(static_cast<size_t>(ctas) * 16);
     DS_GPU_CHECK(gpuMemcpy(h.data(), d_trace, h.size() * 8, gpuMemcpyDeviceToHost));
@@ -227,6 +277,7 @@ void run_case(DType t, const Case& c, int iters, double copy_gbps, int32_t chunk
     }
     trace_path.clear();  // one trace per program run
   }
+  DS_GPU_CHECK(cudaStreamDestroy(xs));
   gpuFree(pools.k);
   gpuFree(pools.v);
   gpuFree(d_table);
