@@ -227,9 +227,10 @@ void run_case(DType t, const Case& c, int iters, double copy_gbps, int32_t chunk
     q.block_table = d_table + static_cast<size_t>(i % copies) * B * max_blocks;
     dc::paged_attention_decode(pools, q, ws, opts, st);
   };
-  // The engine's kind of stream (cuda_context.cpp): a non-blocking one. The legacy default
-  // stream times some points differently (docs/benchmarks.md, 2026-12-01), so it is only the
-  // last column.
+  // The engine's kind of stream (cuda_context.cpp): a non-blocking one; the legacy default
+  // stream (this benchmark's before 2026-12-01, and PyTorch's) is timed last, for comparison.
+  // Passes later in a process can run at other clocks than the first (the board's power cap:
+  // docs/benchmarks.md, 2026-12-01), so only same-position numbers are compared.
   cudaStream_t xs;
   DS_GPU_CHECK(cudaStreamCreateWithFlags(&xs, cudaStreamNonBlocking));
   DS_GPU_CHECK(cudaDeviceSynchronize());  // the fills and the plan's upload ran on the legacy stream
