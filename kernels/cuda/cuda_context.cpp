@@ -94,9 +94,6 @@ int64_t CudaContext::scratch_bytes() const {
 
 namespace ds::cuda::ops {
 
-bool pdl_enabled() {
-  static const bool on = env_switch("DELTASERVE_CUDA_PDL", true);
-  return on;
-}
+bool pdl_enabled() { return pdl_switch(); }
 
 }  // namespace ds::cuda::ops

@@ -35,4 +35,11 @@ inline int64_t env_count(const char* name, int64_t fallback) {
   return n < 0 ? 0 : static_cast<int64_t>(n);
 }
 
+// DELTASERVE_CUDA_PDL, read once: whether kernels are chained as programmatic dependent
+// launches (the backend's ops through ops::pdl_enabled, the decode merge directly).
+inline bool pdl_switch() {
+  static const bool on = env_switch("DELTASERVE_CUDA_PDL", true);
+  return on;
+}
+
 }  // namespace ds::cuda

@@ -553,8 +553,7 @@ void paged_attention_decode(const KvPoolView& pools, const DecodeQuery& q, Decod
     // Chained (programmatic dependent launch) behind the tensor-core kernel: the merge blocks
     // are scheduled while the decode kernel drains and wait for its results
     // (DELTASERVE_CUDA_PDL=0: a plain launch, for comparisons).
-    static const bool pdl = env_switch("DELTASERVE_CUDA_PDL", true);
-    gpu::launch(merge_partials_kernel, mgrid, dim3(threads), 0, s, pdl && dev.kernel == DecodeKernel::tensor_core,
+    gpu::launch(merge_partials_kernel, mgrid, dim3(threads), 0, s, pdl_switch() && dev.kernel == DecodeKernel::tensor_core,
                 static_cast<const float*>(a.part_o), static_cast<const float*>(a.part_lse), begin, q.out, out_f32,
                 n_q_heads, D, gt);
   }
