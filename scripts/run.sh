@@ -8,7 +8,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 jobs=${JOBS:-$(nproc)}
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+# The CUDA backend is built only where it can run (nvcc and a GPU); a CPU user starts without
+# compiling it. CUDA=1 / CUDA=0 decide explicitly.
+cuda=${CUDA:-}
+if [ -z "$cuda" ]; then
+  cuda=0
+  { command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; } && nvidia-smi -L >/dev/null 2>&1 && cuda=1
+fi
+[ "$cuda" = 1 ] && cuda=ON || cuda=OFF
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DDELTASERVE_CUDA=$cuda >/dev/null
 cmake --build build -j "$jobs" --target serve
 host=${HOST:-127.0.0.1}
 port=${PORT:-8080}

@@ -18,9 +18,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
 fi
-# hipcc + the ROCm device libraries let scripts/test.sh compile the paged-attention kernels for
-# AMD (compile only). Optional: a machine where they do not install still builds and tests.
-if ! command -v hipcc >/dev/null 2>&1; then
+# Optional, for scripts/test.sh only (WITH_HIP=1): hipcc + the ROCm device libraries let it
+# compile the paged-attention kernels for AMD (compile only). They are large (LLVM, ROCm), so
+# the run command does not install them; a machine where they do not install still builds and
+# tests.
+if [ "${WITH_HIP:-0}" = "1" ] && ! command -v hipcc >/dev/null 2>&1; then
   sudo=""
   [ "$(id -u)" -ne 0 ] && sudo="sudo"
   echo "setup: installing hipcc rocm-device-libs (optional, for the HIP compile check)"

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Smoke tests with curl against a running server (start one with scripts/run.sh).
 #   scripts/smoke.sh                                  http://127.0.0.1:8080
+#   PORT=9000 scripts/smoke.sh                        http://127.0.0.1:9000 (as scripts/run.sh)
 #   BASE_URL=http://host:9000 API_KEY=k scripts/smoke.sh
 # Each check prints ok/FAIL and the command it ran; the exit code is the number of failures.
 set -uo pipefail
-base=${BASE_URL:-http://127.0.0.1:8080}
+base=${BASE_URL:-http://${HOST:-127.0.0.1}:${PORT:-8080}}
 auth=()
 [ -n "${API_KEY:-}" ] && auth=(-H "Authorization: Bearer $API_KEY")
 fails=0

@@ -6,7 +6,7 @@
 #   SKIP_SANITIZE=1 scripts/test.sh   skips the sanitizer pass.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+WITH_HIP=1 scripts/setup.sh
 jobs=${JOBS:-$(nproc)}
 # The official openai npm client, for test_openai_npm (versions pinned by package-lock.json).
 (cd tests/npm && npm ci --no-audit --no-fund --loglevel=error)

@@ -33,8 +33,12 @@ ApiError route_not_found(const std::string& method, const std::string& path) {
   return ApiError(404, "no route for " + method + " " + path, "not_found_error", {}, "not_found");
 }
 
+ApiError method_not_allowed(const std::string& method, const std::string& path) {
+  return ApiError(405, path + " does not accept " + method, "invalid_request_error", {}, "method_not_allowed");
+}
+
 ApiError context_too_long(const std::string& message, const std::string& param) {
-  return ApiError(413, message, "invalid_request_error", param, "context_length_exceeded");
+  return ApiError(400, message, "invalid_request_error", param, "context_length_exceeded");
 }
 
 ApiError payload_too_large(size_t limit_bytes) {

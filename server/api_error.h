@@ -3,7 +3,7 @@
 // The body is what OpenAI clients (and their SDKs' error classes) expect:
 //   {"error": {"message": "...", "type": "invalid_request_error", "param": "top_p", "code": null}}
 // The status picks the SDK error class (400 BadRequestError, 401 AuthenticationError, 404
-// NotFoundError, 413, 429 RateLimitError, 503, 500 InternalServerError). The helpers below
+// NotFoundError, 405, 408, 413 (body too large), 429 RateLimitError, 503, 500 InternalServerError). The helpers below
 // are the only places that choose a type/code string, so every route answers alike.
 #pragma once
 
@@ -47,6 +47,7 @@ ApiError unsupported_field(const std::string& field, const std::string& why = {}
 ApiError unauthorized();
 ApiError model_not_found(const std::string& model);
 ApiError route_not_found(const std::string& method, const std::string& path);
+ApiError method_not_allowed(const std::string& method, const std::string& path);
 ApiError context_too_long(const std::string& message, const std::string& param);
 ApiError payload_too_large(size_t limit_bytes);
 ApiError queue_full(const std::string& message);

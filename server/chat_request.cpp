@@ -77,7 +77,7 @@ Json normalize_messages(const Json& messages) {
           if (!fn.contains("name") || !fn["name"].is_string())
             throw bad_request("'" + cat + ".function.name' must be a string", cat + ".function.name");
           if (fn.contains("arguments") && fn["arguments"].is_string()) {
-            auto parsed = Json::parse(fn["arguments"].get<std::string>(), nullptr, false);
+            auto parsed = parse_json(fn["arguments"].get<std::string>());
             if (parsed.is_discarded())
               throw bad_request("'" + cat + ".function.arguments' is not valid JSON", cat + ".function.arguments");
             fn["arguments"] = std::move(parsed);

@@ -30,17 +30,33 @@ struct Shape {
   bool return_token_ids = false;
 };
 
+// As OpenAI and vLLM: a prompt that leaves no room for one reply token, or a max_tokens that
+// cannot fit beside the prompt, is a 400 naming both numbers (never a silent clamp).
+void check_context(const ServedModel& m, const GenerationParams& gp, int64_t prompt_tokens, const char* prompt_param) {
+  const int64_t max_ctx = m.engine->max_ctx();
+  const std::string limit = "this model's maximum context length is " + std::to_string(max_ctx) + " tokens";
+  if (prompt_tokens >= max_ctx)
+    throw context_too_long(limit + "; the prompt has " + std::to_string(prompt_tokens) +
+                               " tokens, which leaves no room for a reply",
+                           prompt_param);
+  if (gp.max_tokens && prompt_tokens + *gp.max_tokens > max_ctx)
+    throw context_too_long(limit + "; you requested " + std::to_string(prompt_tokens + *gp.max_tokens) + " tokens (" +
+                               std::to_string(prompt_tokens) + " in the prompt, " + std::to_string(*gp.max_tokens) +
+                               " for the reply): lower max_tokens or shorten the prompt",
+                           "max_tokens");
+}
+
 std::vector<ChoiceSpec> make_specs(const ServedModel& m, const GenerationParams& gp, const std::vector<Ids>& prompts,
-                                   const ChoiceOptions& opts) {
+                                   const ChoiceOptions& opts, const char* prompt_param) {
   std::vector<ChoiceSpec> specs;
   const int64_t max_ctx = m.engine->max_ctx();
+  for (const Ids& p : prompts) check_context(m, gp, static_cast<int64_t>(p->size()), prompt_param);
   for (size_t pi = 0; pi < prompts.size(); ++pi) {
     for (int i = 0; i < gp.n; ++i) {
       scheduler::Request r;
       r.prompt = prompts[pi];
-      // Without max_tokens a reply may run to the context limit (the engine stops it there).
-      r.max_tokens = gp.max_tokens ? *gp.max_tokens
-                                   : std::max<int64_t>(1, max_ctx - static_cast<int64_t>(r.prompt_size()));
+      // Without max_tokens a reply may run to the context limit.
+      r.max_tokens = gp.max_tokens ? *gp.max_tokens : max_ctx - static_cast<int64_t>(r.prompt_size());
       r.stop_token_ids = gp.stop_token_ids;
       r.ignore_eos = gp.ignore_eos;
       r.sampling = gp.sampling;
@@ -55,16 +71,13 @@ std::vector<ChoiceSpec> make_specs(const ServedModel& m, const GenerationParams&
 // Cancels the job's engine requests as soon as the client's connection closes.
 class ConnectionWatch {
  public:
-  ConnectionWatch(DisconnectWatcher& w, const httplib::Request& req, scheduler::Engine* engine,
+  ConnectionWatch(DisconnectWatcher& w, const HttpRequest& req, scheduler::Engine* engine,
                   std::vector<scheduler::RequestId> ids)
       : watcher_(w) {
-    const int fd = DisconnectWatcher::find_socket(req.local_port, req.remote_addr, req.remote_port);
-    if (fd < 0)
-      spdlog::debug("no socket found for {}:{}; a disconnect will only show as a failed write", req.remote_addr,
-                    req.remote_port);
-    token_ = watcher_.watch(fd, [engine, ids = std::move(ids)] {
+    token_ = watcher_.watch(req.socket, [engine, ids = std::move(ids)] {
       for (auto id : ids) engine->cancel(id);
     });
+    if (token_ == 0) spdlog::debug("cannot watch {}:{}; a disconnect will only show as a failed write", req.remote_addr, req.remote_port);
   }
   ~ConnectionWatch() { watcher_.unwatch(token_); }
   ConnectionWatch(const ConnectionWatch&) = delete;
@@ -75,7 +88,7 @@ class ConnectionWatch {
   DisconnectWatcher::Token token_ = 0;
 };
 
-void run_to_completion(const RouteContext& ctx, const httplib::Request& req, httplib::Response& res,
+void run_to_completion(const RouteContext& ctx, const HttpRequest& req, HttpResponse& res,
                        GenerationJob& job, const Shape& shape) {
   ConnectionWatch watch(ctx.watcher, req, ctx.model.engine, job.ids());
   auto registration = ctx.active.add(ctx.model.engine, job.ids());
@@ -98,8 +111,8 @@ void run_to_completion(const RouteContext& ctx, const httplib::Request& req, htt
                                               job.completion_tokens()));
 }
 
-// Everything a streaming reply needs after the handler has returned (httplib calls the
-// content provider afterwards, on the same connection thread).
+// Everything a streaming reply needs after the handler has returned (the transport calls the
+// response's stream afterwards, on the same thread, and releases it after the last write).
 struct StreamState {
   RouteContext ctx;
   Shape shape;
@@ -127,8 +140,7 @@ struct StreamState {
   }
 
   // Writes the whole stream; false when the client went away (the job is cancelled).
-  bool pump(httplib::DataSink& sink) {
-    auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
+  bool pump(const BodyWriter& write) {
     auto gone = [&] {
       job->cancel();
       return false;
@@ -166,12 +178,11 @@ struct StreamState {
         !write(sse_event(usage_chunk_json(shape.header, shape.chat, job->prompt_tokens(), job->completion_tokens()))))
       return gone();
     if (!write(kSseDone)) return gone();
-    sink.done();
     return true;
   }
 };
 
-void respond(const RouteContext& ctx, const httplib::Request& req, httplib::Response& res,
+void respond(const RouteContext& ctx, const HttpRequest& req, HttpResponse& res,
              std::unique_ptr<GenerationJob> job, Shape shape, bool stream) {
   if (!stream) {
     run_to_completion(ctx, req, res, *job, shape);
@@ -181,16 +192,12 @@ void respond(const RouteContext& ctx, const httplib::Request& req, httplib::Resp
   st->watch = std::make_unique<ConnectionWatch>(ctx.watcher, req, ctx.model.engine, st->job->ids());
   st->registration = ctx.active.add(ctx.model.engine, st->job->ids());
   res.status = 200;
+  res.content_type = "text/event-stream";
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
-  res.set_chunked_content_provider(
-      "text/event-stream", [st](size_t, httplib::DataSink& sink) { return st->pump(sink); },
-      [st](bool) {
-        // The reply is over (or never started): stop watching, cancel what still runs.
-        st->watch.reset();
-        st->registration.release();
-        st->job.reset();
-      });
+  // The stream's state (watch, registration, job) is released with the response, after the
+  // last write: an unfinished job is cancelled by its destructor.
+  res.stream = [st](const BodyWriter& write) { st->pump(write); };
 }
 
 Shape make_shape(const ServedModel& m, const GenerationParams& gp, bool chat) {
@@ -260,7 +267,7 @@ std::vector<Ids> completion_prompts(const Json& body, const ServedModel& m) {
 
 }  // namespace
 
-void handle_chat_completions(const RouteContext& ctx, const httplib::Request& req, httplib::Response& res) {
+void handle_chat_completions(const RouteContext& ctx, const HttpRequest& req, HttpResponse& res) {
   const Json body = parse_json_body(req);
   check_model(body, ctx.model);
   const ServedModel& m = ctx.model;
@@ -273,12 +280,12 @@ void handle_chat_completions(const RouteContext& ctx, const httplib::Request& re
   opts.parse_tool_calls = cp.parse_tool_calls;
   opts.tools = cp.tools;
   const std::vector<Ids> prompts = {std::make_shared<const std::vector<int32_t>>(std::move(cp.ids))};
-  auto job = std::make_unique<GenerationJob>(*m.engine, *m.tokenizer, ctx.metrics, make_specs(m, gp, prompts, opts),
+  auto job = std::make_unique<GenerationJob>(*m.engine, *m.tokenizer, ctx.metrics, make_specs(m, gp, prompts, opts, "messages"),
                                              "messages");
   respond(ctx, req, res, std::move(job), make_shape(m, gp, true), gp.stream);
 }
 
-void handle_completions(const RouteContext& ctx, const httplib::Request& req, httplib::Response& res) {
+void handle_completions(const RouteContext& ctx, const HttpRequest& req, HttpResponse& res) {
   const Json body = parse_json_body(req);
   check_model(body, ctx.model);
   const ServedModel& m = ctx.model;
@@ -287,7 +294,7 @@ void handle_completions(const RouteContext& ctx, const httplib::Request& req, ht
   const GenerationParams gp = parse_generation_params(body, Endpoint::completions, m.defaults, m.engine->vocab_size());
   const std::vector<Ids> prompts = completion_prompts(body, m);
   auto job = std::make_unique<GenerationJob>(*m.engine, *m.tokenizer, ctx.metrics,
-                                             make_specs(m, gp, prompts, base_options(m, gp)), "prompt");
+                                             make_specs(m, gp, prompts, base_options(m, gp), "prompt"), "prompt");
   respond(ctx, req, res, std::move(job), make_shape(m, gp, false), gp.stream);
 }
 

@@ -1,19 +1,17 @@
 // DisconnectWatcher: notices when an HTTP client goes away while its request is generating,
 // so the server can cancel it at once (streaming or not) instead of computing for nobody.
 //
-// cpp-httplib 0.11 (Debian 12's) gives a handler neither its socket nor a working liveness
-// check: DataSink::is_writable() only select()s for writability, which a closed connection
-// also passes, and a non-streaming handler writes nothing until it is done. So:
-//  * find_socket() finds the connection's descriptor among the process's open sockets by
-//    its address pair (httplib reports both ends in the Request), the same way httplib
-//    formats them; the descriptor stays ours while the handler runs, because httplib closes
-//    it only after the handler (and its content provider) has returned;
-//  * watch() registers it with one epoll set for EPOLLRDHUP/EPOLLHUP/EPOLLERR only (never
-//    EPOLLIN, so a pipelined request is not mistaken for a hang-up); one thread waits on the
-//    set and runs the callback when the peer closes or resets the connection. The callback
-//    cancels the request in the engine; the engine drops it at its next iteration.
-//  * unwatch() must be called before the handler returns; it waits for a callback that is
-//    running for that registration, so nothing the callback touches can go away under it.
+// A handler that waits for the engine writes nothing for a long time (a non-streaming reply
+// writes only at the end), so a failed write would reveal a departed client too late.
+//  * watch() registers the request's socket (HttpRequest::socket) with one epoll set for
+//    EPOLLRDHUP/EPOLLHUP/EPOLLERR only (never EPOLLIN, so a pipelined request is not mistaken
+//    for a hang-up); one thread waits on the set and runs the callback when the peer closes
+//    or resets the connection. The callback cancels the request in the engine; the engine
+//    drops it at its next iteration. The transport keeps the socket open until the reply is
+//    written and the handler's state released (http_transport.h).
+//  * unwatch() must be called before the handler's reply is released; it waits for a
+//    callback that is running for that registration, so nothing the callback touches can go
+//    away under it.
 // A client that half-closes its sending side after the request (shutdown(SHUT_WR)) counts as
 // gone, as it does for uvicorn-based servers.
 #pragma once
@@ -21,7 +19,6 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
-#include <string>
 #include <thread>
 #include <unordered_map>
 
@@ -33,9 +30,6 @@ class DisconnectWatcher {
   ~DisconnectWatcher();
   DisconnectWatcher(const DisconnectWatcher&) = delete;
   DisconnectWatcher& operator=(const DisconnectWatcher&) = delete;
-
-  // The descriptor of the TCP connection with these ends, or -1.
-  static int find_socket(int local_port, const std::string& remote_addr, int remote_port);
 
   using Token = uint64_t;
   // 0 when fd < 0 or it cannot be watched (then only a failed write reveals a disconnect).

@@ -42,7 +42,12 @@ GenerationJob::GenerationJob(scheduler::Engine& engine, const tok::Tokenizer& to
   }
 }
 
-GenerationJob::~GenerationJob() = default;
+GenerationJob::~GenerationJob() {
+  // A choice dropped before its end (its client left, or a stream write failed) finished as
+  // an abort: count it here, since no handler will read its final event.
+  for (const auto& c : choices_)
+    if (!c.output->finished()) metrics_.count_finished("abort");
+}
 
 std::vector<scheduler::RequestId> GenerationJob::ids() const {
   std::vector<scheduler::RequestId> v;

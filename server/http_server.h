@@ -1,10 +1,13 @@
-// HttpServer: the OpenAI-compatible HTTP front end (cpp-httplib) over one ServedModel.
+// HttpServer: the OpenAI-compatible HTTP front end over one ServedModel, on our own HTTP/1.1
+// transport (http_transport.h: bounded heads, bodies, connections and time per connection).
 //
 // Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models[/{id}],
 // GET /health, GET /metrics, POST /tokenize, POST /detokenize (also under /v1/). Errors are
-// OpenAI error objects (api_error.h), including httplib's own (404 route, 413 body too
-// large). With an API key every route except /health, /metrics and CORS preflights needs
-// "Authorization: Bearer <key>", compared in constant time.
+// OpenAI error objects (api_error.h), including the transport's own (400 malformed, 408 slow,
+// 413 body too large, 431 head too large, 503 too many connections), 404 for an unknown
+// route and 405 for a known one with another method. With an API key every route except
+// /health, /metrics and CORS preflights needs "Authorization: Bearer <key>", compared in
+// constant time, before anything else is looked at.
 //
 // Life cycle: bind() (port 0 picks a free one) and start() listen at once, answering 503
 // ("model is loading") and /health 503 until set_model(); begin_shutdown() stops admitting
@@ -18,18 +21,16 @@
 #include <memory>
 #include <string>
 
+#include "server/http_transport.h"
 #include "server/metrics.h"
 #include "server/served_model.h"
 
 namespace ds::server {
 
 struct HttpServerOptions {
-  std::string host = "127.0.0.1";
-  int port = 8080;              // 0 = any free port
-  std::string api_key;          // empty = no authentication
-  std::string served_name;      // for /metrics before the model is ready
-  size_t max_body_bytes = 64u << 20;
-  size_t max_threads = 512;     // connection threads (see connection_thread_pool.h)
+  std::string api_key;       // empty = no authentication
+  std::string served_name;   // for /metrics before the model is ready
+  HttpTransportOptions transport;  // where to listen; limits, threads, connections, timeouts
 };
 
 class HttpServer {

@@ -20,7 +20,10 @@ Json model_card(const ServedModel& m) {
 
 }  // namespace
 
-Json parse_json_body(const httplib::Request& req) {
+Json parse_json_body(const HttpRequest& req) {
+  if (json_too_deep(req.body))
+    throw bad_request("the request body nests arrays or objects deeper than " + std::to_string(kMaxJsonDepth) +
+                      " levels");
   Json body = Json::parse(req.body, nullptr, false);
   if (body.is_discarded()) throw bad_request("the request body is not valid JSON");
   if (!body.is_object()) throw bad_request("the request body must be a JSON object");
@@ -32,22 +35,23 @@ void check_model(const Json& body, const ServedModel& model) {
   if (name && *name != model.name) throw model_not_found(*name);
 }
 
-void send_json(httplib::Response& res, int status, const Json& body) {
+void send_json(HttpResponse& res, int status, const Json& body) {
   res.status = status;
-  res.set_content(dump_json(body), "application/json");
+  res.content_type = "application/json";
+  res.body = dump_json(body);
 }
 
-void handle_models(const RouteContext& ctx, const httplib::Request&, httplib::Response& res) {
+void handle_models(const RouteContext& ctx, const HttpRequest&, HttpResponse& res) {
   send_json(res, 200, Json{{"object", "list"}, {"data", Json::array({model_card(ctx.model)})}});
 }
 
-void handle_model(const RouteContext& ctx, const httplib::Request& req, httplib::Response& res) {
-  const std::string id = req.matches.size() > 1 ? std::string(req.matches[1]) : std::string();
+void handle_model(const RouteContext& ctx, const HttpRequest& req, HttpResponse& res) {
+  const std::string id = req.path.substr(std::string_view("/v1/models/").size());
   if (id != ctx.model.name) throw model_not_found(id);
   send_json(res, 200, model_card(ctx.model));
 }
 
-void handle_tokenize(const RouteContext& ctx, const httplib::Request& req, httplib::Response& res) {
+void handle_tokenize(const RouteContext& ctx, const HttpRequest& req, HttpResponse& res) {
   const Json body = parse_json_body(req);
   check_model(body, ctx.model);
   std::vector<int32_t> ids;
@@ -67,7 +71,7 @@ void handle_tokenize(const RouteContext& ctx, const httplib::Request& req, httpl
   send_json(res, 200, out);
 }
 
-void handle_detokenize(const RouteContext& ctx, const httplib::Request& req, httplib::Response& res) {
+void handle_detokenize(const RouteContext& ctx, const HttpRequest& req, HttpResponse& res) {
   const Json body = parse_json_body(req);
   check_model(body, ctx.model);
   if (!body.contains("tokens") || !body["tokens"].is_array())

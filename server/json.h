@@ -4,15 +4,52 @@
 // read like OpenAI's ("id", "object", "created", ...) and a request's tool schemas reach the
 // chat template (whose tojson prints keys in insertion order, as Python does) unchanged.
 // dump_json never throws: a string that is not valid UTF-8 is written with U+FFFD.
+//
+// Every JSON text the server did not write itself (request bodies, tool-call arguments, the
+// model's own output) goes through parse_json, which refuses nesting deeper than
+// kMaxJsonDepth before parsing: nlohmann's parser, copies and destructor recurse once per
+// level, so a 200 KB body of brackets would otherwise overflow the stack.
 #pragma once
 
+#include <cstddef>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
 namespace ds::server {
 
 using Json = nlohmann::ordered_json;
+
+inline constexpr size_t kMaxJsonDepth = 128;
+
+// Whether `text` nests arrays/objects deeper than max_depth (strings are skipped; the text
+// need not be valid JSON).
+inline bool json_too_deep(std::string_view text, size_t max_depth = kMaxJsonDepth) {
+  size_t depth = 0;
+  bool in_string = false, escaped = false;
+  for (const char c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) return true;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return false;
+}
+
+// The parsed value, or a discarded value (is_discarded()) when the text is not JSON or nests
+// too deep. Never throws.
+inline Json parse_json(std::string_view text) {
+  if (json_too_deep(text)) return Json(Json::value_t::discarded);
+  return Json::parse(text, nullptr, false);
+}
 
 inline std::string dump_json(const Json& j) {
   return j.dump(-1, ' ', false, Json::error_handler_t::replace);

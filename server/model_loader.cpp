@@ -19,6 +19,7 @@
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_sampler.h"
 #endif
+#include "model/qwen35/checkpoint.h"
 #include "model/qwen35/device_budget.h"
 #include "kvcache/capacity.h"
 
@@ -53,15 +54,9 @@ int64_t max_positions(const fs::path& dir) {
 
 // Reads the checkpoint's weight files once, front to back, drawing a bar: the model maps
 // them afterwards and finds them in the page cache, so the bar measures the slow part.
-void read_weights_with_progress(const fs::path& dir, bool bar) {
-  std::vector<fs::path> files;
+void read_weights_with_progress(const std::vector<fs::path>& files, bool bar) {
   int64_t total = 0;
-  for (const auto& e : fs::directory_iterator(dir))
-    if (e.is_regular_file() && e.path().extension() == ".safetensors") {
-      files.push_back(e.path());
-      total += static_cast<int64_t>(e.file_size());
-    }
-  std::sort(files.begin(), files.end());
+  for (const auto& f : files) total += static_cast<int64_t>(fs::file_size(f));
   if (!bar || total == 0) return;
   std::vector<char> buf(16u << 20);
   int64_t done = 0;
@@ -148,16 +143,22 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::strin
                  e.what());
   }
 
+  // generation_config.json's defaults are checked now, not at the first request that omits one.
+  const GenerationDefaults defaults = GenerationDefaults::load(dir);
+
   // Weights.
   spdlog::info("loading {} on {}", model_dir, lm->backend->name());
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t rss0 = resident_bytes();
-  read_weights_with_progress(dir, progress_bar);
+  // The weight files are the checkpoint's own (model.safetensors or the index's shards), not
+  // every .safetensors file the directory happens to hold.
+  std::vector<fs::path> weight_files;
+  for (const auto& name : qwen35::Checkpoint(dir).file_names()) weight_files.push_back(dir / name);
+  read_weights_with_progress(weight_files, progress_bar);
   lm->model = qwen35::Model::load(*lm->backend, dir);
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   int64_t ckpt_bytes = 0;
-  for (const auto& e : fs::directory_iterator(dir))
-    if (e.is_regular_file() && e.path().extension() == ".safetensors") ckpt_bytes += static_cast<int64_t>(e.file_size());
+  for (const auto& f : weight_files) ckpt_bytes += static_cast<int64_t>(fs::file_size(f));
   const auto& cfg = lm->model->config();
   spdlog::info("weights: {} layers ({} full attention, {} DeltaNet), hidden {}, vocab {}; checkpoint {:.1f} MiB, "
                "resident {:+.1f} MiB on {}; loaded in {:.2f} s",
@@ -249,7 +250,7 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::strin
   s.chat_template = lm->chat_template.get();
   s.engine = lm->engine.get();
   s.eos_ids = cfg.eos_token_ids;
-  s.defaults = GenerationDefaults::load(dir);
+  s.defaults = defaults;
   s.created = static_cast<int64_t>(std::time(nullptr));
   spdlog::info("sampling defaults from generation_config.json: {}", s.defaults.describe());
   return lm;

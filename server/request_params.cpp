@@ -46,13 +46,42 @@ std::optional<double> get_number(const Json& body, const char* key) {
 std::optional<int64_t> get_int(const Json& body, const char* key) {
   const auto* v = field(body, key);
   if (!v) return std::nullopt;
+  if (v->is_number_unsigned()) {
+    if (v->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+      throw bad_request(std::string("'") + key + "' is out of range", key);
+    return static_cast<int64_t>(v->get<uint64_t>());
+  }
   if (v->is_number_integer()) return v->get<int64_t>();
   // 2.0 is an integer to a JavaScript client.
   if (v->is_number_float()) {
     const double d = v->get<double>();
-    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.0e15) return static_cast<int64_t>(d);
+    if (std::isfinite(d) && d == std::floor(d)) {
+      if (std::fabs(d) >= 9.0e15) throw bad_request(std::string("'") + key + "' is out of range", key);
+      return static_cast<int64_t>(d);
+    }
   }
   throw bad_request(std::string("'") + key + "' must be an integer", key);
+}
+
+std::optional<float> get_float(const Json& body, const char* key) {
+  const auto d = get_number(body, key);
+  if (!d) return std::nullopt;
+  if (std::fabs(*d) > std::numeric_limits<float>::max())
+    throw bad_request(std::string("'") + key + "' is out of range", key);
+  return static_cast<float>(*d);
+}
+
+std::string sampling_range_error(const std::string& key, double v) {
+  const std::string f = "'" + key + "' ";
+  if (!std::isfinite(v) || std::fabs(v) > std::numeric_limits<float>::max()) return f + "must be a finite number";
+  if (key == "temperature" && !(v >= 0)) return f + "must be >= 0";
+  if (key == "top_p" && !(v > 0 && v <= 1)) return f + "must be in (0, 1]";
+  if (key == "top_k" && !(v == std::floor(v) && v >= -1 && v <= std::numeric_limits<int32_t>::max()))
+    return f + "must be -1 or 0 (off) or a positive integer";
+  if (key == "min_p" && !(v >= 0 && v <= 1)) return f + "must be in [0, 1]";
+  if (key == "repetition_penalty" && !(v > 0)) return f + "must be > 0";
+  if ((key == "presence_penalty" || key == "frequency_penalty") && !(v >= -2 && v <= 2)) return f + "must be in [-2, 2]";
+  return {};
 }
 
 std::optional<std::string> get_string(const Json& body, const char* key) {
@@ -71,7 +100,7 @@ GenerationParams parse_generation_params(const Json& body, Endpoint endpoint,
   // other than what was asked for.
   if (get_bool(body, "use_beam_search").value_or(false))
     throw unsupported_field("use_beam_search", "beam search is not supported");
-  if (get_int(body, "min_tokens").value_or(0) > 0)
+  if (get_int(body, "min_tokens").value_or(0) != 0)
     throw unsupported_field("min_tokens", "the engine has no minimum-length constraint");
   if (field(body, "prompt_logprobs")) throw unsupported_field("prompt_logprobs");
   for (const char* k : {"guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs",
@@ -99,25 +128,21 @@ GenerationParams parse_generation_params(const Json& body, Endpoint endpoint,
   }
 
   auto& s = p.sampling;
-  s.temperature = static_cast<float>(get_number(body, "temperature").value_or(defaults.temperature.value_or(1.0f)));
-  if (s.temperature < 0) throw bad_request("'temperature' must be >= 0", "temperature");
-  s.top_p = static_cast<float>(get_number(body, "top_p").value_or(defaults.top_p.value_or(1.0f)));
-  if (!(s.top_p > 0 && s.top_p <= 1)) throw bad_request("'top_p' must be in (0, 1]", "top_p");
+  // A request's value, else the model's default, else OpenAI's; checked by the one range rule.
+  auto number = [&](const char* key, std::optional<float> fallback, float openai_default) {
+    const float v = get_float(body, key).value_or(fallback.value_or(openai_default));
+    if (std::string e = sampling_range_error(key, v); !e.empty()) throw bad_request(e, key);
+    return v;
+  };
+  s.temperature = number("temperature", defaults.temperature, 1.0f);
+  s.top_p = number("top_p", defaults.top_p, 1.0f);
   const int64_t top_k = get_int(body, "top_k").value_or(defaults.top_k.value_or(0));
-  if (top_k < -1 || top_k > std::numeric_limits<int32_t>::max())
-    throw bad_request("'top_k' must be -1 or 0 (off) or a positive integer", "top_k");
+  if (std::string e = sampling_range_error("top_k", static_cast<double>(top_k)); !e.empty()) throw bad_request(e, "top_k");
   s.top_k = top_k < 0 ? 0 : static_cast<int32_t>(top_k);
-  s.min_p = static_cast<float>(get_number(body, "min_p").value_or(defaults.min_p.value_or(0.0f)));
-  if (!(s.min_p >= 0 && s.min_p <= 1)) throw bad_request("'min_p' must be in [0, 1]", "min_p");
-  s.repetition_penalty = static_cast<float>(
-      get_number(body, "repetition_penalty").value_or(defaults.repetition_penalty.value_or(1.0f)));
-  if (!(s.repetition_penalty > 0)) throw bad_request("'repetition_penalty' must be > 0", "repetition_penalty");
-  s.presence_penalty = static_cast<float>(get_number(body, "presence_penalty").value_or(0.0));
-  if (!(s.presence_penalty >= -2 && s.presence_penalty <= 2))
-    throw bad_request("'presence_penalty' must be in [-2, 2]", "presence_penalty");
-  s.frequency_penalty = static_cast<float>(get_number(body, "frequency_penalty").value_or(0.0));
-  if (!(s.frequency_penalty >= -2 && s.frequency_penalty <= 2))
-    throw bad_request("'frequency_penalty' must be in [-2, 2]", "frequency_penalty");
+  s.min_p = number("min_p", defaults.min_p, 0.0f);
+  s.repetition_penalty = number("repetition_penalty", defaults.repetition_penalty, 1.0f);
+  s.presence_penalty = number("presence_penalty", std::nullopt, 0.0f);
+  s.frequency_penalty = number("frequency_penalty", std::nullopt, 0.0f);
   if (auto seed = get_int(body, "seed")) s.seed = static_cast<uint64_t>(*seed);
 
   if (const auto* lb = field(body, "logit_bias")) {

@@ -41,10 +41,17 @@ struct GenerationParams {
 GenerationParams parse_generation_params(const Json& body, Endpoint endpoint,
                                          const GenerationDefaults& defaults, int64_t vocab);
 
+// The range rule of a sampling field that generation_config.json may also set ("temperature",
+// "top_p", "top_k", "min_p", "repetition_penalty", "presence_penalty", "frequency_penalty"):
+// empty when `value` is allowed, else why not, naming the field. One rule for requests and for
+// the model's defaults, which are checked at start-up.
+std::string sampling_range_error(const std::string& key, double value);
+
 // Typed field access: absent or null -> nullopt; a value of another type -> 400 naming it.
 std::optional<bool> get_bool(const Json& body, const char* key);
 std::optional<double> get_number(const Json& body, const char* key);
-std::optional<int64_t> get_int(const Json& body, const char* key);
+std::optional<int64_t> get_int(const Json& body, const char* key);  // within int64
+std::optional<float> get_float(const Json& body, const char* key);  // finite as a float
 std::optional<std::string> get_string(const Json& body, const char* key);
 
 }  // namespace ds::server

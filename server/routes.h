@@ -2,10 +2,9 @@
 // ApiError for anything it refuses; HttpServer turns that into the error response.
 #pragma once
 
-#include <httplib.h>
-
 #include "server/active_jobs.h"
 #include "server/disconnect_watcher.h"
+#include "server/http_message.h"
 #include "server/json.h"
 #include "server/metrics.h"
 #include "server/served_model.h"
@@ -19,18 +18,19 @@ struct RouteContext {
   ActiveJobs& active;
 };
 
-// The body as a JSON object (400 otherwise).
-Json parse_json_body(const httplib::Request& req);
+// The body as a JSON object nested at most kMaxJsonDepth deep (400 otherwise), whatever the
+// Content-Type said (curl -d sends form encoding).
+Json parse_json_body(const HttpRequest& req);
 // 404 unless body.model is absent or names the served model.
 void check_model(const Json& body, const ServedModel& model);
 
-void handle_chat_completions(const RouteContext& ctx, const httplib::Request& req, httplib::Response& res);
-void handle_completions(const RouteContext& ctx, const httplib::Request& req, httplib::Response& res);
-void handle_models(const RouteContext& ctx, const httplib::Request& req, httplib::Response& res);
-void handle_model(const RouteContext& ctx, const httplib::Request& req, httplib::Response& res);
-void handle_tokenize(const RouteContext& ctx, const httplib::Request& req, httplib::Response& res);
-void handle_detokenize(const RouteContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_chat_completions(const RouteContext& ctx, const HttpRequest& req, HttpResponse& res);
+void handle_completions(const RouteContext& ctx, const HttpRequest& req, HttpResponse& res);
+void handle_models(const RouteContext& ctx, const HttpRequest& req, HttpResponse& res);
+void handle_model(const RouteContext& ctx, const HttpRequest& req, HttpResponse& res);
+void handle_tokenize(const RouteContext& ctx, const HttpRequest& req, HttpResponse& res);
+void handle_detokenize(const RouteContext& ctx, const HttpRequest& req, HttpResponse& res);
 
-void send_json(httplib::Response& res, int status, const Json& body);
+void send_json(HttpResponse& res, int status, const Json& body);
 
 }  // namespace ds::server

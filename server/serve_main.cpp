@@ -6,6 +6,7 @@
 // the listener, exit 0; a second signal cancels in-flight requests at once. A signal while
 // the model is still loading exits 0 straight away (nothing is in flight).
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -88,16 +89,22 @@ int main(int argc, char** argv) {
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
   ::signal(SIGPIPE, SIG_IGN);  // a client that went away is a failed write, not a crash
+  // Every open connection is a descriptor: take the hard limit, not the shell's soft 1024.
+  if (rlimit rl{}; ::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &rl);
+  }
 
   const std::string name = served_name(o, model_dir);
   ServerMetrics metrics(name);
   HttpServerOptions ho;
-  ho.host = o.host;
-  ho.port = o.port;
   ho.api_key = o.api_key;
   ho.served_name = name;
-  // A thread per connection that may be served or refused at once (connection_thread_pool.h).
-  ho.max_threads = static_cast<size_t>(std::min<int64_t>(4096, int64_t{o.max_num_seqs} + o.max_queue + 64));
+  ho.transport.host = o.host;
+  ho.transport.port = o.port;
+  // A thread per request that may be served or refused at once (request_thread_pool.h).
+  ho.transport.max_threads =
+      static_cast<size_t>(std::min<int64_t>(4096, int64_t{o.max_num_seqs} + o.max_queue + 64));
   HttpServer http(ho, metrics);
   int port = 0;
   try {

@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/request_params.h"
+
 namespace ds::server {
 
 GenerationDefaults GenerationDefaults::load(const std::filesystem::path& dir) {
@@ -17,11 +19,15 @@ GenerationDefaults GenerationDefaults::load(const std::filesystem::path& dir) {
   ss << in.rdbuf();
   auto j = nlohmann::json::parse(ss.str(), nullptr, false);
   if (!j.is_object()) throw std::runtime_error(path.string() + ": not a JSON object");
+  // Checked here by the rule requests are checked by: a default no request could send would
+  // otherwise fail every request that omits the field.
   auto num = [&](const char* key) -> std::optional<double> {
     auto it = j.find(key);
     if (it == j.end() || it->is_null()) return std::nullopt;
     if (!it->is_number()) throw std::runtime_error(path.string() + ": '" + key + "' must be a number");
-    return it->get<double>();
+    const double v = it->get<double>();
+    if (std::string e = sampling_range_error(key, v); !e.empty()) throw std::runtime_error(path.string() + ": " + e);
+    return v;
   };
   // As vLLM: only these keys count; do_sample is not read (a request asks for greedy with
   // temperature 0).

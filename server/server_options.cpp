@@ -28,9 +28,12 @@ void add_server_options(CLI::App& app, ServerOptions& o) {
   app.add_option("--api-key", o.api_key,
                  "Require 'Authorization: Bearer KEY' on every route except /health and /metrics")
       ->envname("DELTASERVE_API_KEY");
-  app.add_flag("--paged-attention,!--no-paged-attention", o.paged_attention,
-               "Paged K/V cache (default). --no-paged-attention: the contiguous baseline, each "
-               "sequence reserving max-ctx tokens of K/V up front (for A/B benchmarks)");
+  app.add_flag_callback(
+      "--paged-attention", [&o] { o.paged_attention = true; }, "Paged K/V cache (the default)");
+  app.add_flag_callback(
+      "--no-paged-attention", [&o] { o.paged_attention = false; },
+      "The contiguous baseline instead: each sequence reserves max-ctx tokens of K/V up front (for A/B "
+      "benchmarks)");
   app.add_option("--max-ctx", o.max_ctx,
                  "Tokens per request, prompt + reply (default: min(the model's max positions, "
                  "what the K/V cache holds))");

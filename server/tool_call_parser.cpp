@@ -92,7 +92,7 @@ Json ToolCallParser::typed_value(const std::string& function, const std::string&
     if (lower == "false") return false;
     return raw;
   }
-  auto parsed = Json::parse(v, nullptr, false);
+  auto parsed = parse_json(v);
   if (parsed.is_discarded()) return raw;
   if ((type == "integer" || type == "number") && parsed.is_number()) return parsed;
   if (type == "object" && parsed.is_object()) return parsed;
@@ -109,7 +109,7 @@ void ToolCallParser::progress_call(Output& out, std::string_view body, bool comp
   if (!xml) {
     if (!complete) return;  // JSON calls (and undecided text) are judged whole
     if (cur_.index < 0 && !lead.empty() && lead.front() == '{') {
-      auto j = Json::parse(lead, nullptr, false);
+      auto j = parse_json(lead);
       if (j.is_object() && j.contains("name") && j["name"].is_string()) {
         open_call(out, j["name"].get<std::string>());
         std::string args = "{}";

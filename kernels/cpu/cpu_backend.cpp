@@ -2,9 +2,14 @@
 #include "kernels/cpu/cpu_backend.h"
 
 #include <cblas.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <new>
 
 #include "kernels/common/half.h"
@@ -16,6 +21,56 @@ namespace ds::kernels::cpu {
 namespace {
 
 constexpr size_t kAlign = 64;
+// Allocations from this size on are anonymous mappings, and zeroing their whole pages hands
+// the pages back: the K/V and state pools then cost memory only as sequences touch them, so a
+// generous default cache neither slows start-up nor shows as idle resident memory.
+constexpr size_t kMappedFrom = size_t{1} << 20;
+
+size_t page_size() {
+  static const size_t p = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  return p;
+}
+
+// The live anonymous mappings, so fill_zero drops pages only where that reads back as zeros.
+struct Mappings {
+  std::mutex mu;
+  std::map<uintptr_t, size_t> spans;  // begin -> bytes
+
+  void add(void* p, size_t bytes) {
+    std::lock_guard lock(mu);
+    spans.emplace(reinterpret_cast<uintptr_t>(p), bytes);
+  }
+  void remove(void* p) {
+    std::lock_guard lock(mu);
+    spans.erase(reinterpret_cast<uintptr_t>(p));
+  }
+  bool contains(const void* p, size_t bytes) {
+    const auto b = reinterpret_cast<uintptr_t>(p);
+    std::lock_guard lock(mu);
+    auto it = spans.upper_bound(b);
+    if (it == spans.begin()) return false;
+    --it;
+    return b >= it->first && b + bytes <= it->first + it->second;
+  }
+};
+Mappings& mappings() {
+  static Mappings m;
+  return m;
+}
+
+// Zeroes [p, p + bytes): whole pages by dropping them (they read back as zeros), the ragged
+// ends by memset. Only for memory of private anonymous mappings.
+void zero_mapped(void* p, size_t bytes) {
+  auto* b = static_cast<unsigned char*>(p);
+  const auto lo = (reinterpret_cast<uintptr_t>(b) + page_size() - 1) / page_size() * page_size();
+  const auto hi = (reinterpret_cast<uintptr_t>(b) + bytes) / page_size() * page_size();
+  if (hi <= lo || ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED) != 0) {
+    std::memset(b, 0, bytes);
+    return;
+  }
+  std::memset(b, 0, lo - reinterpret_cast<uintptr_t>(b));
+  std::memset(reinterpret_cast<void*>(hi), 0, reinterpret_cast<uintptr_t>(b) + bytes - hi);
+}
 
 class CpuBackend final : public Backend {
  public:
@@ -32,6 +87,16 @@ class CpuBackend final : public Backend {
     DS_CHECK(!is_quantized(dtype), "alloc", "the cpu backend stores no quantised tensors");
     const size_t bytes = static_cast<size_t>(ds::row_bytes(dtype, shape.numel()));
     const size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign + kAlign;
+    if (rounded >= kMappedFrom) {
+      void* p = ::mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (p == MAP_FAILED) throw std::bad_alloc();
+      mappings().add(p, rounded);
+      auto unmap = [rounded](void* q) {
+        mappings().remove(q);
+        ::munmap(q, rounded);
+      };
+      return Tensor(std::shared_ptr<void>(p, unmap), p, dtype, shape);
+    }
     void* p = std::aligned_alloc(kAlign, rounded);
     if (!p) throw std::bad_alloc();
     return Tensor(std::shared_ptr<void>(p, std::free), p, dtype, shape);
@@ -62,7 +127,12 @@ class CpuBackend final : public Backend {
 
   void fill_zero(Tensor& t) override {
     DS_CHECK(!t.empty() || t.numel() == 0, "fill_zero", "empty tensor");
-    if (t.numel() > 0) std::memset(t.data(), 0, static_cast<size_t>(t.bytes()));
+    if (t.numel() == 0) return;
+    const size_t bytes = static_cast<size_t>(t.bytes());
+    if (bytes >= kMappedFrom && mappings().contains(t.data(), bytes))
+      zero_mapped(t.data(), bytes);
+    else
+      std::memset(t.data(), 0, bytes);
   }
 
   void copy_to_host(const Tensor& src, std::span<float> dst) override {

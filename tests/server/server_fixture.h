@@ -5,10 +5,12 @@
 #pragma once
 
 #include <arpa/inet.h>
+#include <poll.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -39,7 +41,7 @@ struct TestServerConfig {
   std::vector<int32_t> script;           // for the scripted model
   scheduler::EngineConfig engine;
   std::string api_key;
-  size_t max_body_bytes = 8u << 20;
+  server::HttpTransportOptions transport;  // limits, threads, connections, timeouts
   bool ready = true;                     // false: never set_model (503 tests)
   int step_delay_ms = 0;                 // scripted model only
 
@@ -48,6 +50,8 @@ struct TestServerConfig {
     engine.scheduler.max_num_seqs = 8;
     engine.max_ctx = 4096;
     engine.max_queue = 64;
+    transport.limits.max_body_bytes = 8u << 20;
+    transport.max_threads = 256;
   }
 };
 
@@ -82,12 +86,11 @@ class TestServer {
     served_.created = 1700000000;
 
     server::HttpServerOptions ho;
-    ho.host = "127.0.0.1";
-    ho.port = 0;
     ho.api_key = cfg_.api_key;
     ho.served_name = "tiny-qwen35";
-    ho.max_body_bytes = cfg_.max_body_bytes;
-    ho.max_threads = 256;
+    ho.transport = cfg_.transport;
+    ho.transport.host = "127.0.0.1";
+    ho.transport.port = 0;
     http_ = std::make_unique<server::HttpServer>(ho, metrics_);
     port_ = http_->bind();
     http_->start();
@@ -197,7 +200,14 @@ inline SseStream parse_sse(const std::string& body) {
   return s;
 }
 
-// A raw TCP connection, for clients that send a request and vanish.
+// Token ids of `text` in the bundled tokenizer (scripts for the ScriptedModel).
+inline std::vector<int32_t> encode(const std::string& text) {
+  static const auto tok = tok::Tokenizer::load(data_path("tiny-qwen35"));
+  return tok.encode(text);
+}
+
+// A raw TCP connection, for clients that send a request and vanish, or send what no
+// well-behaved client would.
 class RawClient {
  public:
   explicit RawClient(int port) {
@@ -217,6 +227,25 @@ class RawClient {
     const std::string req = "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" +
                             "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
     return ::send(fd_, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size());
+  }
+  // Sends all of `bytes` within `ms` milliseconds; false when the server stopped reading,
+  // closed or reset the connection.
+  bool send_bytes(const std::string& bytes, int ms) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    size_t off = 0;
+    while (off < bytes.size()) {
+      const ssize_t n = ::send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n > 0) {
+        off += static_cast<size_t>(n);
+        continue;
+      }
+      if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return false;
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      pollfd p{fd_, POLLOUT, 0};
+      ::poll(&p, 1, static_cast<int>(left.count()));
+    }
+    return true;
   }
   // Reads until `needle` appears or the timeout passes.
   std::string read_until(const std::string& needle, std::chrono::milliseconds timeout) {

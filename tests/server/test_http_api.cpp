@@ -69,11 +69,6 @@ std::map<int, Streamed> collect_stream(const SseStream& s, bool chat) {
   return out;
 }
 
-std::vector<int32_t> encode(const std::string& text) {
-  static const auto tok = ds::tok::Tokenizer::load(data_path("tiny-qwen35"));
-  return tok.encode(text);
-}
-
 }  // namespace
 
 TEST_CASE("fixture chat cases: greedy replies equal the HF reference", "[fixture]") {
@@ -371,7 +366,7 @@ TEST_CASE("endpoints: models, health, metrics, tokenize, detokenize, CORS prefli
 TEST_CASE("errors: OpenAI error objects with the right status codes", "[errors]") {
   TestServerConfig cfg;
   cfg.engine.max_ctx = 64;
-  cfg.max_body_bytes = 1 << 20;
+  cfg.transport.limits.max_body_bytes = 1 << 20;
   TestServer srv(cfg);
   auto expect = [](const TestServer::Reply& r, int status, const std::string& param = {}) {
     CHECK(r.status == status);
@@ -401,10 +396,19 @@ TEST_CASE("errors: OpenAI error objects with the right status codes", "[errors]"
   auto tmpl = srv.post("/v1/chat/completions", Json{{"messages", hello()}, {"chat_template_kwargs", {{"tools", 5}}}});
   expect(tmpl, 400, "messages");
   CHECK(tmpl.body["error"]["code"] == "chat_template_error");
-  // 413: a prompt longer than max-ctx (64 here), and a body over the size limit.
+  // 400 context_length_exceeded: a prompt longer than max-ctx (64 here), one exactly as long
+  // (no room for a reply), and a max_tokens that does not fit beside the prompt; 413: a body
+  // over the size limit.
   auto long_prompt = srv.post("/v1/completions", Json{{"prompt", std::vector<int>(100, 5)}, {"max_tokens", 1}});
-  expect(long_prompt, 413, "prompt");
+  expect(long_prompt, 400, "prompt");
   CHECK(long_prompt.body["error"]["code"] == "context_length_exceeded");
+  expect(srv.post("/v1/completions", Json{{"prompt", std::vector<int>(64, 5)}}), 400, "prompt");
+  auto no_room = srv.post("/v1/completions", Json{{"prompt", std::vector<int>(60, 5)}, {"max_tokens", 5}});
+  expect(no_room, 400, "max_tokens");
+  CHECK(no_room.body["error"]["message"].get<std::string>().find("65 tokens (60 in the prompt, 5 for the reply)") !=
+        std::string::npos);
+  CHECK(srv.post("/v1/completions", Json{{"prompt", std::vector<int>(60, 5)}, {"max_tokens", 4}}).status == 200);
+  CHECK(srv.post("/v1/completions", Json{{"prompt", std::vector<int>(63, 5)}}).status == 200);
   expect(srv.post_raw("/v1/completions", "{\"prompt\": \"" + std::string(2 << 20, 'a') + "\"}"), 413);
   // Unknown extra fields are ignored.
   CHECK(srv.post("/v1/chat/completions", Json{{"messages", hello()}, {"max_tokens", 1}, {"frobnicate", true}}).status ==

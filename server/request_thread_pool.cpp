@@ -1,14 +1,14 @@
-#include "server/connection_thread_pool.h"
+#include "server/request_thread_pool.h"
 
 #include <algorithm>
 
 namespace ds::server {
 
-ConnectionThreadPool::ConnectionThreadPool(size_t max_threads) : max_threads_(std::max<size_t>(1, max_threads)) {}
+RequestThreadPool::RequestThreadPool(size_t max_threads) : max_threads_(std::max<size_t>(1, max_threads)) {}
 
-ConnectionThreadPool::~ConnectionThreadPool() { shutdown(); }
+RequestThreadPool::~RequestThreadPool() { shutdown(); }
 
-void ConnectionThreadPool::enqueue(std::function<void()> fn) {
+void RequestThreadPool::enqueue(std::function<void()> fn) {
   std::lock_guard lock(mu_);
   if (stopping_) return;
   jobs_.push_back(std::move(fn));
@@ -16,7 +16,7 @@ void ConnectionThreadPool::enqueue(std::function<void()> fn) {
   cv_.notify_one();
 }
 
-void ConnectionThreadPool::shutdown() {
+void RequestThreadPool::shutdown() {
   std::vector<std::thread> threads;
   {
     std::lock_guard lock(mu_);
@@ -28,12 +28,12 @@ void ConnectionThreadPool::shutdown() {
     if (t.joinable()) t.join();
 }
 
-size_t ConnectionThreadPool::threads() const {
+size_t RequestThreadPool::threads() const {
   std::lock_guard lock(mu_);
   return threads_.size();
 }
 
-void ConnectionThreadPool::work() {
+void RequestThreadPool::work() {
   std::unique_lock lock(mu_);
   for (;;) {
     ++idle_;

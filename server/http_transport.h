@@ -1,0 +1,79 @@
+// HttpTransport: the server's TCP side of HTTP/1.1, written for a server that must stay up
+// whatever its clients do.
+//
+// * One event-loop thread (epoll) accepts connections and reads requests: a connection that
+//   is idle between requests, or trickling a request in, costs a file descriptor and a parser,
+//   never a thread. Requests are parsed with hard limits (http_parser.h: 413 as soon as a body
+//   of any encoding would cross the limit, 431 for oversized heads).
+// * A complete request is handed to a RequestThreadPool thread with its connection; the
+//   handler's reply (a body, or a stream written as chunks) is written there, and the
+//   connection goes back to the event loop for its next request (keep-alive, pipelining).
+// * Time bounds per connection: a request's head must arrive within head_timeout of its first
+//   byte, a body must not stall for read_idle_timeout (408 either way), an idle connection is
+//   closed after keep_alive_timeout, a reply the client does not read fails after
+//   write_timeout.
+// * At most max_connections are open; beyond that the longest-idle connection is closed to
+//   make room, and when none is idle the new one is answered 503 and closed.
+// * The listen backlog is large (SOMAXCONN) and accept runs until the queue is empty, so a
+//   burst of connections sees responses (200s, 429s), not resets. TCP_NODELAY is set on every
+//   connection: replies go out when written, not after a delayed ACK.
+// * stop() closes the listener and every connection not being served at once (idle, half-read,
+//   or flushing an error), shuts down those being served, and joins the handler threads.
+// Errors found by the transport itself (malformed request, limits, timeouts, overload) are
+// rendered by the owner's ErrorRenderer, so they have the API's error shape. Range headers and
+// other HTTP features an API server does not need are ignored.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "server/http_message.h"
+#include "server/http_parser.h"
+
+namespace ds::server {
+
+struct HttpTransportOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;  // 0 = any free port
+  HttpLimits limits;
+  size_t max_threads = 512;        // requests handled at once; more wait in order
+  size_t max_connections = 4096;   // open connections (bounded by the file-descriptor limit too)
+  std::chrono::milliseconds head_timeout{30'000};
+  std::chrono::milliseconds read_idle_timeout{30'000};
+  std::chrono::milliseconds keep_alive_timeout{30'000};
+  std::chrono::milliseconds write_timeout{30'000};
+  HttpHeaders default_headers;  // added to every response
+};
+
+class HttpTransport {
+ public:
+  // Handles one request (on a pool thread); must not throw.
+  using Handler = std::function<void(HttpRequest&, HttpResponse&)>;
+  // Fills a response for a transport-level error (status 400, 408, 413, 414, 431, 501, 503, 505).
+  using ErrorRenderer = std::function<void(int status, const std::string& message, HttpResponse&)>;
+  // Sees every response's status once it is written (nullptr request: a transport-level error).
+  using Observer = std::function<void(const HttpRequest*, int status)>;
+
+  HttpTransport(HttpTransportOptions options, Handler handler, ErrorRenderer render_error, Observer observe);
+  ~HttpTransport();
+  HttpTransport(const HttpTransport&) = delete;
+  HttpTransport& operator=(const HttpTransport&) = delete;
+
+  // Binds and listens; returns the port. Throws std::runtime_error naming host:port.
+  int bind();
+  // Runs the event loop on a background thread.
+  void start();
+  void stop();
+
+  int port() const;
+  size_t open_connections() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ds::server
