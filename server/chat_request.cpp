@@ -147,8 +147,15 @@ ChatPrompt build_chat_prompt(const Json& body, const ServedModel& model) {
   try {
     p.rendered = model.chat_template->render(messages, kwargs, add_generation_prompt);
   } catch (const chat::TemplateError& e) {
-    throw ApiError(400, std::string("the chat template rejected the request: ") + e.what(), "invalid_request_error",
-                   "messages", "chat_template_error");
+    // The message starts with the template's file; a client sees its name, not where the
+    // server keeps it.
+    std::string what = e.what();
+    if (!what.empty() && what.front() == '/') {
+      const size_t slash = what.rfind('/', what.find(':'));
+      what.erase(0, slash + 1);
+    }
+    throw ApiError(400, "the chat template rejected the request: " + what, "invalid_request_error", "messages",
+                   "chat_template_error");
   }
   p.ids = model.tokenizer->encode(p.rendered, /*allow_special=*/true);
   p.opens_reasoning = ReasoningSplitter::prompt_opens_reasoning(p.rendered);

@@ -396,6 +396,8 @@ TEST_CASE("errors: OpenAI error objects with the right status codes", "[errors]"
   auto tmpl = srv.post("/v1/chat/completions", Json{{"messages", hello()}, {"chat_template_kwargs", {{"tools", 5}}}});
   expect(tmpl, 400, "messages");
   CHECK(tmpl.body["error"]["code"] == "chat_template_error");
+  CHECK(tmpl.body["error"]["message"].get<std::string>().find(DELTASERVE_SOURCE_DIR) == std::string::npos);
+  CHECK(tmpl.body["error"]["message"].get<std::string>().find("chat_template.jinja:") != std::string::npos);
   // 400 context_length_exceeded: a prompt longer than max-ctx (64 here), one exactly as long
   // (no room for a reply), and a max_tokens that does not fit beside the prompt; 413: a body
   // over the size limit.
@@ -564,6 +566,10 @@ TEST_CASE("disconnect: a client that goes away cancels its request at once", "[d
     CHECK(steps_after <= 10);
     CHECK(seconds < 5.0);
   }
+  // Both departures count as aborts in /metrics, the streaming one too.
+  const std::string metrics = srv.get("/metrics").text;
+  CHECK(metrics.find("vllm:request_success_total{model_name=\"tiny-qwen35\",finished_reason=\"abort\"} 2") !=
+        std::string::npos);
 }
 
 TEST_CASE("reasoning and tool calls: split, parsed, streamed with stable ids", "[tools]") {

@@ -6,10 +6,16 @@
 #include <poll.h>
 #include <pty.h>
 
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
 #include <httplib.h>
 
 #include "server/json.h"
 #include "tests/server/serve_process.h"
+#include "tests/server/server_fixture.h"
 #include "tests/test_paths.h"
 
 using namespace ds::test;
@@ -164,6 +170,47 @@ TEST_CASE("--log-format json writes one JSON object per line; --no-paged-attenti
   CHECK(contiguous);
   // 64 MiB holds 8 state slots and plenty of 256-token sequences: 8 run at once.
   CHECK(p.log().find("DeltaNet state slots: 8") != std::string::npos);
+}
+
+TEST_CASE("SIGTERM exits promptly while clients trickle a request or sit idle", "[process]") {
+  ServeProcess p(kSmall);
+  REQUIRE(p.wait_log("ready:"));
+  const int port = p.port();
+  // One client trickles a head byte by byte, another holds an idle kept-alive connection, a
+  // third has sent half a body.
+  RawClient trickle(port), idle(port), half(port);
+  REQUIRE(trickle.send_bytes("GET /health HTTP/1.1\r\nX-Slow: ", 1000));
+  REQUIRE(idle.send_bytes("GET /health HTTP/1.1\r\n\r\n", 1000));
+  CHECK(idle.read_until("\r\n\r\n", std::chrono::seconds(5)).find(" 200 ") != std::string::npos);
+  REQUIRE(half.send_bytes("POST /v1/completions HTTP/1.1\r\nContent-Length: 100\r\n\r\n{\"prompt\"", 1000));
+  std::atomic<bool> stop{false};
+  std::thread dripper([&] {
+    while (!stop.load()) {
+      trickle.send_bytes("a", 100);
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  p.signal(SIGTERM);
+  const auto code = p.wait_exit(std::chrono::seconds(20));
+  stop = true;
+  dripper.join();
+  CHECK(code == 0);
+  // Nothing is in flight, so nothing drains: the exit does not wait for the slow clients.
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+}
+
+TEST_CASE("an impossible default in generation_config.json stops start-up, naming the key", "[process]") {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("ds_bad_gencfg_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  for (const char* f : {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja"})
+    std::filesystem::copy_file(data_path("tiny-qwen35") + "/" + f, dir / f, std::filesystem::copy_options::overwrite_existing);
+  std::ofstream(dir / "generation_config.json") << R"({"top_p": 7, "temperature": 0.6})";
+  ServeProcess p(with(kSmall, {"--model", dir.string()}));
+  CHECK(p.wait_exit() == 1);
+  CHECK(p.log().find("generation_config.json: 'top_p' must be in (0, 1]") != std::string::npos);
+  CHECK(p.log().find("ready:") == std::string::npos);
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("a port in use is a clear start-up error", "[process]") {
