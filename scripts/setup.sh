@@ -18,15 +18,20 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
 fi
-# Optional, for scripts/test.sh only (WITH_HIP=1): hipcc + the ROCm device libraries let it
-# compile the paged-attention kernels for AMD (compile only). They are large (LLVM, ROCm), so
-# the run command does not install them; a machine where they do not install still builds and
-# tests.
-if [ "${WITH_HIP:-0}" = "1" ] && ! command -v hipcc >/dev/null 2>&1; then
-  sudo=""
-  [ "$(id -u)" -ne 0 ] && sudo="sudo"
-  echo "setup: installing hipcc rocm-device-libs (optional, for the HIP compile check)"
-  [ ${#missing[@]} -gt 0 ] || $sudo apt-get update -qq || true
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq hipcc rocm-device-libs ||
-    echo "setup: hipcc did not install; the HIP compile check will be skipped"
+# Optional, for scripts/test.sh only (TEST_TOOLS=1): hipcc + the ROCm device libraries let it
+# compile the paged-attention kernels for AMD (compile only), and clang-15 with its libFuzzer
+# runtime runs the fuzz targets (scripts/fuzz.sh). They are large (LLVM, ROCm), so the run
+# command does not install them; a machine where they do not install still builds and tests.
+if [ "${TEST_TOOLS:-0}" = "1" ]; then
+  tools=()
+  command -v hipcc >/dev/null 2>&1 || tools+=(hipcc rocm-device-libs)
+  command -v clang++-15 >/dev/null 2>&1 || tools+=(clang-15)
+  if [ ${#tools[@]} -gt 0 ]; then
+    sudo=""
+    [ "$(id -u)" -ne 0 ] && sudo="sudo"
+    echo "setup: installing ${tools[*]} (optional: the HIP compile check and the fuzz targets)"
+    [ ${#missing[@]} -gt 0 ] || $sudo apt-get update -qq || true
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${tools[@]}" ||
+      echo "setup: ${tools[*]} did not install; the HIP compile check or the fuzzing will be skipped"
+  fi
 fi

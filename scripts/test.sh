@@ -4,9 +4,10 @@
 # The CUDA sources are compiled (for sm_90a) whenever nvcc is present, so a broken kernel
 # fails here even though its tests only run on a GPU machine.
 #   SKIP_SANITIZE=1 scripts/test.sh   skips the sanitizer pass.
+# Then the fuzz targets of tests/fuzz run under libFuzzer for FUZZ_SECONDS each (scripts/fuzz.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-WITH_HIP=1 scripts/setup.sh
+TEST_TOOLS=1 scripts/setup.sh
 jobs=${JOBS:-$(nproc)}
 # The official openai npm client, for test_openai_npm (versions pinned by package-lock.json).
 (cd tests/npm && npm ci --no-audit --no-fund --loglevel=error)
@@ -30,4 +31,7 @@ if [ "${SKIP_SANITIZE:-0}" != "1" ]; then
   (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
      ctest --output-on-failure -LE 'gpu|slow' -j "$jobs")
 fi
+# The request parsers under libFuzzer (clang, ASan + UBSan), FUZZ_SECONDS per target.
+echo "== fuzzing the request parsers"
+FUZZ_SECONDS=${FUZZ_SECONDS:-30} scripts/fuzz.sh
 echo "== all tests passed"

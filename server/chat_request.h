@@ -1,23 +1,15 @@
 // From an OpenAI chat request to prompt token ids: message normalisation, the model's chat
 // template, tokenisation.
 //
-// Messages are made into what HF chat templates expect:
-//  * content as a string: text parts ({"type": "text", "text": ...}) are joined with "\n";
-//    any other part type (image_url, input_audio, file) is refused by name;
-//  * role "developer" (OpenAI's newer name) becomes "system";
-//  * assistant tool_calls keep their OpenAI shape, with function.arguments parsed from its
-//    JSON string into an object (Qwen3.5's template iterates arguments|items);
-//  * an assistant message's `reasoning` is copied to `reasoning_content` (the field templates
-//    read) when only the former is given, so both spellings work on input too.
-// The template gets `tools` (when given) and every chat_template_kwargs entry (e.g.
-// enable_thinking) as variables. The rendered text is tokenised with special tokens parsed,
-// as HF's apply_chat_template does.
+// The chat fields are checked and the messages normalised by chat_messages.h; the rendered
+// text is tokenised with special tokens parsed, as HF's apply_chat_template does.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "server/chat_messages.h"
 #include "server/json.h"
 #include "server/served_model.h"
 
@@ -34,8 +26,5 @@ struct ChatPrompt {
 // Checks the chat-only fields and builds the prompt. Throws ApiError (400 for bad messages,
 // unsupported fields or a template that rejects the request).
 ChatPrompt build_chat_prompt(const Json& body, const ServedModel& model);
-
-// The messages array in template form (exposed for /tokenize and tests).
-Json normalize_messages(const Json& messages);
 
 }  // namespace ds::server

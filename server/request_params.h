@@ -12,7 +12,7 @@
 #include "server/json.h"
 
 #include "kernels/sampler.h"
-#include "server/served_model.h"
+#include "server/generation_defaults.h"
 
 namespace ds::server {
 

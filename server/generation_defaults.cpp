@@ -1,4 +1,4 @@
-#include "server/served_model.h"
+#include "server/generation_defaults.h"
 
 #include <fstream>
 #include <sstream>

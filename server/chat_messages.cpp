@@ -1,0 +1,145 @@
+#include "server/chat_messages.h"
+
+#include "server/api_error.h"
+#include "server/request_params.h"
+
+namespace ds::server {
+
+namespace {
+
+std::string content_text(const Json& content, const std::string& where) {
+  if (content.is_null()) return {};
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array())
+    throw bad_request("'" + where + "' must be a string or a list of content parts", where);
+  std::string text;
+  bool first = true;
+  for (size_t j = 0; j < content.size(); ++j) {
+    const Json& part = content[j];
+    const std::string at = where + "[" + std::to_string(j) + "]";
+    if (part.is_string()) {  // lenient: a bare string part
+      if (!first) text += '\n';
+      text += part.get<std::string>();
+      first = false;
+      continue;
+    }
+    if (!part.is_object()) throw bad_request("'" + at + "' must be a content part object", at);
+    const std::string type = part.value("type", "");
+    if (type != "text" && type != "input_text")
+      throw unsupported_field(at + ".type", "content parts of type '" + type + "' (only text is accepted)");
+    if (!part.contains("text") || !part["text"].is_string())
+      throw bad_request("'" + at + ".text' must be a string", at + ".text");
+    if (!first) text += '\n';
+    text += part["text"].get<std::string>();
+    first = false;
+  }
+  return text;
+}
+
+}  // namespace
+
+Json normalize_messages(const Json& messages) {
+  if (!messages.is_array() || messages.empty())
+    throw bad_request("'messages' must be a non-empty list", "messages");
+  Json out = Json::array();
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const std::string at = "messages[" + std::to_string(i) + "]";
+    const Json& m = messages[i];
+    if (!m.is_object()) throw bad_request("'" + at + "' must be an object", at);
+    if (!m.contains("role") || !m["role"].is_string()) throw bad_request("'" + at + ".role' must be a string", at + ".role");
+    std::string role = m["role"].get<std::string>();
+    if (role == "developer") role = "system";
+    if (role != "system" && role != "user" && role != "assistant" && role != "tool")
+      throw bad_request("'" + at + ".role' must be system, developer, user, assistant or tool (got '" + role + "')",
+                        at + ".role");
+    Json n = m;  // keeps name, tool_call_id and any field a template may read
+    n["role"] = role;
+    if (!m.contains("content") || m["content"].is_null()) {
+      if (role != "assistant") throw bad_request("'" + at + ".content' is required", at + ".content");
+      n["content"] = "";
+    } else {
+      n["content"] = content_text(m["content"], at + ".content");
+    }
+    if (role == "assistant") {
+      if (!m.contains("reasoning_content") && m.contains("reasoning") && m["reasoning"].is_string())
+        n["reasoning_content"] = m["reasoning"];
+      if (m.contains("tool_calls") && !m["tool_calls"].is_null()) {
+        if (!m["tool_calls"].is_array()) throw bad_request("'" + at + ".tool_calls' must be a list", at + ".tool_calls");
+        Json calls = Json::array();
+        for (size_t c = 0; c < m["tool_calls"].size(); ++c) {
+          const std::string cat = at + ".tool_calls[" + std::to_string(c) + "]";
+          Json call = m["tool_calls"][c];
+          if (!call.is_object() || !call.contains("function") || !call["function"].is_object())
+            throw bad_request("'" + cat + "' must be {\"type\": \"function\", \"function\": {...}}", cat);
+          Json& fn = call["function"];
+          if (!fn.contains("name") || !fn["name"].is_string())
+            throw bad_request("'" + cat + ".function.name' must be a string", cat + ".function.name");
+          if (fn.contains("arguments") && fn["arguments"].is_string()) {
+            auto parsed = parse_json(fn["arguments"].get<std::string>());
+            if (parsed.is_discarded())
+              throw bad_request("'" + cat + ".function.arguments' is not valid JSON", cat + ".function.arguments");
+            fn["arguments"] = std::move(parsed);
+          } else if (!fn.contains("arguments") || fn["arguments"].is_null()) {
+            fn["arguments"] = Json::object();
+          }
+          calls.push_back(std::move(call));
+        }
+        n["tool_calls"] = std::move(calls);
+      }
+    }
+    out.push_back(std::move(n));
+  }
+  return out;
+}
+
+ChatFields parse_chat_fields(const Json& body) {
+  for (const char* k : {"functions", "function_call"})
+    if (body.contains(k) && !body[k].is_null()) throw unsupported_field(k, "use 'tools' and 'tool_choice'");
+  for (const char* k : {"audio", "prediction", "web_search_options"})
+    if (body.contains(k) && !body[k].is_null()) throw unsupported_field(k);
+  if (body.contains("modalities") && !body["modalities"].is_null()) {
+    const Json& mod = body["modalities"];
+    if (!mod.is_array()) throw bad_request("'modalities' must be a list", "modalities");
+    for (const auto& x : mod)
+      if (!x.is_string() || x.get<std::string>() != "text") throw unsupported_field("modalities", "only text output");
+  }
+  if (!body.contains("messages")) throw bad_request("'messages' is required", "messages");
+
+  ChatFields f;
+  if (body.contains("chat_template_kwargs") && !body["chat_template_kwargs"].is_null()) {
+    if (!body["chat_template_kwargs"].is_object())
+      throw bad_request("'chat_template_kwargs' must be an object", "chat_template_kwargs");
+    f.kwargs = body["chat_template_kwargs"];
+  }
+
+  if (body.contains("tools") && !body["tools"].is_null()) {
+    const Json& tools = body["tools"];
+    if (!tools.is_array()) throw bad_request("'tools' must be a list", "tools");
+    for (size_t i = 0; i < tools.size(); ++i) {
+      const std::string at = "tools[" + std::to_string(i) + "]";
+      const Json& t = tools[i];
+      if (!t.is_object() || t.value("type", "function") != "function" || !t.contains("function") ||
+          !t["function"].is_object() || !t["function"].contains("name") || !t["function"]["name"].is_string())
+        throw bad_request("'" + at + "' must be {\"type\": \"function\", \"function\": {\"name\": ...}}", at);
+    }
+    if (!tools.empty()) f.tools = tools;
+  }
+  std::string tool_choice = "auto";
+  if (body.contains("tool_choice") && !body["tool_choice"].is_null()) {
+    const Json& tc = body["tool_choice"];
+    if (!tc.is_string()) throw unsupported_field("tool_choice", "only \"auto\" and \"none\" (forcing a call needs constrained decoding)");
+    tool_choice = tc.get<std::string>();
+    if (tool_choice == "required")
+      throw unsupported_field("tool_choice", "\"required\" needs constrained decoding; use \"auto\" or \"none\"");
+    if (tool_choice != "auto" && tool_choice != "none")
+      throw bad_request("'tool_choice' must be \"auto\" or \"none\"", "tool_choice");
+  }
+  if (!f.tools.is_null()) f.kwargs["tools"] = f.tools;
+  f.parse_tool_calls = !f.tools.is_null() && tool_choice != "none";
+
+  f.add_generation_prompt = get_bool(body, "add_generation_prompt").value_or(true);
+  f.messages = normalize_messages(body["messages"]);
+  return f;
+}
+
+}  // namespace ds::server

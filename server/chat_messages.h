@@ -1,0 +1,34 @@
+// The chat-only fields of an OpenAI chat request, checked and put into the form HF chat
+// templates expect, before any template or tokenizer is involved (so the fuzz target in
+// tests/fuzz can drive them alone).
+//
+// Messages are made into what HF chat templates expect:
+//  * content as a string: text parts ({"type": "text", "text": ...}) are joined with "\n";
+//    any other part type (image_url, input_audio, file) is refused by name;
+//  * role "developer" (OpenAI's newer name) becomes "system";
+//  * assistant tool_calls keep their OpenAI shape, with function.arguments parsed from its
+//    JSON string into an object (Qwen3.5's template iterates arguments|items);
+//  * an assistant message's `reasoning` is copied to `reasoning_content` (the field templates
+//    read) when only the former is given, so both spellings work on input too.
+// The template gets `tools` (when given) and every chat_template_kwargs entry (e.g.
+// enable_thinking) as variables. Every refusal is an ApiError 400 naming the field.
+#pragma once
+
+#include "server/json.h"
+
+namespace ds::server {
+
+struct ChatFields {
+  Json messages;                 // normalised
+  Json kwargs = Json::object();  // template variables: chat_template_kwargs plus tools
+  Json tools;                    // the request's tools (null when none)
+  bool parse_tool_calls = false; // tools given and tool_choice is not "none"
+  bool add_generation_prompt = true;
+};
+
+ChatFields parse_chat_fields(const Json& body);
+
+// The messages array in template form (exposed for /tokenize and tests).
+Json normalize_messages(const Json& messages);
+
+}  // namespace ds::server
