@@ -89,6 +89,13 @@ int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines survive a timeout
   const auto batches = parse_list(batches_s), contexts = parse_list(contexts_s);
   const bool layouts = !layouts_s.empty() && layout_batch > 0;
+  // The decode points share whole blocks of the prefilled sequences' context.
+  for (int64_t v : batches)
+    if (v < 1) return std::fprintf(stderr, "--batches: sizes must be >= 1\n"), 2;
+  for (int64_t v : contexts)
+    if (v < 16 || v % 16 != 0) return std::fprintf(stderr, "--contexts: lengths must be multiples of 16\n"), 2;
+  if (prefill < 0 || steps < 1 || layout_batch < 0)
+    return std::fprintf(stderr, "--prefill >= 0, --steps >= 1 and --layout-batch >= 0, please\n"), 2;
 
   try {
     const auto ceil = cuda::measure_device_ceilings();
@@ -115,9 +122,11 @@ int main(int argc, char** argv) {
     const int64_t max_b = batches.empty() ? 0 : *std::max_element(batches.begin(), batches.end());
     const int64_t max_l = contexts.empty() ? 0 : *std::max_element(contexts.begin(), contexts.end());
     const int64_t per_seq_blocks = (max_l + bs - 1) / bs + 1;
-    const int64_t n_long = max_b + (layouts ? layout_batch : 0);
+    // The paged layout point decodes layout_batch of the paged sequences: prefill enough of them.
+    const int64_t n_paged = std::max<int64_t>(max_b, layouts ? layout_batch : 0);
+    const int64_t n_long = n_paged + (layouts ? layout_batch : 0);
     const int64_t prefill_blocks = 3 * ((prefill + bs - 1) / bs);
-    const int64_t decode_blocks = max_b + layout_batch + 8;
+    const int64_t decode_blocks = std::max<int64_t>(n_paged, layout_batch) * ((steps + 6 + bs - 1) / bs + 1) + 8;
     kvcache::PoolSizes sizes;
     sizes.block_size = bs;
     sizes.num_blocks = static_cast<int32_t>(n_long * per_seq_blocks + prefill_blocks + decode_blocks);
@@ -206,12 +215,12 @@ int main(int argc, char** argv) {
       rows.push_back({"prefill 1 x " + std::to_string(prefill), tps, static_cast<double>(prefill) / floor_s, "FLOP"});
     }
 
-    // ---- long sequences for decode: max_b paged, layout_batch contiguous
+    // ---- long sequences for decode: n_paged paged, layout_batch contiguous
     struct Long {
       kvcache::BlockTable table{16};
       kvcache::SlotHandle slot;
     };
-    std::vector<Long> paged(static_cast<size_t>(max_b)), contiguous(static_cast<size_t>(layouts ? layout_batch : 0));
+    std::vector<Long> paged(static_cast<size_t>(n_paged)), contiguous(static_cast<size_t>(layouts ? layout_batch : 0));
     double fill_s = 0;
     int64_t fill_tokens = 0;
     auto fill = [&](Long& s, std::vector<kvcache::Reservation>& from) {
