@@ -74,6 +74,9 @@ class Backend {
   // run synchronously). Benchmarks time with it.
   virtual void synchronize() {}
   virtual void fill_zero(Tensor& t) = 0;
+  // Copies src into dst (same dtype and element count) where both live: device to device on
+  // a device backend, never through the host (prefix-cache state snapshots).
+  virtual void copy(const Tensor& src, Tensor& dst) = 0;
   // Copies a whole tensor to host f32 (dst.size() == t.numel()) or from host f32; a backend
   // whose activation_dtype() is not f32 also converts tensors of that type.
   virtual void copy_to_host(const Tensor& src, std::span<float> dst) = 0;

@@ -24,14 +24,16 @@ KvPoolLayout CacheGeometry::v_layout(int64_t num_blocks, int64_t block_size) con
 std::string PoolSizes::describe() const {
   char buf[256];
   std::snprintf(buf, sizeof buf,
-                "%d K/V blocks of %d tokens (%lld tokens, %.1f MiB), %d state slots (%.1f MiB)",
+                "%d K/V blocks of %d tokens (%lld tokens, %.1f MiB), %d state slots (%.1f MiB), "
+                "%d snapshot slots (%.1f MiB)",
                 num_blocks, block_size, static_cast<long long>(token_capacity()),
-                kv_bytes / 1048576.0, num_slots, state_bytes / 1048576.0);
+                kv_bytes / 1048576.0, num_slots, state_bytes / 1048576.0, num_snapshots,
+                snapshot_bytes / 1048576.0);
   return buf;
 }
 
 PoolSizes size_pools(const CacheGeometry& g, int64_t budget_bytes, int32_t block_size,
-                     int32_t max_num_seqs) {
+                     int32_t max_num_seqs, int64_t snapshot_bytes) {
   if (block_size <= 0) throw std::invalid_argument("size_pools: block_size must be positive");
   if (max_num_seqs <= 0) throw std::invalid_argument("size_pools: max_num_seqs must be positive");
   if (budget_bytes <= 0) throw std::invalid_argument("size_pools: the cache budget is empty");
@@ -40,6 +42,15 @@ PoolSizes size_pools(const CacheGeometry& g, int64_t budget_bytes, int32_t block
   const int64_t slot_bytes = g.state_bytes_per_slot();
   PoolSizes s;
   s.block_size = block_size;
+  if (snapshot_bytes > 0 && slot_bytes > 0) {
+    if (snapshot_bytes >= budget_bytes)
+      throw std::invalid_argument("size_pools: the snapshot memory (" + std::to_string(snapshot_bytes) +
+                                  " bytes) leaves nothing of the cache budget of " + std::to_string(budget_bytes) +
+                                  " bytes");
+    s.num_snapshots = static_cast<int32_t>(std::min<int64_t>(snapshot_bytes / slot_bytes, 1 << 20));
+    s.snapshot_bytes = s.num_snapshots * slot_bytes;
+    budget_bytes -= s.snapshot_bytes;
+  }
 
   // State slots first (at most half the budget), then blocks. A model with no DeltaNet
   // layers still needs a slot per sequence, but it costs nothing.

@@ -1,5 +1,5 @@
 // Capacity accounting: how much cache memory a token and a sequence cost, and how a memory
-// budget is split between K/V blocks and DeltaNet state slots.
+// budget is split between K/V blocks, DeltaNet state slots and prefix-cache state snapshots.
 //
 // Admission needs both pools (a block for the next tokens and a slot for the sequence), so
 // sizing gives state slots for max_num_seqs sequences first, but never more than half the
@@ -37,17 +37,20 @@ struct CacheGeometry {
 
 struct PoolSizes {
   int32_t num_blocks = 0;
-  int32_t num_slots = 0;
+  int32_t num_slots = 0;      // state slots of running sequences
+  int32_t num_snapshots = 0;  // state slots of prefix-cache snapshots (after the others)
   int32_t block_size = 0;
-  int64_t kv_bytes = 0;     // all K/V pools together
-  int64_t state_bytes = 0;  // all state slots together
+  int64_t kv_bytes = 0;        // all K/V pools together
+  int64_t state_bytes = 0;     // all running sequences' state slots together
+  int64_t snapshot_bytes = 0;  // all snapshot slots together
   int64_t token_capacity() const { return static_cast<int64_t>(num_blocks) * block_size; }
   std::string describe() const;  // one line for start-up logs
 };
 
-// Splits budget_bytes between state slots (up to max_num_seqs) and K/V blocks. Throws
-// std::invalid_argument when not even one slot and one block fit.
+// Splits budget_bytes between prefix-cache snapshots (snapshot_bytes of it, whole slots),
+// state slots (up to max_num_seqs) and K/V blocks. Throws std::invalid_argument when not even
+// one slot and one block fit.
 PoolSizes size_pools(const CacheGeometry& geometry, int64_t budget_bytes, int32_t block_size,
-                     int32_t max_num_seqs);
+                     int32_t max_num_seqs, int64_t snapshot_bytes = 0);
 
 }  // namespace ds::kvcache

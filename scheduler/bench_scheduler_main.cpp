@@ -120,6 +120,7 @@ class NullModel final : public ForwardModel {
   }
   void allocate_cache(const kvcache::PoolSizes&) override {}
   kvcache::StatePool::ZeroFn state_zero_fn() override { return [](kvcache::SlotId) {}; }
+  void copy_state(kvcache::SlotId, kvcache::SlotId) override {}
   const kernels::Tensor& forward(const qwen35::ForwardBatch& b) override {
     tensor_ = kernels::Tensor(nullptr, data_.data(), DType::f32, kernels::Shape{b.num_logit_rows(), vocab_});
     return tensor_;

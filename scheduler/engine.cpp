@@ -18,7 +18,8 @@ Engine::Engine(ForwardModel& model, EngineConfig config, std::unique_ptr<kernels
   if (config_.block_size < 1) throw std::invalid_argument("engine: block_size must be >= 1");
 
   if (config_.cache_bytes > 0) {
-    sizes_ = kvcache::size_pools(model.cache_geometry(), config_.cache_bytes, config_.block_size, sc.max_num_seqs);
+    sizes_ = kvcache::size_pools(model.cache_geometry(), config_.cache_bytes, config_.block_size, sc.max_num_seqs,
+                                 config_.prefix_caching ? config_.snapshot_bytes : 0);
   } else {
     if (config_.num_blocks < 1)
       throw std::invalid_argument("engine: set cache_bytes, or num_blocks >= 1");
@@ -28,6 +29,8 @@ Engine::Engine(ForwardModel& model, EngineConfig config, std::unique_ptr<kernels
     const auto g = model.cache_geometry();
     sizes_.kv_bytes = g.kv_bytes_per_block(sizes_.block_size) * sizes_.num_blocks;
     sizes_.state_bytes = g.state_bytes_per_slot() * sizes_.num_slots;
+    sizes_.num_snapshots = config_.prefix_caching ? std::max(0, config_.num_snapshots) : 0;
+    sizes_.snapshot_bytes = g.state_bytes_per_slot() * sizes_.num_snapshots;
   }
   // One sequence of max_ctx tokens must fit the pool, or the scheduler could not promise
   // progress (scheduler.h); a small pool lowers the limit instead of failing requests later.
@@ -44,6 +47,8 @@ Engine::Engine(ForwardModel& model, EngineConfig config, std::unique_ptr<kernels
     shared_->stats.blocks_total = sizes_.num_blocks;
     shared_->stats.block_size = sizes_.block_size;
     shared_->stats.slots_total = sizes_.num_slots;
+    shared_->stats.prefix_caching = config_.prefix_caching;
+    shared_->stats.prefix_cache_snapshot_capacity = sizes_.num_snapshots;
     shared_->stats.max_ctx = max_ctx_;
   }
   thread_ = std::thread([core = core_.get(), shared = shared_.get()] { core->run(*shared); });

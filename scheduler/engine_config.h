@@ -28,6 +28,13 @@ struct EngineConfig {
   int32_t num_blocks = 0;
   int32_t num_slots = 0;
 
+  // Prefix caching (kvcache/prefix_cache.h, scheduler.h): full blocks of finished and
+  // preempted sequences stay cached, and DeltaNet state snapshots live in slots of their own:
+  // with cache_bytes, snapshot_bytes of the budget; otherwise num_snapshots slots.
+  bool prefix_caching = false;
+  int64_t snapshot_bytes = 0;
+  int32_t num_snapshots = 0;
+
   // Called on the engine thread once per request as it ends (just before its final event is
   // delivered, so a client that saw its reply finds it counted), whether or not anyone still
   // reads its stream: the hook for request

@@ -20,11 +20,16 @@ Engine::Core::Core(ForwardModel& model, const EngineConfig& config, const kvcach
     : model_(model), config_(config), max_ctx_(max_ctx), eos_ids_(model.eos_token_ids()),
       blocks_(sizes.num_blocks, sizes.block_size),
       slots_(sizes.num_slots, model.cache_geometry().state, model.state_zero_fn()),
-      scheduler_(config.scheduler, blocks_, slots_), sampler_(std::move(sampler)),
+      prefix_cache_(config.prefix_caching
+                        ? std::make_unique<kvcache::PrefixCache>(blocks_, sizes.num_slots, sizes.num_snapshots)
+                        : nullptr),
+      scheduler_(config.scheduler, blocks_, slots_, prefix_cache_.get()), sampler_(std::move(sampler)),
       seeder_(std::random_device{}()) {
   counters_.blocks_total = sizes.num_blocks;
   counters_.block_size = sizes.block_size;
   counters_.slots_total = sizes.num_slots;
+  counters_.prefix_caching = config.prefix_caching;
+  counters_.prefix_cache_snapshot_capacity = sizes.num_snapshots;
   counters_.max_ctx = max_ctx;
 }
 
@@ -98,7 +103,7 @@ void Engine::Core::intake(std::vector<Shared::Pending>& submissions) {
       end_request(id, std::move(e));
       continue;
     }
-    scheduler_.add(id, std::vector<int32_t>(*p.request.prompt), std::move(finish));
+    scheduler_.add(id, std::vector<int32_t>(*p.request.prompt), std::move(finish), std::move(p.request.cache_points));
   }
 }
 
@@ -171,6 +176,8 @@ bool Engine::Core::step() {
 
   const kernels::Tensor* logits = nullptr;
   try {
+    // Prefix hits start from their snapshots: copied in before the forward reads the slots.
+    for (const StateCopy& c : plan.restores) model_.copy_state(c.from, c.to);
     logits = &model_.forward(batch_);
   } catch (const std::invalid_argument& e) {
     // Rejected before any cache was written: find the chunks at fault one by one.
@@ -192,6 +199,7 @@ bool Engine::Core::step() {
 
   if (logits) {
     for (const ScheduledChunk& c : plan.chunks) scheduler_.complete(c);
+    save_snapshots();
     if (!sampling_.empty()) sample_and_emit(sampling_, *logits);
   }
   counters_.sample_seconds_total += seconds_between(t2, Clock::now());
@@ -226,7 +234,20 @@ void Engine::Core::retry_chunks_alone(std::vector<ScheduledChunk> chunks) {
       continue;
     }
     scheduler_.complete(c);
+    save_snapshots();
     if (c.samples) sample_and_emit(std::span<const ScheduledChunk>(&c, 1), *logits);
+  }
+}
+
+void Engine::Core::save_snapshots() {
+  for (const StateCopy& c : scheduler_.take_saves()) {
+    try {
+      model_.copy_state(c.from, c.to);
+    } catch (const std::exception& e) {
+      // The snapshot holds nothing usable: forget it; the sequence itself is unaffected.
+      spdlog::warn("engine: a prefix-cache snapshot copy failed: {}", e.what());
+      scheduler_.drop_snapshot(c.to);
+    }
   }
 }
 
@@ -289,6 +310,7 @@ void Engine::Core::end_request(RequestId id, RequestEvent e) {
   if (!m.was_scheduled) m.first_scheduled = m.submitted;
   if (Sequence* seq = scheduler_.find(id)) {
     m.preemptions = seq->num_preemptions;
+    m.cached_tokens = seq->cached_tokens;
     scheduler_.finish(*seq);  // blocks and slot back to the pools, now
   }
   switch (*e.finish) {
@@ -323,6 +345,15 @@ void Engine::Core::publish(Shared& shared) {
   counters_.waiting = scheduler_.num_waiting();
   counters_.blocks_used = blocks_.num_used();
   counters_.slots_used = slots_.num_used();
+  if (prefix_cache_) {
+    const auto cs = prefix_cache_->stats();
+    counters_.prefix_cache_blocks = cs.blocks;
+    counters_.prefix_cache_evictable = cs.evictable_blocks;
+    counters_.prefix_cache_snapshots = cs.snapshots;
+    counters_.prefix_cache_snapshot_capacity = cs.snapshot_capacity;
+    counters_.prefix_cache_queries_total = scheduler_.prefix_queries();
+    counters_.prefix_cache_hits_total = scheduler_.prefix_hits();
+  }
   size_t inbox = 0;
   {
     std::lock_guard lock(shared.mu);

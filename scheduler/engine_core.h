@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kvcache/block_pool.h"
+#include "kvcache/prefix_cache.h"
 #include "kvcache/state_pool.h"
 #include "scheduler/engine.h"
 #include "scheduler/scheduler.h"
@@ -73,6 +74,8 @@ struct Engine::Core {
   bool step();
   void retry_chunks_alone(std::vector<ScheduledChunk> chunks);
   void sample_and_emit(std::span<const ScheduledChunk> chunks, const kernels::Tensor& logits);
+  // Runs the snapshot copies the scheduler asked for after completed chunks.
+  void save_snapshots();
   // Ends a live request: final event, counters, frees its sequence (when it has one).
   void end_request(RequestId id, RequestEvent event);
   void fail_request(RequestId id, const std::string& error);
@@ -89,6 +92,7 @@ struct Engine::Core {
   std::vector<int32_t> eos_ids_;
   kvcache::BlockPool blocks_;
   kvcache::StatePool slots_;
+  std::unique_ptr<kvcache::PrefixCache> prefix_cache_;  // before scheduler_: it outlives it
   Scheduler scheduler_;
   std::unique_ptr<kernels::Sampler> sampler_;
   std::mt19937_64 seeder_;  // seeds for requests that bring none

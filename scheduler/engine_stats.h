@@ -20,6 +20,11 @@ struct EngineStats {
   int32_t block_size = 0;
   int32_t slots_used = 0;
   int32_t slots_total = 0;
+  int32_t prefix_cache_blocks = 0;     // blocks the prefix cache holds (some also in use)
+  int32_t prefix_cache_evictable = 0;  // of those, held by the cache alone
+  int32_t prefix_cache_snapshots = 0;
+  int32_t prefix_cache_snapshot_capacity = 0;
+  bool prefix_caching = false;
   int64_t max_ctx = 0;  // the context limit in force
 
   // Counters.
@@ -34,6 +39,8 @@ struct EngineStats {
   int64_t prefill_tokens_total = 0;     // tokens fed in prefill chunks, recomputation included
   int64_t decode_tokens_total = 0;      // tokens fed as decodes
   int64_t preemptions_total = 0;
+  int64_t prefix_cache_queries_total = 0;  // tokens of admitted sequences looked up
+  int64_t prefix_cache_hits_total = 0;     // of those, taken from the cache
   int64_t iterations_total = 0;         // forward steps
   int64_t forward_errors_total = 0;     // steps whose forward threw
   int64_t invariant_violations = 0;     // with EngineConfig::check_invariants

@@ -33,6 +33,9 @@ class ForwardModel {
   virtual void allocate_cache(const kvcache::PoolSizes& sizes) = 0;
   // Zeroes one state slot; the engine installs it in its StatePool.
   virtual kvcache::StatePool::ZeroFn state_zero_fn() = 0;
+  // Copies one state slot into another (prefix-cache snapshots: sizes.num_slots and beyond);
+  // ordered after the forwards issued before it and before those issued after it.
+  virtual void copy_state(kvcache::SlotId from, kvcache::SlotId to) = 0;
   // One step. The logits tensor lives in host memory readable by the CPU sampler.
   virtual const kernels::Tensor& forward(const qwen35::ForwardBatch& batch) = 0;
 };

@@ -23,6 +23,7 @@ class Qwen35ForwardModel final : public ForwardModel {
   kvcache::CacheGeometry cache_geometry() const override { return model_.cache_geometry(); }
   void allocate_cache(const kvcache::PoolSizes& sizes) override { model_.allocate_cache(sizes); }
   kvcache::StatePool::ZeroFn state_zero_fn() override { return model_.state_zero_fn(); }
+  void copy_state(kvcache::SlotId from, kvcache::SlotId to) override { model_.copy_state_slot(from, to); }
   const kernels::Tensor& forward(const qwen35::ForwardBatch& batch) override;
 
   qwen35::Model& model() { return model_; }

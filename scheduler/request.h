@@ -33,6 +33,9 @@ struct Request {
   std::vector<int32_t> stop_token_ids;                 // finish (reason stop) on any of these
   bool ignore_eos = false;                             // do not stop on the model's eos ids
   kernels::SamplingParams sampling;
+  // Prompt positions where other requests are likely to share the prefix (e.g. the end of a
+  // system prompt): the prefix cache snapshots the state there too (scheduler.h).
+  std::vector<int64_t> cache_points;
 
   Request() = default;
   explicit Request(std::vector<int32_t> prompt_ids)
@@ -59,6 +62,7 @@ struct RequestMetrics {
   Clock::time_point first_token{};      // first token emitted (== finished if none)
   Clock::time_point finished{};
   int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0;  // prompt tokens taken from the prefix cache at the first admission
   int64_t generated_tokens = 0;
   int32_t preemptions = 0;  // times this request was preempted and recomputed
   bool was_scheduled = false;

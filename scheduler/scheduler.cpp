@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
+#include <utility>
 
 namespace ds::scheduler {
 
-Scheduler::Scheduler(SchedulerConfig config, kvcache::BlockPool& blocks, kvcache::StatePool& slots)
-    : config_(config), blocks_(blocks), slots_(slots) {
+Scheduler::Scheduler(SchedulerConfig config, kvcache::BlockPool& blocks, kvcache::StatePool& slots,
+                     kvcache::PrefixCache* cache)
+    : config_(config), blocks_(blocks), slots_(slots), cache_(cache) {
   if (config_.max_num_seqs < 1) throw std::invalid_argument("scheduler: max_num_seqs must be >= 1");
   if (config_.max_num_batched_tokens < 1)
     throw std::invalid_argument("scheduler: max_num_batched_tokens must be >= 1");
@@ -17,18 +20,35 @@ Scheduler::~Scheduler() {
   // Give everything back, so pools that outlive the scheduler end up fully free.
   for (auto& [id, seq] : seqs_) {
     if (seq->state == SeqState::running) {
-      blocks_.free_table(seq->table);
+      if (cache_)
+        cache_->release(seq->table);
+      else
+        blocks_.free_table(seq->table);
       if (seq->slot) slots_.release(*seq->slot);
     }
   }
 }
 
-Sequence& Scheduler::add(RequestId id, std::vector<int32_t> tokens, FinishCriteria finish) {
+Sequence& Scheduler::add(RequestId id, std::vector<int32_t> tokens, FinishCriteria finish,
+                         std::vector<int64_t> cache_points) {
   if (tokens.empty()) throw std::invalid_argument("scheduler: a sequence needs at least one token");
   if (seqs_.count(id)) throw std::invalid_argument("scheduler: request id " + std::to_string(id) + " is already queued");
   auto seq = std::make_unique<Sequence>(id, next_arrival_++, std::move(tokens), blocks_.block_size(),
                                         std::move(finish));
   Sequence& s = *seq;
+  if (cache_) {
+    // Block boundaries inside the prompt with one token after them (a hit must leave one token
+    // to compute): the last one, and the ones the caller names.
+    const int64_t bs = blocks_.block_size();
+    cache_points.push_back(s.prompt_len - 1);
+    for (int64_t p : cache_points) {
+      p = std::min(p, s.prompt_len - 1) / bs * bs;
+      if (p > 0) s.cache_points.push_back(p);
+    }
+    std::sort(s.cache_points.begin(), s.cache_points.end());
+    s.cache_points.erase(std::unique(s.cache_points.begin(), s.cache_points.end()), s.cache_points.end());
+    s.update_keys(blocks_.block_size());
+  }
   seqs_.emplace(id, std::move(seq));
   waiting_.push_back(&s);
   return s;
@@ -41,6 +61,7 @@ Sequence* Scheduler::find(RequestId id) {
 
 const StepPlan& Scheduler::schedule() {
   plan_.chunks.clear();
+  plan_.restores.clear();
   plan_.preempted.clear();
   plan_.admitted.clear();
   plan_.num_tokens = plan_.num_decodes = plan_.num_samples = 0;
@@ -58,7 +79,7 @@ void Scheduler::schedule_decodes(int64_t& budget) {
     Sequence& s = *running_[i];
     if (s.num_pending() != 1) continue;
     bool preempted_self = false;
-    while (s.table.blocks_needed(1) > blocks_.num_free()) {
+    while (s.table.blocks_needed(1) > available_blocks()) {
       Sequence& victim = *running_.back();
       preempt(victim);
       if (&victim == &s) {
@@ -94,6 +115,7 @@ void Scheduler::schedule_running_prefills(int64_t& budget) {
       fit = fitting_tokens(s, want);
     }
     if (fit == 0) continue;
+    fit = cut_at_cache_point(s, fit);
     grow_table(s, fit);
     add_chunk(s, fit);
     budget -= fit;
@@ -104,12 +126,37 @@ void Scheduler::schedule_admissions(int64_t& budget) {
   while (!waiting_.empty() && budget > 0 &&
          static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
     Sequence& s = *waiting_.front();
-    const int64_t want = std::min(s.num_pending(), budget);
-    std::optional<kvcache::Reservation> blocks = blocks_.reserve(s.table.blocks_needed(want));
-    if (!blocks) break;
-    std::optional<kvcache::SlotHandle> slot = slots_.acquire();  // zeroes the slot
-    if (!slot) break;  // the reservation rolls back as it goes out of scope
+    kvcache::PrefixHit hit;
+    if (cache_) {
+      s.update_keys(blocks_.block_size());
+      hit = cache_->lookup(s.tokens, s.keys, s.num_tokens() - 1);
+      if (s.deferred_steps < kMaxDeferredSteps && prefix_in_flight(s, hit.tokens)) {
+        ++s.deferred_steps;
+        break;  // the prefix is being computed: take it from the cache in a step or two
+      }
+      cache_->use(hit, s.table);  // the hit's blocks are held (not evictable) from here on
+    }
+    s.num_computed = hit.tokens;
+    const int64_t want = cut_at_cache_point(s, std::min(s.num_pending(), budget));
+    std::optional<kvcache::Reservation> blocks = reserve_blocks(s.table.blocks_needed(hit.tokens + want - s.table.num_tokens()));
+    std::optional<kvcache::SlotHandle> slot = blocks ? slots_.acquire() : std::nullopt;  // acquire zeroes the slot
+    if (!slot) {
+      // Neither or both: give back the hit (the reservation rolls back as it goes out of scope).
+      if (cache_) cache_->release(s.table);
+      s.num_computed = 0;
+      s.snapshot_due = 0;
+      break;
+    }
     blocks_.commit(*blocks, s.table);
+    if (cache_) {
+      prefix_queries_ += s.num_tokens();
+      prefix_hits_ += hit.tokens;
+      if (s.num_preemptions == 0) s.cached_tokens = hit.tokens;
+      if (hit.snapshot >= 0) plan_.restores.push_back({hit.snapshot, slot->id});
+      // Points the hit already covers need no snapshot.
+      std::erase_if(s.cache_points, [&](int64_t p) { return p <= hit.tokens; });
+      track_cache_points(s, +1);
+    }
     s.slot = slot;
     s.state = SeqState::running;
     s.admission = ++next_admission_;
@@ -121,16 +168,62 @@ void Scheduler::schedule_admissions(int64_t& budget) {
   }
 }
 
+bool Scheduler::prefix_in_flight(const Sequence& s, int64_t hit) const {
+  if (in_flight_.empty()) return false;
+  const int64_t bs = blocks_.block_size();
+  for (int64_t p = hit + bs; p <= s.num_tokens() - 1 && p / bs <= static_cast<int64_t>(s.keys.size()); p += bs)
+    if (in_flight_.count(s.keys[static_cast<size_t>(p / bs - 1)])) return true;
+  return false;
+}
+
+void Scheduler::track_cache_points(const Sequence& s, int delta) {
+  const int64_t bs = blocks_.block_size();
+  for (int64_t p : s.cache_points) {
+    if (p / bs > static_cast<int64_t>(s.keys.size())) continue;
+    const kvcache::PrefixKey k = s.keys[static_cast<size_t>(p / bs - 1)];
+    auto it = in_flight_.find(k);
+    if (delta > 0) {
+      ++in_flight_[k];
+    } else if (it != in_flight_.end() && --it->second <= 0) {
+      in_flight_.erase(it);
+    }
+  }
+}
+
+int64_t Scheduler::cut_at_cache_point(Sequence& s, int64_t n) {
+  s.snapshot_due = 0;
+  if (!cache_) return n;
+  const int64_t start = s.num_computed;
+  for (size_t i = 0; i < s.cache_points.size(); ++i) {
+    const int64_t p = s.cache_points[i];
+    if (p <= start) continue;
+    if (p > start + n) break;
+    if (cache_->has_snapshot(s.tokens, s.keys, p)) continue;  // another sequence cached it
+    s.snapshot_due = p;
+    return p - start;
+  }
+  return n;
+}
+
+int32_t Scheduler::available_blocks() const {
+  return cache_ ? cache_->available_blocks() : blocks_.num_free();
+}
+
+std::optional<kvcache::Reservation> Scheduler::reserve_blocks(int32_t n) {
+  if (cache_ && !cache_->make_free(n)) return std::nullopt;
+  return blocks_.reserve(n);
+}
+
 int64_t Scheduler::fitting_tokens(const Sequence& s, int64_t want) const {
   const int64_t room = s.table.capacity() - s.num_computed +
-                       static_cast<int64_t>(blocks_.num_free()) * blocks_.block_size();
+                       static_cast<int64_t>(available_blocks()) * blocks_.block_size();
   return std::min(want, room);
 }
 
 void Scheduler::grow_table(Sequence& s, int64_t n) {
   const int32_t need = s.table.blocks_needed(s.num_computed + n - s.table.num_tokens());
   if (need == 0) return;
-  std::optional<kvcache::Reservation> r = blocks_.reserve(need);
+  std::optional<kvcache::Reservation> r = reserve_blocks(need);
   if (!r) throw std::logic_error("scheduler: blocks checked free could not be reserved");
   blocks_.commit(*r, s.table);
 }
@@ -147,10 +240,22 @@ void Scheduler::add_chunk(Sequence& s, int64_t n) {
   if (c.samples) ++plan_.num_samples;
 }
 
-void Scheduler::preempt(Sequence& s) {
-  blocks_.free_table(s.table);
+void Scheduler::release_cache(Sequence& s) {
+  if (cache_) {
+    s.update_keys(blocks_.block_size());
+    cache_->insert(s.table, s.tokens, s.keys, s.num_computed);
+    cache_->release(s.table);
+    track_cache_points(s, -1);
+  } else {
+    blocks_.free_table(s.table);
+  }
   if (s.slot) slots_.release(*s.slot);
   s.slot.reset();
+  s.snapshot_due = 0;
+}
+
+void Scheduler::preempt(Sequence& s) {
+  release_cache(s);
   s.num_computed = 0;
   s.state = SeqState::waiting;
   ++s.num_preemptions;
@@ -171,6 +276,21 @@ void Scheduler::complete(const ScheduledChunk& c) {
     throw std::logic_error("scheduler: completing a chunk that is not the sequence's next");
   s.table.append_tokens(c.length);
   s.num_computed += c.length;
+  if (cache_ && s.snapshot_due > 0 && s.snapshot_due == s.num_computed) {
+    const int64_t p = s.snapshot_due;
+    s.snapshot_due = 0;
+    cache_->insert(s.table, s.tokens, s.keys, p);
+    if (auto slot = cache_->add_snapshot(s.tokens, s.keys, p)) saves_.push_back({s.slot->id, *slot});
+    track_cache_points(s, -1);
+    std::erase_if(s.cache_points, [&](int64_t q) { return q <= p; });
+    track_cache_points(s, +1);
+  }
+}
+
+std::vector<StateCopy> Scheduler::take_saves() { return std::exchange(saves_, {}); }
+
+void Scheduler::drop_snapshot(kvcache::SlotId snapshot) {
+  if (cache_) cache_->drop_snapshot(snapshot);
 }
 
 std::optional<FinishReason> Scheduler::append_token(Sequence& s, int32_t token) {
@@ -183,9 +303,7 @@ std::optional<FinishReason> Scheduler::append_token(Sequence& s, int32_t token) 
 
 void Scheduler::finish(Sequence& s) {
   if (s.state == SeqState::running) {
-    blocks_.free_table(s.table);
-    if (s.slot) slots_.release(*s.slot);
-    s.slot.reset();
+    release_cache(s);
     remove_running(s);
   } else {
     auto it = std::find(waiting_.begin(), waiting_.end(), &s);
@@ -196,7 +314,8 @@ void Scheduler::finish(Sequence& s) {
 
 void Scheduler::check_invariants() const {
   auto fail = [](const std::string& m) { throw std::logic_error("scheduler invariant: " + m); };
-  int64_t blocks = 0;
+  // References of running tables per block.
+  std::unordered_map<kvcache::BlockId, std::pair<kvcache::BlockHandle, int32_t>> held;
   for (const Sequence* s : running_) {
     const std::string who = "request " + std::to_string(s->id);
     if (s->state != SeqState::running) fail(who + " is listed running but is not");
@@ -204,9 +323,12 @@ void Scheduler::check_invariants() const {
     if (s->table.num_tokens() != s->num_computed) fail(who + "'s table and computed count differ");
     if (s->num_pending() < 1) fail(who + " runs with nothing pending");
     if (s->table.capacity() < s->num_computed) fail(who + "'s table is too small");
-    for (const auto& h : s->table.blocks())
+    for (const auto& h : s->table.blocks()) {
       if (!blocks_.is_live(h)) fail(who + " holds a block that is not live");
-    blocks += s->table.num_blocks();
+      auto& [handle, refs] = held[h.id];
+      handle = h;
+      ++refs;
+    }
   }
   for (const Sequence* s : waiting_) {
     const std::string who = "request " + std::to_string(s->id);
@@ -215,8 +337,27 @@ void Scheduler::check_invariants() const {
       fail(who + " waits while holding cache");
   }
   if (running_.size() + waiting_.size() != seqs_.size()) fail("a sequence is neither running nor waiting");
-  if (blocks != blocks_.num_used()) fail("pool has " + std::to_string(blocks_.num_used()) +
-                                         " blocks in use, running tables hold " + std::to_string(blocks));
+  // Every used block is held by running tables and/or the prefix cache, and its refcount is
+  // exactly their number.
+  int64_t used = 0;
+  for (const auto& [id, entry] : held) {
+    const auto& [handle, refs] = entry;
+    const bool cached = cache_ && cache_->is_cached(id);
+    ++used;
+    if (blocks_.refcount(handle) != refs + (cached ? 1 : 0))
+      fail("block " + std::to_string(id) + " has " + std::to_string(blocks_.refcount(handle)) + " references, " +
+           std::to_string(refs) + " tables" + (cached ? " and the cache" : "") + " hold it");
+  }
+  if (cache_) {
+    cache_->check_invariants();
+    const auto cs = cache_->stats();
+    used += cs.blocks;
+    for (const auto& [id, entry] : held)
+      if (cache_->is_cached(id)) --used;  // counted once
+  }
+  if (used != blocks_.num_used())
+    fail("pool has " + std::to_string(blocks_.num_used()) + " blocks in use, tables and the cache hold " +
+         std::to_string(used));
   if (static_cast<int64_t>(running_.size()) != slots_.num_used())
     fail("pool has " + std::to_string(slots_.num_used()) + " slots in use for " +
          std::to_string(running_.size()) + " running sequences");

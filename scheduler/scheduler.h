@@ -21,6 +21,21 @@
 //     sequence that does not fit (no overtaking), and is skipped in a step that preempted
 //     (what was just freed would otherwise be handed straight back to a newcomer).
 //
+// Prefix caching (with a PrefixCache, kvcache/prefix_cache.h): admission first looks up the
+// longest cached prefix of the sequence's tokens that ends at a state snapshot (at most all
+// tokens but the last, which must be computed to sample); its blocks are shared into the
+// table, the snapshot is copied into the sequence's fresh slot before the step's forward
+// (StepPlan::restores) and the sequence starts from there. A sequence snapshots its state at
+// its cache points: the last block boundary before its prompt's end (the prefix the next turn
+// of a conversation shares) and block boundaries the server names (Request::cache_points, e.g.
+// the end of a system prompt other requests share). A prefill chunk is cut to end at a point
+// not yet cached, and once it has run its blocks are recorded and the state copied into a
+// snapshot slot (take_saves()). A waiting sequence whose prompt a running one is about to
+// cache at a point beyond the current hit waits (admission stops) for up to
+// kMaxDeferredSteps steps, so n > 1 choices and requests arriving together share one prefill.
+// Finished and preempted sequences leave their full blocks cached; blocks are taken from the
+// cache's evictable ones whenever the free list runs short.
+//
 // A chunk that reaches the last token of its sequence samples (one logits row). Preemption
 // is by recompute: blocks and slot are freed, num_computed returns to 0, the generated tokens
 // stay, and the sequence re-prefills everything when admitted again. Progress is guaranteed
@@ -39,6 +54,7 @@
 #include <vector>
 
 #include "kvcache/block_pool.h"
+#include "kvcache/prefix_cache.h"
 #include "kvcache/state_pool.h"
 #include "scheduler/request.h"
 #include "scheduler/sequence.h"
@@ -60,8 +76,15 @@ struct ScheduledChunk {
   }
 };
 
+// A DeltaNet state copied from one slot to another (snapshot slots included).
+struct StateCopy {
+  kvcache::SlotId from = -1;
+  kvcache::SlotId to = -1;
+};
+
 struct StepPlan {
   std::vector<ScheduledChunk> chunks;  // decodes first, then prefill chunks
+  std::vector<StateCopy> restores;     // prefix hits: run before the forward
   std::vector<RequestId> preempted;    // preempted while planning (now waiting again)
   std::vector<Sequence*> admitted;     // admitted in this step (first time or again)
   int64_t num_tokens = 0;
@@ -72,7 +95,11 @@ struct StepPlan {
 
 class Scheduler {
  public:
-  Scheduler(SchedulerConfig config, kvcache::BlockPool& blocks, kvcache::StatePool& slots);
+  static constexpr int32_t kMaxDeferredSteps = 64;
+
+  // cache: null = no prefix caching.
+  Scheduler(SchedulerConfig config, kvcache::BlockPool& blocks, kvcache::StatePool& slots,
+            kvcache::PrefixCache* cache = nullptr);
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
   ~Scheduler();
@@ -80,15 +107,23 @@ class Scheduler {
   const SchedulerConfig& config() const { return config_; }
 
   // Queues a new sequence at the tail. tokens = the prompt (not empty); ids must be unique.
-  Sequence& add(RequestId id, std::vector<int32_t> tokens, FinishCriteria finish);
+  // cache_points: prompt positions worth a state snapshot besides the prompt's end (rounded
+  // down to blocks; ignored without a prefix cache).
+  Sequence& add(RequestId id, std::vector<int32_t> tokens, FinishCriteria finish,
+                std::vector<int64_t> cache_points = {});
   Sequence* find(RequestId id);
 
   // Plans the next step (see above). The plan stays valid until the next schedule(),
   // append_token() or finish() on one of its sequences.
   const StepPlan& schedule();
 
-  // The forward pass over `chunk` succeeded: its tokens are now in the caches.
+  // The forward pass over `chunk` succeeded: its tokens are now in the caches. A chunk that
+  // ends at a cache point records its blocks and asks for a snapshot (take_saves()).
   void complete(const ScheduledChunk& chunk);
+  // The state copies complete() asked for (sequence slot -> snapshot slot), to run now, before
+  // the sequence's next step; a copy that fails must be dropped with drop_snapshot().
+  std::vector<StateCopy> take_saves();
+  void drop_snapshot(kvcache::SlotId snapshot);
 
   // Appends a sampled token; returns the reason when the sequence is now finished (the caller
   // then calls finish()). Stop tokens win over the length limits.
@@ -101,6 +136,10 @@ class Scheduler {
   int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
   int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
   int64_t num_preemptions() const { return num_preemptions_; }
+  // Tokens looked up in the prefix cache at admissions, and found.
+  int64_t prefix_queries() const { return prefix_queries_; }
+  int64_t prefix_hits() const { return prefix_hits_; }
+  const kvcache::PrefixCache* prefix_cache() const { return cache_; }
   bool has_work() const { return !running_.empty() || !waiting_.empty(); }
   const std::vector<Sequence*>& running() const { return running_; }
   const std::deque<Sequence*>& waiting() const { return waiting_; }
@@ -114,8 +153,18 @@ class Scheduler {
   void schedule_decodes(int64_t& budget);
   void schedule_running_prefills(int64_t& budget);
   void schedule_admissions(int64_t& budget);
-  // Tokens of `want` that fit seq's table plus the free blocks.
+  // Tokens of `want` that fit seq's table plus the free (or evictable) blocks.
   int64_t fitting_tokens(const Sequence& seq, int64_t want) const;
+  int32_t available_blocks() const;
+  // Reserves n blocks, evicting cached ones when the free list is short.
+  std::optional<kvcache::Reservation> reserve_blocks(int32_t n);
+  // A chunk of seq from num_computed of at most n tokens, ended at its next cache point.
+  int64_t cut_at_cache_point(Sequence& seq, int64_t n);
+  // Whether a running sequence is about to cache a longer prefix of seq than `hit` tokens.
+  bool prefix_in_flight(const Sequence& seq, int64_t hit) const;
+  void track_cache_points(const Sequence& seq, int delta);
+  // Gives seq's blocks back (recording its computed full blocks in the cache) and its slot.
+  void release_cache(Sequence& seq);
   // Reserves and commits the blocks for n more tokens (they must fit).
   void grow_table(Sequence& seq, int64_t n);
   void add_chunk(Sequence& seq, int64_t n);
@@ -125,6 +174,10 @@ class Scheduler {
   SchedulerConfig config_;
   kvcache::BlockPool& blocks_;
   kvcache::StatePool& slots_;
+  kvcache::PrefixCache* cache_;
+  std::unordered_map<kvcache::PrefixKey, int32_t> in_flight_;  // cache points of running sequences
+  std::vector<StateCopy> saves_;
+  int64_t prefix_queries_ = 0, prefix_hits_ = 0;
   std::unordered_map<RequestId, std::unique_ptr<Sequence>> seqs_;
   std::deque<Sequence*> waiting_;
   std::vector<Sequence*> running_;  // admission order, oldest first

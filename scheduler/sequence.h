@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kvcache/block_table.h"
+#include "kvcache/prefix_key.h"
 #include "kvcache/state_pool.h"
 #include "scheduler/request.h"
 
@@ -51,12 +52,32 @@ struct Sequence {
   int32_t num_preemptions = 0;
   FinishCriteria finish;
 
+  // Prefix caching (scheduler.h): the chain keys of tokens' full blocks (computed as needed),
+  // the positions still to snapshot (block multiples, ascending), the one the current chunk
+  // ends at (0 = none), prompt tokens found cached at the first admission, and steps spent
+  // waiting for a running sequence to compute a prefix it shares.
+  std::vector<kvcache::PrefixKey> keys;
+  std::vector<int64_t> cache_points;
+  int64_t snapshot_due = 0;
+  int64_t cached_tokens = 0;
+  int32_t deferred_steps = 0;
+
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int64_t num_generated() const { return num_tokens() - prompt_len; }
   int64_t num_pending() const { return num_tokens() - num_computed; }
   std::span<const int32_t> prompt() const { return {tokens.data(), static_cast<size_t>(prompt_len)}; }
   std::span<const int32_t> generated() const {
     return {tokens.data() + prompt_len, static_cast<size_t>(num_generated())};
+  }
+  // Extends keys to every full block of tokens.
+  void update_keys(int32_t block_size) {
+    const size_t n = tokens.size() / static_cast<size_t>(block_size);
+    kvcache::PrefixKey k = keys.empty() ? 0 : keys.back();
+    for (size_t i = keys.size(); i < n; ++i) {
+      k = kvcache::chain_key(k, std::span<const int32_t>(tokens).subspan(i * static_cast<size_t>(block_size),
+                                                                         static_cast<size_t>(block_size)));
+      keys.push_back(k);
+    }
   }
 };
 

@@ -135,6 +135,12 @@ class CpuBackend final : public Backend {
       std::memset(t.data(), 0, bytes);
   }
 
+  void copy(const Tensor& src, Tensor& dst) override {
+    DS_CHECK(src.dtype() == dst.dtype() && src.numel() == dst.numel(), "copy",
+             "src " + src.shape().str() + " and dst " + dst.shape().str() + " differ");
+    if (src.numel() > 0) std::memcpy(dst.data(), src.data(), static_cast<size_t>(src.bytes()));
+  }
+
   void copy_to_host(const Tensor& src, std::span<float> dst) override {
     check_f32(src, "copy_to_host", "src");
     DS_CHECK(static_cast<int64_t>(dst.size()) == src.numel(), "copy_to_host",

@@ -156,6 +156,17 @@ class CudaBackend final : public kernels::Backend {
     after("fill_zero");
   }
 
+  void copy(const Tensor& src, Tensor& dst) override {
+    begin("copy");
+    CHECK_ARG(src.dtype() == dst.dtype() && src.numel() == dst.numel(), "copy",
+              "src " + src.shape().str() + " and dst " + dst.shape().str() + " differ");
+    if (src.numel() > 0)
+      ops::check_cuda(cudaMemcpyAsync(dst.data(), src.data(), static_cast<size_t>(src.bytes()),
+                                      cudaMemcpyDeviceToDevice, ctx_.stream()),
+                      "copy");
+    after("copy");
+  }
+
   void copy_to_host(const Tensor& src, std::span<float> dst) override {
     check_act(src, "copy_to_host", "src");
     CHECK_ARG(static_cast<int64_t>(dst.size()) == src.numel(), "copy_to_host",

@@ -85,14 +85,26 @@ void Model::allocate_cache(const kvcache::PoolSizes& sizes) {
     backend_->fill_zero(v_pools_.back());
   }
   const auto& s = g.state;
-  conv_state_ = backend_->alloc(DType::f32, Shape{sizes.num_slots, s.n_layers, s.conv_dim, s.conv_taps});
-  recurrent_state_ =
-      backend_->alloc(DType::f32, Shape{sizes.num_slots, s.n_layers, s.value_heads, s.key_dim, s.value_dim});
+  const int64_t slots = int64_t{sizes.num_slots} + sizes.num_snapshots;
+  conv_state_ = backend_->alloc(DType::f32, Shape{slots, s.n_layers, s.conv_dim, s.conv_taps});
+  recurrent_state_ = backend_->alloc(DType::f32, Shape{slots, s.n_layers, s.value_heads, s.key_dim, s.value_dim});
   backend_->fill_zero(conv_state_);
   backend_->fill_zero(recurrent_state_);
   num_blocks_ = sizes.num_blocks;
   block_size_ = sizes.block_size;
-  num_slots_ = sizes.num_slots;
+  num_slots_ = static_cast<int32_t>(slots);
+}
+
+void Model::copy_state_slot(kvcache::SlotId from, kvcache::SlotId to) {
+  if (from < 0 || from >= num_slots_ || to < 0 || to >= num_slots_ || from == to)
+    throw std::out_of_range("copy_state_slot: slots " + std::to_string(from) + " -> " + std::to_string(to) +
+                            " outside the " + std::to_string(num_slots_) + " allocated, or the same");
+  const Tensor conv_src = conv_state_.rows(from, 1);
+  const Tensor rec_src = recurrent_state_.rows(from, 1);
+  Tensor conv_dst = conv_state_.rows(to, 1);
+  Tensor rec_dst = recurrent_state_.rows(to, 1);
+  backend_->copy(conv_src, conv_dst);
+  backend_->copy(rec_src, rec_dst);
 }
 
 void Model::zero_state_slot(kvcache::SlotId slot) {

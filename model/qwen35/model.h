@@ -76,15 +76,20 @@ class Model {
   kvcache::CacheGeometry cache_geometry() const;
 
   // Allocates the K/V pools (sizes.num_blocks blocks of sizes.block_size tokens per
-  // full-attention layer) and sizes.num_slots DeltaNet state slots, replacing earlier ones.
-  // The state is zeroed.
+  // full-attention layer) and sizes.num_slots + sizes.num_snapshots DeltaNet state slots
+  // (the snapshots follow the running sequences' slots), replacing earlier ones. The state is
+  // zeroed.
   void allocate_cache(const kvcache::PoolSizes& sizes);
   int32_t num_blocks() const { return num_blocks_; }
   int32_t block_size() const { return block_size_; }
+  // State slots, snapshot slots included.
   int32_t num_slots() const { return num_slots_; }
   // Zeroes one slot's state in every DeltaNet layer; install it in the StatePool.
   void zero_state_slot(kvcache::SlotId slot);
   kvcache::StatePool::ZeroFn state_zero_fn();
+  // Copies one slot's state (every DeltaNet layer, conv and recurrent) to another, on the
+  // backend (device to device on a GPU).
+  void copy_state_slot(kvcache::SlotId from, kvcache::SlotId to);
 
   // One step over the batch. Throws std::invalid_argument for a malformed batch (empty
   // chunk, table too small, block or slot outside the pools, token id outside the vocab,

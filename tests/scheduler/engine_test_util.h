@@ -62,6 +62,7 @@ class GatedModel final : public scheduler::ForwardModel {
   kvcache::CacheGeometry cache_geometry() const override { return inner_.cache_geometry(); }
   void allocate_cache(const kvcache::PoolSizes& s) override { inner_.allocate_cache(s); }
   kvcache::StatePool::ZeroFn state_zero_fn() override { return inner_.state_zero_fn(); }
+  void copy_state(kvcache::SlotId from, kvcache::SlotId to) override { inner_.copy_state(from, to); }
   const kernels::Tensor& forward(const qwen35::ForwardBatch& b) override {
     std::unique_lock lock(mu_);
     ++entered_;

@@ -49,7 +49,7 @@ kvcache::CacheGeometry FakeModel::cache_geometry() const {
 void FakeModel::allocate_cache(const kvcache::PoolSizes& sizes) {
   num_blocks_ = sizes.num_blocks;
   block_size_ = sizes.block_size;
-  num_slots_ = sizes.num_slots;
+  num_slots_ = sizes.num_slots + sizes.num_snapshots;
   kv_.assign(static_cast<size_t>(num_blocks_) * static_cast<size_t>(block_size_), -1);
   // Slots start as garbage: only the engine's zeroing may make them usable.
   slot_hash_.assign(static_cast<size_t>(num_slots_), 0xBADull);
@@ -63,6 +63,14 @@ kvcache::StatePool::ZeroFn FakeModel::state_zero_fn() {
     slot_count_[static_cast<size_t>(s)] = 0;
     ++zero_calls_;
   };
+}
+
+void FakeModel::copy_state(kvcache::SlotId from, kvcache::SlotId to) {
+  if (from < 0 || from >= num_slots_ || to < 0 || to >= num_slots_ || from == to)
+    throw std::out_of_range("fake model: copying between slots outside the pool");
+  slot_hash_[static_cast<size_t>(to)] = slot_hash_[static_cast<size_t>(from)];
+  slot_count_[static_cast<size_t>(to)] = slot_count_[static_cast<size_t>(from)];
+  ++copy_calls_;
 }
 
 void FakeModel::violation(const std::string& what) {

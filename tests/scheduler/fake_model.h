@@ -1,7 +1,8 @@
 // FakeModel: a stand-in for the real model that is fast and checks the engine's side of the
 // forward contract on every call.
 //
-// Its "K/V cache" stores the token id written at each pool position, and each state slot a
+// Its "K/V cache" stores the token id written at each pool position, and each state slot (and
+// prefix-cache snapshot slot, copied by copy_state) a
 // running hash of the tokens fed through it since it was zeroed. A forward step checks, for
 // every chunk, that the slot has consumed exactly n_cached tokens and that the tokens read
 // back through the chunk's block table hash to the slot's state: a wrong table, a slot not
@@ -35,6 +36,7 @@ class FakeModel final : public scheduler::ForwardModel {
   kvcache::CacheGeometry cache_geometry() const override;
   void allocate_cache(const kvcache::PoolSizes& sizes) override;
   kvcache::StatePool::ZeroFn state_zero_fn() override;
+  void copy_state(kvcache::SlotId from, kvcache::SlotId to) override;
   const kernels::Tensor& forward(const qwen35::ForwardBatch& batch) override;
 
   // The logits row after feeding `history` (what forward returns for its last position).
@@ -53,6 +55,7 @@ class FakeModel final : public scheduler::ForwardModel {
   const std::string& first_violation() const { return first_violation_; }
   int64_t forward_calls() const { return forward_calls_; }
   int64_t zero_calls() const { return zero_calls_; }
+  int64_t copy_calls() const { return copy_calls_; }
   int64_t max_batch_seqs() const { return max_batch_seqs_; }
   int64_t max_batch_tokens() const { return max_batch_tokens_; }
 
@@ -69,7 +72,7 @@ class FakeModel final : public scheduler::ForwardModel {
   kernels::Tensor logits_tensor_;
   int64_t violations_ = 0;
   std::string first_violation_;
-  int64_t forward_calls_ = 0, zero_calls_ = 0, max_batch_seqs_ = 0, max_batch_tokens_ = 0;
+  int64_t forward_calls_ = 0, zero_calls_ = 0, copy_calls_ = 0, max_batch_seqs_ = 0, max_batch_tokens_ = 0;
 };
 
 }  // namespace ds::test

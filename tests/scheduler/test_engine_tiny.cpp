@@ -232,6 +232,7 @@ class PoisonModel final : public ForwardModel {
   kvcache::CacheGeometry cache_geometry() const override { return inner_.cache_geometry(); }
   void allocate_cache(const kvcache::PoolSizes& s) override { inner_.allocate_cache(s); }
   kvcache::StatePool::ZeroFn state_zero_fn() override { return inner_.state_zero_fn(); }
+  void copy_state(kvcache::SlotId from, kvcache::SlotId to) override { inner_.copy_state(from, to); }
   const kernels::Tensor& forward(const qwen35::ForwardBatch& b) override {
     for (const auto& c : b.seqs)
       for (int32_t tok : c.tokens)

@@ -40,7 +40,11 @@ class ScriptedModel final : public scheduler::ForwardModel {
   }
   void allocate_cache(const kvcache::PoolSizes& s) override {
     std::lock_guard lock(mu_);
-    history_.assign(static_cast<size_t>(s.num_slots), {});
+    history_.assign(static_cast<size_t>(s.num_slots) + static_cast<size_t>(s.num_snapshots), {});
+  }
+  void copy_state(kvcache::SlotId from, kvcache::SlotId to) override {
+    std::lock_guard lock(mu_);
+    history_.at(static_cast<size_t>(to)) = history_.at(static_cast<size_t>(from));
   }
   kvcache::StatePool::ZeroFn state_zero_fn() override {
     return [this](kvcache::SlotId slot) {
