@@ -8,6 +8,7 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "engine_test_util.h"
@@ -448,4 +449,102 @@ TEST_CASE("tiny: randomized arrivals, cancels and pool sizes on the real model",
   }
   WARN("tiny stress: " << iterations << " iterations, " << preemptions << " preemptions");
   CHECK(iterations > 100);
+}
+
+TEST_CASE("tiny: outputs through prefix-cache hits equal a cold cache's, at every hit length",
+          "[engine][tiny][prefix]") {
+  Tiny& t = tiny();
+  std::mt19937 rng(31);
+  // Prompts that extend one another (a conversation) and the fixture prompts, each asked for
+  // greedy tokens and for seeded samples with their top logprobs.
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<int32_t> conv = random_prompt(rng, 40);
+  for (int turn = 0; turn < 4; ++turn) {
+    prompts.push_back(conv);
+    const auto more = random_prompt(rng, 9 + 7 * turn);
+    conv.insert(conv.end(), more.begin(), more.end());
+  }
+  for (const auto& p : t.prompts) prompts.push_back(p);
+  std::vector<Request> reqs;
+  for (const auto& p : prompts) {
+    Request g = greedy_request(p, 12);
+    g.sampling.logprobs = true;
+    g.sampling.top_logprobs = 5;
+    reqs.push_back(g);
+    Request s = g;
+    s.sampling.temperature = 0.8f;
+    s.sampling.top_k = 40;
+    s.sampling.seed = 1234;
+    reqs.push_back(s);
+  }
+  auto compare = [&](const std::vector<Outcome>& cold, const std::vector<Outcome>& warm) {
+    REQUIRE(cold.size() == warm.size());
+    for (size_t i = 0; i < cold.size(); ++i) {
+      INFO("request " << i);
+      CHECK(warm[i].tokens == cold[i].tokens);
+      REQUIRE(warm[i].events.size() == cold[i].events.size());
+      // Relative to the value: a hit computes the prompt's tail in another GEMM shape than the
+      // cold run (as chunked prefill does), so float32 sums may round differently in the last
+      // place; a wrong prefix would be off by far more.
+      double worst = 0;
+      auto diff = [](float a, float b) {
+        return std::fabs(static_cast<double>(a) - b) / std::max(1.0, std::fabs(static_cast<double>(a)));
+      };
+      for (size_t e = 0; e < cold[i].events.size(); ++e) {
+        const auto& a = cold[i].events[e];
+        const auto& b = warm[i].events[e];
+        worst = std::max(worst, diff(a.logprob, b.logprob));
+        REQUIRE(a.top_logprobs.size() == b.top_logprobs.size());
+        for (size_t k = 0; k < a.top_logprobs.size(); ++k) {
+          CHECK(a.top_logprobs[k].token == b.top_logprobs[k].token);
+          worst = std::max(worst, diff(a.top_logprobs[k].logprob, b.top_logprobs[k].logprob));
+        }
+      }
+      CHECK(worst < 1e-6);
+    }
+  };
+
+  // Cold: no prefix caching at all.
+  std::vector<Outcome> cold;
+  {
+    Engine engine(t.forward, config(400));
+    cold = run_alone(engine, reqs);
+    check_pools_free(engine);
+  }
+  // Warm: the same requests one after another, then all again: the second time every prompt
+  // of 17+ tokens hits (the conversation's turns hit from the first time on).
+  EngineConfig cfg = config(400);
+  cfg.prefix_caching = true;
+  cfg.num_snapshots = 32;
+  Engine engine(t.forward, cfg);
+  const std::vector<Outcome> first = run_alone(engine, reqs);
+  compare(cold, first);
+  const std::vector<Outcome> second = run_alone(engine, reqs);
+  compare(cold, second);
+  std::set<int64_t> hit_lengths;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const int64_t len = static_cast<int64_t>(reqs[i].prompt->size());
+    CHECK(second[i].last.metrics.cached_tokens == (len - 1) / 16 * 16);
+    hit_lengths.insert(second[i].last.metrics.cached_tokens);
+  }
+  CHECK(hit_lengths.count(16) == 1);
+  CHECK(hit_lengths.count(48) == 1);
+  CHECK(hit_lengths.count(496) == 1);
+  // Under eviction pressure and preemption: a small pool and everything at once.
+  {
+    EngineConfig small = config(48, 64, 8, 4096);
+    small.prefix_caching = true;
+    small.num_snapshots = 4;
+    Engine pressured(t.forward, small);
+    (void)run_together(pressured, reqs);  // fills the cache
+    const std::vector<Outcome> third = run_together(pressured, reqs);
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      INFO("request " << i);
+      CHECK(Tiny::same_run(third[i].tokens, cold[i].tokens));
+    }
+    const EngineStats s = pressured.stats();
+    CHECK(s.preemptions_total > 0);
+    CHECK(s.prefix_cache_hits_total > 0);
+    CHECK(s.invariant_violations == 0);
+  }
 }
