@@ -285,6 +285,7 @@ void Engine::Core::sample_and_emit(std::span<const ScheduledChunk> chunks, const
     }
     RequestEvent e;
     e.token = st.token;
+    e.cached_tokens = seq.cached_tokens;
     e.logprob = l.params.logprobs ? st.logprob : 0.0f;
     e.top_logprobs = std::move(st.top);
     e.time = now;
@@ -321,6 +322,7 @@ void Engine::Core::end_request(RequestId id, RequestEvent e) {
   }
   if (l.queued) ++dequeued_;
   e.metrics = m;
+  e.cached_tokens = m.cached_tokens;
   if (config_.on_finish) ended_.push_back({id, *e.finish, m});
   outbox_.emplace_back(std::move(l.stream), std::move(e));
   live_.erase(it);

@@ -80,6 +80,7 @@ struct RequestEvent {
   float logprob = 0;   // raw log-probability of token (when sampling.logprobs)
   std::vector<kernels::TokenLogprob> top_logprobs;  // sampling.top_logprobs best, best first
   Clock::time_point time{};  // when the engine emitted it (inter-token latency)
+  int64_t cached_tokens = 0;  // prompt tokens the prefix cache supplied (set from the first token on)
 
   // Set on the last event only.
   std::optional<FinishReason> finish;

@@ -28,6 +28,18 @@ ChatPrompt build_chat_prompt(const Json& body, const ServedModel& model) {
                    "chat_template_error");
   }
   p.ids = model.tokenizer->encode(p.rendered, /*allow_special=*/true);
+  // ChatML (Qwen's templates): each message opens with <|im_start|>; the one after the leading
+  // system messages begins what differs between requests that share a system prompt.
+  size_t systems = 0;
+  while (systems < f.messages.size() && f.messages[systems].value("role", "") == "system") ++systems;
+  if (const auto im_start = model.tokenizer->token_id("<|im_start|>"); im_start && systems > 0) {
+    size_t seen = 0;
+    for (size_t i = 0; i < p.ids.size(); ++i)
+      if (p.ids[i] == *im_start && seen++ == systems) {
+        p.cache_points.push_back(static_cast<int64_t>(i));
+        break;
+      }
+  }
   p.opens_reasoning = ReasoningSplitter::prompt_opens_reasoning(p.rendered);
   return p;
 }

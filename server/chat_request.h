@@ -21,6 +21,9 @@ struct ChatPrompt {
   bool opens_reasoning = false;   // the reply starts inside <think>
   Json tools;                     // the request's tools (null when none)
   bool parse_tool_calls = false;  // tools given and tool_choice is not "none"
+  // Where requests are likely to share this prompt's prefix beyond the whole prompt: the end
+  // of the leading system messages (with the tools), for the prefix cache's snapshots.
+  std::vector<int64_t> cache_points;
 };
 
 // Checks the chat-only fields and builds the prompt. Throws ApiError (400 for bad messages,

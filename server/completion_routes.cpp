@@ -47,7 +47,8 @@ void check_context(const ServedModel& m, const GenerationParams& gp, int64_t pro
 }
 
 std::vector<ChoiceSpec> make_specs(const ServedModel& m, const GenerationParams& gp, const std::vector<Ids>& prompts,
-                                   const ChoiceOptions& opts, const char* prompt_param) {
+                                   const ChoiceOptions& opts, const char* prompt_param,
+                                   const std::vector<int64_t>& cache_points = {}) {
   std::vector<ChoiceSpec> specs;
   const int64_t max_ctx = m.engine->max_ctx();
   for (const Ids& p : prompts) check_context(m, gp, static_cast<int64_t>(p->size()), prompt_param);
@@ -60,6 +61,7 @@ std::vector<ChoiceSpec> make_specs(const ServedModel& m, const GenerationParams&
       r.stop_token_ids = gp.stop_token_ids;
       r.ignore_eos = gp.ignore_eos;
       r.sampling = gp.sampling;
+      r.cache_points = cache_points;
       // Choice i of a seeded request uses seed + i: reproducible, and the n choices differ.
       if (gp.sampling.seed) r.sampling.seed = *gp.sampling.seed + static_cast<uint64_t>(i);
       specs.push_back(ChoiceSpec{std::move(r), opts, static_cast<int>(pi)});
@@ -105,10 +107,8 @@ void run_to_completion(const RouteContext& ctx, const HttpRequest& req, HttpResp
   }
   const auto& tok = *ctx.model.tokenizer;
   send_json(res, 200,
-            shape.chat ? chat_completion_json(shape.header, tok, choices, shape.logprobs, job.prompt_tokens(),
-                                              job.completion_tokens())
-                       : text_completion_json(shape.header, tok, choices, shape.logprobs, job.prompt_tokens(),
-                                              job.completion_tokens()));
+            shape.chat ? chat_completion_json(shape.header, tok, choices, shape.logprobs, job.usage())
+                       : text_completion_json(shape.header, tok, choices, shape.logprobs, job.usage()));
 }
 
 // Everything a streaming reply needs after the handler has returned (the transport calls the
@@ -126,7 +126,7 @@ struct StreamState {
 
   Json with_usage(Json chunk) const {
     if (shape.continuous_usage)
-      chunk["usage"] = usage_json(job->prompt_tokens(), job->completion_tokens());
+      chunk["usage"] = usage_json(job->usage());
     else if (shape.include_usage)
       chunk["usage"] = nullptr;
     return chunk;
@@ -175,7 +175,7 @@ struct StreamState {
       last_write = now;
     }
     if (shape.include_usage &&
-        !write(sse_event(usage_chunk_json(shape.header, shape.chat, job->prompt_tokens(), job->completion_tokens()))))
+        !write(sse_event(usage_chunk_json(shape.header, shape.chat, job->usage()))))
       return gone();
     if (!write(kSseDone)) return gone();
     return true;
@@ -280,7 +280,7 @@ void handle_chat_completions(const RouteContext& ctx, const HttpRequest& req, Ht
   opts.parse_tool_calls = cp.parse_tool_calls;
   opts.tools = cp.tools;
   const std::vector<Ids> prompts = {std::make_shared<const std::vector<int32_t>>(std::move(cp.ids))};
-  auto job = std::make_unique<GenerationJob>(*m.engine, *m.tokenizer, ctx.metrics, make_specs(m, gp, prompts, opts, "messages"),
+  auto job = std::make_unique<GenerationJob>(*m.engine, *m.tokenizer, ctx.metrics, make_specs(m, gp, prompts, opts, "messages", cp.cache_points),
                                              "messages");
   respond(ctx, req, res, std::move(job), make_shape(m, gp, true), gp.stream);
 }

@@ -28,7 +28,8 @@ GenerationJob::GenerationJob(scheduler::Engine& engine, const tok::Tokenizer& to
   std::set<int> prompts;
   choices_.reserve(specs.size());
   for (auto& s : specs) {
-    if (prompts.insert(s.prompt_index).second) prompt_tokens_ += static_cast<int64_t>(s.request.prompt_size());
+    const bool first_of_prompt = prompts.insert(s.prompt_index).second;
+    if (first_of_prompt) prompt_tokens_ += static_cast<int64_t>(s.request.prompt_size());
     auto r = engine.submit(s.request);
     if (!r.ok()) {
       ApiError e = refusal(r, prompt_param);
@@ -36,6 +37,7 @@ GenerationJob::GenerationJob(scheduler::Engine& engine, const tok::Tokenizer& to
       throw e;
     }
     Choice c;
+    c.counts_prompt = prompts.count(s.prompt_index) == 1 && first_of_prompt;
     c.handle = std::move(r.handle);
     c.output = std::make_unique<ChoiceOutput>(tokenizer, std::move(s.options));
     choices_.push_back(std::move(c));
@@ -66,10 +68,18 @@ void GenerationJob::cancel() {
     if (!c.engine_done) c.handle.cancel();
 }
 
-int64_t GenerationJob::completion_tokens() const {
-  int64_t n = 0;
-  for (const auto& c : choices_) n += c.output->completion_tokens();
-  return n;
+Usage GenerationJob::usage() const {
+  Usage u;
+  u.prompt_tokens = prompt_tokens_;
+  int64_t cached = 0;
+  bool all_done = true;
+  for (const auto& c : choices_) {
+    u.completion_tokens += c.output->completion_tokens();
+    all_done = all_done && (c.engine_done || c.usage_known);
+    if (c.counts_prompt) cached += c.cached_tokens;
+  }
+  if (all_done) u.cached_tokens = cached;
+  return u;
 }
 
 bool GenerationJob::drain(size_t i, std::vector<ChoiceUpdate>& out) {
@@ -85,6 +95,10 @@ bool GenerationJob::drain(size_t i, std::vector<ChoiceUpdate>& out) {
       c.have_prev = true;
     }
     if (e->is_final()) c.engine_done = true;
+    if (e->token >= 0 || e->is_final()) {
+      c.cached_tokens = e->cached_tokens;
+      c.usage_known = true;
+    }
     const bool was_finished = c.output->finished();
     ChoiceDelta d = c.output->on_event(*e);
     const bool now_finished = !was_finished && c.output->finished();

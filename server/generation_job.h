@@ -22,6 +22,7 @@
 
 #include "scheduler/engine.h"
 #include "server/choice_output.h"
+#include "server/openai_format.h"
 #include "server/metrics.h"
 
 namespace ds::server {
@@ -56,14 +57,18 @@ class GenerationJob {
   std::vector<scheduler::RequestId> ids() const;
   size_t size() const { return choices_.size(); }
   const ChoiceOutput& choice(size_t i) const { return *choices_[i].output; }
-  int64_t prompt_tokens() const { return prompt_tokens_; }
-  int64_t completion_tokens() const;
+  // Prompt tokens (each prompt once, whatever n), generated tokens, and, once every choice has
+  // ended, the prompt tokens taken from the prefix cache (each prompt's first choice's).
+  Usage usage() const;
 
  private:
   struct Choice {
     scheduler::RequestHandle handle;
     std::unique_ptr<ChoiceOutput> output;
     bool engine_done = false;  // final event taken
+    bool counts_prompt = false;  // the first choice of its prompt
+    int64_t cached_tokens = 0;   // from its events
+    bool usage_known = false;    // an event brought cached_tokens
     bool have_prev = false;
     scheduler::Clock::time_point prev;  // last token event (inter-token latency)
   };

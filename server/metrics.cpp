@@ -163,6 +163,19 @@ std::string ServerMetrics::render(const scheduler::EngineStats* st) const {
   header(out, "deltaserve:max_ctx_tokens", "gauge", "Context limit per request (prompt + generated tokens).");
   sample(out, "deltaserve:max_ctx_tokens", m, static_cast<double>(s.max_ctx));
 
+  header(out, "deltaserve:prefix_cache_blocks", "gauge", "K/V blocks the prefix cache holds (some also in use).");
+  sample(out, "deltaserve:prefix_cache_blocks", m, s.prefix_cache_blocks);
+  header(out, "deltaserve:prefix_cache_evictable_blocks", "gauge", "Prefix-cache blocks no running sequence uses.");
+  sample(out, "deltaserve:prefix_cache_evictable_blocks", m, s.prefix_cache_evictable);
+  header(out, "deltaserve:prefix_cache_snapshots", "gauge", "DeltaNet state snapshots the prefix cache holds.");
+  sample(out, "deltaserve:prefix_cache_snapshots", m, s.prefix_cache_snapshots);
+  header(out, "deltaserve:prefix_cache_snapshot_capacity", "gauge", "DeltaNet state snapshot slots.");
+  sample(out, "deltaserve:prefix_cache_snapshot_capacity", m, s.prefix_cache_snapshot_capacity);
+  header(out, "vllm:prefix_cache_queries_total", "counter", "Tokens looked up in the prefix cache at admission.");
+  sample(out, "vllm:prefix_cache_queries_total", m, static_cast<double>(s.prefix_cache_queries_total));
+  header(out, "vllm:prefix_cache_hits_total", "counter", "Tokens found in the prefix cache at admission.");
+  sample(out, "vllm:prefix_cache_hits_total", m, static_cast<double>(s.prefix_cache_hits_total));
+
   header(out, "vllm:prompt_tokens_total", "counter", "Prompt tokens of admitted requests.");
   sample(out, "vllm:prompt_tokens_total", m, static_cast<double>(s.prompt_tokens_total));
   header(out, "vllm:generation_tokens_total", "counter", "Generated tokens.");

@@ -5,8 +5,10 @@
 // uses the `deltaserve:` prefix. Every sample carries model_name="<served name>" as vLLM's do.
 //   gauges      vllm:num_requests_running, vllm:num_requests_waiting, vllm:kv_cache_usage_perc,
 //               deltaserve:kv_cache_blocks_used / _total, deltaserve:state_slots_used / _total,
-//               deltaserve:max_ctx_tokens
+//               deltaserve:max_ctx_tokens, deltaserve:prefix_cache_blocks / _evictable_blocks /
+//               _snapshots / _snapshot_capacity
 //   counters    vllm:prompt_tokens_total, vllm:generation_tokens_total,
+//               vllm:prefix_cache_queries_total, vllm:prefix_cache_hits_total (tokens),
 //               vllm:num_preemptions_total, vllm:request_success_total{finished_reason},
 //               deltaserve:http_requests_total{code}
 //   histograms  vllm:time_to_first_token_seconds, vllm:inter_token_latency_seconds,

@@ -192,8 +192,22 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::strin
     };
   kvcache::PoolSizes sizes;
   if (o.paged_attention) {
-    sizes = kvcache::size_pools(geo, budget, o.block_size, o.max_num_seqs);
+    // Prefix-cache state snapshots come out of the same budget.
+    int64_t snapshot_bytes = 0;
+    if (o.prefix_caching)
+      snapshot_bytes = o.prefix_cache_state_memory.empty()
+                           ? static_cast<int64_t>(static_cast<double>(budget) * kDefaultSnapshotShare)
+                           : parse_bytes(o.prefix_cache_state_memory);
+    try {
+      sizes = kvcache::size_pools(geo, budget, o.block_size, o.max_num_seqs, snapshot_bytes);
+    } catch (const std::invalid_argument& e) {
+      if (snapshot_bytes > 0 && !o.prefix_cache_state_memory.empty())
+        throw std::runtime_error(std::string("--prefix-cache-state-memory: ") + e.what());
+      throw;
+    }
     ec.cache_bytes = budget;
+    ec.prefix_caching = o.prefix_caching;
+    ec.snapshot_bytes = snapshot_bytes;
   } else {
     // The contiguous baseline: each sequence owns max-ctx tokens of K/V from admission on.
     const int64_t blocks_per_seq = (want_ctx + o.block_size - 1) / o.block_size;
@@ -239,6 +253,17 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::strin
                "--max-num-seqs {}); step budget {} tokens; queue {}",
                ctx, std::min<int64_t>(static_cast<int64_t>(fit), ps.num_slots), fit, ps.num_slots,
                ec.scheduler.max_num_seqs, ec.scheduler.max_num_batched_tokens, ec.max_queue);
+  if (!o.prefix_caching)
+    spdlog::info("prefix caching: off (--no-enable-prefix-caching)");
+  else if (!o.paged_attention)
+    spdlog::info("prefix caching: off (the contiguous baseline, --no-paged-attention, keeps no blocks)");
+  else if (ps.num_snapshots == 0)
+    spdlog::warn("prefix caching: no DeltaNet state snapshot fits {} bytes (one is {:.1f} MiB): nothing will hit",
+                 ec.snapshot_bytes, mib(geo.state_bytes_per_slot()));
+  else
+    spdlog::info("prefix caching: on; {} state snapshots ({:.1f} MiB, {:.2f} MiB each), finished requests' blocks "
+                 "stay cached until their space is needed",
+                 ps.num_snapshots, mib(ps.snapshot_bytes), mib(geo.state_bytes_per_slot()));
   if (ps.num_slots < o.max_num_seqs && o.paged_attention)
     spdlog::warn("only {} state slots fit in half the cache budget: at most {} sequences run at once", ps.num_slots,
                  ps.num_slots);

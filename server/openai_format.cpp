@@ -31,10 +31,12 @@ Json reasoning_value(const std::string& r) { return r.empty() ? Json(nullptr) : 
 
 }  // namespace
 
-Json usage_json(int64_t prompt_tokens, int64_t completion_tokens) {
-  return Json{{"prompt_tokens", prompt_tokens},
-              {"completion_tokens", completion_tokens},
-              {"total_tokens", prompt_tokens + completion_tokens}};
+Json usage_json(const Usage& u) {
+  Json j = {{"prompt_tokens", u.prompt_tokens},
+            {"completion_tokens", u.completion_tokens},
+            {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+  if (u.cached_tokens) j["prompt_tokens_details"] = Json{{"cached_tokens", *u.cached_tokens}};
+  return j;
 }
 
 Json chat_logprobs_json(const tok::Tokenizer& t, const std::vector<TokenLogprobInfo>& entries) {
@@ -110,7 +112,7 @@ Json tool_calls_json(const std::vector<ToolCallDelta>& deltas) {
 }
 
 Json chat_completion_json(const ResponseHeader& h, const tok::Tokenizer& t, const std::vector<FinishedChoice>& choices,
-                          bool logprobs, int64_t prompt_tokens, int64_t completion_tokens) {
+                          bool logprobs, const Usage& usage) {
   Json arr = Json::array();
   for (const auto& c : choices) {
     Json msg = {{"role", "assistant"}};
@@ -132,11 +134,11 @@ Json chat_completion_json(const ResponseHeader& h, const tok::Tokenizer& t, cons
               {"created", h.created},
               {"model", h.model},
               {"choices", std::move(arr)},
-              {"usage", usage_json(prompt_tokens, completion_tokens)}};
+              {"usage", usage_json(usage)}};
 }
 
 Json text_completion_json(const ResponseHeader& h, const tok::Tokenizer& t, const std::vector<FinishedChoice>& choices,
-                          bool logprobs, int64_t prompt_tokens, int64_t completion_tokens) {
+                          bool logprobs, const Usage& usage) {
   Json arr = Json::array();
   for (const auto& c : choices) {
     Json choice = {{"index", c.index},
@@ -152,7 +154,7 @@ Json text_completion_json(const ResponseHeader& h, const tok::Tokenizer& t, cons
               {"created", h.created},
               {"model", h.model},
               {"choices", std::move(arr)},
-              {"usage", usage_json(prompt_tokens, completion_tokens)}};
+              {"usage", usage_json(usage)}};
 }
 
 Json chat_chunk_json(const ResponseHeader& h, const tok::Tokenizer& t, int index, const ChoiceDelta& d, bool role,
@@ -191,13 +193,13 @@ Json text_chunk_json(const ResponseHeader& h, const tok::Tokenizer& t, int index
               {"choices", Json::array({std::move(choice)})}};
 }
 
-Json usage_chunk_json(const ResponseHeader& h, bool chat, int64_t prompt_tokens, int64_t completion_tokens) {
+Json usage_chunk_json(const ResponseHeader& h, bool chat, const Usage& usage) {
   return Json{{"id", h.id},
               {"object", chat ? "chat.completion.chunk" : "text_completion"},
               {"created", h.created},
               {"model", h.model},
               {"choices", Json::array()},
-              {"usage", usage_json(prompt_tokens, completion_tokens)}};
+              {"usage", usage_json(usage)}};
 }
 
 std::string sse_event(const Json& j) { return "data: " + dump_json(j) + "\n\n"; }

@@ -21,7 +21,14 @@ struct ResponseHeader {
   std::string model;
 };
 
-Json usage_json(int64_t prompt_tokens, int64_t completion_tokens);
+// Token counts of a response. cached_tokens (prompt tokens taken from the prefix cache) is
+// reported as usage.prompt_tokens_details.cached_tokens once known (at the end).
+struct Usage {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  std::optional<int64_t> cached_tokens;
+};
+Json usage_json(const Usage& usage);
 
 // {"content": [{"token", "logprob", "bytes", "top_logprobs": [...]}]}
 Json chat_logprobs_json(const tok::Tokenizer& tokenizer, const std::vector<TokenLogprobInfo>& entries);
@@ -44,11 +51,9 @@ struct FinishedChoice {
 };
 
 Json chat_completion_json(const ResponseHeader& h, const tok::Tokenizer& tokenizer,
-                          const std::vector<FinishedChoice>& choices, bool logprobs, int64_t prompt_tokens,
-                          int64_t completion_tokens);
+                          const std::vector<FinishedChoice>& choices, bool logprobs, const Usage& usage);
 Json text_completion_json(const ResponseHeader& h, const tok::Tokenizer& tokenizer,
-                          const std::vector<FinishedChoice>& choices, bool logprobs, int64_t prompt_tokens,
-                          int64_t completion_tokens);
+                          const std::vector<FinishedChoice>& choices, bool logprobs, const Usage& usage);
 
 // One stream chunk for choice `index`. `role` adds "role": "assistant" to the delta (the
 // first chunk of a chat choice); finish_reason is null until the choice ends.
@@ -58,7 +63,7 @@ Json chat_chunk_json(const ResponseHeader& h, const tok::Tokenizer& tokenizer, i
 Json text_chunk_json(const ResponseHeader& h, const tok::Tokenizer& tokenizer, int index, const ChoiceDelta& delta,
                      bool logprobs, const std::optional<std::string>& finish_reason, const Json& stop_reason);
 // The final usage chunk of include_usage: empty choices.
-Json usage_chunk_json(const ResponseHeader& h, bool chat, int64_t prompt_tokens, int64_t completion_tokens);
+Json usage_chunk_json(const ResponseHeader& h, bool chat, const Usage& usage);
 
 // "data: <json>\n\n"
 std::string sse_event(const Json& j);

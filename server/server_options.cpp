@@ -55,6 +55,15 @@ void add_server_options(CLI::App& app, ServerOptions& o) {
   app.add_option("--max-queue", o.max_queue,
                  "Requests waiting to start; beyond it requests get 429 with Retry-After")
       ->capture_default_str();
+  app.add_flag_callback(
+      "--enable-prefix-caching", [&o] { o.prefix_caching = true; },
+      "Keep finished requests' K/V blocks and DeltaNet state snapshots for requests that share their "
+      "prefix (the default)");
+  app.add_flag_callback(
+      "--no-enable-prefix-caching", [&o] { o.prefix_caching = false; }, "Recompute every prompt from scratch");
+  app.add_option("--prefix-cache-state-memory", o.prefix_cache_state_memory,
+                 "Bytes of the cache budget for DeltaNet state snapshots of cached prefixes, e.g. 4GiB "
+                 "(default: a tenth of the budget)");
   app.add_option("--backend", o.backend, "Compute backend: cpu, cuda, hip or auto")->capture_default_str();
   app.add_option("--chat-template", o.chat_template,
                  "Jinja chat template file (default: the model's chat_template.jinja or "
@@ -119,6 +128,14 @@ std::string validate_options(const ServerOptions& o) {
     } catch (const std::exception& e) {
       return std::string("--kv-cache-memory: ") + e.what();
     }
+  }
+  if (!o.prefix_cache_state_memory.empty()) {
+    try {
+      parse_bytes(o.prefix_cache_state_memory);
+    } catch (const std::exception& e) {
+      return std::string("--prefix-cache-state-memory: ") + e.what();
+    }
+    if (!o.prefix_caching) return "--prefix-cache-state-memory needs prefix caching (drop --no-enable-prefix-caching)";
   }
   if (o.kv_cache_dtype != "auto") {
     try {

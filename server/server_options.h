@@ -4,7 +4,8 @@
 // --model, --host, --port, --served-model-name, --api-key (or DELTASERVE_API_KEY),
 // --paged-attention / --no-paged-attention, --max-ctx, --kv-cache-dtype, --block-size,
 // --gpu-memory-utilization / --kv-cache-memory, --max-num-seqs, --max-num-batched-tokens,
-// --max-queue, --backend, --chat-template, --log-level, --log-format. Combinations that cannot
+// --max-queue, --enable-prefix-caching / --no-enable-prefix-caching, --prefix-cache-state-memory,
+// --backend, --chat-template, --log-level, --log-format. Combinations that cannot
 // work are refused before anything is loaded (validate_options); checks that need the model
 // (max-ctx against its positions and the cache) happen in the loader.
 #pragma once
@@ -21,6 +22,8 @@ class App;
 namespace ds::server {
 
 inline constexpr int64_t kDefaultCpuCacheBytes = int64_t{1} << 30;  // 1 GiB
+// The part of the cache budget that holds prefix-cache state snapshots by default.
+inline constexpr double kDefaultSnapshotShare = 0.1;
 
 struct ServerOptions {
   std::string model;  // empty: the bundled tiny model (default_model_dir)
@@ -37,6 +40,8 @@ struct ServerOptions {
   int max_num_seqs = 256;
   int64_t max_num_batched_tokens = 2048;
   int max_queue = 1024;
+  bool prefix_caching = true;
+  std::string prefix_cache_state_memory;  // bytes; empty = kDefaultSnapshotShare of the budget
   std::string backend = "auto";
   std::string chat_template;
   std::string log_level = "info";

@@ -49,6 +49,7 @@ class ServeProcess {
   }
 
   bool started() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }
   std::string log() const {
     std::ifstream in(log_path_);
     std::stringstream ss;

@@ -77,6 +77,28 @@ TEST_CASE("generation params: values are read and bad ones are refused by name",
             .empty());
   // Integers may arrive as 2.0 from JavaScript.
   CHECK(refused_param(R"({"n": 2.0})").empty());
+  // Out of range for the engine's types: refused by name, not wrapped or turned into inf.
+  CHECK(refused_param(R"({"min_tokens": 100000000000000000000})") == "min_tokens");
+  CHECK(refused_param(R"({"min_tokens": 18446744073709551615})") == "min_tokens");
+  CHECK(refused_param(R"({"min_tokens": -1})") == "min_tokens");
+  CHECK(refused_param(R"({"seed": 18446744073709551615})") == "seed");
+  CHECK(refused_param(R"({"max_tokens": 1e300})") == "max_tokens");
+  CHECK(refused_param(R"({"temperature": 1e308})") == "temperature");
+  CHECK(refused_param(R"({"repetition_penalty": 1e308})") == "repetition_penalty");
+  CHECK(refused_param(R"({"top_k": 1e12})") == "top_k");
+  CHECK(refused_param(R"({"min_tokens": 0, "temperature": 1e30})").empty());
+}
+
+TEST_CASE("generation params: one range rule for requests and generation_config.json", "[params]") {
+  using ds::server::sampling_range_error;
+  CHECK(sampling_range_error("top_p", 7).find("'top_p'") == 0);
+  CHECK(sampling_range_error("top_p", 0.5).empty());
+  CHECK_FALSE(sampling_range_error("temperature", -0.1).empty());
+  CHECK_FALSE(sampling_range_error("temperature", 1e308).empty());
+  CHECK_FALSE(sampling_range_error("top_k", 2.5).empty());
+  CHECK(sampling_range_error("top_k", -1).empty());
+  CHECK_FALSE(sampling_range_error("min_p", 1.5).empty());
+  CHECK_FALSE(sampling_range_error("repetition_penalty", 0).empty());
 }
 
 TEST_CASE("generation params: the model's generation_config supplies omitted defaults", "[params]") {

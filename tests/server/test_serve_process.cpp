@@ -42,6 +42,33 @@ TEST_CASE("serve --help documents every flag", "[process]") {
         "--kv-cache-memory", "--max-num-seqs", "--max-num-batched-tokens", "--max-queue", "--backend",
         "--chat-template", "--log-level", "--log-format"})
     CHECK(help.find(flag) != std::string::npos);
+  // No internal default values of negated flags in the text.
+  CHECK(help.find("{false}") == std::string::npos);
+  CHECK(help.find("{true}") == std::string::npos);
+}
+
+TEST_CASE("serve with the default cache starts at once and stays small when idle", "[process]") {
+  ServeProcess p({"--port", "0"});
+  const auto t0 = std::chrono::steady_clock::now();
+  REQUIRE(p.wait_log("ready:"));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // The 1 GiB default is mapped lazily: neither touched at start-up nor resident when idle.
+  std::ifstream status("/proc/" + std::to_string(p.pid()) + "/status");
+  int64_t rss_kib = -1;
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmRSS:", 0) == 0) rss_kib = std::stoll(line.substr(6));
+  INFO("start-up " << seconds << " s, idle RSS " << rss_kib / 1024 << " MiB");
+  CHECK(rss_kib > 0);
+  CHECK(rss_kib < 256 * 1024);
+  CHECK(seconds < 20.0);
+  // The checkpoint size counts its weight file only, not the reference fixtures beside it.
+  char size[32];
+  std::snprintf(size, sizeof size, "checkpoint %.1f MiB",
+                static_cast<double>(std::filesystem::file_size(data_path("tiny-qwen35") + "/model.safetensors")) /
+                    (1024.0 * 1024.0));
+  CHECK(p.log().find(size) != std::string::npos);
+  p.signal(SIGTERM);
+  CHECK(p.wait_exit() == 0);
 }
 
 TEST_CASE("serve refuses flags that cannot work, before serving, with a clear message", "[process]") {

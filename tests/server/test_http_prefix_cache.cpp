@@ -1,0 +1,107 @@
+// Prefix caching through the HTTP API on the tiny model (CPU backend): a conversation's later
+// turns report usage.prompt_tokens_details.cached_tokens and say exactly what a server without
+// the cache says; requests sharing a long system prompt hit it; /metrics counts it.
+#include <catch2/catch.hpp>
+
+#include <thread>
+
+#include "tests/server/server_fixture.h"
+
+using namespace ds::test;
+
+namespace {
+
+TestServerConfig cached_server(bool on) {
+  TestServerConfig cfg;
+  cfg.engine.prefix_caching = on;
+  cfg.engine.snapshot_bytes = 24 << 20;  // 15 snapshots of the tiny model's 1.6 MiB state
+  return cfg;
+}
+
+Json chat(const Json& messages, int max_tokens = 16) {
+  return Json{{"messages", messages}, {"temperature", 0}, {"max_tokens", max_tokens}};
+}
+
+int64_t cached_of(const Json& body) {
+  const Json& u = body["usage"];
+  REQUIRE(u.contains("prompt_tokens_details"));
+  return u["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
+}
+
+}  // namespace
+
+TEST_CASE("prefix cache: a three-turn chat reuses each previous turn's prompt, with the same replies",
+          "[prefix]") {
+  TestServer warm(cached_server(true));
+  TestServer cold(cached_server(false));
+  Json messages = Json::array({Json{{"role", "system"}, {"content", "You are a terse assistant. Answer briefly."}}});
+  const char* questions[] = {"Tell me about the sea and the ships that sail on it.",
+                             "And what about rivers, lakes and the fish in them?",
+                             "Finally, name three mountains and say which is tallest."};
+  int64_t previous_prompt = 0;
+  for (int turn = 0; turn < 3; ++turn) {
+    INFO("turn " << turn);
+    messages.push_back(Json{{"role", "user"}, {"content", questions[turn]}});
+    const auto a = warm.post("/v1/chat/completions", chat(messages));
+    const auto b = cold.post("/v1/chat/completions", chat(messages));
+    REQUIRE(a.status == 200);
+    REQUIRE(b.status == 200);
+    CHECK(a.body["choices"][0]["message"] == b.body["choices"][0]["message"]);
+    const int64_t prompt = a.body["usage"]["prompt_tokens"].get<int64_t>();
+    CHECK(cached_of(b.body) == 0);
+    if (turn > 0) CHECK(cached_of(a.body) >= previous_prompt - 15);
+    previous_prompt = prompt;
+    const Json reply = a.body["choices"][0]["message"];
+    messages.push_back(Json{{"role", "assistant"}, {"content", reply["content"]}});
+  }
+  // The streaming usage chunk reports it too.
+  Json sb = chat(messages);
+  sb["stream"] = true;
+  sb["stream_options"] = {{"include_usage", true}};
+  const auto s = warm.post("/v1/chat/completions", sb);
+  const SseStream sse = parse_sse(s.text);
+  REQUIRE(sse.done);
+  const Json& last = sse.events.back();
+  REQUIRE(last["choices"].empty());
+  CHECK(cached_of(last) >= previous_prompt - 15);
+  // /metrics counts queries and hits in tokens.
+  const std::string m = warm.get("/metrics").text;
+  CHECK(m.find("vllm:prefix_cache_hits_total{model_name=\"tiny-qwen35\"} 0\n") == std::string::npos);
+  CHECK(m.find("vllm:prefix_cache_queries_total{model_name=\"tiny-qwen35\"}") != std::string::npos);
+  CHECK(m.find("deltaserve:prefix_cache_snapshot_capacity{model_name=\"tiny-qwen35\"} 15") != std::string::npos);
+  // Nothing runs, yet the cache keeps its blocks (and only the cache holds them).
+  const auto st = warm.engine().stats();
+  CHECK(st.running == 0);
+  CHECK(st.prefix_cache_blocks > 0);
+  CHECK(st.blocks_used == st.prefix_cache_blocks);
+}
+
+TEST_CASE("prefix cache: eight concurrent requests sharing a 1,000-token system prompt hit it", "[prefix]") {
+  TestServer srv(cached_server(true));
+  std::string system;
+  while (srv.tokenizer().encode(system).size() < 1000) system += "Rules of the house number " + std::to_string(system.size()) + ". ";
+  const Json first = chat(Json::array({Json{{"role", "system"}, {"content", system}},
+                                       Json{{"role", "user"}, {"content", "Hello, this is the first request."}}}),
+                          4);
+  const auto a = srv.post("/v1/chat/completions", first);
+  REQUIRE(a.status == 200);
+  CHECK(cached_of(a.body) == 0);
+  std::vector<TestServer::Reply> replies(7);
+  std::vector<std::thread> ts;
+  for (int i = 0; i < 7; ++i)
+    ts.emplace_back([&, i] {
+      replies[static_cast<size_t>(i)] = srv.post(
+          "/v1/chat/completions",
+          chat(Json::array({Json{{"role", "system"}, {"content", system}},
+                            Json{{"role", "user"}, {"content", "Question " + std::to_string(i) + ": what is " +
+                                                                   std::to_string(i * 7) + " plus one?"}}}),
+               4));
+    });
+  for (auto& t : ts) t.join();
+  const int64_t system_tokens = static_cast<int64_t>(srv.tokenizer().encode(system).size());
+  for (const auto& r : replies) {
+    REQUIRE(r.status == 200);
+    // The system message's end, rounded down to the 16-token block.
+    CHECK(cached_of(r.body) >= system_tokens - 16);
+  }
+}
