@@ -1,0 +1,90 @@
+#include "programs/bench_serve/bench_options.h"
+
+#include <cmath>
+
+#include <CLI/CLI.hpp>
+
+namespace ds::bench {
+
+void add_bench_options(CLI::App& app, BenchOptions& o) {
+  app.add_option("--base-url", o.base_url, "Server root, without /v1 (http://HOST:PORT[/PREFIX])")
+      ->capture_default_str();
+  app.add_option("--endpoint", o.endpoint, "/v1/completions or /v1/chat/completions")->capture_default_str();
+  app.add_option("--model", o.model, "The \"model\" of every request (default: the first of /v1/models)");
+  app.add_option("--api-key", o.api_key, "Send 'Authorization: Bearer KEY'")->envname("OPENAI_API_KEY");
+
+  app.add_option("--dataset", o.dataset, "random, shared-prefix, multi-turn or file")->capture_default_str();
+  app.add_option("--num-prompts", o.num_prompts,
+                 "Requests to send (multi-turn: conversations; file: default every line once)")
+      ->capture_default_str();
+  app.add_option("--random-input-len", o.random_input_len,
+                 "Prompt tokens (random); user-message tokens (multi-turn)")
+      ->capture_default_str();
+  app.add_option("--random-output-len", o.random_output_len, "max_tokens of each request (not file)")
+      ->capture_default_str();
+  app.add_option("--random-range-ratio", o.random_range_ratio,
+                 "Input and output lengths drawn uniformly from [len * (1 - r), len * (1 + r)]")
+      ->capture_default_str();
+  app.add_option("--random-vocab-size", o.random_vocab_size,
+                 "Completions prompts as random token ids below this (exact lengths); 0: random words, "
+                 "about one token each (counts then come from the server's usage)")
+      ->capture_default_str();
+  app.add_option("--shared-prefix-groups", o.shared_prefix_groups, "shared-prefix: groups of requests")
+      ->capture_default_str();
+  app.add_option("--shared-prefix-len", o.shared_prefix_len, "shared-prefix: tokens shared within a group")
+      ->capture_default_str();
+  app.add_option("--shared-suffix-len", o.shared_suffix_len, "shared-prefix: unique tokens per request")
+      ->capture_default_str();
+  app.add_option("--turns", o.turns, "multi-turn: turns per conversation")->capture_default_str();
+  app.add_option("--system-prompt-len", o.system_prompt_len, "multi-turn: system prompt tokens (0: none)")
+      ->capture_default_str();
+  app.add_option("--dataset-path", o.dataset_path,
+                 "file: JSONL, one {\"prompt\": text or ids | \"messages\": [...], \"max_tokens\": N} per line");
+  app.add_flag("--ignore-eos", o.ignore_eos, "Send ignore_eos: every reply runs to max_tokens");
+  app.add_option("--temperature", o.temperature, "Sampling temperature (default: the server's)");
+  app.add_option("--extra-body", o.extra_body, "JSON object merged into every request body");
+
+  app.add_option("--max-concurrency", o.max_concurrency, "Requests in flight at most (0: no limit)")
+      ->capture_default_str();
+  app.add_option("--request-rate", o.request_rate, "Poisson arrival rate in requests/s (inf: all at once)")
+      ->capture_default_str();
+  app.add_option("--seed", o.seed, "Seed of the prompts and the arrival times")->capture_default_str();
+  app.add_option("--warmup", o.warmup, "Requests sent before the measurement, not counted")->capture_default_str();
+  app.add_option("--request-timeout", o.request_timeout, "Seconds a request may wait for the next byte")
+      ->capture_default_str();
+
+  app.add_option("--result-json", o.result_json, "Write the results as JSON (vllm bench serve's keys)");
+  app.add_option("--label", o.label, "A name stored in the result file");
+  app.add_flag("--progress,!--no-progress", o.progress, "Live progress line when stderr is a terminal");
+}
+
+bool is_chat_endpoint(const BenchOptions& o) { return o.endpoint == "/v1/chat/completions"; }
+
+std::string validate_options(const BenchOptions& o) {
+  if (o.endpoint != "/v1/completions" && o.endpoint != "/v1/chat/completions")
+    return "--endpoint must be /v1/completions or /v1/chat/completions (got '" + o.endpoint + "')";
+  if (o.dataset != "random" && o.dataset != "shared-prefix" && o.dataset != "multi-turn" && o.dataset != "file")
+    return "--dataset must be random, shared-prefix, multi-turn or file (got '" + o.dataset + "')";
+  if (o.dataset == "multi-turn" && !is_chat_endpoint(o))
+    return "--dataset multi-turn sends conversations: use --endpoint /v1/chat/completions";
+  if (o.dataset == "file" && o.dataset_path.empty()) return "--dataset file needs --dataset-path";
+  if (o.dataset != "file" && !o.dataset_path.empty()) return "--dataset-path is for --dataset file";
+  if (o.num_prompts < 1) return "--num-prompts must be at least 1";
+  if (o.random_input_len < 1) return "--random-input-len must be at least 1";
+  if (o.random_output_len < 1) return "--random-output-len must be at least 1";
+  if (!(o.random_range_ratio >= 0 && o.random_range_ratio < 1)) return "--random-range-ratio must be in [0, 1)";
+  if (o.random_vocab_size < 0) return "--random-vocab-size must be >= 0";
+  if (o.shared_prefix_groups < 1) return "--shared-prefix-groups must be at least 1";
+  if (o.shared_prefix_len < 0 || o.shared_suffix_len < 0 || o.shared_prefix_len + o.shared_suffix_len < 1)
+    return "--shared-prefix-len and --shared-suffix-len must be >= 0 and not both 0";
+  if (o.turns < 1) return "--turns must be at least 1";
+  if (o.system_prompt_len < 0) return "--system-prompt-len must be >= 0";
+  if (o.max_concurrency < 0) return "--max-concurrency must be >= 0";
+  if (!(o.request_rate > 0)) return "--request-rate must be positive (inf: all at once)";
+  if (o.warmup < 0) return "--warmup must be >= 0";
+  if (!(o.request_timeout > 0)) return "--request-timeout must be positive";
+  if (o.temperature && !(*o.temperature >= 0)) return "--temperature must be >= 0";
+  return {};
+}
+
+}  // namespace ds::bench

@@ -1,0 +1,158 @@
+#include "programs/bench_serve/workload.h"
+
+#include <fstream>
+#include <stdexcept>
+
+#include "programs/bench_serve/random_prompt.h"
+
+namespace ds::bench {
+
+namespace {
+
+Json user_message(const std::string& text) { return Json::array({{{"role", "user"}, {"content", text}}}); }
+
+Session single(Json input, int max_tokens, int nominal) {
+  Session s;
+  s.turns.push_back(Turn{std::move(input), max_tokens, nominal});
+  return s;
+}
+
+std::vector<Session> random_sessions(const BenchOptions& o, bool chat) {
+  RandomPrompt r(o.seed, o.random_vocab_size);
+  std::vector<Session> out;
+  for (int i = 0; i < o.num_prompts; ++i) {
+    const int in = r.length(o.random_input_len, o.random_range_ratio);
+    const int max_tokens = r.length(o.random_output_len, o.random_range_ratio);
+    out.push_back(single(chat ? user_message(r.words(in)) : r.prompt(in), max_tokens, in));
+  }
+  return out;
+}
+
+// Request i belongs to group i % G: a group's requests are spread over the run, so a server
+// sees each prefix again while other prefixes are in flight, not in one run of repeats.
+std::vector<Session> shared_prefix_sessions(const BenchOptions& o, bool chat) {
+  RandomPrompt r(o.seed, chat ? 0 : o.random_vocab_size);
+  std::vector<Json> prefixes;
+  for (int g = 0; g < o.shared_prefix_groups; ++g)
+    prefixes.push_back(chat ? Json(r.words(o.shared_prefix_len)) : r.prompt(o.shared_prefix_len));
+  std::vector<Session> out;
+  const int nominal = o.shared_prefix_len + o.shared_suffix_len;
+  for (int i = 0; i < o.num_prompts; ++i) {
+    const Json& prefix = prefixes[static_cast<size_t>(i % o.shared_prefix_groups)];
+    const int max_tokens = r.length(o.random_output_len, o.random_range_ratio);
+    Json input;
+    if (chat) {
+      input = Json::array();
+      if (o.shared_prefix_len > 0) input.push_back({{"role", "system"}, {"content", prefix}});
+      input.push_back({{"role", "user"}, {"content", r.words(std::max(1, o.shared_suffix_len))}});
+    } else if (r.exact()) {
+      input = prefix;
+      for (int32_t id : r.ids(o.shared_suffix_len)) input.push_back(id);
+    } else {
+      const std::string suffix = r.words(o.shared_suffix_len);
+      const std::string p = prefix.get<std::string>();
+      input = p.empty() ? suffix : suffix.empty() ? p : p + " " + suffix;
+    }
+    out.push_back(single(std::move(input), max_tokens, nominal));
+  }
+  return out;
+}
+
+// One system prompt for every conversation, as one application's users share it.
+std::vector<Session> multi_turn_sessions(const BenchOptions& o) {
+  RandomPrompt r(o.seed, 0);
+  const std::string system = o.system_prompt_len > 0 ? r.words(o.system_prompt_len) : std::string();
+  std::vector<Session> out;
+  for (int c = 0; c < o.num_prompts; ++c) {
+    Session s;
+    s.conversation = true;
+    s.system_prompt = system;
+    for (int t = 0; t < o.turns; ++t) {
+      const int in = r.length(o.random_input_len, o.random_range_ratio);
+      s.turns.push_back(Turn{Json(r.words(in)), r.length(o.random_output_len, o.random_range_ratio), in});
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+// One line of the JSONL file as a request of the endpoint.
+Session file_line(const Json& j, bool chat, int default_max_tokens, const std::string& where) {
+  if (!j.is_object()) throw std::runtime_error(where + ": each line must be a JSON object");
+  int max_tokens = default_max_tokens;
+  for (const char* key : {"max_tokens", "max_completion_tokens"}) {
+    if (!j.contains(key)) continue;
+    if (!j[key].is_number_integer() || j[key].get<int64_t>() < 1)
+      throw std::runtime_error(where + ": \"" + key + "\" must be a positive integer");
+    max_tokens = j[key].get<int>();
+  }
+  if (j.contains("messages")) {
+    if (!chat) throw std::runtime_error(where + ": \"messages\" needs --endpoint /v1/chat/completions");
+    if (!j["messages"].is_array() || j["messages"].empty())
+      throw std::runtime_error(where + ": \"messages\" must be a non-empty list");
+    return single(j["messages"], max_tokens, 0);
+  }
+  if (!j.contains("prompt")) throw std::runtime_error(where + ": needs \"prompt\" or \"messages\"");
+  const Json& p = j["prompt"];
+  if (p.is_string()) return single(chat ? user_message(p.get<std::string>()) : p, max_tokens, 0);
+  if (p.is_array() && !p.empty()) {
+    if (chat) throw std::runtime_error(where + ": a token-id \"prompt\" needs --endpoint /v1/completions");
+    for (const auto& id : p)
+      if (!id.is_number_integer()) throw std::runtime_error(where + ": \"prompt\" lists must hold token ids");
+    return single(p, max_tokens, static_cast<int>(p.size()));
+  }
+  throw std::runtime_error(where + ": \"prompt\" must be text or a non-empty list of token ids");
+}
+
+std::vector<Session> file_sessions(const BenchOptions& o, bool chat) {
+  std::ifstream in(o.dataset_path);
+  if (!in) throw std::runtime_error("cannot open --dataset-path " + o.dataset_path);
+  std::vector<Session> lines;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = o.dataset_path + ":" + std::to_string(n);
+    Json j;
+    try {
+      j = Json::parse(line);
+    } catch (const std::exception& e) {
+      throw std::runtime_error(where + ": not JSON: " + e.what());
+    }
+    lines.push_back(file_line(j, chat, o.random_output_len, where));
+  }
+  if (lines.empty()) throw std::runtime_error(o.dataset_path + ": no requests in the file");
+  if (!o.num_prompts_given) return lines;
+  // --num-prompts replays the file in order, from the top again when it runs out.
+  std::vector<Session> out;
+  for (int i = 0; i < o.num_prompts; ++i) out.push_back(lines[static_cast<size_t>(i) % lines.size()]);
+  return out;
+}
+
+}  // namespace
+
+std::vector<Session> build_workload(const BenchOptions& o) {
+  const bool chat = is_chat_endpoint(o);
+  if (o.dataset == "random") return random_sessions(o, chat);
+  if (o.dataset == "shared-prefix") return shared_prefix_sessions(o, chat);
+  if (o.dataset == "multi-turn") return multi_turn_sessions(o);
+  return file_sessions(o, chat);
+}
+
+Json conversation_messages(const Session& s, const std::vector<std::string>& replies, size_t turn) {
+  Json messages = Json::array();
+  if (!s.system_prompt.empty()) messages.push_back({{"role", "system"}, {"content", s.system_prompt}});
+  for (size_t t = 0; t < turn; ++t) {
+    messages.push_back({{"role", "user"}, {"content", s.turns[t].input}});
+    messages.push_back({{"role", "assistant"}, {"content", replies.at(t)}});
+  }
+  messages.push_back({{"role", "user"}, {"content", s.turns.at(turn).input}});
+  return messages;
+}
+
+size_t count_requests(const std::vector<Session>& sessions) {
+  size_t n = 0;
+  for (const auto& s : sessions) n += s.turns.size();
+  return n;
+}
+
+}  // namespace ds::bench

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Builds (in build-cuda/) what scripts/bench_serve_gpu.sh runs on the GPU machine -- serve,
+# bench_serve, bench_scheduler, bench_cuda_model -- and stages them, with the shared libraries
+# that machine lacks (not libcuda or cuBLAS, which it has), and the scripts of the run, in
+# DEST (default .devbuild/bench-serve, ignored by git): DEST/bundle.tar.xz plus the scripts.
+# The device tool sends the lead's checkout, so a helper stages into that checkout's
+# .devbuild and carries it:
+#   DEST=/work/main/.devbuild/bench-serve scripts/bench_serve_bundle.sh
+#   (then on the device: bash .devbuild/bench-serve/bench_serve_gpu.sh)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DEST=${DEST:-.devbuild/bench-serve}
+targets="serve bench_serve bench_scheduler bench_cuda_model"
+cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build-cuda -j "${JOBS:-2}" --target $targets
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/bin" "$stage/lib"
+for t in $targets; do cp "build-cuda/$t" "$stage/bin/"; done
+for t in $targets; do ldd "build-cuda/$t"; done | awk '/=> \//{print $3}' | sort -u |
+  grep -Ev '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libgcc_s|libstdc\+\+|libcuda|libcublas|libcublasLt)\.so' |
+  while read -r lib; do cp -L "$lib" "$stage/lib/"; done
+{ git rev-parse HEAD; git status --porcelain | grep -q . && echo "+local changes"; } > "$stage/COMMIT" || true
+mkdir -p "$DEST"
+tar -C "$stage" -cf - . | xz -T2 -6 > "$DEST/bundle.tar.xz"
+cp scripts/bench_serve_gpu.sh scripts/make_random_checkpoint.py scripts/make_checkpoint_tokenizer.py \
+   scripts/bench_serve_report.py "$DEST/"
+ls -la "$DEST"

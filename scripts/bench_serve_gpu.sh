@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# The serving benchmark on the GPU machine (docs/benchmarks.md, "Serving"), in one command:
+#   1. unpack the bundle of scripts/bench_serve_bundle.sh (serve, bench_serve, bench_scheduler,
+#      bench_cuda_model and the shared libraries the machine lacks);
+#   2. per model size: generate the random-weight checkpoint (make_random_checkpoint.py) and
+#      give it a tokenizer that spells every id (make_checkpoint_tokenizer.py); start
+#      `serve --backend cuda`; a warm-up pass; the standard sweep of bench_serve runs
+#      (random dataset, token-id prompts, --ignore-eos); stop the server; delete the checkpoint
+#      (the disk holds one 27B checkpoint, not two);
+#   3. while the first checkpoint is written: bench_scheduler (the engine's host cost per
+#      step at 256 running sequences, on this machine's CPU);
+#   4. with HOST_STEP=1, after the 9B sweep: bench_cuda_model at batch 256 / 1K context (the
+#      forward alone), the other side of the host share of a step.
+# Results: $OUT/summary.txt (tables, printed last) and $OUT/results.tar.gz (the result JSONs,
+# bench_serve tables, server and benchmark logs).
+#   [SIZES="9b 27b"] [SWEEP_9B="1:8 16:64 64:128 256:512"] [SWEEP_27B="1:3 16:16"] [HOST_STEP=1]
+#   [BUNDLE=.devbuild/bench-serve/bundle.tar.xz] scripts/bench_serve_gpu.sh
+# A sweep point is CONCURRENCY:PROMPTS. Shapes: 9B 1024 in / 256 out, 27B 8192 in / 1024 out
+# (the issue's standard sweep; 27B is SGLang's published Qwen3.5-27B H200 workload).
+set -uo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+START=$SECONDS
+DEADLINE=${DEADLINE:-560}  # seconds for the whole command (the device tool stops a call at 600)
+OUT=${OUT:-/tmp/bench_serve_out}
+R=/tmp/bench_serve_results
+rm -rf "$R"; mkdir -p "$OUT" "$R"
+SIZES=${SIZES:-9b 27b}
+BUNDLE=${BUNDLE:-.devbuild/bench-serve/bundle.tar.xz}
+PORT=18080
+left() { echo $((DEADLINE - (SECONDS - START))); }
+summary="$OUT/summary.txt"; : > "$summary"
+note() { echo "$*" | tee -a "$summary"; }
+pack() { tar -C "$R" -czf "$OUT/results.tar.gz" . 2>/dev/null; }
+trap pack EXIT
+
+B=/tmp/bsbundle
+rm -rf "$B"; mkdir -p "$B"
+xz -dc "$BUNDLE" | tar -C "$B" -xf - || { echo "cannot unpack $BUNDLE"; exit 1; }
+# cuBLAS comes with the machine's CUDA (or its Python wheels), not with the bundle.
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
+         $(python3 -c 'import nvidia.cublas, os; print(os.path.dirname(nvidia.cublas.__file__) + "/lib")' 2>/dev/null); do
+  if [ -e "$d/libcublas.so.13" ]; then export LD_LIBRARY_PATH="$B/lib:$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; break; fi
+done
+{ date -u; echo "bundle commit $(tr '\n' ' ' < "$B/COMMIT")"; nproc; lscpu | grep -m1 'Model name';
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv; } > "$R/machine.txt" 2>&1
+cat "$R/machine.txt" | tee -a "$summary"
+
+checkpoint() {  # size -> generates /tmp/qwen35-$1-random with its tokenizer (log in $R)
+  local dir=/tmp/qwen35-$1-random
+  PYTHONUNBUFFERED=1 python3 "$HERE/make_random_checkpoint.py" --size "$1" --out "$dir" > "$R/ckpt_$1.log" 2>&1 &&
+    python3 "$HERE/make_checkpoint_tokenizer.py" --out "$dir" >> "$R/ckpt_$1.log" 2>&1
+}
+
+# The first checkpoint is written while bench_scheduler measures the host side.
+first=${SIZES%% *}
+t0=$SECONDS; checkpoint "$first" & CKPT_PID=$!
+"$B/bin/bench_scheduler" --seqs 256 --vocab 16 --repeat 3 > "$R/bench_scheduler.txt" 2>&1
+note "bench_scheduler --seqs 256 --vocab 16: $(grep -E '^(policy|engine)' "$R/bench_scheduler.txt" | tr '\n' ' ')"
+
+for size in $SIZES; do
+  if [ "$size" != "$first" ]; then t0=$SECONDS; checkpoint "$size"; rc=$?; else wait $CKPT_PID; rc=$?; fi
+  note "checkpoint $size rc=$rc in $((SECONDS - t0)) s: $(tail -2 "$R/ckpt_$size.log" | tr '\n' ' ')"
+  [ $rc = 0 ] || continue
+  CKPT=/tmp/qwen35-$size-random
+  if [ "$size" = 27b ]; then IN=8192; OUTLEN=1024; SWEEP=${SWEEP_27B:-1:3 16:16}
+  else IN=1024; OUTLEN=256; SWEEP=${SWEEP_9B:-1:8 16:64 64:128 256:512}; fi
+  t0=$SECONDS
+  "$B/bin/serve" --model "$CKPT" --backend cuda --port $PORT --gpu-memory-utilization 0.9 --max-num-seqs 256 \
+    ${SERVE_ARGS:-} > "$R/serve_$size.log" 2>&1 &
+  SERVE_PID=$!
+  until curl -sf -m 2 http://127.0.0.1:$PORT/health > /dev/null; do
+    kill -0 $SERVE_PID 2>/dev/null || break
+    [ $(left) -gt 60 ] || break
+    sleep 1
+  done
+  note "serve $size up in $((SECONDS - t0)) s: $(grep -E 'K/V cache|state slots|fit at once' "$R/serve_$size.log" | head -3 | tr '\n' ' ')"
+  # Every run: random token-id prompts (ids of real Qwen3 BPE tokens), replies of exactly max_tokens.
+  bench=("$B/bin/bench_serve" --base-url http://127.0.0.1:$PORT --dataset random --random-vocab-size 151643
+         --ignore-eos --no-progress)
+  # Warm-up: the first steps of a fresh server pay one-time costs (cuBLAS, workspaces).
+  "${bench[@]}" --num-prompts 32 --max-concurrency 32 --random-input-len $IN --random-output-len 16 \
+    > "$R/${size}_warmup.txt" 2>&1
+  note "warm-up $size rc=$?"
+  for point in $SWEEP; do
+    c=${point%%:*}; n=${point##*:}
+    [ $(left) -gt 40 ] || { note "no time left for $size c=$c"; continue; }
+    timeout $(( $(left) - 20 )) "${bench[@]}" --random-input-len $IN --random-output-len $OUTLEN \
+      --max-concurrency $c --num-prompts $n --seed $c --label "$size c=$c" --result-json "$R/${size}_c$c.json" \
+      > "$R/${size}_c$c.txt" 2>&1
+    note "$size c=$c n=$n rc=$? ($(( $(left) )) s left)"
+  done
+  curl -s http://127.0.0.1:$PORT/metrics | grep -E '^vllm:(num_preemptions|prompt_tokens|generation_tokens)_total' \
+    >> "$R/serve_$size.log"
+  kill $SERVE_PID 2>/dev/null; wait $SERVE_PID 2>/dev/null
+  if [ "$size" = 9b ] && [ "${HOST_STEP:-0}" = 1 ] && [ $(left) -gt 90 ]; then
+    timeout $(( $(left) - 20 )) "$B/bin/bench_cuda_model" --model "$CKPT" --batches 256 --contexts 1024 \
+      --prefill 0 --layouts "" > "$R/bench_cuda_model_b256.txt" 2>&1
+    note "bench_cuda_model b256 ctx1K rc=$?: $(grep -E '^decode' "$R/bench_cuda_model_b256.txt" | tr '\n' ' ')"
+  fi
+  rm -rf "$CKPT"
+  python3 "$HERE/bench_serve_report.py" $(ls -v "$R/${size}"_c*.json) | tee -a "$summary"
+done
+echo "==== summary"; cat "$summary"

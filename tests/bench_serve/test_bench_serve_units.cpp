@@ -1,0 +1,336 @@
+// bench_serve's parts without a server: SSE framing, the reading of a stream into timings,
+// tokens and errors, the metrics as vllm bench serve computes them, the workloads, the
+// request bodies and the arrival times.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+
+#include <unistd.h>
+
+#include "programs/bench_serve/load_generator.h"
+#include "programs/bench_serve/openai_client.h"
+#include "programs/bench_serve/request_body.h"
+#include "programs/bench_serve/serving_metrics.h"
+#include "programs/bench_serve/sse_parser.h"
+#include "programs/bench_serve/stream_reader.h"
+#include "programs/bench_serve/workload.h"
+
+using namespace ds::bench;
+using Clock = StreamReader::Clock;
+
+namespace {
+
+Clock::time_point at_ms(Clock::time_point t0, int ms) { return t0 + std::chrono::milliseconds(ms); }
+
+}  // namespace
+
+TEST_CASE("SseParser: events in any split, CRLF/CR/LF, comments, multi-line data", "[sse]") {
+  const std::string stream =
+      ": keep-alive\r\n\r\ndata: {\"a\":1}\r\n\r\nevent: x\ndata: line1\ndata:line2\n\ndata: [DONE]\r\rdata: tail";
+  for (size_t split : {size_t{1}, size_t{2}, size_t{3}, size_t{7}, stream.size()}) {
+    std::vector<std::string> got;
+    SseParser p([&](std::string_view d) { got.emplace_back(d); });
+    for (size_t i = 0; i < stream.size(); i += split) p.feed(std::string_view(stream).substr(i, split));
+    p.finish();
+    INFO("split " << split);
+    REQUIRE(got == std::vector<std::string>{"{\"a\":1}", "line1\nline2", "[DONE]", "tail"});
+  }
+}
+
+TEST_CASE("StreamReader: chat timings skip the role chunk; usage gives the tokens", "[reader]") {
+  const auto t0 = Clock::now();
+  StreamReader r(true, t0);
+  r.on_event(R"({"choices":[{"index":0,"delta":{"role":"assistant","content":""}}],"usage":null})", at_ms(t0, 1));
+  r.on_event(R"({"choices":[{"index":0,"delta":{"content":"Hel"}}],"usage":null})", at_ms(t0, 100));
+  r.on_event(R"({"choices":[{"index":0,"delta":{"reasoning_content":"hmm"}}],"usage":null})", at_ms(t0, 110));
+  r.on_event(R"({"choices":[{"index":0,"delta":{"content":"lo"}}],"usage":null})", at_ms(t0, 130));
+  r.on_event(R"({"choices":[{"index":0,"delta":{},"finish_reason":"length"}],"usage":null})", at_ms(t0, 131));
+  r.on_event(R"({"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":4,"total_tokens":16}})", at_ms(t0, 132));
+  r.on_event("[DONE]", at_ms(t0, 133));
+  const RequestResult res = r.finish(at_ms(t0, 140), 200, "", "");
+  REQUIRE(res.success);
+  CHECK(res.error.empty());
+  CHECK(res.ttft == Approx(0.100));
+  REQUIRE(res.itl.size() == 2);
+  CHECK(res.itl[0] == Approx(0.010));
+  CHECK(res.itl[1] == Approx(0.020));
+  CHECK(res.latency == Approx(0.140));
+  CHECK(res.prompt_tokens == 12);
+  CHECK(res.completion_tokens == 4);
+  CHECK(res.content == "Hello");
+}
+
+TEST_CASE("StreamReader: completions text; output only in the finish chunk", "[reader]") {
+  const auto t0 = Clock::now();
+  StreamReader r(false, t0);
+  r.on_event(R"({"choices":[{"index":0,"text":"","finish_reason":null}]})", at_ms(t0, 5));
+  r.on_event(R"({"choices":[{"index":0,"text":"ab","finish_reason":"stop"}]})", at_ms(t0, 50));
+  r.on_event(R"({"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1}})", at_ms(t0, 51));
+  r.on_event("[DONE]", at_ms(t0, 51));
+  const RequestResult res = r.finish(at_ms(t0, 52), 200, "", "");
+  REQUIRE(res.success);
+  CHECK(res.ttft == Approx(0.050));
+  CHECK(res.itl.empty());
+  CHECK(res.content == "ab");
+
+  // No chunk carries text (e.g. only special tokens): TTFT is the finish chunk.
+  StreamReader e(false, t0);
+  e.on_event(R"({"choices":[{"index":0,"text":"","finish_reason":"stop"}]})", at_ms(t0, 20));
+  e.on_event(R"({"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1}})", at_ms(t0, 21));
+  e.on_event("[DONE]", at_ms(t0, 21));
+  const RequestResult empty = e.finish(at_ms(t0, 22), 200, "", "");
+  REQUIRE(empty.success);
+  CHECK(empty.ttft == Approx(0.020));
+}
+
+TEST_CASE("StreamReader: every failure is a failure, with its first error", "[reader]") {
+  const auto t0 = Clock::now();
+  auto usage_and_done = [&](StreamReader& r) {
+    r.on_event(R"({"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1}})", t0);
+    r.on_event("[DONE]", t0);
+  };
+  {
+    StreamReader r(false, t0);
+    const RequestResult res = r.finish(t0, 404, R"({"error":{"message":"model 'x' not found","type":"x"}})", "");
+    CHECK_FALSE(res.success);
+    CHECK(res.error == "HTTP 404: model 'x' not found");
+  }
+  {
+    StreamReader r(false, t0);
+    const RequestResult res = r.finish(t0, 429, "queue full", "");
+    CHECK(res.error == "HTTP 429: queue full");
+  }
+  {
+    StreamReader r(false, t0);
+    r.on_event(R"({"choices":[{"index":0,"text":"a"}]})", t0);
+    r.on_event(R"({"error":{"message":"generation failed: boom","code":500}})", t0);
+    usage_and_done(r);
+    const RequestResult res = r.finish(t0, 200, "", "");
+    CHECK_FALSE(res.success);
+    CHECK(res.error == "error in the stream: generation failed: boom");
+  }
+  {
+    StreamReader r(false, t0);
+    r.on_event(R"({"choices":[{"index":0,"text":"a"}]})", t0);
+    const RequestResult res = r.finish(t0, 200, "", "Read");
+    CHECK_FALSE(res.success);
+    CHECK(res.error == "connection: Read");
+  }
+  {
+    StreamReader r(false, t0);
+    r.on_event(R"({"choices":[{"index":0,"text":"a"}]})", t0);
+    r.on_event(R"({"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1}})", t0);
+    const RequestResult res = r.finish(t0, 200, "", "");
+    CHECK(res.error == "the stream ended before \"data: [DONE]\"");
+  }
+  {
+    StreamReader r(false, t0);
+    r.on_event(R"({"choices":[{"index":0,"text":"a"}]})", t0);
+    r.on_event("[DONE]", t0);
+    const RequestResult res = r.finish(t0, 200, "", "");
+    CHECK(res.error.find("no usage in the stream") == 0);
+  }
+  {
+    StreamReader r(false, t0);
+    r.on_event("not json", t0);
+    usage_and_done(r);
+    const RequestResult res = r.finish(t0, 200, "", "");
+    CHECK(res.error == "malformed stream event: not json");
+  }
+}
+
+TEST_CASE("percentiles interpolate as numpy does; summary as vllm bench serve", "[metrics]") {
+  CHECK(percentile({}, 50) == 0);
+  CHECK(percentile({3, 1, 2, 4}, 50) == Approx(2.5));
+  CHECK(percentile({1, 2, 3, 4}, 90) == Approx(3.7));
+  CHECK(percentile({1, 2, 3, 4}, 99) == Approx(3.97));
+  CHECK(percentile({5}, 99) == 5);
+
+  std::vector<RequestResult> rs(4);
+  rs[0].success = true, rs[0].ttft = 0.1, rs[0].latency = 1.1, rs[0].completion_tokens = 11, rs[0].prompt_tokens = 100;
+  rs[0].itl = {0.1, 0.1};
+  rs[1].success = true, rs[1].ttft = 0.3, rs[1].latency = 0.3, rs[1].completion_tokens = 1, rs[1].prompt_tokens = 50;
+  rs[1].turn = 1;
+  rs[2].error = "HTTP 429: queue full";
+  rs[3].error = "HTTP 429: queue full";
+  rs[3].turn = 1;
+  const ServingMetrics m = summarize(rs, 2.0, true);
+  CHECK(m.completed == 2);
+  CHECK(m.failed == 2);
+  CHECK(m.total_input_tokens == 150);
+  CHECK(m.total_output_tokens == 12);
+  CHECK(m.request_throughput == Approx(1.0));
+  CHECK(m.output_throughput == Approx(6.0));
+  CHECK(m.input_throughput == Approx(75.0));
+  CHECK(m.total_token_throughput == Approx(81.0));
+  CHECK(m.ttft.mean == Approx(200));
+  CHECK(m.ttft.std == Approx(100));
+  CHECK(m.tpot.count == 1);  // one-token replies have no TPOT
+  CHECK(m.tpot.mean == Approx(100));
+  CHECK(m.itl.count == 2);
+  CHECK(m.e2el.p50 == Approx(700));
+  REQUIRE(m.errors.size() == 1);
+  CHECK(m.errors[0].error == "HTTP 429: queue full");
+  CHECK(m.errors[0].count == 2);
+  REQUIRE(m.turns.size() == 2);
+  CHECK(m.turns[0].completed == 1);
+  CHECK(m.turns[0].failed == 1);
+  CHECK(m.turns[1].mean_input_tokens == Approx(50));
+  CHECK(m.turns[1].ttft.mean == Approx(300));
+}
+
+TEST_CASE("workloads: lengths, groups, conversations, files", "[workload]") {
+  BenchOptions o;
+  o.num_prompts = 6;
+  o.random_input_len = 20;
+  o.random_output_len = 5;
+  o.random_vocab_size = 100;
+  {
+    const auto s = build_workload(o);
+    REQUIRE(s.size() == 6);
+    for (const auto& x : s) {
+      REQUIRE(x.turns.size() == 1);
+      REQUIRE(x.turns[0].input.is_array());
+      CHECK(x.turns[0].input.size() == 20);
+      for (const auto& id : x.turns[0].input) CHECK((id.get<int>() >= 0 && id.get<int>() < 100));
+      CHECK(x.turns[0].max_tokens == 5);
+    }
+    CHECK(s[0].turns[0].input != s[1].turns[0].input);
+    CHECK(build_workload(o)[3].turns[0].input == s[3].turns[0].input);  // seeded
+  }
+  SECTION("range ratio") {
+    o.random_range_ratio = 0.5;
+    o.num_prompts = 200;
+    int lo = 1000, hi = 0;
+    for (const auto& x : build_workload(o)) {
+      lo = std::min(lo, static_cast<int>(x.turns[0].input.size()));
+      hi = std::max(hi, static_cast<int>(x.turns[0].input.size()));
+    }
+    CHECK(lo >= 10);
+    CHECK(hi <= 30);
+    CHECK(hi > lo);
+  }
+  SECTION("chat: one user message of words") {
+    o.endpoint = "/v1/chat/completions";
+    const auto s = build_workload(o);
+    const Json& m = s[0].turns[0].input;
+    REQUIRE(m.size() == 1);
+    CHECK(m[0]["role"] == "user");
+    const std::string text = m[0]["content"];
+    CHECK(std::count(text.begin(), text.end(), ' ') == 19);
+  }
+  SECTION("shared-prefix: G prefixes of P ids, S unique ids after") {
+    o.dataset = "shared-prefix";
+    o.shared_prefix_groups = 2;
+    o.shared_prefix_len = 8;
+    o.shared_suffix_len = 3;
+    const auto s = build_workload(o);
+    REQUIRE(s.size() == 6);
+    auto prefix = [&](size_t i) {
+      const Json& in = s[i].turns[0].input;
+      REQUIRE(in.size() == 11);
+      return Json(std::vector<Json>(in.begin(), in.begin() + 8));
+    };
+    CHECK(prefix(0) == prefix(2));
+    CHECK(prefix(0) == prefix(4));
+    CHECK(prefix(1) == prefix(3));
+    CHECK(prefix(0) != prefix(1));
+    CHECK(s[0].turns[0].input != s[2].turns[0].input);
+  }
+  SECTION("multi-turn: history with the replies") {
+    o.dataset = "multi-turn";
+    o.endpoint = "/v1/chat/completions";
+    o.num_prompts = 2;
+    o.turns = 3;
+    o.system_prompt_len = 4;
+    const auto s = build_workload(o);
+    REQUIRE(s.size() == 2);
+    REQUIRE(s[0].turns.size() == 3);
+    CHECK(s[0].conversation);
+    CHECK(s[0].system_prompt == s[1].system_prompt);
+    const Json m = conversation_messages(s[0], {"r1", "r2"}, 2);
+    REQUIRE(m.size() == 6);
+    CHECK(m[0]["role"] == "system");
+    CHECK(m[1]["content"] == s[0].turns[0].input);
+    CHECK(m[2] == Json({{"role", "assistant"}, {"content", "r1"}}));
+    CHECK(m[4]["content"] == "r2");
+    CHECK(m[5]["content"] == s[0].turns[2].input);
+    CHECK(count_requests(s) == 6);
+  }
+  SECTION("file") {
+    const std::string path = "/tmp/ds_bench_units_" + std::to_string(::getpid()) + ".jsonl";
+    {
+      std::ofstream f(path);
+      f << R"({"prompt": "hello there", "max_tokens": 3})" << "\n\n"
+        << R"({"prompt": [1, 2, 3]})" << "\n";
+    }
+    o.dataset = "file";
+    o.dataset_path = path;
+    auto s = build_workload(o);
+    REQUIRE(s.size() == 2);
+    CHECK(s[0].turns[0].input == "hello there");
+    CHECK(s[0].turns[0].max_tokens == 3);
+    CHECK(s[1].turns[0].input == Json({1, 2, 3}));
+    CHECK(s[1].turns[0].max_tokens == 5);  // --random-output-len
+    o.num_prompts_given = true;
+    o.num_prompts = 5;
+    s = build_workload(o);
+    REQUIRE(s.size() == 5);
+    CHECK(s[4].turns[0].input == "hello there");
+    o.endpoint = "/v1/chat/completions";
+    CHECK_THROWS_WITH(build_workload(o), Catch::Contains(":3: a token-id \"prompt\" needs --endpoint /v1/completions"));
+    {
+      std::ofstream f(path);
+      f << R"({"messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": 2})" << "\n{oops\n";
+    }
+    CHECK_THROWS_WITH(build_workload(o), Catch::Contains(":2: not JSON"));
+    std::remove(path.c_str());
+  }
+}
+
+TEST_CASE("request bodies stream with usage; --extra-body overrides", "[body]") {
+  BenchOptions o;
+  o.ignore_eos = true;
+  o.temperature = 0.0;
+  o.extra_body = R"({"top_k": 5, "stream_options": {"include_usage": true, "continuous_usage_stats": false}})";
+  const RequestBody c(o, "m");
+  const Json a = Json::parse(c.make(Json({1, 2}), 7));
+  CHECK(a["model"] == "m");
+  CHECK(a["prompt"] == Json({1, 2}));
+  CHECK(a["max_tokens"] == 7);
+  CHECK(a["stream"] == true);
+  CHECK(a["stream_options"]["include_usage"] == true);
+  CHECK(a["ignore_eos"] == true);
+  CHECK(a["temperature"] == 0.0);
+  CHECK(a["top_k"] == 5);
+  o.endpoint = "/v1/chat/completions";
+  o.extra_body.clear();
+  const RequestBody chat(o, "m");
+  const Json b = Json::parse(chat.make(Json::array({{{"role", "user"}, {"content", "x"}}}), 3));
+  CHECK(b["max_completion_tokens"] == 3);
+  CHECK(b["messages"][0]["content"] == "x");
+  CHECK(chat.route() == "/v1/chat/completions");
+  o.extra_body = "[1]";
+  CHECK_THROWS(RequestBody(o, "m"));
+}
+
+TEST_CASE("arrivals: all at once for inf, Poisson otherwise; base URLs", "[load]") {
+  const auto burst = arrival_times(5, std::numeric_limits<double>::infinity(), 1);
+  CHECK(burst == std::vector<double>(5, 0.0));
+  const auto p = arrival_times(20001, 100.0, 7);
+  CHECK(p[0] == 0);
+  for (size_t i = 1; i < p.size(); ++i) REQUIRE(p[i] >= p[i - 1]);
+  CHECK(p.back() / 20000.0 == Approx(0.01).epsilon(0.05));  // mean gap 1 / rate
+
+  const ServerAddress a = parse_base_url("http://127.0.0.1:8000");
+  CHECK(a.origin == "http://127.0.0.1:8000");
+  CHECK(a.prefix.empty());
+  const ServerAddress b = parse_base_url("https://example.com/proxy/");
+  CHECK(b.origin == "https://example.com");
+  CHECK(b.prefix == "/proxy");
+  CHECK_THROWS(parse_base_url("localhost:8000"));
+}
