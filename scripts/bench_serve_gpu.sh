@@ -43,7 +43,7 @@ for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
 done
 { date -u; echo "bundle commit $(tr '\n' ' ' < "$B/COMMIT")"; nproc; lscpu | grep -m1 'Model name';
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv; } > "$R/machine.txt" 2>&1
-cat "$R/machine.txt" | tee -a "$summary"
+tee -a "$summary" < "$R/machine.txt"
 
 checkpoint() {  # size -> generates /tmp/qwen35-$1-random with its tokenizer (log in $R)
   local dir=/tmp/qwen35-$1-random
