@@ -11,6 +11,7 @@
 
 #include <unistd.h>
 
+#include "programs/bench_serve/bench_options.h"
 #include "programs/bench_serve/load_generator.h"
 #include "programs/bench_serve/openai_client.h"
 #include "programs/bench_serve/request_body.h"
@@ -333,4 +334,23 @@ TEST_CASE("arrivals: all at once for inf, Poisson otherwise; base URLs", "[load]
   CHECK(b.origin == "https://example.com");
   CHECK(b.prefix == "/proxy");
   CHECK_THROWS(parse_base_url("localhost:8000"));
+}
+
+TEST_CASE("options: inconsistent flags are refused by name", "[options]") {
+  BenchOptions o;
+  CHECK(validate_options(o).empty());
+  o.dataset = "multi-turn";
+  CHECK(validate_options(o).find("--endpoint /v1/chat/completions") != std::string::npos);
+  o = BenchOptions{};
+  o.dataset = "file";
+  CHECK(validate_options(o) == "--dataset file needs --dataset-path");
+  o = BenchOptions{};
+  o.endpoint = "/v1/responses";
+  CHECK(validate_options(o).rfind("--endpoint", 0) == 0);
+  o = BenchOptions{};
+  o.random_range_ratio = 1.0;
+  CHECK(validate_options(o).rfind("--random-range-ratio", 0) == 0);
+  o = BenchOptions{};
+  o.request_rate = 0;
+  CHECK(validate_options(o).rfind("--request-rate", 0) == 0);
 }
