@@ -15,7 +15,7 @@
 # bench_serve tables, server and benchmark logs).
 #   [SIZES="9b 27b"] [SWEEP_9B="1:8 16:64 64:128 256:512"] [SWEEP_27B="1:3 16:16"] [HOST_STEP=1]
 #   [BUNDLE=.devbuild/bench-serve/bundle.tar.xz] scripts/bench_serve_gpu.sh
-# A sweep point is CONCURRENCY:PROMPTS. Shapes: 9B 1024 in / 256 out, 27B 8192 in / 1024 out
+# A sweep point is CONCURRENCY:PROMPTS[:greedy]. Shapes: 9B 1024 in / 256 out, 27B 8192 in / 1024 out
 # (the issue's standard sweep; 27B is SGLang's published Qwen3.5-27B H200 workload).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -70,29 +70,33 @@ for size in $SIZES; do
   SERVE_PID=$!
   until curl -sf -m 2 http://127.0.0.1:$PORT/health > /dev/null; do
     kill -0 $SERVE_PID 2>/dev/null || break
-    [ $(left) -gt 60 ] || break
+    [ "$(left)" -gt 60 ] || break
     sleep 1
   done
   note "serve $size up in $((SECONDS - t0)) s: $(grep -E 'K/V cache|state slots|fit at once' "$R/serve_$size.log" | head -3 | tr '\n' ' ')"
   # Every run: random token-id prompts (ids of real Qwen3 BPE tokens), replies of exactly max_tokens.
-  bench=("$B/bin/bench_serve" --base-url http://127.0.0.1:$PORT --dataset random --random-vocab-size 151643
+  bench=("$B/bin/bench_serve" --base-url "http://127.0.0.1:$PORT" --dataset random --random-vocab-size 151643
          --ignore-eos --no-progress)
-  # Warm-up: the first steps of a fresh server pay one-time costs (cuBLAS, workspaces).
-  "${bench[@]}" --num-prompts 32 --max-concurrency 32 --random-input-len $IN --random-output-len 16 \
+  # Warm-up: the first steps of a fresh server pay one-time costs (cuBLAS, workspaces); 32
+  # prompts of 1024 tokens fill whole 2048-token steps.
+  "${bench[@]}" --num-prompts 32 --max-concurrency 32 --random-input-len 1024 --random-output-len 16 \
     > "$R/${size}_warmup.txt" 2>&1
   note "warm-up $size rc=$?"
   for point in $SWEEP; do
-    c=${point%%:*}; n=${point##*:}
-    [ $(left) -gt 40 ] || { note "no time left for $size c=$c"; continue; }
+    IFS=: read -r c n mode <<< "$point"
+    # mode "greedy": --temperature 0 (the device sampler's argmax path) instead of the
+    # server's default sampling (temperature 1 over the whole vocabulary).
+    name=${size}_c$c${mode:+_$mode}; extra=(); [ "$mode" = greedy ] && extra=(--temperature 0)
+    [ "$(left)" -gt 40 ] || { note "no time left for $name"; continue; }
     timeout $(( $(left) - 20 )) "${bench[@]}" --random-input-len $IN --random-output-len $OUTLEN \
-      --max-concurrency $c --num-prompts $n --seed $c --label "$size c=$c" --result-json "$R/${size}_c$c.json" \
-      > "$R/${size}_c$c.txt" 2>&1
-    note "$size c=$c n=$n rc=$? ($(( $(left) )) s left)"
+      --max-concurrency "$c" --num-prompts "$n" --seed "$c" "${extra[@]}" --label "$size c=$c${mode:+ $mode}" \
+      --result-json "$R/$name.json" > "$R/$name.txt" 2>&1
+    note "$name n=$n rc=$? ($(left) s left)"
   done
   curl -s http://127.0.0.1:$PORT/metrics | grep -E '^vllm:(num_preemptions|prompt_tokens|generation_tokens)_total' \
     >> "$R/serve_$size.log"
   kill $SERVE_PID 2>/dev/null; wait $SERVE_PID 2>/dev/null
-  if [ "$size" = 9b ] && [ "${HOST_STEP:-0}" = 1 ] && [ $(left) -gt 90 ]; then
+  if [ "$size" = 9b ] && [ "${HOST_STEP:-0}" = 1 ] && [ "$(left)" -gt 90 ]; then
     timeout $(( $(left) - 20 )) "$B/bin/bench_cuda_model" --model "$CKPT" --batches 256 --contexts 1024 \
       --prefill 0 --layouts "" > "$R/bench_cuda_model_b256.txt" 2>&1
     note "bench_cuda_model b256 ctx1K rc=$?: $(grep -E '^decode' "$R/bench_cuda_model_b256.txt" | tr '\n' ' ')"
