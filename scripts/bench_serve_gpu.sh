@@ -13,7 +13,7 @@
 #      forward alone), the other side of the host share of a step.
 # Results: $OUT/summary.txt (tables, printed last) and $OUT/results.tar.gz (the result JSONs,
 # bench_serve tables, server and benchmark logs).
-#   [SIZES="9b 27b"] [SWEEP_9B="1:8 16:64 64:128 256:512"] [SWEEP_27B="1:3 16:16"] [HOST_STEP=1]
+#   [SIZES="9b 27b"] [SWEEP_9B="1:8 16:64 64:128 256:512"] [SWEEP_27B="1:4 16:32"] [HOST_STEP=1]
 #   [BUNDLE=.devbuild/bench-serve/bundle.tar.xz] scripts/bench_serve_gpu.sh
 # A sweep point is CONCURRENCY:PROMPTS[:greedy]. Shapes: 9B 1024 in / 256 out, 27B 8192 in / 1024 out
 # (the issue's standard sweep; 27B is SGLang's published Qwen3.5-27B H200 workload).
@@ -62,7 +62,7 @@ for size in $SIZES; do
   note "checkpoint $size rc=$rc in $((SECONDS - t0)) s: $(tail -2 "$R/ckpt_$size.log" | tr '\n' ' ')"
   [ $rc = 0 ] || continue
   CKPT=/tmp/qwen35-$size-random
-  if [ "$size" = 27b ]; then IN=8192; OUTLEN=1024; SWEEP=${SWEEP_27B:-1:3 16:16}
+  if [ "$size" = 27b ]; then IN=8192; OUTLEN=1024; SWEEP=${SWEEP_27B:-1:4 16:32}
   else IN=1024; OUTLEN=256; SWEEP=${SWEEP_9B:-1:8 16:64 64:128 256:512}; fi
   t0=$SECONDS
   "$B/bin/serve" --model "$CKPT" --backend cuda --port $PORT --gpu-memory-utilization 0.9 --max-num-seqs 256 \
@@ -93,8 +93,11 @@ for size in $SIZES; do
       --result-json "$R/$name.json" > "$R/$name.txt" 2>&1
     note "$name n=$n rc=$? ($(left) s left)"
   done
-  curl -s http://127.0.0.1:$PORT/metrics | grep -E '^vllm:(num_preemptions|prompt_tokens|generation_tokens)_total' \
-    >> "$R/serve_$size.log"
+  # The server's own counters (preemptions, tokens) after the sweep; not into its log, which
+  # it still writes.
+  curl -s "http://127.0.0.1:$PORT/metrics" | grep -E '^vllm:(num_preemptions|prompt_tokens|generation_tokens)_total' \
+    > "$R/metrics_$size.txt"
+  note "$size server counters: $(tr '\n' ' ' < "$R/metrics_$size.txt")"
   kill $SERVE_PID 2>/dev/null; wait $SERVE_PID 2>/dev/null
   if [ "$size" = 9b ] && [ "${HOST_STEP:-0}" = 1 ] && [ "$(left)" -gt 90 ]; then
     timeout $(( $(left) - 20 )) "$B/bin/bench_cuda_model" --model "$CKPT" --batches 256 --contexts 1024 \
