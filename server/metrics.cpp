@@ -176,6 +176,17 @@ std::string ServerMetrics::render(const scheduler::EngineStats* st) const {
   header(out, "vllm:prefix_cache_hits_total", "counter", "Tokens found in the prefix cache at admission.");
   sample(out, "vllm:prefix_cache_hits_total", m, static_cast<double>(s.prefix_cache_hits_total));
 
+  header(out, "deltaserve:engine_iterations_total", "counter", "Engine steps (forward passes).");
+  sample(out, "deltaserve:engine_iterations_total", m, static_cast<double>(s.iterations_total));
+  header(out, "deltaserve:engine_schedule_seconds_total", "counter", "Engine time spent planning steps.");
+  sample(out, "deltaserve:engine_schedule_seconds_total", m, s.schedule_seconds_total);
+  header(out, "deltaserve:engine_forward_seconds_total", "counter",
+         "Engine time in the model call (on a GPU: until the call returns, not until the GPU is done).");
+  sample(out, "deltaserve:engine_forward_seconds_total", m, s.forward_seconds_total);
+  header(out, "deltaserve:engine_sample_seconds_total", "counter",
+         "Engine time sampling and recording results (on a GPU this includes waiting for the step).");
+  sample(out, "deltaserve:engine_sample_seconds_total", m, s.sample_seconds_total);
+
   header(out, "vllm:prompt_tokens_total", "counter", "Prompt tokens of admitted requests.");
   sample(out, "vllm:prompt_tokens_total", m, static_cast<double>(s.prompt_tokens_total));
   header(out, "vllm:generation_tokens_total", "counter", "Generated tokens.");

@@ -9,6 +9,7 @@
 //               _snapshots / _snapshot_capacity
 //   counters    vllm:prompt_tokens_total, vllm:generation_tokens_total,
 //               vllm:prefix_cache_queries_total, vllm:prefix_cache_hits_total (tokens),
+//               deltaserve:engine_iterations_total, deltaserve:engine_{schedule,forward,sample}_seconds_total,
 //               vllm:num_preemptions_total, vllm:request_success_total{finished_reason},
 //               deltaserve:http_requests_total{code}
 //   histograms  vllm:time_to_first_token_seconds, vllm:inter_token_latency_seconds,
