@@ -130,6 +130,7 @@ void Scheduler::schedule_admissions(int64_t& budget) {
     if (cache_) {
       s.update_keys(blocks_.block_size());
       hit = cache_->lookup(s.tokens, s.keys, s.num_tokens() - 1);
+      find_branch_points(s, hit);
       if (s.deferred_steps < kMaxDeferredSteps && prefix_in_flight(s, hit.tokens)) {
         ++s.deferred_steps;
         break;  // the prefix is being computed: take it from the cache in a step or two
@@ -166,6 +167,35 @@ void Scheduler::schedule_admissions(int64_t& budget) {
     add_chunk(s, want);
     budget -= want;
   }
+}
+
+void Scheduler::find_branch_points(Sequence& s, const kvcache::PrefixHit& hit) {
+  const int64_t bs = blocks_.block_size();
+  const int64_t limit = (s.num_tokens() - 1) / bs * bs;
+  // Cached blocks match beyond the last snapshot: s computes that stretch, and snapshots its
+  // end for the requests that follow.
+  if (hit.matched_tokens > hit.tokens) add_cache_point(s, std::min(hit.matched_tokens, limit));
+  // A running sequence still prefilling a prompt that shares more than the hit: the shared
+  // part's end is worth a snapshot. The running one takes it when it has not planned past it
+  // yet (s then waits for it: prefix_in_flight), else s does.
+  for (Sequence* r : running_) {
+    if (r->num_computed >= r->prompt_len - 1) continue;
+    const int64_t n = std::min<int64_t>({static_cast<int64_t>(r->keys.size()), static_cast<int64_t>(s.keys.size()),
+                                         limit / bs, (r->prompt_len - 1) / bs});
+    int64_t common = 0;
+    while (common < n && r->keys[static_cast<size_t>(common)] == s.keys[static_cast<size_t>(common)]) ++common;
+    const int64_t p = common * bs;
+    if (p <= hit.tokens) continue;
+    const int64_t planned = r->scheduled_step == step_ ? r->planned_end : r->num_computed;
+    add_cache_point(p > planned ? *r : s, p);
+  }
+}
+
+void Scheduler::add_cache_point(Sequence& s, int64_t p) {
+  if (p <= s.num_computed || std::binary_search(s.cache_points.begin(), s.cache_points.end(), p)) return;
+  if (s.state == SeqState::running) track_cache_points(s, -1);
+  s.cache_points.insert(std::upper_bound(s.cache_points.begin(), s.cache_points.end(), p), p);
+  if (s.state == SeqState::running) track_cache_points(s, +1);
 }
 
 bool Scheduler::prefix_in_flight(const Sequence& s, int64_t hit) const {
@@ -235,6 +265,7 @@ void Scheduler::add_chunk(Sequence& s, int64_t n) {
   c.length = n;
   c.samples = s.num_computed + n == s.num_tokens();
   s.scheduled_step = step_;
+  s.planned_end = s.num_computed + n;
   plan_.chunks.push_back(c);
   plan_.num_tokens += n;
   if (c.samples) ++plan_.num_samples;
@@ -276,13 +307,16 @@ void Scheduler::complete(const ScheduledChunk& c) {
     throw std::logic_error("scheduler: completing a chunk that is not the sequence's next");
   s.table.append_tokens(c.length);
   s.num_computed += c.length;
-  if (cache_ && s.snapshot_due > 0 && s.snapshot_due == s.num_computed) {
-    const int64_t p = s.snapshot_due;
-    s.snapshot_due = 0;
-    cache_->insert(s.table, s.tokens, s.keys, p);
-    if (auto slot = cache_->add_snapshot(s.tokens, s.keys, p)) saves_.push_back({s.slot->id, *slot});
+  if (!cache_) return;
+  if (s.snapshot_due > 0 && s.snapshot_due == s.num_computed) {
+    cache_->insert(s.table, s.tokens, s.keys, s.snapshot_due);
+    if (auto slot = cache_->add_snapshot(s.tokens, s.keys, s.snapshot_due)) saves_.push_back({s.slot->id, *slot});
+  }
+  s.snapshot_due = 0;
+  // Points passed (snapshotted, or cached by another sequence meanwhile) are done.
+  if (!s.cache_points.empty() && s.cache_points.front() <= s.num_computed) {
     track_cache_points(s, -1);
-    std::erase_if(s.cache_points, [&](int64_t q) { return q <= p; });
+    std::erase_if(s.cache_points, [&](int64_t q) { return q <= s.num_computed; });
     track_cache_points(s, +1);
   }
 }

@@ -30,7 +30,12 @@
 // of a conversation shares) and block boundaries the server names (Request::cache_points, e.g.
 // the end of a system prompt other requests share). A prefill chunk is cut to end at a point
 // not yet cached, and once it has run its blocks are recorded and the state copied into a
-// snapshot slot (take_saves()). A waiting sequence whose prompt a running one is about to
+// snapshot slot (take_saves()). Branch points become cache points too: where an admitted
+// prompt stops matching cached blocks (beyond its snapshot hit), and where it stops matching
+// the prompt of a sequence still prefilling (that one snapshots there, if it has not planned
+// past it) -- so requests sharing a prefix nobody named (the same long document, few-shot
+// examples) hit from the third, or the second when they arrive together. A waiting sequence
+// whose prompt a running one is about to
 // cache at a point beyond the current hit waits (admission stops) for up to
 // kMaxDeferredSteps steps, so n > 1 choices and requests arriving together share one prefill.
 // Finished and preempted sequences leave their full blocks cached; blocks are taken from the
@@ -160,6 +165,10 @@ class Scheduler {
   std::optional<kvcache::Reservation> reserve_blocks(int32_t n);
   // A chunk of seq from num_computed of at most n tokens, ended at its next cache point.
   int64_t cut_at_cache_point(Sequence& seq, int64_t n);
+  // Branch points: where seq's prompt stops sharing cached blocks, or the prompt of a running
+  // sequence, beyond its hit; those get a cache point (scheduler.h).
+  void find_branch_points(Sequence& seq, const kvcache::PrefixHit& hit);
+  void add_cache_point(Sequence& seq, int64_t position);
   // Whether a running sequence is about to cache a longer prefix of seq than `hit` tokens.
   bool prefix_in_flight(const Sequence& seq, int64_t hit) const;
   void track_cache_points(const Sequence& seq, int delta);

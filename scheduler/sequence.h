@@ -59,6 +59,7 @@ struct Sequence {
   std::vector<kvcache::PrefixKey> keys;
   std::vector<int64_t> cache_points;
   int64_t snapshot_due = 0;
+  int64_t planned_end = 0;  // num_computed after this step's chunk (when it has one)
   int64_t cached_tokens = 0;
   int32_t deferred_steps = 0;
 

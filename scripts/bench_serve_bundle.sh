@@ -7,10 +7,12 @@
 # .devbuild and carries it:
 #   DEST=/work/main/.devbuild/bench-serve scripts/bench_serve_bundle.sh
 #   (then on the device: bash .devbuild/bench-serve/bench_serve_gpu.sh)
+# TARGETS picks other binaries, e.g. for scripts/prefix_cache_gpu.sh:
+#   TARGETS="serve bench_serve test_engine_tiny" DEST=.devbuild/prefix scripts/bench_serve_bundle.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEST=${DEST:-.devbuild/bench-serve}
-targets="serve bench_serve bench_scheduler bench_cuda_model"
+targets=${TARGETS:-serve bench_serve bench_scheduler bench_cuda_model}
 cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build-cuda -j "${JOBS:-2}" --target $targets
 stage=$(mktemp -d)
@@ -23,6 +25,6 @@ for t in $targets; do ldd "build-cuda/$t"; done | awk '/=> \//{print $3}' | sort
 { git rev-parse HEAD; git status --porcelain | grep -q . && echo "+local changes"; } > "$stage/COMMIT" || true
 mkdir -p "$DEST"
 tar -C "$stage" -cf - . | xz -T2 -6 > "$DEST/bundle.tar.xz"
-cp scripts/bench_serve_gpu.sh scripts/make_random_checkpoint.py scripts/make_checkpoint_tokenizer.py \
-   scripts/bench_serve_report.py "$DEST/"
+cp scripts/bench_serve_gpu.sh scripts/prefix_cache_gpu.sh scripts/make_random_checkpoint.py \
+   scripts/make_checkpoint_tokenizer.py scripts/bench_serve_report.py "$DEST/"
 ls -la "$DEST"

@@ -477,11 +477,23 @@ TEST_CASE("tiny: outputs through prefix-cache hits equal a cold cache's, at ever
     s.sampling.seed = 1234;
     reqs.push_back(s);
   }
+  // The CPU backend's chunked prefill is exact; CUDA's f32 mode is within float rounding of
+  // other GEMM shapes; bf16 (not batch-invariant) is compared on its first token only.
+  const std::string be = test::test_backend_name();
+  const bool bf16 = test::test_backend_is_bf16();
+  const double tolerance = be == "cpu" ? 1e-6 : bf16 ? 5e-2 : 1e-4;
   auto compare = [&](const std::vector<Outcome>& cold, const std::vector<Outcome>& warm) {
     REQUIRE(cold.size() == warm.size());
     for (size_t i = 0; i < cold.size(); ++i) {
-      INFO("request " << i);
-      CHECK(warm[i].tokens == cold[i].tokens);
+      INFO("request " << i << " on " << be);
+      CHECK(Tiny::same_run(warm[i].tokens, cold[i].tokens));
+      if (bf16) {
+        REQUIRE(!cold[i].events.empty());
+        REQUIRE(!warm[i].events.empty());
+        const double a = cold[i].events[0].logprob, b = warm[i].events[0].logprob;
+        CHECK(std::fabs(a - b) / std::max(1.0, std::fabs(a)) < tolerance);
+        continue;
+      }
       REQUIRE(warm[i].events.size() == cold[i].events.size());
       // Relative to the value: a hit computes the prompt's tail in another GEMM shape than the
       // cold run (as chunked prefill does), so float32 sums may round differently in the last
@@ -500,7 +512,7 @@ TEST_CASE("tiny: outputs through prefix-cache hits equal a cold cache's, at ever
           worst = std::max(worst, diff(a.top_logprobs[k].logprob, b.top_logprobs[k].logprob));
         }
       }
-      CHECK(worst < 1e-6);
+      CHECK(worst < tolerance);
     }
   };
 

@@ -170,9 +170,9 @@ TEST_CASE("prefix caching: requests arriving together share one prefill of their
 
 TEST_CASE("prefix caching: eviction pressure and preemption keep outputs exact", "[prefix]") {
   FakeModel model(64);
-  // 40 blocks of 16 and 3 snapshots for many different prompts: blocks and snapshots evicted
+  // 32 blocks of 16 and 3 snapshots for many different prompts: blocks and snapshots evicted
   // all the time, and decodes preempt when the cache cannot give blocks back.
-  EngineConfig cfg = cached_config(40, 3, 6, 48);
+  EngineConfig cfg = cached_config(32, 3, 6, 48);
   cfg.max_ctx = 200;
   Engine engine(model, cfg);
   std::mt19937 rng(4);
@@ -181,7 +181,7 @@ TEST_CASE("prefix caching: eviction pressure and preemption keep outputs exact",
   std::vector<Request> reqs;
   std::vector<RequestHandle> hs;
   for (int i = 0; i < 60; ++i) {
-    Request r = greedy(concat(stems[rng() % stems.size()], random_tokens(rng, rng() % 20 + 1)), 20);
+    Request r = greedy(concat(stems[rng() % stems.size()], random_tokens(rng, rng() % 20 + 1)), 40);
     if (i % 3 == 0) {
       r.sampling.temperature = 0.9f;
       r.sampling.seed = static_cast<uint64_t>(i);
@@ -195,7 +195,7 @@ TEST_CASE("prefix caching: eviction pressure and preemption keep outputs exact",
   for (size_t i = 0; i < hs.size(); ++i) {
     const Outcome o = collect(hs[i]);
     const uint64_t seed = reqs[i].sampling.seed.value_or(0);
-    CHECK(o.tokens == model.reference_tokens(*reqs[i].prompt, 20, {}, 200, reqs[i].sampling, seed));
+    CHECK(o.tokens == model.reference_tokens(*reqs[i].prompt, 40, {}, 200, reqs[i].sampling, seed));
     cached += o.last.metrics.cached_tokens;
   }
   CHECK(cached > 0);
@@ -272,4 +272,41 @@ TEST_CASE("prefix caching: randomized multi-turn traffic with cancellations", "[
     CHECK(model.violations() == 0);
     check_quiet(engine);
   }
+}
+
+TEST_CASE("prefix caching: a shared prefix nobody named is found where prompts part", "[prefix]") {
+  FakeModel model(64);
+  Engine engine(model, cached_config(256, 16, 8, 512));
+  std::mt19937 rng(6);
+  const auto document = random_tokens(rng, 150);
+  // One after another: the second finds the first's blocks past any snapshot and snapshots
+  // where the prompts part; the third resumes there.
+  std::vector<int64_t> cached;
+  for (int i = 0; i < 3; ++i) {
+    const Request r = greedy(concat(document, random_tokens(rng, 7)), 3);
+    const Outcome o = run(engine, r);
+    CHECK(o.tokens == model.reference_tokens(*r.prompt, 3, {}, 1 << 20, r.sampling, 0));
+    cached.push_back(o.last.metrics.cached_tokens);
+  }
+  CHECK(cached[0] == 0);
+  CHECK(cached[2] == 144);
+  // Arriving together: the first one still prefilling snapshots where the others part from it.
+  const auto other = random_tokens(rng, 150);
+  std::vector<Request> reqs;
+  std::vector<RequestHandle> hs;
+  for (int i = 0; i < 8; ++i) {
+    reqs.push_back(greedy(concat(other, random_tokens(rng, 5 + i)), 3));
+    auto s = engine.submit(reqs.back());
+    REQUIRE(s.ok());
+    hs.push_back(std::move(s.handle));
+  }
+  int hits = 0;
+  for (size_t i = 0; i < hs.size(); ++i) {
+    const Outcome o = collect(hs[i]);
+    CHECK(o.tokens == model.reference_tokens(*reqs[i].prompt, 3, {}, 1 << 20, reqs[i].sampling, 0));
+    hits += o.last.metrics.cached_tokens == 144;
+  }
+  CHECK(hits >= 6);
+  CHECK(model.violations() == 0);
+  check_quiet(engine);
 }
