@@ -33,8 +33,9 @@ struct Request {
   std::vector<int32_t> stop_token_ids;                 // finish (reason stop) on any of these
   bool ignore_eos = false;                             // do not stop on the model's eos ids
   kernels::SamplingParams sampling;
-  // Prompt positions where other requests are likely to share the prefix (e.g. the end of a
-  // system prompt): the prefix cache snapshots the state there too (scheduler.h).
+  // Prompt positions where later requests are likely to share the prefix (the end of a chat
+  // prompt, which the next turn extends; the end of a system prompt): the prefix cache
+  // snapshots the state at the block boundary at or before each (scheduler.h).
   std::vector<int64_t> cache_points;
 
   Request() = default;

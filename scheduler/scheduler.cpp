@@ -38,9 +38,8 @@ Sequence& Scheduler::add(RequestId id, std::vector<int32_t> tokens, FinishCriter
   Sequence& s = *seq;
   if (cache_) {
     // Block boundaries inside the prompt with one token after them (a hit must leave one token
-    // to compute): the last one, and the ones the caller names.
+    // to compute), at or before the positions the caller names.
     const int64_t bs = blocks_.block_size();
-    cache_points.push_back(s.prompt_len - 1);
     for (int64_t p : cache_points) {
       p = std::min(p, s.prompt_len - 1) / bs * bs;
       if (p > 0) s.cache_points.push_back(p);
@@ -130,7 +129,7 @@ void Scheduler::schedule_admissions(int64_t& budget) {
     if (cache_) {
       s.update_keys(blocks_.block_size());
       hit = cache_->lookup(s.tokens, s.keys, s.num_tokens() - 1);
-      find_branch_points(s, hit);
+      find_branch_points(s, hit, budget);
       if (s.deferred_steps < kMaxDeferredSteps && prefix_in_flight(s, hit.tokens)) {
         ++s.deferred_steps;
         break;  // the prefix is being computed: take it from the cache in a step or two
@@ -169,7 +168,7 @@ void Scheduler::schedule_admissions(int64_t& budget) {
   }
 }
 
-void Scheduler::find_branch_points(Sequence& s, const kvcache::PrefixHit& hit) {
+void Scheduler::find_branch_points(Sequence& s, const kvcache::PrefixHit& hit, int64_t& budget) {
   const int64_t bs = blocks_.block_size();
   const int64_t limit = (s.num_tokens() - 1) / bs * bs;
   // Cached blocks match beyond the last snapshot: s computes that stretch, and snapshots its
@@ -186,9 +185,33 @@ void Scheduler::find_branch_points(Sequence& s, const kvcache::PrefixHit& hit) {
     while (common < n && r->keys[static_cast<size_t>(common)] == s.keys[static_cast<size_t>(common)]) ++common;
     const int64_t p = common * bs;
     if (p <= hit.tokens) continue;
-    const int64_t planned = r->scheduled_step == step_ ? r->planned_end : r->num_computed;
-    add_cache_point(p > planned ? *r : s, p);
+    if (p <= r->num_computed) {  // r is past it: s computes the stretch and snapshots for the next
+      add_cache_point(s, p);
+      continue;
+    }
+    // r's chunk of this step runs past p: end it at p instead (what it gives back returns to
+    // the budget), so that r snapshots there and s waits for it.
+    if (r->scheduled_step == step_ && r->planned_end > p) budget += shorten_chunk(*r, p);
+    add_cache_point(*r, p);
   }
+}
+
+int64_t Scheduler::shorten_chunk(Sequence& r, int64_t end) {
+  for (ScheduledChunk& c : plan_.chunks) {
+    if (c.seq != &r) continue;
+    const int64_t cut = c.start + c.length - end;
+    if (cut <= 0 || end <= c.start) return 0;
+    c.length -= cut;
+    plan_.num_tokens -= cut;
+    if (c.samples) {
+      c.samples = false;
+      --plan_.num_samples;
+    }
+    r.planned_end = end;
+    r.snapshot_due = end;
+    return cut;
+  }
+  return 0;
 }
 
 void Scheduler::add_cache_point(Sequence& s, int64_t p) {

@@ -26,15 +26,17 @@
 // tokens but the last, which must be computed to sample); its blocks are shared into the
 // table, the snapshot is copied into the sequence's fresh slot before the step's forward
 // (StepPlan::restores) and the sequence starts from there. A sequence snapshots its state at
-// its cache points: the last block boundary before its prompt's end (the prefix the next turn
-// of a conversation shares) and block boundaries the server names (Request::cache_points, e.g.
-// the end of a system prompt other requests share). A prefill chunk is cut to end at a point
-// not yet cached, and once it has run its blocks are recorded and the state copied into a
+// its cache points: the block boundaries at or before the positions the request names
+// (Request::cache_points: for a chat request the server names its prompt's end, which the next
+// turn of the conversation extends, and the end of its system messages, which other requests
+// share). A prefill chunk is cut to end at a point not yet cached (so the first token comes
+// one step later), and once it has run its blocks are recorded and the state copied into a
 // snapshot slot (take_saves()). Branch points become cache points too: where an admitted
 // prompt stops matching cached blocks (beyond its snapshot hit), and where it stops matching
 // the prompt of a sequence still prefilling (that one snapshots there, if it has not planned
-// past it) -- so requests sharing a prefix nobody named (the same long document, few-shot
-// examples) hit from the third, or the second when they arrive together. A waiting sequence
+// past it; a chunk planned in the same step is shortened to end there) -- so requests sharing
+// a prefix nobody named (the same long document, few-shot examples, the choices of n > 1) hit
+// from the third, or from the second when they arrive together. A waiting sequence
 // whose prompt a running one is about to
 // cache at a point beyond the current hit waits (admission stops) for up to
 // kMaxDeferredSteps steps, so n > 1 choices and requests arriving together share one prefill.
@@ -167,7 +169,9 @@ class Scheduler {
   int64_t cut_at_cache_point(Sequence& seq, int64_t n);
   // Branch points: where seq's prompt stops sharing cached blocks, or the prompt of a running
   // sequence, beyond its hit; those get a cache point (scheduler.h).
-  void find_branch_points(Sequence& seq, const kvcache::PrefixHit& hit);
+  void find_branch_points(Sequence& seq, const kvcache::PrefixHit& hit, int64_t& budget);
+  // Ends seq's chunk of this step at `end`; returns the tokens taken off.
+  int64_t shorten_chunk(Sequence& seq, int64_t end);
   void add_cache_point(Sequence& seq, int64_t position);
   // Whether a running sequence is about to cache a longer prefix of seq than `hit` tokens.
   bool prefix_in_flight(const Sequence& seq, int64_t hit) const;

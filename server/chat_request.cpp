@@ -32,6 +32,9 @@ ChatPrompt build_chat_prompt(const Json& body, const ServedModel& model) {
   // system messages begins what differs between requests that share a system prompt.
   size_t systems = 0;
   while (systems < f.messages.size() && f.messages[systems].value("role", "") == "system") ++systems;
+  // The prompt's end: the next turn of this conversation renders this prompt again, then the
+  // reply and a new message.
+  p.cache_points.push_back(static_cast<int64_t>(p.ids.size()) - 1);
   if (const auto im_start = model.tokenizer->token_id("<|im_start|>"); im_start && systems > 0) {
     size_t seen = 0;
     for (size_t i = 0; i < p.ids.size(); ++i)

@@ -21,8 +21,9 @@ struct ChatPrompt {
   bool opens_reasoning = false;   // the reply starts inside <think>
   Json tools;                     // the request's tools (null when none)
   bool parse_tool_calls = false;  // tools given and tool_choice is not "none"
-  // Where requests are likely to share this prompt's prefix beyond the whole prompt: the end
-  // of the leading system messages (with the tools), for the prefix cache's snapshots.
+  // Where later requests are likely to share this prompt's prefix, for the prefix cache's
+  // snapshots: the prompt's end (the next turn extends it) and the end of the leading system
+  // messages (with the tools).
   std::vector<int64_t> cache_points;
 };
 

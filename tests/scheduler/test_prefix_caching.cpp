@@ -82,7 +82,8 @@ TEST_CASE("prefix caching: later turns resume from the previous prompt's last bl
   int64_t previous_prompt = 0;
   for (int turn = 0; turn < 4; ++turn) {
     INFO("turn " << turn);
-    const Request r = greedy(history, 12);
+    Request r = greedy(history, 12);
+    r.cache_points = {static_cast<int64_t>(history.size()) - 1};  // as the server names a chat prompt's end
     const Outcome o = run(engine, r);
     CHECK(o.tokens == model.reference_tokens(history, 12, {}, 1 << 20, r.sampling, 0));
     const int64_t cached = o.last.metrics.cached_tokens;
@@ -108,6 +109,7 @@ TEST_CASE("prefix caching: a repeated prompt hits all whole blocks but the last 
     INFO("length " << len);
     const auto prompt = random_tokens(rng, len);
     Request r = greedy(prompt, 5);
+    r.cache_points = {len - 1};
     const Outcome cold = run(engine, r);
     CHECK(cold.last.metrics.cached_tokens == 0);
     // Seeded sampling too: the draw must not depend on where the prefix came from.
