@@ -4,7 +4,7 @@
 # scripts/cuda_build_carry.sh from .devbuild/base/) and bench_paged_attention over the whole
 # grid for bf16, q8_0 and q4_0, the PyTorch baseline, and a phase trace of B=8/4K. Logs under
 # $OUT; the table of both binaries and torch is printed last.
-#   [TYPES="q8_0 q4_0"] [VARIANT_ENV=DELTASERVE_CUDA_DECODE_TMA=0] scripts/attn_ab.sh
+#   [TYPES="q8_0 q4_0"] [VARIANT_ARGS=--no-bulk-copies] scripts/attn_ab.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/attn_ab}
@@ -21,8 +21,8 @@ bins="bench_paged_attention"
 [ -x "$B/bin/bench_paged_attention_base" ] && bins="bench_paged_attention_base $bins"
 for t in ${TYPES:-bf16 q8_0 q4_0}; do
   for bin in $bins; do "$B/bin/$bin" --types $t | sed "s/^ours/$bin/"; done
-  # VARIANT_ENV="NAME=value": the new binary once more under that environment (an env switch A/B).
-  if [ -n "${VARIANT_ENV:-}" ]; then env "$VARIANT_ENV" "$B/bin/bench_paged_attention" --types $t | sed "s/^ours/variant/"; fi
+  # VARIANT_ARGS="--no-token-rows ...": the new binary once more with a path forced (an A/B).
+  if [ -n "${VARIANT_ARGS:-}" ]; then "$B/bin/bench_paged_attention" --types $t $VARIANT_ARGS | sed "s/^ours/variant/"; fi
 done > "$OUT/ab.csv" 2>&1
 timeout 200 python3 scripts/attn_torch_baseline.py > "$OUT/torch.csv" 2>&1
 "$B/bin/bench_paged_attention" --types bf16 --case 8,4096 --trace "$OUT/tr_8_4096.csv" > /dev/null

@@ -2,7 +2,7 @@
 # How evenly the decode kernel's work spreads over the SMs, on the GPU machine: one traced call
 # per (type, case) of bench_paged_attention --trace, summarised by scripts/attn_trace_report.py
 # (block spans, each SM's last end, phase medians). Logs under $OUT.
-#   [TYPES="bf16 q8_0 q4_0"] [CASES="8,32768 8,131072 32,32768 1,32768"] [VARIANT_ENV=NAME=value] scripts/attn_balance.sh
+#   [TYPES="bf16 q8_0 q4_0"] [CASES="8,32768 8,131072 32,32768 1,32768"] [VARIANT_ARGS="--no-token-rows"] scripts/attn_balance.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/attn_balance}
@@ -11,7 +11,7 @@ mkdir -p "$OUT"
 for t in ${TYPES:-bf16 q8_0 q4_0}; do
   for c in ${CASES:-8,32768 8,131072 32,32768 1,32768}; do
     f="$OUT/tr_${t}_${c/,/_}.csv"
-    env ${VARIANT_ENV:-} "$B/bin/bench_paged_attention" --types "$t" --case "$c" --iters 10 --trace "$f" |
+    "$B/bin/bench_paged_attention" --types "$t" --case "$c" --iters 10 --trace "$f" ${VARIANT_ARGS:-} |
       grep -v '^mem' | tail -1
     python3 scripts/attn_trace_report.py "$f"
   done

@@ -103,14 +103,14 @@ __global__ void conv1d_state_kernel(const float* x, float* conv_state, int64_t n
 
 void causal_conv1d_chunks(const float* x, const float* w, float* conv_state, int64_t n_layers, int64_t layer,
                           const DevSeq* seqs, const GdnChunkItem* items, int32_t n_items, const GdnChunkSeq* chunk_seqs,
-                          int32_t n_chunk_seqs, int64_t channels, int32_t kc, float* out, void* stream) {
+                          int32_t n_chunk_seqs, int64_t channels, int32_t kc, float* out, Stream stream) {
   if (n_items == 0 || channels == 0) return;
   if (n_items > 65535 || n_chunk_seqs > 65535)
     throw std::invalid_argument("cuda backend: causal_conv1d: more than 65535 chunks in one step");
   const int threads = 128;
   const dim3 g1(grid_for(channels, threads), static_cast<unsigned>(n_items));
   const dim3 g2(grid_for(channels, threads), static_cast<unsigned>(n_chunk_seqs));
-  auto s = as_stream(stream);
+  const Stream s = stream;
   switch (kc) {
 #define DS_CONV_CASE(K)                                                                                         \
   case K:                                                                                                       \
@@ -128,12 +128,12 @@ void causal_conv1d_chunks(const float* x, const float* w, float* conv_state, int
 
 void causal_conv1d(const float* x, const float* w, float* conv_state, int64_t n_layers, int64_t layer,
                    const DevSeq* seqs, const int32_t* seq_ids, int32_t n_seqs, int64_t channels, int32_t kc, float* out,
-                   void* stream) {
+                   Stream stream) {
   if (n_seqs == 0 || channels == 0) return;
   if (n_seqs > 65535) throw std::invalid_argument("cuda backend: causal_conv1d: more than 65535 sequences");
   const int threads = 128;
   const dim3 grid(grid_for(channels, threads), static_cast<unsigned>(n_seqs));
-  auto s = as_stream(stream);
+  const Stream s = stream;
   switch (kc) {
     case 2: launch_dependent("conv1d_kernel", conv1d_kernel<2>, grid, threads, 0, s, x, w, conv_state, n_layers, layer, seqs, seq_ids, channels, out); break;
     case 3: launch_dependent("conv1d_kernel", conv1d_kernel<3>, grid, threads, 0, s, x, w, conv_state, n_layers, layer, seqs, seq_ids, channels, out); break;

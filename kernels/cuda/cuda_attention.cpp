@@ -62,8 +62,9 @@ void AttentionRunner::decode(const kernels::Tensor& q, const KvPoolView& pools, 
                              kernels::Tensor& out) {
   const auto nq = static_cast<int32_t>(q.dim(1));
   const auto key = std::make_tuple(nq, pools.n_kv_heads, pools.head_dim, pools.block_size);
-  DecodeOptions opts;
-  opts.chained_launch = ops::pdl_enabled();  // behind kv_write, itself chained behind prepare_qk
+  // Chained (when the backend chains its launches) behind kv_write, itself behind prepare_qk.
+  DecodeOptions opts = opts_;
+  opts.chained_launch = ctx_.stream().chained;
   auto it = devices_.find(key);
   if (it == devices_.end()) it = devices_.emplace(key, describe_decode(pools, nq, opts)).first;
   const DecodeDevice& dev = it->second;
@@ -100,7 +101,7 @@ void AttentionRunner::prefill(int32_t s, const kernels::Tensor& q, const KvPoolV
   const auto& sq = plan.seqs()[static_cast<size_t>(s)];
   const int64_t T = sq.n_tokens, L = sq.n_cached + sq.n_tokens, row0 = sq.first_row;
   const int64_t nq = q.dim(1), d = q.dim(2), nkv = pools.n_kv_heads, group = nq / nkv;
-  cudaStream_t st = ctx_.stream();
+  const ops::Stream st = ctx_.stream();
 
   auto* qb = static_cast<uint16_t*>(ctx_.scratch(Scratch::attn_q, static_cast<size_t>(T * nq * d) * 2));
   ops::to_bf16(q.data_as<const float>() + row0 * nq * d, qb, T * nq * d, st);

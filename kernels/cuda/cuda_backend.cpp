@@ -16,7 +16,6 @@
 #include "kernels/cuda/backend_ops.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_backend_parts.h"
-#include "kernels/cuda/env_switches.h"
 #include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/cuda_plan.h"
 
@@ -57,12 +56,20 @@ const CudaBatchPlan& cuda_plan(const BatchPlan& plan, const char* op) {
   return *p;
 }
 
-bool env_sync() { return env_switch("DELTASERVE_CUDA_SYNC", false); }
+// DELTASERVE_CUDA_SYNC=1: every op waits for the device (a debugging aid: a fault is then
+// reported by the op that caused it).
+bool env_sync() {
+  const char* v = std::getenv("DELTASERVE_CUDA_SYNC");
+  return v && *v && std::string(v) != "0";
+}
 
 class CudaBackend final : public kernels::Backend {
  public:
   explicit CudaBackend(const CudaBackendOptions& o)
-      : options_(o), ctx_(o.device), attention_(ctx_), sync_(o.sync_each_op || env_sync()) {}
+      : options_(o),
+        ctx_(o.device, o.paths.chained_launches),
+        attention_(ctx_, o.decode),
+        sync_(o.sync_each_op || env_sync()) {}
 
   ~CudaBackend() override { cudaStreamSynchronize(ctx_.stream()); }
 
@@ -259,7 +266,7 @@ class CudaBackend final : public kernels::Backend {
   void gemm(const Tensor& x, const Tensor& w, Tensor& out, bool accumulate) override {
     const char* op = profile_ ? gemm_name(w) : "gemm";
     begin(op);
-    run_gemm(ctx_, x, w, out, accumulate);
+    run_gemm(ctx_, options_.paths, x, w, out, accumulate);
     after(op);
   }
 
@@ -279,7 +286,7 @@ class CudaBackend final : public kernels::Backend {
   // the SwiGLU product; otherwise the GEMM and the elementwise kernel.
   void gate_up_swiglu(const Tensor& x, const Tensor& w, Tensor& scratch, Tensor& out) override {
     const bool one_row = x.rank() == 2 && x.dim(0) == 1 && x.dtype() == DType::bf16 && w.dtype() == DType::bf16 &&
-                         w.rank() == 2 && w.dim(0) % 2 == 0 && w.dim(1) == x.dim(1) && gemv_enabled() &&
+                         w.rank() == 2 && w.dim(0) % 2 == 0 && w.dim(1) == x.dim(1) && options_.paths.gemv &&
                          ops::gemv_supported(1, x.dim(1));
     if (!one_row) {
       kernels::Backend::gate_up_swiglu(x, w, scratch, out);
@@ -367,12 +374,8 @@ class CudaBackend final : public kernels::Backend {
   }
 
   // Decode-sized steps fuse (a step's DeltaNet a/b projections are 32-row GEMMs that cost
-  // their launch latency; see docs/benchmarks.md). DELTASERVE_CUDA_FUSED_PROJECTION_ROWS
-  // overrides the threshold (0 turns fusion off) for A/B runs.
-  int64_t fused_projection_rows() const override {
-    static const int64_t rows = env_count("DELTASERVE_CUDA_FUSED_PROJECTION_ROWS", 128);
-    return rows;
-  }
+  // their launch latency; see docs/benchmarks.md).
+  int64_t fused_projection_rows() const override { return options_.paths.fused_projection_rows; }
 
   void rope(Tensor& x, const BatchPlan& plan, const RopeParams& params) override {
     const char* op = "rope";
@@ -417,7 +420,7 @@ class CudaBackend final : public kernels::Backend {
               "a " + std::string(dtype_name(options_.kv_dtype)) + " K/V cache needs a head dim that is a multiple of 32");
     KvPoolView pools{k_pool.data(), v_pool.data(), options_.kv_dtype, options_.kv_dtype, k_pool.dim(0),
                      static_cast<int32_t>(k_pool.dim(1)), static_cast<int32_t>(k.dim(1)), static_cast<int32_t>(k.dim(2))};
-    KvWrite w{k.data(), v.data(), DType::f32, static_cast<int32_t>(p.num_rows()), p.d_kv_slots, ops::pdl_enabled()};
+    KvWrite w{k.data(), v.data(), DType::f32, static_cast<int32_t>(p.num_rows()), p.d_kv_slots, ctx_.stream().chained};
     write_kv(pools, w, false, nullptr, ctx_.stream());
     after(op);
   }

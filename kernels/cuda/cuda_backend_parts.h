@@ -10,6 +10,7 @@
 #include <memory>
 #include <tuple>
 
+#include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/cuda_plan.h"
 #include "kernels/cuda/paged_attention.h"
@@ -18,21 +19,15 @@
 namespace ds::cuda {
 
 // out [M, N] (f32) = x [M, K] · w [N, K]ᵀ (+ out when accumulate). w bf16 with x bf16 (an f32
-// x is converted first), or w f32 with x f32: fp32 accumulation either way.
-// Whether one-row GEMMs take the weight-streaming kernels of gemv.cu (DELTASERVE_CUDA_GEMV=0
-// sends them to cuBLAS, for comparisons).
-bool gemv_enabled();
-// Whether 2-8-row GEMMs take the tensor-core skinny kernel (skinny_gemm.cu);
-// DELTASERVE_CUDA_SKINNY_GEMM=0 sends them to cuBLAS, for comparisons.
-bool skinny_gemm_enabled();
-
-void run_gemm(CudaContext& ctx, const kernels::Tensor& x, const kernels::Tensor& w, kernels::Tensor& out,
-              bool accumulate);
+// x is converted first), or w f32 with x f32: fp32 accumulation either way. Decode-sized bf16
+// steps take gemv.cu (one row) or skinny_gemm.cu (2-8 rows) where `paths` allows them.
+void run_gemm(CudaContext& ctx, const CudaBackendOptions::KernelPaths& paths, const kernels::Tensor& x,
+              const kernels::Tensor& w, kernels::Tensor& out, bool accumulate);
 
 // Paged causal attention for one layer over a CudaBatchPlan (bf16 pools).
 class AttentionRunner {
  public:
-  explicit AttentionRunner(CudaContext& ctx) : ctx_(ctx) {}
+  AttentionRunner(CudaContext& ctx, const DecodeOptions& opts) : ctx_(ctx), opts_(opts) {}
   void run(const kernels::Tensor& q, const kernels::Tensor& k_pool, const kernels::Tensor& v_pool,
            const CudaBatchPlan& plan, float scale, kernels::Tensor& out);
 
@@ -43,6 +38,7 @@ class AttentionRunner {
                kernels::Tensor& out);
 
   CudaContext& ctx_;
+  DecodeOptions opts_;
   std::map<std::tuple<int32_t, int32_t, int32_t, int32_t>, DecodeDevice> devices_;  // (Nq, Nkv, D, block size)
   std::unique_ptr<DecodeWorkspace> ws_;
   uint64_t ws_generation_ = 0;  // plan generation whose decode plan ws_ holds

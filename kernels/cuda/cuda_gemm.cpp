@@ -7,22 +7,11 @@
 
 #include "kernels/cuda/backend_ops.h"
 #include "kernels/cuda/cuda_backend_parts.h"
-#include "kernels/cuda/env_switches.h"
 
 namespace ds::cuda {
 
-bool gemv_enabled() {
-  static const bool on = env_switch("DELTASERVE_CUDA_GEMV", true);
-  return on;
-}
-
-bool skinny_gemm_enabled() {
-  static const bool on = env_switch("DELTASERVE_CUDA_SKINNY_GEMM", true);
-  return on;
-}
-
-void run_gemm(CudaContext& ctx, const kernels::Tensor& x, const kernels::Tensor& w, kernels::Tensor& out,
-              bool accumulate) {
+void run_gemm(CudaContext& ctx, const CudaBackendOptions::KernelPaths& paths, const kernels::Tensor& x,
+              const kernels::Tensor& w, kernels::Tensor& out, bool accumulate) {
   auto bad = [](const std::string& m) { throw std::invalid_argument("gemm: " + m); };
   if (x.empty() || w.empty() || out.empty()) bad("empty tensor");
   if (x.rank() != 2 || w.rank() != 2 || out.rank() != 2) bad("x, w and out must be matrices");
@@ -50,12 +39,12 @@ void run_gemm(CudaContext& ctx, const kernels::Tensor& x, const kernels::Tensor&
     }
   }
   // Decode shapes: the weight-streaming kernel (gemv.cu) instead of cuBLAS.
-  if (gemv_enabled() && type == CUDA_R_16BF && ops::gemv_supported(M, K)) {
+  if (paths.gemv && type == CUDA_R_16BF && ops::gemv_supported(M, K)) {
     ops::gemv_bf16(w.data_as<const uint16_t>(), static_cast<const uint16_t*>(xp), M, N, K, out.data_as<float>(),
                    accumulate, ctx.stream());
     return;
   }
-  if (skinny_gemm_enabled() && type == CUDA_R_16BF && ops::skinny_gemm_supported(M, K)) {
+  if (paths.skinny_gemm && type == CUDA_R_16BF && ops::skinny_gemm_supported(M, K)) {
     ops::skinny_gemm_bf16(w.data_as<const uint16_t>(), static_cast<const uint16_t*>(xp), M, N, K,
                           out.data_as<float>(), accumulate, ctx.stream());
     return;

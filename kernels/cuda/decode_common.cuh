@@ -183,10 +183,10 @@ struct TcConfig {
 };
 // Stages and shared memory for an instantiation using `regs` registers per thread, on a
 // device with smem_per_sm bytes per SM (smem_optin per block): the most resident blocks (up to
-// three) that registers allow and that still get three stages each.
+// max_blocks_per_sm, at most three) that registers allow and that still get three stages each.
 // token_rows: the layout of token-row tiles (decode_tc.cuh) instead of per-warp stages.
 TcConfig tc_config(DType k_type, DType v_type, int head_dim, int regs, int64_t static_smem, int64_t smem_optin,
-                   int64_t smem_per_sm, bool token_rows = false);
+                   int64_t smem_per_sm, int max_blocks_per_sm, bool token_rows = false);
 
 // One instantiation of the tensor-core kernel: its symbol (for attributes and occupancy)
 // and its launcher. tc_entry_for<K> is defined in decode_tc_<K>.cu, one file per K type so

@@ -409,16 +409,16 @@ void check_dims(const GdnArgs& a) {
 
 }  // namespace
 
-void gdn_recurrent(const GdnArgs& a, const int32_t* seq_ids, int32_t n, void* stream) {
+void gdn_recurrent(const GdnArgs& a, const int32_t* seq_ids, int32_t n, Stream stream) {
   if (n == 0) return;
   check_dims(a);
   if (n > 65535) throw std::invalid_argument("cuda backend: gated_delta_rule: more than 65535 sequences");
   const dim3 grid(kD / 32, static_cast<unsigned>(a.v_heads), static_cast<unsigned>(n));
-  launch_dependent("gdn_recurrent_kernel", gdn_recurrent_kernel, grid, 128, 0, as_stream(stream), a, seq_ids);
+  launch_dependent("gdn_recurrent_kernel", gdn_recurrent_kernel, grid, 128, 0, stream, a, seq_ids);
 }
 
 void gdn_chunked(const GdnArgs& a, const GdnChunkItem* items, int32_t n_items, const GdnChunkSeq* chunk_seqs,
-                 int32_t n_chunk_seqs, float* scratch, void* stream) {
+                 int32_t n_chunk_seqs, float* scratch, Stream stream) {
   if (n_items == 0) return;
   check_dims(a);
   if (n_chunk_seqs > 65535) throw std::invalid_argument("cuda backend: gated_delta_rule: more than 65535 sequences");
@@ -430,7 +430,7 @@ void gdn_chunked(const GdnArgs& a, const GdnChunkItem* items, int32_t n_items, c
                "gated_delta_rule scan kernel attribute");
     attributes_set = true;
   }
-  auto s = as_stream(stream);
+  const Stream s = stream;
   launch_dependent("gdn_prepare_kernel", gdn_prepare_kernel, dim3(static_cast<unsigned>(n_items), static_cast<unsigned>(a.v_heads)), 256, kPrepareSmem, s, 
       a, items, scratch);
   launch_dependent("gdn_scan_kernel", gdn_scan_kernel, dim3(kD / 32, static_cast<unsigned>(a.v_heads), static_cast<unsigned>(n_chunk_seqs)), 256, kScanSmem, s, a, items, chunk_seqs, scratch);

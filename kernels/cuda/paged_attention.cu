@@ -13,7 +13,6 @@
 
 #include "kernels/cuda/decode_common.cuh"
 #include "kernels/cuda/decode_tc.cuh"
-#include "kernels/cuda/env_switches.h"
 #if DS_GPU_CUDA
 #include "kernels/cuda/tma_pool_map.h"
 #endif
@@ -22,7 +21,7 @@ namespace ds::cuda {
 namespace detail {
 
 TcConfig tc_config(DType k, DType v, int D, int regs, int64_t static_smem, int64_t smem_optin, int64_t smem_per_sm,
-                   bool token_rows) {
+                   int max_blocks_per_sm, bool token_rows) {
 #if DS_GPU_HAS_MMA_SM80
   if (D != 128 && D != 256) return {};
   const int64_t cta_stage = int64_t{kTcWarps} * 16 * (row_bytes(k, D) + row_bytes(v, D));
@@ -31,8 +30,8 @@ TcConfig tc_config(DType k, DType v, int D, int regs, int64_t static_smem, int64
                       : tc_q_offset(stages * cta_stage, D) + tc_q_bytes(D) + tc_bar_bytes();
   };
   const int64_t regs_per_block = int64_t{kTcWarps} * 32 * ((regs + 7) / 8 * 8);
-  // DELTASERVE_CUDA_DECODE_BLOCKS_PER_SM=N caps the resident blocks (fewer blocks, deeper pipelines).
-  static const int64_t cap = std::clamp<int64_t>(env_count("DELTASERVE_CUDA_DECODE_BLOCKS_PER_SM", 3), 1, 3);
+  // DecodeOptions::max_blocks_per_sm caps the resident blocks (fewer blocks, deeper pipelines).
+  const int64_t cap = std::clamp<int64_t>(max_blocks_per_sm, 1, 3);
   const int max_by_regs = static_cast<int>(std::min<int64_t>(cap, 65536 / std::max<int64_t>(regs_per_block, 1)));
   for (int blocks = max_by_regs; blocks >= 1; --blocks) {
     // Each resident block costs 1 KB of reserved shared memory besides its own; q's area
@@ -50,7 +49,8 @@ TcConfig tc_config(DType k, DType v, int D, int regs, int64_t static_smem, int64
   }
   return {};
 #else
-  (void)k, (void)v, (void)D, (void)regs, (void)static_smem, (void)smem_optin, (void)smem_per_sm, (void)token_rows;
+  (void)k, (void)v, (void)D, (void)regs, (void)static_smem, (void)smem_optin, (void)smem_per_sm, (void)max_blocks_per_sm,
+      (void)token_rows;
   return {};
 #endif
 }
@@ -82,15 +82,11 @@ void ensure_smem_limit(const void* symbol, int64_t bytes) {
 
 // Whether the tensor-core kernel copies K/V tiles with bulk tensor copies (sm_90), and their
 // maps: both rows whole 16-byte units (tc_tma_capable), every 16-token tile inside one block
-// (block size and chunk starts multiples of 16), on a device that has them (DecodeDevice,
-// from describe_decode). DELTASERVE_CUDA_DECODE_TMA=0 turns it off. Maps are encoded once per
-// pool (tma_pool_map.h).
+// (block size and chunk starts multiples of 16), where describe_decode chose them
+// (DecodeDevice::bulk_copies). Maps are encoded once per pool (tma_pool_map.h).
 bool use_bulk_copies(const KvPoolView& pools, const DecodePlan& plan, TcMaps& maps) {
 #if DS_GPU_CUDA
-  static const bool enabled = env_switch("DELTASERVE_CUDA_DECODE_TMA", true);
-  if (!enabled || !plan.device.bulk_copies || !tc_tma_capable(pools.k_type, pools.v_type, pools.head_dim) ||
-      pools.block_size % 16 != 0)
-    return false;
+  if (!plan.device.bulk_copies || pools.block_size % 16 != 0) return false;
   if (plan.needs_merge && plan.chunk_tokens % 16 != 0) return false;
   const int64_t rows = pools.num_blocks * pools.block_size;
   return pool_map(maps.k, pools.k, rows, pools.n_kv_heads, row_bytes(pools.k_type, pools.head_dim)) &&
@@ -101,18 +97,15 @@ bool use_bulk_copies(const KvPoolView& pools, const DecodePlan& plan, TcMaps& ma
 #endif
 }
 
-// The tensor maps of token-row tiles: 16 token rows of every head per box (tma_pool_map.h).
-bool token_row_maps(const KvPoolView& pools, TcMaps& maps) {
+// The tensor maps of token-row tiles: 16 token rows of every head per box (tma_pool_map.h),
+// with the L2 promotion describe_decode chose (DecodeOptions::rows_l2_promotion).
+bool token_row_maps(const KvPoolView& pools, int promotion, TcMaps& maps) {
 #if DS_GPU_CUDA
-  // 128-byte L2 promotion: a box covers whole lines of the pool (16 token rows of every head are
-  // one contiguous range), and fetching each line whole on its first sector made Q8_0 4-5%
-  // faster at 32K+ (docs/benchmarks.md); DELTASERVE_CUDA_DECODE_ROWS_L2_PROMOTION=0/64/256.
-  static const int promotion = static_cast<int>(env_count("DELTASERVE_CUDA_DECODE_ROWS_L2_PROMOTION", 128));
   const int64_t rows = pools.num_blocks * pools.block_size;
   return pool_map(maps.k, pools.k, rows, pools.n_kv_heads, row_bytes(pools.k_type, pools.head_dim), true, promotion) &&
          pool_map(maps.v, pools.v, rows, pools.n_kv_heads, row_bytes(pools.v_type, pools.head_dim), true, promotion);
 #else
-  (void)pools, (void)maps;
+  (void)pools, (void)promotion, (void)maps;
   return false;
 #endif
 }
@@ -276,10 +269,8 @@ DecodeDevice describe_decode(const KvPoolView& pools, int32_t n_q_heads, const D
   DS_GPU_CHECK(gpuDeviceGetAttribute(&optin, gpuDevAttrMaxSharedMemoryPerBlockOptin, dev));
   DS_GPU_CHECK(gpuDeviceGetAttribute(&cc, gpuDevAttrComputeCapabilityMajor, dev));
   const int32_t group = n_q_heads / pools.n_kv_heads;
-  // Token-row tiles (DecodeOptions::token_row_tiles); DELTASERVE_CUDA_DECODE_TOKEN_ROWS=0
-  // turns them off for A/B runs.
-  static const bool rows_enabled = env_switch("DELTASERVE_CUDA_DECODE_TOKEN_ROWS", true);
-  const bool token_rows = rows_enabled && opts.token_row_tiles && cc >= 9 && opts.kernel != DecodeKernel::portable &&
+  // Token-row tiles (DecodeOptions::token_row_tiles).
+  const bool token_rows = opts.token_row_tiles && cc >= 9 && opts.kernel != DecodeKernel::portable &&
                           tc_rows_capable(pools.k_type, pools.v_type, pools.head_dim) && pools.n_kv_heads == kTcWarps &&
                           group <= kTcHeads && pools.block_size % 16 == 0 && opts.chunk_tokens % 16 == 0;
 #if DS_GPU_HIP
@@ -294,12 +285,12 @@ DecodeDevice describe_decode(const KvPoolView& pools, int32_t n_q_heads, const D
     cudaFuncAttributes fa{};
     DS_GPU_CHECK(cudaFuncGetAttributes(&fa, entry.symbol));
     tc = tc_config(pools.k_type, pools.v_type, pools.head_dim, fa.numRegs, static_cast<int64_t>(fa.sharedSizeBytes),
-                   optin, per_sm_smem);
+                   optin, per_sm_smem, opts.max_blocks_per_sm);
     if (token_rows && entry.rows_symbol) {
       cudaFuncAttributes fr{};
       DS_GPU_CHECK(cudaFuncGetAttributes(&fr, entry.rows_symbol));
       tc_rows = tc_config(pools.k_type, pools.v_type, pools.head_dim, fr.numRegs,
-                          static_cast<int64_t>(fr.sharedSizeBytes), optin, per_sm_smem, true);
+                          static_cast<int64_t>(fr.sharedSizeBytes), optin, per_sm_smem, opts.max_blocks_per_sm, true);
     }
   }
   const bool tc_ok = tc.supported;
@@ -321,7 +312,7 @@ DecodeDevice describe_decode(const KvPoolView& pools, int32_t n_q_heads, const D
     d.tokens_per_round = kTcWarps * 16;
     d.stages = tc.stages;
     d.smem_bytes = tc.smem_bytes;
-    d.bulk_copies = cc >= 9;
+    d.bulk_copies = opts.bulk_copies && cc >= 9 && tc_tma_capable(pools.k_type, pools.v_type, pools.head_dim);
     symbol = entry.symbol;
     threads = kTcWarps * 32;
   } else {
@@ -348,6 +339,7 @@ DecodeDevice describe_decode(const KvPoolView& pools, int32_t n_q_heads, const D
     d.rows.stages = tc_rows.stages;
     d.rows.smem_bytes = tc_rows.smem_bytes;
     d.rows.ctas_per_sm = occupancy(entry.rows_symbol, tc_rows.smem_bytes);
+    d.rows.l2_promotion = opts.rows_l2_promotion;
     if (d.rows.ctas_per_sm < 1) d.rows = {};
   }
   return d;
@@ -532,7 +524,7 @@ void paged_attention_decode(const KvPoolView& pools, const DecodeQuery& q, Decod
     ensure_smem_limit(symbol, dev.smem_bytes);
     TcMaps maps{};
     if (token_rows) {
-      if (!token_row_maps(pools, maps)) bad("cannot encode the token-row tensor maps of these pools");
+      if (!token_row_maps(pools, dev.rows.l2_promotion, maps)) bad("cannot encode the token-row tensor maps of these pools");
     } else {
       a.tma = use_bulk_copies(pools, plan, maps);
     }
@@ -552,8 +544,8 @@ void paged_attention_decode(const KvPoolView& pools, const DecodeQuery& q, Decod
     const int32_t* begin = ws.device().seq_item_begin;
     // Chained (programmatic dependent launch) behind the tensor-core kernel: the merge blocks
     // are scheduled while the decode kernel drains and wait for its results
-    // (DELTASERVE_CUDA_PDL=0: a plain launch, for comparisons).
-    gpu::launch(merge_partials_kernel, mgrid, dim3(threads), 0, s, pdl_switch() && dev.kernel == DecodeKernel::tensor_core,
+    // (DecodeOptions::chained_merge).
+    gpu::launch(merge_partials_kernel, mgrid, dim3(threads), 0, s, opts.chained_merge && dev.kernel == DecodeKernel::tensor_core,
                 static_cast<const float*>(a.part_o), static_cast<const float*>(a.part_lse), begin, q.out, out_f32,
                 n_q_heads, D, gt);
   }

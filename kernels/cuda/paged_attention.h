@@ -86,6 +86,9 @@ struct DecodeQuery {
 
 enum class DecodeKernel : uint8_t { automatic, tensor_core, portable };
 
+// What a caller may force; the defaults are what production runs. The CUDA backend passes
+// CudaBackendOptions::decode; benchmarks and tests change a field to compare one path with
+// the one it replaced (docs/benchmarks.md).
 struct DecodeOptions {
   int32_t chunk_tokens = 0;  // 0: split-K chosen from occupancy; > 0: fixed tokens per split
   bool bounds_check = kBoundsCheckDefault;
@@ -95,6 +98,9 @@ struct DecodeOptions {
   // before reading). The CUDA backend's forward sets it; standalone timing leaves it off so
   // every call starts from an idle stream.
   bool chained_launch = false;
+  // Launch the merge of split chunks chained behind the decode kernel, so its blocks are
+  // scheduled while the decode kernel drains.
+  bool chained_merge = true;
   // Diagnostics: a device buffer of 16 uint64 per thread block of the tensor-core kernel
   // (grid x = DecodeDevice::blocks_per_item, y = work item) that receives its phase timestamps
   // (decode_common.cuh, kTraceWords); null in production.
@@ -104,6 +110,15 @@ struct DecodeOptions {
   // reading its interleaved rows (Q8_0 rows share 128-byte lines with the next head's).
   // Needs 16-token-aligned chunks (chunk_tokens 0 or a multiple of 16) and block_size % 16 == 0.
   bool token_row_tiles = true;
+  // Quantised K/V tiles with 16-byte-multiple rows by bulk tensor copies on sm_90 (else
+  // cp.async).
+  bool bulk_copies = true;
+  // Resident tensor-core blocks per SM at most (1-3): fewer blocks get deeper pipelines.
+  int32_t max_blocks_per_sm = 3;
+  // L2 promotion of the token-row tiles' bulk copies, in bytes (0, 64, 128 or 256): a box
+  // covers whole lines of the pool, and fetching each line whole on its first sector made
+  // Q8_0 faster at 32K+ (docs/benchmarks.md, "Token-row tiles").
+  int32_t rows_l2_promotion = 128;
 };
 
 // What the planner needs to know about the kernel and the device (from describe_decode).
@@ -117,7 +132,7 @@ struct DecodeDevice {
   int64_t kv_bytes_per_token = 0; // K + V bytes of one token of one KV head
   int32_t stages = 0;             // pipeline depth (tensor-core kernel)
   int64_t smem_bytes = 0;         // dynamic shared memory per thread block
-  bool bulk_copies = false;       // the device has bulk tensor copies (sm_90+, tensor-core kernel)
+  bool bulk_copies = false;       // bulk tensor copies where the pools allow (sm_90+, tensor-core kernel)
   // KV heads one thread block covers: 1, or all of them when it reads whole token rows
   // (quantised K and V at head_dim 256, 4 KV heads, sm_90: DecodeOptions::token_row_tiles).
   // describe_decode leaves 1 and fills `rows` where token-row tiles are possible; plan_decode
@@ -128,6 +143,7 @@ struct DecodeDevice {
     int32_t stages = 0;
     int64_t smem_bytes = 0;
     int32_t ctas_per_sm = 0;
+    int32_t l2_promotion = 0;  // bytes (DecodeOptions::rows_l2_promotion)
   } rows;
   // Thread blocks per work item (grid x).
   int32_t blocks_per_item(int32_t n_kv_heads) const {

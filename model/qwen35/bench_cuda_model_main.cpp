@@ -2,6 +2,8 @@
 //
 //   bench_cuda_model --model DIR [--batches 1,8,32,64] [--contexts 1024,8192] [--prefill 4096]
 //                    [--steps 10] [--layouts paged,contiguous] [--layout-batch 8]
+//                    [--no-chained-launches] [--no-gemv] [--no-skinny-gemm] [--fused-projection-rows N]
+//                    [--no-decode-bulk-copies] [--no-token-rows]
 //
 // First it measures the GPU's ceilings (device_ceilings.h). Then:
 //  * prefill: one sequence of --prefill tokens in one step (logits for its last token),
@@ -17,6 +19,8 @@
 //    context + DeltaNet state read and written, over the measured copy bandwidth).
 //  * layouts: the same decode at --layout-batch x max(contexts) with each sequence's blocks
 //    shuffled over the pool (paged) or consecutive (contiguous: one region per sequence).
+// The --no-* flags and --fused-projection-rows force a kernel path (CudaBackendOptions) so a
+// run can compare it with what production chooses.
 // Output: one line per measurement, then a markdown table.
 #include <algorithm>
 #include <chrono>
@@ -84,6 +88,15 @@ int main(int argc, char** argv) {
   app.add_option("--layout-batch", layout_batch, "batch of the layout comparison");
   app.add_option("--kv-cache-dtype", kv_dtype, "K/V cache type: bf16 (default), f16, q8_0, q4_0")
       ->check(CLI::IsMember({"bf16", "f16", "q8_0", "q4_0"}));
+  cuda::CudaBackendOptions bo;
+  bool no_chain = false, no_gemv = false, no_skinny = false, no_bulk = false, no_rows = false;
+  app.add_flag("--no-chained-launches", no_chain, "plain launches instead of programmatic dependent ones");
+  app.add_flag("--no-gemv", no_gemv, "one-row GEMMs on cuBLAS instead of gemv.cu");
+  app.add_flag("--no-skinny-gemm", no_skinny, "2-8-row GEMMs on cuBLAS instead of skinny_gemm.cu");
+  app.add_option("--fused-projection-rows", bo.paths.fused_projection_rows,
+                 "steps of at most this many rows run stacked projections as one GEMM (0 = never)");
+  app.add_flag("--no-decode-bulk-copies", no_bulk, "decode K/V tiles by cp.async instead of bulk tensor copies");
+  app.add_flag("--no-token-rows", no_rows, "decode never uses token-row tiles (a block per KV head)");
   app.add_flag("--profile", profile, "after each timed point, per-op GPU times of one more run (prefill) or 3 steps");
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines survive a timeout
@@ -102,8 +115,12 @@ int main(int argc, char** argv) {
     std::printf("gpu %s, %d SMs: copy %.0f GB/s (read+write), bf16 GEMM %.0f TFLOP/s\n", ceil.gpu.c_str(), ceil.sm_count,
                 ceil.copy_bytes_per_s / 1e9, ceil.bf16_flops / 1e12);
 
-    cuda::CudaBackendOptions bo;
     bo.kv_dtype = parse_dtype(kv_dtype);
+    bo.paths.chained_launches = !no_chain;
+    bo.paths.gemv = !no_gemv;
+    bo.paths.skinny_gemm = !no_skinny;
+    bo.decode.bulk_copies = !no_bulk;
+    bo.decode.token_row_tiles = !no_rows;
     auto backend = cuda::make_cuda_backend(bo);
     auto& be = *backend;
     const auto t_load = Clock::now();

@@ -22,12 +22,16 @@
 // (<legacy-stream us>: the same event timing on the legacy default stream, which the
 // benchmark used before 2026-12-01 and PyTorch uses unless told otherwise.)
 //   bench_paged_attention [--types bf16,q8_0,q4_0] [--iters 30] [--quick] [--case B,L] [--chunk N] [--trace FILE]
-//   [--no-shuffle] [--kv-heads N]
+//   [--no-shuffle] [--kv-heads N] [--no-bulk-copies] [--no-token-rows] [--blocks-per-sm N]
+//   [--rows-l2-promotion BYTES] [--unchained-merge]
 // (--chunk N: N tokens per split instead of the planner's choice, for tuning the planner;
 // --trace FILE: after timing, one more call with DecodeOptions::trace, whose per-block phase
 // stamps are written to FILE as CSV, for the first case run; --no-shuffle: each sequence's
 // blocks in order instead of shuffled; --kv-heads N: N KV heads of 6 query heads each instead
-// of 4, to see how the interleaving of the heads' rows in the pool costs.)
+// of 4, to see how the interleaving of the heads' rows in the pool costs. The last five force a
+// path of the kernel (DecodeOptions) for comparisons with what production chooses: cp.async
+// instead of bulk tensor copies, a block per KV head instead of token-row tiles, at most N
+// resident blocks per SM, another L2 promotion of the token-row boxes, a plain merge launch.)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -154,8 +158,8 @@ struct Case {
   std::vector<int32_t> lens;
 };
 
-void run_case(DType t, const Case& c, int iters, double copy_gbps, int32_t chunk, std::string& trace_path,
-              bool shuffle) {
+void run_case(DType t, const Case& c, int iters, double copy_gbps, const dc::DecodeOptions& forced,
+              std::string& trace_path, bool shuffle) {
   const int64_t rb = ds::row_bytes(t, kDim);
   const int B = static_cast<int>(c.lens.size());
   int64_t blocks_per_copy = 0, max_blocks = 0, tokens = 0;
@@ -203,9 +207,8 @@ void run_case(DType t, const Case& c, int iters, double copy_gbps, int32_t chunk
   DS_GPU_CHECK(gpuMalloc(&d_out, size_t{2} * B * g_q_heads * kDim));
   fill(d_q, DType::bf16, int64_t{B} * g_q_heads, kDim, 0x5555);
 
-  dc::DecodeOptions opts;
+  dc::DecodeOptions opts = forced;
   opts.bounds_check = false;
-  opts.chunk_tokens = chunk;
   const dc::DecodeDevice dev = dc::describe_decode(pools, g_q_heads, opts);
   const auto p0 = std::chrono::steady_clock::now();
   const dc::DecodePlan plan = dc::plan_decode(dev, g_kv_heads, c.lens, opts.chunk_tokens);
@@ -295,7 +298,7 @@ int main(int argc, char** argv) {
     int iters = 30;
     bool quick = false;
     int only_b = 0, only_l = 0;  // --case B,L (L = 0: the ragged batch)
-    int32_t chunk = 0;
+    dc::DecodeOptions forced;
     std::string trace_path;
     bool shuffle = true;
     for (int i = 1; i < argc; ++i) {
@@ -314,7 +317,17 @@ int main(int argc, char** argv) {
       } else if (a == "--quick") {
         quick = true;
       } else if (a == "--chunk" && i + 1 < argc) {
-        chunk = std::atoi(argv[++i]);
+        forced.chunk_tokens = std::atoi(argv[++i]);
+      } else if (a == "--no-bulk-copies") {
+        forced.bulk_copies = false;
+      } else if (a == "--no-token-rows") {
+        forced.token_row_tiles = false;
+      } else if (a == "--blocks-per-sm" && i + 1 < argc) {
+        forced.max_blocks_per_sm = std::atoi(argv[++i]);
+      } else if (a == "--rows-l2-promotion" && i + 1 < argc) {
+        forced.rows_l2_promotion = std::atoi(argv[++i]);
+      } else if (a == "--unchained-merge") {
+        forced.chained_merge = false;
       } else if (a == "--kv-heads" && i + 1 < argc) {
         g_kv_heads = std::max(1, std::atoi(argv[++i]));
         g_q_heads = 6 * g_kv_heads;
@@ -326,7 +339,8 @@ int main(int argc, char** argv) {
         if (std::sscanf(argv[++i], "%d,%d", &only_b, &only_l) != 2) only_b = 0;
       } else {
         std::fprintf(stderr,
-                     "usage: bench_paged_attention [--types bf16,q8_0,q4_0] [--iters N] [--quick] [--case B,L] [--chunk N] [--trace FILE] [--no-shuffle] [--kv-heads N]\n");
+                     "usage: bench_paged_attention [--types bf16,q8_0,q4_0] [--iters N] [--quick] [--case B,L] [--chunk N] [--trace FILE] [--no-shuffle] [--kv-heads N] [--no-bulk-copies] [--no-token-rows] "
+                     "[--blocks-per-sm N] [--rows-l2-promotion BYTES] [--unchained-merge]\n");
         return 2;
       }
     }
@@ -350,7 +364,7 @@ int main(int argc, char** argv) {
       cases = keep;
     }
     for (DType t : types) {
-      for (const Case& c : cases) run_case(t, c, iters, bw, chunk, trace_path, shuffle);
+      for (const Case& c : cases) run_case(t, c, iters, bw, forced, trace_path, shuffle);
       int64_t paged = 0;
       for (int32_t L : ragged.lens) paged += (L + kBlock - 1) / kBlock * kBlock;
       const int64_t per_tok = int64_t{g_kv_heads} * 2 * ds::row_bytes(t, kDim);
