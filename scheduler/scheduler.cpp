@@ -259,7 +259,7 @@ void Scheduler::grow_table(Sequence& s, int64_t n) {
 }
 
 void Scheduler::add_chunk(Sequence& s, int64_t n) {
-  ScheduledChunk c;
+  SequenceChunk c;
   c.seq = &s;
   c.start = s.num_computed;
   c.length = n;
@@ -301,7 +301,7 @@ void Scheduler::remove_running(Sequence& s) {
   if (it != running_.end()) running_.erase(it);
 }
 
-void Scheduler::complete(const ScheduledChunk& c) {
+void Scheduler::complete(const SequenceChunk& c) {
   Sequence& s = *c.seq;
   if (c.start != s.num_computed || s.state != SeqState::running)
     throw std::logic_error("scheduler: completing a chunk that is not the sequence's next");

@@ -16,7 +16,7 @@
 #include "kernels/cuda/backend_ops.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/kv_elements.cuh"
-#include "kernels/hip/gpu_runtime.h"
+#include "kernels/common/gpu_runtime.h"
 #include "kernels/dtype.h"
 
 namespace ds::cuda::ops {

@@ -23,9 +23,9 @@ struct DevSeq {
   int32_t state_slot;
 };
 
-// One chunk (<= kGdnChunk tokens) of a sequence handled by the chunked DeltaNet path; the
+// One chunk (<= kDeltaNetChunk tokens) of a sequence handled by the chunked DeltaNet path; the
 // index of the item in the list is its scratch index.
-struct GdnChunkItem {
+struct DeltaNetChunkItem {
   int32_t seq;
   int32_t row0;
   int32_t len;
@@ -33,20 +33,20 @@ struct GdnChunkItem {
 };
 
 // A sequence on the chunked DeltaNet path: its items are [first_item, first_item + n_items).
-struct GdnChunkSeq {
+struct DeltaNetChunkSeq {
   int32_t seq;
   int32_t first_item;
   int32_t n_items;
   int32_t pad;
 };
 
-inline constexpr int kGdnChunk = 64;
+inline constexpr int kDeltaNetChunk = 64;
 // Sequences with at most this many new tokens take the token-by-token DeltaNet kernel; longer
 // ones the chunked (WY) form.
-inline constexpr int kGdnRecurrentMaxTokens = 8;
+inline constexpr int kDeltaNetRecurrentMaxTokens = 8;
 // Floats of chunk scratch per (chunk item, value head): Wt, Qgt, Kd, U (4 x 64 x 128), Pt
 // (64 x 64) and the chunk's total decay (padded to 16 bytes).
-inline constexpr int64_t kGdnScratchFloats = 4 * 64 * 128 + 64 * 64 + 4;
+inline constexpr int64_t kDeltaNetScratchFloats = 4 * 64 * 128 + 64 * 64 + 4;
 
 // Where a launcher queues its kernels: the stream (a cudaStream_t, which this converts to), and
 // whether they are chained behind the previous kernel as programmatic dependent launches
@@ -136,11 +136,11 @@ void causal_conv1d(const float* x, const float* w, float* conv_state, int64_t n_
                    Stream stream);
 // For the sequences of a chunk list (more than kc-1 new rows each), all chunks in parallel:
 void causal_conv1d_chunks(const float* x, const float* w, float* conv_state, int64_t n_layers, int64_t layer,
-                          const DevSeq* seqs, const GdnChunkItem* items, int32_t n_items, const GdnChunkSeq* chunk_seqs,
+                          const DevSeq* seqs, const DeltaNetChunkItem* items, int32_t n_items, const DeltaNetChunkSeq* chunk_seqs,
                           int32_t n_chunk_seqs, int64_t channels, int32_t kc, float* out, Stream stream);
 
 // ---- delta_rule.cu
-struct GdnArgs {
+struct DeltaNetArgs {
   const float* qkv;      // [rows, conv_dim]
   const float* a;        // [rows, Hv]
   const float* b;        // [rows, Hv]
@@ -154,10 +154,10 @@ struct GdnArgs {
   const DevSeq* seqs;
 };
 // Token by token for the sequences seq_ids[0, n) (dk = dv = 128).
-void gdn_recurrent(const GdnArgs& a, const int32_t* seq_ids, int32_t n, Stream stream);
+void deltanet_recurrent(const DeltaNetArgs& a, const int32_t* seq_ids, int32_t n, Stream stream);
 // The chunked (WY) form for the sequences of `chunk_seqs`, through `scratch`
-// (n_items * Hv * kGdnScratchFloats floats).
-void gdn_chunked(const GdnArgs& a, const GdnChunkItem* items, int32_t n_items, const GdnChunkSeq* chunk_seqs,
+// (n_items * Hv * kDeltaNetScratchFloats floats).
+void deltanet_chunked(const DeltaNetArgs& a, const DeltaNetChunkItem* items, int32_t n_items, const DeltaNetChunkSeq* chunk_seqs,
                  int32_t n_chunk_seqs, float* scratch, Stream stream);
 
 // ---- attention_prefill.cu

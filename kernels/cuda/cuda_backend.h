@@ -60,11 +60,6 @@ std::unique_ptr<kernels::Backend> make_cuda_backend(const CudaBackendOptions& op
 // Whether a CUDA device is present (for tests that skip without one).
 bool cuda_device_available();
 
-// Per-op GPU time (a CUDA event pair around each op) while profiling is on; the report lists
-// each op's total, calls and share since the last report, and clears them. For benchmarks.
-void set_profiling(kernels::Backend& backend, bool on);
-std::string profile_report(kernels::Backend& backend);
-
 // The stream a CUDA backend queues its ops on (a cudaStream_t), for code that adds its own
 // work to the same stream (the device sampler, benchmarks); throws std::invalid_argument for
 // another backend.

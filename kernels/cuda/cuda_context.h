@@ -25,7 +25,7 @@ enum class Scratch : int {
   attn_v,       // prefill: contiguous V
   attn_scores,  // prefill: f32 scores of a tile
   attn_probs,   // prefill: bf16 probabilities of a tile
-  gdn_chunks,   // chunked DeltaNet scratch
+  deltanet_chunks,   // chunked DeltaNet scratch
   count
 };
 
