@@ -23,7 +23,7 @@
 // benchmark used before 2026-12-01 and PyTorch uses unless told otherwise.)
 //   bench_paged_attention [--types bf16,q8_0,q4_0] [--iters 30] [--quick] [--case B,L] [--chunk N] [--trace FILE]
 //   [--no-shuffle] [--kv-heads N] [--no-bulk-copies] [--no-token-rows] [--blocks-per-sm N]
-//   [--rows-l2-promotion BYTES] [--unchained-merge]
+//   [--token-rows-l2-promotion BYTES] [--unchained-merge]
 // (--chunk N: N tokens per split instead of the planner's choice, for tuning the planner;
 // --trace FILE: after timing, one more call through the traced kernels (decode_trace.h), whose
 // per-block phase stamps are written to FILE as CSV, for the first case run; --no-shuffle: each sequence's
@@ -327,7 +327,7 @@ int main(int argc, char** argv) {
         forced.token_rows = false;
       } else if (a == "--blocks-per-sm" && i + 1 < argc) {
         forced.max_blocks_per_sm = std::atoi(argv[++i]);
-      } else if (a == "--rows-l2-promotion" && i + 1 < argc) {
+      } else if (a == "--token-rows-l2-promotion" && i + 1 < argc) {
         forced.token_rows_l2_promotion = std::atoi(argv[++i]);
       } else if (a == "--unchained-merge") {
         forced.chained_merge = false;
@@ -343,7 +343,7 @@ int main(int argc, char** argv) {
       } else {
         std::fprintf(stderr,
                      "usage: bench_paged_attention [--types bf16,q8_0,q4_0] [--iters N] [--quick] [--case B,L] [--chunk N] [--trace FILE] [--no-shuffle] [--kv-heads N] [--no-bulk-copies] [--no-token-rows] "
-                     "[--blocks-per-sm N] [--rows-l2-promotion BYTES] [--unchained-merge]\n");
+                     "[--blocks-per-sm N] [--token-rows-l2-promotion BYTES] [--unchained-merge]\n");
         return 2;
       }
     }
