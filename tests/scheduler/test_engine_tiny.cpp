@@ -519,7 +519,7 @@ TEST_CASE("tiny: outputs through prefix-cache hits equal a cold cache's, at ever
   // Cold: no prefix caching at all.
   std::vector<Outcome> cold;
   {
-    Engine engine(t.forward, config(400));
+    Engine engine(t.forward, config(400), kernels::cpu::make_cpu_sampler());
     cold = run_alone(engine, reqs);
     check_pools_free(engine);
   }
@@ -528,7 +528,7 @@ TEST_CASE("tiny: outputs through prefix-cache hits equal a cold cache's, at ever
   EngineConfig cfg = config(400);
   cfg.prefix_caching = true;
   cfg.num_snapshots = 32;
-  Engine engine(t.forward, cfg);
+  Engine engine(t.forward, cfg, kernels::cpu::make_cpu_sampler());
   const std::vector<Outcome> first = run_alone(engine, reqs);
   compare(cold, first);
   const std::vector<Outcome> second = run_alone(engine, reqs);
@@ -547,7 +547,7 @@ TEST_CASE("tiny: outputs through prefix-cache hits equal a cold cache's, at ever
     EngineConfig small = config(48, 64, 8, 4096);
     small.prefix_caching = true;
     small.num_snapshots = 4;
-    Engine pressured(t.forward, small);
+    Engine pressured(t.forward, small, kernels::cpu::make_cpu_sampler());
     (void)run_together(pressured, reqs);  // fills the cache
     const std::vector<Outcome> third = run_together(pressured, reqs);
     for (size_t i = 0; i < reqs.size(); ++i) {
