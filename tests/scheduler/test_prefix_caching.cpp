@@ -276,7 +276,7 @@ TEST_CASE("prefix caching: randomized multi-turn traffic with cancellations", "[
 
 TEST_CASE("prefix caching: a shared prefix nobody named is found where prompts part", "[prefix]") {
   FakeModel model(64);
-  Engine engine(model, cached_config(256, 16, 8, 512));
+  Engine engine(model, cached_config(256, 16, 8, 512), kernels::cpu::make_cpu_sampler());
   std::mt19937 rng(6);
   const auto document = random_tokens(rng, 150);
   // One after another: the second finds the first's blocks past any snapshot and snapshots
