@@ -20,7 +20,11 @@
 //    conv [num_slots, n_layers, conv_dim, Kc-1] (oldest input first) and recurrent
 //    [num_slots, n_layers, Hv, dk, dv] (S with the key index as rows), both f32.
 //  * `out` may be the same tensor as an input only where an op says so.
-//  * Shapes are checked; a mismatch is std::invalid_argument naming the op.
+//  * Shapes and types are checked here, once, for every backend (backend.cpp): each op is a
+//    public function that checks its arguments against this contract, then calls the
+//    backend's do_<op> with arguments that satisfy it. A mismatch is std::invalid_argument
+//    naming the op. A backend only adds the checks of its own limits (a kernel size it has no
+//    kernel for, say).
 #pragma once
 
 #include <memory>
@@ -56,8 +60,8 @@ class Backend {
   // ---- memory -------------------------------------------------------------------------
   // A buffer of the given type and shape; contents undefined.
   virtual Tensor alloc(DType dtype, const Shape& shape) = 0;
-  // A weight from host bytes (f32/bf16/f16). The stored type is the backend's choice (the CPU
-  // backend widens to f32 exactly); the shape is kept.
+  // A weight from host bytes (f32/bf16/f16). The stored type is the backend's choice among f32
+  // and activation_dtype() (the CPU backend widens to f32 exactly); the shape is kept.
   virtual Tensor upload(const HostTensor& src) = 0;
   // Element type of the K/V pools this backend allocates and reads.
   virtual DType kv_cache_dtype() const = 0;
@@ -73,95 +77,126 @@ class Backend {
   // Waits until every op issued so far has finished, surfacing its errors (a no-op where ops
   // run synchronously). Benchmarks time with it.
   virtual void synchronize() {}
-  virtual void fill_zero(Tensor& t) = 0;
+  void fill_zero(Tensor& t);
   // Copies src into dst (same dtype and element count) where both live: device to device on
   // a device backend, never through the host (prefix-cache state snapshots).
-  virtual void copy(const Tensor& src, Tensor& dst) = 0;
+  void copy(const Tensor& src, Tensor& dst);
   // Copies a whole tensor to host f32 (dst.size() == t.numel()) or from host f32; a backend
   // whose activation_dtype() is not f32 also converts tensors of that type.
-  virtual void copy_to_host(const Tensor& src, std::span<float> dst) = 0;
-  virtual void copy_from_host(std::span<const float> src, Tensor& dst) = 0;
+  void copy_to_host(const Tensor& src, std::span<float> dst);
+  void copy_from_host(std::span<const float> src, Tensor& dst);
   // Validates a step's indices and makes them available to the ops.
   virtual std::unique_ptr<BatchPlan> plan(const BatchDesc& desc) = 0;
 
   // ---- ops ----------------------------------------------------------------------------
-  // out[r] = table[token_ids[r]]. table [V, H], out [rows, H].
-  virtual void embedding(const Tensor& table, const BatchPlan& plan, Tensor& out) = 0;
-  // out[i] = x[logit_rows[i]]. x [rows, H], out [logit_rows, H].
-  virtual void gather_rows(const Tensor& x, const BatchPlan& plan, Tensor& out) = 0;
+  // "f32 or act" below: f32 or activation_dtype(). Weights (table, w, gate_up) are what
+  // upload() stored: f32 or activation_dtype().
+  // out[r] = table[token_ids[r]]. table [V, H], out [rows, H] f32.
+  void embedding(const Tensor& table, const BatchPlan& plan, Tensor& out);
+  // out[i] = x[logit_rows[i]]. x [rows, H], out [logit_rows, H], both f32.
+  void gather_rows(const Tensor& x, const BatchPlan& plan, Tensor& out);
   // Zero-centred RMSNorm over the last weight.numel() elements of each row:
   // out = x * rsqrt(mean(x²) + eps) * (1 + w). x may be [n, d] or [n, heads, d]; out may be x.
-  virtual void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) = 0;
-  // out = x · wᵀ (accumulate: out += x · wᵀ, the residual add). x [M, K], w [N, K], out [M, N].
-  virtual void gemm(const Tensor& x, const Tensor& w, Tensor& out, bool accumulate) = 0;
-  // SwiGLU on a fused projection: gate_up [M, 2I] = [gate | up]; out [M, I] = silu(gate) * up.
-  virtual void swiglu(const Tensor& gate_up, Tensor& out) = 0;
+  // x and out f32 or act, weight f32.
+  void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out);
+  // out = x · wᵀ (accumulate: out += x · wᵀ, the residual add). x [M, K] f32 or act, w [N, K],
+  // out [M, N] f32.
+  void gemm(const Tensor& x, const Tensor& w, Tensor& out, bool accumulate);
+  // SwiGLU on a fused projection: gate_up [M, 2I] f32 = [gate | up]; out [M, I] f32 or act =
+  // silu(gate) * up.
+  void swiglu(const Tensor& gate_up, Tensor& out);
   // The MLP's first half: out = silu(x · Wgᵀ) * (x · Wuᵀ) for the stacked gate_up = [Wg; Wu]
-  // [2I, K]; scratch [M, 2I] f32 holds the projection where a backend needs it. The default is
-  // gemm then swiglu; a backend may fuse them (CUDA does for one row).
-  virtual void gate_up_swiglu(const Tensor& x, const Tensor& gate_up, Tensor& scratch, Tensor& out) {
-    gemm(x, gate_up, scratch, false);
-    swiglu(scratch, out);
-  }
+  // [2I, K]; scratch [M, 2I] f32 holds the projection where a backend needs it; out [M, I].
+  // The default is gemm then swiglu; a backend may fuse them (CUDA does for one row).
+  void gate_up_swiglu(const Tensor& x, const Tensor& gate_up, Tensor& scratch, Tensor& out);
   // Splits a gated q_proj output [M, Nq, 2D] (per head: query then gate) into q and gate,
-  // each [M, Nq, D].
-  virtual void split_query_gate(const Tensor& qg, Tensor& q, Tensor& gate) = 0;
+  // each [M, Nq, D]; all f32.
+  void split_query_gate(const Tensor& qg, Tensor& q, Tensor& gate);
   // Copies consecutive column ranges of x [M, N] into parts, in order: part i (contiguous,
   // M rows of n_i values in any shape) gets columns [n_0 + ... + n_(i-1), ... + n_i); the n_i
-  // sum to N. At most kMaxSplitParts parts.
+  // sum to N. At most kMaxSplitParts parts; all f32.
   static constexpr int kMaxSplitParts = 4;
-  virtual void split_columns(const Tensor& x, std::span<Tensor> parts) = 0;
+  void split_columns(const Tensor& x, std::span<Tensor> parts);
   // Steps of at most this many rows compute a layer's stacked input projections (see
   // model/qwen35/weights.h) as one GEMM followed by split_columns; larger steps, one GEMM per
   // projection over row views of the stacked weight, writing each output in place. One GEMM
   // saves launches and the latency of the small ones (the DeltaNet's 32-row a/b projections)
   // where that outweighs the extra pass over the outputs: small steps on a GPU. 0 = never.
   virtual int64_t fused_projection_rows() const { return 0; }
-  // In-place partial RoPE on x [rows, heads, D] at each row's position.
-  virtual void rope(Tensor& x, const BatchPlan& plan, const RopeParams& params) = 0;
+  // In-place partial RoPE on x [rows, heads, D] f32 at each row's position.
+  void rope(Tensor& x, const BatchPlan& plan, const RopeParams& params);
   // The gated attention's q/k preparation: split qg [rows, Nq, 2D] into q and gate, q =
-  // rope(rms_norm(q, q_norm)), k = rope(rms_norm(k, k_norm)) in place (k [rows, Nkv, D]). The
-  // default runs those five ops; a backend may fuse them (CUDA does).
-  virtual void prepare_qk(const Tensor& qg, const Tensor& q_norm, const Tensor& k_norm, float eps,
-                          const BatchPlan& plan, const RopeParams& rope_params, Tensor& q, Tensor& gate,
-                          Tensor& k) {
+  // rope(rms_norm(q, q_norm)), k = rope(rms_norm(k, k_norm)) in place (k [rows, Nkv, D]); all
+  // f32. The default runs those five ops; a backend may fuse them (CUDA does).
+  void prepare_qk(const Tensor& qg, const Tensor& q_norm, const Tensor& k_norm, float eps, const BatchPlan& plan,
+                  const RopeParams& rope_params, Tensor& q, Tensor& gate, Tensor& k);
+  // x *= sigmoid(gate), elementwise; same shapes; x f32 or act, gate f32.
+  void sigmoid_gate(Tensor& x, const Tensor& gate);
+  // Writes each row's k and v ([rows, Nkv, D] f32) into the pools at its K/V slot.
+  void kv_write(const Tensor& k, const Tensor& v, const BatchPlan& plan, Tensor& k_pool, Tensor& v_pool);
+  // Causal attention through the paged pools: row r (sequence s, position p) attends to
+  // positions [0, p] of s, which must already be written (kv_write first). GQA: query head h
+  // reads KV head h / (Nq / Nkv). Softmax in f32 with scores * scale.
+  // q [rows, Nq, D] f32, out [rows, Nq, D] f32 or act.
+  void paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const BatchPlan& plan,
+                       float scale, Tensor& out);
+  // Depthwise causal conv1d + SiLU over each sequence's rows, continuing from its conv state
+  // in `layer` (the DeltaNet layer index) and leaving the last Kc-1 inputs there.
+  // x [rows, C], weight [C, 1, Kc], conv_state [slots, layers, C, Kc-1], out [rows, C]; all f32.
+  void causal_conv1d(const Tensor& x, const Tensor& weight, Tensor& conv_state, int64_t layer, const BatchPlan& plan,
+                     Tensor& out);
+  // The gated delta rule (the DeltaNet recurrence) with its gates, token by token per sequence
+  // from its recurrent state (prefill leaves exactly the state per-token decode would):
+  //   q, k = L2-normalised heads of qkv (q then scaled by dk^-1/2), v = the v heads;
+  //   beta = sigmoid(b), g = -exp(A_log) * softplus(a + dt_bias);
+  //   S = exp(g) S; S += k (beta (v - Sᵀk))ᵀ; out = Sᵀ q.
+  // qkv [rows, conv_dim] (after the conv), a, b [rows, Hv], a_log, dt_bias [Hv],
+  // recurrent_state [slots, layers, Hv, dk, dv], out [rows, Hv, dv]; all f32.
+  void gated_delta_rule(const Tensor& qkv, const Tensor& a, const Tensor& b, const Tensor& a_log,
+                        const Tensor& dt_bias, Tensor& recurrent_state, int64_t layer, const BatchPlan& plan,
+                        const DeltaNetDims& dims, Tensor& out);
+  // Gated RMSNorm per head with a plain weight: out = (x * rsqrt(mean(x²) + eps) * w) * silu(z).
+  // x, z [rows, heads, d] f32, weight [d] f32, out f32 or act; out may be x when f32.
+  void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, float eps, Tensor& out);
+
+ protected:
+  // The backend's implementations, called with arguments that satisfy the contract above.
+  virtual void do_fill_zero(Tensor& t) = 0;
+  virtual void do_copy(const Tensor& src, Tensor& dst) = 0;
+  virtual void do_copy_to_host(const Tensor& src, std::span<float> dst) = 0;
+  virtual void do_copy_from_host(std::span<const float> src, Tensor& dst) = 0;
+  virtual void do_embedding(const Tensor& table, const BatchPlan& plan, Tensor& out) = 0;
+  virtual void do_gather_rows(const Tensor& x, const BatchPlan& plan, Tensor& out) = 0;
+  virtual void do_rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) = 0;
+  virtual void do_gemm(const Tensor& x, const Tensor& w, Tensor& out, bool accumulate) = 0;
+  virtual void do_swiglu(const Tensor& gate_up, Tensor& out) = 0;
+  virtual void do_gate_up_swiglu(const Tensor& x, const Tensor& gate_up, Tensor& scratch, Tensor& out) {
+    gemm(x, gate_up, scratch, false);
+    swiglu(scratch, out);
+  }
+  virtual void do_split_query_gate(const Tensor& qg, Tensor& q, Tensor& gate) = 0;
+  virtual void do_split_columns(const Tensor& x, std::span<Tensor> parts) = 0;
+  virtual void do_rope(Tensor& x, const BatchPlan& plan, const RopeParams& params) = 0;
+  virtual void do_prepare_qk(const Tensor& qg, const Tensor& q_norm, const Tensor& k_norm, float eps,
+                             const BatchPlan& plan, const RopeParams& rope_params, Tensor& q, Tensor& gate,
+                             Tensor& k) {
     split_query_gate(qg, q, gate);
     rms_norm(q, q_norm, eps, q);
     rms_norm(k, k_norm, eps, k);
     rope(q, plan, rope_params);
     rope(k, plan, rope_params);
   }
-  // x *= sigmoid(gate), elementwise; same shapes.
-  virtual void sigmoid_gate(Tensor& x, const Tensor& gate) = 0;
-  // Writes each row's k and v ([rows, Nkv, D]) into the pools at its K/V slot.
-  virtual void kv_write(const Tensor& k, const Tensor& v, const BatchPlan& plan, Tensor& k_pool,
-                        Tensor& v_pool) = 0;
-  // Causal attention through the paged pools: row r (sequence s, position p) attends to
-  // positions [0, p] of s, which must already be written (kv_write first). GQA: query head h
-  // reads KV head h / (Nq / Nkv). Softmax in f32 with scores * scale.
-  // q [rows, Nq, D], out [rows, Nq, D].
-  virtual void paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,
-                               const BatchPlan& plan, float scale, Tensor& out) = 0;
-  // Depthwise causal conv1d + SiLU over each sequence's rows, continuing from its conv state
-  // in `layer` (the DeltaNet layer index) and leaving the last Kc-1 inputs there.
-  // x [rows, C], weight [C, 1, Kc], conv_state [slots, layers, C, Kc-1], out [rows, C].
-  virtual void causal_conv1d(const Tensor& x, const Tensor& weight, Tensor& conv_state,
-                             int64_t layer, const BatchPlan& plan, Tensor& out) = 0;
-  // The gated delta rule with its gates, token by token per sequence from its recurrent
-  // state (prefill leaves exactly the state per-token decode would):
-  //   q, k = L2-normalised heads of qkv (q then scaled by dk^-1/2), v = the v heads;
-  //   beta = sigmoid(b), g = -exp(A_log) * softplus(a + dt_bias);
-  //   S = exp(g) S; S += k (beta (v - Sᵀk))ᵀ; out = Sᵀ q.
-  // qkv [rows, conv_dim] (after the conv), a, b [rows, Hv], a_log, dt_bias [Hv],
-  // recurrent_state [slots, layers, Hv, dk, dv], out [rows, Hv, dv].
-  virtual void gated_delta_rule(const Tensor& qkv, const Tensor& a, const Tensor& b,
-                                const Tensor& a_log, const Tensor& dt_bias,
-                                Tensor& recurrent_state, int64_t layer, const BatchPlan& plan,
-                                const DeltaNetDims& dims, Tensor& out) = 0;
-  // Gated RMSNorm per head with a plain weight: out = (x * rsqrt(mean(x²) + eps) * w) * silu(z).
-  // x, z [rows, heads, d], weight [d]; out may be x.
-  virtual void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, float eps,
-                              Tensor& out) = 0;
+  virtual void do_sigmoid_gate(Tensor& x, const Tensor& gate) = 0;
+  virtual void do_kv_write(const Tensor& k, const Tensor& v, const BatchPlan& plan, Tensor& k_pool,
+                           Tensor& v_pool) = 0;
+  virtual void do_paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const BatchPlan& plan,
+                                  float scale, Tensor& out) = 0;
+  virtual void do_causal_conv1d(const Tensor& x, const Tensor& weight, Tensor& conv_state, int64_t layer,
+                                const BatchPlan& plan, Tensor& out) = 0;
+  virtual void do_gated_delta_rule(const Tensor& qkv, const Tensor& a, const Tensor& b, const Tensor& a_log,
+                                   const Tensor& dt_bias, Tensor& recurrent_state, int64_t layer,
+                                   const BatchPlan& plan, const DeltaNetDims& dims, Tensor& out) = 0;
+  virtual void do_gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, float eps, Tensor& out) = 0;
 };
 
 }  // namespace ds::kernels

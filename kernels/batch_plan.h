@@ -23,8 +23,9 @@
 
 namespace ds::kernels {
 
-// One sequence's part of a step, as the backend sees it.
-struct SeqSpan {
+// A sequence's chunk of a step, as the backend sees it (scheduler::SequenceChunk plans it,
+// qwen35::SequenceChunk carries it into the forward).
+struct SequenceChunk {
   int64_t n_tokens = 0;                // new tokens (>= 1); rows follow the previous sequence's
   int64_t n_cached = 0;                // tokens already cached = position of the first new token
   int32_t state_slot = -1;             // its DeltaNet state slot
@@ -33,7 +34,7 @@ struct SeqSpan {
 
 struct BatchDesc {
   std::span<const int32_t> token_ids;   // one per row, sequences back to back
-  std::span<const SeqSpan> seqs;
+  std::span<const SequenceChunk> seqs;
   std::span<const int64_t> logit_rows;  // rows whose logits are wanted, in output order
   int32_t block_size = 0;
   int32_t num_blocks = 0;  // size of the K/V pools (block ids must be below)
@@ -59,7 +60,7 @@ class BatchPlan {
     int64_t rows = 0;
     std::vector<int32_t> slots;
     for (size_t s = 0; s < d.seqs.size(); ++s) {
-      const SeqSpan& in = d.seqs[s];
+      const SequenceChunk& in = d.seqs[s];
       const std::string who = "sequence " + std::to_string(s);
       if (in.n_tokens < 1) fail(who + " has no new tokens");
       if (in.n_cached < 0) fail(who + " has a negative cached length");
@@ -83,6 +84,7 @@ class BatchPlan {
           fail(who + " has block id " + std::to_string(id) + " outside the pool of " +
                std::to_string(d.num_blocks));
         block_ids_.push_back(id);
+        max_block_id_ = std::max(max_block_id_, id);
       }
       for (int64_t t = 0; t < in.n_tokens; ++t) {
         const int64_t pos = in.n_cached + t;
@@ -93,6 +95,7 @@ class BatchPlan {
       }
       seqs_.push_back(q);
       slots.push_back(in.state_slot);
+      max_state_slot_ = std::max(max_state_slot_, in.state_slot);
       rows += in.n_tokens;
     }
     if (static_cast<int64_t>(d.token_ids.size()) != rows)
@@ -129,9 +132,14 @@ class BatchPlan {
   // Every sequence's block ids, concatenated (see Seq::block_begin).
   const std::vector<int32_t>& block_ids() const { return block_ids_; }
   const std::vector<int64_t>& logit_rows() const { return logit_rows_; }
+  // The largest block id and state slot the step touches (-1: none), for the ops' pool checks.
+  int32_t max_block_id() const { return max_block_id_; }
+  int32_t max_state_slot() const { return max_state_slot_; }
 
  private:
   int32_t block_size_;
+  int32_t max_block_id_ = -1;
+  int32_t max_state_slot_ = -1;
   std::vector<Seq> seqs_;
   std::vector<int32_t> token_ids_;
   std::vector<int64_t> positions_;

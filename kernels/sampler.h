@@ -1,7 +1,10 @@
 // Sampler: turns one forward step's logits into the next token of every sampling row.
 //
 // The interface sits beside Backend so that a device backend can sample where the logits
-// live; kernels/cpu/sampler.h has the host implementation (what CI runs). The semantics are
+// live; kernels/cpu/sampler.h has the host implementation (what CI runs), kernels/cuda/
+// cuda_sampler.h the device one. The engine is handed one (scheduler/engine.h). A row's
+// SamplerSettings are the part of a request's sampling parameters (scheduler/
+// sampling_params.h, where they are validated) the sampler computes with. The semantics are
 // the ones an OpenAI-compatible server promises (vLLM's, where the two differ from HF):
 //
 //  1. logit_bias is added to the raw logits.
@@ -22,12 +25,9 @@
 // token, so its tokens do not depend on what else shares the batch.
 #pragma once
 
-#include <cmath>
 #include <cstdint>
 #include <limits>
-#include <optional>
 #include <span>
-#include <string>
 #include <vector>
 
 #include "kernels/tensor.h"
@@ -43,7 +43,8 @@ struct LogitBias {
   float bias = 0;
 };
 
-struct SamplingParams {
+// How one row is sampled.
+struct SamplerSettings {
   float temperature = 1.0f;  // < 1e-5 = greedy
   int32_t top_k = 0;         // <= 0 = every token
   float top_p = 1.0f;        // (0, 1]
@@ -52,38 +53,12 @@ struct SamplingParams {
   float presence_penalty = 0.0f;    // [-2, 2]
   float frequency_penalty = 0.0f;   // [-2, 2]
   std::vector<LogitBias> logit_bias;
-  std::optional<uint64_t> seed;  // none = the engine picks a random one
-  bool logprobs = false;         // report the chosen token's logprob
-  int32_t top_logprobs = 0;      // and this many best alternatives (0..20; needs logprobs)
+  bool logprobs = false;     // report the chosen token's logprob
+  int32_t top_logprobs = 0;  // and this many best alternatives (0..20; needs logprobs)
 
   bool greedy() const { return temperature < kGreedyTemperature || top_k == 1; }
   bool has_penalties() const {
     return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f;
-  }
-
-  // Empty when the parameters are usable with a vocabulary of `vocab` tokens, otherwise a
-  // message naming the field (what an HTTP 400 says).
-  std::string validate(int64_t vocab) const {
-    auto bad = [](const std::string& m) { return m; };
-    if (!std::isfinite(temperature) || temperature < 0) return bad("temperature must be >= 0");
-    if (top_k < -1) return bad("top_k must be -1, 0 (off) or positive");
-    if (!(top_p > 0 && top_p <= 1)) return bad("top_p must be in (0, 1]");
-    if (!(min_p >= 0 && min_p <= 1)) return bad("min_p must be in [0, 1]");
-    if (!(repetition_penalty > 0) || !std::isfinite(repetition_penalty))
-      return bad("repetition_penalty must be > 0");
-    if (!(presence_penalty >= -2 && presence_penalty <= 2))
-      return bad("presence_penalty must be in [-2, 2]");
-    if (!(frequency_penalty >= -2 && frequency_penalty <= 2))
-      return bad("frequency_penalty must be in [-2, 2]");
-    if (top_logprobs < 0 || top_logprobs > kMaxTopLogprobs)
-      return bad("top_logprobs must be in [0, " + std::to_string(kMaxTopLogprobs) + "]");
-    for (const LogitBias& b : logit_bias) {
-      if (b.token < 0 || b.token >= vocab)
-        return bad("logit_bias token " + std::to_string(b.token) + " is outside the vocabulary of " +
-                   std::to_string(vocab));
-      if (!std::isfinite(b.bias)) return bad("logit_bias values must be finite");
-    }
-    return {};
   }
 };
 
@@ -109,9 +84,9 @@ struct TokenLogprob {
   friend bool operator==(const TokenLogprob&, const TokenLogprob&) = default;
 };
 
-// One row to sample: its parameters, its token history and its generator.
+// One row to sample: its settings, its token history and its generator.
 struct SampleRow {
-  const SamplingParams* params = nullptr;
+  const SamplerSettings* settings = nullptr;
   std::span<const int32_t> prompt;     // repetition penalty
   std::span<const int32_t> generated;  // all penalties
   SamplerRng* rng = nullptr;           // advanced by one draw per non-greedy sample
@@ -120,17 +95,21 @@ struct SampleRow {
 struct SampledToken {
   // -1 when the row could not be sampled (a NaN or no finite logit): the request fails.
   int32_t token = -1;
-  float logprob = std::numeric_limits<float>::quiet_NaN();  // when params->logprobs
-  std::vector<TokenLogprob> top;  // params->top_logprobs entries, best first
+  float logprob = std::numeric_limits<float>::quiet_NaN();  // when settings->logprobs
+  std::vector<TokenLogprob> top;  // settings->top_logprobs entries, best first
 };
 
 class Sampler {
  public:
   virtual ~Sampler() = default;
   // logits: [rows.size(), vocab] f32 in the memory this sampler reads (host for the CPU
-  // sampler), row i belonging to rows[i]. out.size() == rows.size().
-  virtual void sample(const Tensor& logits, std::span<const SampleRow> rows,
-                      std::span<SampledToken> out) = 0;
+  // sampler), row i belonging to rows[i]. out.size() == rows.size(). Checks that (sampler.cpp)
+  // and that every row has settings and a generator, then runs the implementation's
+  // do_sample; a mismatch is std::invalid_argument.
+  void sample(const Tensor& logits, std::span<const SampleRow> rows, std::span<SampledToken> out);
+
+ protected:
+  virtual void do_sample(const Tensor& logits, std::span<const SampleRow> rows, std::span<SampledToken> out) = 0;
 };
 
 }  // namespace ds::kernels

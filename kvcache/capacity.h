@@ -1,10 +1,15 @@
-// Capacity accounting: how much cache memory a token and a sequence cost, and how a memory
-// budget is split between K/V blocks, DeltaNet state slots and prefix-cache state snapshots.
+// Capacity accounting: how much cache memory a token and a sequence cost, and how the pools
+// (K/V blocks, DeltaNet state slots, prefix-cache state snapshots) are sized -- in one
+// function, size_pools, for every caller (the engine, serve's start-up, the tests and
+// benchmarks).
 //
-// Admission needs both pools (a block for the next tokens and a slot for the sequence), so
-// sizing gives state slots for max_num_seqs sequences first, but never more than half the
-// budget; the rest becomes K/V blocks. A budget too small for one slot and one block is a
-// clear error, not a pool of zero.
+// Paged (the default): admission needs both pools (a block for the next tokens and a slot
+// for the sequence), so sizing gives state slots for max_num_seqs sequences first, but never
+// more than half the budget; the rest becomes K/V blocks. The contiguous baseline
+// (reserve_tokens > 0): every sequence is guaranteed reserve_tokens of K/V plus its state slot
+// from admission on, so budget / (that) sequences fit, each never preempted. Or explicit
+// counts, with no budget. A budget too small for one slot and one block (one reserved
+// sequence) is a clear error, not a pool of zero.
 #pragma once
 
 #include <cstdint>
@@ -47,10 +52,22 @@ struct PoolSizes {
   std::string describe() const;  // one line for start-up logs
 };
 
-// Splits budget_bytes between prefix-cache snapshots (snapshot_bytes of it, whole slots),
-// state slots (up to max_num_seqs) and K/V blocks. Throws std::invalid_argument when not even
-// one slot and one block fit.
-PoolSizes size_pools(const CacheGeometry& geometry, int64_t budget_bytes, int32_t block_size,
-                     int32_t max_num_seqs, int64_t snapshot_bytes = 0);
+// What the pools must hold.
+struct PoolRequest {
+  int32_t block_size = 16;
+  int32_t max_num_seqs = 1;    // sequences that may run at once (each holds a state slot)
+  int64_t budget_bytes = 0;    // memory for K/V blocks and state slots; 0: the counts below
+  int64_t reserve_tokens = 0;  // with a budget, > 0: the contiguous baseline (see above)
+  int32_t num_blocks = 0;      // without a budget: this many blocks
+  int32_t num_slots = 0;       // without a budget: this many slots (0 = max_num_seqs)
+  // Prefix-cache state snapshots, in slots of their own: with a budget, snapshot_bytes of it
+  // (whole slots, taken first); without one, num_snapshots slots.
+  int64_t snapshot_bytes = 0;
+  int32_t num_snapshots = 0;
+};
+
+// The pools for `request`. Throws std::invalid_argument when not even one slot and one block
+// (one reserved sequence) fit, or the request is malformed.
+PoolSizes size_pools(const CacheGeometry& geometry, const PoolRequest& request);
 
 }  // namespace ds::kvcache

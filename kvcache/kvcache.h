@@ -2,7 +2,7 @@
 //   BlockPool + BlockTable  paged K/V blocks for the full-attention layers
 //   KvPoolLayout            64-bit offsets of a token's row in a layer's K/V pool
 //   StatePool               DeltaNet conv + recurrent state slots, one per sequence
-//   size_pools              split a memory budget between the two
+//   size_pools              size the two pools (from a memory budget, or explicit counts)
 //   PrefixCache             blocks and state snapshots kept for later requests with the same prefix
 #pragma once
 

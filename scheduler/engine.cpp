@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "kernels/cpu/sampler.h"
 #include "scheduler/engine_core.h"
 
 namespace ds::scheduler {
@@ -16,22 +15,17 @@ Engine::Engine(ForwardModel& model, EngineConfig config, std::unique_ptr<kernels
   if (config_.max_queue < 0) throw std::invalid_argument("engine: max_queue must be >= 0");
   if (config_.max_ctx < 1) throw std::invalid_argument("engine: max_ctx must be >= 1");
   if (config_.block_size < 1) throw std::invalid_argument("engine: block_size must be >= 1");
+  if (!sampler) throw std::invalid_argument("engine: no sampler");
 
-  if (config_.cache_bytes > 0) {
-    sizes_ = kvcache::size_pools(model.cache_geometry(), config_.cache_bytes, config_.block_size, sc.max_num_seqs,
-                                 config_.prefix_caching ? config_.snapshot_bytes : 0);
-  } else {
-    if (config_.num_blocks < 1)
-      throw std::invalid_argument("engine: set cache_bytes, or num_blocks >= 1");
-    sizes_.num_blocks = config_.num_blocks;
-    sizes_.block_size = config_.block_size;
-    sizes_.num_slots = config_.num_slots > 0 ? config_.num_slots : sc.max_num_seqs;
-    const auto g = model.cache_geometry();
-    sizes_.kv_bytes = g.kv_bytes_per_block(sizes_.block_size) * sizes_.num_blocks;
-    sizes_.state_bytes = g.state_bytes_per_slot() * sizes_.num_slots;
-    sizes_.num_snapshots = config_.prefix_caching ? std::max(0, config_.num_snapshots) : 0;
-    sizes_.snapshot_bytes = g.state_bytes_per_slot() * sizes_.num_snapshots;
-  }
+  sizes_ = kvcache::size_pools(model.cache_geometry(),
+                               {.block_size = config_.block_size,
+                                .max_num_seqs = sc.max_num_seqs,
+                                .budget_bytes = config_.cache_bytes,
+                                .reserve_tokens = config_.reserve_tokens,
+                                .num_blocks = config_.num_blocks,
+                                .num_slots = config_.num_slots,
+                                .snapshot_bytes = config_.prefix_caching ? config_.snapshot_bytes : 0,
+                                .num_snapshots = config_.prefix_caching ? std::max(0, config_.num_snapshots) : 0});
   // One sequence of max_ctx tokens must fit the pool, or the scheduler could not promise
   // progress (scheduler.h); a small pool lowers the limit instead of failing requests later.
   max_ctx_ = std::min<int64_t>(config_.max_ctx, sizes_.token_capacity());
@@ -39,7 +33,6 @@ Engine::Engine(ForwardModel& model, EngineConfig config, std::unique_ptr<kernels
   if (vocab_ < 1) throw std::invalid_argument("engine: the model reports an empty vocabulary");
 
   model.allocate_cache(sizes_);
-  if (!sampler) sampler = kernels::cpu::make_cpu_sampler();
   core_ = std::make_unique<Core>(model, config_, sizes_, max_ctx_, std::move(sampler));
   {
     // What stats() shows before the first iteration.

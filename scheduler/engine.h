@@ -9,7 +9,7 @@
 //
 // submit(), cancel(), stats() and shutdown() may be called from any thread.
 //
-//   Engine engine(model, config);
+//   Engine engine(model, config, std::move(sampler));
 //   auto r = engine.submit(Request({1, 2, 3}));
 //   if (r.status != SubmitStatus::ok) -> 429 / 413 / 400 / 503 (see SubmitStatus)
 //   while (auto e = r.handle.next()) { ... e->token ... e->finish ... }
@@ -47,10 +47,12 @@ struct SubmitResult {
 
 class Engine {
  public:
-  // model must outlive the engine. Allocates the cache pools (model.allocate_cache) and starts
-  // the engine thread. sampler: null = the CPU sampler. Throws std::invalid_argument for a
-  // configuration that cannot run (no block, no slot, non-positive limits).
-  Engine(ForwardModel& model, EngineConfig config, std::unique_ptr<kernels::Sampler> sampler = nullptr);
+  // model must outlive the engine; sampler reads the logits where the model leaves them (the
+  // composition root picks it: kernels/cpu's for host logits, kernels/cuda's for device
+  // ones). Allocates the cache pools (model.allocate_cache) and starts the engine thread.
+  // Throws std::invalid_argument for a configuration that cannot run (no block, no slot,
+  // non-positive limits, no sampler).
+  Engine(ForwardModel& model, EngineConfig config, std::unique_ptr<kernels::Sampler> sampler);
   ~Engine();  // shutdown(): cancels what is still running
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;

@@ -80,8 +80,8 @@ void Engine::Core::intake(std::vector<Shared::Pending>& submissions) {
   for (Shared::Pending& p : submissions) {
     Live l;
     l.stream = std::move(p.stream);
-    l.params = std::move(p.request.sampling);
-    l.rng = kernels::SamplerRng(l.params.seed ? *l.params.seed : seeder_());
+    l.sampling = std::move(p.request.sampling);
+    l.rng = kernels::SamplerRng(l.sampling.seed ? *l.sampling.seed : seeder_());
     l.metrics.submitted = p.submitted;
     l.metrics.prompt_tokens = static_cast<int64_t>(p.request.prompt_size());
     ++counters_.requests_submitted_total;
@@ -163,7 +163,7 @@ bool Engine::Core::step() {
 
   batch_.seqs.clear();
   sampling_.clear();
-  for (const ScheduledChunk& c : plan.chunks) {
+  for (const SequenceChunk& c : plan.chunks) {
     qwen35::SequenceChunk sc;
     sc.tokens = c.tokens();
     sc.n_cached = c.start;
@@ -191,14 +191,14 @@ bool Engine::Core::step() {
     ++counters_.forward_errors_total;
     counters_.last_error = e.what();
     spdlog::error("engine: forward failed for a batch of {} sequences: {}", plan.chunks.size(), e.what());
-    const std::vector<ScheduledChunk> chunks = plan.chunks;
-    for (const ScheduledChunk& c : chunks) fail_request(c.seq->id, std::string("model error: ") + e.what());
+    const std::vector<SequenceChunk> chunks = plan.chunks;
+    for (const SequenceChunk& c : chunks) fail_request(c.seq->id, std::string("model error: ") + e.what());
   }
   const auto t2 = Clock::now();
   counters_.forward_seconds_total += seconds_between(t1, t2);
 
   if (logits) {
-    for (const ScheduledChunk& c : plan.chunks) scheduler_.complete(c);
+    for (const SequenceChunk& c : plan.chunks) scheduler_.complete(c);
     save_snapshots();
     if (!sampling_.empty()) sample_and_emit(sampling_, *logits);
   }
@@ -216,8 +216,8 @@ bool Engine::Core::step() {
   return true;
 }
 
-void Engine::Core::retry_chunks_alone(std::vector<ScheduledChunk> chunks) {
-  for (const ScheduledChunk& c : chunks) {
+void Engine::Core::retry_chunks_alone(std::vector<SequenceChunk> chunks) {
+  for (const SequenceChunk& c : chunks) {
     const RequestId id = c.seq->id;
     batch_.seqs.resize(1);
     qwen35::SequenceChunk& sc = batch_.seqs[0];
@@ -235,7 +235,7 @@ void Engine::Core::retry_chunks_alone(std::vector<ScheduledChunk> chunks) {
     }
     scheduler_.complete(c);
     save_snapshots();
-    if (c.samples) sample_and_emit(std::span<const ScheduledChunk>(&c, 1), *logits);
+    if (c.samples) sample_and_emit(std::span<const SequenceChunk>(&c, 1), *logits);
   }
 }
 
@@ -251,11 +251,11 @@ void Engine::Core::save_snapshots() {
   }
 }
 
-void Engine::Core::sample_and_emit(std::span<const ScheduledChunk> chunks, const kernels::Tensor& logits) {
+void Engine::Core::sample_and_emit(std::span<const SequenceChunk> chunks, const kernels::Tensor& logits) {
   rows_.clear();
-  for (const ScheduledChunk& c : chunks) {
+  for (const SequenceChunk& c : chunks) {
     Live& l = live_.at(c.seq->id);
-    rows_.push_back({&l.params, c.seq->prompt(), c.seq->generated(), &l.rng});
+    rows_.push_back({&l.sampling, c.seq->prompt(), c.seq->generated(), &l.rng});
   }
   sampled_.assign(rows_.size(), kernels::SampledToken{});
   try {
@@ -263,7 +263,7 @@ void Engine::Core::sample_and_emit(std::span<const ScheduledChunk> chunks, const
   } catch (const std::exception& e) {
     counters_.last_error = e.what();
     spdlog::error("engine: sampling failed for {} rows: {}", rows_.size(), e.what());
-    for (const ScheduledChunk& c : chunks) fail_request(c.seq->id, std::string("sampling error: ") + e.what());
+    for (const SequenceChunk& c : chunks) fail_request(c.seq->id, std::string("sampling error: ") + e.what());
     return;
   }
   const auto now = Clock::now();
@@ -286,7 +286,7 @@ void Engine::Core::sample_and_emit(std::span<const ScheduledChunk> chunks, const
     RequestEvent e;
     e.token = st.token;
     e.cached_tokens = seq.cached_tokens;
-    e.logprob = l.params.logprobs ? st.logprob : 0.0f;
+    e.logprob = l.sampling.logprobs ? st.logprob : 0.0f;
     e.top_logprobs = std::move(st.top);
     e.time = now;
     if (reason) {

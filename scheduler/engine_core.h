@@ -54,7 +54,7 @@ struct Engine::Shared final : CancelSink {
 struct Engine::Core {
   struct Live {
     std::shared_ptr<RequestStream> stream;
-    kernels::SamplingParams params;
+    SamplingParams sampling;
     kernels::SamplerRng rng;
     RequestMetrics metrics;
     bool queued = true;      // still counted in Shared::queued
@@ -72,8 +72,8 @@ struct Engine::Core {
   void end_all(FinishReason reason, const std::string& error);
   // One iteration: plan, forward, sample, finish. False when the plan was empty.
   bool step();
-  void retry_chunks_alone(std::vector<ScheduledChunk> chunks);
-  void sample_and_emit(std::span<const ScheduledChunk> chunks, const kernels::Tensor& logits);
+  void retry_chunks_alone(std::vector<SequenceChunk> chunks);
+  void sample_and_emit(std::span<const SequenceChunk> chunks, const kernels::Tensor& logits);
   // Runs the snapshot copies the scheduler asked for after completed chunks.
   void save_snapshots();
   // Ends a live request: final event, counters, frees its sequence (when it has one).
@@ -110,7 +110,7 @@ struct Engine::Core {
 
   // Per-step scratch.
   qwen35::ForwardBatch batch_;
-  std::vector<ScheduledChunk> sampling_;
+  std::vector<SequenceChunk> sampling_;
   std::vector<kernels::SampleRow> rows_;
   std::vector<kernels::SampledToken> sampled_;
 };

@@ -20,7 +20,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kernels/sampler.h"
+#include "scheduler/sampling_params.h"
 
 namespace ds::scheduler {
 
@@ -32,7 +32,7 @@ struct Request {
   int64_t max_tokens = 16;                             // >= 1 generated tokens at most
   std::vector<int32_t> stop_token_ids;                 // finish (reason stop) on any of these
   bool ignore_eos = false;                             // do not stop on the model's eos ids
-  kernels::SamplingParams sampling;
+  SamplingParams sampling;
   // Prompt positions where later requests are likely to share the prefix (the end of a chat
   // prompt, which the next turn extends; the end of a system prompt): the prefix cache
   // snapshots the state at the block boundary at or before each (scheduler.h).

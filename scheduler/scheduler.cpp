@@ -197,7 +197,7 @@ void Scheduler::find_branch_points(Sequence& s, const kvcache::PrefixHit& hit, i
 }
 
 int64_t Scheduler::shorten_chunk(Sequence& r, int64_t end) {
-  for (ScheduledChunk& c : plan_.chunks) {
+  for (SequenceChunk& c : plan_.chunks) {
     if (c.seq != &r) continue;
     const int64_t cut = c.start + c.length - end;
     if (cut <= 0 || end <= c.start) return 0;
@@ -282,7 +282,7 @@ void Scheduler::grow_table(Sequence& s, int64_t n) {
 }
 
 void Scheduler::add_chunk(Sequence& s, int64_t n) {
-  ScheduledChunk c;
+  SequenceChunk c;
   c.seq = &s;
   c.start = s.num_computed;
   c.length = n;
@@ -324,13 +324,17 @@ void Scheduler::remove_running(Sequence& s) {
   if (it != running_.end()) running_.erase(it);
 }
 
-void Scheduler::complete(const ScheduledChunk& c) {
+void Scheduler::complete(const SequenceChunk& c) {
   Sequence& s = *c.seq;
   if (c.start != s.num_computed || s.state != SeqState::running)
     throw std::logic_error("scheduler: completing a chunk that is not the sequence's next");
   s.table.append_tokens(c.length);
   s.num_computed += c.length;
   if (!cache_) return;
+  // A prompt just computed: its full blocks are recorded at once, so a request arriving while
+  // this one decodes finds them (and the point where it parts from them: a branch point).
+  if (c.start < s.prompt_len && s.num_computed >= s.prompt_len)
+    cache_->insert(s.table, s.tokens, s.keys, std::min(s.num_computed, s.prompt_len));
   if (s.snapshot_due > 0 && s.snapshot_due == s.num_computed) {
     cache_->insert(s.table, s.tokens, s.keys, s.snapshot_due);
     if (auto slot = cache_->add_snapshot(s.tokens, s.keys, s.snapshot_due)) saves_.push_back({s.slot->id, *slot});

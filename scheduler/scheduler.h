@@ -73,7 +73,9 @@ struct SchedulerConfig {
   int64_t max_num_batched_tokens = 2048;  // tokens of one step, decodes and prefill chunks
 };
 
-struct ScheduledChunk {
+// A sequence's chunk of a step, as the scheduler plans it (the model's view is
+// qwen35::SequenceChunk, the backend's kernels::SequenceChunk).
+struct SequenceChunk {
   Sequence* seq = nullptr;
   int64_t start = 0;   // first token (== seq->num_computed when scheduled)
   int64_t length = 0;  // tokens
@@ -90,7 +92,7 @@ struct StateCopy {
 };
 
 struct StepPlan {
-  std::vector<ScheduledChunk> chunks;  // decodes first, then prefill chunks
+  std::vector<SequenceChunk> chunks;  // decodes first, then prefill chunks
   std::vector<StateCopy> restores;     // prefix hits: run before the forward
   std::vector<RequestId> preempted;    // preempted while planning (now waiting again)
   std::vector<Sequence*> admitted;     // admitted in this step (first time or again)
@@ -126,7 +128,7 @@ class Scheduler {
 
   // The forward pass over `chunk` succeeded: its tokens are now in the caches. A chunk that
   // ends at a cache point records its blocks and asks for a snapshot (take_saves()).
-  void complete(const ScheduledChunk& chunk);
+  void complete(const SequenceChunk& chunk);
   // The state copies complete() asked for (sequence slot -> snapshot slot), to run now, before
   // the sequence's next step; a copy that fails must be dropped with drop_snapshot().
   std::vector<StateCopy> take_saves();

@@ -23,7 +23,7 @@ for t in $targets; do ldd "build-cuda/$t"; done | awk '/=> \//{print $3}' | sort
   grep -Ev '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libgcc_s|libstdc\+\+|libcuda|libcublas|libcublasLt)\.so' |
   while read -r lib; do cp -L "$lib" "$stage/lib/"; done
 git rev-parse HEAD > "$stage/COMMIT"
-git status --porcelain -- kernels/cuda model/qwen35 tests/kernels_cuda tests/model_cuda | grep -q . && echo "+local changes" >> "$stage/COMMIT"
+git status --porcelain -- kernels model scheduler programs tests/kernels_cuda tests/model_cuda | grep -q . && echo "+local changes" >> "$stage/COMMIT"
 mkdir -p .devbuild/cuda
 tar -C "$stage" -cf - . | xz -T2 -6 > .devbuild/cuda/bundle.tar.xz
 rm -rf "$stage"

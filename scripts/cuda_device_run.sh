@@ -8,7 +8,7 @@
 #   4. with --serve-smoke: serve --backend cuda (plus SERVE_ARGS) on the tiny model and
 #      scripts/smoke.sh against it;
 #   5. bench_cuda_model on the 9B checkpoint (SIZE=27b for the 27B geometry); KV_BENCH="q8_0 ..."
-#      runs it again per K/V cache type, BENCH2_ENV an A/B under an environment switch.
+#      runs it again per K/V cache type, BENCH2_ARGS a second run (an A/B: a path forced by a flag, or BENCH2_BIN).
 #   [SIZE=9b|27b] scripts/cuda_device_run.sh [--no-tests] [--no-bench] [--serve-smoke] [--bench-args "..."]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -105,9 +105,9 @@ if [ "$BENCH" = 1 ]; then
   note "bench budget ${left}s"
   run timeout $left "$B/bin/bench_cuda_model" --model $CKPT $BENCH_ARGS > "$OUT/bench.log" 2>&1
   note "bench rc=$?"
-  # Optional second benchmark run with an environment switch, e.g. an A/B:
-  #   BENCH2_ENV=DELTASERVE_CUDA_GEMV=0 BENCH2_ARGS='--batches 1,8 --contexts 1024 --prefill 0 --layouts ""'
-  # (BENCH2_ENV=" " with BENCH2_BIN=bench_cuda_model_base runs the baseline binary of the bundle.)
+  # Optional second benchmark run, e.g. an A/B of a forced path:
+  #   BENCH2_ARGS='--no-gemv --batches 1,8 --contexts 1024 --prefill 0 --layouts ""'
+  # (BENCH2_BIN=bench_cuda_model_base runs the baseline binary of the bundle instead.)
   # KV_BENCH="q8_0 q4_0": the benchmark again with those K/V cache types (KV_BENCH_ARGS).
   for kv in ${KV_BENCH:-}; do
     left=$((DEADLINE - (SECONDS - START)))
@@ -115,12 +115,12 @@ if [ "$BENCH" = 1 ]; then
     run timeout $left "$B/bin/bench_cuda_model" --model $CKPT --kv-cache-dtype $kv ${KV_BENCH_ARGS:-} > "$OUT/bench_$kv.log" 2>&1
     note "bench kv $kv rc=$?: $(grep -E '^decode|^cache' "$OUT/bench_$kv.log" | tr '\n' ';')"
   done
-  if [ -n "${BENCH2_ENV:-}" ]; then
+  if [ -n "${BENCH2_ARGS:-}${BENCH2_BIN:-}" ]; then
     left=$((DEADLINE - (SECONDS - START)))
     if [ $left -gt 30 ]; then
-      eval "env LD_LIBRARY_PATH=$LIBS $BENCH2_ENV timeout $left $B/bin/${BENCH2_BIN:-bench_cuda_model} --model $CKPT ${BENCH2_ARGS:-}" \
+      eval "env LD_LIBRARY_PATH=$LIBS timeout $left $B/bin/${BENCH2_BIN:-bench_cuda_model} --model $CKPT ${BENCH2_ARGS:-}" \
         > "$OUT/bench2.log" 2>&1 || true
-      note "bench2 (${BENCH2_BIN:-bench_cuda_model} $BENCH2_ENV): $(grep -E '^decode|^prefill' "$OUT/bench2.log" | tr '\n' ';')"
+      note "bench2 (${BENCH2_BIN:-bench_cuda_model} ${BENCH2_ARGS:-}): $(grep -E '^decode|^prefill' "$OUT/bench2.log" | tr '\n' ';')"
     fi
   fi
   grep -E "^gpu|^decode|^prefill|^loaded|error" "$OUT/bench.log" | head -40

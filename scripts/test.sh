@@ -16,7 +16,7 @@ echo "== Release build"
 scripts/build.sh
 (cd build && ctest --output-on-failure -LE gpu -j "$jobs")
 
-# The same CUDA sources through hipcc (kernels/hip/gpu_runtime.h), compile only, when the
+# The same CUDA sources through hipcc (kernels/common/gpu_runtime.h), compile only, when the
 # Debian ROCm compiler is installed (apt-get install hipcc rocm-device-libs).
 if command -v hipcc >/dev/null 2>&1; then
   echo "== HIP compile check"

@@ -62,6 +62,9 @@ std::vector<ChoiceSpec> make_specs(const ServedModel& m, const GenerationParams&
       r.ignore_eos = gp.ignore_eos;
       r.sampling = gp.sampling;
       r.cache_points = cache_points;
+      // The n choices of a prompt share it: snapshot its end once, whichever engine step each
+      // choice arrives in.
+      if (gp.n > 1) r.cache_points.push_back(static_cast<int64_t>(r.prompt_size()) - 1);
       // Choice i of a seeded request uses seed + i: reproducible, and the n choices differ.
       if (gp.sampling.seed) r.sampling.seed = *gp.sampling.seed + static_cast<uint64_t>(i);
       specs.push_back(ChoiceSpec{std::move(r), opts, static_cast<int>(pi)});

@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/sampler.h"
 #ifdef DELTASERVE_HAS_CUDA
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_sampler.h"
@@ -162,7 +163,7 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::strin
   const auto& cfg = lm->model->config();
   spdlog::info("weights: {} layers ({} full attention, {} DeltaNet), hidden {}, vocab {}; checkpoint {:.1f} MiB, "
                "resident {:+.1f} MiB on {}; loaded in {:.2f} s",
-               cfg.num_layers, cfg.num_full_layers(), cfg.num_linear_layers(), cfg.hidden_size, cfg.vocab_size,
+               cfg.num_layers, cfg.num_full_layers(), cfg.num_deltanet_layers(), cfg.hidden_size, cfg.vocab_size,
                mib(ckpt_bytes), mib(resident_bytes() - rss0), lm->backend->name(), load_s);
 
   // Cache pools.
@@ -190,43 +191,27 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::strin
     ec.on_finish = [metrics](scheduler::RequestId, scheduler::FinishReason, const scheduler::RequestMetrics& m) {
       metrics->observe_request(m);
     };
+  // Paged, or the contiguous baseline: each sequence owns max-ctx tokens of K/V from admission on.
+  ec.cache_bytes = budget;
+  ec.reserve_tokens = o.paged_attention ? 0 : want_ctx;
   kvcache::PoolSizes sizes;
-  if (o.paged_attention) {
-    // Prefix-cache state snapshots come out of the same budget.
-    int64_t snapshot_bytes = 0;
-    if (o.prefix_caching)
-      snapshot_bytes = o.prefix_cache_state_memory.empty()
-                           ? static_cast<int64_t>(static_cast<double>(budget) * kDefaultSnapshotShare)
-                           : parse_bytes(o.prefix_cache_state_memory);
-    try {
-      sizes = kvcache::size_pools(geo, budget, o.block_size, o.max_num_seqs, snapshot_bytes);
-    } catch (const std::invalid_argument& e) {
-      if (snapshot_bytes > 0 && !o.prefix_cache_state_memory.empty())
-        throw std::runtime_error(std::string("--prefix-cache-state-memory: ") + e.what());
-      throw;
-    }
-    ec.cache_bytes = budget;
-    ec.prefix_caching = o.prefix_caching;
-    ec.snapshot_bytes = snapshot_bytes;
-  } else {
-    // The contiguous baseline: each sequence owns max-ctx tokens of K/V from admission on.
-    const int64_t blocks_per_seq = (want_ctx + o.block_size - 1) / o.block_size;
-    const int64_t seq_bytes = blocks_per_seq * geo.kv_bytes_per_block(o.block_size) + geo.state_bytes_per_slot();
-    const int64_t seqs = std::min<int64_t>(o.max_num_seqs, budget / seq_bytes);
-    if (seqs < 1)
-      throw std::runtime_error("--no-paged-attention: a cache budget of " + std::to_string(budget) +
-                               " bytes cannot hold one contiguous sequence of max-ctx " + std::to_string(want_ctx) +
-                               " tokens (" + std::to_string(seq_bytes) +
-                               " bytes); lower --max-ctx or raise --kv-cache-memory");
-    ec.num_blocks = static_cast<int32_t>(seqs * blocks_per_seq);
-    ec.num_slots = static_cast<int32_t>(seqs);
-    ec.scheduler.max_num_seqs = static_cast<int32_t>(seqs);
-    sizes.num_blocks = ec.num_blocks;
-    sizes.num_slots = ec.num_slots;
-    sizes.block_size = o.block_size;
-    sizes.kv_bytes = geo.kv_bytes_per_block(o.block_size) * sizes.num_blocks;
-    sizes.state_bytes = geo.state_bytes_per_slot() * sizes.num_slots;
+  // Prefix-cache state snapshots come out of the same budget (paged only).
+  int64_t snapshot_bytes = 0;
+  if (o.prefix_caching && o.paged_attention)
+    snapshot_bytes = o.prefix_cache_state_memory.empty()
+                         ? static_cast<int64_t>(static_cast<double>(budget) * kDefaultSnapshotShare)
+                         : parse_bytes(o.prefix_cache_state_memory);
+  ec.prefix_caching = o.prefix_caching && o.paged_attention;
+  ec.snapshot_bytes = snapshot_bytes;
+  try {
+    sizes = kvcache::size_pools(geo, {o.block_size, o.max_num_seqs, budget, ec.reserve_tokens, 0, 0, snapshot_bytes, 0});
+  } catch (const std::invalid_argument& e) {
+    if (snapshot_bytes > 0 && !o.prefix_cache_state_memory.empty())
+      throw std::runtime_error(std::string("--prefix-cache-state-memory: ") + e.what());
+    if (o.paged_attention) throw;
+    throw std::runtime_error(std::string("--no-paged-attention: ") + e.what() + "; lower --max-ctx or raise --kv-cache-memory");
   }
+  if (!o.paged_attention) ec.scheduler.max_num_seqs = sizes.num_slots;
   if (o.max_ctx > 0 && o.max_ctx > sizes.token_capacity())
     throw std::runtime_error("--max-ctx " + std::to_string(o.max_ctx) + " is more than the K/V cache holds (" +
                              std::to_string(sizes.token_capacity()) +
@@ -238,7 +223,9 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::strin
 #ifdef DELTASERVE_HAS_CUDA
   if (lm->backend->name() == "cuda") sampler = cuda::make_cuda_sampler(*lm->backend);
 #endif
-  lm->forward = std::make_unique<scheduler::Qwen35ForwardModel>(*lm->model, sampler != nullptr);
+  const bool device_logits = sampler != nullptr;
+  if (!sampler) sampler = kernels::cpu::make_cpu_sampler();
+  lm->forward = std::make_unique<scheduler::Qwen35ForwardModel>(*lm->model, device_logits);
   lm->engine = std::make_unique<scheduler::Engine>(*lm->forward, ec, std::move(sampler));
   const auto& ps = lm->engine->pool_sizes();
   const int64_t ctx = lm->engine->max_ctx();

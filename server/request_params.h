@@ -11,7 +11,7 @@
 
 #include "server/json.h"
 
-#include "kernels/sampler.h"
+#include "scheduler/sampling_params.h"
 #include "server/generation_defaults.h"
 
 namespace ds::server {
@@ -24,7 +24,7 @@ enum class Endpoint { chat, completions };
 struct GenerationParams {
   int n = 1;
   std::optional<int64_t> max_tokens;  // none: up to the context limit
-  kernels::SamplingParams sampling;   // seed is the base seed; choice i uses seed + i
+  scheduler::SamplingParams sampling;  // seed is the base seed; choice i uses seed + i
   std::vector<std::string> stop;
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;

@@ -16,23 +16,8 @@ namespace ds::kernels::cpu {
 
 void causal_conv1d(ThreadPool& pool, const Tensor& x, const Tensor& weight, Tensor& conv_state,
                    int64_t layer, const BatchPlan& plan, Tensor& out) {
-  const char* op = "causal_conv1d";
-  check_f32(x, op, "x");
-  check_f32(weight, op, "weight");
-  check_f32(conv_state, op, "conv_state");
-  check_f32(out, op, "out");
-  DS_CHECK(x.rank() == 2 && x.dim(0) == plan.num_rows(), op, "x must be [rows, C], got " + x.shape().str());
-  DS_CHECK(out.shape() == x.shape(), op, "out " + out.shape().str() + " must match x " + x.shape().str());
   const int64_t ch = x.dim(1);
-  DS_CHECK(weight.rank() == 3 && weight.dim(0) == ch && weight.dim(1) == 1 && weight.dim(2) >= 1, op,
-        "weight must be [C, 1, Kc] with C = " + std::to_string(ch) + ", got " + weight.shape().str());
   const int64_t kc = weight.dim(2), taps = kc - 1;
-  DS_CHECK(conv_state.rank() == 4 && conv_state.dim(2) == ch && conv_state.dim(3) == taps, op,
-        "conv_state must be [slots, layers, " + std::to_string(ch) + ", " + std::to_string(taps) +
-            "], got " + conv_state.shape().str());
-  DS_CHECK(layer >= 0 && layer < conv_state.dim(1), op, "layer " + std::to_string(layer) + " outside the state");
-  for (const auto& s : plan.seqs())
-    DS_CHECK(s.state_slot < conv_state.dim(0), op, "state slot outside the state");
 
   constexpr int64_t kBlock = 64;
   const int64_t n_blocks = (ch + kBlock - 1) / kBlock;

@@ -1,4 +1,4 @@
-// Shape and type checks shared by the CPU kernels.
+// The CPU backend's own checks (what it cannot store), beyond the Backend contract.
 #include <stdexcept>
 
 #include "kernels/cpu/ops.h"
@@ -7,12 +7,6 @@ namespace ds::kernels::cpu {
 
 void fail(const char* op, const std::string& what) {
   throw std::invalid_argument(std::string(op) + ": " + what);
-}
-
-void check_f32(const Tensor& t, const char* op, const char* name) {
-  DS_CHECK(!t.empty(), op, std::string(name) + " is empty");
-  DS_CHECK(t.dtype() == DType::f32, op,
-        std::string(name) + " must be f32, not " + std::string(dtype_name(t.dtype())));
 }
 
 }  // namespace ds::kernels::cpu

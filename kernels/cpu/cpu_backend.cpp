@@ -125,8 +125,7 @@ class CpuBackend final : public Backend {
     return t;
   }
 
-  void fill_zero(Tensor& t) override {
-    DS_CHECK(!t.empty() || t.numel() == 0, "fill_zero", "empty tensor");
+  void do_fill_zero(Tensor& t) override {
     if (t.numel() == 0) return;
     const size_t bytes = static_cast<size_t>(t.bytes());
     if (bytes >= kMappedFrom && mappings().contains(t.data(), bytes))
@@ -135,23 +134,15 @@ class CpuBackend final : public Backend {
       std::memset(t.data(), 0, bytes);
   }
 
-  void copy(const Tensor& src, Tensor& dst) override {
-    DS_CHECK(src.dtype() == dst.dtype() && src.numel() == dst.numel(), "copy",
-             "src " + src.shape().str() + " and dst " + dst.shape().str() + " differ");
-    if (src.numel() > 0) std::memcpy(dst.data(), src.data(), static_cast<size_t>(src.bytes()));
+  void do_copy(const Tensor& src, Tensor& dst) override {
+    std::memcpy(dst.data(), src.data(), static_cast<size_t>(src.bytes()));
   }
 
-  void copy_to_host(const Tensor& src, std::span<float> dst) override {
-    check_f32(src, "copy_to_host", "src");
-    DS_CHECK(static_cast<int64_t>(dst.size()) == src.numel(), "copy_to_host",
-          "destination holds " + std::to_string(dst.size()) + " floats, tensor " + src.shape().str());
+  void do_copy_to_host(const Tensor& src, std::span<float> dst) override {
     std::memcpy(dst.data(), src.data(), dst.size() * sizeof(float));
   }
 
-  void copy_from_host(std::span<const float> src, Tensor& dst) override {
-    check_f32(dst, "copy_from_host", "dst");
-    DS_CHECK(static_cast<int64_t>(src.size()) == dst.numel(), "copy_from_host",
-          "source holds " + std::to_string(src.size()) + " floats, tensor " + dst.shape().str());
+  void do_copy_from_host(std::span<const float> src, Tensor& dst) override {
     std::memcpy(dst.data(), src.data(), src.size() * sizeof(float));
   }
 
@@ -159,46 +150,46 @@ class CpuBackend final : public Backend {
     return std::make_unique<BatchPlan>(desc);
   }
 
-  void embedding(const Tensor& table, const BatchPlan& plan, Tensor& out) override {
+  void do_embedding(const Tensor& table, const BatchPlan& plan, Tensor& out) override {
     cpu::embedding(pool_, table, plan, out);
   }
-  void gather_rows(const Tensor& x, const BatchPlan& plan, Tensor& out) override {
+  void do_gather_rows(const Tensor& x, const BatchPlan& plan, Tensor& out) override {
     cpu::gather_rows(x, plan, out);
   }
-  void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override {
+  void do_rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override {
     cpu::rms_norm(pool_, x, weight, eps, out);
   }
-  void gemm(const Tensor& x, const Tensor& w, Tensor& out, bool accumulate) override {
+  void do_gemm(const Tensor& x, const Tensor& w, Tensor& out, bool accumulate) override {
     cpu::gemm(pool_, x, w, out, accumulate);
   }
-  void swiglu(const Tensor& gate_up, Tensor& out) override { cpu::swiglu(pool_, gate_up, out); }
-  void split_query_gate(const Tensor& qg, Tensor& q, Tensor& gate) override {
+  void do_swiglu(const Tensor& gate_up, Tensor& out) override { cpu::swiglu(pool_, gate_up, out); }
+  void do_split_query_gate(const Tensor& qg, Tensor& q, Tensor& gate) override {
     cpu::split_query_gate(qg, q, gate);
   }
-  void split_columns(const Tensor& x, std::span<Tensor> parts) override { cpu::split_columns(x, parts); }
+  void do_split_columns(const Tensor& x, std::span<Tensor> parts) override { cpu::split_columns(x, parts); }
   int64_t fused_projection_rows() const override { return fused_projection_rows_; }
-  void rope(Tensor& x, const BatchPlan& plan, const RopeParams& params) override {
+  void do_rope(Tensor& x, const BatchPlan& plan, const RopeParams& params) override {
     cpu::rope(pool_, x, plan, params);
   }
-  void sigmoid_gate(Tensor& x, const Tensor& gate) override { cpu::sigmoid_gate(pool_, x, gate); }
-  void kv_write(const Tensor& k, const Tensor& v, const BatchPlan& plan, Tensor& k_pool,
+  void do_sigmoid_gate(Tensor& x, const Tensor& gate) override { cpu::sigmoid_gate(pool_, x, gate); }
+  void do_kv_write(const Tensor& k, const Tensor& v, const BatchPlan& plan, Tensor& k_pool,
                 Tensor& v_pool) override {
     cpu::kv_write(k, v, plan, k_pool, v_pool);
   }
-  void paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,
+  void do_paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,
                        const BatchPlan& plan, float scale, Tensor& out) override {
     cpu::paged_attention(pool_, q, k_pool, v_pool, plan, scale, out);
   }
-  void causal_conv1d(const Tensor& x, const Tensor& weight, Tensor& conv_state, int64_t layer,
+  void do_causal_conv1d(const Tensor& x, const Tensor& weight, Tensor& conv_state, int64_t layer,
                      const BatchPlan& plan, Tensor& out) override {
     cpu::causal_conv1d(pool_, x, weight, conv_state, layer, plan, out);
   }
-  void gated_delta_rule(const Tensor& qkv, const Tensor& a, const Tensor& b, const Tensor& a_log,
+  void do_gated_delta_rule(const Tensor& qkv, const Tensor& a, const Tensor& b, const Tensor& a_log,
                         const Tensor& dt_bias, Tensor& recurrent_state, int64_t layer,
                         const BatchPlan& plan, const DeltaNetDims& dims, Tensor& out) override {
     cpu::gated_delta_rule(pool_, qkv, a, b, a_log, dt_bias, recurrent_state, layer, plan, dims, out);
   }
-  void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, float eps,
+  void do_gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, float eps,
                       Tensor& out) override {
     cpu::gated_rms_norm(pool_, x, z, weight, eps, out);
   }

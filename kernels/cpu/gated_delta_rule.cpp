@@ -46,31 +46,8 @@ void gated_delta_rule(ThreadPool& pool, const Tensor& qkv, const Tensor& a, cons
                       const Tensor& a_log, const Tensor& dt_bias, Tensor& recurrent_state,
                       int64_t layer, const BatchPlan& plan, const DeltaNetDims& dims,
                       Tensor& out) {
-  const char* op = "gated_delta_rule";
-  check_f32(qkv, op, "qkv");
-  check_f32(a, op, "a");
-  check_f32(b, op, "b");
-  check_f32(a_log, op, "a_log");
-  check_f32(dt_bias, op, "dt_bias");
-  check_f32(out, op, "out");
-  check_f32(recurrent_state, op, "recurrent_state");
   const int64_t hk = dims.k_heads, hv = dims.v_heads, dk = dims.k_dim, dv = dims.v_dim;
-  DS_CHECK(hk > 0 && hv > 0 && dk > 0 && dv > 0 && hv % hk == 0, op,
-        "value heads must be a positive multiple of key heads");
-  const int64_t rows = plan.num_rows(), conv_dim = dims.conv_dim(), key_dim = hk * dk;
-  DS_CHECK((qkv.shape() == Shape{rows, conv_dim}), op,
-        "qkv must be " + Shape{rows, conv_dim}.str() + ", got " + qkv.shape().str());
-  DS_CHECK((a.shape() == Shape{rows, hv} && b.shape() == Shape{rows, hv}), op,
-        "a and b must be " + Shape{rows, hv}.str() + ", got " + a.shape().str() + ", " + b.shape().str());
-  DS_CHECK(a_log.numel() == hv && dt_bias.numel() == hv, op, "A_log and dt_bias must have Hv elements");
-  DS_CHECK((out.shape() == Shape{rows, hv, dv}), op,
-        "out must be " + Shape{rows, hv, dv}.str() + ", got " + out.shape().str());
-  DS_CHECK(recurrent_state.rank() == 5 && recurrent_state.dim(2) == hv && recurrent_state.dim(3) == dk &&
-            recurrent_state.dim(4) == dv,
-        op, "recurrent_state must be [slots, layers, Hv, dk, dv], got " + recurrent_state.shape().str());
-  DS_CHECK(layer >= 0 && layer < recurrent_state.dim(1), op, "layer " + std::to_string(layer) + " outside the state");
-  for (const auto& s : plan.seqs())
-    DS_CHECK(s.state_slot < recurrent_state.dim(0), op, "state slot outside the state");
+  const int64_t conv_dim = dims.conv_dim(), key_dim = hk * dk;
 
   const int64_t ratio = hv / hk, n_layers = recurrent_state.dim(1);
   const float* xs = qkv.data_as<const float>();

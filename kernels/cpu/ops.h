@@ -1,6 +1,6 @@
-// The CPU backend's kernels, one per file in this folder, each checking its own shapes.
-// CpuBackend (cpu_backend.cpp) forwards the Backend interface to these; backend.h documents
-// what each computes.
+// The CPU backend's kernels, one per file in this folder. CpuBackend (cpu_backend.cpp)
+// forwards the Backend interface to these with arguments the Backend layer has checked;
+// backend.h documents what each computes and the shapes it gets.
 #pragma once
 
 #include <span>
@@ -20,8 +20,6 @@ namespace ds::kernels::cpu {
   do {                                                   \
     if (!(ok)) ::ds::kernels::cpu::fail(op, __VA_ARGS__); \
   } while (0)
-// Checks that t is a non-empty f32 tensor.
-void check_f32(const Tensor& t, const char* op, const char* name);
 
 void embedding(ThreadPool& pool, const Tensor& table, const BatchPlan& plan, Tensor& out);
 void gather_rows(const Tensor& x, const BatchPlan& plan, Tensor& out);

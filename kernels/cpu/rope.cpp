@@ -11,14 +11,7 @@
 namespace ds::kernels::cpu {
 
 void rope(ThreadPool& pool, Tensor& x, const BatchPlan& plan, const RopeParams& params) {
-  const char* op = "rope";
-  check_f32(x, op, "x");
-  DS_CHECK(x.rank() == 3 && x.dim(0) == plan.num_rows(), op,
-        "x must be [rows, heads, D], got " + x.shape().str());
   const int64_t heads = x.dim(1), d = x.dim(2), r = params.rotary_dim;
-  DS_CHECK(r > 0 && r % 2 == 0 && r <= d, op,
-        "rotary dim " + std::to_string(r) + " must be even and within head dim " + std::to_string(d));
-  DS_CHECK(params.theta > 0, op, "theta must be positive");
   const int64_t half = r / 2;
   std::vector<float> inv_freq(static_cast<size_t>(half));
   const float theta = static_cast<float>(params.theta);

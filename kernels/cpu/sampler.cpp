@@ -1,9 +1,6 @@
 // CpuSampler: the row loop of the host sampler (steps in sampler_penalties.cpp and
 // sampler_filter.cpp). Rows are independent; each uses only its own parameters, history and
 // generator, which is what makes a seeded request reproducible inside any batch.
-#include <stdexcept>
-#include <string>
-
 #include "kernels/cpu/sampler.h"
 
 namespace ds::kernels::cpu {
@@ -11,21 +8,12 @@ namespace {
 
 class CpuSampler final : public Sampler {
  public:
-  void sample(const Tensor& logits, std::span<const SampleRow> rows,
-              std::span<SampledToken> out) override {
-    if (rows.empty()) return;
-    if (out.size() != rows.size())
-      throw std::invalid_argument("sampler: " + std::to_string(out.size()) + " outputs for " +
-                                  std::to_string(rows.size()) + " rows");
-    if (logits.dtype() != DType::f32 || logits.rank() != 2 ||
-        logits.dim(0) != static_cast<int64_t>(rows.size()) || logits.dim(1) <= 0)
-      throw std::invalid_argument("sampler: logits " + logits.shape().str() + " do not hold " +
-                                  std::to_string(rows.size()) + " f32 rows");
+  void do_sample(const Tensor& logits, std::span<const SampleRow> rows,
+                 std::span<SampledToken> out) override {
     const int64_t vocab = logits.dim(1);
     const float* base = logits.data_as<const float>();
     for (size_t i = 0; i < rows.size(); ++i) {
       const SampleRow& row = rows[i];
-      if (!row.params || !row.rng) throw std::invalid_argument("sampler: row without params or generator");
       std::span<const float> raw(base + static_cast<int64_t>(i) * vocab, static_cast<size_t>(vocab));
       out[i] = sample_row(raw, row);
     }
@@ -33,7 +21,7 @@ class CpuSampler final : public Sampler {
 
  private:
   SampledToken sample_row(std::span<const float> raw, const SampleRow& row) {
-    const SamplingParams& p = *row.params;
+    const SamplerSettings& p = *row.settings;
     SampledToken result;
     const bool plain = p.logit_bias.empty() && !p.has_penalties();
     if (p.greedy() && plain) {

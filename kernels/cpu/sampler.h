@@ -33,10 +33,10 @@ struct PenaltyScratch {
 };
 
 // logits[t] += bias for every logit_bias entry (repeated tokens add up).
-void apply_logit_bias(std::span<float> logits, const SamplingParams& params);
+void apply_logit_bias(std::span<float> logits, const SamplerSettings& params);
 // Repetition over prompt + generated (each distinct token once), then frequency and
 // presence over generated. Tokens outside the vocabulary are ignored.
-void apply_penalties(std::span<float> logits, const SamplingParams& params,
+void apply_penalties(std::span<float> logits, const SamplerSettings& params,
                      std::span<const int32_t> prompt, std::span<const int32_t> generated,
                      PenaltyScratch& scratch);
 
@@ -58,7 +58,7 @@ struct Candidate {
 // processed logits. out gets the kept tokens with probabilities summing to 1, in draw order:
 // largest first (ties by token id) when top_k or top_p is set, token order otherwise.
 // Returns false (out empty) when the row holds a NaN or no finite value.
-bool filtered_distribution(std::span<const float> logits, const SamplingParams& params,
+bool filtered_distribution(std::span<const float> logits, const SamplerSettings& params,
                            std::vector<Candidate>& scratch, std::vector<TokenProb>& out);
 
 // Picks from dist (as filtered_distribution leaves it) with u in [0, 1): the first token

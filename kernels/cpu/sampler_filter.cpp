@@ -78,7 +78,7 @@ int32_t greedy_token(std::span<const float> logits) {
   return std::isfinite(best) ? arg : -1;
 }
 
-bool filtered_distribution(std::span<const float> logits, const SamplingParams& params,
+bool filtered_distribution(std::span<const float> logits, const SamplerSettings& params,
                            std::vector<Candidate>& cand, std::vector<TokenProb>& out) {
   out.clear();
   cand.clear();

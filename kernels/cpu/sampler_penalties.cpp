@@ -6,13 +6,13 @@
 
 namespace ds::kernels::cpu {
 
-void apply_logit_bias(std::span<float> logits, const SamplingParams& params) {
+void apply_logit_bias(std::span<float> logits, const SamplerSettings& params) {
   const auto vocab = static_cast<int64_t>(logits.size());
   for (const LogitBias& b : params.logit_bias)
     if (b.token >= 0 && b.token < vocab) logits[static_cast<size_t>(b.token)] += b.bias;
 }
 
-void apply_penalties(std::span<float> logits, const SamplingParams& params,
+void apply_penalties(std::span<float> logits, const SamplerSettings& params,
                      std::span<const int32_t> prompt, std::span<const int32_t> generated,
                      PenaltyScratch& scratch) {
   const auto vocab = static_cast<int64_t>(logits.size());

@@ -75,7 +75,7 @@ __global__ void causal_softmax_kernel(const float* scores, int64_t tq, int64_t l
 }  // namespace
 
 void gather_kv(const void* k_pool, DType k_type, const void* v_pool, DType v_type, const int32_t* block_ids,
-               int32_t block_size, int64_t len, int64_t n_kv, int64_t d, uint16_t* k_out, uint16_t* v_out, void* stream) {
+               int32_t block_size, int64_t len, int64_t n_kv, int64_t d, uint16_t* k_out, uint16_t* v_out, Stream stream) {
   if (len == 0) return;
   if (k_type != DType::bf16 || v_type != DType::bf16) {
     const int64_t n = len * n_kv * d, g = (n + 255) / 256;
@@ -83,7 +83,7 @@ void gather_kv(const void* k_pool, DType k_type, const void* v_pool, DType v_typ
     const std::pair<const void*, DType> pools[2] = {{k_pool, k_type}, {v_pool, v_type}};
     uint16_t* outs[2] = {k_out, v_out};
     for (int i = 0; i < 2; ++i) {
-      gather_widen_kernel<<<grid, 256, 0, as_stream(stream)>>>(static_cast<const uint8_t*>(pools[i].first),
+      gather_widen_kernel<<<grid, 256, 0, stream>>>(static_cast<const uint8_t*>(pools[i].first),
                                                               pools[i].second, ds::row_bytes(pools[i].second, d),
                                                               block_ids, block_size, len, n_kv, d, outs[i]);
       check_launch("paged_attention gather_kv (widening) kernel");
@@ -93,17 +93,17 @@ void gather_kv(const void* k_pool, DType k_type, const void* v_pool, DType v_typ
   if ((n_kv * d) % 8 != 0) throw std::invalid_argument("cuda backend: gather_kv: row not a multiple of 8 elements");
   const int64_t row_vecs = n_kv * d / 8, n = len * row_vecs;
   const int64_t g = (n + 255) / 256;
-  gather_kv_kernel<<<static_cast<unsigned>(g > 65536 ? 65536 : g), 256, 0, as_stream(stream)>>>(
+  gather_kv_kernel<<<static_cast<unsigned>(g > 65536 ? 65536 : g), 256, 0, stream>>>(
       static_cast<const uint16_t*>(k_pool), static_cast<const uint16_t*>(v_pool), block_ids, block_size, len, row_vecs,
       k_out, v_out);
   check_launch("paged_attention gather_kv kernel");
 }
 
 void causal_softmax(const float* scores, int64_t heads, int64_t tq, int64_t lk, int64_t ld, int64_t first_pos,
-                    float scale, uint16_t* p, void* stream) {
+                    float scale, uint16_t* p, Stream stream) {
   if (heads * tq == 0) return;
   if (tq > 0x7fffffffLL || heads > 65535) throw std::invalid_argument("cuda backend: causal_softmax: tile too large");
-  causal_softmax_kernel<<<dim3(static_cast<unsigned>(tq), static_cast<unsigned>(heads)), 256, 0, as_stream(stream)>>>(
+  causal_softmax_kernel<<<dim3(static_cast<unsigned>(tq), static_cast<unsigned>(heads)), 256, 0, stream>>>(
       scores, tq, lk, ld, first_pos, scale, p);
   check_launch("paged_attention causal_softmax kernel");
 }

@@ -16,7 +16,7 @@
 #include "kernels/cuda/backend_ops.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/kv_elements.cuh"
-#include "kernels/hip/gpu_runtime.h"
+#include "kernels/common/gpu_runtime.h"
 #include "kernels/dtype.h"
 
 namespace ds::cuda::ops {
@@ -67,8 +67,8 @@ __device__ __forceinline__ float block_sum(float v, float* red) {
 // hides the launch gap between the few-microsecond kernels of a decode step. Each such kernel
 // calls wait_for_previous_kernel() before it touches memory that earlier kernels write or
 // read (only loads of constant data, such as weights, may come first); the wait returns once
-// the previous kernel has finished and its writes are visible. DELTASERVE_CUDA_PDL=0 launches
-// everything plainly, for comparisons (the wait is then a no-op).
+// the previous kernel has finished and its writes are visible. A Stream that is not `chained`
+// launches everything plainly (the wait is then a no-op).
 //
 // After the wait, the block also signals (griddepcontrol.launch_dependents) that the next
 // kernel may launch: once every block of this grid has passed its wait, the next kernel's
@@ -83,8 +83,10 @@ __device__ __forceinline__ void wait_for_previous_kernel() {
 
 template <typename... Params, typename... Args>
 void launch_dependent(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
-                      cudaStream_t stream, Args&&... args) {
-  check_cuda(gpu::try_launch(kernel, grid, block, smem, stream, pdl_enabled(), std::forward<Args>(args)...), name);
+                      const Stream& stream, Args&&... args) {
+  check_cuda(gpu::try_launch(kernel, grid, block, smem, static_cast<cudaStream_t>(stream), stream.chained,
+                             std::forward<Args>(args)...),
+             name);
 }
 
 __device__ __forceinline__ float silu_f(float x) { return x / (1.0f + expf(-x)); }

@@ -1,7 +1,7 @@
 // The CUDA backend's kernel launchers, one family per .cu file, called by CudaBackend
 // (cuda_backend.cpp) after it has checked shapes and types.
 //
-// Plain C++ (no CUDA headers): pointers are raw device pointers, streams are `void*`, and
+// Plain C++ (no CUDA headers): pointers are raw device pointers, streams are `Stream`s, and
 // activations are f32 or bf16 (DType) as each launcher says. Every launcher checks its own
 // launch and throws std::runtime_error naming the kernel when CUDA reports an error.
 // Everything that indexes rows, pools or state is 64-bit inside the kernels.
@@ -10,6 +10,8 @@
 #include <cstdint>
 
 #include "kernels/dtype.h"
+
+struct CUstream_st;  // cudaStream_t is a CUstream_st*
 
 namespace ds::cuda::ops {
 
@@ -21,9 +23,9 @@ struct DevSeq {
   int32_t state_slot;
 };
 
-// One chunk (<= kGdnChunk tokens) of a sequence handled by the chunked DeltaNet path; the
+// One chunk (<= kDeltaNetChunk tokens) of a sequence handled by the chunked DeltaNet path; the
 // index of the item in the list is its scratch index.
-struct GdnChunkItem {
+struct DeltaNetChunkItem {
   int32_t seq;
   int32_t row0;
   int32_t len;
@@ -31,36 +33,41 @@ struct GdnChunkItem {
 };
 
 // A sequence on the chunked DeltaNet path: its items are [first_item, first_item + n_items).
-struct GdnChunkSeq {
+struct DeltaNetChunkSeq {
   int32_t seq;
   int32_t first_item;
   int32_t n_items;
   int32_t pad;
 };
 
-inline constexpr int kGdnChunk = 64;
+inline constexpr int kDeltaNetChunk = 64;
 // Sequences with at most this many new tokens take the token-by-token DeltaNet kernel; longer
 // ones the chunked (WY) form.
-inline constexpr int kGdnRecurrentMaxTokens = 8;
+inline constexpr int kDeltaNetRecurrentMaxTokens = 8;
 // Floats of chunk scratch per (chunk item, value head): Wt, Qgt, Kd, U (4 x 64 x 128), Pt
 // (64 x 64) and the chunk's total decay (padded to 16 bytes).
-inline constexpr int64_t kGdnScratchFloats = 4 * 64 * 128 + 64 * 64 + 4;
+inline constexpr int64_t kDeltaNetScratchFloats = 4 * 64 * 128 + 64 * 64 + 4;
 
-// Whether the backend chains its kernels as programmatic dependent launches
-// (launch_dependent in backend_common.cuh; DecodeOptions / KvWrite::chained_launch);
-// DELTASERVE_CUDA_PDL=0 launches everything plainly, for comparisons. (cuda_context.cpp)
-bool pdl_enabled();
+// Where a launcher queues its kernels: the stream (a cudaStream_t, which this converts to), and
+// whether they are chained behind the previous kernel as programmatic dependent launches
+// (launch_dependent in backend_common.cuh). The backend passes CudaBackendOptions::
+// chained_launches; a benchmark turns it off to measure what chaining saves.
+struct Stream {
+  void* handle = nullptr;
+  bool chained = false;
+  operator CUstream_st*() const { return static_cast<CUstream_st*>(handle); }
+};
 
 // ---- elementwise.cu
 // out[r] = table[ids[r]] (table bf16 or f32 [V, H]) as f32.
 void embedding(const void* table, DType table_type, const int32_t* ids, int64_t rows, int64_t hidden, float* out,
-               void* stream);
+               Stream stream);
 // out[i] = x[rows[i]] for width floats.
-void gather_rows(const float* x, const int32_t* rows, int64_t n, int64_t width, float* out, void* stream);
+void gather_rows(const float* x, const int32_t* rows, int64_t n, int64_t width, float* out, Stream stream);
 // out[m, i] = silu(gate_up[m, i]) * gate_up[m, I + i]; out f32 or bf16.
-void swiglu(const float* gate_up, int64_t m, int64_t inter, void* out, DType out_type, void* stream);
+void swiglu(const float* gate_up, int64_t m, int64_t inter, void* out, DType out_type, Stream stream);
 // qg [rows*heads, 2D] -> q, gate [rows*heads, D].
-void split_query_gate(const float* qg, int64_t rows_heads, int64_t d, float* q, float* gate, void* stream);
+void split_query_gate(const float* qg, int64_t rows_heads, int64_t d, float* q, float* gate, Stream stream);
 // Column ranges of x [m, n] into parts: part i gets columns [first[i], first[i + 1]) as a
 // contiguous [m, first[i + 1] - first[i]] array; first[0] = 0, first[count] = n.
 inline constexpr int kMaxSplitParts = 4;
@@ -69,13 +76,13 @@ struct SplitParts {
   int64_t first[kMaxSplitParts + 1];
   int count;
 };
-void split_columns(const float* x, int64_t m, int64_t n, const SplitParts& parts, void* stream);
+void split_columns(const float* x, int64_t m, int64_t n, const SplitParts& parts, Stream stream);
 // x *= sigmoid(gate), x f32 or bf16, gate f32.
-void sigmoid_gate(void* x, DType x_type, const float* gate, int64_t n, void* stream);
+void sigmoid_gate(void* x, DType x_type, const float* gate, int64_t n, Stream stream);
 // f32 -> bf16 (round to nearest even).
-void to_bf16(const float* x, uint16_t* out, int64_t n, void* stream);
+void to_bf16(const float* x, uint16_t* out, int64_t n, Stream stream);
 // bf16 -> f32.
-void bf16_to_f32(const uint16_t* x, float* out, int64_t n, void* stream);
+void bf16_to_f32(const uint16_t* x, float* out, int64_t n, Stream stream);
 
 // ---- gemv.cu
 // Decode GEMMs (up to kGemvMaxRows rows): out [M, N] (+)= x [M, K] · w [N, K]ᵀ, bf16 operands,
@@ -84,7 +91,7 @@ void bf16_to_f32(const uint16_t* x, float* out, int64_t n, void* stream);
 inline constexpr int64_t kGemvMaxRows = 1;
 bool gemv_supported(int64_t M, int64_t K);
 void gemv_bf16(const uint16_t* w, const uint16_t* x, int64_t M, int64_t N, int64_t K, float* out, bool accumulate,
-               void* stream);
+               Stream stream);
 // ---- skinny_gemm.cu
 // Decode GEMMs of 2 to kSkinnyMaxRows rows on tensor cores, the weights streamed once:
 // out [M, N] (+)= x [M, K] · w [N, K]ᵀ, bf16 operands, fp32 accumulation, f32 out; K a
@@ -92,33 +99,33 @@ void gemv_bf16(const uint16_t* w, const uint16_t* x, int64_t M, int64_t N, int64
 inline constexpr int64_t kSkinnyMaxRows = 8;
 bool skinny_gemm_supported(int64_t M, int64_t K);
 void skinny_gemm_bf16(const uint16_t* w, const uint16_t* x, int64_t M, int64_t N, int64_t K, float* out,
-                      bool accumulate, void* stream);
+                      bool accumulate, Stream stream);
 
 // The MLP's gate/up projection and SwiGLU for one row: act[i] = silu(w[i] · x) * (w[I + i] · x)
 // with w the stacked [gate; up] weight [2I, K]; act f32 or bf16.
 void gemv_swiglu_bf16(const uint16_t* w, const uint16_t* x, int64_t inter, int64_t K, void* act, DType act_type,
-                      void* stream);
+                      Stream stream);
 
 // ---- norms.cu
 // Zero-centred RMSNorm over rows of d: out = x * rsqrt(mean(x²) + eps) * (1 + w). x and out f32
 // or bf16 (may alias when of one type); w f32 [d].
 void rms_norm(const void* x, DType x_type, const float* w, int64_t rows, int64_t d, float eps, void* out,
-              DType out_type, void* stream);
+              DType out_type, Stream stream);
 // Gated RMSNorm: out = (w * (x * rsqrt(mean(x²) + eps))) * silu(z), x and z f32, out f32 or bf16.
 void gated_rms_norm(const float* x, const float* z, const float* w, int64_t rows, int64_t d, float eps, void* out,
-                    DType out_type, void* stream);
+                    DType out_type, Stream stream);
 
 // ---- rope.cu
 // In-place partial rotate-half RoPE on x [rows, heads, d] at positions[row]; inv_freq [rotary/2].
 void rope(float* x, const int32_t* positions, int64_t rows, int64_t heads, int64_t d, int64_t rotary,
-          const float* inv_freq, void* stream);
+          const float* inv_freq, Stream stream);
 // The attention block's q/k preparation in one launch: q = rope(rms_norm(query half of qg, q_norm)),
 // gate = gate half of qg, k = rope(rms_norm(k, k_norm)) in place. qg [rows, nq, 2d], q and gate
 // [rows, nq, d], k [rows, nkv, d], all f32; d a multiple of 32, at most 1024.
 bool qk_norm_rope_supported(int64_t d);
 void qk_norm_rope(const float* qg, float* q, float* gate, float* k, const float* q_norm, const float* k_norm,
                   const int32_t* positions, int64_t rows, int64_t nq, int64_t nkv, int64_t d, float eps,
-                  int64_t rotary, const float* inv_freq, void* stream);
+                  int64_t rotary, const float* inv_freq, Stream stream);
 
 // ---- conv1d.cu
 // Depthwise causal conv1d + SiLU per sequence from its conv state [slots, layers, C, kc-1],
@@ -126,14 +133,14 @@ void qk_norm_rope(const float* qg, float* q, float* gate, float* k, const float*
 // seq_ids[0, n) (all n when seq_ids is null), token by token:
 void causal_conv1d(const float* x, const float* w, float* conv_state, int64_t n_layers, int64_t layer,
                    const DevSeq* seqs, const int32_t* seq_ids, int32_t n_seqs, int64_t channels, int32_t kc, float* out,
-                   void* stream);
+                   Stream stream);
 // For the sequences of a chunk list (more than kc-1 new rows each), all chunks in parallel:
 void causal_conv1d_chunks(const float* x, const float* w, float* conv_state, int64_t n_layers, int64_t layer,
-                          const DevSeq* seqs, const GdnChunkItem* items, int32_t n_items, const GdnChunkSeq* chunk_seqs,
-                          int32_t n_chunk_seqs, int64_t channels, int32_t kc, float* out, void* stream);
+                          const DevSeq* seqs, const DeltaNetChunkItem* items, int32_t n_items, const DeltaNetChunkSeq* chunk_seqs,
+                          int32_t n_chunk_seqs, int64_t channels, int32_t kc, float* out, Stream stream);
 
 // ---- delta_rule.cu
-struct GdnArgs {
+struct DeltaNetArgs {
   const float* qkv;      // [rows, conv_dim]
   const float* a;        // [rows, Hv]
   const float* b;        // [rows, Hv]
@@ -147,11 +154,11 @@ struct GdnArgs {
   const DevSeq* seqs;
 };
 // Token by token for the sequences seq_ids[0, n) (dk = dv = 128).
-void gdn_recurrent(const GdnArgs& a, const int32_t* seq_ids, int32_t n, void* stream);
+void deltanet_recurrent(const DeltaNetArgs& a, const int32_t* seq_ids, int32_t n, Stream stream);
 // The chunked (WY) form for the sequences of `chunk_seqs`, through `scratch`
-// (n_items * Hv * kGdnScratchFloats floats).
-void gdn_chunked(const GdnArgs& a, const GdnChunkItem* items, int32_t n_items, const GdnChunkSeq* chunk_seqs,
-                 int32_t n_chunk_seqs, float* scratch, void* stream);
+// (n_items * Hv * kDeltaNetScratchFloats floats).
+void deltanet_chunked(const DeltaNetArgs& a, const DeltaNetChunkItem* items, int32_t n_items, const DeltaNetChunkSeq* chunk_seqs,
+                 int32_t n_chunk_seqs, float* scratch, Stream stream);
 
 // ---- attention_prefill.cu
 // Copies positions [0, len) of one sequence's paged K and V (rows [n_kv, d] of k_type /
@@ -159,11 +166,11 @@ void gdn_chunked(const GdnArgs& a, const GdnChunkItem* items, int32_t n_items, c
 // block ids; other types are widened (f16 and the quantised types round to bf16 on the way,
 // the precision the prefill GEMMs take their operands in).
 void gather_kv(const void* k_pool, DType k_type, const void* v_pool, DType v_type, const int32_t* block_ids,
-               int32_t block_size, int64_t len, int64_t n_kv, int64_t d, uint16_t* k_out, uint16_t* v_out, void* stream);
+               int32_t block_size, int64_t len, int64_t n_kv, int64_t d, uint16_t* k_out, uint16_t* v_out, Stream stream);
 // Causal softmax of scores [heads, tq, ld] (f32, the first lk columns used) into
 // probabilities p (bf16, same layout): query row t sees keys [0, first_pos + t]; the rest of
 // its lk columns get 0.
 void causal_softmax(const float* scores, int64_t heads, int64_t tq, int64_t lk, int64_t ld, int64_t first_pos,
-                    float scale, uint16_t* p, void* stream);
+                    float scale, uint16_t* p, Stream stream);
 
 }  // namespace ds::cuda::ops

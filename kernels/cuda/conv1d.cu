@@ -52,13 +52,13 @@ __global__ void conv1d_kernel(const float* x, const float* w, float* conv_state,
 // which this kernel only reads (the state update runs after it, below).
 template <int KC>
 __global__ void conv1d_chunks_kernel(const float* x, const float* w, const float* conv_state, int64_t n_layers,
-                                     int64_t layer, const DevSeq* seqs, const GdnChunkItem* items, int64_t channels,
+                                     int64_t layer, const DevSeq* seqs, const DeltaNetChunkItem* items, int64_t channels,
                                      float* out) {
   wait_for_previous_kernel();
   constexpr int kTaps = KC - 1;
   const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (c >= channels) return;
-  const GdnChunkItem it = items[blockIdx.y];
+  const DeltaNetChunkItem it = items[blockIdx.y];
   const DevSeq sq = seqs[it.seq];
   const int64_t t0 = it.row0 - sq.first_row;  // position of the item's first row in the chunk
   const float* st = conv_state + ((static_cast<int64_t>(sq.state_slot) * n_layers + layer) * channels + c) * kTaps;
@@ -87,7 +87,7 @@ __global__ void conv1d_chunks_kernel(const float* x, const float* w, const float
 // The state of a chunked sequence (more than Kc-1 new rows): its last Kc-1 inputs.
 template <int KC>
 __global__ void conv1d_state_kernel(const float* x, float* conv_state, int64_t n_layers, int64_t layer,
-                                    const DevSeq* seqs, const GdnChunkSeq* chunk_seqs, int64_t channels) {
+                                    const DevSeq* seqs, const DeltaNetChunkSeq* chunk_seqs, int64_t channels) {
   wait_for_previous_kernel();
   constexpr int kTaps = KC - 1;
   const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
@@ -102,15 +102,15 @@ __global__ void conv1d_state_kernel(const float* x, float* conv_state, int64_t n
 }  // namespace
 
 void causal_conv1d_chunks(const float* x, const float* w, float* conv_state, int64_t n_layers, int64_t layer,
-                          const DevSeq* seqs, const GdnChunkItem* items, int32_t n_items, const GdnChunkSeq* chunk_seqs,
-                          int32_t n_chunk_seqs, int64_t channels, int32_t kc, float* out, void* stream) {
+                          const DevSeq* seqs, const DeltaNetChunkItem* items, int32_t n_items, const DeltaNetChunkSeq* chunk_seqs,
+                          int32_t n_chunk_seqs, int64_t channels, int32_t kc, float* out, Stream stream) {
   if (n_items == 0 || channels == 0) return;
   if (n_items > 65535 || n_chunk_seqs > 65535)
     throw std::invalid_argument("cuda backend: causal_conv1d: more than 65535 chunks in one step");
   const int threads = 128;
   const dim3 g1(grid_for(channels, threads), static_cast<unsigned>(n_items));
   const dim3 g2(grid_for(channels, threads), static_cast<unsigned>(n_chunk_seqs));
-  auto s = as_stream(stream);
+  const Stream s = stream;
   switch (kc) {
 #define DS_CONV_CASE(K)                                                                                         \
   case K:                                                                                                       \
@@ -128,12 +128,12 @@ void causal_conv1d_chunks(const float* x, const float* w, float* conv_state, int
 
 void causal_conv1d(const float* x, const float* w, float* conv_state, int64_t n_layers, int64_t layer,
                    const DevSeq* seqs, const int32_t* seq_ids, int32_t n_seqs, int64_t channels, int32_t kc, float* out,
-                   void* stream) {
+                   Stream stream) {
   if (n_seqs == 0 || channels == 0) return;
   if (n_seqs > 65535) throw std::invalid_argument("cuda backend: causal_conv1d: more than 65535 sequences");
   const int threads = 128;
   const dim3 grid(grid_for(channels, threads), static_cast<unsigned>(n_seqs));
-  auto s = as_stream(stream);
+  const Stream s = stream;
   switch (kc) {
     case 2: launch_dependent("conv1d_kernel", conv1d_kernel<2>, grid, threads, 0, s, x, w, conv_state, n_layers, layer, seqs, seq_ids, channels, out); break;
     case 3: launch_dependent("conv1d_kernel", conv1d_kernel<3>, grid, threads, 0, s, x, w, conv_state, n_layers, layer, seqs, seq_ids, channels, out); break;

@@ -16,7 +16,7 @@
 
 #include "kernels/cuda/backend_ops.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/cuda_backend_parts.h"
+#include "kernels/cuda/cuda_attention.h"
 
 namespace ds::cuda {
 namespace {
@@ -30,26 +30,13 @@ int64_t round8(int64_t n) { return (n + 7) / 8 * 8; }
 
 void AttentionRunner::run(const kernels::Tensor& q, const kernels::Tensor& k_pool, const kernels::Tensor& v_pool,
                           const CudaBatchPlan& plan, float scale, kernels::Tensor& out) {
-  auto bad = [](const std::string& m) { throw std::invalid_argument("paged_attention: " + m); };
-  if (q.empty() || out.empty() || k_pool.empty() || v_pool.empty()) bad("empty tensor");
-  if (q.dtype() != DType::f32) bad("q must be f32");
-  if (out.dtype() != DType::f32 && out.dtype() != DType::bf16) bad("out must be f32 or bf16");
-  if (q.rank() != 3 || q.dim(0) != plan.num_rows()) bad("q must be [rows, Nq, D], got " + q.shape().str());
-  if (out.shape() != q.shape()) bad("out " + out.shape().str() + " must match q " + q.shape().str());
-  if (k_pool.rank() != 4 || v_pool.shape() != k_pool.shape())
-    bad("k_pool and v_pool must be one [blocks, block_size, Nkv, D] shape");
-  const DType kt = k_pool.dtype(), vt = v_pool.dtype();
-  auto pool_type = [](DType t) { return t == DType::bf16 || t == DType::f16 || t == DType::q8_0 || t == DType::q4_0; };
-  if (!pool_type(kt) || !pool_type(vt)) bad("K/V pools must be bf16, f16, q8_0 or q4_0");
-  const int64_t nq = q.dim(1), d = q.dim(2), nkv = k_pool.dim(2);
-  if (k_pool.dim(1) != plan.block_size()) bad("pool block size differs from the batch's");
-  if (k_pool.dim(3) != d) bad("pool head dim differs from q's");
-  if (nkv <= 0 || nq % nkv != 0) bad("query heads do not group over the KV heads");
+  // Shapes and types are the Backend contract's (kernels/backend.cpp).
+  const int64_t nkv = k_pool.dim(2), d = q.dim(2);
   KvPoolView pools;
   pools.k = k_pool.data();
   pools.v = v_pool.data();
-  pools.k_type = kt;
-  pools.v_type = vt;
+  pools.k_type = k_pool.dtype();
+  pools.v_type = v_pool.dtype();
   pools.num_blocks = k_pool.dim(0);
   pools.block_size = static_cast<int32_t>(k_pool.dim(1));
   pools.n_kv_heads = static_cast<int32_t>(nkv);
@@ -62,12 +49,13 @@ void AttentionRunner::decode(const kernels::Tensor& q, const KvPoolView& pools, 
                              kernels::Tensor& out) {
   const auto nq = static_cast<int32_t>(q.dim(1));
   const auto key = std::make_tuple(nq, pools.n_kv_heads, pools.head_dim, pools.block_size);
-  DecodeOptions opts;
-  opts.chained_launch = ops::pdl_enabled();  // behind kv_write, itself chained behind prepare_qk
+  // Chained (when the backend chains its launches) behind kv_write, itself behind prepare_qk.
+  DecodeOptions opts = opts_;
+  opts.chained_launch = ctx_.stream().chained;
   auto it = devices_.find(key);
-  if (it == devices_.end()) it = devices_.emplace(key, describe_decode(pools, nq, opts)).first;
-  const DecodeDevice& dev = it->second;
-  if (!ws_valid_ || ws_generation_ != plan.generation || ws_->plan().device.heads_per_cta != dev.heads_per_cta ||
+  if (it == devices_.end()) it = devices_.emplace(key, choose_decode_launch(pools, nq, opts)).first;
+  const DecodeLaunchConfig& dev = it->second;
+  if (!ws_valid_ || ws_generation_ != plan.generation || ws_->plan().launch.heads_per_cta != dev.heads_per_cta ||
       ws_->n_q_heads() != nq || ws_->head_dim() != pools.head_dim) {
     const DecodePlan dp = plan_decode(dev, pools.n_kv_heads, plan.decode_lens);
     if (!ws_ || static_cast<int32_t>(dp.items.size()) > ws_->max_items() || plan.n_decode > ws_->max_seqs() ||
@@ -100,7 +88,7 @@ void AttentionRunner::prefill(int32_t s, const kernels::Tensor& q, const KvPoolV
   const auto& sq = plan.seqs()[static_cast<size_t>(s)];
   const int64_t T = sq.n_tokens, L = sq.n_cached + sq.n_tokens, row0 = sq.first_row;
   const int64_t nq = q.dim(1), d = q.dim(2), nkv = pools.n_kv_heads, group = nq / nkv;
-  cudaStream_t st = ctx_.stream();
+  const ops::Stream st = ctx_.stream();
 
   auto* qb = static_cast<uint16_t*>(ctx_.scratch(Scratch::attn_q, static_cast<size_t>(T * nq * d) * 2));
   ops::to_bf16(q.data_as<const float>() + row0 * nq * d, qb, T * nq * d, st);

@@ -13,8 +13,12 @@
 // cuBLAS failure is std::runtime_error("cuda backend: <op or kernel>: ..."); an allocation the
 // device cannot hold is a readable out-of-memory error with the free and total sizes.
 // Kernel faults are asynchronous: they surface at the next synchronising call, unless
-// sync_each_op (or DELTASERVE_CUDA_SYNC=1 in the environment) makes every op wait, so the
-// error names the op that faulted.
+// sync_each_op (or DELTASERVE_CUDA_SYNC=1 in the environment, a debugging aid) makes every op
+// wait, so the error names the op that faulted.
+//
+// Which kernel runs where is decided once, from these options and the device: the defaults
+// are what production runs, and a benchmark that compares a path with the one it replaced
+// passes options that force it (KernelPaths, DecodeOptions); nothing else steers them.
 //
 // f32_weights keeps the matrices in f32 and runs fp32 GEMMs with f32 activations: the
 // reference mode the GPU tests compare op by op and layer by layer with the CPU engine.
@@ -24,6 +28,7 @@
 #include <string>
 
 #include "kernels/backend.h"
+#include "kernels/cuda/paged_attention.h"
 
 namespace ds::cuda {
 
@@ -34,6 +39,19 @@ struct CudaBackendOptions {
   // Element type of both K/V pools: bf16, f16, q8_0 or q4_0 (the quantised types need a head
   // dim that is a multiple of 32). Anything else is refused by make_cuda_backend.
   DType kv_dtype = DType::bf16;
+
+  struct KernelPaths {
+    // Kernels chained as programmatic dependent launches (backend_common.cuh): each is
+    // scheduled while the previous one drains.
+    bool chained_launches = true;
+    bool gemv = true;         // one-row GEMMs by the weight-streaming kernel (gemv.cu), else cuBLAS
+    bool skinny_gemm = true;  // 2-8-row GEMMs by the tensor-core skinny kernel (skinny_gemm.cu), else cuBLAS
+    // Backend::fused_projection_rows (0: never): steps this small run a layer's stacked
+    // projections as one GEMM, which saves the launch latency of the small ones.
+    int64_t fused_projection_rows = 128;
+  } paths;
+  // The paged decode kernel's options; its chained_launch follows paths.chained_launches.
+  DecodeOptions decode;
 };
 
 // Throws std::runtime_error when no CUDA device is usable.
@@ -41,11 +59,6 @@ std::unique_ptr<kernels::Backend> make_cuda_backend(const CudaBackendOptions& op
 
 // Whether a CUDA device is present (for tests that skip without one).
 bool cuda_device_available();
-
-// Per-op GPU time (a CUDA event pair around each op) while profiling is on; the report lists
-// each op's total, calls and share since the last report, and clears them. For benchmarks.
-void set_profiling(kernels::Backend& backend, bool on);
-std::string profile_report(kernels::Backend& backend);
 
 // The stream a CUDA backend queues its ops on (a cudaStream_t), for code that adds its own
 // work to the same stream (the device sampler, benchmarks); throws std::invalid_argument for

@@ -16,6 +16,4 @@ inline void check_cuda(cudaError_t err, const char* what) {
 // After a launch: the launch error, if any, named by kernel.
 inline void check_launch(const char* kernel) { check_cuda(cudaGetLastError(), kernel); }
 
-inline cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
-
 }  // namespace ds::cuda::ops

@@ -7,7 +7,6 @@
 
 #include "kernels/cuda/backend_ops.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/env_switches.h"
 
 namespace ds::cuda {
 namespace {
@@ -28,7 +27,7 @@ void check_cublas(cublasStatus_t st, const char* op, const char* what) {
                              cublasGetStatusString(st));
 }
 
-CudaContext::CudaContext(int device) : device_(device) {
+CudaContext::CudaContext(int device, bool chained_launches) : device_(device), chained_(chained_launches) {
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess || count == 0) {
@@ -91,9 +90,3 @@ int64_t CudaContext::scratch_bytes() const {
 }
 
 }  // namespace ds::cuda
-
-namespace ds::cuda::ops {
-
-bool pdl_enabled() { return pdl_switch(); }
-
-}  // namespace ds::cuda::ops

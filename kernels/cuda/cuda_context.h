@@ -1,5 +1,5 @@
 // CudaContext: what the CUDA backend's ops share -- the device, the stream every op is
-// queued on, the cuBLAS handle (bound to that stream, with its own workspace), and grow-only
+// queued on (with whether its kernels chain as programmatic dependent launches), the cuBLAS handle (bound to that stream, with its own workspace), and grow-only
 // scratch buffers (bf16 copies of GEMM inputs, prefill-attention tiles, DeltaNet chunk
 // scratch) that ops reuse from step to step.
 //
@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/cuda/backend_ops.h"
+
 namespace ds::cuda {
 
 // Scratch slots (one buffer each; a slot's contents do not outlive the op that fills it).
@@ -23,19 +25,19 @@ enum class Scratch : int {
   attn_v,       // prefill: contiguous V
   attn_scores,  // prefill: f32 scores of a tile
   attn_probs,   // prefill: bf16 probabilities of a tile
-  gdn_chunks,   // chunked DeltaNet scratch
+  deltanet_chunks,   // chunked DeltaNet scratch
   count
 };
 
 class CudaContext {
  public:
-  explicit CudaContext(int device);
+  CudaContext(int device, bool chained_launches);
   ~CudaContext();
   CudaContext(const CudaContext&) = delete;
   CudaContext& operator=(const CudaContext&) = delete;
 
   int device() const { return device_; }
-  cudaStream_t stream() const { return stream_; }
+  ops::Stream stream() const { return {stream_, chained_}; }
   cublasHandle_t cublas() const { return cublas_; }
 
   // At least `bytes` of device memory for slot s (contents undefined after growth).
@@ -49,6 +51,7 @@ class CudaContext {
 
  private:
   int device_;
+  bool chained_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   void* cublas_workspace_ = nullptr;

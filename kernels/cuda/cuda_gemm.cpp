@@ -6,34 +6,17 @@
 #include <string>
 
 #include "kernels/cuda/backend_ops.h"
-#include "kernels/cuda/cuda_backend_parts.h"
-#include "kernels/cuda/env_switches.h"
+#include "kernels/cuda/cuda_gemm.h"
 
 namespace ds::cuda {
 
-bool gemv_enabled() {
-  static const bool on = env_switch("DELTASERVE_CUDA_GEMV", true);
-  return on;
-}
-
-bool skinny_gemm_enabled() {
-  static const bool on = env_switch("DELTASERVE_CUDA_SKINNY_GEMM", true);
-  return on;
-}
-
-void run_gemm(CudaContext& ctx, const kernels::Tensor& x, const kernels::Tensor& w, kernels::Tensor& out,
-              bool accumulate) {
-  auto bad = [](const std::string& m) { throw std::invalid_argument("gemm: " + m); };
-  if (x.empty() || w.empty() || out.empty()) bad("empty tensor");
-  if (x.rank() != 2 || w.rank() != 2 || out.rank() != 2) bad("x, w and out must be matrices");
+void run_gemm(CudaContext& ctx, const CudaBackendOptions::KernelPaths& paths, const kernels::Tensor& x,
+              const kernels::Tensor& w, kernels::Tensor& out, bool accumulate) {
+  // Shapes and types are the Backend contract's (kernels/backend.cpp); only cuBLAS's int
+  // dimensions are this backend's own limit.
   const int64_t M = x.dim(0), K = x.dim(1), N = w.dim(0);
-  if (w.dim(1) != K) bad("x " + x.shape().str() + " and w " + w.shape().str() + " disagree on K");
-  if (out.dim(0) != M || out.dim(1) != N) bad("out must be " + kernels::Shape{M, N}.str() + ", got " + out.shape().str());
-  if (out.dtype() != DType::f32) bad("out must be f32");
-  if (w.dtype() != DType::bf16 && w.dtype() != DType::f32) bad("w must be bf16 or f32");
-  if (x.dtype() != DType::bf16 && x.dtype() != DType::f32) bad("x must be bf16 or f32");
-  if (M == 0 || N == 0) return;
-  if (M > 0x7fffffffLL || N > 0x7fffffffLL || K > 0x7fffffffLL) bad("dimension too large for cuBLAS");
+  if (M > 0x7fffffffLL || N > 0x7fffffffLL || K > 0x7fffffffLL)
+    throw std::invalid_argument("gemm: dimension too large for cuBLAS");
 
   const void* xp = x.data();
   cudaDataType_t type = CUDA_R_16BF;
@@ -50,12 +33,12 @@ void run_gemm(CudaContext& ctx, const kernels::Tensor& x, const kernels::Tensor&
     }
   }
   // Decode shapes: the weight-streaming kernel (gemv.cu) instead of cuBLAS.
-  if (gemv_enabled() && type == CUDA_R_16BF && ops::gemv_supported(M, K)) {
+  if (paths.gemv && type == CUDA_R_16BF && ops::gemv_supported(M, K)) {
     ops::gemv_bf16(w.data_as<const uint16_t>(), static_cast<const uint16_t*>(xp), M, N, K, out.data_as<float>(),
                    accumulate, ctx.stream());
     return;
   }
-  if (skinny_gemm_enabled() && type == CUDA_R_16BF && ops::skinny_gemm_supported(M, K)) {
+  if (paths.skinny_gemm && type == CUDA_R_16BF && ops::skinny_gemm_supported(M, K)) {
     ops::skinny_gemm_bf16(w.data_as<const uint16_t>(), static_cast<const uint16_t*>(xp), M, N, K,
                           out.data_as<float>(), accumulate, ctx.stream());
     return;

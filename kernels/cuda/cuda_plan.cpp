@@ -77,17 +77,17 @@ CudaBatchPlan::CudaBatchPlan(const kernels::BatchDesc& desc, PlanUploader& uploa
   for (int32_t s = n_decode; s < n_seqs; ++s) prefill_seqs.push_back(s);
 
   std::vector<int32_t> rec;
-  std::vector<ops::GdnChunkItem> items;
-  std::vector<ops::GdnChunkSeq> chunk_seqs;
+  std::vector<ops::DeltaNetChunkItem> items;
+  std::vector<ops::DeltaNetChunkSeq> chunk_seqs;
   for (int32_t s = 0; s < n_seqs; ++s) {
     const Seq& q = sq[static_cast<size_t>(s)];
-    if (q.n_tokens <= ops::kGdnRecurrentMaxTokens) {
+    if (q.n_tokens <= ops::kDeltaNetRecurrentMaxTokens) {
       rec.push_back(s);
       continue;
     }
-    ops::GdnChunkSeq cs{s, static_cast<int32_t>(items.size()), 0, 0};
-    for (int64_t t = 0; t < q.n_tokens; t += ops::kGdnChunk) {
-      const auto len = static_cast<int32_t>(std::min<int64_t>(ops::kGdnChunk, q.n_tokens - t));
+    ops::DeltaNetChunkSeq cs{s, static_cast<int32_t>(items.size()), 0, 0};
+    for (int64_t t = 0; t < q.n_tokens; t += ops::kDeltaNetChunk) {
+      const auto len = static_cast<int32_t>(std::min<int64_t>(ops::kDeltaNetChunk, q.n_tokens - t));
       items.push_back({s, static_cast<int32_t>(q.first_row + t), len, 0});
       ++cs.n_items;
     }
@@ -112,8 +112,8 @@ CudaBatchPlan::CudaBatchPlan(const kernels::BatchDesc& desc, PlanUploader& uploa
   const size_t o_table = place(static_cast<size_t>(n_seqs) * static_cast<size_t>(table_stride) * 4);
   const size_t o_lens = place(static_cast<size_t>(n_seqs) * 4);
   const size_t o_rec = place(rec.size() * 4);
-  const size_t o_items = place(items.size() * sizeof(ops::GdnChunkItem));
-  const size_t o_cseqs = place(chunk_seqs.size() * sizeof(ops::GdnChunkSeq));
+  const size_t o_items = place(items.size() * sizeof(ops::DeltaNetChunkItem));
+  const size_t o_cseqs = place(chunk_seqs.size() * sizeof(ops::DeltaNetChunkSeq));
   const size_t total = std::max<size_t>(off, 16);
 
   uint8_t* h = uploader.stage(total, stream);
@@ -136,8 +136,8 @@ CudaBatchPlan::CudaBatchPlan(const kernels::BatchDesc& desc, PlanUploader& uploa
     lens[s] = static_cast<int32_t>(q.n_cached + q.n_tokens);
   }
   if (!rec.empty()) std::memcpy(h + o_rec, rec.data(), rec.size() * 4);
-  if (!items.empty()) std::memcpy(h + o_items, items.data(), items.size() * sizeof(ops::GdnChunkItem));
-  if (!chunk_seqs.empty()) std::memcpy(h + o_cseqs, chunk_seqs.data(), chunk_seqs.size() * sizeof(ops::GdnChunkSeq));
+  if (!items.empty()) std::memcpy(h + o_items, items.data(), items.size() * sizeof(ops::DeltaNetChunkItem));
+  if (!chunk_seqs.empty()) std::memcpy(h + o_cseqs, chunk_seqs.data(), chunk_seqs.size() * sizeof(ops::DeltaNetChunkSeq));
 
   uint8_t* d = uploader.upload(total, stream);
   d_token_ids = reinterpret_cast<const int32_t*>(d + o_tok);
@@ -148,8 +148,8 @@ CudaBatchPlan::CudaBatchPlan(const kernels::BatchDesc& desc, PlanUploader& uploa
   d_table = reinterpret_cast<const int32_t*>(d + o_table);
   d_seq_lens = reinterpret_cast<const int32_t*>(d + o_lens);
   d_rec_seq_ids = reinterpret_cast<const int32_t*>(d + o_rec);
-  d_chunk_items = reinterpret_cast<const ops::GdnChunkItem*>(d + o_items);
-  d_chunk_seqs = reinterpret_cast<const ops::GdnChunkSeq*>(d + o_cseqs);
+  d_chunk_items = reinterpret_cast<const ops::DeltaNetChunkItem*>(d + o_items);
+  d_chunk_seqs = reinterpret_cast<const ops::DeltaNetChunkSeq*>(d + o_cseqs);
 }
 
 }  // namespace ds::cuda

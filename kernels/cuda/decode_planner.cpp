@@ -1,7 +1,7 @@
 // plan_decode: split-K planning for paged decode attention (host only, no GPU calls).
 //
 // Every (sequence chunk, KV head) is one thread block (one per chunk when a block covers every
-// head: DecodeDevice::kv_heads_per_cta); they run on sm_count x ctas_per_sm
+// head: DecodeLaunchConfig::kv_heads_per_cta); they run on sm_count x ctas_per_sm
 // slots. Candidate chunk lengths are the smallest that fit the grid into k full rounds of
 // slots (k = 1..8, found by bisection, as FlashInfer does for one round), twice each of those
 // (fewer rounds whose short blocks backfill the slots that free early: the ragged batch), and
@@ -28,11 +28,11 @@ namespace ds::cuda {
 namespace {
 
 constexpr int32_t kMinChunk = 128;
-constexpr int32_t kRowsMinChunk = 1000;  // shortest chunk the planner gives token-row tiles
+constexpr int32_t kTokenRowsMinChunk = 1000;  // shortest chunk the planner gives token-row tiles
 constexpr int64_t kTileTokens = 16;
-// Calibrated on the H200 (docs/benchmarks.md): K/V streams at ~4.5 TB/s when every SM holds
-// a long chunk; each thread block costs ~10 us of start-up and tail beyond its
-// bytes; merging split sequences costs the last chunk a few microseconds.
+// The cost model's constants are calibrated on the H200 (docs/benchmarks.md, "Paged attention
+// decode"): the read bandwidth when every SM holds a long chunk, each thread block's start-up
+// and tail beyond its bytes, and what merging split sequences costs the last chunk.
 constexpr double kReadBandwidth = 4.5e12;
 constexpr double kBlockStartUs = 10.0;
 constexpr double kMergeUs = 3.0;
@@ -50,11 +50,11 @@ int64_t count_ctas(std::span<const int32_t> lens, int64_t chunk, int64_t per_ite
 // frees first; a block lasts its start-up plus its K/V bytes at one slot's share of the read
 // bandwidth. Blocks of one length are placed a full round of slots at a time where they can
 // be, so the estimate costs O((n_seqs + slots) log slots) per candidate.
-double estimate_us(const DecodeDevice& dev, int64_t per_item, std::span<const int32_t> lens, int64_t chunk) {
-  const int64_t slots = std::max<int64_t>(1, int64_t{dev.sm_count} * dev.ctas_per_sm);
+double estimate_us(const DecodeLaunchConfig& cfg, int64_t per_item, std::span<const int32_t> lens, int64_t chunk) {
+  const int64_t slots = std::max<int64_t>(1, int64_t{cfg.sm_count} * cfg.ctas_per_sm);
   const double bytes_per_us = kReadBandwidth / 1e6 / static_cast<double>(slots);
   const double tok_us =
-      static_cast<double>(std::max<int64_t>(dev.kv_bytes_per_token, 1) * dev.kv_heads_per_cta) / bytes_per_us;
+      static_cast<double>(std::max<int64_t>(cfg.kv_bytes_per_token, 1) * cfg.kv_heads_per_cta) / bytes_per_us;
   int64_t full = 0;  // blocks of exactly `chunk` tokens
   std::vector<int64_t> tails;  // shorter last chunks, one entry per sequence
   bool split = false;
@@ -97,29 +97,29 @@ double estimate_us(const DecodeDevice& dev, int64_t per_item, std::span<const in
 
 namespace {
 
-DecodePlan plan_for(const DecodeDevice& dev, int32_t n_kv_heads, std::span<const int32_t> seq_lens,
+DecodePlan plan_for(const DecodeLaunchConfig& cfg, int32_t n_kv_heads, std::span<const int32_t> seq_lens,
                     int32_t chunk_tokens) {
   if (n_kv_heads <= 0) throw std::invalid_argument("plan_decode: n_kv_heads must be positive");
-  if (dev.head_chunks <= 0 || dev.sm_count <= 0 || dev.ctas_per_sm <= 0 || dev.kv_heads_per_cta <= 0)
-    throw std::invalid_argument("plan_decode: DecodeDevice is not initialised (use describe_decode)");
+  if (cfg.head_chunks <= 0 || cfg.sm_count <= 0 || cfg.ctas_per_sm <= 0 || cfg.kv_heads_per_cta <= 0)
+    throw std::invalid_argument("plan_decode: DecodeLaunchConfig is not initialised (use choose_decode_launch)");
   if (chunk_tokens < 0) throw std::invalid_argument("plan_decode: negative chunk_tokens");
   int64_t max_len = 0;
   for (int32_t L : seq_lens) {
     if (L < 0) throw std::invalid_argument("plan_decode: negative sequence length");
     max_len = std::max<int64_t>(max_len, L);
   }
-  const int64_t per_item = dev.blocks_per_item(n_kv_heads);
+  const int64_t per_item = cfg.blocks_per_item(n_kv_heads);
   const int64_t no_split = std::max<int64_t>(max_len, 1);
 
   int64_t chunk = chunk_tokens;
   double best_us = 0;
   if (chunk == 0) {
     std::vector<int64_t> candidates{no_split};
-    const int64_t slots = int64_t{dev.sm_count} * dev.ctas_per_sm;
+    const int64_t slots = int64_t{cfg.sm_count} * cfg.ctas_per_sm;
     for (int64_t k = 1; k <= 8; ++k) {
       const int64_t budget = k * slots;
       if (count_ctas(seq_lens, no_split, per_item) >= budget) continue;  // already k rounds unsplit
-      const int64_t min_chunk = std::max<int64_t>(kTileTokens, kMinChunk / dev.kv_heads_per_cta);
+      const int64_t min_chunk = std::max<int64_t>(kTileTokens, kMinChunk / cfg.kv_heads_per_cta);
       int64_t lo = std::min<int64_t>(min_chunk, no_split), hi = no_split;  // count(hi) <= budget
       if (count_ctas(seq_lens, lo, per_item) <= budget) {
         hi = lo;
@@ -137,7 +137,7 @@ DecodePlan plan_for(const DecodeDevice& dev, int32_t n_kv_heads, std::span<const
     std::vector<std::pair<double, int64_t>> scored;
     best_us = std::numeric_limits<double>::infinity();
     for (int64_t c : candidates) {
-      scored.emplace_back(estimate_us(dev, per_item, seq_lens, c), c);
+      scored.emplace_back(estimate_us(cfg, per_item, seq_lens, c), c);
       best_us = std::min(best_us, scored.back().first);
     }
     // Near-ties go to the longer chunk: fewer partials to merge.
@@ -145,7 +145,7 @@ DecodePlan plan_for(const DecodeDevice& dev, int32_t n_kv_heads, std::span<const
     for (auto [us, c] : scored)
       if (us <= best_us * 1.001) chunk = std::max(chunk, c);
   } else {
-    best_us = estimate_us(dev, per_item, seq_lens, chunk);
+    best_us = estimate_us(cfg, per_item, seq_lens, chunk);
   }
   chunk = std::min<int64_t>(chunk, std::numeric_limits<int32_t>::max());
 
@@ -153,7 +153,7 @@ DecodePlan plan_for(const DecodeDevice& dev, int32_t n_kv_heads, std::span<const
   plan.n_seqs = static_cast<int32_t>(seq_lens.size());
   plan.chunk_tokens = static_cast<int32_t>(chunk);
   plan.n_kv_heads = n_kv_heads;
-  plan.device = dev;
+  plan.launch = cfg;
   plan.est_us = best_us;
   plan.seq_item_begin.assign(seq_lens.size() + 1, 0);
   for (size_t i = 0; i < seq_lens.size(); ++i) {
@@ -183,28 +183,28 @@ DecodePlan plan_for(const DecodeDevice& dev, int32_t n_kv_heads, std::span<const
 
 }  // namespace
 
-DecodePlan plan_decode(const DecodeDevice& dev, int32_t n_kv_heads, std::span<const int32_t> seq_lens,
+DecodePlan plan_decode(const DecodeLaunchConfig& cfg, int32_t n_kv_heads, std::span<const int32_t> seq_lens,
                        int32_t chunk_tokens) {
   auto by_head = [&] {
-    DecodeDevice d = dev;
-    d.rows = {};
+    DecodeLaunchConfig d = cfg;
+    d.token_rows = {};
     DecodePlan h = plan_for(d, n_kv_heads, seq_lens, chunk_tokens);
-    h.device.rows = dev.rows;  // still offered to the next batch
+    h.launch.token_rows = cfg.token_rows;  // still offered to the next batch
     return h;
   };
-  if (dev.rows.kv_heads <= 0 || dev.rows.kv_heads != n_kv_heads || chunk_tokens % 16 != 0) return by_head();
+  if (cfg.token_rows.kv_heads <= 0 || cfg.token_rows.kv_heads != n_kv_heads || chunk_tokens % 16 != 0) return by_head();
   // Token-row tiles: a block covers every head, so the same grid has a quarter of the chunks'
-  // length. They read faster once blocks stream long chunks (Q8_0 at B=32 x 128K: 2,269
-  // against 2,644 us by head); for short chunks the split by head wins (4x fewer partials to
-  // merge: B=1 and the ragged batch were 10-45% slower with token rows; docs/benchmarks.md).
+  // length. They read faster once blocks stream long chunks; for short chunks the split by
+  // head wins (4x fewer partials to merge; B=1 and the ragged batch were slower with token
+  // rows: docs/benchmarks.md, "token-row tiles for quantised K/V").
   // A forced chunk length (a multiple of 16) takes them whenever the pools allow.
-  DecodeDevice rows = dev;
-  rows.kv_heads_per_cta = dev.rows.kv_heads;
-  rows.stages = dev.rows.stages;
-  rows.smem_bytes = dev.rows.smem_bytes;
-  rows.ctas_per_sm = dev.rows.ctas_per_sm;
-  DecodePlan p = plan_for(rows, n_kv_heads, seq_lens, chunk_tokens);
-  if (chunk_tokens > 0 || !p.needs_merge || p.chunk_tokens >= kRowsMinChunk) return p;
+  DecodeLaunchConfig by_rows = cfg;
+  by_rows.kv_heads_per_cta = cfg.token_rows.kv_heads;
+  by_rows.stages = cfg.token_rows.stages;
+  by_rows.smem_bytes = cfg.token_rows.smem_bytes;
+  by_rows.ctas_per_sm = cfg.token_rows.ctas_per_sm;
+  DecodePlan p = plan_for(by_rows, n_kv_heads, seq_lens, chunk_tokens);
+  if (chunk_tokens > 0 || !p.needs_merge || p.chunk_tokens >= kTokenRowsMinChunk) return p;
   return by_head();
 }
 

@@ -41,7 +41,7 @@ __global__ void __launch_bounds__(kThreads) decode_portable_kernel(const DecodeA
     lst[g] = 0.f;
   }
   __syncthreads();
-  const int32_t* trow = a.table + static_cast<int64_t>(r.row) * a.table_stride;
+  const int32_t* trow = a.table + static_cast<int64_t>(r.seq) * a.table_stride;
   for (int t = r.t0; t < r.t1; t += kTile) {
     const int n = min(kTile, r.t1 - t);
     for (int idx = tid; idx < n * D; idx += kThreads) {
@@ -132,7 +132,9 @@ const void* portable_symbol(DType k, DType v) {
   }
 }
 
-void launch_portable(const DecodeArgs& a, DType k, DType v, dim3 grid, gpuStream_t s) {
+void launch_portable(const DecodeArgs& a, DType k, DType v, uint32_t grid_x, uint32_t grid_y, void* stream) {
+  const dim3 grid(grid_x, grid_y);
+  const auto s = static_cast<gpuStream_t>(stream);
   const size_t smem = static_cast<size_t>(portable_smem_bytes(a.group, a.head_dim));
   switch (k) {
     case DType::bf16: launch_v<DType::bf16>(a, v, grid, smem, s); break;

@@ -7,7 +7,7 @@
 // the whole chunk, the decay, the delta correction and the read with q reduce over the four
 // warps through shared memory.
 //
-// Chunked (prefill chunks longer than kGdnRecurrentMaxTokens), the WY form of kernel-notes
+// Chunked (prefill chunks longer than kDeltaNetRecurrentMaxTokens), the WY form of kernel-notes
 // 3.2 / model spec 3.6 with C = 64, in two launches:
 //  1. prepare, one block per (chunk, value head), all chunks in parallel: gates and their
 //     in-chunk cumulative sum gamma, L2-normalised K and scaled Q, A = strict-lower(beta_i k_i·k_j
@@ -28,14 +28,14 @@ namespace ds::cuda::ops {
 namespace {
 
 constexpr int kD = 128;        // dk = dv
-constexpr int kC = kGdnChunk;  // 64
+constexpr int kC = kDeltaNetChunk;  // 64
 constexpr int kPad = kD + 1;   // padded row stride of K and Q in the prepare kernel
 
 struct Gates {
   float beta, g, decay;
 };
 
-__device__ __forceinline__ Gates gates(const GdnArgs& a, int64_t row, int j) {
+__device__ __forceinline__ Gates gates(const DeltaNetArgs& a, int64_t row, int j) {
   const double bx = a.b[row * a.v_heads + j];
   const double ax = static_cast<double>(a.a[row * a.v_heads + j]) + static_cast<double>(a.dt_bias[j]);
   const double softplus = ax > 20.0 ? ax : log1p(exp(ax));
@@ -51,7 +51,7 @@ __device__ __forceinline__ float q_scale() { return static_cast<float>(1.0 / sqr
 
 // ---- token by token
 
-__global__ void __launch_bounds__(128) gdn_recurrent_kernel(const GdnArgs a, const int32_t* seq_ids) {
+__global__ void __launch_bounds__(128) deltanet_recurrent_kernel(const DeltaNetArgs a, const int32_t* seq_ids) {
   __shared__ float qs[kD], ks[kD];
   __shared__ float part[4][32];
   __shared__ float red[32];
@@ -118,12 +118,12 @@ constexpr int64_t kOffKd = kOffQgt + kD * kC;
 constexpr int64_t kOffU = kOffKd + kC * kD;
 constexpr int64_t kOffPt = kOffU + kC * kD;
 constexpr int64_t kOffDecay = kOffPt + kC * kC;
-static_assert(kOffDecay + 4 == kGdnScratchFloats, "scratch layout");
+static_assert(kOffDecay + 4 == kDeltaNetScratchFloats, "scratch layout");
 
 constexpr int kPrepareSmemFloats = 2 * kC * kPad + kC * kC + 4 * kC + 2 * kC;  // ~84 KB: two blocks per SM
 constexpr int kPrepareSmem = kPrepareSmemFloats * 4;
 
-__global__ void __launch_bounds__(256) gdn_prepare_kernel(const GdnArgs a, const GdnChunkItem* items, float* scratch) {
+__global__ void __launch_bounds__(256) deltanet_prepare_kernel(const DeltaNetArgs a, const DeltaNetChunkItem* items, float* scratch) {
   wait_for_previous_kernel();
   extern __shared__ float4 smem4[];
   float* sm = reinterpret_cast<float*>(smem4);
@@ -136,12 +136,12 @@ __global__ void __launch_bounds__(256) gdn_prepare_kernel(const GdnArgs a, const
   float* edec = egam + kC;      // [C] e^(gamma_last - gamma)
   float* inv = edec + kC;       // [2C] 1/|q|, 1/|k|
 
-  const GdnChunkItem it = items[blockIdx.x];
+  const DeltaNetChunkItem it = items[blockIdx.x];
   const int j = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int kh = j / (a.v_heads / a.k_heads);
   const int64_t key_dim = static_cast<int64_t>(a.k_heads) * kD;
   const int64_t conv_dim = 2 * key_dim + static_cast<int64_t>(a.v_heads) * kD;
-  float* out = scratch + (static_cast<int64_t>(blockIdx.x) * a.v_heads + j) * kGdnScratchFloats;
+  float* out = scratch + (static_cast<int64_t>(blockIdx.x) * a.v_heads + j) * kDeltaNetScratchFloats;
 
   if (tid < kC) {
     float g = 0.0f, be = 0.0f;
@@ -294,8 +294,8 @@ __device__ __forceinline__ void copy4(float* dst, const float* src, int n_floats
   for (int i = threadIdx.x; i < n_floats / 4; i += 256) cp_async16(dst + 4 * i, src + 4 * i);
 }
 
-__global__ void __launch_bounds__(256) gdn_scan_kernel(const GdnArgs a, const GdnChunkItem* items,
-                                                       const GdnChunkSeq* chunk_seqs, const float* scratch) {
+__global__ void __launch_bounds__(256) deltanet_scan_kernel(const DeltaNetArgs a, const DeltaNetChunkItem* items,
+                                                       const DeltaNetChunkSeq* chunk_seqs, const float* scratch) {
   wait_for_previous_kernel();
   extern __shared__ float4 smem4[];
   float* sm = reinterpret_cast<float*>(smem4);
@@ -308,7 +308,7 @@ __global__ void __launch_bounds__(256) gdn_scan_kernel(const GdnArgs a, const Gd
   float* Vn = Pt + kC * kC;    // [C][32]
 
   const int tile = blockIdx.x, j = blockIdx.y;
-  const GdnChunkSeq cs = chunk_seqs[blockIdx.z];
+  const DeltaNetChunkSeq cs = chunk_seqs[blockIdx.z];
   const DevSeq sq = a.seqs[cs.seq];
   const int tid = threadIdx.x, c = tid & 31, rg = tid >> 5;
   float* S = a.state + ((static_cast<int64_t>(sq.state_slot) * a.n_layers + a.layer) * a.v_heads + j) * kD * kD;
@@ -322,8 +322,8 @@ __global__ void __launch_bounds__(256) gdn_scan_kernel(const GdnArgs a, const Gd
   }
 
   for (int item = cs.first_item; item < cs.first_item + cs.n_items; ++item) {
-    const GdnChunkItem it = items[item];
-    const float* src = scratch + (static_cast<int64_t>(item) * a.v_heads + j) * kGdnScratchFloats;
+    const DeltaNetChunkItem it = items[item];
+    const float* src = scratch + (static_cast<int64_t>(item) * a.v_heads + j) * kDeltaNetScratchFloats;
     // Two groups: what V' and the inter-chunk output need first, then P and the state update's K.
     copy4(Wt, src + kOffWt, kD * kC);
     copy4(Qgt, src + kOffQgt, kD * kC);
@@ -400,7 +400,7 @@ __global__ void __launch_bounds__(256) gdn_scan_kernel(const GdnArgs a, const Gd
   for (int m = 0; m < 16; ++m) S[static_cast<int64_t>(rg * 16 + m) * kD + tile * 32 + c] = s16[m];
 }
 
-void check_dims(const GdnArgs& a) {
+void check_dims(const DeltaNetArgs& a) {
   if (a.k_dim != kD || a.v_dim != kD)
     throw std::invalid_argument("cuda backend: gated_delta_rule: the CUDA kernels need dk = dv = 128");
   if (a.k_heads <= 0 || a.v_heads <= 0 || a.v_heads % a.k_heads != 0 || a.v_heads > 65535)
@@ -409,31 +409,31 @@ void check_dims(const GdnArgs& a) {
 
 }  // namespace
 
-void gdn_recurrent(const GdnArgs& a, const int32_t* seq_ids, int32_t n, void* stream) {
+void deltanet_recurrent(const DeltaNetArgs& a, const int32_t* seq_ids, int32_t n, Stream stream) {
   if (n == 0) return;
   check_dims(a);
   if (n > 65535) throw std::invalid_argument("cuda backend: gated_delta_rule: more than 65535 sequences");
   const dim3 grid(kD / 32, static_cast<unsigned>(a.v_heads), static_cast<unsigned>(n));
-  launch_dependent("gdn_recurrent_kernel", gdn_recurrent_kernel, grid, 128, 0, as_stream(stream), a, seq_ids);
+  launch_dependent("deltanet_recurrent_kernel", deltanet_recurrent_kernel, grid, 128, 0, stream, a, seq_ids);
 }
 
-void gdn_chunked(const GdnArgs& a, const GdnChunkItem* items, int32_t n_items, const GdnChunkSeq* chunk_seqs,
-                 int32_t n_chunk_seqs, float* scratch, void* stream) {
+void deltanet_chunked(const DeltaNetArgs& a, const DeltaNetChunkItem* items, int32_t n_items, const DeltaNetChunkSeq* chunk_seqs,
+                 int32_t n_chunk_seqs, float* scratch, Stream stream) {
   if (n_items == 0) return;
   check_dims(a);
   if (n_chunk_seqs > 65535) throw std::invalid_argument("cuda backend: gated_delta_rule: more than 65535 sequences");
   static bool attributes_set = false;
   if (!attributes_set) {
-    check_cuda(cudaFuncSetAttribute(gdn_prepare_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kPrepareSmem),
+    check_cuda(cudaFuncSetAttribute(deltanet_prepare_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kPrepareSmem),
                "gated_delta_rule prepare kernel attribute");
-    check_cuda(cudaFuncSetAttribute(gdn_scan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kScanSmem),
+    check_cuda(cudaFuncSetAttribute(deltanet_scan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kScanSmem),
                "gated_delta_rule scan kernel attribute");
     attributes_set = true;
   }
-  auto s = as_stream(stream);
-  launch_dependent("gdn_prepare_kernel", gdn_prepare_kernel, dim3(static_cast<unsigned>(n_items), static_cast<unsigned>(a.v_heads)), 256, kPrepareSmem, s, 
+  const Stream s = stream;
+  launch_dependent("deltanet_prepare_kernel", deltanet_prepare_kernel, dim3(static_cast<unsigned>(n_items), static_cast<unsigned>(a.v_heads)), 256, kPrepareSmem, s, 
       a, items, scratch);
-  launch_dependent("gdn_scan_kernel", gdn_scan_kernel, dim3(kD / 32, static_cast<unsigned>(a.v_heads), static_cast<unsigned>(n_chunk_seqs)), 256, kScanSmem, s, a, items, chunk_seqs, scratch);
+  launch_dependent("deltanet_scan_kernel", deltanet_scan_kernel, dim3(kD / 32, static_cast<unsigned>(a.v_heads), static_cast<unsigned>(n_chunk_seqs)), 256, kScanSmem, s, a, items, chunk_seqs, scratch);
 }
 
 }  // namespace ds::cuda::ops

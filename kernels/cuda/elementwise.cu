@@ -118,22 +118,22 @@ unsigned blocks_for(int64_t n) {
 }  // namespace
 
 void embedding(const void* table, DType table_type, const int32_t* ids, int64_t rows, int64_t hidden, float* out,
-               void* stream) {
+               Stream stream) {
   if (rows * hidden == 0) return;
   if (table_type == DType::bf16)
-    launch_dependent("embedding_kernel", embedding_kernel<true>, blocks_for(rows * hidden), kThreads, 0, as_stream(stream), table, ids, rows, hidden, out);
+    launch_dependent("embedding_kernel", embedding_kernel<true>, blocks_for(rows * hidden), kThreads, 0, stream, table, ids, rows, hidden, out);
   else
-    launch_dependent("embedding_kernel", embedding_kernel<false>, blocks_for(rows * hidden), kThreads, 0, as_stream(stream), table, ids, rows, hidden, out);
+    launch_dependent("embedding_kernel", embedding_kernel<false>, blocks_for(rows * hidden), kThreads, 0, stream, table, ids, rows, hidden, out);
 }
 
-void gather_rows(const float* x, const int32_t* rows, int64_t n, int64_t width, float* out, void* stream) {
+void gather_rows(const float* x, const int32_t* rows, int64_t n, int64_t width, float* out, Stream stream) {
   if (n * width == 0) return;
-  launch_dependent("gather_rows_kernel", gather_rows_kernel, blocks_for(n * width), kThreads, 0, as_stream(stream), x, rows, n, width, out);
+  launch_dependent("gather_rows_kernel", gather_rows_kernel, blocks_for(n * width), kThreads, 0, stream, x, rows, n, width, out);
 }
 
-void swiglu(const float* gate_up, int64_t m, int64_t inter, void* out, DType out_type, void* stream) {
+void swiglu(const float* gate_up, int64_t m, int64_t inter, void* out, DType out_type, Stream stream) {
   if (m * inter == 0) return;
-  auto s = as_stream(stream);
+  const Stream s = stream;
   if (inter % 4 == 0) {
     if (out_type == DType::bf16)
       launch_dependent("swiglu4_kernel", swiglu4_kernel<true>, rows_grid(m, inter / 4), kThreads, 0, s, gate_up, m, inter, out);
@@ -146,32 +146,32 @@ void swiglu(const float* gate_up, int64_t m, int64_t inter, void* out, DType out
   }
 }
 
-void split_query_gate(const float* qg, int64_t rows_heads, int64_t d, float* q, float* gate, void* stream) {
+void split_query_gate(const float* qg, int64_t rows_heads, int64_t d, float* q, float* gate, Stream stream) {
   if (rows_heads * d == 0) return;
-  launch_dependent("split_query_gate_kernel", split_query_gate_kernel, rows_grid(rows_heads, d), kThreads, 0, as_stream(stream), qg, rows_heads, d, q, gate);
+  launch_dependent("split_query_gate_kernel", split_query_gate_kernel, rows_grid(rows_heads, d), kThreads, 0, stream, qg, rows_heads, d, q, gate);
 }
 
-void split_columns(const float* x, int64_t m, int64_t n, const SplitParts& parts, void* stream) {
+void split_columns(const float* x, int64_t m, int64_t n, const SplitParts& parts, Stream stream) {
   if (m * n == 0) return;
-  launch_dependent("split_columns_kernel", split_columns_kernel, rows_grid(m, n), kThreads, 0, as_stream(stream), x, m, n, parts);
+  launch_dependent("split_columns_kernel", split_columns_kernel, rows_grid(m, n), kThreads, 0, stream, x, m, n, parts);
 }
 
-void sigmoid_gate(void* x, DType x_type, const float* gate, int64_t n, void* stream) {
+void sigmoid_gate(void* x, DType x_type, const float* gate, int64_t n, Stream stream) {
   if (n == 0) return;
   if (x_type == DType::bf16)
-    launch_dependent("sigmoid_gate_kernel", sigmoid_gate_kernel<true>, blocks_for(n), kThreads, 0, as_stream(stream), x, gate, n);
+    launch_dependent("sigmoid_gate_kernel", sigmoid_gate_kernel<true>, blocks_for(n), kThreads, 0, stream, x, gate, n);
   else
-    launch_dependent("sigmoid_gate_kernel", sigmoid_gate_kernel<false>, blocks_for(n), kThreads, 0, as_stream(stream), x, gate, n);
+    launch_dependent("sigmoid_gate_kernel", sigmoid_gate_kernel<false>, blocks_for(n), kThreads, 0, stream, x, gate, n);
 }
 
-void to_bf16(const float* x, uint16_t* out, int64_t n, void* stream) {
+void to_bf16(const float* x, uint16_t* out, int64_t n, Stream stream) {
   if (n == 0) return;
-  launch_dependent("to_bf16_kernel", to_bf16_kernel, blocks_for(n), kThreads, 0, as_stream(stream), x, out, n);
+  launch_dependent("to_bf16_kernel", to_bf16_kernel, blocks_for(n), kThreads, 0, stream, x, out, n);
 }
 
-void bf16_to_f32(const uint16_t* x, float* out, int64_t n, void* stream) {
+void bf16_to_f32(const uint16_t* x, float* out, int64_t n, Stream stream) {
   if (n == 0) return;
-  launch_dependent("bf16_to_f32_kernel", bf16_to_f32_kernel, blocks_for(n), kThreads, 0, as_stream(stream), x, out, n);
+  launch_dependent("bf16_to_f32_kernel", bf16_to_f32_kernel, blocks_for(n), kThreads, 0, stream, x, out, n);
 }
 
 }  // namespace ds::cuda::ops

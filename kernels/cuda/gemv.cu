@@ -16,7 +16,7 @@
 // writes) and only then wait (griddepcontrol.wait) for the previous kernel's results, the
 // input row and the residual. That hides the launch and the first DRAM round trip behind the
 // previous kernel's tail, which adds up over the ~130 GEMVs of a decode step (see
-// launch_dependent in backend_common.cuh; DELTASERVE_CUDA_PDL=0 launches it plainly).
+// launch_dependent in backend_common.cuh; an unchained ops::Stream launches it plainly).
 #include "kernels/cuda/backend_common.cuh"
 #include "kernels/cuda/backend_ops.h"
 
@@ -131,21 +131,21 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_swiglu_kernel(const uint16_t
 bool gemv_supported(int64_t M, int64_t K) { return M >= 1 && M <= kGemvMaxRows && K % 8 == 0 && K > 0; }
 
 void gemv_bf16(const uint16_t* w, const uint16_t* x, int64_t M, int64_t N, int64_t K, float* out, bool accumulate,
-               void* stream) {
+               Stream stream) {
   if (M != 1) throw std::invalid_argument("cuda backend: gemv: one row only");
   launch_dependent("gemm (skinny) kernel", gemv_kernel, dim3(grid_for(N, kWarps)), dim3(kWarps * 32), 0,
-                   as_stream(stream), w, x, N, K, out, accumulate);
+                   stream, w, x, N, K, out, accumulate);
 }
 
 void gemv_swiglu_bf16(const uint16_t* w, const uint16_t* x, int64_t inter, int64_t K, void* act, DType act_type,
-                      void* stream) {
+                      Stream stream) {
   if (inter == 0) return;
   const dim3 grid(grid_for(inter, kWarps)), block(kWarps * 32);
   if (act_type == DType::bf16)
-    launch_dependent("gate_up + swiglu (skinny) kernel", gemv_swiglu_kernel<true>, grid, block, 0, as_stream(stream), w,
+    launch_dependent("gate_up + swiglu (skinny) kernel", gemv_swiglu_kernel<true>, grid, block, 0, stream, w,
                      x, inter, K, act);
   else
-    launch_dependent("gate_up + swiglu (skinny) kernel", gemv_swiglu_kernel<false>, grid, block, 0, as_stream(stream),
+    launch_dependent("gate_up + swiglu (skinny) kernel", gemv_swiglu_kernel<false>, grid, block, 0, stream,
                      w, x, inter, K, act);
 }
 

@@ -10,7 +10,7 @@
 #include <cstdint>
 
 #include "kernels/dtype.h"
-#include "kernels/hip/gpu_runtime.h"
+#include "kernels/common/gpu_runtime.h"
 
 namespace ds::cuda::detail {
 

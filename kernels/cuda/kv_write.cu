@@ -5,7 +5,7 @@
 
 #include "kernels/cuda/kv_elements.cuh"
 #include "kernels/cuda/paged_attention.h"
-#include "kernels/hip/gpu_runtime.h"
+#include "kernels/common/gpu_runtime.h"
 
 namespace ds::cuda {
 namespace {

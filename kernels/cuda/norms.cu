@@ -148,10 +148,10 @@ void check_rows(int64_t rows) {
 }  // namespace
 
 void rms_norm(const void* x, DType x_type, const float* w, int64_t rows, int64_t d, float eps, void* out,
-              DType out_type, void* stream) {
+              DType out_type, Stream stream) {
   if (rows == 0) return;
   check_rows(rows);
-  auto s = as_stream(stream);
+  const Stream s = stream;
   const bool ib = x_type == DType::bf16, ob = out_type == DType::bf16;
   if (d <= kWarpRowMax) {
     const dim3 g(grid_for(rows, 8));
@@ -191,24 +191,24 @@ void rms_norm(const void* x, DType x_type, const float* w, int64_t rows, int64_t
 }
 
 void gated_rms_norm(const float* x, const float* z, const float* w, int64_t rows, int64_t d, float eps, void* out,
-                    DType out_type, void* stream) {
+                    DType out_type, Stream stream) {
   if (rows == 0) return;
   check_rows(rows);
   if (d <= kWarpRowMax) {
     const dim3 g(grid_for(rows, 8));
     const int di = static_cast<int>(d);
     if (out_type == DType::bf16)
-      launch_dependent("gated_rms_norm_warp_kernel", gated_rms_norm_warp_kernel<true>, g, 256, 0, as_stream(stream), x, z, w, rows, di, eps, out);
+      launch_dependent("gated_rms_norm_warp_kernel", gated_rms_norm_warp_kernel<true>, g, 256, 0, stream, x, z, w, rows, di, eps, out);
     else
-      launch_dependent("gated_rms_norm_warp_kernel", gated_rms_norm_warp_kernel<false>, g, 256, 0, as_stream(stream), x, z, w, rows, di, eps, out);
+      launch_dependent("gated_rms_norm_warp_kernel", gated_rms_norm_warp_kernel<false>, g, 256, 0, stream, x, z, w, rows, di, eps, out);
     return;
   }
   const dim3 grid(static_cast<unsigned>(rows));
   const int t = threads_for(d);
   if (out_type == DType::bf16)
-    launch_dependent("gated_rms_norm_kernel", gated_rms_norm_kernel<true>, grid, t, 0, as_stream(stream), x, z, w, d, eps, out);
+    launch_dependent("gated_rms_norm_kernel", gated_rms_norm_kernel<true>, grid, t, 0, stream, x, z, w, d, eps, out);
   else
-    launch_dependent("gated_rms_norm_kernel", gated_rms_norm_kernel<false>, grid, t, 0, as_stream(stream), x, z, w, d, eps, out);
+    launch_dependent("gated_rms_norm_kernel", gated_rms_norm_kernel<false>, grid, t, 0, stream, x, z, w, d, eps, out);
 }
 
 }  // namespace ds::cuda::ops

@@ -11,16 +11,18 @@
 //   in every layer. head_dim is 128 or 256.
 //   q [n_seqs, n_q_heads, head_dim] in f32 or bf16 (4-byte aligned); out the same shape in f32
 //   or bf16 (16-byte aligned).
-//   A device block table [rows, stride] of int32 block ids and device seq_lens [rows];
-//   batch entry i reads row seq_rows[i] (or row i when seq_rows is null). BlockTableMirror
-//   (block_table_mirror.h) keeps both on the device, uploading only what changed.
+//   A device block table [n_seqs, stride] of int32 block ids and device seq_lens [n_seqs]
+//   (the CUDA backend uploads both with the step's plan, cuda_plan.h).
 //   Query head h uses KV head h / (n_q_heads / n_kv_heads); any integer ratio works.
 //
 // A step, on the host:
-//   DecodeDevice dev = describe_decode(pools, n_q_heads, opts);      // once per model
-//   DecodePlan plan = plan_decode(dev, pools.n_kv_heads, host_seq_lens, opts.chunk_tokens);
-//   ws.upload(plan, stream);                                          // once per step
+//   DecodeLaunchConfig cfg = choose_decode_launch(pools, n_q_heads, opts);  // once per model
+//   DecodePlan plan = plan_decode(cfg, pools.n_kv_heads, host_seq_lens, opts.chunk_tokens);
+//   ws.upload(plan, stream);                                              // once per step
 //   for each layer: paged_attention_decode(layer_pools, query, ws, opts, stream);
+// choose_decode_launch is the one place where the kernel, its layout and its resources are
+// decided (in the manner of llama.cpp's ggml_cuda_get_best_fattn_kernel), from the device's
+// description, the pools and the options; plan_decode then only splits the batch.
 // The plan splits every sequence into chunks of plan.chunk_tokens tokens (split-K) so that
 // batch 1 at 4K context still fills all multiprocessors; each (chunk, KV head) is one thread
 // block that computes all query heads of the group, so every K/V row is read once. Chunks of
@@ -28,11 +30,13 @@
 // programmatic dependent launch, so its launch overlaps the decode kernel's tail); a sequence
 // that fits in one chunk is written directly. A sequence of length 0 produces zeros.
 //
-// Kernels: `tensor_core` (NVIDIA sm_80+, mma.sync bf16/f16 with fp32 accumulation and
-// cp.async pipelining; quantised K/V are consumed as exact small integers with the block
-// scale applied in fp32, and q and the probabilities are split into two bf16/f16 parts, so
-// results match a float64 reference to ~1e-6) and `portable` (plain CUDA-core code that
-// also compiles with hipcc; slower, used on HIP and as a cross-check).
+// Kernels: `tensor_core` (NVIDIA sm_80+, decode_tc.cuh: mma.sync bf16/f16 with fp32
+// accumulation and cp.async or bulk-copy pipelining; quantised K/V are consumed as exact small
+// integers with the block scale applied in fp32, and q and the probabilities are split into
+// two bf16/f16 parts, so results match a float64 reference to ~1e-6) and `portable` (plain
+// CUDA-core code that also compiles with hipcc; slower, used on HIP and as a cross-check).
+// decode_trace.h runs the tensor-core kernel with per-block phase stamps, for the benchmark
+// and the tests.
 //
 // Errors: bad shapes, types or plans throw std::invalid_argument; CUDA failures throw
 // std::runtime_error. With DecodeOptions::bounds_check (on by default in builds without
@@ -78,14 +82,16 @@ struct DecodeQuery {
   int32_t n_q_heads = 0;
   float scale = 0.0f;  // softmax scale, usually 1/sqrt(head_dim)
 
-  const int32_t* block_table = nullptr;  // device [rows, block_table_stride]
+  const int32_t* block_table = nullptr;  // device [n_seqs, block_table_stride]
   int32_t block_table_stride = 0;
-  const int32_t* seq_lens = nullptr;  // device [rows]
-  const int32_t* seq_rows = nullptr;  // device [n_seqs]; null: batch entry i is row i
+  const int32_t* seq_lens = nullptr;  // device [n_seqs]
 };
 
 enum class DecodeKernel : uint8_t { automatic, tensor_core, portable };
 
+// What a caller may force; the defaults are what production runs. The CUDA backend passes
+// CudaBackendOptions::decode; benchmarks and tests change a field to compare one path with
+// the one it replaced (docs/benchmarks.md).
 struct DecodeOptions {
   int32_t chunk_tokens = 0;  // 0: split-K chosen from occupancy; > 0: fixed tokens per split
   bool bounds_check = kBoundsCheckDefault;
@@ -95,19 +101,28 @@ struct DecodeOptions {
   // before reading). The CUDA backend's forward sets it; standalone timing leaves it off so
   // every call starts from an idle stream.
   bool chained_launch = false;
-  // Diagnostics: a device buffer of 16 uint64 per thread block of the tensor-core kernel
-  // (grid x = DecodeDevice::blocks_per_item, y = work item) that receives its phase timestamps
-  // (decode_common.cuh, kTraceWords); null in production.
-  uint64_t* trace = nullptr;
+  // Launch the merge of split chunks chained behind the decode kernel, so its blocks are
+  // scheduled while the decode kernel drains.
+  bool chained_merge = true;
   // Quantised K and V with 4 KV heads on sm_90: one thread block per chunk reads the chunk's
   // whole token rows (every head) by contiguous bulk copies, instead of one block per head
   // reading its interleaved rows (Q8_0 rows share 128-byte lines with the next head's).
   // Needs 16-token-aligned chunks (chunk_tokens 0 or a multiple of 16) and block_size % 16 == 0.
-  bool token_row_tiles = true;
+  bool token_rows = true;
+  // Quantised K/V tiles with 16-byte-multiple rows by bulk tensor copies on sm_90 (else
+  // cp.async).
+  bool bulk_copies = true;
+  // Resident tensor-core blocks per SM at most (1-3): fewer blocks get deeper pipelines.
+  int32_t max_blocks_per_sm = 3;
+  // L2 promotion of the token-row tiles' bulk copies, in bytes (0, 64, 128 or 256): a box
+  // covers whole lines of the pool, and fetching each line whole on its first sector made
+  // Q8_0 faster at 32K+ (docs/benchmarks.md, "Token-row tiles").
+  int32_t token_rows_l2_promotion = 128;
 };
 
-// What the planner needs to know about the kernel and the device (from describe_decode).
-struct DecodeDevice {
+// How decode launches for one model's pools on this device (from choose_decode_launch): the
+// kernel, its resources, and what the planner needs to split a batch over the device.
+struct DecodeLaunchConfig {
   DecodeKernel kernel = DecodeKernel::portable;
   int32_t sm_count = 1;
   int32_t ctas_per_sm = 1;        // resident thread blocks per multiprocessor
@@ -117,27 +132,33 @@ struct DecodeDevice {
   int64_t kv_bytes_per_token = 0; // K + V bytes of one token of one KV head
   int32_t stages = 0;             // pipeline depth (tensor-core kernel)
   int64_t smem_bytes = 0;         // dynamic shared memory per thread block
-  bool bulk_copies = false;       // the device has bulk tensor copies (sm_90+, tensor-core kernel)
+  bool bulk_copies = false;       // bulk tensor copies where the pools allow (sm_90+, tensor-core kernel)
   // KV heads one thread block covers: 1, or all of them when it reads whole token rows
-  // (quantised K and V at head_dim 256, 4 KV heads, sm_90: DecodeOptions::token_row_tiles).
-  // describe_decode leaves 1 and fills `rows` where token-row tiles are possible; plan_decode
-  // chooses per batch and, choosing them, copies `rows` into these fields of its plan's device.
+  // (quantised K and V at head_dim 256, 4 KV heads, sm_90: DecodeOptions::token_rows).
+  // choose_decode_launch leaves 1 and fills `rows` where token-row tiles are possible;
+  // plan_decode chooses per batch and, choosing them, copies `rows` into these fields of its
+  // plan's launch configuration.
   int32_t kv_heads_per_cta = 1;
   struct TokenRows {
     int32_t kv_heads = 0;  // 0: not available
     int32_t stages = 0;
     int64_t smem_bytes = 0;
     int32_t ctas_per_sm = 0;
-  } rows;
+    int32_t l2_promotion = 0;  // bytes (DecodeOptions::token_rows_l2_promotion)
+  } token_rows;
   // Thread blocks per work item (grid x).
   int32_t blocks_per_item(int32_t n_kv_heads) const {
     return (n_kv_heads + kv_heads_per_cta - 1) / kv_heads_per_cta * head_chunks;
   }
 };
 
-// Queries the current device and the kernel's occupancy for these pools (pointers may still
-// be null). Throws std::invalid_argument for unsupported shapes or types.
-DecodeDevice describe_decode(const KvPoolView& pools, int32_t n_q_heads, const DecodeOptions& opts);
+// Describes the current device (multiprocessors, shared memory, compute capability) and the
+// kernels' resources and occupancy for these pools (pointers may still be null), and chooses
+// the kernel and its layouts: the tensor-core kernel where it is compiled and fits (sm_80+,
+// head_dim 128 or 256), else the portable one; bulk tensor copies and token-row tiles where
+// the device (sm_90), the pools and `opts` allow them. Throws std::invalid_argument for
+// unsupported shapes or types, or a kernel `opts` forces that cannot run.
+DecodeLaunchConfig choose_decode_launch(const KvPoolView& pools, int32_t n_q_heads, const DecodeOptions& opts);
 
 // One thread-block row of the grid: a chunk of one sequence.
 struct DecodeWorkItem {
@@ -153,7 +174,7 @@ struct DecodePlan {
   int32_t n_seqs = 0;
   int32_t chunk_tokens = 0;
   int32_t n_kv_heads = 0;
-  DecodeDevice device;
+  DecodeLaunchConfig launch;  // the layout this batch runs (plan_decode's choice of `rows`)
   std::vector<DecodeWorkItem> items;     // one per (sequence, chunk), longest first
   std::vector<int32_t> seq_item_begin;   // [n_seqs + 1]: partial slots of entry i
   bool needs_merge = false;              // some sequence has more than one chunk
@@ -163,11 +184,11 @@ struct DecodePlan {
 // Splits the batch (host copy of the sequence lengths, in batch order) into work items.
 // chunk_tokens > 0 forces that split length; 0 picks the length that best balances
 // (sequence chunks x KV heads) thread blocks over ctas_per_sm x sm_count slots, with no empty
-// chunks. Where dev.rows offers token-row tiles, it also picks the layout: token rows when
+// chunks. Where cfg.token_rows offers token-row tiles, it also picks the layout: token rows when
 // their chunk is long (>= 1000 tokens, or forced), a block per head otherwise; the plan's
-// device holds the chosen layout's blocks, stages and shared memory. Pure host code: the
-// result only depends on the arguments.
-DecodePlan plan_decode(const DecodeDevice& dev, int32_t n_kv_heads, std::span<const int32_t> seq_lens,
+// launch configuration holds the chosen layout's blocks, stages and shared memory. Pure host
+// code: the result only depends on the arguments.
+DecodePlan plan_decode(const DecodeLaunchConfig& cfg, int32_t n_kv_heads, std::span<const int32_t> seq_lens,
                        int32_t chunk_tokens = 0);
 
 // The first refused block id, as reported by the kernels' bounds guard.

@@ -63,13 +63,13 @@ bool qk_norm_rope_supported(int64_t d) { return d > 0 && d % 32 == 0 && d <= kMa
 
 void qk_norm_rope(const float* qg, float* q, float* gate, float* k, const float* q_norm, const float* k_norm,
                   const int32_t* positions, int64_t rows, int64_t nq, int64_t nkv, int64_t d, float eps,
-                  int64_t rotary, const float* inv_freq, void* stream) {
+                  int64_t rotary, const float* inv_freq, Stream stream) {
   if (!qk_norm_rope_supported(d)) throw std::invalid_argument("cuda backend: qk_norm_rope: unsupported head dim");
   if (rotary < 0 || rotary > d || rotary % 2 != 0) throw std::invalid_argument("cuda backend: qk_norm_rope: bad rotary dim");
   const int64_t blocks = rows * (nq + nkv);
   if (blocks == 0) return;
   launch_dependent("qk_norm_rope kernel", qk_norm_rope_kernel, dim3(grid_for(blocks, 1)), dim3(static_cast<unsigned>(d)),
-                   0, as_stream(stream), qg, q, gate, k, q_norm, k_norm, positions, nq, nkv, static_cast<int>(d), eps,
+                   0, stream, qg, q, gate, k, q_norm, k_norm, positions, nq, nkv, static_cast<int>(d), eps,
                    static_cast<int>(rotary / 2), inv_freq);
 }
 

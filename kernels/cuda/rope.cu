@@ -28,11 +28,11 @@ __global__ void rope_kernel(float* x, const int32_t* positions, int64_t rows, in
 }  // namespace
 
 void rope(float* x, const int32_t* positions, int64_t rows, int64_t heads, int64_t d, int64_t rotary,
-          const float* inv_freq, void* stream) {
+          const float* inv_freq, Stream stream) {
   const int64_t half = rotary / 2, n = rows * heads * half;
   if (n == 0) return;
   const int64_t g = (n + 255) / 256;
-  launch_dependent("rope_kernel", rope_kernel, static_cast<unsigned>(g > 65536 ? 65536 : g), 256, 0, as_stream(stream), x, positions, rows, heads, d,
+  launch_dependent("rope_kernel", rope_kernel, static_cast<unsigned>(g > 65536 ? 65536 : g), 256, 0, stream, x, positions, rows, heads, d,
                                                                                             half, inv_freq);
 }
 

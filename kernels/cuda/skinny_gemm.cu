@@ -131,12 +131,12 @@ __global__ void __launch_bounds__(kWarps * 32, 3) skinny_gemm_kernel(const uint1
 bool skinny_gemm_supported(int64_t M, int64_t K) { return M >= 2 && M <= kSkinnyMaxRows && K > 0 && K % kChunk == 0; }
 
 void skinny_gemm_bf16(const uint16_t* w, const uint16_t* x, int64_t M, int64_t N, int64_t K, float* out,
-                      bool accumulate, void* stream) {
+                      bool accumulate, Stream stream) {
   if (!skinny_gemm_supported(M, K)) throw std::invalid_argument("cuda backend: skinny gemm: unsupported shape");
   // One column tile (up to 8 rows). Two tiles (9-16 rows) measured slower than cuBLAS on the
   // 9B decode step (their registers spill at three blocks per SM), so those stay on cuBLAS.
   const dim3 grid(grid_for(N, 16)), block(kWarps * 32);
-  launch_dependent("gemm (skinny, tensor core) kernel", skinny_gemm_kernel<1>, grid, block, 0, as_stream(stream), w, x,
+  launch_dependent("gemm (skinny, tensor core) kernel", skinny_gemm_kernel<1>, grid, block, 0, stream, w, x,
                    static_cast<int>(M), N, K, out, accumulate);
 }
 

@@ -17,10 +17,10 @@ namespace ds::cuda::detail {
 // Writes the 128-byte map for `pool` into `map` (64-byte aligned). False when the shape does
 // not fit a tensor map (row bytes not a multiple of 16 or over 1 KB, more than 2^31 rows, an
 // unaligned pool) or the driver has no tensor-map support.
-// l2_promotion: 0 (none), 64, 128 or 256 bytes. None for the per-head maps: on the H200, 128-
-// and 256-byte promotion made Q8_0 reads (272-byte rows at a 1088-byte stride) 4-16% slower at
-// long context and did nothing for Q4_0. 128 for the token-row maps, whose boxes cover whole
-// lines: Q8_0 4-5% faster at 32K+.
+// l2_promotion: 0 (none), 64, 128 or 256 bytes. None for the per-head maps: on the H200,
+// promotion made Q8_0 reads (272-byte rows at a 1088-byte stride) slower at long context and
+// did nothing for Q4_0. The token-row maps take DecodeOptions::token_rows_l2_promotion (128),
+// whose boxes cover whole lines (docs/benchmarks.md, "L2 promotion of token-row boxes").
 bool encode_pool_map(void* map, const void* pool, int64_t rows, int32_t n_kv_heads, int64_t row_bytes,
                      bool all_heads = false, int l2_promotion = 0);
 // The same through a small cache keyed on the arguments (pools live as long as the engine, and

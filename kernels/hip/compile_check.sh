@@ -14,7 +14,7 @@ sources=$(sed -n '/foreach(src IN ITEMS/,/)/p' kernels/hip/CMakeLists.txt |
 [ -n "${sources// /}" ] || { echo "compile_check: no source list in kernels/hip/CMakeLists.txt" >&2; exit 1; }
 n=0
 for name in $sources; do
-  hipcc --offload-arch="$arch" -std=c++20 -O2 -I. -x hip -c "kernels/cuda/$name.cu" -o "$out/$name.o"
+  hipcc --offload-arch="$arch" -std=c++20 -O2 -I. -x hip -c "kernels/cuda/$name" -o "$out/$name.o"
   n=$((n + 1))
 done
 echo "hipcc ($arch): $n sources of kernels/cuda compiled ($sources)"

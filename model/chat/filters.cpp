@@ -132,79 +132,12 @@ Value f_last(Interpreter& in, const Value& v, CallArgs&) {
   return items.empty() ? Value::undefined("No last item, sequence was empty.") : items.back();
 }
 
-// Python float(str) for the forms templates meet: decimal, exponent, inf/nan, surrounding
-// white space, underscores between digits.
-std::optional<double> parse_float(const std::string& raw) {
-  std::string s = py_strip(raw, std::nullopt, StripSide::kBoth);
-  std::string t;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '_' && i > 0 && i + 1 < s.size() && std::isdigit(static_cast<unsigned char>(s[i - 1])) &&
-        std::isdigit(static_cast<unsigned char>(s[i + 1])))
-      continue;
-    t += s[i];
-  }
-  if (t.empty()) return std::nullopt;
-  std::string lower = py_lower(t);
-  std::string_view body = lower;
-  double sign = 1.0;
-  if (!body.empty() && (body[0] == '+' || body[0] == '-')) {
-    sign = body[0] == '-' ? -1.0 : 1.0;
-    body.remove_prefix(1);
-  }
-  if (body == "inf" || body == "infinity") return sign * INFINITY;
-  if (body == "nan") return NAN;
-  for (const char c : body)
-    if (!(std::isdigit(static_cast<unsigned char>(c)) || c == '.' || c == 'e' || c == '+' || c == '-'))
-      return std::nullopt;
-  char* end = nullptr;
-  const double d = std::strtod(t.c_str(), &end);
-  if (end != t.c_str() + t.size()) return std::nullopt;
-  return d;
-}
-
-std::optional<int64_t> parse_int(const std::string& raw, int base) {
-  std::string s = py_strip(raw, std::nullopt, StripSide::kBoth);
-  std::string t;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '_' && i > 0 && i + 1 < s.size()) continue;
-    t += s[i];
-  }
-  if (t.empty()) return std::nullopt;
-  std::size_t i = 0;
-  bool neg = false;
-  if (t[0] == '+' || t[0] == '-') {
-    neg = t[0] == '-';
-    ++i;
-  }
-  if (i >= t.size()) return std::nullopt;
-  // Python accepts the prefix of the base (and base 0 picks the base from the prefix).
-  if (i + 1 < t.size() && t[i] == '0') {
-    const char p = static_cast<char>(std::tolower(static_cast<unsigned char>(t[i + 1])));
-    const int prefixed = p == 'x' ? 16 : (p == 'o' ? 8 : (p == 'b' ? 2 : 0));
-    if (prefixed && (base == prefixed || base == 0)) {
-      base = prefixed;
-      i += 2;
-    }
-  }
-  if (base == 0) base = 10;
-  if (i >= t.size()) return std::nullopt;
-  int64_t value = 0;
-  for (; i < t.size(); ++i) {
-    const char c = static_cast<char>(std::tolower(static_cast<unsigned char>(t[i])));
-    int d = c >= '0' && c <= '9' ? c - '0' : (c >= 'a' && c <= 'z' ? c - 'a' + 10 : 99);
-    if (d >= base) return std::nullopt;
-    if (__builtin_mul_overflow(value, base, &value) || __builtin_add_overflow(value, d, &value))
-      return std::nullopt;
-  }
-  return neg ? -value : value;
-}
-
 Value f_float(Interpreter&, const Value& v, CallArgs& a) {
   const Value* dflt = get(a, 0, "default");
   const Value fallback = dflt ? *dflt : Value(0.0);
   if (v.is_number()) return Value(v.as_float());
   if (v.is_string()) {
-    const auto d = parse_float(v.str());
+    const auto d = py_parse_float(v.str());
     return d ? Value(*d) : fallback;
   }
   return fallback;
@@ -222,8 +155,8 @@ Value f_int(Interpreter&, const Value& v, CallArgs& a) {
   }
   if (v.is_string()) {
     if (base == 0 || (base >= 2 && base <= 36))
-      if (const auto i = parse_int(v.str(), static_cast<int>(base))) return Value(*i);
-    const auto d = parse_float(v.str());
+      if (const auto i = py_parse_int(v.str(), static_cast<int>(base))) return Value(*i);
+    const auto d = py_parse_float(v.str());
     if (d && std::isfinite(*d) && std::fabs(*d) < 9.2e18) return Value(static_cast<int64_t>(*d));
   }
   return fallback;

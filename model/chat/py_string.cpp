@@ -2,6 +2,10 @@
 
 #include <utf8proc.h>
 
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+
 #include "model/chat/lexer.h"
 #include "model/tokenizer/utf8.h"
 
@@ -281,6 +285,73 @@ bool py_islower(std::string_view s) {
     if (utf8proc_islower(static_cast<utf8proc_int32_t>(cp))) cased = true;
   }
   return cased;
+}
+
+// Python float(str) for the forms templates meet: decimal, exponent, inf/nan, surrounding
+// white space, underscores between digits.
+std::optional<double> py_parse_float(const std::string& raw) {
+  std::string s = py_strip(raw, std::nullopt, StripSide::kBoth);
+  std::string t;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '_' && i > 0 && i + 1 < s.size() && std::isdigit(static_cast<unsigned char>(s[i - 1])) &&
+        std::isdigit(static_cast<unsigned char>(s[i + 1])))
+      continue;
+    t += s[i];
+  }
+  if (t.empty()) return std::nullopt;
+  std::string lower = py_lower(t);
+  std::string_view body = lower;
+  double sign = 1.0;
+  if (!body.empty() && (body[0] == '+' || body[0] == '-')) {
+    sign = body[0] == '-' ? -1.0 : 1.0;
+    body.remove_prefix(1);
+  }
+  if (body == "inf" || body == "infinity") return sign * INFINITY;
+  if (body == "nan") return NAN;
+  for (const char c : body)
+    if (!(std::isdigit(static_cast<unsigned char>(c)) || c == '.' || c == 'e' || c == '+' || c == '-'))
+      return std::nullopt;
+  char* end = nullptr;
+  const double d = std::strtod(t.c_str(), &end);
+  if (end != t.c_str() + t.size()) return std::nullopt;
+  return d;
+}
+
+std::optional<int64_t> py_parse_int(const std::string& raw, int base) {
+  std::string s = py_strip(raw, std::nullopt, StripSide::kBoth);
+  std::string t;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '_' && i > 0 && i + 1 < s.size()) continue;
+    t += s[i];
+  }
+  if (t.empty()) return std::nullopt;
+  std::size_t i = 0;
+  bool neg = false;
+  if (t[0] == '+' || t[0] == '-') {
+    neg = t[0] == '-';
+    ++i;
+  }
+  if (i >= t.size()) return std::nullopt;
+  // Python accepts the prefix of the base (and base 0 picks the base from the prefix).
+  if (i + 1 < t.size() && t[i] == '0') {
+    const char p = static_cast<char>(std::tolower(static_cast<unsigned char>(t[i + 1])));
+    const int prefixed = p == 'x' ? 16 : (p == 'o' ? 8 : (p == 'b' ? 2 : 0));
+    if (prefixed && (base == prefixed || base == 0)) {
+      base = prefixed;
+      i += 2;
+    }
+  }
+  if (base == 0) base = 10;
+  if (i >= t.size()) return std::nullopt;
+  int64_t value = 0;
+  for (; i < t.size(); ++i) {
+    const char c = static_cast<char>(std::tolower(static_cast<unsigned char>(t[i])));
+    int d = c >= '0' && c <= '9' ? c - '0' : (c >= 'a' && c <= 'z' ? c - 'a' + 10 : 99);
+    if (d >= base) return std::nullopt;
+    if (__builtin_mul_overflow(value, base, &value) || __builtin_add_overflow(value, d, &value))
+      return std::nullopt;
+  }
+  return neg ? -value : value;
 }
 
 }  // namespace ds::chat

@@ -3,6 +3,7 @@
 // replace, find and count, and the character classes of str.isdigit() and friends.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -38,5 +39,12 @@ bool py_isalnum(std::string_view s);
 bool py_isspace(std::string_view s);
 bool py_isupper(std::string_view s);
 bool py_islower(std::string_view s);
+
+// Python float(str) for the forms templates meet (decimal, exponent, inf/nan, surrounding
+// white space, underscores between digits); nullopt where Python raises.
+std::optional<double> py_parse_float(const std::string& raw);
+// Python int(str, base) (base 0: from the prefix), for values that fit 64 bits; nullopt where
+// Python raises or the value does not fit.
+std::optional<int64_t> py_parse_int(const std::string& raw, int base);
 
 }  // namespace ds::chat

@@ -84,7 +84,7 @@ int64_t ModelConfig::num_full_layers() const {
   return n;
 }
 
-int64_t ModelConfig::num_linear_layers() const {
+int64_t ModelConfig::num_deltanet_layers() const {
   return static_cast<int64_t>(layer_kinds.size()) - num_full_layers();
 }
 
@@ -95,12 +95,12 @@ kvcache::CacheGeometry ModelConfig::cache_geometry(DType kv_dtype) const {
   g.head_dim = head_dim;
   g.k_dtype = kv_dtype;
   g.v_dtype = kv_dtype;
-  g.state.n_layers = num_linear_layers();
+  g.state.n_layers = num_deltanet_layers();
   g.state.conv_dim = conv_dim();
   g.state.conv_taps = conv_kernel - 1;
-  g.state.value_heads = linear_v_heads;
-  g.state.key_dim = linear_k_dim;
-  g.state.value_dim = linear_v_dim;
+  g.state.value_heads = deltanet_v_heads;
+  g.state.key_dim = deltanet_k_dim;
+  g.state.value_dim = deltanet_v_dim;
   g.state.dtype = DType::f32;
   return g;
 }
@@ -145,14 +145,14 @@ ModelConfig ModelConfig::parse(std::string_view config_json, std::string_view ge
   if (c.num_heads % c.num_kv_heads != 0)
     r.fail("num_attention_heads " + std::to_string(c.num_heads) + " is not a multiple of num_key_value_heads " +
            std::to_string(c.num_kv_heads));
-  c.linear_k_heads = r.positive("linear_num_key_heads");
-  c.linear_v_heads = r.positive("linear_num_value_heads");
-  c.linear_k_dim = r.positive("linear_key_head_dim");
-  c.linear_v_dim = r.positive("linear_value_head_dim");
+  c.deltanet_k_heads = r.positive("linear_num_key_heads");
+  c.deltanet_v_heads = r.positive("linear_num_value_heads");
+  c.deltanet_k_dim = r.positive("linear_key_head_dim");
+  c.deltanet_v_dim = r.positive("linear_value_head_dim");
   c.conv_kernel = r.positive("linear_conv_kernel_dim");
-  if (c.linear_v_heads % c.linear_k_heads != 0)
-    r.fail("linear_num_value_heads " + std::to_string(c.linear_v_heads) +
-           " is not a multiple of linear_num_key_heads " + std::to_string(c.linear_k_heads));
+  if (c.deltanet_v_heads % c.deltanet_k_heads != 0)
+    r.fail("linear_num_value_heads " + std::to_string(c.deltanet_v_heads) +
+           " is not a multiple of linear_num_key_heads " + std::to_string(c.deltanet_k_heads));
 
   // RoPE: rope_parameters (transformers 5) or the older top-level keys.
   const json* rope = r.find("rope_parameters");
@@ -180,19 +180,19 @@ ModelConfig ModelConfig::parse(std::string_view config_json, std::string_view ge
     if (!types->is_array() || static_cast<int64_t>(types->size()) != c.num_layers)
       r.fail("\"layer_types\" must list " + std::to_string(c.num_layers) + " layers");
     for (const auto& t : *types) {
-      if (t == "linear_attention") c.layer_kinds.push_back(LayerKind::linear_attention);
+      if (t == "linear_attention") c.layer_kinds.push_back(LayerKind::deltanet);
       else if (t == "full_attention") c.layer_kinds.push_back(LayerKind::full_attention);
       else r.fail("unknown layer type " + t.dump() + " in \"layer_types\"");
     }
   } else if (r.find("full_attention_interval")) {
     const int64_t every = r.positive("full_attention_interval");
     for (int64_t i = 0; i < c.num_layers; ++i)
-      c.layer_kinds.push_back((i + 1) % every == 0 ? LayerKind::full_attention : LayerKind::linear_attention);
+      c.layer_kinds.push_back((i + 1) % every == 0 ? LayerKind::full_attention : LayerKind::deltanet);
   } else {
     r.fail("neither \"layer_types\" nor \"full_attention_interval\" is given");
   }
-  int64_t full = 0, linear = 0;
-  for (auto k : c.layer_kinds) c.kind_index.push_back(k == LayerKind::full_attention ? full++ : linear++);
+  int64_t full = 0, deltanet = 0;
+  for (auto k : c.layer_kinds) c.kind_index.push_back(k == LayerKind::full_attention ? full++ : deltanet++);
 
   c.tie_word_embeddings = r.flag("tie_word_embeddings", false);
 

@@ -21,7 +21,7 @@
 
 namespace ds::qwen35 {
 
-enum class LayerKind : uint8_t { linear_attention, full_attention };
+enum class LayerKind : uint8_t { deltanet, full_attention };  // HF layer_types: "linear_attention", "full_attention"
 
 struct ModelConfig {
   bool multimodal_layout = false;  // config had "text_config"
@@ -40,10 +40,10 @@ struct ModelConfig {
   double rope_theta = 0;
 
   // Gated DeltaNet.
-  int64_t linear_k_heads = 0;  // Hk
-  int64_t linear_v_heads = 0;  // Hv
-  int64_t linear_k_dim = 0;    // dk
-  int64_t linear_v_dim = 0;    // dv
+  int64_t deltanet_k_heads = 0;  // Hk
+  int64_t deltanet_v_heads = 0;  // Hv
+  int64_t deltanet_k_dim = 0;    // dk
+  int64_t deltanet_v_dim = 0;    // dv
   int64_t conv_kernel = 0;     // Kc
 
   bool tie_word_embeddings = false;
@@ -55,10 +55,10 @@ struct ModelConfig {
   std::vector<int64_t> kind_index;  // [L]
 
   int64_t num_full_layers() const;
-  int64_t num_linear_layers() const;
-  int64_t linear_key_dim() const { return linear_k_heads * linear_k_dim; }    // Hk*dk
-  int64_t linear_value_dim() const { return linear_v_heads * linear_v_dim; }  // Hv*dv
-  int64_t conv_dim() const { return 2 * linear_key_dim() + linear_value_dim(); }
+  int64_t num_deltanet_layers() const;
+  int64_t deltanet_key_dim() const { return deltanet_k_heads * deltanet_k_dim; }    // Hk*dk
+  int64_t deltanet_value_dim() const { return deltanet_v_heads * deltanet_v_dim; }  // Hv*dv
+  int64_t conv_dim() const { return 2 * deltanet_key_dim() + deltanet_value_dim(); }
 
   // K/V and state geometry for the kvcache pools, with K/V stored as kv_dtype.
   kvcache::CacheGeometry cache_geometry(DType kv_dtype = DType::f32) const;

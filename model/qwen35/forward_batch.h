@@ -21,6 +21,8 @@
 
 namespace ds::qwen35 {
 
+// A sequence's chunk of a step, as the model runs it (the scheduler plans it; the backend
+// sees kernels::SequenceChunk).
 struct SequenceChunk {
   std::span<const int32_t> tokens;                 // new token ids, >= 1 (caller's memory)
   int64_t n_cached = 0;                            // tokens already cached = first new position

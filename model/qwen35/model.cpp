@@ -121,23 +121,23 @@ kvcache::StatePool::ZeroFn Model::state_zero_fn() {
   return [this](kvcache::SlotId slot) { zero_state_slot(slot); };
 }
 
-Tensor Model::conv_state(kvcache::SlotId slot, int64_t linear_layer) const {
+Tensor Model::conv_state(kvcache::SlotId slot, int64_t deltanet_layer) const {
   const auto& s = cache_geometry().state;
-  if (slot < 0 || slot >= num_slots_ || linear_layer < 0 || linear_layer >= s.n_layers)
+  if (slot < 0 || slot >= num_slots_ || deltanet_layer < 0 || deltanet_layer >= s.n_layers)
     throw std::out_of_range("conv_state: slot or layer outside the state");
   return conv_state_.rows(slot, 1)
       .reshape(Shape{s.n_layers, s.conv_dim, s.conv_taps})
-      .rows(linear_layer, 1)
+      .rows(deltanet_layer, 1)
       .reshape(Shape{s.conv_dim, s.conv_taps});
 }
 
-Tensor Model::recurrent_state(kvcache::SlotId slot, int64_t linear_layer) const {
+Tensor Model::recurrent_state(kvcache::SlotId slot, int64_t deltanet_layer) const {
   const auto& s = cache_geometry().state;
-  if (slot < 0 || slot >= num_slots_ || linear_layer < 0 || linear_layer >= s.n_layers)
+  if (slot < 0 || slot >= num_slots_ || deltanet_layer < 0 || deltanet_layer >= s.n_layers)
     throw std::out_of_range("recurrent_state: slot or layer outside the state");
   return recurrent_state_.rows(slot, 1)
       .reshape(Shape{s.n_layers, s.value_heads, s.key_dim, s.value_dim})
-      .rows(linear_layer, 1)
+      .rows(deltanet_layer, 1)
       .reshape(Shape{s.value_heads, s.key_dim, s.value_dim});
 }
 
@@ -159,14 +159,14 @@ Model::Workspace& Model::workspace(int64_t rows, int64_t logit_rows) {
     w.attn = be.alloc(act, Shape{n, c.num_heads, c.head_dim});
     w.mixed = be.alloc(f32, Shape{n, c.conv_dim()});
     w.conv = be.alloc(f32, Shape{n, c.conv_dim()});
-    w.z = be.alloc(f32, Shape{n, c.linear_v_heads, c.linear_v_dim});
-    w.a = be.alloc(f32, Shape{n, c.linear_v_heads});
-    w.b = be.alloc(f32, Shape{n, c.linear_v_heads});
-    w.core = be.alloc(f32, Shape{n, c.linear_v_heads, c.linear_v_dim});
-    w.y = be.alloc(act, Shape{n, c.linear_v_heads, c.linear_v_dim});
+    w.z = be.alloc(f32, Shape{n, c.deltanet_v_heads, c.deltanet_v_dim});
+    w.a = be.alloc(f32, Shape{n, c.deltanet_v_heads});
+    w.b = be.alloc(f32, Shape{n, c.deltanet_v_heads});
+    w.core = be.alloc(f32, Shape{n, c.deltanet_v_heads, c.deltanet_v_dim});
+    w.y = be.alloc(act, Shape{n, c.deltanet_v_heads, c.deltanet_v_dim});
     // The stacked projections' fused output and the MLP's gate_up share one buffer: they
     // are never live at once.
-    const int64_t proj_cols = std::max({2 * c.intermediate_size, c.conv_dim() + c.linear_v_heads * (c.linear_v_dim + 2),
+    const int64_t proj_cols = std::max({2 * c.intermediate_size, c.conv_dim() + c.deltanet_v_heads * (c.deltanet_v_dim + 2),
                                         2 * (c.num_heads + c.num_kv_heads) * c.head_dim});
     w.proj = be.alloc(f32, Shape{n * proj_cols});
     w.act = be.alloc(act, Shape{n, c.intermediate_size});
@@ -186,7 +186,7 @@ const Logits& Model::forward(const ForwardBatch& batch) {
     throw std::logic_error("Model::forward: allocate_cache() has not been called");
   // Flatten the batch into the backend's plan (which validates every index).
   std::vector<int32_t> tokens;
-  std::vector<kernels::SeqSpan> spans;
+  std::vector<kernels::SequenceChunk> spans;
   std::vector<int64_t> logit_rows;
   tokens.reserve(static_cast<size_t>(batch.num_tokens()));
   for (size_t i = 0; i < batch.seqs.size(); ++i) {
@@ -204,7 +204,7 @@ const Logits& Model::forward(const ForwardBatch& batch) {
     const int64_t first = static_cast<int64_t>(tokens.size());
     for (int64_t r = first + n - s.logit_rows; r < first + n; ++r) logit_rows.push_back(r);
     tokens.insert(tokens.end(), s.tokens.begin(), s.tokens.end());
-    spans.push_back(kernels::SeqSpan{n, s.n_cached, s.state_slot,
+    spans.push_back(kernels::SequenceChunk{n, s.n_cached, s.state_slot,
                                      std::span<const int32_t>(s.block_table->block_ids())});
   }
   kernels::BatchDesc desc;
@@ -298,7 +298,7 @@ void Model::run_deltanet(int64_t layer, const kernels::BatchPlan& plan, Workspac
   Tensor z = ws.z.rows(0, T), a = ws.a.rows(0, T), b = ws.b.rows(0, T);
   Tensor core = ws.core.rows(0, T), y = ws.y.rows(0, T);
   Tensor h = ws.h.rows(0, T);
-  const Shape flat{T, c.linear_value_dim()};
+  const Shape flat{T, c.deltanet_value_dim()};
 
   Tensor outputs[] = {mixed, z.reshape(flat), b, a};
   project(x, w.in_proj, outputs, ws);
@@ -307,7 +307,7 @@ void Model::run_deltanet(int64_t layer, const kernels::BatchPlan& plan, Workspac
   b = outputs[2];
   a = outputs[3];
   be.causal_conv1d(mixed, w.conv1d, conv_state_, state_layer, plan, conv);
-  const DeltaNetDims dims{c.linear_k_heads, c.linear_v_heads, c.linear_k_dim, c.linear_v_dim};
+  const DeltaNetDims dims{c.deltanet_k_heads, c.deltanet_v_heads, c.deltanet_k_dim, c.deltanet_v_dim};
   be.gated_delta_rule(conv, a, b, w.a_log, w.dt_bias, recurrent_state_, state_layer, plan, dims, core);
   be.gated_rms_norm(core, z, w.norm, static_cast<float>(c.rms_norm_eps), y);
   be.gemm(y.reshape(flat), w.out_proj, h, true);

@@ -3,7 +3,7 @@
 // Usage by the engine:
 //   auto backend = ds::kernels::cpu::make_cpu_backend();
 //   auto model = ds::qwen35::Model::load(*backend, "path/to/checkpoint");
-//   auto sizes = kvcache::size_pools(model->cache_geometry(), budget, 16, max_seqs);
+//   auto sizes = kvcache::size_pools(model->cache_geometry(), {.block_size = 16, .max_num_seqs = n, .budget_bytes = b});
 //   model->allocate_cache(sizes);                    // the model owns the K/V and state memory
 //   kvcache::BlockPool blocks(sizes.num_blocks, sizes.block_size);   // the engine owns the
 //   kvcache::StatePool slots(sizes.num_slots, model->cache_geometry().state,   // bookkeeping
@@ -100,8 +100,8 @@ class Model {
 
   // Backend views of a slot's DeltaNet state in one DeltaNet layer (tests, debugging):
   // conv [conv_dim, Kc-1] and recurrent [Hv, dk, dv].
-  kernels::Tensor conv_state(kvcache::SlotId slot, int64_t linear_layer) const;
-  kernels::Tensor recurrent_state(kvcache::SlotId slot, int64_t linear_layer) const;
+  kernels::Tensor conv_state(kvcache::SlotId slot, int64_t deltanet_layer) const;
+  kernels::Tensor recurrent_state(kvcache::SlotId slot, int64_t deltanet_layer) const;
 
  private:
   struct Workspace;

@@ -125,7 +125,7 @@ ModelWeights load_weights(kernels::Backend& backend, const Checkpoint& ckpt, con
 
   const int64_t H = c.hidden_size, V = c.vocab_size, I = c.intermediate_size;
   const int64_t Nq = c.num_heads, Nkv = c.num_kv_heads, D = c.head_dim;
-  const int64_t Hv = c.linear_v_heads, dv = c.linear_v_dim;
+  const int64_t Hv = c.deltanet_v_heads, dv = c.deltanet_v_dim;
 
   ModelWeights w;
   w.embed = ld.load(prefix + "embed_tokens.weight", {V, H});

@@ -39,7 +39,7 @@ struct DeltaNetWeights {
 };
 
 struct LayerWeights {
-  LayerKind kind = LayerKind::linear_attention;
+  LayerKind kind = LayerKind::deltanet;
   kernels::Tensor input_norm;  // [H], 1 + w
   kernels::Tensor post_norm;   // [H], 1 + w
   AttentionWeights attn;       // full-attention layers only

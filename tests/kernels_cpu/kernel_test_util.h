@@ -62,7 +62,7 @@ inline std::unique_ptr<kernels::BatchPlan> plan_of(kernels::Backend& be, const s
                                                    int32_t block_size, int32_t num_blocks, int32_t num_slots,
                                                    std::vector<int32_t> tokens = {},
                                                    std::vector<int64_t> logit_rows = {}) {
-  std::vector<kernels::SeqSpan> spans;
+  std::vector<kernels::SequenceChunk> spans;
   int64_t rows = 0;
   for (const auto& s : seqs) {
     spans.push_back({s.n_tokens, s.n_cached, s.slot, s.blocks});

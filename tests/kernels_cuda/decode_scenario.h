@@ -17,6 +17,7 @@
 
 #include "kernels/common/quant.h"
 #include "kernels/cpu/paged_attention_ref.h"
+#include "kernels/cuda/decode_trace.h"
 #include "kernels/cuda/paged_attention.h"
 #include "tests/kernels_cuda/gpu_buffer.h"
 
@@ -137,11 +138,10 @@ struct RunOptions {
   bool q_bf16 = false;
   DType out_type = DType::f32;
   bool bounds_check = true;
-  const int32_t* seq_rows = nullptr;       // device
   const int32_t* table_override = nullptr;  // device table to use instead of the scenario's
   const int32_t* lens_override = nullptr;
-  uint64_t* trace = nullptr;  // device, DecodeOptions::trace
-  bool token_rows = true;     // DecodeOptions::token_row_tiles
+  uint64_t* trace = nullptr;  // device: run the traced kernels (decode_trace.h) into it
+  bool token_rows = true;     // DecodeOptions::token_rows
 };
 
 struct RunResult {
@@ -170,9 +170,8 @@ inline RunResult run_decode(const Scenario& s, DeviceScenario& d, const RunOptio
   opts.kernel = o.kernel;
   opts.bounds_check = o.bounds_check;
   opts.chunk_tokens = o.chunk;
-  opts.trace = o.trace;
-  opts.token_row_tiles = o.token_rows;
-  const cuda::DecodeDevice dev = cuda::describe_decode(pools, s.sh.n_q_heads, opts);
+  opts.token_rows = o.token_rows;
+  const cuda::DecodeLaunchConfig dev = cuda::choose_decode_launch(pools, s.sh.n_q_heads, opts);
   RunResult res;
   res.plan = cuda::plan_decode(dev, s.sh.n_kv_heads, s.lens, o.chunk);
   cuda::DecodeWorkspace ws(std::max<int32_t>(1, static_cast<int32_t>(res.plan.items.size())), std::max(1, s.n()),
@@ -192,9 +191,11 @@ inline RunResult run_decode(const Scenario& s, DeviceScenario& d, const RunOptio
   q.block_table = o.table_override ? o.table_override : d.table.as<int32_t>();
   q.block_table_stride = s.stride;
   q.seq_lens = o.lens_override ? o.lens_override : d.lens.as<int32_t>();
-  q.seq_rows = o.seq_rows;
   try {
-    cuda::paged_attention_decode(pools, q, ws, opts, nullptr);
+    if (o.trace)
+      cuda::paged_attention_decode_traced(pools, q, ws, opts, o.trace, nullptr);
+    else
+      cuda::paged_attention_decode(pools, q, ws, opts, nullptr);
   } catch (const cuda::KvBoundsError&) {
     // Debug builds throw after the guard trips; the report was consumed by the throw.
     res.guard.tripped = true;

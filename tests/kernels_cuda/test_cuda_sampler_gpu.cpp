@@ -13,7 +13,7 @@
 using namespace ds;
 using kernels::SampledToken;
 using kernels::SampleRow;
-using kernels::SamplingParams;
+using SamplingParams = kernels::SamplerSettings;
 
 TEST_CASE("cuda sampler: same tokens and logprobs as the CPU sampler", "[cuda_sampler][gpu]") {
   auto gpu = cuda::make_cuda_backend();

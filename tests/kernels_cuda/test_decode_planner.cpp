@@ -11,8 +11,8 @@ using namespace ds::cuda;
 
 namespace {
 
-DecodeDevice h200_bf16() {  // what describe_decode reports for the tensor-core kernel, bf16 K/V, D=256
-  DecodeDevice d;
+DecodeLaunchConfig h200_bf16() {  // what choose_decode_launch reports for the tensor-core kernel, bf16 K/V, D=256
+  DecodeLaunchConfig d;
   d.kernel = DecodeKernel::tensor_core;
   d.sm_count = 132;
   d.ctas_per_sm = 1;
@@ -68,7 +68,7 @@ void check_plan(const DecodePlan& p, const std::vector<int32_t>& lens) {
 }  // namespace
 
 TEST_CASE("plan_decode covers every token once, with consistent flags", "[kernels][planner]") {
-  const DecodeDevice dev = h200_bf16();
+  const DecodeLaunchConfig dev = h200_bf16();
   const std::vector<std::vector<int32_t>> batches{
       {0}, {1}, {0, 0, 5}, {4096}, {32768, 1, 0, 17}, {131072, 8192, 8192, 8192, 8192, 8192, 8192, 8192},
       std::vector<int32_t>(32, 131072), std::vector<int32_t>(200, 700)};
@@ -88,7 +88,7 @@ TEST_CASE("plan_decode covers every token once, with consistent flags", "[kernel
 }
 
 TEST_CASE("plan_decode fills the GPU at batch 1 and does not split a full grid", "[kernels][planner]") {
-  const DecodeDevice dev = h200_bf16();
+  const DecodeLaunchConfig dev = h200_bf16();
   SECTION("batch 1, 4K: enough blocks for most of the 132 SMs, chunks of at least 128 tokens") {
     const DecodePlan p = plan_decode(dev, 4, std::vector<int32_t>{4096});
     CHECK(p.items.size() * 4 >= 100);
@@ -117,7 +117,7 @@ TEST_CASE("plan_decode fills the GPU at batch 1 and does not split a full grid",
     CHECK(p.items.size() * 4 < 2 * 132);
   }
   SECTION("two thread blocks per SM halve the chunk") {
-    DecodeDevice d2 = dev;
+    DecodeLaunchConfig d2 = dev;
     d2.ctas_per_sm = 2;
     const DecodePlan p1 = plan_decode(dev, 4, std::vector<int32_t>{65536});
     const DecodePlan p2 = plan_decode(d2, 4, std::vector<int32_t>{65536});
@@ -126,7 +126,7 @@ TEST_CASE("plan_decode fills the GPU at batch 1 and does not split a full grid",
 }
 
 TEST_CASE("automatic split chunks are whole 16-token tiles", "[kernels][planner]") {
-  DecodeDevice dev = h200_bf16();
+  DecodeLaunchConfig dev = h200_bf16();
   std::vector<int32_t> ragged{131072};
   for (int i = 0; i < 7; ++i) ragged.push_back(8192);
   for (int ctas : {1, 2, 3}) {
@@ -142,11 +142,11 @@ TEST_CASE("automatic split chunks are whole 16-token tiles", "[kernels][planner]
 }
 
 TEST_CASE("plan_decode rejects bad input", "[kernels][planner]") {
-  const DecodeDevice dev = h200_bf16();
+  const DecodeLaunchConfig dev = h200_bf16();
   CHECK_THROWS_AS(plan_decode(dev, 0, std::vector<int32_t>{5}), std::invalid_argument);
   CHECK_THROWS_AS(plan_decode(dev, 4, std::vector<int32_t>{-1}), std::invalid_argument);
   CHECK_THROWS_AS(plan_decode(dev, 4, std::vector<int32_t>{5}, -3), std::invalid_argument);
-  DecodeDevice empty;
+  DecodeLaunchConfig empty;
   empty.sm_count = 0;
   CHECK_THROWS_AS(plan_decode(empty, 4, std::vector<int32_t>{5}), std::invalid_argument);
   // More than 65535 chunks cannot be a grid dimension.
@@ -155,42 +155,42 @@ TEST_CASE("plan_decode rejects bad input", "[kernels][planner]") {
 
 TEST_CASE("plan_decode gives token-row tiles to long chunks only", "[kernels][planner]") {
   // Q8_0 K/V at D=256 on the H200: by head 2 blocks per SM; token rows cover all 4 heads.
-  DecodeDevice dev = h200_bf16();
+  DecodeLaunchConfig dev = h200_bf16();
   dev.ctas_per_sm = 2;
   dev.kv_bytes_per_token = 544;
   dev.stages = 3;
   dev.smem_bytes = 113024;
-  dev.rows.kv_heads = 4;
-  dev.rows.stages = 3;
-  dev.rows.smem_bytes = 104704;
-  dev.rows.ctas_per_sm = 2;
+  dev.token_rows.kv_heads = 4;
+  dev.token_rows.stages = 3;
+  dev.token_rows.smem_bytes = 104704;
+  dev.token_rows.ctas_per_sm = 2;
   auto plan = [&](const std::vector<int32_t>& lens, int32_t chunk = 0) {
     const DecodePlan p = plan_decode(dev, 4, lens, chunk);
     check_plan(p, lens);
-    if (p.device.kv_heads_per_cta > 1) {
+    if (p.launch.kv_heads_per_cta > 1) {
       // The plan's device is the token-row configuration, and its chunks are whole tiles.
-      CHECK(p.device.kv_heads_per_cta == 4);
-      CHECK(p.device.smem_bytes == dev.rows.smem_bytes);
-      CHECK(p.device.blocks_per_item(4) == 1);
+      CHECK(p.launch.kv_heads_per_cta == 4);
+      CHECK(p.launch.smem_bytes == dev.token_rows.smem_bytes);
+      CHECK(p.launch.blocks_per_item(4) == 1);
       if (p.needs_merge) CHECK(p.chunk_tokens % 16 == 0);
     } else {
-      CHECK(p.device.smem_bytes == dev.smem_bytes);
-      CHECK(p.device.blocks_per_item(4) == 4);
+      CHECK(p.launch.smem_bytes == dev.smem_bytes);
+      CHECK(p.launch.blocks_per_item(4) == 4);
     }
-    CHECK(p.device.rows.kv_heads == 4);  // still known to the next plan
+    CHECK(p.launch.token_rows.kv_heads == 4);  // still known to the next plan
     return p;
   };
   // Long batches: every block streams thousands of tokens of all four heads.
-  CHECK(plan(std::vector<int32_t>(32, 131072)).device.kv_heads_per_cta == 4);
-  CHECK(plan(std::vector<int32_t>(8, 131072)).device.kv_heads_per_cta == 4);
+  CHECK(plan(std::vector<int32_t>(32, 131072)).launch.kv_heads_per_cta == 4);
+  CHECK(plan(std::vector<int32_t>(8, 131072)).launch.kv_heads_per_cta == 4);
   // Batch 1 and short batches: a block per head, 4x fewer partials.
-  CHECK(plan(std::vector<int32_t>{131072}).device.kv_heads_per_cta == 1);
-  CHECK(plan(std::vector<int32_t>(8, 4096)).device.kv_heads_per_cta == 1);
-  CHECK(plan(std::vector<int32_t>{7, 300}).device.kv_heads_per_cta == 1);
+  CHECK(plan(std::vector<int32_t>{131072}).launch.kv_heads_per_cta == 1);
+  CHECK(plan(std::vector<int32_t>(8, 4096)).launch.kv_heads_per_cta == 1);
+  CHECK(plan(std::vector<int32_t>{7, 300}).launch.kv_heads_per_cta == 1);
   // A forced chunk length takes them (the GPU tests' split 48).
-  CHECK(plan(std::vector<int32_t>{7, 300, 1000}, 48).device.kv_heads_per_cta == 4);
+  CHECK(plan(std::vector<int32_t>{7, 300, 1000}, 48).launch.kv_heads_per_cta == 4);
   // A forced length that is not whole tiles: by head.
-  CHECK(plan(std::vector<int32_t>{7, 300, 1000}, 40).device.kv_heads_per_cta == 1);
+  CHECK(plan(std::vector<int32_t>{7, 300, 1000}, 40).launch.kv_heads_per_cta == 1);
   // Unavailable (head count other than the pools'): by head.
-  CHECK(plan_decode(dev, 8, std::vector<int32_t>(32, 131072)).device.kv_heads_per_cta == 1);
+  CHECK(plan_decode(dev, 8, std::vector<int32_t>(32, 131072)).launch.kv_heads_per_cta == 1);
 }

@@ -1,10 +1,9 @@
-// K/V writes (the quantising write op), the device block-table mirror and a pool past 2^32
+// K/V writes (the quantising write op) and a pool past 2^32
 // elements. Needs a CUDA device (label gpu).
 #include <catch2/catch.hpp>
 
 #include <cstdio>
 
-#include "kernels/cuda/block_table_mirror.h"
 #include "tests/kernels_cuda/decode_scenario.h"
 
 using namespace ds;
@@ -118,38 +117,6 @@ TEST_CASE("write_kv refuses slots past the pool", "[gpu][kv_write][guard]") {
   REQUIRE_THROWS_AS(dc::write_kv(p, w, true, nullptr, nullptr), std::invalid_argument);
 }
 
-TEST_CASE("BlockTableMirror uploads only what changed", "[gpu][mirror]") {
-  dc::BlockTableMirror m(4, 8, 100);
-  const std::vector<int32_t> r0{5, 6, 7}, r2{50, 51, 52, 53, 54};
-  m.set_blocks(0, r0);
-  m.set_seq_len(0, 40);
-  m.set_blocks(2, r2);
-  m.set_seq_len(2, 70);
-  CHECK(m.sync(nullptr) == 3 + 1 + 5 + 1);
-  CHECK(m.sync(nullptr) == 0);
-  m.append_block(0, 9);
-  m.set_seq_len(0, 49);
-  m.set_blocks(2, r2);  // unchanged
-  CHECK(m.sync(nullptr) == 2);
-  m.clear_row(2);
-  m.append_block(2, 60);  // replaces entry 0 of row 2
-  m.set_seq_len(2, 1);
-  CHECK(m.sync(nullptr) == 2);
-  cuda_ok(cudaDeviceSynchronize(), "mirror");
-  std::vector<int32_t> lens(4), table(4 * 8);
-  cuda_ok(cudaMemcpy(lens.data(), m.device_seq_lens(), 16, cudaMemcpyDeviceToHost), "lens");
-  cuda_ok(cudaMemcpy(table.data(), m.device_table(), table.size() * 4, cudaMemcpyDeviceToHost), "table");
-  CHECK(lens == std::vector<int32_t>{49, 0, 1, 0});
-  CHECK(std::vector<int32_t>(table.begin(), table.begin() + 4) == std::vector<int32_t>{5, 6, 7, 9});
-  CHECK(table[2 * 8] == 60);
-  CHECK(m.blocks(2).size() == 1);
-  // Host-side guard: ids outside the pool and overfull rows are refused.
-  REQUIRE_THROWS_AS(m.append_block(1, 100), std::out_of_range);
-  REQUIRE_THROWS_AS(m.append_block(1, -1), std::out_of_range);
-  REQUIRE_THROWS_AS(m.set_blocks(1, std::vector<int32_t>(9, 1)), std::out_of_range);
-  REQUIRE_THROWS_AS(m.set_seq_len(4, 1), std::out_of_range);
-}
-
 TEST_CASE("a pool past 2^32 elements decodes from its last block", "[gpu][decode][bigpool]") {
   // 131,073 blocks of [32, 8, 128] f16: 4,295,032,832 elements (8.6 GB) per pool; the last
   // block starts at element 2^32 exactly, where a 32-bit offset would wrap to block 0.
@@ -241,7 +208,7 @@ TEST_CASE("a pool past 2^32 elements decodes from its last block", "[gpu][decode
       dc::DecodeOptions opts;
       opts.kernel = kernel;
       opts.bounds_check = true;
-      const dc::DecodeDevice dev = dc::describe_decode(p, n_q, opts);
+      const dc::DecodeLaunchConfig dev = dc::choose_decode_launch(p, n_q, opts);
       const dc::DecodePlan plan = dc::plan_decode(dev, n_kv, lens, chunk);
       dc::DecodeWorkspace ws(static_cast<int32_t>(plan.items.size()), 3, n_q, D);
       ws.upload(plan, nullptr);

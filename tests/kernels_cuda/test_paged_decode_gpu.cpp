@@ -124,27 +124,6 @@ TEST_CASE("block sizes, GQA ratios and batch-to-row mapping", "[gpu][decode]") {
       }
     }
   }
-  SECTION("seq_rows maps batch entries to table rows") {
-    const Scenario s = make_scenario(Shape{}, DType::bf16, DType::bf16, {40, 300, 7, 1000}, 99);
-    DeviceScenario d(s);
-    const std::vector<double> ref = reference(s, false);
-    // The device table holds the rows in reverse order; seq_rows undoes it.
-    const int n = s.n();
-    std::vector<int32_t> rev_table(s.table.size()), rev_lens(n), rows(n);
-    for (int i = 0; i < n; ++i) {
-      rows[i] = n - 1 - i;
-      rev_lens[n - 1 - i] = s.lens[i];
-      std::copy(s.table.begin() + i * s.stride, s.table.begin() + (i + 1) * s.stride,
-                rev_table.begin() + (n - 1 - i) * s.stride);
-    }
-    DeviceBuffer dt = to_device(rev_table), dl = to_device(rev_lens), dr = to_device(rows);
-    RunOptions o;
-    o.chunk = 64;
-    o.table_override = dt.as<int32_t>();
-    o.lens_override = dl.as<int32_t>();
-    o.seq_rows = dr.as<int32_t>();
-    expect_close(run_decode(s, d, o), ref, "seq_rows");
-  }
 }
 
 TEST_CASE("empty batches and empty sequences give zeros, never NaN", "[gpu][decode]") {
@@ -158,7 +137,7 @@ TEST_CASE("empty batches and empty sequences give zeros, never NaN", "[gpu][deco
   }
   // A batch of no sequences is a no-op.
   const dc::KvPoolView pools = pool_view(s, d);
-  const dc::DecodeDevice dev = dc::describe_decode(pools, 24, {});
+  const dc::DecodeLaunchConfig dev = dc::choose_decode_launch(pools, 24, {});
   const dc::DecodePlan plan = dc::plan_decode(dev, 4, std::vector<int32_t>{});
   dc::DecodeWorkspace ws(1, 1, 24, 256);
   ws.upload(plan, nullptr);
@@ -236,20 +215,21 @@ TEST_CASE("the bounds guard refuses corrupt block ids", "[gpu][decode][guard]") 
 }
 
 TEST_CASE("the tensor-core kernel stamps every block's phases in order", "[gpu][decode]") {
-  // DecodeOptions::trace: per block, the phases in program order on one SM's clock, the
-  // chunk's token count, and the result still exact.
+  // The traced kernels (decode_trace.h): per block, the phases in program order on one SM's
+  // clock, the chunk's token count, and the result still exact.
   const std::vector<int32_t> lens{0, 1, 100, 1000, 333};
-  const Scenario s = make_scenario(Shape{24, 4, 256, 16}, DType::bf16, DType::q8_0, lens, 4242);
+  const Scenario s = make_scenario(Shape{24, 4, 256, 16}, DType::q8_0, DType::q8_0, lens, 4242);
   DeviceScenario d(s);
   const int64_t max_blocks = int64_t{4} * 64;  // KV heads x items (48-token chunks; one head chunk of 6)
   DeviceBuffer trace(static_cast<size_t>(max_blocks) * 16 * 8);
   cuda_ok(cudaMemset(trace.get(), 0, trace.bytes()), "clear trace");
   RunOptions o;
   o.chunk = 48;
+  o.token_rows = false;  // a block per KV head (the token-row kernel stamps fewer phases)
   o.trace = trace.as<uint64_t>();
   const RunResult r = run_decode(s, d, o);
   expect_close(r, reference(s, false), "traced run");
-  const int64_t blocks_x = r.plan.device.blocks_per_item(s.sh.n_kv_heads);
+  const int64_t blocks_x = r.plan.launch.blocks_per_item(s.sh.n_kv_heads);
   REQUIRE(static_cast<int64_t>(r.plan.items.size()) * blocks_x <= max_blocks);
   const auto h = to_host<uint64_t>(trace, static_cast<size_t>(r.plan.items.size() * blocks_x * 16));
   for (size_t y = 0; y < r.plan.items.size(); ++y) {

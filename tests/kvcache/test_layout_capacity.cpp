@@ -65,10 +65,21 @@ TEST_CASE("bytes per token and per slot follow the model", "[capacity]") {
   CHECK(k.bytes() * 2 * g.n_attention_layers == 100 * g.kv_bytes_per_block(16));
 }
 
+namespace {
+PoolSizes budget(const CacheGeometry& g, int64_t bytes, int32_t block_size, int32_t max_seqs, int64_t reserve = 0) {
+  PoolRequest r;
+  r.block_size = block_size;
+  r.max_num_seqs = max_seqs;
+  r.budget_bytes = bytes;
+  r.reserve_tokens = reserve;
+  return size_pools(g, r);
+}
+}  // namespace
+
 TEST_CASE("size_pools splits the budget", "[capacity]") {
   const CacheGeometry g = qwen35_9b(DType::bf16);
   const int64_t gib = int64_t{1} << 30;
-  const PoolSizes s = size_pools(g, 40 * gib, 16, 64);
+  const PoolSizes s = budget(g, 40 * gib, 16, 64);
   CHECK(s.num_slots == 64);
   CHECK(s.state_bytes == 64 * g.state_bytes_per_slot());
   CHECK(s.num_blocks == (40 * gib - s.state_bytes) / g.kv_bytes_per_block(16));
@@ -78,12 +89,38 @@ TEST_CASE("size_pools splits the budget", "[capacity]") {
   CHECK_FALSE(s.describe().empty());
 
   // A small budget caps the slots at half of it.
-  const PoolSizes small = size_pools(g, 2 * gib, 16, 256);
+  const PoolSizes small = budget(g, 2 * gib, 16, 256);
   CHECK(small.num_slots == gib / g.state_bytes_per_slot());
   CHECK(small.num_blocks > 0);
 
   // Too small for one slot: a clear error.
-  CHECK_THROWS_AS(size_pools(g, g.state_bytes_per_slot(), 16, 4), std::invalid_argument);
-  CHECK_THROWS_AS(size_pools(g, 0, 16, 4), std::invalid_argument);
-  CHECK_THROWS_AS(size_pools(g, gib, 0, 4), std::invalid_argument);
+  CHECK_THROWS_AS(budget(g, g.state_bytes_per_slot(), 16, 4), std::invalid_argument);
+  CHECK_THROWS_AS(size_pools(g, PoolRequest{}), std::invalid_argument);  // no budget, no counts
+  CHECK_THROWS_AS(budget(g, gib, 0, 4), std::invalid_argument);
+}
+
+TEST_CASE("size_pools reserves whole contexts for the contiguous baseline", "[capacity]") {
+  const CacheGeometry g = qwen35_9b(DType::bf16);
+  const int64_t gib = int64_t{1} << 30;
+  const int64_t per_seq = 2048 / 16 * g.kv_bytes_per_block(16) + g.state_bytes_per_slot();
+  const PoolSizes s = budget(g, 4 * gib, 16, 256, 2048);
+  CHECK(s.num_slots == 4 * gib / per_seq);
+  CHECK(s.num_blocks == s.num_slots * (2048 / 16));
+  CHECK(s.kv_bytes + s.state_bytes <= 4 * gib);
+  CHECK(budget(g, 4 * gib, 16, 2, 2048).num_slots == 2);  // max_num_seqs caps it
+  CHECK_THROWS_WITH(budget(g, per_seq - 1, 16, 4, 2048), Catch::Matchers::Contains("cannot hold one contiguous sequence"));
+}
+
+TEST_CASE("size_pools takes explicit counts without a budget", "[capacity]") {
+  const CacheGeometry g = qwen35_9b(DType::bf16);
+  PoolRequest r;
+  r.block_size = 32;
+  r.max_num_seqs = 6;
+  r.num_blocks = 100;
+  PoolSizes s = size_pools(g, r);
+  CHECK(s.num_blocks == 100);
+  CHECK(s.num_slots == 6);
+  CHECK(s.kv_bytes == 100 * g.kv_bytes_per_block(32));
+  r.num_slots = 3;
+  CHECK(size_pools(g, r).num_slots == 3);
 }

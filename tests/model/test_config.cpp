@@ -57,15 +57,15 @@ TEST_CASE("config: the bundled multimodal config", "[config]") {
   CHECK(c.head_dim == 256);
   CHECK(c.rotary_dim == 64);
   CHECK(c.rope_theta == 1e7);
-  CHECK(c.linear_k_heads == 2);
-  CHECK(c.linear_v_heads == 4);
+  CHECK(c.deltanet_k_heads == 2);
+  CHECK(c.deltanet_v_heads == 4);
   CHECK(c.conv_dim() == 2 * 2 * 128 + 4 * 128);
   CHECK(c.conv_kernel == 4);
   CHECK(c.eos_token_ids == std::vector<int32_t>{1006, 1004});  // generation_config wins over 1006 alone
   REQUIRE(c.layer_kinds.size() == 8);
   CHECK(c.layer_kinds[3] == LayerKind::full_attention);
   CHECK(c.layer_kinds[7] == LayerKind::full_attention);
-  CHECK(c.layer_kinds[4] == LayerKind::linear_attention);
+  CHECK(c.layer_kinds[4] == LayerKind::deltanet);
   CHECK(c.kind_index == std::vector<int64_t>{0, 1, 2, 0, 3, 4, 5, 1});
 
   const auto g = c.cache_geometry();
@@ -85,7 +85,7 @@ TEST_CASE("config: text-only layout with full_attention_interval", "[config]") {
   const ModelConfig c = ModelConfig::parse(text_only().dump(), "");
   CHECK_FALSE(c.multimodal_layout);
   CHECK(c.num_full_layers() == 8);
-  CHECK(c.num_linear_layers() == 24);
+  CHECK(c.num_deltanet_layers() == 24);
   for (int i = 0; i < 32; ++i)
     CHECK((c.layer_kinds[static_cast<size_t>(i)] == LayerKind::full_attention) == ((i + 1) % 4 == 0));
   CHECK(c.tie_word_embeddings);

@@ -46,7 +46,7 @@ struct CacheSnapshot {
 CacheSnapshot snapshot(t::Harness& h, const t::Harness::Seq& s) {
   auto& m = h.model();
   CacheSnapshot snap;
-  for (int64_t l = 0; l < m.config().num_linear_layers(); ++l) {
+  for (int64_t l = 0; l < m.config().num_deltanet_layers(); ++l) {
     auto c = host(m, m.conv_state(s.slot.id, l));
     auto r = host(m, m.recurrent_state(s.slot.id, l));
     snap.conv.insert(snap.conv.end(), c.begin(), c.end());

@@ -86,7 +86,7 @@ struct Engine {
   std::vector<float> state(int seq) {
     std::vector<float> all;
     const Seq& s = seqs[static_cast<size_t>(seq)];
-    for (int64_t l = 0; l < model->config().num_linear_layers(); ++l) {
+    for (int64_t l = 0; l < model->config().num_deltanet_layers(); ++l) {
       for (const kernels::Tensor& t : {model->conv_state(s.slot.id, l), model->recurrent_state(s.slot.id, l)}) {
         std::vector<float> v(static_cast<size_t>(t.numel()));
         backend->copy_to_host(t, v);

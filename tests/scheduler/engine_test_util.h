@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "kernels/cpu/sampler.h"
 #include "scheduler/engine.h"
 
 namespace ds::test {

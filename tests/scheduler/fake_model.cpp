@@ -153,7 +153,7 @@ std::vector<float> FakeModel::logits_after(const std::vector<int32_t>& history) 
 
 std::vector<int32_t> FakeModel::reference_tokens(const std::vector<int32_t>& prompt, int64_t max_tokens,
                                                  const std::vector<int32_t>& stop_ids, int64_t max_ctx,
-                                                 const kernels::SamplingParams& params, uint64_t seed) const {
+                                                 const scheduler::SamplingParams& params, uint64_t seed) const {
   auto sampler = kernels::cpu::make_cpu_sampler();
   kernels::SamplerRng rng(seed);
   std::vector<int32_t> history = prompt;

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "kernels/sampler.h"
+#include "scheduler/sampling_params.h"
 #include "scheduler/forward_model.h"
 
 namespace ds::test {
@@ -45,7 +46,7 @@ class FakeModel final : public scheduler::ForwardModel {
   // stop ids (already merged with eos as the engine would), max_tokens or max_ctx.
   std::vector<int32_t> reference_tokens(const std::vector<int32_t>& prompt, int64_t max_tokens,
                                         const std::vector<int32_t>& stop_ids, int64_t max_ctx,
-                                        const kernels::SamplingParams& params, uint64_t seed) const;
+                                        const scheduler::SamplingParams& params, uint64_t seed) const;
 
   int32_t reject_token = -1;
   int32_t crash_token = -1;

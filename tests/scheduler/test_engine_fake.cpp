@@ -63,7 +63,7 @@ void check_pools_free(const Engine& e) {
 
 TEST_CASE("engine: greedy requests produce the reference tokens, with ordered events and metrics", "[engine]") {
   FakeModel model(64, {63});
-  Engine engine(model, small_config());
+  Engine engine(model, small_config(), kernels::cpu::make_cpu_sampler());
   std::mt19937 rng(1);
   std::vector<Request> reqs;
   std::vector<RequestHandle> handles;
@@ -113,7 +113,7 @@ TEST_CASE("engine: submit refuses bad requests with distinct statuses", "[engine
   FakeModel model(64);
   EngineConfig cfg = small_config();
   cfg.max_ctx = 20;
-  Engine engine(model, cfg);
+  Engine engine(model, cfg, kernels::cpu::make_cpu_sampler());
   CHECK(engine.max_ctx() == 20);
   CHECK(engine.submit(Request()).status == SubmitStatus::invalid_request);
   CHECK(engine.submit(Request({1, 64})).status == SubmitStatus::invalid_request);
@@ -143,7 +143,7 @@ TEST_CASE("engine: the pool lowers max_ctx when it cannot hold one full sequence
   FakeModel model(64);
   EngineConfig cfg = small_config(10, 4);
   cfg.max_ctx = 1000;
-  Engine engine(model, cfg);
+  Engine engine(model, cfg, kernels::cpu::make_cpu_sampler());
   CHECK(engine.max_ctx() == 40);
   CHECK(engine.stats().max_ctx == 40);
 }
@@ -153,7 +153,7 @@ TEST_CASE("engine: a full queue fails fast with queue_full", "[engine]") {
   GatedModel model(fake);
   EngineConfig cfg = small_config();
   cfg.max_queue = 3;
-  Engine engine(model, cfg);
+  Engine engine(model, cfg, kernels::cpu::make_cpu_sampler());
   model.close();
   auto first = engine.submit(Request({1, 2, 3}));
   REQUIRE(first.ok());
@@ -185,7 +185,7 @@ TEST_CASE("engine: a full queue fails fast with queue_full", "[engine]") {
 TEST_CASE("engine: cancel anywhere ends the request once and frees its cache", "[engine]") {
   FakeModel fake(64);
   GatedModel model(fake);
-  Engine engine(model, small_config(64, 4, 4, 8));
+  Engine engine(model, small_config(64, 4, 4, 8), kernels::cpu::make_cpu_sampler());
   // The engine stops inside its k-th forward from now; a cancel then lands at a known step.
   auto hold_after = [&](int k) {
     const int n = model.entered();
@@ -242,7 +242,7 @@ TEST_CASE("engine: shutdown drains or cancels, and refuses new work", "[engine]"
   FakeModel fake(64);
   RequestHandle survivor;
   {
-    Engine engine(fake, small_config());
+    Engine engine(fake, small_config(), kernels::cpu::make_cpu_sampler());
     Request r({1, 2, 3});
     r.max_tokens = 50;
     auto s = engine.submit(r);
@@ -259,7 +259,7 @@ TEST_CASE("engine: shutdown drains or cancels, and refuses new work", "[engine]"
   GatedModel model(fake);
   RequestHandle cut;
   {
-    Engine engine(model, small_config());
+    Engine engine(model, small_config(), kernels::cpu::make_cpu_sampler());
     Request r({1, 2, 3});
     r.max_tokens = 100000000;
     r.ignore_eos = true;
@@ -292,7 +292,7 @@ TEST_CASE("engine: on_finish sees every request once, read or not", "[engine]") 
   };
   RequestId read_id = 0, dropped_id = 0, detached_id = 0;
   {
-    Engine engine(model, cfg);
+    Engine engine(model, cfg, kernels::cpu::make_cpu_sampler());
     auto a = engine.submit(Request({1, 2}));
     REQUIRE(a.ok());
     read_id = a.handle.id();
@@ -326,7 +326,7 @@ TEST_CASE("engine: failures stay with the requests that cause them", "[engine]")
   FakeModel reference(64);
   // All requests must share one batch: gate the engine until everything is queued.
   GatedModel gated(model);
-  Engine engine(gated, small_config(256, 4, 16, 512));
+  Engine engine(gated, small_config(256, 4, 16, 512), kernels::cpu::make_cpu_sampler());
   const std::vector<kernels::LogitBias> no_faults = {{50, -100.0f}, {51, -100.0f}, {52, -100.0f}};
   gated.close();
   Request warm_req({1});
@@ -398,7 +398,7 @@ TEST_CASE("engine: preemption by recompute keeps outputs exact", "[engine]") {
   // 24 blocks of 4 tokens for 10 requests of up to 50 tokens each.
   EngineConfig cfg = small_config(24, 4, 10, 64);
   cfg.max_ctx = 96;
-  Engine engine(model, cfg);
+  Engine engine(model, cfg, kernels::cpu::make_cpu_sampler());
   std::mt19937 rng(9);
   std::vector<Request> reqs;
   std::vector<RequestHandle> hs;
@@ -444,7 +444,7 @@ TEST_CASE("engine: randomized stress with arrivals, cancels and small pools", "[
                                     std::uniform_int_distribution<int64_t>(1, 80)(meta));
     cfg.max_ctx = max_ctx;
     cfg.num_slots = std::uniform_int_distribution<int32_t>(1, cfg.scheduler.max_num_seqs)(meta);
-    Engine engine(model, cfg);
+    Engine engine(model, cfg, kernels::cpu::make_cpu_sampler());
     INFO("round " << round << " block_size " << block_size << " blocks " << cfg.num_blocks << " slots "
                   << cfg.num_slots << " max_seqs " << cfg.scheduler.max_num_seqs << " budget "
                   << cfg.scheduler.max_num_batched_tokens << " max_ctx " << max_ctx);

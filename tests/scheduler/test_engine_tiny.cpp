@@ -160,7 +160,7 @@ TEST_CASE("tiny: 16 concurrent greedy requests match each alone and the HF refer
   std::mt19937 rng(16);
   for (int64_t len : {2, 9, 31, 48, 100, 150, 257, 300}) reqs.push_back(greedy_request(random_prompt(rng, len), 12));
 
-  Engine engine(t.forward, config(600));
+  Engine engine(t.forward, config(600), kernels::cpu::make_cpu_sampler());
   const std::vector<Outcome> together = run_together(engine, reqs);
   CHECK(engine.stats().last_batch_seqs >= 1);
   const std::vector<Outcome> alone = run_alone(engine, reqs);
@@ -185,7 +185,7 @@ TEST_CASE("tiny: chunked prefill gives the same tokens for any token budget", "[
   std::vector<std::vector<int32_t>> first;
   for (int64_t budget : {1, 7, 64, 4096}) {
     INFO("max_num_batched_tokens " << budget);
-    Engine engine(t.forward, config(600, budget));
+    Engine engine(t.forward, config(600, budget), kernels::cpu::make_cpu_sampler());
     const std::vector<Outcome> out = run_together(engine, reqs);
     for (size_t k = 0; k < reqs.size(); ++k) {
       INFO("prompt " << which[k]);
@@ -209,7 +209,7 @@ TEST_CASE("tiny: preemption under a small pool keeps every output", "[engine][ti
   // invariance test runs them so, 600 blocks); here they must give them again.
   // 36 blocks of 16 = 576 tokens: room for the longest request (511 + 24) but not for all
   // eight at once (about 75 blocks).
-  Engine engine(t.forward, config(36, 256, 16, 576));
+  Engine engine(t.forward, config(36, 256, 16, 576), kernels::cpu::make_cpu_sampler());
   const std::vector<Outcome> small = run_together(engine, reqs);
   int preempted = 0;
   for (size_t i = 0; i < reqs.size(); ++i) {
@@ -253,7 +253,7 @@ TEST_CASE("tiny: completed, cancelled and failed requests leave the pools fully 
   const int32_t poison = 1023;
   PoisonModel poisoned(t.forward, poison);
   test::GatedModel model(poisoned);
-  Engine engine(model, config(200, 64, 8));
+  Engine engine(model, config(200, 64, 8), kernels::cpu::make_cpu_sampler());
   std::mt19937 rng(3);
 
   // Hold the engine at its 3rd forward with everything submitted, so cancels and the
@@ -322,7 +322,7 @@ TEST_CASE("tiny: completed, cancelled and failed requests leave the pools fully 
 
 TEST_CASE("tiny: a request reaching max_ctx ends with reason length", "[engine][tiny][max_ctx]") {
   Tiny& t = tiny();
-  Engine engine(t.forward, config(100, 256, 4, 80));
+  Engine engine(t.forward, config(100, 256, 4, 80), kernels::cpu::make_cpu_sampler());
   REQUIRE(engine.max_ctx() == 80);
   // 63-token prompt, room for 17 more tokens.
   auto a = engine.submit(greedy_request(t.prompts[3], 1000));
@@ -356,7 +356,7 @@ TEST_CASE("tiny: a seeded request samples the same tokens alone and in a busy ba
   seeded.sampling.logprobs = true;
   seeded.sampling.top_logprobs = 5;
 
-  Engine engine(t.forward, config(600, 96));
+  Engine engine(t.forward, config(600, 96), kernels::cpu::make_cpu_sampler());
   const Outcome alone = run_together(engine, {seeded})[0];
   REQUIRE(alone.tokens.size() == 20);
 
@@ -407,7 +407,7 @@ TEST_CASE("tiny: randomized arrivals, cancels and pool sizes on the real model",
     const int64_t budget = std::uniform_int_distribution<int64_t>(1, 64)(meta);
     const int32_t seqs = std::uniform_int_distribution<int32_t>(2, 8)(meta);
     INFO("round " << round << " blocks " << blocks << " budget " << budget << " max_num_seqs " << seqs);
-    Engine engine(t.forward, config(blocks, budget, seqs, max_ctx));
+    Engine engine(t.forward, config(blocks, budget, seqs, max_ctx), kernels::cpu::make_cpu_sampler());
 
     std::vector<Request> reqs;
     std::vector<RequestHandle> hs;
@@ -518,7 +518,7 @@ TEST_CASE("tiny: outputs through prefix-cache hits equal a cold cache's, at ever
   // Cold: no prefix caching at all.
   std::vector<Outcome> cold;
   {
-    Engine engine(t.forward, config(400));
+    Engine engine(t.forward, config(400), kernels::cpu::make_cpu_sampler());
     cold = run_alone(engine, reqs);
     check_pools_free(engine);
   }
@@ -527,7 +527,7 @@ TEST_CASE("tiny: outputs through prefix-cache hits equal a cold cache's, at ever
   EngineConfig cfg = config(400);
   cfg.prefix_caching = true;
   cfg.num_snapshots = 32;
-  Engine engine(t.forward, cfg);
+  Engine engine(t.forward, cfg, kernels::cpu::make_cpu_sampler());
   const std::vector<Outcome> first = run_alone(engine, reqs);
   compare(cold, first);
   const std::vector<Outcome> second = run_alone(engine, reqs);
@@ -546,7 +546,7 @@ TEST_CASE("tiny: outputs through prefix-cache hits equal a cold cache's, at ever
     EngineConfig small = config(48, 64, 8, 4096);
     small.prefix_caching = true;
     small.num_snapshots = 4;
-    Engine pressured(t.forward, small);
+    Engine pressured(t.forward, small, kernels::cpu::make_cpu_sampler());
     (void)run_together(pressured, reqs);  // fills the cache
     const std::vector<Outcome> third = run_together(pressured, reqs);
     for (size_t i = 0; i < reqs.size(); ++i) {

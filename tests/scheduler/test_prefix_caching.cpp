@@ -76,7 +76,7 @@ void check_quiet(const Engine& e) {
 
 TEST_CASE("prefix caching: later turns resume from the previous prompt's last block", "[prefix]") {
   FakeModel model(64);
-  Engine engine(model, cached_config());
+  Engine engine(model, cached_config(), kernels::cpu::make_cpu_sampler());
   std::mt19937 rng(1);
   std::vector<int32_t> history = random_tokens(rng, 75);
   int64_t previous_prompt = 0;
@@ -103,7 +103,7 @@ TEST_CASE("prefix caching: later turns resume from the previous prompt's last bl
 
 TEST_CASE("prefix caching: a repeated prompt hits all whole blocks but the last token's", "[prefix]") {
   FakeModel model(64);
-  Engine engine(model, cached_config());
+  Engine engine(model, cached_config(), kernels::cpu::make_cpu_sampler());
   std::mt19937 rng(2);
   for (int64_t len : {17, 32, 33, 48, 100}) {
     INFO("length " << len);
@@ -126,7 +126,7 @@ TEST_CASE("prefix caching: a repeated prompt hits all whole blocks but the last 
 TEST_CASE("prefix caching: requests arriving together share one prefill of their common prefix", "[prefix]") {
   FakeModel model(64);
   EngineConfig cfg = cached_config(256, 16, 8, 512);
-  Engine engine(model, cfg);
+  Engine engine(model, cfg, kernels::cpu::make_cpu_sampler());
   std::mt19937 rng(3);
   const auto system = random_tokens(rng, 100);
   std::vector<Request> reqs;
@@ -146,7 +146,8 @@ TEST_CASE("prefix caching: requests arriving together share one prefill of their
     if (o.last.metrics.cached_tokens == 96) ++hits;
   }
   CHECK(hits == 7);  // all but the first
-  // n > 1: identical prompts submitted together compute the prompt once.
+  // n > 1: identical prompts submitted together compute the prompt once (the server names the
+  // prompt's end for the choices of one request, which may reach the engine a step apart).
   const auto prompt = random_tokens(rng, 70);
   const int64_t before = engine.stats().prefill_tokens_total;
   std::vector<RequestHandle> ns;
@@ -154,6 +155,7 @@ TEST_CASE("prefix caching: requests arriving together share one prefill of their
     Request r = greedy(prompt, 3);
     r.sampling.temperature = 0.8f;
     r.sampling.seed = 10 + static_cast<uint64_t>(i);
+    r.cache_points = {69};
     auto s = engine.submit(r);
     REQUIRE(s.ok());
     ns.push_back(std::move(s.handle));
@@ -176,7 +178,7 @@ TEST_CASE("prefix caching: eviction pressure and preemption keep outputs exact",
   // all the time, and decodes preempt when the cache cannot give blocks back.
   EngineConfig cfg = cached_config(32, 3, 6, 48);
   cfg.max_ctx = 200;
-  Engine engine(model, cfg);
+  Engine engine(model, cfg, kernels::cpu::make_cpu_sampler());
   std::mt19937 rng(4);
   std::vector<std::vector<int32_t>> stems;
   for (int i = 0; i < 5; ++i) stems.push_back(random_tokens(rng, 40 + 13 * i));
@@ -215,7 +217,7 @@ TEST_CASE("prefix caching: randomized multi-turn traffic with cancellations", "[
                                      std::uniform_int_distribution<int32_t>(1, 8)(meta),
                                      std::uniform_int_distribution<int64_t>(1, 96)(meta));
     cfg.max_ctx = 16 * cfg.num_blocks / 2;
-    Engine engine(model, cfg);
+    Engine engine(model, cfg, kernels::cpu::make_cpu_sampler());
     INFO("round " << round << " blocks " << cfg.num_blocks << " snapshots " << cfg.num_snapshots << " seqs "
                   << cfg.scheduler.max_num_seqs << " budget " << cfg.scheduler.max_num_batched_tokens);
     // Conversations: each turn's prompt is the previous prompt + reply + a new message. Catch's
@@ -278,7 +280,7 @@ TEST_CASE("prefix caching: randomized multi-turn traffic with cancellations", "[
 
 TEST_CASE("prefix caching: a shared prefix nobody named is found where prompts part", "[prefix]") {
   FakeModel model(64);
-  Engine engine(model, cached_config(256, 16, 8, 512));
+  Engine engine(model, cached_config(256, 16, 8, 512), kernels::cpu::make_cpu_sampler());
   std::mt19937 rng(6);
   const auto document = random_tokens(rng, 150);
   // One after another: the second finds the first's blocks past any snapshot and snapshots

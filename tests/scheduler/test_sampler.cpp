@@ -11,9 +11,11 @@
 #include <vector>
 
 #include "kernels/cpu/sampler.h"
+#include "scheduler/sampling_params.h"
 
 using namespace ds::kernels;
 using namespace ds::kernels::cpu;
+using ds::scheduler::SamplingParams;
 
 namespace {
 

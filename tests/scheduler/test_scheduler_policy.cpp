@@ -29,7 +29,7 @@ struct Fixture {
   // samples, finish what ends. Returns the finished ids.
   std::vector<RequestId> finish_step(const StepPlan& plan) {
     std::vector<RequestId> done;
-    std::vector<ScheduledChunk> chunks = plan.chunks;
+    std::vector<SequenceChunk> chunks = plan.chunks;
     for (const auto& c : chunks) sched.complete(c);
     for (const auto& c : chunks) {
       if (!c.samples) continue;

@@ -21,6 +21,7 @@
 #include <httplib.h>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/sampler.h"
 #include "model/chat/chat_template.h"
 #include "model/qwen35/model.h"
 #include "model/tokenizer/tokenizer.h"
@@ -67,14 +68,14 @@ class TestServer {
     if (cfg_.scripted) {
       scripted_ = std::make_unique<ScriptedModel>(1024, std::vector<int32_t>{1006, 1004}, cfg_.script);
       scripted_->set_step_delay(std::chrono::milliseconds(cfg_.step_delay_ms));
-      engine_ = std::make_unique<scheduler::Engine>(*scripted_, cfg_.engine);
+      engine_ = std::make_unique<scheduler::Engine>(*scripted_, cfg_.engine, kernels::cpu::make_cpu_sampler());
     } else {
       kernels::cpu::CpuBackendOptions bo;
       bo.num_threads = 1;
       backend_ = kernels::cpu::make_cpu_backend(bo);
       model_ = qwen35::Model::load(*backend_, dir);
       forward_ = std::make_unique<scheduler::Qwen35ForwardModel>(*model_);
-      engine_ = std::make_unique<scheduler::Engine>(*forward_, cfg_.engine);
+      engine_ = std::make_unique<scheduler::Engine>(*forward_, cfg_.engine, kernels::cpu::make_cpu_sampler());
     }
     served_.name = "tiny-qwen35";
     served_.dir = dir;

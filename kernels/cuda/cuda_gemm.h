@@ -1,0 +1,20 @@
+// GEMM of the CUDA backend (cuda_gemm.cpp): cuBLAS, or the decode-sized kernels of gemv.cu
+// and skinny_gemm.cu where the options allow them.
+//
+// Internal to kernels/cuda.
+#pragma once
+
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_context.h"
+#include "kernels/tensor.h"
+
+namespace ds::cuda {
+
+// out [M, N] (f32) = x [M, K] · w [N, K]ᵀ (+ out when accumulate). w bf16 with x bf16 (an f32
+// x is converted first), or w f32 with x f32: fp32 accumulation either way. Decode-sized bf16
+// steps take gemv.cu (one row) or skinny_gemm.cu (2-8 rows) where `paths` allows them.
+// Arguments satisfy the Backend contract (kernels/backend.cpp).
+void run_gemm(CudaContext& ctx, const CudaBackendOptions::KernelPaths& paths, const kernels::Tensor& x,
+              const kernels::Tensor& w, kernels::Tensor& out, bool accumulate);
+
+}  // namespace ds::cuda

@@ -1,0 +1,330 @@
+// The device sampler's kernels (sampler_kernels.h): the edits, and one 1024-thread block per
+// row that finds its token by argmax or by bisection searches (cuda_sampler.h), then its raw
+// logprobs.
+#include "kernels/cuda/sampler_kernels.h"
+
+#include <algorithm>
+
+#include "kernels/cuda/backend_common.cuh"
+
+namespace ds::cuda::sampler {
+namespace {
+
+constexpr int kThreads = 1024;
+
+__device__ __forceinline__ uint32_t okey(float f) {
+  const uint32_t u = __float_as_uint(f);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+__device__ __forceinline__ float from_key(uint32_t k) {
+  return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+}
+
+struct Shared {
+  double d[32];
+  long long ll[32];
+  float f[32];
+  int i[32];
+};
+
+__device__ double block_sum_d(double v, Shared& sh) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) sh.d[warp] = v;
+  __syncthreads();
+  double t = lane < static_cast<int>(blockDim.x >> 5) ? sh.d[lane] : 0.0;
+  for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
+  __syncthreads();
+  return t;
+}
+
+__device__ long long block_sum_ll(long long v, Shared& sh) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) sh.ll[warp] = v;
+  __syncthreads();
+  long long t = lane < static_cast<int>(blockDim.x >> 5) ? sh.ll[lane] : 0;
+  for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
+  __syncthreads();
+  return t;
+}
+
+// The best (value desc, id asc) pair over the block; ids < 0 are "none".
+__device__ void block_best(float& v, int& id, Shared& sh) {
+  auto better = [](float a, int ia, float b, int ib) {
+    if (ib < 0) return ia >= 0;
+    if (ia < 0) return false;
+    return a > b || (a == b && ia < ib);
+  };
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, v, o);
+    const int oi = __shfl_xor_sync(0xffffffffu, id, o);
+    if (better(ov, oi, v, id)) v = ov, id = oi;
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) sh.f[warp] = v, sh.i[warp] = id;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < static_cast<int>(blockDim.x >> 5) ? sh.f[lane] : 0.0f;
+    id = lane < static_cast<int>(blockDim.x >> 5) ? sh.i[lane] : -1;
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ov = __shfl_xor_sync(0xffffffffu, v, o);
+      const int oi = __shfl_xor_sync(0xffffffffu, id, o);
+      if (better(ov, oi, v, id)) v = ov, id = oi;
+    }
+    if (lane == 0) sh.f[0] = v, sh.i[0] = id;
+  }
+  __syncthreads();
+  v = sh.f[0];
+  id = sh.i[0];
+  __syncthreads();
+}
+
+__global__ void copy_rows_kernel(const float* logits, float* work, const int32_t* rows, int64_t vocab) {
+  const int64_t r = rows[blockIdx.y];
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < vocab; i += int64_t{gridDim.x} * blockDim.x)
+    work[r * vocab + i] = logits[r * vocab + i];
+}
+
+// One thread per distinct (row, token): the CPU sampler's order -- biases, repetition,
+// frequency and presence.
+__global__ void edits_kernel(const Edit* edits, int32_t n, const float* biases, float* work, int64_t vocab) {
+  const int e = blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= n) return;
+  const Edit ed = edits[e];
+  float& x = work[static_cast<int64_t>(ed.row) * vocab + ed.token];
+  float v = x;
+  for (int b = 0; b < ed.bias_n; ++b) v += biases[ed.bias_begin + b];
+  if (ed.repetition) v = v > 0 ? v / ed.rep_penalty : v * ed.rep_penalty;
+  if (ed.frequency != 0.0f || ed.presence != 0.0f)
+    v -= ed.frequency * ed.count + ed.presence * (ed.count > 0 ? 1.0f : 0.0f);
+  x = v;
+}
+
+__global__ void __launch_bounds__(kThreads) sample_kernel(const float* logits, const float* work, const RowDesc* descs,
+                                                          int64_t vocab, RowResult* results) {
+  __shared__ Shared sh;
+  const int row = blockIdx.x;
+  const RowDesc d = descs[row];
+  const float* raw = logits + static_cast<int64_t>(row) * vocab;
+  const float* x = (d.use_work ? work : logits) + static_cast<int64_t>(row) * vocab;
+  const int tid = threadIdx.x;
+  const int n = static_cast<int>(vocab);
+  int token = -1;
+
+  if (!d.sample) {
+    float best = -INFINITY;
+    int id = -1;
+    long long nan = 0;
+    for (int i = tid; i < n; i += kThreads) {
+      const float v = x[i];
+      if (v != v) ++nan;
+      else if (id < 0 || v > best) best = v, id = i;
+    }
+    block_best(best, id, sh);
+    nan = block_sum_ll(nan, sh);
+    token = (nan == 0 && id >= 0 && isfinite(best)) ? id : -1;
+  } else {
+    const float T = d.temperature;
+    float m = -INFINITY;
+    int mid_ = -1;
+    long long bad = 0;
+    for (int i = tid; i < n; i += kThreads) {
+      const float v = x[i];
+      if (v != v || v == INFINITY) ++bad;
+      const float s = v / T;
+      if (mid_ < 0 || s > m) m = s, mid_ = i;
+    }
+    block_best(m, mid_, sh);
+    bad = block_sum_ll(bad, sh);
+    if (bad == 0 && isfinite(m)) {
+      const double thr = d.min_p > 0 ? static_cast<double>(m) + log(static_cast<double>(d.min_p)) : -INFINITY;
+      auto pass = [&](int i, float& s) {
+        s = x[i] / T;
+        return s != -INFINITY && static_cast<double>(s) >= thr;
+      };
+      // Cuts: (key, id) pairs; an element is kept when its key is above the cut's key, or equal
+      // with an id at most the cut's id. No cut = everything that passes.
+      bool k_on = false, p_on = false;
+      uint32_t kk = 0, pk = 0;
+      int kid = 0, pid = 0;
+      auto kept1 = [&](int i, float& s) {
+        if (!pass(i, s)) return false;
+        if (!k_on) return true;
+        const uint32_t k = okey(s);
+        return k > kk || (k == kk && i <= kid);
+      };
+      auto kept2 = [&](int i, float& s) {
+        if (!kept1(i, s)) return false;
+        if (!p_on) return true;
+        const uint32_t k = okey(s);
+        return k > pk || (k == pk && i <= pid);
+      };
+      auto count_if = [&](auto&& pred) {
+        long long c = 0;
+        for (int i = tid; i < n; i += kThreads) c += pred(i) ? 1 : 0;
+        return block_sum_ll(c, sh);
+      };
+      auto mass_if = [&](auto&& pred) {
+        double s = 0;
+        for (int i = tid; i < n; i += kThreads) {
+          float v;
+          if (pred(i, v)) s += static_cast<double>(expf(v - m));
+        }
+        return block_sum_d(s, sh);
+      };
+      // Smallest id with pred-count >= need among ids <= I (bisection over ids).
+      auto id_cut = [&](auto&& pred, long long need) {
+        int lo = 0, hi = n - 1;
+        while (lo < hi) {
+          const int mid = lo + (hi - lo) / 2;
+          if (count_if([&](int i) { return i <= mid && pred(i); }) >= need)
+            hi = mid;
+          else
+            lo = mid + 1;
+        }
+        return lo;
+      };
+
+      if (d.top_k > 0) {
+        const long long cnt = count_if([&](int i) { float s; return pass(i, s); });
+        if (cnt > d.top_k) {
+          uint32_t lo = 0, hi = 0xffffffffu;  // count(key >= lo) >= k holds
+          while (lo < hi) {
+            const uint32_t mid = lo + (hi - lo) / 2 + 1;
+            if (count_if([&](int i) { float s; return pass(i, s) && okey(s) >= mid; }) >= d.top_k)
+              lo = mid;
+            else
+              hi = mid - 1;
+          }
+          const long long gt = count_if([&](int i) { float s; return pass(i, s) && okey(s) > lo; });
+          kk = lo;
+          kid = id_cut([&](int i) { float s; return pass(i, s) && okey(s) == lo; }, d.top_k - gt);
+          k_on = true;
+        }
+      }
+      if (d.top_p < 1.0f) {
+        const double z = mass_if(kept1);
+        const double target = static_cast<double>(d.top_p) * z;
+        uint32_t lo = 0, hi = 0xffffffffu;  // mass(key >= lo) >= target holds
+        while (lo < hi) {
+          const uint32_t mid = lo + (hi - lo) / 2 + 1;
+          if (mass_if([&](int i, float& s) { return kept1(i, s) && okey(s) >= mid; }) >= target)
+            lo = mid;
+          else
+            hi = mid - 1;
+        }
+        const double gt = mass_if([&](int i, float& s) { return kept1(i, s) && okey(s) > lo; });
+        const double w = static_cast<double>(expf(from_key(lo) - m));
+        const long long ties = count_if([&](int i) { float s; return kept1(i, s) && okey(s) == lo; });
+        long long need = w > 0 ? static_cast<long long>(ceil((target - gt) / w)) : ties;
+        need = max(1LL, min(need, ties));
+        const uint32_t cut = lo;
+        pid = id_cut([&](int i) { float s; return kept1(i, s) && okey(s) == cut; }, need);
+        pk = cut;
+        p_on = true;
+      }
+      const double total = mass_if(kept2);
+      const double r = d.u * total;
+      if (d.top_k > 0 || d.top_p < 1.0f) {
+        uint32_t lo = 0, hi = 0xffffffffu;  // mass(key >= lo) > r holds (u < 1)
+        while (lo < hi) {
+          const uint32_t mid = lo + (hi - lo) / 2 + 1;
+          if (mass_if([&](int i, float& s) { return kept2(i, s) && okey(s) >= mid; }) > r)
+            lo = mid;
+          else
+            hi = mid - 1;
+        }
+        const double gt = mass_if([&](int i, float& s) { return kept2(i, s) && okey(s) > lo; });
+        const double w = static_cast<double>(expf(from_key(lo) - m));
+        const long long ties = count_if([&](int i) { float s; return kept2(i, s) && okey(s) == lo; });
+        if (ties > 0) {
+          long long c = w > 0 ? static_cast<long long>(floor((r - gt) / w)) + 1 : 1;
+          c = max(1LL, min(c, ties));
+          const uint32_t cut = lo;
+          token = id_cut([&](int i) { float s; return kept2(i, s) && okey(s) == cut; }, c);
+        }
+      } else {
+        // Token order: the smallest id whose cumulative mass exceeds r (the last kept one
+        // when rounding leaves r past the end).
+        int lo = 0, hi = n - 1;
+        while (lo < hi) {
+          const int mid = lo + (hi - lo) / 2;
+          if (mass_if([&](int i, float& s) { return i <= mid && kept2(i, s); }) > r)
+            hi = mid;
+          else
+            lo = mid + 1;
+        }
+        float s;
+        if (kept2(lo, s)) {
+          token = lo;
+        } else {
+          int last = -1;
+          for (int i = tid; i < n; i += kThreads)
+            if (kept2(i, s)) last = max(last, i);
+          float lv = static_cast<float>(last);
+          int li = last;
+          block_best(lv, li, sh);
+          token = li;
+        }
+      }
+    }
+  }
+
+  RowResult& out = results[row];
+  if (tid == 0) out.token = token;
+  if (d.n_top < 0 || token < 0) return;
+  // Raw log-softmax: the chosen token's and the n best.
+  float m = -INFINITY;
+  int mi = -1;
+  for (int i = tid; i < n; i += kThreads)
+    if (mi < 0 || raw[i] > m) m = raw[i], mi = i;
+  block_best(m, mi, sh);
+  double s = 0;
+  for (int i = tid; i < n; i += kThreads) s += static_cast<double>(expf(raw[i] - m));
+  s = block_sum_d(s, sh);
+  const double lse = static_cast<double>(m) + log(s);
+  if (tid == 0) out.logprob = static_cast<float>(static_cast<double>(raw[token]) - lse);
+  float pv = INFINITY;
+  int pi = -1;
+  for (int k = 0; k < d.n_top; ++k) {
+    float bv = -INFINITY;
+    int bi = -1;
+    for (int i = tid; i < n; i += kThreads) {
+      const float v = raw[i];
+      const bool after = pi < 0 || v < pv || (v == pv && i > pi);
+      if (after && (bi < 0 || v > bv)) bv = v, bi = i;
+    }
+    block_best(bv, bi, sh);
+    if (tid == 0) {
+      out.top_ids[k] = bi;
+      out.top_lp[k] = static_cast<float>(static_cast<double>(bv) - lse);
+    }
+    pv = bv;
+    pi = bi;
+  }
+}
+
+}  // namespace
+
+void launch_edits(const float* logits, float* work, const int32_t* edit_rows, int32_t n_edit_rows, const Edit* edits,
+                  int32_t n_edits, const float* biases, int64_t vocab, void* stream) {
+  const auto s = static_cast<cudaStream_t>(stream);
+  copy_rows_kernel<<<dim3(static_cast<unsigned>(std::min<int64_t>((vocab + 255) / 256, 1024)),
+                          static_cast<unsigned>(n_edit_rows)),
+                     256, 0, s>>>(logits, work, edit_rows, vocab);
+  ops::check_launch("sampler copy kernel");
+  if (n_edits > 0) {
+    edits_kernel<<<static_cast<unsigned>((n_edits + 255) / 256), 256, 0, s>>>(edits, n_edits, biases, work, vocab);
+    ops::check_launch("sampler edits kernel");
+  }
+}
+
+void launch_sample(const float* logits, const float* work, const RowDesc* descs, int32_t n_rows, int64_t vocab,
+                   RowResult* results, void* stream) {
+  sample_kernel<<<static_cast<unsigned>(n_rows), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(logits, work, descs,
+                                                                                                   vocab, results);
+  ops::check_launch("sampler kernel");
+}
+
+}  // namespace ds::cuda::sampler

@@ -1,0 +1,343 @@
+// bench_cuda_model: whole-model throughput of the CUDA backend, each figure next to its floor.
+//
+//   bench_cuda_model --model DIR [--batches 1,8,32,64] [--contexts 1024,8192] [--prefill 4096]
+//                    [--steps 10] [--layouts paged,contiguous] [--layout-batch 8]
+//                    [--no-chained-launches] [--no-gemv] [--no-skinny-gemm] [--fused-projection-rows N]
+//                    [--no-decode-bulk-copies] [--no-token-rows]
+//
+// First it measures the GPU's ceilings (device_ceilings.h). Then:
+//  * prefill: one sequence of --prefill tokens in one step (logits for its last token),
+//    three times on fresh state slots; tokens/s from the median, against the FLOP floor
+//    (2 x weights used x tokens + causal attention, over the measured bf16 GEMM rate).
+//  * decode: max(batches) sequences are prefilled to max(contexts) tokens (8192-token steps;
+//    that rate is reported too), with blocks handed out in shuffled order as in a long-running
+//    server. A decode run at batch B and context L uses B of them through tables that share
+//    their first L tokens' blocks (plus a fresh block for the new tokens), so every context
+//    is real K/V and real state. Each step is one forward of B single-token rows (logits for
+//    each) followed by a synchronise, as the engine's step is. Tokens/s from the mean of
+//    --steps steps after 3 warm-up steps, against the bytes floor (bf16 weights + K/V of the
+//    context + DeltaNet state read and written, over the measured copy bandwidth).
+//  * layouts: the same decode at --layout-batch x max(contexts) with each sequence's blocks
+//    shuffled over the pool (paged) or consecutive (contiguous: one region per sequence).
+// The --no-* flags and --fused-projection-rows force a kernel path (CudaBackendOptions) so a
+// run can compare it with what production chooses.
+// Output: one line per measurement, then a markdown table.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <numeric>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "kernels/cuda/cuda_backend.h"
+#include "programs/bench_cuda_model/device_ceilings.h"
+#include "kernels/cuda/op_profiler.h"
+#include "kvcache/block_pool.h"
+#include "kvcache/state_pool.h"
+#include "model/qwen35/model.h"
+
+using namespace ds;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::vector<int64_t> parse_list(const std::string& s) {
+  std::vector<int64_t> v;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) v.push_back(std::stoll(item));
+  return v;
+}
+
+// Parameters streamed per token (the embedding rows are gathered, not streamed; lm_head is).
+double weight_params(const qwen35::ModelConfig& c) {
+  const double H = c.hidden_size, D = c.head_dim;
+  const double attn = 2.0 * c.num_heads * D * H + 2.0 * c.num_kv_heads * D * H + c.num_heads * D * H;
+  const double deltanet = static_cast<double>(c.conv_dim()) * H + static_cast<double>(c.deltanet_value_dim()) * H +
+                     2.0 * c.deltanet_v_heads * H + H * static_cast<double>(c.deltanet_value_dim());
+  const double mlp = 3.0 * c.intermediate_size * H;
+  return c.num_full_layers() * attn + c.num_deltanet_layers() * deltanet + c.num_layers * mlp +
+         static_cast<double>(c.vocab_size) * H;
+}
+
+struct Row {
+  std::string what;
+  double tokens_per_s = 0;
+  double floor_tokens_per_s = 0;
+  std::string floor_kind;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Whole-model prefill and decode throughput of the CUDA backend, with floors."};
+  std::string model_dir, batches_s = "1,8,32,64", contexts_s = "1024,8192", layouts_s = "paged,contiguous";
+  int64_t prefill = 4096, steps = 10, layout_batch = 8;
+  bool profile = false;
+  std::string kv_dtype = "bf16";
+  app.add_option("--model", model_dir, "checkpoint directory")->required();
+  app.add_option("--batches", batches_s, "decode batch sizes");
+  app.add_option("--contexts", contexts_s, "decode context lengths");
+  app.add_option("--prefill", prefill, "prefill prompt length (0 = skip)");
+  app.add_option("--steps", steps, "timed decode steps per point")->check(CLI::PositiveNumber);
+  app.add_option("--layouts", layouts_s, "layout comparison: paged,contiguous (empty = skip)");
+  app.add_option("--layout-batch", layout_batch, "batch of the layout comparison");
+  app.add_option("--kv-cache-dtype", kv_dtype, "K/V cache type: bf16 (default), f16, q8_0, q4_0")
+      ->check(CLI::IsMember({"bf16", "f16", "q8_0", "q4_0"}));
+  cuda::CudaBackendOptions bo;
+  bool no_chain = false, no_gemv = false, no_skinny = false, no_bulk = false, no_rows = false;
+  app.add_flag("--no-chained-launches", no_chain, "plain launches instead of programmatic dependent ones");
+  app.add_flag("--no-gemv", no_gemv, "one-row GEMMs on cuBLAS instead of gemv.cu");
+  app.add_flag("--no-skinny-gemm", no_skinny, "2-8-row GEMMs on cuBLAS instead of skinny_gemm.cu");
+  app.add_option("--fused-projection-rows", bo.paths.fused_projection_rows,
+                 "steps of at most this many rows run stacked projections as one GEMM (0 = never)");
+  app.add_flag("--no-decode-bulk-copies", no_bulk, "decode K/V tiles by cp.async instead of bulk tensor copies");
+  app.add_flag("--no-token-rows", no_rows, "decode never uses token-row tiles (a block per KV head)");
+  app.add_flag("--profile", profile, "after each timed point, per-op GPU times of one more run (prefill) or 3 steps");
+  CLI11_PARSE(app, argc, argv);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines survive a timeout
+  const auto batches = parse_list(batches_s), contexts = parse_list(contexts_s);
+  const bool layouts = !layouts_s.empty() && layout_batch > 0;
+  // The decode points share whole blocks of the prefilled sequences' context.
+  for (int64_t v : batches)
+    if (v < 1) return std::fprintf(stderr, "--batches: sizes must be >= 1\n"), 2;
+  for (int64_t v : contexts)
+    if (v < 16 || v % 16 != 0) return std::fprintf(stderr, "--contexts: lengths must be multiples of 16\n"), 2;
+  if (prefill < 0 || steps < 1 || layout_batch < 0)
+    return std::fprintf(stderr, "--prefill >= 0, --steps >= 1 and --layout-batch >= 0, please\n"), 2;
+
+  try {
+    const auto ceil = cuda::measure_device_ceilings();
+    std::printf("gpu %s, %d SMs: copy %.0f GB/s (read+write), bf16 GEMM %.0f TFLOP/s\n", ceil.gpu.c_str(), ceil.sm_count,
+                ceil.copy_bytes_per_s / 1e9, ceil.bf16_flops / 1e12);
+
+    bo.kv_dtype = parse_dtype(kv_dtype);
+    bo.paths.chained_launches = !no_chain;
+    bo.paths.gemv = !no_gemv;
+    bo.paths.skinny_gemm = !no_skinny;
+    bo.decode.bulk_copies = !no_bulk;
+    bo.decode.token_rows = !no_rows;
+    auto backend = cuda::make_cuda_backend(bo);
+    // --profile loads the model on the op profiler (a wrapper that forwards every op), so its
+    // timed runs pay one more call and check per op; without it nothing is wrapped.
+    std::unique_ptr<cuda::OpProfiler> profiler;
+    if (profile) profiler = std::make_unique<cuda::OpProfiler>(*backend);
+    kernels::Backend& be = profiler ? static_cast<kernels::Backend&>(*profiler) : *backend;
+    const auto t_load = Clock::now();
+    auto model = qwen35::Model::load(be, model_dir);
+    be.synchronize();
+    const auto& cfg = model->config();
+    std::printf("loaded %s in %.1f s: %lld layers, hidden %lld, vocab %lld\n", model_dir.c_str(),
+                std::chrono::duration<double>(Clock::now() - t_load).count(), static_cast<long long>(cfg.num_layers),
+                static_cast<long long>(cfg.hidden_size), static_cast<long long>(cfg.vocab_size));
+    const auto geo = model->cache_geometry();
+    const double wbytes = 2.0 * weight_params(cfg);
+    const double kv_token = static_cast<double>(geo.kv_bytes_per_token());
+    const double state_slot = static_cast<double>(geo.state_bytes_per_slot());
+
+    const int32_t bs = 16;
+    const int64_t max_b = batches.empty() ? 0 : *std::max_element(batches.begin(), batches.end());
+    const int64_t max_l = contexts.empty() ? 0 : *std::max_element(contexts.begin(), contexts.end());
+    const int64_t per_seq_blocks = (max_l + bs - 1) / bs + 1;
+    // The paged layout point decodes layout_batch of the paged sequences: prefill enough of them.
+    const int64_t n_paged = std::max<int64_t>(max_b, layouts ? layout_batch : 0);
+    const int64_t n_long = n_paged + (layouts ? layout_batch : 0);
+    const int64_t prefill_blocks = 3 * ((prefill + bs - 1) / bs);
+    const int64_t decode_blocks = std::max<int64_t>(n_paged, layout_batch) * ((steps + 6 + bs - 1) / bs + 1) + 8;
+    kvcache::PoolSizes sizes;
+    sizes.block_size = bs;
+    sizes.num_blocks = static_cast<int32_t>(n_long * per_seq_blocks + prefill_blocks + decode_blocks);
+    sizes.num_slots = static_cast<int32_t>(n_long + 4);
+    model->allocate_cache(sizes);
+    std::printf("cache: %d blocks (%.1f GiB K/V), %d state slots (%.1f GiB)\n", sizes.num_blocks,
+                sizes.num_blocks * bs * kv_token / (1 << 30), sizes.num_slots, sizes.num_slots * state_slot / (1 << 30));
+    kvcache::BlockPool blocks(sizes.num_blocks, bs);
+    kvcache::StatePool slots(sizes.num_slots, geo.state, model->state_zero_fn());
+    std::mt19937 rng(1);
+    auto random_tokens = [&](int64_t n) {
+      std::vector<int32_t> t(static_cast<size_t>(n));
+      for (auto& x : t) x = static_cast<int32_t>(rng() % static_cast<uint32_t>(std::min<int64_t>(cfg.vocab_size, 200000)));
+      return t;
+    };
+    // One reservation per block: consecutive ids first (contiguous sequences take from the
+    // front), the rest shuffled.
+    std::vector<kvcache::Reservation> all;
+    for (int32_t b = 0; b < sizes.num_blocks; ++b) all.push_back(std::move(*blocks.reserve(1)));
+    std::sort(all.begin(), all.end(), [](const kvcache::Reservation& x, const kvcache::Reservation& y) {
+      return x.blocks()[0].id > y.blocks()[0].id;  // descending: pop_back yields ascending ids
+    });
+    const int64_t contiguous_blocks = layouts ? layout_batch * per_seq_blocks : 0;
+    std::vector<kvcache::Reservation> ordered, shuffled;
+    for (int64_t i = 0; i < static_cast<int64_t>(all.size()); ++i)
+      (i >= static_cast<int64_t>(all.size()) - contiguous_blocks ? ordered : shuffled).push_back(std::move(all[static_cast<size_t>(i)]));
+    std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937_64(2));
+    auto grow = [&](kvcache::BlockTable& t, int64_t n, std::vector<kvcache::Reservation>& from) {
+      for (int32_t k = t.blocks_needed(n); k > 0; --k) {
+        if (from.empty()) throw std::runtime_error("bench: out of blocks");
+        blocks.commit(from.back(), t);
+        from.pop_back();
+      }
+    };
+    // Frees a table and takes its blocks back into `from` (the pool's free list is not `from`).
+    auto release = [&](kvcache::BlockTable& t, std::vector<kvcache::Reservation>& from) {
+      const int32_t before = blocks.num_free();
+      blocks.free_table(t);
+      for (int32_t k = blocks.num_free() - before; k > 0; --k) from.push_back(std::move(*blocks.reserve(1)));
+    };
+    std::vector<Row> rows;
+
+    // ---- prefill
+    auto prefill_flops = [&](int64_t T, int64_t cached) {
+      const double attn = 4.0 * static_cast<double>(cfg.num_heads * cfg.head_dim) *
+                          (static_cast<double>(T) * cached + 0.5 * static_cast<double>(T) * (T + 1)) *
+                          static_cast<double>(cfg.num_full_layers());
+      return 2.0 * (weight_params(cfg) - static_cast<double>(cfg.vocab_size) * cfg.hidden_size) * T +
+             2.0 * static_cast<double>(cfg.vocab_size) * cfg.hidden_size + attn;
+    };
+    if (prefill > 0) {
+      std::vector<double> times;
+      for (int rep = 0; rep < 3; ++rep) {
+        kvcache::BlockTable t(bs);
+        auto slot = slots.acquire();
+        grow(t, prefill, shuffled);
+        const auto tok = random_tokens(prefill);
+        qwen35::ForwardBatch batch;
+        batch.seqs.push_back({tok, 0, &t, slot->id, 1});
+        be.synchronize();
+        const auto t0 = Clock::now();
+        model->forward(batch);
+        be.synchronize();
+        times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+        std::printf("prefill %lld tokens: %.1f ms\n", static_cast<long long>(prefill), times.back() * 1e3);
+        release(t, shuffled);
+        slots.release(*slot);
+      }
+      if (profile) {
+        kvcache::BlockTable t(bs);
+        auto slot = slots.acquire();
+        grow(t, prefill, shuffled);
+        const auto tok = random_tokens(prefill);
+        qwen35::ForwardBatch batch;
+        batch.seqs.push_back({tok, 0, &t, slot->id, 1});
+        profiler->set_enabled(true);
+        model->forward(batch);
+        std::printf("profile: prefill %lld tokens\n%s", static_cast<long long>(prefill), profiler->report().c_str());
+        profiler->set_enabled(false);
+        release(t, shuffled);
+        slots.release(*slot);
+      }
+      std::sort(times.begin(), times.end());
+      const double tps = static_cast<double>(prefill) / times[1];
+      const double floor_s = prefill_flops(prefill, 0) / ceil.bf16_flops;
+      rows.push_back({"prefill 1 x " + std::to_string(prefill), tps, static_cast<double>(prefill) / floor_s, "FLOP"});
+    }
+
+    // ---- long sequences for decode: n_paged paged, layout_batch contiguous
+    struct Long {
+      kvcache::BlockTable table{16};
+      kvcache::SlotHandle slot;
+    };
+    std::vector<Long> paged(static_cast<size_t>(n_paged)), contiguous(static_cast<size_t>(layouts ? layout_batch : 0));
+    double fill_s = 0;
+    int64_t fill_tokens = 0;
+    auto fill = [&](Long& s, std::vector<kvcache::Reservation>& from) {
+      s.slot = *slots.acquire();
+      grow(s.table, max_l, from);
+      for (int64_t pos = 0; pos < max_l;) {
+        const int64_t n = std::min<int64_t>(8192, max_l - pos);
+        const auto tok = random_tokens(n);
+        qwen35::ForwardBatch batch;
+        batch.seqs.push_back({tok, pos, &s.table, s.slot.id, 1});
+        const auto t0 = Clock::now();
+        model->forward(batch);
+        be.synchronize();
+        fill_s += std::chrono::duration<double>(Clock::now() - t0).count();
+        fill_tokens += n;
+        s.table.append_tokens(n);
+        pos += n;
+      }
+    };
+    for (auto& s : paged) fill(s, shuffled);
+    for (auto& s : contiguous) fill(s, ordered);
+    if (fill_tokens > 0) {
+      std::printf("prefilled %lld tokens in steps of <= 8192: %.0f tokens/s\n", static_cast<long long>(fill_tokens),
+                  fill_tokens / fill_s);
+      rows.push_back({"prefill " + std::to_string(max_l) + "-token steps", fill_tokens / fill_s,
+                      static_cast<double>(std::min<int64_t>(max_l, 8192)) * ceil.bf16_flops /
+                          prefill_flops(std::min<int64_t>(max_l, 8192), 0),
+                      "FLOP"});
+    }
+
+    // ---- decode
+    auto decode = [&](std::vector<Long>& base, int64_t B, int64_t L, std::vector<kvcache::Reservation>& from,
+                      const std::string& label) {
+      std::vector<kvcache::BlockTable> views;
+      views.reserve(static_cast<size_t>(B));
+      const int64_t shared = L / bs;  // whole blocks of context (L is a multiple of 16 here)
+      for (int64_t i = 0; i < B; ++i) {
+        views.emplace_back(bs);
+        const auto& hs = base[static_cast<size_t>(i)].table.blocks();
+        for (int64_t b = 0; b < shared; ++b) blocks.share(hs[static_cast<size_t>(b)], views.back());
+        views.back().append_tokens(shared * bs);
+        grow(views.back(), steps + 6, from);
+      }
+      double total = 0, enqueue = 0;
+      const int64_t prof_steps = profile ? 3 : 0;
+      for (int64_t s = 0; s < steps + 3 + prof_steps; ++s) {
+        if (s == steps + 3) profiler->set_enabled(true);
+        const auto tok = random_tokens(B);
+        qwen35::ForwardBatch batch;
+        for (int64_t i = 0; i < B; ++i)
+          batch.seqs.push_back({std::span<const int32_t>(&tok[static_cast<size_t>(i)], 1), views[static_cast<size_t>(i)].num_tokens(),
+                                &views[static_cast<size_t>(i)], base[static_cast<size_t>(i)].slot.id, 1});
+        const auto t0 = Clock::now();
+        model->forward(batch);
+        const auto t1 = Clock::now();
+        be.synchronize();
+        if (s >= 3 && s < steps + 3) {
+          total += std::chrono::duration<double>(Clock::now() - t0).count();
+          enqueue += std::chrono::duration<double>(t1 - t0).count();
+        }
+        for (auto& v : views) v.append_tokens(1);
+      }
+      if (profile) {
+        std::printf("profile: decode %s batch %lld context %lld, %lld steps\n%s", label.c_str(), static_cast<long long>(B),
+                    static_cast<long long>(L), static_cast<long long>(prof_steps), profiler->report().c_str());
+        profiler->set_enabled(false);
+      }
+      const double step_s = total / static_cast<double>(steps);
+      const double bytes = wbytes + static_cast<double>(B) * ((static_cast<double>(L) + 1) * kv_token + 2 * state_slot) +
+                           static_cast<double>(B) * cfg.vocab_size * 4;
+      const double floor_s = bytes / ceil.copy_bytes_per_s;
+      std::printf("decode %s batch %lld context %lld: %.2f ms/step, %.0f tokens/s; floor %.2f ms (%.1f GB/step), %.0f%% of it"
+                  " (forward() returns after %.2f ms)\n",
+                  label.c_str(), static_cast<long long>(B), static_cast<long long>(L), step_s * 1e3, B / step_s,
+                  floor_s * 1e3, bytes / 1e9, 100.0 * floor_s / step_s, enqueue / static_cast<double>(steps) * 1e3);
+      std::fflush(stdout);
+      rows.push_back({"decode " + label + " b" + std::to_string(B) + " ctx" + std::to_string(L), B / step_s,
+                      B / floor_s, "bytes"});
+      // The fresh blocks go back to where they came from (the shared ones stay with the base).
+      for (auto& v : views) release(v, from);
+    };
+    for (int64_t L : contexts)
+      for (int64_t B : batches) decode(paged, B, L, shuffled, "paged");
+    if (layouts) {
+      decode(paged, layout_batch, max_l, shuffled, "paged");
+      decode(contiguous, layout_batch, max_l, ordered, "contiguous");
+    }
+
+    std::printf("\n| measurement | tokens/s | floor tokens/s | of floor |\n|---|---|---|---|\n");
+    for (const Row& r : rows)
+      std::printf("| %s | %.0f | %.0f (%s) | %.0f%% |\n", r.what.c_str(), r.tokens_per_s, r.floor_tokens_per_s,
+                  r.floor_kind.c_str(), 100.0 * r.tokens_per_s / r.floor_tokens_per_s);
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_cuda_model: error: %s\n", e.what());
+    return 1;
+  }
+}
