@@ -123,6 +123,9 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::strin
   if (!lm->backend && (o.backend == "cuda" || o.backend == "hip"))
     throw std::runtime_error("--backend " + o.backend + ": this build has no " + o.backend +
                              " backend for the model; use --backend cpu");
+  if (!lm->backend && o.gpu_memory_utilization)
+    throw std::runtime_error("--gpu-memory-utilization sizes device memory, and --backend " + o.backend +
+                             " found no GPU backend here (cpu: use --kv-cache-memory BYTES)");
   if (!lm->backend) lm->backend = kernels::cpu::make_cpu_backend();
   const DType kv_dtype = lm->backend->kv_cache_dtype();
   if (o.kv_cache_dtype != "auto" && ds::parse_dtype(o.kv_cache_dtype) != kv_dtype)

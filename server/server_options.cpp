@@ -118,7 +118,9 @@ std::string validate_options(const ServerOptions& o) {
     return "give --gpu-memory-utilization or --kv-cache-memory, not both";
   if (o.gpu_memory_utilization && !(*o.gpu_memory_utilization > 0 && *o.gpu_memory_utilization <= 1))
     return "--gpu-memory-utilization must be in (0, 1]";
-  const bool cpu = o.backend == "cpu" || o.backend == "auto";
+  // With --backend auto the loader decides (cuda when a device is there); it refuses the flag
+  // if it ends up on the cpu.
+  const bool cpu = o.backend == "cpu";
   if (cpu && o.gpu_memory_utilization)
     return "--gpu-memory-utilization sizes device memory; the cpu backend takes --kv-cache-memory BYTES "
            "(default 1GiB)";
