@@ -10,7 +10,7 @@
 #      (c) no reuse: random 1,024-token prompts, 256 out, concurrency 64 (throughput).
 # The binaries come from scripts/bench_serve_bundle.sh with TARGETS including test_engine_tiny,
 # staged in .devbuild/prefix (carry it). Results: $OUT/summary.txt and $OUT/results.tar.gz.
-#   [MODES="on off"] [RUNS="a b c"] bash .devbuild/prefix/prefix_cache_gpu.sh
+#   [MODES="on off"] [RUNS="a b c"] [RUNS_OFF=...] bash .devbuild/prefix/prefix_cache_gpu.sh
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 START=$SECONDS
@@ -67,7 +67,8 @@ for mode in $MODES; do
   note "serve prefix $mode up in $((SECONDS - t0)) s: $(grep -E 'prefix caching' "$R/serve_$mode.log" | head -1 | cut -c1-160)"
   "${bench[@]}" --dataset random --random-vocab-size 151643 --num-prompts 32 --max-concurrency 32 \
     --random-input-len 1024 --random-output-len 16 > "$R/warmup_$mode.txt" 2>&1
-  for run in $RUNS; do
+  runs=$RUNS; [ "$mode" = off ] && runs=${RUNS_OFF:-$RUNS}
+  for run in $runs; do
     [ "$(left)" -gt 40 ] || { note "no time left for $run/$mode"; continue; }
     case $run in
       a) args=(--endpoint /v1/chat/completions --dataset multi-turn --num-prompts 32 --max-concurrency 32 --turns 8
