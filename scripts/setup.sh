@@ -18,14 +18,15 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
 fi
-# Optional, for scripts/test.sh only (TEST_TOOLS=1): hipcc + the ROCm device libraries let it
-# compile the paged-attention kernels for AMD (compile only), and clang-15 with its libFuzzer
-# runtime runs the fuzz targets (scripts/fuzz.sh). They are large (LLVM, ROCm), so the run
+# For scripts/test.sh only (TEST_TOOLS=1): hipcc + the ROCm device libraries let it compile the
+# paged-attention kernels for AMD (compile only), clang-15 with its libFuzzer runtime runs the
+# fuzz targets (scripts/fuzz.sh), and HAProxy fronts two replicas in the scale-out test. They are large (LLVM, ROCm), so the run
 # command does not install them; a machine where they do not install still builds and tests.
 if [ "${TEST_TOOLS:-0}" = "1" ]; then
   tools=()
   command -v hipcc >/dev/null 2>&1 || tools+=(hipcc rocm-device-libs)
   command -v clang++-15 >/dev/null 2>&1 || tools+=(clang-15)
+  command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || tools+=(haproxy)
   if [ ${#tools[@]} -gt 0 ]; then
     sudo=""
     [ "$(id -u)" -ne 0 ] && sudo="sudo"

@@ -166,6 +166,10 @@ HttpServer::~HttpServer() { stop(); }
 
 int HttpServer::bind() { return impl_->transport.bind(); }
 
+void HttpServer::set_instance_id(const std::string& id) {
+  impl_->transport.add_default_header("x-deltaserve-instance", id);
+}
+
 void HttpServer::start() { impl_->transport.start(); }
 
 void HttpServer::set_model(const ServedModel* model) {

@@ -42,6 +42,8 @@ class HttpServer {
 
   // Binds the listening socket; returns the port. Throws std::runtime_error naming host:port.
   int bind();
+  // Names this replica in the x-deltaserve-instance header of every reply (before start()).
+  void set_instance_id(const std::string& id);
   // Serves on a background thread.
   void start();
   // The model is ready (must outlive the server or a later set_model(nullptr)).

@@ -507,6 +507,10 @@ int HttpTransport::bind() {
   return i.bound_port;
 }
 
+void HttpTransport::add_default_header(std::string name, std::string value) {
+  impl_->opt.default_headers.emplace_back(std::move(name), std::move(value));
+}
+
 void HttpTransport::start() {
   auto& i = *impl_;
   if (i.listen_fd < 0) throw std::logic_error("HttpTransport::start before bind");

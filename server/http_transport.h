@@ -64,6 +64,8 @@ class HttpTransport {
 
   // Binds and listens; returns the port. Throws std::runtime_error naming host:port.
   int bind();
+  // Adds a header to every response from now on (before start()).
+  void add_default_header(std::string name, std::string value);
   // Runs the event loop on a background thread.
   void start();
   void stop();

@@ -16,6 +16,7 @@ namespace {
 
 class JsonLineFormatter final : public spdlog::formatter {
  public:
+  explicit JsonLineFormatter(std::string instance = {}) : instance_(std::move(instance)) {}
   void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
     using namespace std::chrono;
     const auto t = msg.time;
@@ -31,11 +32,17 @@ class JsonLineFormatter final : public spdlog::formatter {
     Json j = {{"time", stamp},
               {"level", std::string(level.data(), level.size())},
               {"message", std::string(msg.payload.data(), msg.payload.size())}};
+    if (!instance_.empty()) j["instance"] = instance_;
     const std::string line = dump_json(j) + "\n";
     dest.append(line.data(), line.data() + line.size());
   }
-  std::unique_ptr<spdlog::formatter> clone() const override { return std::make_unique<JsonLineFormatter>(); }
+  std::unique_ptr<spdlog::formatter> clone() const override { return std::make_unique<JsonLineFormatter>(instance_); }
+
+ private:
+  std::string instance_;
 };
+
+std::string g_format = "text";
 
 }  // namespace
 
@@ -52,9 +59,21 @@ void setup_logging(const std::string& level, const std::string& format) {
   } else {
     throw std::invalid_argument("--log-format must be text or json (got '" + format + "')");
   }
+  g_format = format;
   logger->set_level(lvl);
   logger->flush_on(spdlog::level::info);
   spdlog::set_default_logger(logger);
+}
+
+void set_log_instance(const std::string& instance_id) {
+  auto logger = spdlog::default_logger();
+  if (g_format == "json")
+    logger->set_formatter(std::make_unique<JsonLineFormatter>(instance_id));
+  else {
+    std::string id;  // a '%' would start a pattern flag
+    for (char c : instance_id) id += c == '%' ? std::string("%%") : std::string(1, c);
+    logger->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%^%l%$] [" + id + "] %v");
+  }
 }
 
 }  // namespace ds::server

@@ -130,6 +130,11 @@ void ServerMetrics::count_http(int status) {
   std::lock_guard lock(mu_);
   ++http_[status];
 }
+void ServerMetrics::set_instance_id(std::string id) {
+  std::lock_guard lock(mu_);
+  instance_id_ = std::move(id);
+}
+
 uint64_t ServerMetrics::http_count(int status) const {
   std::lock_guard lock(mu_);
   auto it = http_.find(status);
@@ -143,6 +148,10 @@ std::string ServerMetrics::render(const scheduler::EngineStats* st) const {
   scheduler::EngineStats zero;
   const scheduler::EngineStats& s = st ? *st : zero;
 
+  if (!instance_id_.empty()) {
+    header(out, "deltaserve:instance_info", "gauge", "This replica (--instance-id).");
+    sample(out, "deltaserve:instance_info", m + ",instance_id=" + quote(instance_id_), 1);
+  }
   header(out, "vllm:num_requests_running", "gauge", "Requests running (each holds a DeltaNet state slot).");
   sample(out, "vllm:num_requests_running", m, s.running);
   header(out, "vllm:num_requests_waiting", "gauge", "Requests accepted and waiting to run (queued or preempted).");

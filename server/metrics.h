@@ -66,9 +66,12 @@ class ServerMetrics {
   std::string render(const scheduler::EngineStats* stats) const;
 
   uint64_t http_count(int status) const;
+  // Shown as deltaserve:instance_info{instance_id="..."} 1.
+  void set_instance_id(std::string id);
 
  private:
   std::string model_name_;
+  std::string instance_id_;
   mutable std::mutex mu_;
   Histogram ttft_, itl_, e2e_, queue_;
   std::map<std::string, uint64_t, std::less<>> finished_;

@@ -113,6 +113,10 @@ int main(int argc, char** argv) {
     spdlog::error("{}", e.what());
     return 1;
   }
+  const std::string instance = o.instance_id.empty() ? o.host + ":" + std::to_string(port) : o.instance_id;
+  set_log_instance(instance);
+  metrics.set_instance_id(instance);
+  http.set_instance_id(instance);
   http.start();
   const std::string url = "http://" + (o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host) + ":" +
                           std::to_string(port);

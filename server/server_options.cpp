@@ -25,6 +25,9 @@ void add_server_options(CLI::App& app, ServerOptions& o) {
       ->capture_default_str();
   app.add_option("--served-model-name", o.served_model_name,
                  "Model name clients send as \"model\" (default: the model directory's name)");
+  app.add_option("--instance-id", o.instance_id,
+                 "This replica's name in logs, in /metrics (deltaserve:instance_info) and in the "
+                 "x-deltaserve-instance header of every reply (default: host:port)");
   app.add_option("--api-key", o.api_key,
                  "Require 'Authorization: Bearer KEY' on every route except /health and /metrics")
       ->envname("DELTASERVE_API_KEY");

@@ -30,6 +30,7 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;
   std::string served_model_name;  // empty: the model directory's name
+  std::string instance_id;        // empty: host:port (as bound)
   std::string api_key;
   bool paged_attention = true;
   int64_t max_ctx = 0;  // 0: min(model positions, what the cache holds)
