@@ -19,28 +19,13 @@
 # (the issue's standard sweep; 27B is SGLang's published Qwen3.5-27B H200 workload).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
-START=$SECONDS
 DEADLINE=${DEADLINE:-560}  # seconds for the whole command (the device tool stops a call at 600)
 OUT=${OUT:-/tmp/bench_serve_out}
 R=/tmp/bench_serve_results
-rm -rf "$R"; mkdir -p "$OUT" "$R"
 SIZES=${SIZES:-9b 27b}
 BUNDLE=${BUNDLE:-.devbuild/bench-serve/bundle.tar.xz}
 PORT=18080
-left() { echo $((DEADLINE - (SECONDS - START))); }
-summary="$OUT/summary.txt"; : > "$summary"
-note() { echo "$*" | tee -a "$summary"; }
-pack() { tar -C "$R" -czf "$OUT/results.tar.gz" . 2>/dev/null; }
-trap pack EXIT
-
-B=/tmp/bsbundle
-rm -rf "$B"; mkdir -p "$B"
-xz -dc "$BUNDLE" | tar -C "$B" -xf - || { echo "cannot unpack $BUNDLE"; exit 1; }
-# cuBLAS comes with the machine's CUDA (or its Python wheels), not with the bundle.
-for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
-         $(python3 -c 'import nvidia.cublas, os; print(os.path.dirname(nvidia.cublas.__file__) + "/lib")' 2>/dev/null); do
-  if [ -e "$d/libcublas.so.13" ]; then export LD_LIBRARY_PATH="$B/lib:$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; break; fi
-done
+. "$HERE/serve_gpu_common.sh"
 { date -u; echo "bundle commit $(tr '\n' ' ' < "$B/COMMIT")"; nproc; lscpu | grep -m1 'Model name';
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv; } > "$R/machine.txt" 2>&1
 tee -a "$summary" < "$R/machine.txt"

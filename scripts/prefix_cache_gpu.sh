@@ -13,28 +13,14 @@
 #   [MODES="on off"] [RUNS="a b c"] [RUNS_OFF=...] bash .devbuild/prefix/prefix_cache_gpu.sh
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
-START=$SECONDS
 DEADLINE=${DEADLINE:-570}
 OUT=${OUT:-/tmp/prefix_out}
 R=/tmp/prefix_results
-rm -rf "$R"; mkdir -p "$OUT" "$R"
 BUNDLE=${BUNDLE:-$HERE/bundle.tar.xz}
 MODES=${MODES:-on off}
 RUNS=${RUNS:-a b c}
 PORT=18080
-left() { echo $((DEADLINE - (SECONDS - START))); }
-summary="$OUT/summary.txt"; : > "$summary"
-note() { echo "$*" | tee -a "$summary"; }
-pack() { tar -C "$R" -czf "$OUT/results.tar.gz" . 2>/dev/null; }
-trap pack EXIT
-
-B=/tmp/pcbundle
-rm -rf "$B"; mkdir -p "$B"
-xz -dc "$BUNDLE" | tar -C "$B" -xf - || { echo "cannot unpack $BUNDLE"; exit 1; }
-for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
-         $(python3 -c 'import nvidia.cublas, os; print(os.path.dirname(nvidia.cublas.__file__) + "/lib")' 2>/dev/null); do
-  if [ -e "$d/libcublas.so.13" ]; then export LD_LIBRARY_PATH="$B/lib:$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; break; fi
-done
+. "$HERE/serve_gpu_common.sh"
 note "bundle commit $(tr '\n' ' ' < "$B/COMMIT"); $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
 
 CKPT=/tmp/qwen35-9b-random

@@ -153,12 +153,7 @@ RequestParser::Status RequestParser::parse() {
         break;
       }
       case State::body_length: {
-        const size_t take = static_cast<size_t>(std::min<uint64_t>(remaining_, pending()));
-        req_.body.append(buf_, pos_, take);
-        pos_ += take;
-        scan_ = pos_;
-        remaining_ -= take;
-        if (remaining_ > 0) return Status::need_more;
+        if (!take_body()) return Status::need_more;
         state_ = State::done;
         wants_continue_ = false;
         return Status::complete;
@@ -191,12 +186,7 @@ RequestParser::Status RequestParser::parse() {
         break;
       }
       case State::chunk_data: {
-        const size_t take = static_cast<size_t>(std::min<uint64_t>(remaining_, pending()));
-        req_.body.append(buf_, pos_, take);
-        pos_ += take;
-        scan_ = pos_;
-        remaining_ -= take;
-        if (remaining_ > 0) return Status::need_more;
+        if (!take_body()) return Status::need_more;
         state_ = State::chunk_crlf;
         break;
       }
@@ -213,6 +203,15 @@ RequestParser::Status RequestParser::parse() {
       }
     }
   }
+}
+
+bool RequestParser::take_body() {
+  const size_t take = static_cast<size_t>(std::min<uint64_t>(remaining_, pending()));
+  req_.body.append(buf_, pos_, take);
+  pos_ += take;
+  scan_ = pos_;
+  remaining_ -= take;
+  return remaining_ == 0;
 }
 
 RequestParser::Status RequestParser::on_request_line(std::string_view line) {

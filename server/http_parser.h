@@ -72,6 +72,8 @@ class RequestParser {
   Status on_header_line(std::string_view line);
   Status on_head_end();
   void compact();
+  // Moves up to remaining_ buffered bytes into the body; true when they were all there.
+  bool take_body();
 
   HttpLimits limits_;
   std::string buf_;

@@ -1,0 +1,22 @@
+# Sourced by the serving scripts that run on the GPU machine (bench_serve_gpu.sh,
+# prefix_cache_gpu.sh), staged beside them by bench_serve_bundle.sh. Expects OUT (where the
+# results go), R (a scratch folder for the raw results), BUNDLE (the bundle to unpack) and
+# DEADLINE (seconds for the whole command). Gives: B (the unpacked bundle, its libraries and the
+# machine's cuBLAS on LD_LIBRARY_PATH), left (seconds left), note (a line for the summary),
+# and the raw results packed into $OUT/results.tar.gz at exit.
+START=$SECONDS
+rm -rf "$R"; mkdir -p "$OUT" "$R"
+left() { echo $((DEADLINE - (SECONDS - START))); }
+summary="$OUT/summary.txt"; : > "$summary"
+note() { echo "$*" | tee -a "$summary"; }
+pack() { tar -C "$R" -czf "$OUT/results.tar.gz" . 2>/dev/null; }
+trap pack EXIT
+
+B=/tmp/serve_gpu_bundle
+rm -rf "$B"; mkdir -p "$B"
+xz -dc "$BUNDLE" | tar -C "$B" -xf - || { echo "cannot unpack $BUNDLE"; exit 1; }
+# cuBLAS comes with the machine's CUDA (or its Python wheels), not with the bundle.
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
+         $(python3 -c 'import nvidia.cublas, os; print(os.path.dirname(nvidia.cublas.__file__) + "/lib")' 2>/dev/null); do
+  if [ -e "$d/libcublas.so.13" ]; then export LD_LIBRARY_PATH="$B/lib:$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; break; fi
+done
