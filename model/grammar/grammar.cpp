@@ -1,0 +1,276 @@
+// Expression builders and the Grammar container (grammar.h).
+#include "model/grammar/grammar.h"
+
+#include <cstdio>
+
+namespace ds::grammar {
+namespace {
+
+ExprPtr make(Expr e) { return std::make_shared<const Expr>(std::move(e)); }
+
+bool is_nothing(const ExprPtr& e) { return e->kind == Expr::Kind::alt && e->items.empty(); }
+
+}  // namespace
+
+ExprPtr empty() {
+  static const ExprPtr e = make(Expr{});
+  return e;
+}
+
+ExprPtr nothing() {
+  static const ExprPtr e = [] {
+    Expr x;
+    x.kind = Expr::Kind::alt;
+    return make(std::move(x));
+  }();
+  return e;
+}
+
+ExprPtr bytes(std::string_view text) {
+  if (text.empty()) return empty();
+  Expr e;
+  e.kind = Expr::Kind::bytes;
+  e.text = std::string(text);
+  return make(std::move(e));
+}
+
+ExprPtr byte_set(const ByteSet& set) {
+  if (set.none()) return nothing();
+  if (set.count() == 1) {
+    for (int b = 0; b < 256; ++b)
+      if (set.test(static_cast<size_t>(b))) return bytes(std::string(1, static_cast<char>(b)));
+  }
+  Expr e;
+  e.kind = Expr::Kind::byte_set;
+  e.set = set;
+  return make(std::move(e));
+}
+
+ExprPtr byte_range(uint8_t lo, uint8_t hi) {
+  ByteSet s;
+  for (int b = lo; b <= hi; ++b) s.set(static_cast<size_t>(b));
+  return byte_set(s);
+}
+
+ExprPtr seq(std::vector<ExprPtr> items) {
+  std::vector<ExprPtr> flat;
+  std::string pending;  // adjacent literals are merged into one
+  auto flush = [&] {
+    if (!pending.empty()) flat.push_back(bytes(pending));
+    pending.clear();
+  };
+  for (ExprPtr& it : items) {
+    if (!it) throw GrammarError("grammar: null expression in a sequence");
+    if (is_nothing(it)) return nothing();
+    if (it->kind == Expr::Kind::empty) continue;
+    if (it->kind == Expr::Kind::bytes) {
+      pending += it->text;
+      continue;
+    }
+    flush();
+    if (it->kind == Expr::Kind::seq) {
+      for (const ExprPtr& sub : it->items) flat.push_back(sub);
+    } else {
+      flat.push_back(std::move(it));
+    }
+  }
+  flush();
+  if (flat.empty()) return empty();
+  if (flat.size() == 1) return flat[0];
+  Expr e;
+  e.kind = Expr::Kind::seq;
+  e.items = std::move(flat);
+  return make(std::move(e));
+}
+
+ExprPtr alt(std::vector<ExprPtr> items) {
+  std::vector<ExprPtr> flat;
+  for (ExprPtr& it : items) {
+    if (!it) throw GrammarError("grammar: null expression in an alternative");
+    if (is_nothing(it)) continue;
+    if (it->kind == Expr::Kind::alt) {
+      for (const ExprPtr& sub : it->items) flat.push_back(sub);
+    } else {
+      flat.push_back(std::move(it));
+    }
+  }
+  if (flat.size() == 1) return flat[0];
+  Expr e;
+  e.kind = Expr::Kind::alt;
+  e.items = std::move(flat);
+  return make(std::move(e));
+}
+
+ExprPtr repeat(ExprPtr item, int32_t min, int32_t max) {
+  if (min < 0 || (max >= 0 && max < min))
+    throw GrammarError("grammar: repetition {" + std::to_string(min) + "," + std::to_string(max) + "} is empty");
+  if (min > kMaxRepeat || max > kMaxRepeat)
+    throw GrammarError("grammar: repetition counts above " + std::to_string(kMaxRepeat) + " are not supported");
+  if (max == 0 || item->kind == Expr::Kind::empty) return empty();
+  if (is_nothing(item)) return min == 0 ? empty() : nothing();
+  if (min == 1 && max == 1) return item;
+  Expr e;
+  e.kind = Expr::Kind::repeat;
+  e.item = std::move(item);
+  e.min = min;
+  e.max = max;
+  return make(std::move(e));
+}
+
+ExprPtr optional(ExprPtr item) { return repeat(std::move(item), 0, 1); }
+ExprPtr star(ExprPtr item) { return repeat(std::move(item), 0, -1); }
+ExprPtr plus(ExprPtr item) { return repeat(std::move(item), 1, -1); }
+
+ExprPtr rule_ref(int32_t rule) {
+  Expr e;
+  e.kind = Expr::Kind::rule_ref;
+  e.rule = rule;
+  return make(std::move(e));
+}
+
+ExprPtr text_until(std::string_view terminator) {
+  if (terminator.empty()) throw GrammarError("grammar: text_until needs a terminator");
+  for (char c : terminator)
+    if (static_cast<unsigned char>(c) >= 0x80 || c == 0)
+      throw GrammarError("grammar: text_until terminators must be ASCII");
+  Expr e;
+  e.kind = Expr::Kind::text_until;
+  e.text = std::string(terminator);
+  return make(std::move(e));
+}
+
+ExprPtr members(std::vector<ExprPtr> items, std::vector<bool> required, ExprPtr separator, ExprPtr extra) {
+  if (items.size() != required.size()) throw GrammarError("grammar: members need one required flag each");
+  if (!separator) throw GrammarError("grammar: members need a separator");
+  Expr e;
+  e.kind = Expr::Kind::members;
+  e.items = std::move(items);
+  e.required = std::move(required);
+  e.item = std::move(separator);
+  e.extra = std::move(extra);
+  return make(std::move(e));
+}
+
+int32_t Grammar::add_rule(std::string name, ExprPtr body) {
+  rules_.push_back({std::move(name), std::move(body)});
+  return static_cast<int32_t>(rules_.size() - 1);
+}
+
+void Grammar::set_body(int32_t rule, ExprPtr body) { rules_.at(static_cast<size_t>(rule)).body = std::move(body); }
+
+int32_t Grammar::find_rule(std::string_view name) const {
+  for (size_t i = 0; i < rules_.size(); ++i)
+    if (rules_[i].name == name) return static_cast<int32_t>(i);
+  return -1;
+}
+
+namespace {
+
+void check_expr(const Expr& e, const Grammar& g, const std::string& rule) {
+  if (e.kind == Expr::Kind::rule_ref && (e.rule < 0 || e.rule >= static_cast<int32_t>(g.rules().size())))
+    throw GrammarError("grammar: rule '" + rule + "' refers to an unknown rule");
+  for (const ExprPtr& it : e.items) check_expr(*it, g, rule);
+  if (e.item) check_expr(*e.item, g, rule);
+  if (e.extra) check_expr(*e.extra, g, rule);
+}
+
+std::string escape_byte(unsigned char c, bool in_class) {
+  switch (c) {
+    case '\n': return "\\n";
+    case '\r': return "\\r";
+    case '\t': return "\\t";
+    case '\\': return "\\\\";
+    case '"': return in_class ? "\"" : "\\\"";
+    case ']': return in_class ? "\\]" : "]";
+    case '-': return in_class ? "\\-" : "-";
+    case '^': return in_class ? "\\^" : "^";
+    default: break;
+  }
+  if (c < 0x20 || c >= 0x7F) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "\\x%02X", c);
+    return buf;
+  }
+  return std::string(1, static_cast<char>(c));
+}
+
+}  // namespace
+
+void Grammar::check() const {
+  if (root_ < 0 || root_ >= static_cast<int32_t>(rules_.size())) throw GrammarError("grammar: no root rule");
+  for (const Rule& r : rules_) {
+    if (!r.body) throw GrammarError("grammar: rule '" + r.name + "' has no body");
+    check_expr(*r.body, *this, r.name);
+  }
+}
+
+std::string expr_to_string(const Expr& e, const Grammar* names) {
+  auto sub = [&](const ExprPtr& x) {
+    const bool group = x->kind == Expr::Kind::seq || x->kind == Expr::Kind::alt || x->kind == Expr::Kind::members;
+    return group ? "(" + expr_to_string(*x, names) + ")" : expr_to_string(*x, names);
+  };
+  switch (e.kind) {
+    case Expr::Kind::empty: return "\"\"";
+    case Expr::Kind::bytes: {
+      std::string s = "\"";
+      for (char c : e.text) s += escape_byte(static_cast<unsigned char>(c), false);
+      return s + "\"";
+    }
+    case Expr::Kind::byte_set: {
+      std::string s = "[";
+      for (int b = 0; b < 256;) {
+        if (!e.set.test(static_cast<size_t>(b))) {
+          ++b;
+          continue;
+        }
+        int hi = b;
+        while (hi + 1 < 256 && e.set.test(static_cast<size_t>(hi + 1))) ++hi;
+        s += escape_byte(static_cast<unsigned char>(b), true);
+        if (hi > b) s += "-" + escape_byte(static_cast<unsigned char>(hi), true);
+        b = hi + 1;
+      }
+      return s + "]";
+    }
+    case Expr::Kind::seq: {
+      std::string s;
+      for (const ExprPtr& it : e.items) s += (s.empty() ? "" : " ") + sub(it);
+      return s;
+    }
+    case Expr::Kind::alt: {
+      if (e.items.empty()) return "[]";
+      std::string s;
+      for (const ExprPtr& it : e.items) s += (s.empty() ? "" : " | ") + sub(it);
+      return s;
+    }
+    case Expr::Kind::repeat: {
+      std::string s = sub(e.item);
+      if (e.min == 0 && e.max == 1) return s + "?";
+      if (e.min == 0 && e.max < 0) return s + "*";
+      if (e.min == 1 && e.max < 0) return s + "+";
+      s += "{" + std::to_string(e.min);
+      if (e.max != e.min) s += "," + (e.max < 0 ? std::string() : std::to_string(e.max));
+      return s + "}";
+    }
+    case Expr::Kind::rule_ref:
+      return names && e.rule >= 0 && e.rule < static_cast<int32_t>(names->rules().size())
+                 ? names->rule(e.rule).name
+                 : "rule" + std::to_string(e.rule);
+    case Expr::Kind::text_until: return "until(" + expr_to_string(*bytes(e.text), names) + ")";
+    case Expr::Kind::members: {
+      std::string s = "members(";
+      for (size_t i = 0; i < e.items.size(); ++i)
+        s += (i ? ", " : "") + sub(e.items[i]) + (e.required[i] ? "" : "?");
+      if (e.extra) s += ", extra " + sub(e.extra);
+      return s + "; sep " + sub(e.item) + ")";
+    }
+  }
+  return "?";
+}
+
+std::string Grammar::to_string() const {
+  std::string s;
+  for (const Rule& r : rules_) s += r.name + " ::= " + (r.body ? expr_to_string(*r.body, this) : "?") + "\n";
+  return s;
+}
+
+}  // namespace ds::grammar
