@@ -21,7 +21,11 @@
 // Logprobs (the chosen token's, and the top_logprobs best, at most 20) are log-softmax of
 // the RAW logits, before bias, penalties, temperature and filtering: the model's own
 // distribution, as vLLM V1 reports by default (logprobs_mode=raw_logprobs) and as OpenAI
-// documents. A seeded request draws only from its own SamplerRng, one draw per non-greedy
+// documents.
+//
+// A row may carry a token bitmask (structured outputs, model/grammar/): tokens whose bit is
+// clear get -inf before anything else, so they are never chosen and, as in vLLM, the raw
+// logprobs are those of the masked row. A seeded request draws only from its own SamplerRng, one draw per non-greedy
 // token, so its tokens do not depend on what else shares the batch.
 #pragma once
 
@@ -90,6 +94,9 @@ struct SampleRow {
   std::span<const int32_t> prompt;     // repetition penalty
   std::span<const int32_t> generated;  // all penalties
   SamplerRng* rng = nullptr;           // advanced by one draw per non-greedy sample
+  // Empty: every token may be chosen. Otherwise bit t % 32 of word t / 32 says whether
+  // token t may (at least ceil(vocab / 32) words).
+  std::span<const uint32_t> allowed;
 };
 
 struct SampledToken {

@@ -67,6 +67,10 @@ SubmitResult Engine::submit(Request request) {
   if (request.max_tokens < 1) return refuse(SubmitStatus::invalid_request, "max_tokens must be >= 1");
   if (std::string e = request.sampling.validate(vocab_); !e.empty())
     return refuse(SubmitStatus::invalid_request, e);
+  if (request.grammar && request.grammar->vocabulary().size() != vocab_)
+    return refuse(SubmitStatus::invalid_request,
+                  "the grammar was compiled for a vocabulary of " + std::to_string(request.grammar->vocabulary().size()) +
+                      " tokens, not the model's " + std::to_string(vocab_));
   if (static_cast<int64_t>(n) > max_ctx_)
     return refuse(SubmitStatus::prompt_too_long,
                   "the prompt has " + std::to_string(n) + " tokens; the context limit is " + std::to_string(max_ctx_));

@@ -94,6 +94,15 @@ void Engine::Core::intake(std::vector<Shared::Pending>& submissions) {
     std::sort(finish.stop_ids.begin(), finish.stop_ids.end());
     finish.stop_ids.erase(std::unique(finish.stop_ids.begin(), finish.stop_ids.end()), finish.stop_ids.end());
 
+    if (p.request.grammar) {
+      // End tokens: whatever stops this request, and the eos ids even when it ignores eos
+      // (the grammar may have nothing else to offer once complete).
+      std::vector<int32_t> end_tokens = finish.stop_ids;
+      end_tokens.insert(end_tokens.end(), eos_ids_.begin(), eos_ids_.end());
+      l.matcher = std::make_unique<grammar::GrammarMatcher>(std::move(p.request.grammar), std::move(end_tokens));
+      l.grammar_after = p.request.grammar_after;
+      l.constrained = l.grammar_after < 0;
+    }
     const RequestId id = p.id;
     live_.emplace(id, std::move(l));
     if (static_cast<int64_t>(p.request.prompt_size()) >= max_ctx_) {
@@ -253,9 +262,16 @@ void Engine::Core::save_snapshots() {
 
 void Engine::Core::sample_and_emit(std::span<const SequenceChunk> chunks, const kernels::Tensor& logits) {
   rows_.clear();
+  grammar_failed_.clear();
   for (const SequenceChunk& c : chunks) {
     Live& l = live_.at(c.seq->id);
     rows_.push_back({&l.sampling, c.seq->prompt(), c.seq->generated(), &l.rng});
+    if (l.constrained) {
+      if (fill_grammar_mask(l))
+        rows_.back().allowed = l.mask;
+      else
+        grammar_failed_.push_back(c.seq->id);
+    }
   }
   sampled_.assign(rows_.size(), kernels::SampledToken{});
   try {
@@ -271,11 +287,19 @@ void Engine::Core::sample_and_emit(std::span<const SequenceChunk> chunks, const 
     Sequence& seq = *chunks[i].seq;
     const RequestId id = seq.id;
     kernels::SampledToken& st = sampled_[i];
+    if (std::find(grammar_failed_.begin(), grammar_failed_.end(), id) != grammar_failed_.end()) {
+      fail_request(id, "the output's grammar allows no next token");
+      continue;
+    }
     if (st.token < 0) {
       fail_request(id, "the model produced no finite logits for this request");
       continue;
     }
     Live& l = live_.at(id);
+    if (!advance_grammar(l, st.token)) {
+      fail_request(id, "internal error: the grammar refused the token its own mask allowed");
+      continue;
+    }
     const std::optional<FinishReason> reason = scheduler_.append_token(seq, st.token);
     ++counters_.generated_tokens_total;
     ++l.metrics.generated_tokens;
@@ -297,6 +321,25 @@ void Engine::Core::sample_and_emit(std::span<const SequenceChunk> chunks, const 
       outbox_.emplace_back(l.stream, std::move(e));
     }
   }
+}
+
+bool Engine::Core::fill_grammar_mask(Live& l) {
+  const auto t0 = Clock::now();
+  const size_t words = static_cast<size_t>(l.matcher->grammar().vocabulary().mask_words());
+  l.mask.resize(words);
+  l.matcher->fill_next_token_bitmask(l.mask);
+  counters_.grammar_mask_seconds_total += seconds_between(t0, Clock::now());
+  ++counters_.grammar_masks_total;
+  return std::any_of(l.mask.begin(), l.mask.end(), [](uint32_t w) { return w != 0; });
+}
+
+bool Engine::Core::advance_grammar(Live& l, int32_t token) {
+  if (!l.matcher) return true;
+  if (!l.constrained) {
+    if (token == l.grammar_after) l.constrained = true;
+    return true;
+  }
+  return l.matcher->accept_token(token);
 }
 
 void Engine::Core::end_request(RequestId id, RequestEvent e) {

@@ -14,6 +14,7 @@
 #include "kvcache/block_pool.h"
 #include "kvcache/prefix_cache.h"
 #include "kvcache/state_pool.h"
+#include "model/grammar/matcher.h"
 #include "scheduler/engine.h"
 #include "scheduler/scheduler.h"
 
@@ -59,6 +60,12 @@ struct Engine::Core {
     RequestMetrics metrics;
     bool queued = true;      // still counted in Shared::queued
     bool has_token = false;  // first_token is set
+    // Structured output (Request::grammar): the matcher, whether it constrains the next
+    // token yet, the token that switches it on, and the row's token bitmask.
+    std::unique_ptr<grammar::GrammarMatcher> matcher;
+    bool constrained = false;
+    int32_t grammar_after = -1;
+    std::vector<uint32_t> mask;
   };
 
   Core(ForwardModel& model, const EngineConfig& config, const kvcache::PoolSizes& sizes,
@@ -74,6 +81,10 @@ struct Engine::Core {
   bool step();
   void retry_chunks_alone(std::vector<SequenceChunk> chunks);
   void sample_and_emit(std::span<const SequenceChunk> chunks, const kernels::Tensor& logits);
+  // Fills a constrained request's token bitmask; false when its grammar allows no token.
+  bool fill_grammar_mask(Live& l);
+  // Advances a request's matcher past its sampled token; false when the grammar refuses it.
+  bool advance_grammar(Live& l, int32_t token);
   // Runs the snapshot copies the scheduler asked for after completed chunks.
   void save_snapshots();
   // Ends a live request: final event, counters, frees its sequence (when it has one).
@@ -113,6 +124,7 @@ struct Engine::Core {
   std::vector<SequenceChunk> sampling_;
   std::vector<kernels::SampleRow> rows_;
   std::vector<kernels::SampledToken> sampled_;
+  std::vector<RequestId> grammar_failed_;  // constrained rows whose grammar allowed nothing
 };
 
 }  // namespace ds::scheduler

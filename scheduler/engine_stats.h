@@ -47,6 +47,8 @@ struct EngineStats {
   double schedule_seconds_total = 0;    // planning
   double forward_seconds_total = 0;     // the model call
   double sample_seconds_total = 0;      // sampling + bookkeeping of results
+  double grammar_mask_seconds_total = 0;  // of that, filling structured outputs' token masks
+  int64_t grammar_masks_total = 0;        // token masks filled
 
   // The last step.
   int32_t last_batch_seqs = 0;

@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "model/grammar/compiler.h"
 #include "scheduler/sampling_params.h"
 
 namespace ds::scheduler {
@@ -37,6 +38,12 @@ struct Request {
   // prompt, which the next turn extends; the end of a system prompt): the prefix cache
   // snapshots the state at the block boundary at or before each (scheduler.h).
   std::vector<int64_t> cache_points;
+  // Structured output: generated tokens must follow this grammar (compiled for the model's
+  // vocabulary), sampled under its token masks; the eos ids and stop_token_ids are allowed
+  // exactly where it can end. With grammar_after >= 0 the constraint starts after that
+  // token is generated (a reasoning model's </think>), the token itself unconstrained.
+  std::shared_ptr<const grammar::CompiledGrammar> grammar;
+  int32_t grammar_after = -1;
 
   Request() = default;
   explicit Request(std::vector<int32_t> prompt_ids)

@@ -3,7 +3,8 @@
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config git curl
       nlohmann-json3-dev libcpp-httplib-dev libspdlog-dev libfmt-dev libcli11-dev catch2
-      libpcre2-dev libutf8proc-dev libopenblas-dev)
+      libpcre2-dev libutf8proc-dev libopenblas-dev
+      libvalijson-dev json-schema-test-suite)  # the structured-output tests' validator and schemas
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

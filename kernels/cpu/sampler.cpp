@@ -23,6 +23,10 @@ class CpuSampler final : public Sampler {
   SampledToken sample_row(std::span<const float> raw, const SampleRow& row) {
     const SamplerSettings& p = *row.settings;
     SampledToken result;
+    if (!row.allowed.empty()) {
+      apply_token_mask(raw, row.allowed, masked_);
+      raw = masked_;
+    }
     const bool plain = p.logit_bias.empty() && !p.has_penalties();
     if (p.greedy() && plain) {
       result.token = greedy_token(raw);
@@ -48,7 +52,7 @@ class CpuSampler final : public Sampler {
     return result;
   }
 
-  std::vector<float> work_;
+  std::vector<float> work_, masked_;
   PenaltyScratch penalty_;
   std::vector<Candidate> candidates_;
   std::vector<TokenProb> dist_;

@@ -40,6 +40,9 @@ void apply_penalties(std::span<float> logits, const SamplerSettings& params,
                      std::span<const int32_t> prompt, std::span<const int32_t> generated,
                      PenaltyScratch& scratch);
 
+// out = logits with -inf where the token's bit in `allowed` is clear (sampler.h).
+void apply_token_mask(std::span<const float> logits, std::span<const uint32_t> allowed, std::vector<float>& out);
+
 // The first index of the largest value; -1 when the row holds a NaN or no finite value.
 int32_t greedy_token(std::span<const float> logits);
 

@@ -2,7 +2,11 @@
 #include "model/grammar/compiler.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <exception>
+#include <mutex>
+#include <thread>
 
 #include "model/grammar/trie_walk.h"
 
@@ -46,7 +50,8 @@ StateMask make_mask(std::vector<int32_t>& accepted, const TokenVocabulary& vocab
 
 }  // namespace
 
-std::shared_ptr<const CompiledGrammar> compile(const Grammar& grammar, std::shared_ptr<const TokenVocabulary> vocab) {
+std::shared_ptr<const CompiledGrammar> compile(const Grammar& grammar, std::shared_ptr<const TokenVocabulary> vocab,
+                                               const CompileOptions& options) {
   if (!vocab) throw GrammarError("grammar: no vocabulary");
   auto out = std::shared_ptr<CompiledGrammar>(new CompiledGrammar());
   const auto t0 = std::chrono::steady_clock::now();
@@ -62,47 +67,79 @@ std::shared_ptr<const CompiledGrammar> compile(const Grammar& grammar, std::shar
   bool root_called = false;
   for (const PdaCall& c : pda.calls) root_called = root_called || c.rule == pda.root;
 
+  // One mask per class of states that read (mask_classes), and per whether its escapes
+  // matter: states of one class may sit in rules that differ in that.
   const std::vector<int32_t> cls = mask_classes(pda, trie.max_depth + 1);
-  // Indexed by class * 2 + keep_escapes: states of one class may sit in rules that differ in
-  // whether escapes matter.
   int32_t num_cls = 0;
   for (int32_t c : cls) num_cls = std::max(num_cls, c + 1);
   std::vector<int32_t> mask_of_class(2 * static_cast<size_t>(num_cls), -1);
+  struct Job {
+    int32_t state;
+    bool keep_escapes;
+  };
+  std::vector<Job> jobs;
   out->mask_of_.assign(pda.num_states(), -1);
-  TrieWalker walker(pda, trie);
-  FramePool pool;
-  std::vector<int32_t> accepted;
   for (size_t s = 0; s < pda.num_states(); ++s) {
     const PdaState& st = pda.states[s];
     if (!st.reads) continue;
     ++out->stats_.reading_states;
     const bool keep_escapes = st.rule != pda.root || root_called;
     int32_t& shared = mask_of_class[2 * static_cast<size_t>(cls[s]) + (keep_escapes ? 1 : 0)];
-    if (shared >= 0) {
-      out->mask_of_[s] = shared;
-      continue;
+    if (shared < 0) {
+      shared = static_cast<int32_t>(jobs.size());
+      jobs.push_back({static_cast<int32_t>(s), keep_escapes});
     }
-    accepted.clear();
-    StateMask escapes_only;
-    pool.clear();
-    const Top start{static_cast<int32_t>(s), 0};
-    walker.walk(
-        0, trie.size(), 0, std::span<const Top>(&start, 1), pool,
-        [&](int32_t node) {
-          for (int32_t k = trie.first[static_cast<size_t>(node)]; k < trie.first[static_cast<size_t>(node) + 1]; ++k)
-            accepted.push_back(trie.ids[static_cast<size_t>(k)]);
-        },
-        [&](int32_t node) {
-          if (keep_escapes) escapes_only.escapes.push_back(node);
-        });
-    StateMask m = make_mask(accepted, *out->vocab_);
-    m.escapes = std::move(escapes_only.escapes);
+    out->mask_of_[s] = shared;
+  }
+  out->masks_.resize(jobs.size());
+
+  // Each worker walks the whole trie from one state at a time, with its own walker.
+  std::atomic<size_t> next{0};
+  std::exception_ptr error;
+  std::mutex error_mu;
+  auto work = [&] {
+    try {
+      TrieWalker walker(pda, trie);
+      FramePool pool;
+      std::vector<int32_t> accepted, escapes;
+      for (size_t j = next++; j < jobs.size(); j = next++) {
+        accepted.clear();
+        escapes.clear();
+        pool.clear();
+        const Top start{jobs[j].state, 0};
+        const bool keep = jobs[j].keep_escapes;
+        walker.walk(
+            0, trie.size(), 0, std::span<const Top>(&start, 1), pool,
+            [&](int32_t node) {
+              for (int32_t k = trie.first[static_cast<size_t>(node)]; k < trie.first[static_cast<size_t>(node) + 1]; ++k)
+                accepted.push_back(trie.ids[static_cast<size_t>(k)]);
+            },
+            [&](int32_t node) {
+              if (keep) escapes.push_back(node);
+            });
+        StateMask m = make_mask(accepted, *out->vocab_);
+        m.escapes = escapes;
+        out->masks_[j] = std::move(m);
+      }
+    } catch (...) {
+      std::lock_guard lock(error_mu);
+      if (!error) error = std::current_exception();
+      next = jobs.size();
+    }
+  };
+  int32_t threads = options.threads > 0 ? options.threads
+                                        : static_cast<int32_t>(std::min(16u, std::max(1u, std::thread::hardware_concurrency())));
+  threads = std::max(1, std::min<int32_t>(threads, static_cast<int32_t>(jobs.size() / 4) + 1));
+  std::vector<std::thread> pool_threads;
+  for (int32_t i = 1; i < threads; ++i) pool_threads.emplace_back(work);
+  work();
+  for (std::thread& t : pool_threads) t.join();
+  if (error) std::rethrow_exception(error);
+
+  for (const StateMask& m : out->masks_) {
     out->stats_.escape_nodes += static_cast<int64_t>(m.escapes.size());
     out->stats_.mask_bytes += static_cast<int64_t>((m.tokens.size() + m.escapes.size()) * sizeof(int32_t) +
                                                    m.bits.size() * sizeof(uint32_t));
-    shared = static_cast<int32_t>(out->masks_.size());
-    out->mask_of_[s] = shared;
-    out->masks_.push_back(std::move(m));
   }
   out->stats_.rules = static_cast<int32_t>(pda.rule_start.size());
   out->stats_.states = static_cast<int32_t>(pda.num_states());

@@ -289,8 +289,13 @@ ExprPtr JsonSchemaConverter::value(const OrderedJson& s, const std::string& wher
     for (auto it = s.begin(); it != s.end(); ++it)
       if (it.key() != kw && it.key() != "nullable" && !annotations().count(it.key()))
         fail(where, "'" + it.key() + "' beside '" + kw + "' is not supported");
-    const OrderedJson& alts = s[kw];
-    if (!alts.is_array() || alts.empty()) fail(where, std::string("'") + kw + "' must be a non-empty array");
+    const OrderedJson& all = s[kw];
+    if (!all.is_array() || all.empty()) fail(where, std::string("'") + kw + "' must be a non-empty array");
+    // A false alternative matches nothing: leaving it out changes neither anyOf nor oneOf.
+    OrderedJson alts = OrderedJson::array();
+    for (const OrderedJson& a : all)
+      if (!(a.is_boolean() && !a.get<bool>())) alts.push_back(a);
+    if (alts.empty()) fail(where, std::string("every alternative of '") + kw + "' is false");
     ExprPtr e;
     if (std::string(kw) == "oneOf") {
       e = one_of(alts, where);

@@ -88,40 +88,53 @@ void GrammarMatcher::fill_next_token_bitmask(std::span<uint32_t> mask) {
   if (mask.size() < words) throw GrammarError("grammar: token bitmask too small for the vocabulary");
   std::span<uint32_t> out = mask.first(words);
   const Entry entry = history_.back();
-  std::fill(out.begin(), out.end(), 0u);
   auto add_end_tokens = [&] {
     for (int32_t t : end_tokens_) set_bit(out, t);
   };
   if (entry.finished) {
+    std::fill(out.begin(), out.end(), 0u);
     add_end_tokens();
     return;
   }
   const std::vector<uint32_t>& text = vocab.text_mask();
   // Copy the tops: escape walks may grow the frame pool, never the history.
   scratch_a_.assign(tops().begin(), tops().end());
-  // Reject lists first: the first one starts from every text token; any further one is
-  // built aside and OR-ed in, as are the accept lists and bitmasks after it.
-  bool based = false;
+  // The first top with a dense mask (a bitmask, or every text token but a reject list)
+  // initialises the output in one pass; every other top is OR-ed in.
+  const Top* base = nullptr;
   for (const Top& t : scratch_a_) {
-    const StateMask& m = grammar_->mask(t.state);
-    if (m.kind != StateMask::Kind::reject_list) continue;
-    if (!based) {
-      std::memcpy(out.data(), text.data(), words * sizeof(uint32_t));
-      for (int32_t tok : m.tokens) clear_bit(out, tok);
-      based = true;
-    } else {
-      temp_.assign(text.begin(), text.end());
-      for (int32_t tok : m.tokens) clear_bit(temp_, tok);
-      for (size_t w = 0; w < words; ++w) out[w] |= temp_[w];
+    const StateMask::Kind k = grammar_->mask(t.state).kind;
+    if (k == StateMask::Kind::bitmask || k == StateMask::Kind::reject_list) {
+      base = &t;
+      break;
     }
   }
+  if (base) {
+    const StateMask& m = grammar_->mask(base->state);
+    if (m.kind == StateMask::Kind::bitmask) {
+      std::memcpy(out.data(), m.bits.data(), words * sizeof(uint32_t));
+    } else {
+      std::memcpy(out.data(), text.data(), words * sizeof(uint32_t));
+      for (int32_t tok : m.tokens) clear_bit(out, tok);
+    }
+  } else {
+    std::fill(out.begin(), out.end(), 0u);
+  }
   for (const Top& t : scratch_a_) {
+    if (&t == base) continue;
     const StateMask& m = grammar_->mask(t.state);
-    if (m.kind == StateMask::Kind::accept_list) {
-      for (int32_t tok : m.tokens) set_bit(out, tok);
-    } else if (m.kind == StateMask::Kind::bitmask) {
-      const uint32_t* b = m.bits.data();
-      for (size_t w = 0; w < words; ++w) out[w] |= b[w];
+    switch (m.kind) {
+      case StateMask::Kind::accept_list:
+        for (int32_t tok : m.tokens) set_bit(out, tok);
+        break;
+      case StateMask::Kind::bitmask:
+        for (size_t w = 0; w < words; ++w) out[w] |= m.bits[w];
+        break;
+      case StateMask::Kind::reject_list:
+        temp_.assign(text.begin(), text.end());
+        for (int32_t tok : m.tokens) clear_bit(temp_, tok);
+        for (size_t w = 0; w < words; ++w) out[w] |= temp_[w];
+        break;
     }
   }
   const TokenTrie& trie = vocab.trie();
@@ -133,10 +146,10 @@ void GrammarMatcher::fill_next_token_bitmask(std::span<uint32_t> mask) {
     const Top resume{f.ret, f.parent};
     walker_.stepper().close(std::span<const Top>(&resume, 1), pool_, scratch_b_);
     if (scratch_b_.empty()) continue;
-    const std::vector<Top> caller = scratch_b_;
+    caller_.assign(scratch_b_.begin(), scratch_b_.end());
     for (int32_t node : m.escapes) {
       walker_.walk(
-          node + 1, trie.end[static_cast<size_t>(node)], trie.depth[static_cast<size_t>(node)], caller, pool_,
+          node + 1, trie.end[static_cast<size_t>(node)], trie.depth[static_cast<size_t>(node)], caller_, pool_,
           [&](int32_t n) {
             for (int32_t k = trie.first[static_cast<size_t>(n)]; k < trie.first[static_cast<size_t>(n) + 1]; ++k)
               set_bit(out, trie.ids[static_cast<size_t>(k)]);

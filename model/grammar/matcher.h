@@ -68,7 +68,7 @@ class GrammarMatcher {
   TrieWalker walker_;
   std::vector<Top> tops_;  // every history entry's tops, in order
   std::vector<Entry> history_;
-  std::vector<Top> scratch_a_, scratch_b_;
+  std::vector<Top> scratch_a_, scratch_b_, caller_;
   std::vector<uint32_t> temp_;
 };
 

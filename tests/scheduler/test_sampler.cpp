@@ -349,3 +349,46 @@ TEST_CASE("sampling parameters are validated with a message", "[sampler]") {
   p.min_p = 1.5f;
   CHECK(p.validate(10).find("min_p") != std::string::npos);
 }
+
+TEST_CASE("a token bitmask forbids tokens before anything else", "[sampler]") {
+  // 70 tokens (three mask words, the last partial); only 5, 33 and 69 allowed.
+  std::vector<float> logits(70, 0.0f);
+  logits[10] = 9.0f;  // the favourite, forbidden
+  logits[33] = 2.0f;
+  logits[69] = 1.0f;
+  std::vector<uint32_t> mask(3, 0u);
+  for (int32_t t : {5, 33, 69}) mask[static_cast<size_t>(t) / 32] |= 1u << (t % 32);
+  std::vector<float> masked;
+  apply_token_mask(logits, mask, masked);
+  for (int32_t t = 0; t < 70; ++t) {
+    INFO("token " << t);
+    CHECK((t == 5 || t == 33 || t == 69) == std::isfinite(masked[static_cast<size_t>(t)]));
+  }
+  auto s = make_cpu_sampler();
+  SamplingParams greedy;
+  greedy.temperature = 0;
+  greedy.logprobs = true;
+  greedy.top_logprobs = 2;
+  SamplingParams random;
+  random.temperature = 1.5f;
+  std::vector<float> copy = logits;
+  Tensor t(nullptr, copy.data(), ds::DType::f32, Shape{1, static_cast<int64_t>(copy.size())});
+  for (const SamplingParams* p : {&greedy, &random}) {
+    for (uint64_t seed = 0; seed < 50; ++seed) {
+      SamplerRng rng(seed);
+      SampleRow row{p, {}, {}, &rng};
+      row.allowed = mask;
+      SampledToken out;
+      s->sample(t, std::span<const SampleRow>(&row, 1), std::span<SampledToken>(&out, 1));
+      CHECK((out.token == 5 || out.token == 33 || out.token == 69));
+      if (p == &greedy) {
+        CHECK(out.token == 33);
+        // Logprobs are those of the masked row: the three allowed tokens share the mass.
+        const double z = std::exp(0.0) + std::exp(2.0) + std::exp(1.0);
+        CHECK(out.logprob == Approx(2.0 - std::log(z)).epsilon(1e-5));
+        REQUIRE(out.top.size() == 2);
+        CHECK(out.top[1].token == 69);
+      }
+    }
+  }
+}
