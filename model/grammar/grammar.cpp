@@ -128,14 +128,18 @@ ExprPtr rule_ref(int32_t rule) {
   return make(std::move(e));
 }
 
-ExprPtr text_until(std::string_view terminator) {
-  if (terminator.empty()) throw GrammarError("grammar: text_until needs a terminator");
-  for (char c : terminator)
-    if (static_cast<unsigned char>(c) >= 0x80 || c == 0)
-      throw GrammarError("grammar: text_until terminators must be ASCII");
+ExprPtr text_until(std::string_view terminator, std::vector<std::string> forbidden) {
+  auto check = [](std::string_view w) {
+    if (w.empty()) throw GrammarError("grammar: text_until needs non-empty strings");
+    for (char c : w)
+      if (static_cast<unsigned char>(c) >= 0x80 || c == 0) throw GrammarError("grammar: text_until strings must be ASCII");
+  };
+  check(terminator);
+  for (const std::string& w : forbidden) check(w);
   Expr e;
   e.kind = Expr::Kind::text_until;
   e.text = std::string(terminator);
+  e.words = std::move(forbidden);
   return make(std::move(e));
 }
 
@@ -255,7 +259,11 @@ std::string expr_to_string(const Expr& e, const Grammar* names) {
       return names && e.rule >= 0 && e.rule < static_cast<int32_t>(names->rules().size())
                  ? names->rule(e.rule).name
                  : "rule" + std::to_string(e.rule);
-    case Expr::Kind::text_until: return "until(" + expr_to_string(*bytes(e.text), names) + ")";
+    case Expr::Kind::text_until: {
+      std::string s = "until(" + expr_to_string(*bytes(e.text), names);
+      for (const std::string& w : e.words) s += ", not " + expr_to_string(*bytes(w), names);
+      return s + ")";
+    }
     case Expr::Kind::members: {
       std::string s = "members(";
       for (size_t i = 0; i < e.items.size(); ++i)

@@ -44,7 +44,7 @@ struct Expr {
     alt,         // one of items (no items: matches nothing)
     repeat,      // item, min..max times (max < 0: unbounded)
     rule_ref,    // the rule numbered `rule`
-    text_until,  // valid UTF-8 text not containing `text`, then `text` (ASCII, non-empty)
+    text_until,  // valid UTF-8 text containing neither `text` nor any of `words`, then `text`
     members,     // JSON object members: see members() below
   };
   Kind kind = Kind::empty;
@@ -58,6 +58,7 @@ struct Expr {
   // `extra` (may be null) a member that may repeat after the declared ones.
   std::vector<bool> required;
   ExprPtr extra;
+  std::vector<std::string> words;  // text_until: strings the text may not contain
 };
 
 // Builders. They simplify as they go (a sequence of one item is that item, nested sequences
@@ -74,7 +75,9 @@ ExprPtr optional(ExprPtr item);
 ExprPtr star(ExprPtr item);
 ExprPtr plus(ExprPtr item);
 ExprPtr rule_ref(int32_t rule);
-ExprPtr text_until(std::string_view terminator);
+// Any valid UTF-8 text up to the first `terminator`, containing none of `forbidden`
+// (all ASCII, non-empty), then the terminator.
+ExprPtr text_until(std::string_view terminator, std::vector<std::string> forbidden = {});
 // Comma-separated members in the declared order, each present if required or chosen, with
 // `separator` between two present ones; then, when `extra` is set, any number of extra
 // members (separated the same way). What a JSON object's body is; built so that its size is

@@ -110,11 +110,12 @@ ExprPtr format_content(const std::string& f) {
 
 // Raw key content (no escapes) that spells none of `names`: a trie of the names, where each
 // node may end (unless it is a name) or continue with a child or with any other character.
-ExprPtr key_content_except(const std::vector<std::string>& names) {
+ExprPtr key_content_except(const std::vector<std::string>& names, bool lt_raw) {
   CodepointSet chars = CodepointSet::of(0x20, kMaxCodepoint);
   CodepointSet special;
   special.add('"');
   special.add('\\');
+  if (!lt_raw) special.add('<');
   chars = chars.minus(special);
   struct Node {
     std::map<char32_t, size_t> kids;
@@ -186,15 +187,17 @@ namespace {
 ExprPtr JsonSchemaConverter::any_value() {
   int32_t obj = g_.find_rule("json_any_object");
   int32_t arr = g_.find_rule("json_any_array");
+  const bool lt = !options_.escape_lt;
   auto value_of = [&](int32_t o, int32_t a) {
-    return alt({rule_ref(o), rule_ref(a), json_string(), json_number(), bytes("true"), bytes("false"), bytes("null")});
+    return alt({rule_ref(o), rule_ref(a), json_string(0, -1, lt), json_number(), bytes("true"), bytes("false"),
+                bytes("null")});
   };
   if (obj < 0) {
     obj = g_.add_rule("json_any_object");
     arr = g_.add_rule("json_any_array");
     const ExprPtr v = value_of(obj, arr);
     const ExprPtr sep = seq({ws_, bytes(","), ws_});
-    const ExprPtr kv = seq({json_string(), ws_, bytes(":"), ws_, v});
+    const ExprPtr kv = seq({json_string(0, -1, lt), ws_, bytes(":"), ws_, v});
     g_.set_body(obj, seq({bytes("{"), ws_, optional(seq({kv, star(seq({sep, kv}))})), ws_, bytes("}")}));
     g_.set_body(arr, seq({bytes("["), ws_, optional(seq({v, star(seq({sep, v}))})), ws_, bytes("]")}));
   }
@@ -307,12 +310,12 @@ ExprPtr JsonSchemaConverter::value(const OrderedJson& s, const std::string& wher
     if (s.value("nullable", false)) e = alt({e, bytes("null")});
     return e;
   }
-  if (s.contains("const")) return json_literal(dump(s["const"]));
+  if (s.contains("const")) return json_literal(dump(s["const"]), !options_.escape_lt);
   if (s.contains("enum")) {
     const OrderedJson& values = s["enum"];
     if (!values.is_array() || values.empty()) fail(where, "'enum' must be a non-empty array");
     std::vector<ExprPtr> items;
-    for (const OrderedJson& v : values) items.push_back(json_literal(dump(v)));
+    for (const OrderedJson& v : values) items.push_back(json_literal(dump(v), !options_.escape_lt));
     return alt(std::move(items));
   }
   std::vector<std::string> types;
@@ -401,7 +404,9 @@ ExprPtr JsonSchemaConverter::string(const OrderedJson& s, const std::string& whe
     if (!s["pattern"].is_string()) fail(where, "'pattern' must be a string");
     if (lengths) fail(where, "'pattern' together with 'minLength'/'maxLength' is not supported");
     try {
-      return seq({bytes("\""), regex_expr(s["pattern"].get<std::string>(), RegexMode::json_string_search), bytes("\"")});
+      return seq({bytes("\""),
+                  regex_expr(s["pattern"].get<std::string>(), RegexMode::json_string_search, !options_.escape_lt),
+                  bytes("\"")});
     } catch (const GrammarError& e) {
       fail(where + "/pattern", e.what());
     }
@@ -412,7 +417,7 @@ ExprPtr JsonSchemaConverter::string(const OrderedJson& s, const std::string& whe
       return seq({bytes("\""), f, bytes("\"")});
     }
   }
-  return json_string(std::max(min_len, 0), max_len);
+  return json_string(std::max(min_len, 0), max_len, !options_.escape_lt);
 }
 
 ExprPtr JsonSchemaConverter::array(const OrderedJson& s, const std::string& where) {
@@ -523,7 +528,7 @@ ExprPtr JsonSchemaConverter::object(const OrderedJson& s, const std::string& whe
   std::vector<bool> flags;
   std::vector<std::string> names;
   auto member = [&](const std::string& name, ExprPtr v) {
-    return seq({json_literal(dump(OrderedJson(name))), ws_, bytes(":"), ws_, std::move(v)});
+    return seq({json_literal(dump(OrderedJson(name)), !options_.escape_lt), ws_, bytes(":"), ws_, std::move(v)});
   };
   for (auto it = props.begin(); it != props.end(); ++it) {
     const std::string& name = it.key();
@@ -556,7 +561,8 @@ ExprPtr JsonSchemaConverter::object(const OrderedJson& s, const std::string& whe
   }
   ExprPtr extra;
   if (extra_value)
-    extra = seq({bytes("\""), key_content_except(names), bytes("\""), ws_, bytes(":"), ws_, extra_value});
+    extra = seq({bytes("\""), key_content_except(names, !options_.escape_lt), bytes("\""), ws_, bytes(":"), ws_,
+                 extra_value});
   const ExprPtr body = members(std::move(members_list), std::move(flags), seq({ws_, bytes(","), ws_}), extra);
   return seq({bytes("{"), ws_, body, ws_, bytes("}")});
 }

@@ -42,6 +42,8 @@ struct JsonSchemaOptions {
   // What an object schema without additionalProperties allows: false = no extra properties
   // (strict mode's rule), true = any (the spec's default).
   bool additional_properties_default = false;
+  // Write '<' in strings only as \u003c (json_chars), for JSON inside XML-like tool calls.
+  bool escape_lt = false;
 };
 
 // A grammar whose root is one JSON value valid under `schema`.

@@ -86,13 +86,15 @@ ExprPtr json_ws(const JsonWhitespace& ws) {
   return alt({empty(), bytes(" "), seq({bytes("\n"), repeat(chars_of(" \t"), 0, ws.max_indent)})});
 }
 
-ExprPtr json_chars(const CodepointSet& set) {
+ExprPtr json_chars(const CodepointSet& set, bool lt_raw) {
   CodepointSet raw = set.intersect(CodepointSet::of(0x20, kMaxCodepoint));
   CodepointSet special;
   special.add('"');
   special.add('\\');
+  if (!lt_raw) special.add('<');
   raw = raw.minus(special);
   std::vector<ExprPtr> alts{utf8_expr(raw)};
+  if (!lt_raw && set.contains('<')) alts.push_back(bytes("\\u003c"));
   if (set.contains('"')) alts.push_back(bytes("\\\""));
   if (set.contains('\\')) alts.push_back(bytes("\\\\"));
   static const char* hex = "0123456789abcdef";
@@ -117,12 +119,13 @@ ExprPtr json_chars(const CodepointSet& set) {
   return alt(std::move(alts));
 }
 
-ExprPtr json_any_char() {
-  static const ExprPtr e = [] {
+ExprPtr json_any_char(bool lt_raw) {
+  auto build = [](bool lt) {
     CodepointSet printable = CodepointSet::of(0x20, kMaxCodepoint);
     CodepointSet special;
     special.add('"');
     special.add('\\');
+    if (!lt) special.add('<');
     const ExprPtr h = hex_digit();
     const ExprPtr non_surrogate = alt({
         seq({chars_of("0123456789abcABC"), h, h, h}),
@@ -133,12 +136,13 @@ ExprPtr json_any_char() {
                               chars_of("cdefCDEF"), h, h});
     return alt({utf8_expr(printable.minus(special)), seq({bytes("\\"), chars_of("\"\\/bfnrt")}),
                 seq({bytes("\\u"), alt({non_surrogate, pair})})});
-  }();
-  return e;
+  };
+  static const ExprPtr with_lt = build(true), without_lt = build(false);
+  return lt_raw ? with_lt : without_lt;
 }
 
-ExprPtr json_string(int32_t min_chars, int32_t max_chars) {
-  return seq({bytes("\""), repeat(json_any_char(), min_chars, max_chars), bytes("\"")});
+ExprPtr json_string(int32_t min_chars, int32_t max_chars, bool lt_raw) {
+  return seq({bytes("\""), repeat(json_any_char(lt_raw), min_chars, max_chars), bytes("\"")});
 }
 
 ExprPtr json_integer_range(int64_t lo, int64_t hi) {
@@ -189,6 +193,11 @@ ExprPtr json_number_range(const NumberBounds& b, bool integer) {
   return e;
 }
 
-ExprPtr json_literal(const std::string& text) { return bytes(text); }
+ExprPtr json_literal(const std::string& text, bool lt_raw) {
+  if (lt_raw || text.find('<') == std::string::npos) return bytes(text);
+  std::string out;
+  for (char c : text) out += c == '<' ? std::string("\\u003c") : std::string(1, c);
+  return bytes(out);
+}
 
 }  // namespace ds::grammar

@@ -31,12 +31,14 @@ struct JsonWhitespace {
 ExprPtr json_ws(const JsonWhitespace& ws);
 
 // The encodings, inside a JSON string, of the characters in `set`: each as itself, or as its
-// required escape (\" \\ \b \f \n \r \t, \u00XX for other control characters).
-ExprPtr json_chars(const CodepointSet& set);
+// required escape (\" \\ \b \f \n \r \t, \u00XX for other control characters). With
+// lt_raw false, '<' is written \u003c, never as itself (JSON inside XML-like tags, where a raw
+// "</tag>" in a string would end the tag).
+ExprPtr json_chars(const CodepointSet& set, bool lt_raw = true);
 // One character of free string content: json_chars(everything), plus any \uXXXX escape.
-ExprPtr json_any_char();
+ExprPtr json_any_char(bool lt_raw = true);
 // A whole string (quotes included) of min..max characters (max < 0: unbounded).
-ExprPtr json_string(int32_t min_chars = 0, int32_t max_chars = -1);
+ExprPtr json_string(int32_t min_chars = 0, int32_t max_chars = -1, bool lt_raw = true);
 
 // Decimal text of the integers in [lo, hi] (clamped to +-kMaxJsonInteger); nothing() if empty.
 ExprPtr json_integer_range(int64_t lo, int64_t hi);
@@ -52,7 +54,8 @@ struct NumberBounds {
 };
 ExprPtr json_number_range(const NumberBounds& b, bool integer);
 
-// Exactly this JSON text (a const or enum value, already serialised).
-ExprPtr json_literal(const std::string& text);
+// Exactly this JSON text (a const or enum value, already serialised); with lt_raw false,
+// every '<' (which JSON text only holds inside strings) written \u003c.
+ExprPtr json_literal(const std::string& text, bool lt_raw = true);
 
 }  // namespace ds::grammar

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <iterator>
 #include <string>
 
 namespace ds::grammar::detail {
@@ -113,48 +114,84 @@ class Builder {
         nfa_.states[static_cast<size_t>(in)].calls.push_back({target, o});
         return o;
       }
-      case Expr::Kind::text_until: return emit_text_until(e.text, in);
+      case Expr::Kind::text_until: return emit_text_until(e.text, e.words, in);
       case Expr::Kind::members: return emit_members(e, in, depth);
     }
     return in;
   }
 
-  // Knuth-Morris-Pratt over ASCII, with multi-byte UTF-8 characters (which cannot be part of
-  // the ASCII terminator) resetting the match.
-  int32_t emit_text_until(const std::string& t, int32_t in) {
-    const size_t m = t.size();
-    std::vector<int32_t> k(m);
-    for (size_t i = 0; i < m; ++i) k[i] = add();
-    eps(in, k[0]);
+  // Aho-Corasick over ASCII for the terminator and the forbidden strings: a state per prefix
+  // of any of them; reaching the whole terminator exits, reaching a forbidden string (or a
+  // state whose suffix is one) has no edge. Multi-byte UTF-8 characters, which cannot be part
+  // of an ASCII string, go back to the start after their continuation bytes.
+  int32_t emit_text_until(const std::string& term, const std::vector<std::string>& forbidden, int32_t in) {
+    struct Node {
+      int32_t kids[128];
+      int32_t fail = 0;
+      int kind = 0;  // 0 plain, 1 terminator, 2 forbidden
+    };
+    std::vector<Node> trie(1);
+    std::fill(std::begin(trie[0].kids), std::end(trie[0].kids), -1);
+    auto insert = [&](const std::string& w, int kind) {
+      int32_t u = 0;
+      for (char ch : w) {
+        const auto c = static_cast<size_t>(ch);
+        if (trie[static_cast<size_t>(u)].kids[c] < 0) {
+          trie[static_cast<size_t>(u)].kids[c] = static_cast<int32_t>(trie.size());
+          trie.emplace_back();
+          std::fill(std::begin(trie.back().kids), std::end(trie.back().kids), -1);
+        }
+        u = trie[static_cast<size_t>(u)].kids[c];
+      }
+      trie[static_cast<size_t>(u)].kind = std::max(trie[static_cast<size_t>(u)].kind, kind);
+    };
+    insert(term, 1);
+    for (const std::string& w : forbidden) insert(w, 2);
+    // Breadth-first: failure links, then goto completed into a full transition function.
+    std::vector<int32_t> order{0};
+    for (size_t i = 0; i < order.size(); ++i) {
+      const int32_t u = order[i];
+      for (size_t c = 0; c < 128; ++c) {
+        const int32_t v = trie[static_cast<size_t>(u)].kids[c];
+        if (v < 0) {
+          trie[static_cast<size_t>(u)].kids[c] = u == 0 ? 0 : trie[static_cast<size_t>(trie[static_cast<size_t>(u)].fail)].kids[c];
+          continue;
+        }
+        Node& nv = trie[static_cast<size_t>(v)];
+        nv.fail = u == 0 ? 0 : trie[static_cast<size_t>(trie[static_cast<size_t>(u)].fail)].kids[c];
+        // A node's own string decides (so a terminator that ends with a forbidden string
+        // still exits); otherwise the longest suffix that is a whole string.
+        if (nv.kind == 0) nv.kind = trie[static_cast<size_t>(nv.fail)].kind;
+        order.push_back(v);
+      }
+    }
+    std::vector<int32_t> state(trie.size(), -1);
+    for (size_t u = 0; u < trie.size(); ++u)
+      if (trie[u].kind == 0) state[u] = add();
+    eps(in, state[0]);
     const int32_t out = add();
     const int32_t tail1 = add(), tail2 = add(), tail3 = add();
     const int32_t after_e0 = add(), after_ed = add(), after_f0 = add(), after_f4 = add();
-    edge(tail1, 0x80, 0xBF, k[0]);
+    edge(tail1, 0x80, 0xBF, state[0]);
     edge(tail2, 0x80, 0xBF, tail1);
     edge(tail3, 0x80, 0xBF, tail2);
     edge(after_e0, 0xA0, 0xBF, tail1);
     edge(after_ed, 0x80, 0x9F, tail1);
     edge(after_f0, 0x90, 0xBF, tail2);
     edge(after_f4, 0x80, 0x8F, tail2);
-    // The longest prefix of t that is a suffix of t[0, i) + c.
-    auto fallback = [&](size_t i, char c) {
-      std::string s = t.substr(0, i) + c;
-      for (size_t len = std::min(s.size(), m - 1); len > 0; --len)
-        if (s.compare(s.size() - len, len, t, 0, len) == 0) return len;
-      return size_t{0};
-    };
-    for (size_t i = 0; i < m; ++i) {
-      const int32_t from = k[i];
-      int b = 1;  // NUL is not text
-      while (b < 0x80) {
-        auto target = [&](int byte) {
-          if (static_cast<char>(byte) == t[i]) return i + 1 == m ? out : k[i + 1];
-          return k[fallback(i, static_cast<char>(byte))];
-        };
+    for (size_t u = 0; u < trie.size(); ++u) {
+      if (trie[u].kind != 0) continue;
+      const int32_t from = state[u];
+      auto target = [&](int c) {
+        const Node& v = trie[static_cast<size_t>(trie[u].kids[static_cast<size_t>(c)])];
+        const auto vi = static_cast<size_t>(trie[u].kids[static_cast<size_t>(c)]);
+        return v.kind == 1 ? out : v.kind == 2 ? -1 : state[vi];
+      };
+      for (int b = 1; b < 0x80;) {  // NUL is not text
         const int32_t to = target(b);
         int hi = b;
         while (hi + 1 < 0x80 && target(hi + 1) == to) ++hi;
-        edge(from, static_cast<uint8_t>(b), static_cast<uint8_t>(hi), to);
+        if (to >= 0) edge(from, static_cast<uint8_t>(b), static_cast<uint8_t>(hi), to);
         b = hi + 1;
       }
       edge(from, 0xC2, 0xDF, tail1);

@@ -36,7 +36,7 @@ CodepointSet dot() {
 
 class Parser {
  public:
-  Parser(std::string_view p, RegexMode mode) : p_(p), mode_(mode) {}
+  Parser(std::string_view p, RegexMode mode, bool lt_raw) : p_(p), mode_(mode), lt_raw_(lt_raw) {}
 
   ExprPtr run() {
     const bool anchored_start = peek_is('^');
@@ -69,7 +69,7 @@ class Parser {
   bool peek_is(char c) const { return pos_ < p_.size() && p_[pos_] == c; }
 
   ExprPtr encode(const CodepointSet& s) const {
-    return mode_ == RegexMode::json_string_search ? json_chars(s) : utf8_expr(s);
+    return mode_ == RegexMode::json_string_search ? json_chars(s, lt_raw_) : utf8_expr(s);
   }
 
   ExprPtr parse_alternatives(int depth) {
@@ -312,10 +312,13 @@ class Parser {
   std::string_view p_;
   size_t pos_ = 0;
   RegexMode mode_;
+  bool lt_raw_;
 };
 
 }  // namespace
 
-ExprPtr regex_expr(std::string_view pattern, RegexMode mode) { return Parser(pattern, mode).run(); }
+ExprPtr regex_expr(std::string_view pattern, RegexMode mode, bool lt_raw) {
+  return Parser(pattern, mode, lt_raw).run();
+}
 
 }  // namespace ds::grammar

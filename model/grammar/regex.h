@@ -25,6 +25,7 @@ enum class RegexMode : uint8_t {
   json_string_search,
 };
 
-ExprPtr regex_expr(std::string_view pattern, RegexMode mode);
+// lt_raw: in json_string_search mode, whether '<' may be written as itself (json_chars).
+ExprPtr regex_expr(std::string_view pattern, RegexMode mode, bool lt_raw = true);
 
 }  // namespace ds::grammar

@@ -145,6 +145,17 @@ TEST_CASE("text_until reads any text up to the first terminator", "[grammar]") {
   CHECK_FALSE(matches(g, "<p>a\n</parameter>b\n</parameter>!"));
   CHECK_FALSE(matches(g, "<p>\xC3\n</parameter>!"));
   for (uint64_t seed = 1; seed <= 4; ++seed) test::random_walk(g, seed, 30, {0});
+
+  // Forbidden strings, one of them a suffix of the terminator.
+  Grammar gf;
+  gf.set_root(gf.add_rule("root", seq({text_until("\n</parameter>", {"</parameter>", "<parameter=", "ab"}), bytes("!")})));
+  const auto f = compile(gf, edge_vocab());
+  CHECK(matches(f, "x\n</parameter>!"));
+  CHECK(matches(f, "a b</param\n</parameter>!"));
+  CHECK_FALSE(matches(f, "x</parameter>\n</parameter>!"));
+  CHECK_FALSE(matches(f, "<parameter=k\n</parameter>!"));
+  CHECK_FALSE(matches(f, "cab\n</parameter>!"));
+  for (uint64_t seed = 1; seed <= 4; ++seed) test::random_walk(f, seed, 30, {0});
 }
 
 TEST_CASE("members: declared order, required ones present, separators between", "[grammar]") {
