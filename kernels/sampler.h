@@ -114,6 +114,9 @@ class Sampler {
   // and that every row has settings and a generator, then runs the implementation's
   // do_sample; a mismatch is std::invalid_argument.
   void sample(const Tensor& logits, std::span<const SampleRow> rows, std::span<SampledToken> out);
+  // Whether rows may carry token bitmasks (SampleRow::allowed). An engine refuses structured
+  // outputs with a sampler that would ignore them.
+  virtual bool applies_token_masks() const { return false; }
 
  protected:
   virtual void do_sample(const Tensor& logits, std::span<const SampleRow> rows, std::span<SampledToken> out) = 0;

@@ -33,6 +33,7 @@ Engine::Engine(ForwardModel& model, EngineConfig config, std::unique_ptr<kernels
   if (vocab_ < 1) throw std::invalid_argument("engine: the model reports an empty vocabulary");
 
   model.allocate_cache(sizes_);
+  token_masks_ = sampler->applies_token_masks();
   core_ = std::make_unique<Core>(model, config_, sizes_, max_ctx_, std::move(sampler));
   {
     // What stats() shows before the first iteration.
@@ -67,6 +68,8 @@ SubmitResult Engine::submit(Request request) {
   if (request.max_tokens < 1) return refuse(SubmitStatus::invalid_request, "max_tokens must be >= 1");
   if (std::string e = request.sampling.validate(vocab_); !e.empty())
     return refuse(SubmitStatus::invalid_request, e);
+  if (request.grammar && !token_masks_)
+    return refuse(SubmitStatus::invalid_request, "structured outputs are not supported by this backend's sampler yet");
   if (request.grammar && request.grammar->vocabulary().size() != vocab_)
     return refuse(SubmitStatus::invalid_request,
                   "the grammar was compiled for a vocabulary of " + std::to_string(request.grammar->vocabulary().size()) +

@@ -82,6 +82,7 @@ class Engine {
   kvcache::PoolSizes sizes_;
   int64_t max_ctx_ = 0;
   int64_t vocab_ = 0;
+  bool token_masks_ = false;  // the sampler applies SampleRow::allowed (structured outputs)
   std::shared_ptr<Shared> shared_;  // inbox + stats; handles hold it weakly to cancel
   std::unique_ptr<Core> core_;      // everything the engine thread owns
   std::thread thread_;

@@ -127,13 +127,34 @@ ChatFields parse_chat_fields(const Json& body) {
   std::string tool_choice = "auto";
   if (body.contains("tool_choice") && !body["tool_choice"].is_null()) {
     const Json& tc = body["tool_choice"];
-    if (!tc.is_string()) throw unsupported_field("tool_choice", "only \"auto\" and \"none\" (forcing a call needs constrained decoding)");
-    tool_choice = tc.get<std::string>();
-    if (tool_choice == "required")
-      throw unsupported_field("tool_choice", "\"required\" needs constrained decoding; use \"auto\" or \"none\"");
-    if (tool_choice != "auto" && tool_choice != "none")
-      throw bad_request("'tool_choice' must be \"auto\" or \"none\"", "tool_choice");
+    if (tc.is_object()) {
+      const bool named = tc.value("type", "") == "function" && tc.contains("function") && tc["function"].is_object() &&
+                         tc["function"].contains("name") && tc["function"]["name"].is_string();
+      if (!named)
+        throw bad_request("'tool_choice' must be \"auto\", \"none\", \"required\" or "
+                          "{\"type\": \"function\", \"function\": {\"name\": ...}}",
+                          "tool_choice");
+      tool_choice = "function";
+      f.forced_function = tc["function"]["name"].get<std::string>();
+    } else if (tc.is_string()) {
+      tool_choice = tc.get<std::string>();
+      if (tool_choice != "auto" && tool_choice != "none" && tool_choice != "required")
+        throw bad_request("'tool_choice' must be \"auto\", \"none\", \"required\" or a named function", "tool_choice");
+    } else {
+      throw bad_request("'tool_choice' must be a string or an object", "tool_choice");
+    }
+    if ((tool_choice == "required" || tool_choice == "function") && f.tools.is_null())
+      throw bad_request("'tool_choice' forces a tool call, but the request has no 'tools'", "tool_choice");
+    if (tool_choice == "function") {
+      bool found = false;
+      for (const Json& t : f.tools) found = found || t["function"]["name"].get<std::string>() == f.forced_function;
+      if (!found)
+        throw bad_request("'tool_choice' names the function '" + f.forced_function + "', which is not in 'tools'",
+                          "tool_choice");
+    }
+    f.force_tool_call = tool_choice == "required" || tool_choice == "function";
   }
+  f.parallel_tool_calls = get_bool(body, "parallel_tool_calls").value_or(true);
   if (!f.tools.is_null()) f.kwargs["tools"] = f.tools;
   f.parse_tool_calls = !f.tools.is_null() && tool_choice != "none";
 

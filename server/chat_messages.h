@@ -23,6 +23,12 @@ struct ChatFields {
   Json kwargs = Json::object();  // template variables: chat_template_kwargs plus tools
   Json tools;                    // the request's tools (null when none)
   bool parse_tool_calls = false; // tools given and tool_choice is not "none"
+  // tool_choice "required" or {"type": "function", "function": {"name": ...}}: the reply must
+  // be tool calls (tool_call_grammar.h); forced_function names the one function, or is empty
+  // for any. parallel_tool_calls (default true) lets "required" make several calls.
+  bool force_tool_call = false;
+  std::string forced_function;
+  bool parallel_tool_calls = true;
   bool add_generation_prompt = true;
 };
 

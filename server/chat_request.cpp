@@ -12,6 +12,9 @@ ChatPrompt build_chat_prompt(const Json& body, const ServedModel& model) {
   ChatPrompt p;
   p.tools = std::move(f.tools);
   p.parse_tool_calls = f.parse_tool_calls;
+  p.force_tool_call = f.force_tool_call;
+  p.forced_function = f.forced_function;
+  p.parallel_tool_calls = f.parallel_tool_calls;
   if (!model.chat_template)
     throw bad_request("the model '" + model.name + "' has no chat template; use /v1/completions or start the server with --chat-template FILE");
   try {
@@ -44,6 +47,11 @@ ChatPrompt build_chat_prompt(const Json& body, const ServedModel& model) {
       }
   }
   p.opens_reasoning = ReasoningSplitter::prompt_opens_reasoning(p.rendered);
+  const size_t last_turn = p.rendered.rfind("<|im_start|>");
+  const std::string_view turn = std::string_view(p.rendered).substr(last_turn == std::string::npos ? 0 : last_turn);
+  p.reasoning = turn.find("</think>") != std::string_view::npos ? PromptReasoning::closed
+                : ReasoningSplitter::prompt_opens_reasoning(turn) ? PromptReasoning::opened
+                                                                  : PromptReasoning::up_to_model;
   return p;
 }
 

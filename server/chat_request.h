@@ -15,12 +15,23 @@
 
 namespace ds::server {
 
+// What the generation prompt (the text after the last <|im_start|>) says about reasoning.
+enum class PromptReasoning {
+  up_to_model,  // nothing: the model may open <think> itself (Qwen3 templates, thinking on)
+  opened,       // it ends inside <think> (Qwen3.5 templates, thinking on)
+  closed,       // it holds <think>...</think> already (thinking off)
+};
+
 struct ChatPrompt {
   std::string rendered;
   std::vector<int32_t> ids;
   bool opens_reasoning = false;   // the reply starts inside <think>
+  PromptReasoning reasoning = PromptReasoning::up_to_model;
   Json tools;                     // the request's tools (null when none)
   bool parse_tool_calls = false;  // tools given and tool_choice is not "none"
+  bool force_tool_call = false;   // tool_choice "required" or a named function (chat_messages.h)
+  std::string forced_function;
+  bool parallel_tool_calls = true;
   // Where later requests are likely to share this prompt's prefix, for the prefix cache's
   // snapshots: the prompt's end (the next turn extends it) and the end of the leading system
   // messages (with the tools).

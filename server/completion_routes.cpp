@@ -14,6 +14,8 @@
 #include "server/random_id.h"
 #include "server/request_params.h"
 #include "server/routes.h"
+#include "server/structured_output.h"
+#include "server/tool_call_grammar.h"
 
 namespace ds::server {
 
@@ -46,9 +48,21 @@ void check_context(const ServedModel& m, const GenerationParams& gp, int64_t pro
                            "max_tokens");
 }
 
+// The structured-output grammar every choice samples under (null: none), and the token after
+// which it applies (-1: from the first token).
+struct Constraint {
+  std::shared_ptr<const grammar::CompiledGrammar> grammar;
+  int32_t after = -1;
+};
+
+GrammarCache& grammars_of(const ServedModel& m, const std::string& param) {
+  if (!m.grammars) throw unsupported_field(param, "structured outputs are not available for this model");
+  return *m.grammars;
+}
+
 std::vector<ChoiceSpec> make_specs(const ServedModel& m, const GenerationParams& gp, const std::vector<Ids>& prompts,
                                    const ChoiceOptions& opts, const char* prompt_param,
-                                   const std::vector<int64_t>& cache_points = {}) {
+                                   const std::vector<int64_t>& cache_points = {}, const Constraint& constraint = {}) {
   std::vector<ChoiceSpec> specs;
   const int64_t max_ctx = m.engine->max_ctx();
   for (const Ids& p : prompts) check_context(m, gp, static_cast<int64_t>(p->size()), prompt_param);
@@ -65,6 +79,8 @@ std::vector<ChoiceSpec> make_specs(const ServedModel& m, const GenerationParams&
       // The n choices of a prompt share it: snapshot its end once, whichever engine step each
       // choice arrives in.
       if (gp.n > 1) r.cache_points.push_back(static_cast<int64_t>(r.prompt_size()) - 1);
+      r.grammar = constraint.grammar;
+      r.grammar_after = constraint.after;
       // Choice i of a seeded request uses seed + i: reproducible, and the n choices differ.
       if (gp.sampling.seed) r.sampling.seed = *gp.sampling.seed + static_cast<uint64_t>(i);
       specs.push_back(ChoiceSpec{std::move(r), opts, static_cast<int>(pi)});
@@ -276,6 +292,33 @@ void handle_chat_completions(const RouteContext& ctx, const HttpRequest& req, Ht
   const ServedModel& m = ctx.model;
   const GenerationParams gp = parse_generation_params(body, Endpoint::chat, m.defaults, m.engine->vocab_size());
   ChatPrompt cp = build_chat_prompt(body, m);
+  const OutputConstraint oc = parse_output_constraint(body);
+  Constraint constraint;
+  // The constraint applies after </think>: the engine switches it on at that token when the
+  // prompt opened reasoning; when the prompt leaves reasoning to the model, the grammar
+  // itself allows an optional <think> block first.
+  const std::optional<int32_t> think_end = m.tokenizer->token_id("</think>");
+  const bool optional_reasoning = think_end && cp.reasoning == PromptReasoning::up_to_model;
+  if (cp.force_tool_call) {
+    if (oc.kind != OutputConstraint::Kind::none)
+      throw bad_request("'" + oc.param + "' cannot be combined with a tool_choice that forces a call", oc.param);
+    GrammarCache& cache = grammars_of(m, "tool_choice");
+    // A named function is called once; "required" may call several when parallel calls are on.
+    const bool parallel = cp.forced_function.empty() && cp.parallel_tool_calls;
+    const std::string key = std::string(optional_reasoning ? "tools r\n" : "tools\n") + cp.forced_function +
+                            (parallel ? "\n1\n" : "\n0\n") + dump_json(cp.tools);
+    try {
+      constraint.grammar = cache.get(key, [&] {
+        grammar::Grammar g = tool_call_grammar(cp.tools, cp.forced_function, parallel);
+        return optional_reasoning ? with_optional_reasoning(std::move(g)) : g;
+      });
+    } catch (const grammar::GrammarError& e) {
+      throw bad_request(std::string("'tools' cannot be forced by tool_choice: ") + e.what(), "tools");
+    }
+  } else if (oc.kind != OutputConstraint::Kind::none) {
+    constraint.grammar = compile_output_constraint(oc, grammars_of(m, oc.param), optional_reasoning);
+  }
+  if (constraint.grammar && think_end && cp.reasoning == PromptReasoning::opened) constraint.after = *think_end;
 
   ChoiceOptions opts = base_options(m, gp);
   opts.split_reasoning = true;
@@ -283,7 +326,7 @@ void handle_chat_completions(const RouteContext& ctx, const HttpRequest& req, Ht
   opts.parse_tool_calls = cp.parse_tool_calls;
   opts.tools = cp.tools;
   const std::vector<Ids> prompts = {std::make_shared<const std::vector<int32_t>>(std::move(cp.ids))};
-  auto job = std::make_unique<GenerationJob>(*m.engine, *m.tokenizer, ctx.metrics, make_specs(m, gp, prompts, opts, "messages", cp.cache_points),
+  auto job = std::make_unique<GenerationJob>(*m.engine, *m.tokenizer, ctx.metrics, make_specs(m, gp, prompts, opts, "messages", cp.cache_points, constraint),
                                              "messages");
   respond(ctx, req, res, std::move(job), make_shape(m, gp, true), gp.stream);
 }
@@ -296,8 +339,12 @@ void handle_completions(const RouteContext& ctx, const HttpRequest& req, HttpRes
   if (auto suffix = get_string(body, "suffix"); suffix && !suffix->empty()) throw unsupported_field("suffix");
   const GenerationParams gp = parse_generation_params(body, Endpoint::completions, m.defaults, m.engine->vocab_size());
   const std::vector<Ids> prompts = completion_prompts(body, m);
+  const OutputConstraint oc = parse_output_constraint(body);
+  Constraint constraint;
+  if (oc.kind != OutputConstraint::Kind::none) constraint.grammar = compile_output_constraint(oc, grammars_of(m, oc.param));
   auto job = std::make_unique<GenerationJob>(*m.engine, *m.tokenizer, ctx.metrics,
-                                             make_specs(m, gp, prompts, base_options(m, gp), "prompt"), "prompt");
+                                             make_specs(m, gp, prompts, base_options(m, gp), "prompt", {}, constraint),
+                                             "prompt");
   respond(ctx, req, res, std::move(job), make_shape(m, gp, false), gp.stream);
 }
 

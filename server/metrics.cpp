@@ -195,6 +195,11 @@ std::string ServerMetrics::render(const scheduler::EngineStats* st) const {
   header(out, "deltaserve:engine_sample_seconds_total", "counter",
          "Engine time sampling and recording results (on a GPU this includes waiting for the step).");
   sample(out, "deltaserve:engine_sample_seconds_total", m, s.sample_seconds_total);
+  header(out, "deltaserve:engine_grammar_mask_seconds_total", "counter",
+         "Of the sampling time, filling structured outputs' token masks.");
+  sample(out, "deltaserve:engine_grammar_mask_seconds_total", m, s.grammar_mask_seconds_total);
+  header(out, "deltaserve:engine_grammar_masks_total", "counter", "Structured-output token masks filled.");
+  sample(out, "deltaserve:engine_grammar_masks_total", m, static_cast<double>(s.grammar_masks_total));
 
   header(out, "vllm:prompt_tokens_total", "counter", "Prompt tokens of admitted requests.");
   sample(out, "vllm:prompt_tokens_total", m, static_cast<double>(s.prompt_tokens_total));

@@ -258,6 +258,14 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::strin
     spdlog::warn("only {} state slots fit in half the cache budget: at most {} sequences run at once", ps.num_slots,
                  ps.num_slots);
 
+  // Structured outputs compile against the model's vocabulary (the logits' width).
+  const auto t_vocab = std::chrono::steady_clock::now();
+  lm->grammars = std::make_unique<GrammarCache>(
+      grammar::TokenVocabulary::from_tokenizer(*lm->tokenizer, static_cast<int32_t>(lm->engine->vocab_size())));
+  spdlog::info("structured outputs: vocabulary of {} tokens ({} text) indexed in {:.0f} ms",
+               lm->grammars->vocabulary().size(), lm->grammars->vocabulary().num_text_tokens(),
+               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_vocab).count());
+
   auto& s = lm->served;
   s.name = served_name(o, model_dir);
   s.dir = fs::absolute(dir);
@@ -267,6 +275,7 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::strin
   s.eos_ids = cfg.eos_token_ids;
   s.defaults = defaults;
   s.created = static_cast<int64_t>(std::time(nullptr));
+  s.grammars = lm->grammars.get();
   spdlog::info("sampling defaults from generation_config.json: {}", s.defaults.describe());
   return lm;
 }

@@ -41,6 +41,7 @@ struct LoadedModel {
   std::unique_ptr<scheduler::Qwen35ForwardModel> forward;
   std::unique_ptr<tok::Tokenizer> tokenizer;
   std::unique_ptr<chat::ChatTemplate> chat_template;
+  std::unique_ptr<GrammarCache> grammars;
   std::unique_ptr<scheduler::Engine> engine;
   ServedModel served;
 };

@@ -103,13 +103,11 @@ GenerationParams parse_generation_params(const Json& body, Endpoint endpoint,
   if (get_int(body, "min_tokens").value_or(0) != 0)
     throw unsupported_field("min_tokens", "the engine has no minimum-length constraint");
   if (field(body, "prompt_logprobs")) throw unsupported_field("prompt_logprobs");
-  for (const char* k : {"guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs",
-                        "grammar", "json_schema", "regex", "ebnf"})
-    if (field(body, k)) throw unsupported_field(k, "constrained decoding is not supported");
-  if (const auto* rf = field(body, "response_format")) {
-    const std::string type = rf->is_object() ? rf->value("type", "") : "";
-    if (type != "text") throw unsupported_field("response_format", "only {\"type\": \"text\"} is accepted");
-  }
+  // Structured outputs (response_format, structured_outputs, guided_*) are read by
+  // structured_output.h; these spellings belong to other servers' APIs.
+  for (const char* k : {"grammar", "json_schema", "regex", "ebnf"})
+    if (field(body, k))
+      throw unsupported_field(k, "use 'response_format', 'structured_outputs' or the 'guided_*' fields");
   if (auto best_of = get_int(body, "best_of"); best_of && *best_of != 1)
     throw unsupported_field("best_of", "only best_of = 1 is supported; use n for several choices");
 

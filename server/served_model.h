@@ -13,6 +13,7 @@
 #include "model/tokenizer/tokenizer.h"
 #include "scheduler/engine.h"
 #include "server/generation_defaults.h"
+#include "server/grammar_cache.h"
 
 namespace ds::server {
 
@@ -25,6 +26,9 @@ struct ServedModel {
   std::vector<int32_t> eos_ids;     // hidden from the text when they end a reply
   GenerationDefaults defaults;
   int64_t created = 0;              // unix time the model was loaded
+  // Compiled structured-output grammars for this model's vocabulary; null: structured
+  // outputs are refused (400).
+  GrammarCache* grammars = nullptr;
 };
 
 }  // namespace ds::server

@@ -28,8 +28,9 @@ std::string dump(const Json& j) {
   return j.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
-// The JSON-schema type of a property: "string", "integer", ... or "" when not given.
-std::string schema_type(const Json& prop) {
+}  // namespace
+
+std::string tool_parameter_type(const Json& prop) {
   if (!prop.is_object()) return {};
   auto it = prop.find("type");
   if (it == prop.end()) return {};
@@ -39,8 +40,6 @@ std::string schema_type(const Json& prop) {
       if (t.is_string() && t.get<std::string>() != "null") return t.get<std::string>();
   return {};
 }
-
-}  // namespace
 
 ToolCallParser::ToolCallParser(Json tools) : tools_(std::move(tools)) {}
 
@@ -79,7 +78,7 @@ Json ToolCallParser::typed_value(const std::string& function, const std::string&
       const auto params = fn->value("parameters", Json::object());
       if (params.is_object() && params.contains("properties") && params["properties"].is_object() &&
           params["properties"].contains(key))
-        type = schema_type(params["properties"][key]);
+        type = tool_parameter_type(params["properties"][key]);
       break;
     }
   }

@@ -33,6 +33,10 @@
 
 namespace ds::server {
 
+// The type a tool parameter's value is read as: the schema's "type" (the first one that is
+// not "null" when it lists several), or "" when it gives none (the value stays a string).
+std::string tool_parameter_type(const Json& property_schema);
+
 struct ToolCallDelta {
   int index = 0;
   bool opens = false;     // the call's first delta: id and name are set

@@ -8,6 +8,7 @@ namespace {
 
 class CpuSampler final : public Sampler {
  public:
+  bool applies_token_masks() const override { return true; }
   void do_sample(const Tensor& logits, std::span<const SampleRow> rows,
                  std::span<SampledToken> out) override {
     const int64_t vocab = logits.dim(1);

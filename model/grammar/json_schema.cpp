@@ -91,9 +91,9 @@ std::string hostname_regex() {
   return label + "(?:\\." + label + ")*";
 }
 
-// The content (between the quotes) of strings in a known format; null for other formats,
-// which are annotations.
-ExprPtr format_content(const std::string& f) {
+}  // namespace
+
+ExprPtr json_format_content(const std::string& f) {
   std::string re;
   if (f == "date") re = date_regex();
   else if (f == "time") re = time_regex();
@@ -107,6 +107,8 @@ ExprPtr format_content(const std::string& f) {
   else return nullptr;
   return regex_expr(re, RegexMode::whole_text);
 }
+
+namespace {
 
 // Raw key content (no escapes) that spells none of `names`: a trie of the names, where each
 // node may end (unless it is a name) or continue with a child or with any other character.
@@ -412,7 +414,7 @@ ExprPtr JsonSchemaConverter::string(const OrderedJson& s, const std::string& whe
     }
   }
   if (s.contains("format") && s["format"].is_string()) {
-    if (ExprPtr f = format_content(s["format"].get<std::string>())) {
+    if (ExprPtr f = json_format_content(s["format"].get<std::string>())) {
       if (lengths) fail(where, "'format' together with 'minLength'/'maxLength' is not supported");
       return seq({bytes("\""), f, bytes("\"")});
     }

@@ -46,6 +46,10 @@ struct JsonSchemaOptions {
   bool escape_lt = false;
 };
 
+// The characters (no quotes) of a string in a known `format` (date, time, date-time, uuid,
+// email, ipv4, hostname, uri: ASCII, nothing to escape); null for other formats.
+ExprPtr json_format_content(const std::string& format);
+
 // A grammar whose root is one JSON value valid under `schema`.
 Grammar json_schema_grammar(const OrderedJson& schema, const JsonSchemaOptions& options = {});
 // The same from text (GrammarError for text that is not JSON).

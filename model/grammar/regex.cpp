@@ -55,8 +55,10 @@ class Parser {
     p_ = p_.substr(0, end);
     ExprPtr e = parse_alternatives(0);
     if (pos_ < p_.size()) fail(p_[pos_] == ')' ? "unbalanced ')'" : "unexpected character");
-    if (mode_ == RegexMode::json_string_search) {
-      const ExprPtr any = star(encode(CodepointSet::all()));
+    if (mode_ != RegexMode::whole_text) {
+      CodepointSet chars = CodepointSet::all();
+      if (mode_ == RegexMode::tag_text_search) chars = chars.minus(CodepointSet::of('<', '<'));
+      const ExprPtr any = star(encode(chars));
       e = seq({anchored_start ? empty() : any, e, anchored_end ? empty() : any});
     }
     return e;

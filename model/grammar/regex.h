@@ -23,6 +23,9 @@ enum class RegexMode : uint8_t {
   // `pattern` is not anchored): unanchored ends allow any characters before and after, and
   // every character is written as json_chars() encodes it.
   json_string_search,
+  // Raw text inside an XML-like tag (a tool-call parameter) whose value contains a match:
+  // unanchored ends allow any characters but '<', so no closing tag appears by accident.
+  tag_text_search,
 };
 
 // lt_raw: in json_string_search mode, whether '<' may be written as itself (json_chars).

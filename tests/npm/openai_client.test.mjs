@@ -132,6 +132,52 @@ test('stop strings end the reply before the match', async () => {
   assert.equal(r.choices[0].finish_reason, 'stop');
 });
 
+test('response_format json_schema: the reply parses and fits the schema', async () => {
+  const schema = { type: 'object', properties: { ok: { type: 'boolean' }, n: { type: 'integer', minimum: 0, maximum: 9 } },
+                   required: ['ok', 'n'], additionalProperties: false };
+  for (const seed of [1, 2, 3]) {
+    const r = await client.chat.completions.create({
+      model: MODEL, messages: [{ role: 'user', content: 'JSON' }], temperature: 1, seed, max_tokens: 120,
+      response_format: { type: 'json_schema', json_schema: { name: 'answer', schema, strict: true } },
+      chat_template_kwargs: { enable_thinking: false },
+    });
+    assert.equal(r.choices[0].finish_reason, 'stop');
+    const v = JSON.parse(r.choices[0].message.content);
+    assert.equal(typeof v.ok, 'boolean');
+    assert.ok(Number.isInteger(v.n) && v.n >= 0 && v.n <= 9);
+    assert.deepEqual(Object.keys(v).sort(), ['n', 'ok']);
+  }
+  const o = await client.chat.completions.create({
+    model: MODEL, messages: [{ role: 'user', content: 'JSON' }], max_tokens: 8, response_format: { type: 'json_object' },
+    chat_template_kwargs: { enable_thinking: false },
+  });
+  assert.ok(o.choices[0].message.content.startsWith('{'));
+});
+
+test('tool_choice required and named: the reply is a call of the tool, arguments by its schema', async () => {
+  const tools = [
+    { type: 'function', function: { name: 'get_time', parameters: { type: 'object',
+      properties: { zone: { type: 'string', enum: ['UTC', 'CET'] } }, required: ['zone'] } } },
+    { type: 'function', function: { name: 'roll', parameters: { type: 'object',
+      properties: { sides: { type: 'integer', minimum: 2, maximum: 20 } }, required: ['sides'] } } },
+  ];
+  const choices = ['required', { type: 'function', function: { name: 'roll' } }];
+  for (const tool_choice of choices) {
+    const r = await client.chat.completions.create({
+      model: MODEL, messages: [{ role: 'user', content: 'Call a tool' }], tools, tool_choice, temperature: 1,
+      seed: 4, max_tokens: 120, parallel_tool_calls: false, chat_template_kwargs: { enable_thinking: false },
+    });
+    const c = r.choices[0];
+    assert.equal(c.finish_reason, 'tool_calls');
+    assert.equal(c.message.tool_calls.length, 1);
+    const call = c.message.tool_calls[0];
+    const args = JSON.parse(call.function.arguments);
+    if (typeof tool_choice === 'object') assert.equal(call.function.name, 'roll');
+    if (call.function.name === 'roll') assert.ok(Number.isInteger(args.sides) && args.sides >= 2 && args.sides <= 20);
+    else assert.ok(['UTC', 'CET'].includes(args.zone));
+  }
+});
+
 test('a bad parameter is a BadRequestError (400) naming the field', async () => {
   await assert.rejects(
     client.chat.completions.create({ model: MODEL, messages: case0.messages, temperature: -1 }),

@@ -85,6 +85,8 @@ class TestServer {
     served_.eos_ids = {1006, 1004};
     served_.defaults = server::GenerationDefaults::load(dir);
     served_.created = 1700000000;
+    grammars_ = std::make_unique<server::GrammarCache>(grammar::TokenVocabulary::from_tokenizer(*tokenizer_, 1024));
+    served_.grammars = grammars_.get();
 
     server::HttpServerOptions ho;
     ho.api_key = cfg_.api_key;
@@ -165,6 +167,7 @@ class TestServer {
   server::ServerMetrics metrics_;
   std::unique_ptr<tok::Tokenizer> tokenizer_;
   std::unique_ptr<chat::ChatTemplate> template_;
+  std::unique_ptr<server::GrammarCache> grammars_;
   std::unique_ptr<kernels::Backend> backend_;
   std::unique_ptr<qwen35::Model> model_;
   std::unique_ptr<scheduler::Qwen35ForwardModel> forward_;

@@ -345,7 +345,7 @@ TEST_CASE("errors: OpenAI error objects with the right status codes", "[errors]"
   expect(srv.post("/v1/chat/completions", Json{{"messages", "hi"}}), 400, "messages");
   expect(srv.post("/v1/completions", Json{{"prompt", "x"}, {"echo", true}}), 400, "echo");
   expect(srv.post("/v1/completions", Json{{"prompt", "x"}, {"suffix", "y"}}), 400, "suffix");
-  expect(srv.post("/v1/chat/completions", Json{{"messages", hello()}, {"response_format", {{"type", "json_object"}}}}), 400,
+  expect(srv.post("/v1/chat/completions", Json{{"messages", hello()}, {"response_format", {{"type", "xml"}}}}), 400,
          "response_format");
   expect(srv.post("/v1/chat/completions", Json{{"messages", hello()}, {"tool_choice", "required"}}), 400, "tool_choice");
   expect(srv.post("/v1/chat/completions", Json{{"messages", hello()}, {"n", 17}}), 400, "n");

@@ -66,10 +66,10 @@ TEST_CASE("generation params: values are read and bad ones are refused by name",
   CHECK(refused_param(R"({"top_logprobs": 3})") == "top_logprobs");
   CHECK(refused_param(R"({"logprobs": true, "top_logprobs": 21})") == "top_logprobs");
   CHECK(refused_param(R"({"stream_options": {"include_usage": true}})") == "stream_options");
-  CHECK(refused_param(R"({"response_format": {"type": "json_object"}})") == "response_format");
+  CHECK(refused_param(R"({"json_schema": {"type": "object"}})") == "json_schema");
   CHECK(refused_param(R"({"best_of": 2})") == "best_of");
   CHECK(refused_param(R"({"min_tokens": 4})") == "min_tokens");
-  CHECK(refused_param(R"({"guided_json": {}})") == "guided_json");
+  CHECK(refused_param(R"({"regex": "a+"})") == "regex");
   CHECK(refused_param(R"({"logprobs": 21})", Endpoint::completions) == "logprobs");
   // Unknown fields and harmless OpenAI fields are ignored.
   CHECK(refused_param(R"({"user": "u", "metadata": {}, "store": false, "whatever": 1,
