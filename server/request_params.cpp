@@ -7,13 +7,15 @@
 
 namespace ds::server {
 
-namespace {
-
-const Json* field(const Json& body, const char* key) {
+const Json* get_field(const Json& body, const char* key) {
   auto it = body.find(key);
   if (it == body.end() || it->is_null()) return nullptr;
   return &*it;
 }
+
+namespace {
+
+const Json* field(const Json& body, const char* key) { return get_field(body, key); }
 
 int32_t token_id(const Json& v, int64_t vocab, const std::string& param) {
   if (!v.is_number_integer()) throw bad_request("'" + param + "' must hold integer token ids", param);

@@ -47,6 +47,8 @@ GenerationParams parse_generation_params(const Json& body, Endpoint endpoint,
 // the model's defaults, which are checked at start-up.
 std::string sampling_range_error(const std::string& key, double value);
 
+// A field of an object, or null when it is absent or null.
+const Json* get_field(const Json& body, const char* key);
 // Typed field access: absent or null -> nullopt; a value of another type -> 400 naming it.
 std::optional<bool> get_bool(const Json& body, const char* key);
 std::optional<double> get_number(const Json& body, const char* key);

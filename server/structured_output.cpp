@@ -5,15 +5,12 @@
 #include "model/grammar/json_schema.h"
 #include "model/grammar/regex.h"
 #include "server/api_error.h"
+#include "server/request_params.h"
 
 namespace ds::server {
 namespace {
 
-const Json* field(const Json& obj, const char* key) {
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return nullptr;
-  return &*it;
-}
+const Json* field(const Json& obj, const char* key) { return get_field(obj, key); }
 
 std::string string_of(const Json& v, const std::string& param) {
   if (!v.is_string() || v.get<std::string>().empty()) throw bad_request("'" + param + "' must be a non-empty string", param);

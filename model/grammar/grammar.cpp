@@ -12,6 +12,18 @@ bool is_nothing(const ExprPtr& e) { return e->kind == Expr::Kind::alt && e->item
 
 }  // namespace
 
+std::vector<std::pair<uint8_t, uint8_t>> byte_ranges(const ByteSet& set) {
+  std::vector<std::pair<uint8_t, uint8_t>> out;
+  for (int b = 0; b < 256; ++b) {
+    if (!set.test(static_cast<size_t>(b))) continue;
+    int hi = b;
+    while (hi + 1 < 256 && set.test(static_cast<size_t>(hi + 1))) ++hi;
+    out.emplace_back(static_cast<uint8_t>(b), static_cast<uint8_t>(hi));
+    b = hi;
+  }
+  return out;
+}
+
 ExprPtr empty() {
   static const ExprPtr e = make(Expr{});
   return e;
@@ -222,16 +234,9 @@ std::string expr_to_string(const Expr& e, const Grammar* names) {
     }
     case Expr::Kind::byte_set: {
       std::string s = "[";
-      for (int b = 0; b < 256;) {
-        if (!e.set.test(static_cast<size_t>(b))) {
-          ++b;
-          continue;
-        }
-        int hi = b;
-        while (hi + 1 < 256 && e.set.test(static_cast<size_t>(hi + 1))) ++hi;
-        s += escape_byte(static_cast<unsigned char>(b), true);
-        if (hi > b) s += "-" + escape_byte(static_cast<unsigned char>(hi), true);
-        b = hi + 1;
+      for (const auto& [lo, hi] : byte_ranges(e.set)) {
+        s += escape_byte(lo, true);
+        if (hi > lo) s += "-" + escape_byte(hi, true);
       }
       return s + "]";
     }

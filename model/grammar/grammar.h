@@ -20,6 +20,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace ds::grammar {
@@ -31,6 +32,8 @@ struct GrammarError : std::runtime_error {
 };
 
 using ByteSet = std::bitset<256>;
+// The maximal runs [lo, hi] of bytes in a set, ascending.
+std::vector<std::pair<uint8_t, uint8_t>> byte_ranges(const ByteSet& set);
 
 struct Expr;
 using ExprPtr = std::shared_ptr<const Expr>;

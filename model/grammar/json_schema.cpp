@@ -186,6 +186,18 @@ namespace {
 }
 }  // namespace
 
+namespace {
+// A count keyword (minLength, maxItems, ...): -1 when absent.
+int32_t count_keyword(const OrderedJson& s, const char* kw, const std::string& where) {
+  if (!s.contains(kw)) return -1;
+  const OrderedJson& v = s[kw];
+  if (!v.is_number_integer() || v.get<int64_t>() < 0) fail(where, std::string("'") + kw + "' must be a count");
+  if (v.get<int64_t>() > kMaxRepeat)
+    fail(where, std::string("'") + kw + "' above " + std::to_string(kMaxRepeat) + " is not supported");
+  return static_cast<int32_t>(v.get<int64_t>());
+}
+}  // namespace
+
 ExprPtr JsonSchemaConverter::any_value() {
   int32_t obj = g_.find_rule("json_any_object");
   int32_t arr = g_.find_rule("json_any_array");
@@ -390,14 +402,7 @@ ExprPtr JsonSchemaConverter::typed(const OrderedJson& s, const std::string& type
 }
 
 ExprPtr JsonSchemaConverter::string(const OrderedJson& s, const std::string& where) {
-  auto count_at = [&](const char* kw) -> int32_t {
-    if (!s.contains(kw)) return -1;
-    const OrderedJson& v = s[kw];
-    if (!v.is_number_integer() || v.get<int64_t>() < 0) fail(where, std::string("'") + kw + "' must be a count");
-    if (v.get<int64_t>() > kMaxRepeat)
-      fail(where, std::string("'") + kw + "' above " + std::to_string(kMaxRepeat) + " is not supported");
-    return static_cast<int32_t>(v.get<int64_t>());
-  };
+  auto count_at = [&](const char* kw) { return count_keyword(s, kw, where); };
   const int32_t min_len = count_at("minLength");
   const int32_t max_len = count_at("maxLength");
   if (min_len >= 0 && max_len >= 0 && max_len < min_len) fail(where, "'maxLength' is below 'minLength'");
@@ -444,14 +449,7 @@ ExprPtr JsonSchemaConverter::array(const OrderedJson& s, const std::string& wher
   } else {
     set_rest("items");
   }
-  auto count_at = [&](const char* kw) -> int32_t {
-    if (!s.contains(kw)) return -1;
-    const OrderedJson& v = s[kw];
-    if (!v.is_number_integer() || v.get<int64_t>() < 0) fail(where, std::string("'") + kw + "' must be a count");
-    if (v.get<int64_t>() > kMaxRepeat)
-      fail(where, std::string("'") + kw + "' above " + std::to_string(kMaxRepeat) + " is not supported");
-    return static_cast<int32_t>(v.get<int64_t>());
-  };
+  auto count_at = [&](const char* kw) { return count_keyword(s, kw, where); };
   const int32_t min_items = std::max(count_at("minItems"), 0);
   const int32_t max_items = count_at("maxItems");
   if (max_items >= 0 && max_items < min_items) fail(where, "'maxItems' is below 'minItems'");

@@ -69,16 +69,7 @@ class Builder {
       }
       case Expr::Kind::byte_set: {
         const int32_t o = add();
-        for (int b = 0; b < 256;) {
-          if (!e.set.test(static_cast<size_t>(b))) {
-            ++b;
-            continue;
-          }
-          int hi = b;
-          while (hi + 1 < 256 && e.set.test(static_cast<size_t>(hi + 1))) ++hi;
-          edge(in, static_cast<uint8_t>(b), static_cast<uint8_t>(hi), o);
-          b = hi + 1;
-        }
+        for (const auto& [lo, hi] : byte_ranges(e.set)) edge(in, lo, hi, o);
         return o;
       }
       case Expr::Kind::seq: {
@@ -170,15 +161,23 @@ class Builder {
       if (trie[u].kind == 0) state[u] = add();
     eps(in, state[0]);
     const int32_t out = add();
-    const int32_t tail1 = add(), tail2 = add(), tail3 = add();
-    const int32_t after_e0 = add(), after_ed = add(), after_f0 = add(), after_f4 = add();
-    edge(tail1, 0x80, 0xBF, state[0]);
-    edge(tail2, 0x80, 0xBF, tail1);
-    edge(tail3, 0x80, 0xBF, tail2);
-    edge(after_e0, 0xA0, 0xBF, tail1);
-    edge(after_ed, 0x80, 0x9F, tail1);
-    edge(after_f0, 0x90, 0xBF, tail2);
-    edge(after_f4, 0x80, 0x8F, tail2);
+    // Continuation bytes: after a lead byte, the bytes its character still needs, then back to
+    // the start. Index 0 is the start; 1..3 need that many continuation bytes; 4..7 need the
+    // restricted second byte of E0, ED, F0 and F4 (no overlong forms, surrogates or values
+    // past U+10FFFF).
+    struct Step {
+      int from;
+      uint8_t lo, hi;
+      int to;
+    };
+    static constexpr Step kTails[] = {{1, 0x80, 0xBF, 0}, {2, 0x80, 0xBF, 1}, {3, 0x80, 0xBF, 2}, {4, 0xA0, 0xBF, 1},
+                                      {5, 0x80, 0x9F, 1}, {6, 0x90, 0xBF, 2}, {7, 0x80, 0x8F, 2}};
+    static constexpr Step kLeads[] = {{0, 0xC2, 0xDF, 1}, {0, 0xE0, 0xE0, 4}, {0, 0xE1, 0xEC, 2}, {0, 0xED, 0xED, 5},
+                                      {0, 0xEE, 0xEF, 2}, {0, 0xF0, 0xF0, 6}, {0, 0xF1, 0xF3, 3}, {0, 0xF4, 0xF4, 7}};
+    int32_t utf8[8];
+    utf8[0] = state[0];
+    for (int i = 1; i < 8; ++i) utf8[i] = add();
+    for (const Step& t : kTails) edge(utf8[t.from], t.lo, t.hi, utf8[t.to]);
     for (size_t u = 0; u < trie.size(); ++u) {
       if (trie[u].kind != 0) continue;
       const int32_t from = state[u];
@@ -194,14 +193,7 @@ class Builder {
         if (to >= 0) edge(from, static_cast<uint8_t>(b), static_cast<uint8_t>(hi), to);
         b = hi + 1;
       }
-      edge(from, 0xC2, 0xDF, tail1);
-      edge(from, 0xE0, 0xE0, after_e0);
-      edge(from, 0xE1, 0xEC, tail2);
-      edge(from, 0xED, 0xED, after_ed);
-      edge(from, 0xEE, 0xEF, tail2);
-      edge(from, 0xF0, 0xF0, after_f0);
-      edge(from, 0xF1, 0xF3, tail3);
-      edge(from, 0xF4, 0xF4, after_f4);
+      for (const Step& t : kLeads) edge(from, t.lo, t.hi, utf8[t.to]);
     }
     return out;
   }
