@@ -96,7 +96,7 @@ struct SampleRow {
   SamplerRng* rng = nullptr;           // advanced by one draw per non-greedy sample
   // Empty: every token may be chosen. Otherwise bit t % 32 of word t / 32 says whether
   // token t may (at least ceil(vocab / 32) words).
-  std::span<const uint32_t> allowed;
+  std::span<const uint32_t> allowed = {};
 };
 
 struct SampledToken {
