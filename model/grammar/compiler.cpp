@@ -17,6 +17,11 @@ double since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
+// Each mask is a walk of the whole vocabulary trie (about 1 ms at 248K tokens), so a grammar
+// needing more is refused rather than compiled for minutes on a request's thread (a schema
+// with thousands of long bounded strings).
+constexpr size_t kMaxMasks = 16384;
+
 // Setting bits one by one costs about what OR-ing a whole bitmask costs once the list is a
 // quarter as long as the bitmask has words.
 StateMask make_mask(std::vector<int32_t>& accepted, const TokenVocabulary& vocab) {
@@ -91,6 +96,9 @@ std::shared_ptr<const CompiledGrammar> compile(const Grammar& grammar, std::shar
     }
     out->mask_of_[s] = shared;
   }
+  if (jobs.size() > kMaxMasks)
+    throw GrammarError("grammar: too complex (" + std::to_string(jobs.size()) + " distinct token masks, at most " +
+                       std::to_string(kMaxMasks) + "; lower maxLength, maxItems or repetition counts)");
   out->masks_.resize(jobs.size());
 
   // Each worker walks the whole trie from one state at a time, with its own walker.

@@ -1,7 +1,10 @@
 // The front ends: regexes, JSON Schema (values it must accept and reject, and the errors it
 // refuses unsupported schemas with), integer and number ranges, json_object.
+#include <random>
+
 #include <nlohmann/json.hpp>
 
+#include "model/grammar/ebnf.h"
 #include "model/grammar/json_schema.h"
 #include "model/grammar/regex.h"
 #include "tests/grammar/grammar_test_util.h"
@@ -141,6 +144,20 @@ TEST_CASE("JSON Schema: refusals name the keyword and where it is", "[grammar][j
   CHECK_THAT(schema_error(R"({"type":"object","required":["a"],"additionalProperties":false})"),
              Catch::Contains("required property 'a'"));
   CHECK_THAT(schema_error(R"({"type":"string","maxLength":100000})"), Catch::Contains("'maxLength' above"));
+  // A grammar needing more distinct token masks than compiling may spend.
+  std::mt19937 rng(3);
+  std::string words = "root ::= ";
+  for (int w = 0; w < 2500; ++w) {
+    words += w ? " | \"" : "\"";
+    for (int c = 0; c < 12; ++c) words += static_cast<char>('a' + rng() % 26);
+    words += "\"";
+  }
+  try {
+    compile(parse_ebnf(words), edge_vocab());
+    FAIL("compiled");
+  } catch (const GrammarError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("too complex"));
+  }
   CHECK_THAT(schema_error(R"({"type":"number","minimum":0.2,"maximum":0.8})"), Catch::Contains("unit interval"));
   CHECK_THAT(schema_error(R"({"type":"integer","minimum":3,"maximum":2})"), Catch::Contains("no integer"));
   CHECK_THAT(schema_error("{\"type\":"), Catch::Contains("not JSON"));
