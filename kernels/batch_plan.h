@@ -12,6 +12,13 @@
 // ids and state slots inside the pools, no two rows writing the same K/V slot or sharing a
 // state slot, logit rows in range. A bad batch is an std::invalid_argument, never a stray
 // write.
+//
+// Row states (speculative decoding's verify chunks, scheduler/engine.h): a chunk may name
+// state slots that receive its DeltaNet state after each of its first rows, row_state_slots[i]
+// the state after row i (the conv window and the recurrent matrix, every layer), besides the
+// state after its last row left in state_slot as always. Accepting the first i + 1 tokens of
+// the chunk then means continuing from row_state_slots[i]: nothing is recomputed. Those slots
+// are fully overwritten, and may not be any sequence's state slot or another row's.
 #pragma once
 
 #include <algorithm>
@@ -30,6 +37,7 @@ struct SequenceChunk {
   int64_t n_cached = 0;                // tokens already cached = position of the first new token
   int32_t state_slot = -1;             // its DeltaNet state slot
   std::span<const int32_t> block_ids;  // its block table; capacity >= n_cached + n_tokens
+  std::span<const int32_t> row_state_slots = {};  // < n_tokens slots: the state after rows 0, 1, ...
 };
 
 struct BatchDesc {
@@ -51,6 +59,9 @@ class BatchPlan {
     int32_t state_slot = 0;
     int64_t block_begin = 0;  // its ids in block_ids()[block_begin, block_begin + n_blocks)
     int64_t n_blocks = 0;
+    // Its row-state slots: row_state_slots()[row_state_begin, row_state_begin + n_row_states).
+    int64_t row_state_begin = 0;
+    int64_t n_row_states = 0;
   };
 
   explicit BatchPlan(const BatchDesc& d) : block_size_(d.block_size) {
@@ -93,6 +104,19 @@ class BatchPlan {
         kv_slots_.push_back(block * d.block_size + pos % d.block_size);
         row_seq_.push_back(static_cast<int32_t>(s));
       }
+      if (static_cast<int64_t>(in.row_state_slots.size()) >= in.n_tokens)
+        fail(who + " asks for the state after " + std::to_string(in.row_state_slots.size()) +
+             " rows of a chunk of " + std::to_string(in.n_tokens) + " (at most n_tokens - 1)");
+      q.row_state_begin = static_cast<int64_t>(row_state_slots_.size());
+      q.n_row_states = static_cast<int64_t>(in.row_state_slots.size());
+      for (int32_t slot : in.row_state_slots) {
+        if (slot < 0 || slot >= d.num_slots)
+          fail(who + " has row-state slot " + std::to_string(slot) + " outside [0, " + std::to_string(d.num_slots) +
+               ")");
+        row_state_slots_.push_back(slot);
+        slots.push_back(slot);
+        max_state_slot_ = std::max(max_state_slot_, slot);
+      }
       seqs_.push_back(q);
       slots.push_back(in.state_slot);
       max_state_slot_ = std::max(max_state_slot_, in.state_slot);
@@ -111,7 +135,7 @@ class BatchPlan {
 
     std::sort(slots.begin(), slots.end());
     if (std::adjacent_find(slots.begin(), slots.end()) != slots.end())
-      fail("two sequences share a state slot");
+      fail("two sequences share a state slot (row-state slots included)");
     std::vector<int64_t> kv = kv_slots_;
     std::sort(kv.begin(), kv.end());
     if (std::adjacent_find(kv.begin(), kv.end()) != kv.end())
@@ -132,6 +156,9 @@ class BatchPlan {
   // Every sequence's block ids, concatenated (see Seq::block_begin).
   const std::vector<int32_t>& block_ids() const { return block_ids_; }
   const std::vector<int64_t>& logit_rows() const { return logit_rows_; }
+  // Every sequence's row-state slots, concatenated (see Seq::row_state_begin).
+  const std::vector<int32_t>& row_state_slots() const { return row_state_slots_; }
+  bool has_row_states() const { return !row_state_slots_.empty(); }
   // The largest block id and state slot the step touches (-1: none), for the ops' pool checks.
   int32_t max_block_id() const { return max_block_id_; }
   int32_t max_state_slot() const { return max_state_slot_; }
@@ -147,6 +174,7 @@ class BatchPlan {
   std::vector<int32_t> row_seq_;
   std::vector<int32_t> block_ids_;
   std::vector<int64_t> logit_rows_;
+  std::vector<int32_t> row_state_slots_;
 };
 
 }  // namespace ds::kernels

@@ -112,6 +112,19 @@ void BlockPool::free_table(BlockTable& table) {
   table.clear();
 }
 
+void BlockPool::free_tail(BlockTable& table, int32_t keep) {
+  if (keep < 0 || static_cast<int64_t>(keep) * block_size_ < table.num_tokens())
+    throw std::logic_error("BlockPool::free_tail: keeping " + std::to_string(keep) + " blocks would drop " +
+                           "recorded tokens of the table");
+  const auto& blocks = table.blocks();
+  for (size_t i = static_cast<size_t>(keep); i < blocks.size(); ++i) check_live(blocks[i], "free_tail");
+  while (table.num_blocks() > keep) {
+    const BlockHandle h = blocks.back();
+    table.pop_block();
+    if (--refcount_[h.id] == 0) to_free_list(h.id);
+  }
+}
+
 bool BlockPool::is_live(BlockHandle h) const {
   return h.id >= 0 && h.id < num_blocks() && state_[h.id] == State::allocated &&
          generation_[h.id] == h.generation;

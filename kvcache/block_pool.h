@@ -88,6 +88,9 @@ class BlockPool {
 
   // Releases every block of table (one reference each) and empties it.
   void free_table(BlockTable& table);
+  // Releases the blocks of table after its first keep (one reference each), which must still
+  // hold its recorded tokens: speculative decoding gives back the blocks of rejected drafts.
+  void free_tail(BlockTable& table, int32_t keep);
 
   // True when h names a block that is currently allocated with h's generation.
   bool is_live(BlockHandle h) const;

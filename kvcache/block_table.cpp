@@ -49,6 +49,11 @@ void BlockTable::push_block(BlockHandle h) {
   ids_.push_back(h.id);
 }
 
+void BlockTable::pop_block() {
+  blocks_.pop_back();
+  ids_.pop_back();
+}
+
 void BlockTable::clear() {
   blocks_.clear();
   ids_.clear();

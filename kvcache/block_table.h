@@ -3,7 +3,7 @@
 // It lists the sequence's blocks in order and how many tokens have been written. Token
 // position p lives in block blocks()[p / block_size] at offset p % block_size. The table
 // only records; blocks are added by BlockPool::commit (or retain, for shared prefixes) and
-// removed by BlockPool::free_table.
+// removed by BlockPool::free_table (all) or BlockPool::free_tail (those past its tokens).
 #pragma once
 
 #include <cstdint>
@@ -56,6 +56,7 @@ class BlockTable {
  private:
   friend class BlockPool;
   void push_block(BlockHandle h);
+  void pop_block();
   void clear();
 
   int32_t block_size_;

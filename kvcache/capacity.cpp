@@ -36,6 +36,7 @@ PoolSizes size_pools(const CacheGeometry& g, const PoolRequest& r) {
   auto bad = [](const std::string& m) { throw std::invalid_argument("size_pools: " + m); };
   if (r.block_size <= 0) bad("block_size must be positive");
   if (r.max_num_seqs <= 0) bad("max_num_seqs must be positive");
+  if (r.states_per_seq <= 0) bad("states_per_seq must be positive");
   if (r.budget_bytes < 0 || r.reserve_tokens < 0 || r.num_blocks < 0 || r.num_slots < 0 || r.snapshot_bytes < 0 ||
       r.num_snapshots < 0)
     bad("negative size");
@@ -63,20 +64,21 @@ PoolSizes size_pools(const CacheGeometry& g, const PoolRequest& r) {
     // Explicit counts.
     if (r.num_blocks < 1) bad("give a cache budget, or num_blocks >= 1");
     blocks = r.num_blocks;
-    slots = r.num_slots > 0 ? r.num_slots : r.max_num_seqs;
+    slots = r.num_slots > 0 ? r.num_slots : int64_t{r.max_num_seqs} * r.states_per_seq;
   } else if (r.reserve_tokens > 0) {
     // The contiguous baseline: each sequence owns reserve_tokens of K/V from admission on.
     const int64_t blocks_per_seq = (r.reserve_tokens + r.block_size - 1) / r.block_size;
-    const int64_t seq_bytes = blocks_per_seq * block_bytes + slot_bytes;
-    slots = std::min<int64_t>(r.max_num_seqs, budget / seq_bytes);
-    if (slots < 1)
+    const int64_t seq_bytes = blocks_per_seq * block_bytes + slot_bytes * r.states_per_seq;
+    const int64_t seqs = std::min<int64_t>(r.max_num_seqs, budget / seq_bytes);
+    if (seqs < 1)
       bad("a cache budget of " + std::to_string(budget) + " bytes cannot hold one contiguous sequence of " +
           std::to_string(r.reserve_tokens) + " tokens (" + std::to_string(seq_bytes) + " bytes)");
-    blocks = slots * blocks_per_seq;
+    blocks = seqs * blocks_per_seq;
+    slots = seqs * r.states_per_seq;
   } else {
     // State slots first (at most half the budget), then blocks. A model with no DeltaNet
     // layers still needs a slot per sequence, but it costs nothing.
-    slots = r.max_num_seqs;
+    slots = int64_t{r.max_num_seqs} * r.states_per_seq;
     if (slot_bytes > 0) slots = std::min<int64_t>(slots, (budget / 2) / slot_bytes);
     if (slots < 1)
       bad("a cache budget of " + std::to_string(budget) + " bytes cannot hold one DeltaNet state slot of " +

@@ -9,7 +9,9 @@
 // (reserve_tokens > 0): every sequence is guaranteed reserve_tokens of K/V plus its state slot
 // from admission on, so budget / (that) sequences fit, each never preempted. Or explicit
 // counts, with no budget. A budget too small for one slot and one block (one reserved
-// sequence) is a clear error, not a pool of zero.
+// sequence) is a clear error, not a pool of zero. With speculative decoding a running
+// sequence may hold more than one state slot (states_per_seq: its own, and one per drafted
+// token for the state after each verified row), and the slot counts scale with it.
 #pragma once
 
 #include <cstdint>
@@ -56,10 +58,11 @@ struct PoolSizes {
 struct PoolRequest {
   int32_t block_size = 16;
   int32_t max_num_seqs = 1;    // sequences that may run at once (each holds a state slot)
+  int32_t states_per_seq = 1;  // state slots a running sequence may hold (1 + drafted tokens)
   int64_t budget_bytes = 0;    // memory for K/V blocks and state slots; 0: the counts below
   int64_t reserve_tokens = 0;  // with a budget, > 0: the contiguous baseline (see above)
   int32_t num_blocks = 0;      // without a budget: this many blocks
-  int32_t num_slots = 0;       // without a budget: this many slots (0 = max_num_seqs)
+  int32_t num_slots = 0;       // without a budget: this many slots (0 = max_num_seqs * states_per_seq)
   // Prefix-cache state snapshots, in slots of their own: with a budget, snapshot_bytes of it
   // (whole slots, taken first); without one, num_snapshots slots.
   int64_t snapshot_bytes = 0;

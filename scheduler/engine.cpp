@@ -16,10 +16,14 @@ Engine::Engine(ForwardModel& model, EngineConfig config, std::unique_ptr<kernels
   if (config_.max_ctx < 1) throw std::invalid_argument("engine: max_ctx must be >= 1");
   if (config_.block_size < 1) throw std::invalid_argument("engine: block_size must be >= 1");
   if (!sampler) throw std::invalid_argument("engine: no sampler");
+  if (std::string e = config_.speculative.validate(); !e.empty()) throw std::invalid_argument("engine: " + e);
 
   sizes_ = kvcache::size_pools(model.cache_geometry(),
                                {.block_size = config_.block_size,
                                 .max_num_seqs = sc.max_num_seqs,
+                                .states_per_seq = 1 + (config_.speculative.enabled()
+                                                           ? config_.speculative.num_speculative_tokens
+                                                           : 0),
                                 .budget_bytes = config_.cache_bytes,
                                 .reserve_tokens = config_.reserve_tokens,
                                 .num_blocks = config_.num_blocks,

@@ -6,6 +6,7 @@
 
 #include "scheduler/request.h"
 #include "scheduler/scheduler.h"
+#include "scheduler/speculative_config.h"
 
 namespace ds::scheduler {
 
@@ -36,6 +37,10 @@ struct EngineConfig {
   bool prefix_caching = false;
   int64_t snapshot_bytes = 0;
   int32_t num_snapshots = 0;
+
+  // Speculative decoding (engine.h): off unless speculative.method is set. With K drafted
+  // tokens a running sequence may hold 1 + K state slots, so the pools are sized for that.
+  SpeculativeConfig speculative;
 
   // Called on the engine thread once per request as it ends (just before its final event is
   // delivered, so a client that saw its reply finds it counted), whether or not anyone still

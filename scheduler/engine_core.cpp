@@ -24,7 +24,11 @@ Engine::Core::Core(ForwardModel& model, const EngineConfig& config, const kvcach
                         ? std::make_unique<kvcache::PrefixCache>(blocks_, sizes.num_slots, sizes.num_snapshots)
                         : nullptr),
       scheduler_(config.scheduler, blocks_, slots_, prefix_cache_.get()), sampler_(std::move(sampler)),
+      drafter_(config.speculative.enabled() ? make_drafter(config.speculative, model.vocab_size()) : nullptr),
+      num_speculative_tokens_(config.speculative.enabled() ? config.speculative.num_speculative_tokens : 0),
       seeder_(std::random_device{}()) {
+  counters_.num_speculative_tokens = num_speculative_tokens_;
+  counters_.spec_decode_accepted_per_position.assign(static_cast<size_t>(num_speculative_tokens_), 0);
   counters_.blocks_total = sizes.num_blocks;
   counters_.block_size = sizes.block_size;
   counters_.slots_total = sizes.num_slots;
@@ -143,7 +147,42 @@ void Engine::Core::end_all(FinishReason reason, const std::string& error) {
   }
 }
 
+namespace {
+
+qwen35::SequenceChunk model_chunk(const SequenceChunk& c) {
+  qwen35::SequenceChunk sc;
+  sc.tokens = c.tokens();
+  sc.n_cached = c.start;
+  sc.block_table = &c.seq->table;
+  sc.state_slot = c.seq->slot->id;
+  sc.logit_rows = c.logit_rows();
+  sc.row_state_slots = c.row_state_slots();
+  return sc;
+}
+
+}  // namespace
+
+void Engine::Core::draft() {
+  if (!drafter_) return;
+  const auto t0 = Clock::now();
+  for (Sequence* s : scheduler_.running()) {
+    s->draft.clear();
+    if (s->num_pending() != 1) continue;  // prefilling
+    // A request under a grammar does not speculate: its rows would need the matcher advanced
+    // through the draft and rolled back.
+    if (const auto it = live_.find(s->id); it != live_.end() && it->second.matcher) continue;
+    // A verify step emits up to 1 + K tokens: no more than the request may still generate.
+    const int64_t k = std::min<int64_t>(num_speculative_tokens_,
+                                        s->finish.tokens_left(s->num_generated(), s->num_tokens()) - 1);
+    if (k < 1) continue;
+    drafter_->propose(s->id, s->tokens, s->prompt_len, static_cast<int32_t>(k), s->draft);
+    if (static_cast<int64_t>(s->draft.size()) > k) s->draft.resize(static_cast<size_t>(k));
+  }
+  counters_.draft_seconds_total += seconds_between(t0, Clock::now());
+}
+
 bool Engine::Core::step() {
+  draft();
   const auto t0 = Clock::now();
   const StepPlan& plan = scheduler_.schedule();
   const auto t1 = Clock::now();
@@ -168,20 +207,10 @@ bool Engine::Core::step() {
   counters_.last_batch_seqs = static_cast<int32_t>(plan.chunks.size());
   counters_.last_batch_tokens = plan.num_tokens;
   counters_.decode_tokens_total += plan.num_decodes;
-  counters_.prefill_tokens_total += plan.num_tokens - plan.num_decodes;
+  counters_.prefill_tokens_total += plan.num_tokens - plan.num_decodes - plan.num_draft_tokens;
 
   batch_.seqs.clear();
-  sampling_.clear();
-  for (const SequenceChunk& c : plan.chunks) {
-    qwen35::SequenceChunk sc;
-    sc.tokens = c.tokens();
-    sc.n_cached = c.start;
-    sc.block_table = &c.seq->table;
-    sc.state_slot = c.seq->slot->id;
-    sc.logit_rows = c.samples ? 1 : 0;
-    batch_.seqs.push_back(sc);
-    if (c.samples) sampling_.push_back(c);
-  }
+  for (const SequenceChunk& c : plan.chunks) batch_.seqs.push_back(model_chunk(c));
 
   const kernels::Tensor* logits = nullptr;
   try {
@@ -206,11 +235,7 @@ bool Engine::Core::step() {
   const auto t2 = Clock::now();
   counters_.forward_seconds_total += seconds_between(t1, t2);
 
-  if (logits) {
-    for (const SequenceChunk& c : plan.chunks) scheduler_.complete(c);
-    save_snapshots();
-    if (!sampling_.empty()) sample_and_emit(sampling_, *logits);
-  }
+  if (logits) after_forward(plan.chunks, *logits);
   counters_.sample_seconds_total += seconds_between(t2, Clock::now());
 
   if (config_.check_invariants) {
@@ -228,13 +253,7 @@ bool Engine::Core::step() {
 void Engine::Core::retry_chunks_alone(std::vector<SequenceChunk> chunks) {
   for (const SequenceChunk& c : chunks) {
     const RequestId id = c.seq->id;
-    batch_.seqs.resize(1);
-    qwen35::SequenceChunk& sc = batch_.seqs[0];
-    sc.tokens = c.tokens();
-    sc.n_cached = c.start;
-    sc.block_table = &c.seq->table;
-    sc.state_slot = c.seq->slot->id;
-    sc.logit_rows = c.samples ? 1 : 0;
+    batch_.seqs.assign(1, model_chunk(c));
     const kernels::Tensor* logits = nullptr;
     try {
       logits = &model_.forward(batch_);
@@ -242,10 +261,18 @@ void Engine::Core::retry_chunks_alone(std::vector<SequenceChunk> chunks) {
       fail_request(id, std::string("model rejected the request: ") + e.what());
       continue;
     }
-    scheduler_.complete(c);
-    save_snapshots();
-    if (c.samples) sample_and_emit(std::span<const SequenceChunk>(&c, 1), *logits);
+    after_forward(std::span<const SequenceChunk>(&c, 1), *logits);
   }
+}
+
+void Engine::Core::after_forward(std::span<const SequenceChunk> chunks, const kernels::Tensor& logits) {
+  sampling_.clear();
+  for (const SequenceChunk& c : chunks) {
+    if (c.num_draft == 0) scheduler_.complete(c);  // verify chunks: once their drafts are judged
+    if (c.samples) sampling_.push_back(c);
+  }
+  save_snapshots();
+  if (!sampling_.empty()) sample_and_emit(sampling_, logits);
 }
 
 void Engine::Core::save_snapshots() {
@@ -261,16 +288,44 @@ void Engine::Core::save_snapshots() {
 }
 
 void Engine::Core::sample_and_emit(std::span<const SequenceChunk> chunks, const kernels::Tensor& logits) {
+  // One row per chunk, 1 + num_draft per verify chunk, in the logits' order.
+  size_t n_rows = 0;
+  for (const SequenceChunk& c : chunks) n_rows += static_cast<size_t>(c.logit_rows());
   rows_.clear();
   grammar_failed_.clear();
-  for (const SequenceChunk& c : chunks) {
+  row_rngs_.resize(n_rows);
+  if (histories_.size() < chunks.size()) histories_.resize(chunks.size());
+  for (size_t ci = 0; ci < chunks.size(); ++ci) {
+    const SequenceChunk& c = chunks[ci];
     Live& l = live_.at(c.seq->id);
-    rows_.push_back({&l.sampling, c.seq->prompt(), c.seq->generated(), &l.rng});
-    if (l.constrained) {
-      if (fill_grammar_mask(l))
-        rows_.back().allowed = l.mask;
-      else
-        grammar_failed_.push_back(c.seq->id);
+    const std::span<const int32_t> generated = c.seq->generated();
+    std::vector<int32_t>& history = histories_[ci];
+    history.clear();
+    if (c.num_draft > 0 && l.sampling.has_penalties()) {
+      // Row i's penalties count the drafted tokens before it as generated.
+      history.assign(generated.begin(), generated.end());
+      history.insert(history.end(), c.seq->draft.begin(), c.seq->draft.end());
+    }
+    for (int32_t i = 0; i <= c.num_draft; ++i) {
+      kernels::SampleRow row{&l.sampling, c.seq->prompt(), generated, &l.rng};
+      if (c.num_draft > 0) {
+        // Row i draws what the i-th token from now would draw without speculation: a copy of
+        // the request's generator past the draws of the rows before it (one per row when
+        // not greedy). The request's own generator advances once the accepted count is known.
+        const size_t r = rows_.size();
+        row_rngs_[r] = i == 0 ? l.rng : row_rngs_[r - 1];
+        if (i > 0 && !l.sampling.greedy()) row_rngs_[r].next_u64();
+        row.rng = &row_rngs_[r];
+        if (!history.empty()) row.generated = std::span<const int32_t>(history).first(generated.size() + static_cast<size_t>(i));
+      }
+      // A constrained request never has a draft (draft()): its one row carries the mask.
+      if (l.constrained) {
+        if (fill_grammar_mask(l))
+          row.allowed = l.mask;
+        else
+          grammar_failed_.push_back(c.seq->id);
+      }
+      rows_.push_back(row);
     }
   }
   sampled_.assign(rows_.size(), kernels::SampledToken{});
@@ -283,22 +338,57 @@ void Engine::Core::sample_and_emit(std::span<const SequenceChunk> chunks, const 
     return;
   }
   const auto now = Clock::now();
-  for (size_t i = 0; i < chunks.size(); ++i) {
-    Sequence& seq = *chunks[i].seq;
-    const RequestId id = seq.id;
-    kernels::SampledToken& st = sampled_[i];
-    if (std::find(grammar_failed_.begin(), grammar_failed_.end(), id) != grammar_failed_.end()) {
-      fail_request(id, "the output's grammar allows no next token");
-      continue;
-    }
-    if (st.token < 0) {
-      fail_request(id, "the model produced no finite logits for this request");
-      continue;
-    }
-    Live& l = live_.at(id);
+  size_t row = 0;
+  for (const SequenceChunk& c : chunks) {
+    const auto n = static_cast<size_t>(c.logit_rows());
+    emit(c, std::span<kernels::SampledToken>(sampled_).subspan(row, n), now);
+    row += n;
+  }
+}
+
+void Engine::Core::emit(const SequenceChunk& c, std::span<kernels::SampledToken> sampled, Clock::time_point now) {
+  Sequence& seq = *c.seq;
+  const RequestId id = seq.id;
+  Live& l = live_.at(id);
+  if (std::find(grammar_failed_.begin(), grammar_failed_.end(), id) != grammar_failed_.end()) {
+    fail_request(id, "the output's grammar allows no next token");
+    return;
+  }
+  // The draft is accepted as far as the target's own samples reproduce it: row i's sample is
+  // the token after the pending one and the first i drafted ones, so the first row whose
+  // sample differs from its draft gives the last token (greedy: the longest matching prefix;
+  // sampled: a drafted token is kept with exactly the probability the target gives it, and a
+  // rejected one is replaced by a draw from the target restricted to other tokens -- the
+  // rejection sampling of a draft that is a single token, preserving the target's distribution).
+  int32_t accepted = 0;
+  while (accepted < c.num_draft && sampled[static_cast<size_t>(accepted)].token == seq.draft[static_cast<size_t>(accepted)])
+    ++accepted;
+  if (sampled[static_cast<size_t>(accepted)].token < 0) {
+    fail_request(id, "the model produced no finite logits for this request");
+    return;
+  }
+  // Tokens emitted: the accepted ones and the next, up to the first that finishes the request.
+  int32_t n = 0;
+  while (n <= accepted) {
+    ++n;
+    if (seq.finish.reason(sampled[static_cast<size_t>(n - 1)].token, seq.num_generated() + n, seq.num_tokens() + n))
+      break;
+  }
+  if (c.num_draft > 0) {
+    ++counters_.spec_decode_drafts_total;
+    counters_.spec_decode_draft_tokens_total += c.num_draft;
+    counters_.spec_decode_accepted_tokens_total += accepted;
+    for (int32_t i = 0; i < accepted && i < num_speculative_tokens_; ++i)
+      ++counters_.spec_decode_accepted_per_position[static_cast<size_t>(i)];
+    scheduler_.complete_verified(c, n - 1);
+    if (!l.sampling.greedy())
+      for (int32_t i = 0; i < n; ++i) l.rng.next_u64();
+  }
+  for (int32_t i = 0; i < n; ++i) {
+    kernels::SampledToken& st = sampled[static_cast<size_t>(i)];
     if (!advance_grammar(l, st.token)) {
       fail_request(id, "internal error: the grammar refused the token its own mask allowed");
-      continue;
+      return;
     }
     const std::optional<FinishReason> reason = scheduler_.append_token(seq, st.token);
     ++counters_.generated_tokens_total;
@@ -316,10 +406,10 @@ void Engine::Core::sample_and_emit(std::span<const SequenceChunk> chunks, const 
     if (reason) {
       e.finish = reason;
       if (*reason == FinishReason::stop) e.stop_token = st.token;
-      end_request(id, std::move(e));
-    } else {
-      outbox_.emplace_back(l.stream, std::move(e));
+      end_request(id, std::move(e));  // the sequence is gone: n made this the last token
+      return;
     }
+    outbox_.emplace_back(l.stream, std::move(e));
   }
 }
 
@@ -355,6 +445,10 @@ void Engine::Core::end_request(RequestId id, RequestEvent e) {
   if (Sequence* seq = scheduler_.find(id)) {
     m.preemptions = seq->num_preemptions;
     m.cached_tokens = seq->cached_tokens;
+    if (drafter_) {
+      const bool completed = *e.finish == FinishReason::stop || *e.finish == FinishReason::length;
+      drafter_->finished(id, seq->tokens, seq->prompt_len, completed);
+    }
     scheduler_.finish(*seq);  // blocks and slot back to the pools, now
   }
   switch (*e.finish) {

@@ -15,6 +15,7 @@
 #include "kvcache/prefix_cache.h"
 #include "kvcache/state_pool.h"
 #include "model/grammar/matcher.h"
+#include "scheduler/drafter.h"
 #include "scheduler/engine.h"
 #include "scheduler/scheduler.h"
 
@@ -77,14 +78,21 @@ struct Engine::Core {
   void intake(std::vector<Shared::Pending>& submissions);
   void apply_cancels(const std::vector<RequestId>& ids);
   void end_all(FinishReason reason, const std::string& error);
-  // One iteration: plan, forward, sample, finish. False when the plan was empty.
+  // One iteration: draft, plan, forward, sample, finish. False when the plan was empty.
   bool step();
+  // Asks the drafter for the decoding sequences' drafts (speculative decoding).
+  void draft();
   void retry_chunks_alone(std::vector<SequenceChunk> chunks);
+  // After a forward over `chunks`: completes them, takes snapshots, samples and emits.
+  void after_forward(std::span<const SequenceChunk> chunks, const kernels::Tensor& logits);
   void sample_and_emit(std::span<const SequenceChunk> chunks, const kernels::Tensor& logits);
   // Fills a constrained request's token bitmask; false when its grammar allows no token.
   bool fill_grammar_mask(Live& l);
   // Advances a request's matcher past its sampled token; false when the grammar refuses it.
   bool advance_grammar(Live& l, int32_t token);
+  // A sampling chunk's result: its rows' samples judge its draft (if any), then the accepted
+  // tokens are appended and emitted, up to the first that finishes the request.
+  void emit(const SequenceChunk& chunk, std::span<kernels::SampledToken> sampled, Clock::time_point now);
   // Runs the snapshot copies the scheduler asked for after completed chunks.
   void save_snapshots();
   // Ends a live request: final event, counters, frees its sequence (when it has one).
@@ -106,6 +114,8 @@ struct Engine::Core {
   std::unique_ptr<kvcache::PrefixCache> prefix_cache_;  // before scheduler_: it outlives it
   Scheduler scheduler_;
   std::unique_ptr<kernels::Sampler> sampler_;
+  std::unique_ptr<Drafter> drafter_;  // null: no speculative decoding
+  int32_t num_speculative_tokens_ = 0;
   std::mt19937_64 seeder_;  // seeds for requests that bring none
   std::unordered_map<RequestId, Live> live_;
   // This iteration's events, delivered once pools and stats are up to date.
@@ -125,6 +135,8 @@ struct Engine::Core {
   std::vector<kernels::SampleRow> rows_;
   std::vector<kernels::SampledToken> sampled_;
   std::vector<RequestId> grammar_failed_;  // constrained rows whose grammar allowed nothing
+  std::vector<kernels::SamplerRng> row_rngs_;          // verify rows' generators
+  std::vector<std::vector<int32_t>> histories_;        // verify chunks' generated + draft (penalties)
 };
 
 }  // namespace ds::scheduler

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace ds::scheduler {
 
@@ -41,9 +42,18 @@ struct EngineStats {
   int64_t preemptions_total = 0;
   int64_t prefix_cache_queries_total = 0;  // tokens of admitted sequences looked up
   int64_t prefix_cache_hits_total = 0;     // of those, taken from the cache
+  // Speculative decoding (vLLM's spec_decode counters): verify chunks, drafted tokens they
+  // carried, drafted tokens accepted, and accepted ones by position in the draft (index i:
+  // the (i+1)-th drafted token; as long as num_speculative_tokens).
+  int32_t num_speculative_tokens = 0;  // K, 0 = off
+  int64_t spec_decode_drafts_total = 0;
+  int64_t spec_decode_draft_tokens_total = 0;
+  int64_t spec_decode_accepted_tokens_total = 0;
+  std::vector<int64_t> spec_decode_accepted_per_position;
   int64_t iterations_total = 0;         // forward steps
   int64_t forward_errors_total = 0;     // steps whose forward threw
   int64_t invariant_violations = 0;     // with EngineConfig::check_invariants
+  double draft_seconds_total = 0;       // drafting (speculative decoding), before planning
   double schedule_seconds_total = 0;    // planning
   double forward_seconds_total = 0;     // the model call
   double sample_seconds_total = 0;      // sampling + bookkeeping of results

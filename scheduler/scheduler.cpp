@@ -25,6 +25,7 @@ Scheduler::~Scheduler() {
       else
         blocks_.free_table(seq->table);
       if (seq->slot) slots_.release(*seq->slot);
+      release_spare_slots(*seq);
     }
   }
 }
@@ -63,7 +64,7 @@ const StepPlan& Scheduler::schedule() {
   plan_.restores.clear();
   plan_.preempted.clear();
   plan_.admitted.clear();
-  plan_.num_tokens = plan_.num_decodes = plan_.num_samples = 0;
+  plan_.num_tokens = plan_.num_decodes = plan_.num_draft_tokens = plan_.num_samples = 0;
   ++step_;
   int64_t budget = config_.max_num_batched_tokens;
   schedule_decodes(budget);
@@ -92,6 +93,74 @@ void Scheduler::schedule_decodes(int64_t& budget) {
     ++plan_.num_decodes;
     budget -= 1;
   }
+  schedule_drafts(budget);
+}
+
+void Scheduler::schedule_drafts(int64_t& budget) {
+  // Free slots that sequences waiting for admission may need are not drafted with.
+  const int64_t slots_kept = std::max<int64_t>(
+      0, std::min<int64_t>(static_cast<int64_t>(waiting_.size()),
+                           config_.max_num_seqs - static_cast<int64_t>(running_.size())));
+  bool any = false;
+  for (SequenceChunk& c : plan_.chunks) {  // the decodes: nothing else is planned yet
+    Sequence& s = *c.seq;
+    if (s.draft.empty() || budget <= 0) {
+      s.draft.clear();
+      continue;
+    }
+    const int32_t k = plan_draft(s, budget, slots_kept);
+    if (k == 0) continue;
+    grow_table(s, 1 + k);
+    c.length += k;
+    c.num_draft = k;
+    s.planned_end += k;
+    plan_.num_tokens += k;
+    plan_.num_draft_tokens += k;
+    budget -= k;
+    any = true;
+  }
+  if (any)
+    std::stable_partition(plan_.chunks.begin(), plan_.chunks.end(), [](const SequenceChunk& c) { return c.num_draft == 0; });
+}
+
+int32_t Scheduler::plan_draft(Sequence& s, int64_t budget, int64_t slots_kept) {
+  const int64_t bs = blocks_.block_size();
+  // Room in the table past the pending token, and in free blocks: never evicted cached ones.
+  const int64_t room = s.table.capacity() - (s.num_computed + 1) + static_cast<int64_t>(blocks_.num_free()) * bs;
+  int64_t k = std::min({static_cast<int64_t>(s.draft.size()), budget, room});
+  while (static_cast<int64_t>(s.spare_slots.size()) < k && slots_.num_free() > slots_kept) {
+    std::optional<kvcache::SlotHandle> h = slots_.acquire();
+    if (!h) break;
+    s.spare_slots.push_back(*h);
+  }
+  k = std::min<int64_t>(k, static_cast<int64_t>(s.spare_slots.size()));
+  s.draft.resize(static_cast<size_t>(std::max<int64_t>(k, 0)));
+  s.verify_tokens.assign(1, s.tokens.back());
+  s.verify_tokens.insert(s.verify_tokens.end(), s.draft.begin(), s.draft.end());
+  s.row_slots.clear();
+  for (int64_t i = 0; i < k; ++i) s.row_slots.push_back(s.spare_slots[static_cast<size_t>(i)].id);
+  return static_cast<int32_t>(std::max<int64_t>(k, 0));
+}
+
+bool Scheduler::reclaim_spare_slot() {
+  for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
+    Sequence& s = **it;
+    const size_t used = s.scheduled_step == step_ ? s.row_slots.size() : 0;
+    if (s.spare_slots.size() > used) {
+      slots_.release(s.spare_slots.back());
+      s.spare_slots.pop_back();
+      return true;
+    }
+  }
+  return false;
+}
+
+void Scheduler::release_spare_slots(Sequence& s) {
+  for (const kvcache::SlotHandle& h : s.spare_slots) slots_.release(h);
+  s.spare_slots.clear();
+  s.row_slots.clear();
+  s.verify_tokens.clear();
+  s.draft.clear();
 }
 
 void Scheduler::schedule_running_prefills(int64_t& budget) {
@@ -140,6 +209,7 @@ void Scheduler::schedule_admissions(int64_t& budget) {
     const int64_t want = cut_at_cache_point(s, std::min(s.num_pending(), budget));
     std::optional<kvcache::Reservation> blocks = reserve_blocks(s.table.blocks_needed(hit.tokens + want - s.table.num_tokens()));
     std::optional<kvcache::SlotHandle> slot = blocks ? slots_.acquire() : std::nullopt;  // acquire zeroes the slot
+    if (blocks && !slot && reclaim_spare_slot()) slot = slots_.acquire();
     if (!slot) {
       // Neither or both: give back the hit (the reservation rolls back as it goes out of scope).
       if (cache_) cache_->release(s.table);
@@ -281,11 +351,12 @@ void Scheduler::grow_table(Sequence& s, int64_t n) {
   blocks_.commit(*r, s.table);
 }
 
-void Scheduler::add_chunk(Sequence& s, int64_t n) {
+void Scheduler::add_chunk(Sequence& s, int64_t n, int32_t num_draft) {
   SequenceChunk c;
   c.seq = &s;
   c.start = s.num_computed;
   c.length = n;
+  c.num_draft = num_draft;
   c.samples = s.num_computed + n == s.num_tokens();
   s.scheduled_step = step_;
   s.planned_end = s.num_computed + n;
@@ -305,6 +376,7 @@ void Scheduler::release_cache(Sequence& s) {
   }
   if (s.slot) slots_.release(*s.slot);
   s.slot.reset();
+  release_spare_slots(s);
   s.snapshot_due = 0;
 }
 
@@ -348,6 +420,23 @@ void Scheduler::complete(const SequenceChunk& c) {
   }
 }
 
+void Scheduler::complete_verified(const SequenceChunk& c, int32_t accepted) {
+  Sequence& s = *c.seq;
+  if (c.num_draft < 1 || c.start != s.num_computed || s.state != SeqState::running || accepted < 0 ||
+      accepted > c.num_draft || static_cast<int32_t>(s.row_slots.size()) != c.num_draft)
+    throw std::logic_error("scheduler: completing a verify chunk that is not the sequence's next");
+  const int64_t n = 1 + accepted;
+  s.table.append_tokens(n);
+  s.num_computed += n;
+  // The state after row `accepted` is in spare slot `accepted` unless that row is the last.
+  if (accepted < c.num_draft) std::swap(*s.slot, s.spare_slots[static_cast<size_t>(accepted)]);
+  const int64_t bs = blocks_.block_size();
+  blocks_.free_tail(s.table, static_cast<int32_t>((s.num_computed + bs - 1) / bs));
+  s.draft.clear();
+  s.verify_tokens.clear();
+  s.row_slots.clear();
+}
+
 std::vector<StateCopy> Scheduler::take_saves() { return std::exchange(saves_, {}); }
 
 void Scheduler::drop_snapshot(kvcache::SlotId snapshot) {
@@ -356,10 +445,7 @@ void Scheduler::drop_snapshot(kvcache::SlotId snapshot) {
 
 std::optional<FinishReason> Scheduler::append_token(Sequence& s, int32_t token) {
   s.tokens.push_back(token);
-  if (s.finish.is_stop(token)) return FinishReason::stop;
-  if (s.num_generated() >= s.finish.max_tokens) return FinishReason::length;
-  if (s.finish.max_ctx > 0 && s.num_tokens() >= s.finish.max_ctx) return FinishReason::length;
-  return std::nullopt;
+  return s.finish.reason(token, s.num_generated(), s.num_tokens());
 }
 
 void Scheduler::finish(Sequence& s) {
@@ -384,6 +470,8 @@ void Scheduler::check_invariants() const {
     if (s->table.num_tokens() != s->num_computed) fail(who + "'s table and computed count differ");
     if (s->num_pending() < 1) fail(who + " runs with nothing pending");
     if (s->table.capacity() < s->num_computed) fail(who + "'s table is too small");
+    for (const kvcache::SlotHandle& h : s->spare_slots)
+      if (!slots_.is_live(h)) fail(who + " holds a spare state slot that is not live");
     for (const auto& h : s->table.blocks()) {
       if (!blocks_.is_live(h)) fail(who + " holds a block that is not live");
       auto& [handle, refs] = held[h.id];
@@ -394,7 +482,7 @@ void Scheduler::check_invariants() const {
   for (const Sequence* s : waiting_) {
     const std::string who = "request " + std::to_string(s->id);
     if (s->state != SeqState::waiting) fail(who + " is queued but not waiting");
-    if (s->slot || s->table.num_blocks() != 0 || s->num_computed != 0)
+    if (s->slot || s->table.num_blocks() != 0 || s->num_computed != 0 || !s->spare_slots.empty())
       fail(who + " waits while holding cache");
   }
   if (running_.size() + waiting_.size() != seqs_.size()) fail("a sequence is neither running nor waiting");
@@ -419,9 +507,11 @@ void Scheduler::check_invariants() const {
   if (used != blocks_.num_used())
     fail("pool has " + std::to_string(blocks_.num_used()) + " blocks in use, tables and the cache hold " +
          std::to_string(used));
-  if (static_cast<int64_t>(running_.size()) != slots_.num_used())
-    fail("pool has " + std::to_string(slots_.num_used()) + " slots in use for " +
-         std::to_string(running_.size()) + " running sequences");
+  int64_t held_slots = 0;
+  for (const Sequence* s : running_) held_slots += 1 + static_cast<int64_t>(s->spare_slots.size());
+  if (held_slots != slots_.num_used())
+    fail("pool has " + std::to_string(slots_.num_used()) + " slots in use, " + std::to_string(running_.size()) +
+         " running sequences hold " + std::to_string(held_slots));
   if (static_cast<int32_t>(running_.size()) > config_.max_num_seqs) fail("more running than max_num_seqs");
   for (size_t i = 1; i < running_.size(); ++i)
     if (running_[i - 1]->admission >= running_[i]->admission) fail("running list out of admission order");

@@ -43,6 +43,22 @@
 // Finished and preempted sequences leave their full blocks cached; blocks are taken from the
 // cache's evictable ones whenever the free list runs short.
 //
+// Speculative decoding: a decoding sequence whose `draft` the engine filled before schedule()
+// gets a verify chunk instead of a one-token decode: the pending token and the draft, as many
+// drafted tokens as the budget, the free blocks (drafts never preempt nor evict cached
+// blocks) and the state slots allow. Its rows after the first each need a state slot for the
+// DeltaNet state after the row before (kernels/batch_plan.h row states): the sequence takes
+// spare slots from the pool as it needs them and keeps them while it runs, unless sequences
+// waiting for admission need the free slots (then it drafts less; an admission short of a
+// slot takes back a spare one that the plan does not use). Every row of a verify chunk
+// samples. The engine judges the draft and calls complete_verified() with the number of
+// drafted tokens accepted, a: the sequence's computed tokens grow by 1 + a, its state is the
+// one after row a (the spare slot holding it is swapped with its slot: nothing is copied or
+// recomputed), and the blocks past its computed tokens go back to the pool (the K/V rows
+// written for rejected tokens sit beyond num_computed, are never recorded in the prefix
+// cache, and are overwritten before anything reads them). Single-token decodes are planned
+// before verify chunks (a device backend's decode kernel takes the leading one-row chunks).
+//
 // A chunk that reaches the last token of its sequence samples (one logits row). Preemption
 // is by recompute: blocks and slot are freed, num_computed returns to 0, the generated tokens
 // stay, and the sequence re-prefills everything when admitted again. Progress is guaranteed
@@ -80,9 +96,18 @@ struct SequenceChunk {
   int64_t start = 0;   // first token (== seq->num_computed when scheduled)
   int64_t length = 0;  // tokens
   bool samples = false;  // reaches the sequence's last token: its logits row gives the next one
+  // A verify chunk: the pending token then num_draft drafted ones (length = 1 + num_draft),
+  // every row sampled.
+  int32_t num_draft = 0;
   std::span<const int32_t> tokens() const {
+    if (num_draft > 0) return seq->verify_tokens;
     return {seq->tokens.data() + start, static_cast<size_t>(length)};
   }
+  // Where the state after each row but the last goes (verify chunks; see above).
+  std::span<const kvcache::SlotId> row_state_slots() const {
+    return num_draft > 0 ? std::span<const kvcache::SlotId>(seq->row_slots) : std::span<const kvcache::SlotId>();
+  }
+  int32_t logit_rows() const { return samples ? 1 + num_draft : 0; }
 };
 
 // A DeltaNet state copied from one slot to another (snapshot slots included).
@@ -97,8 +122,9 @@ struct StepPlan {
   std::vector<RequestId> preempted;    // preempted while planning (now waiting again)
   std::vector<Sequence*> admitted;     // admitted in this step (first time or again)
   int64_t num_tokens = 0;
-  int64_t num_decodes = 0;
-  int64_t num_samples = 0;
+  int64_t num_decodes = 0;        // decoding sequences (one pending token each)
+  int64_t num_draft_tokens = 0;   // drafted tokens of their verify chunks
+  int64_t num_samples = 0;        // sampling chunks
   bool empty() const { return chunks.empty(); }
 };
 
@@ -129,13 +155,17 @@ class Scheduler {
   // The forward pass over `chunk` succeeded: its tokens are now in the caches. A chunk that
   // ends at a cache point records its blocks and asks for a snapshot (take_saves()).
   void complete(const SequenceChunk& chunk);
+  // A verify chunk ran and `accepted` of its drafted tokens (a prefix) were accepted: the
+  // pending token and those are now in the caches; the state after them becomes the
+  // sequence's; blocks past them are freed (see above). The caller then appends the tokens.
+  void complete_verified(const SequenceChunk& chunk, int32_t accepted);
   // The state copies complete() asked for (sequence slot -> snapshot slot), to run now, before
   // the sequence's next step; a copy that fails must be dropped with drop_snapshot().
   std::vector<StateCopy> take_saves();
   void drop_snapshot(kvcache::SlotId snapshot);
 
   // Appends a sampled token; returns the reason when the sequence is now finished (the caller
-  // then calls finish()). Stop tokens win over the length limits.
+  // then calls finish()). Stop tokens win over the length limits (FinishCriteria::reason).
   std::optional<FinishReason> append_token(Sequence& seq, int32_t token);
 
   // Frees the sequence's blocks and slot (if running) and forgets it. The Sequence is
@@ -154,12 +184,14 @@ class Scheduler {
   const std::deque<Sequence*>& waiting() const { return waiting_; }
 
   // Checks the bookkeeping against the pools (tests, debug): every running sequence holds a
-  // live slot and exactly the blocks of its table, waiting ones hold nothing, the pools'
-  // used counts match. Throws std::logic_error naming the first inconsistency.
+  // live slot (and live spare slots) and exactly the blocks of its table, waiting ones hold
+  // nothing, the pools' used counts match. Throws std::logic_error naming the first inconsistency.
   void check_invariants() const;
 
  private:
   void schedule_decodes(int64_t& budget);
+  // Extends this step's decodes with their drafts (after every decode has its block).
+  void schedule_drafts(int64_t& budget);
   void schedule_running_prefills(int64_t& budget);
   void schedule_admissions(int64_t& budget);
   // Tokens of `want` that fit seq's table plus the free (or evictable) blocks.
@@ -182,7 +214,13 @@ class Scheduler {
   void release_cache(Sequence& seq);
   // Reserves and commits the blocks for n more tokens (they must fit).
   void grow_table(Sequence& seq, int64_t n);
-  void add_chunk(Sequence& seq, int64_t n);
+  void add_chunk(Sequence& seq, int64_t n, int32_t num_draft = 0);
+  // The drafted tokens of seq that this step can verify (budget, free blocks, spare slots);
+  // fills its verify_tokens and row_slots.
+  int32_t plan_draft(Sequence& seq, int64_t budget, int64_t slots_kept);
+  // Gives one spare slot that this step's plan does not use back to the pool; false if none.
+  bool reclaim_spare_slot();
+  void release_spare_slots(Sequence& seq);
   void preempt(Sequence& seq);
   void remove_running(Sequence& seq);
 

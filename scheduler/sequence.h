@@ -7,6 +7,10 @@
 // sampled token; while prefilling, the rest of its prompt. A preempted sequence drops its
 // blocks and slot and starts again from num_computed = 0 with every token it has, generated
 // ones included, as its prompt to recompute.
+//
+// Speculative decoding: drafted tokens are never in `tokens` (which holds only what was
+// sampled); they live in `draft` until a step verifies them, and only those the verification
+// accepts are appended.
 #pragma once
 
 #include <algorithm>
@@ -31,6 +35,20 @@ struct FinishCriteria {
   std::vector<int32_t> stop_ids;   // sorted: eos ids (unless ignore_eos) and stop_token_ids
 
   bool is_stop(int32_t token) const { return std::binary_search(stop_ids.begin(), stop_ids.end(), token); }
+  // Why a sequence that now has num_tokens tokens, num_generated of them generated, the last
+  // being `token`, is finished (stop tokens win over the length limits); nullopt if it is not.
+  std::optional<FinishReason> reason(int32_t token, int64_t num_generated, int64_t num_tokens) const {
+    if (is_stop(token)) return FinishReason::stop;
+    if (num_generated >= max_tokens) return FinishReason::length;
+    if (max_ctx > 0 && num_tokens >= max_ctx) return FinishReason::length;
+    return std::nullopt;
+  }
+  // How many tokens a sequence with these counts may still generate.
+  int64_t tokens_left(int64_t num_generated, int64_t num_tokens) const {
+    int64_t left = max_tokens - num_generated;
+    if (max_ctx > 0) left = std::min(left, max_ctx - num_tokens);
+    return left;
+  }
 };
 
 struct Sequence {
@@ -62,6 +80,16 @@ struct Sequence {
   int64_t planned_end = 0;  // num_computed after this step's chunk (when it has one)
   int64_t cached_tokens = 0;
   int32_t deferred_steps = 0;
+
+  // Speculative decoding (scheduler.h): tokens drafted to follow `tokens` (set before
+  // schedule(), trimmed to what the step holds, cleared when verified); the planned verify
+  // chunk's tokens (the pending token, then the draft) and the slots that get the state after
+  // each of its rows but the last; the spare state slots held for that (acquired as needed,
+  // kept while running, since one of them becomes `slot` whenever a draft is cut short).
+  std::vector<int32_t> draft;
+  std::vector<int32_t> verify_tokens;
+  std::vector<kvcache::SlotId> row_slots;
+  std::vector<kvcache::SlotHandle> spare_slots;
 
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int64_t num_generated() const { return num_tokens() - prompt_len; }

@@ -201,6 +201,23 @@ std::string ServerMetrics::render(const scheduler::EngineStats* st) const {
   header(out, "deltaserve:engine_grammar_masks_total", "counter", "Structured-output token masks filled.");
   sample(out, "deltaserve:engine_grammar_masks_total", m, static_cast<double>(s.grammar_masks_total));
 
+  header(out, "deltaserve:engine_draft_seconds_total", "counter", "Engine time drafting (speculative decoding).");
+  sample(out, "deltaserve:engine_draft_seconds_total", m, s.draft_seconds_total);
+  if (s.num_speculative_tokens > 0) {
+    header(out, "vllm:spec_decode_num_drafts_total", "counter", "Verify steps of speculating sequences.");
+    sample(out, "vllm:spec_decode_num_drafts_total", m, static_cast<double>(s.spec_decode_drafts_total));
+    header(out, "vllm:spec_decode_num_draft_tokens_total", "counter", "Drafted tokens verified.");
+    sample(out, "vllm:spec_decode_num_draft_tokens_total", m, static_cast<double>(s.spec_decode_draft_tokens_total));
+    header(out, "vllm:spec_decode_num_accepted_tokens_total", "counter", "Drafted tokens accepted.");
+    sample(out, "vllm:spec_decode_num_accepted_tokens_total", m,
+           static_cast<double>(s.spec_decode_accepted_tokens_total));
+    header(out, "vllm:spec_decode_num_accepted_tokens_per_pos_total", "counter",
+           "Drafted tokens accepted, by position in the draft (0 = first).");
+    for (size_t i = 0; i < s.spec_decode_accepted_per_position.size(); ++i)
+      sample(out, "vllm:spec_decode_num_accepted_tokens_per_pos_total", m + ",position=\"" + std::to_string(i) + "\"",
+             static_cast<double>(s.spec_decode_accepted_per_position[i]));
+  }
+
   header(out, "vllm:prompt_tokens_total", "counter", "Prompt tokens of admitted requests.");
   sample(out, "vllm:prompt_tokens_total", m, static_cast<double>(s.prompt_tokens_total));
   header(out, "vllm:generation_tokens_total", "counter", "Generated tokens.");

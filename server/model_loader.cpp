@@ -23,6 +23,7 @@
 #include "model/qwen35/checkpoint.h"
 #include "model/qwen35/device_budget.h"
 #include "kvcache/capacity.h"
+#include "server/speculative_option.h"
 
 namespace ds::server {
 
@@ -206,15 +207,22 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::strin
                          : parse_bytes(o.prefix_cache_state_memory);
   ec.prefix_caching = o.prefix_caching && o.paged_attention;
   ec.snapshot_bytes = snapshot_bytes;
+  if (!o.speculative_config.empty()) ec.speculative = parse_speculative_config(o.speculative_config);
+  const int32_t states_per_seq = 1 + (ec.speculative.enabled() ? ec.speculative.num_speculative_tokens : 0);
   try {
-    sizes = kvcache::size_pools(geo, {o.block_size, o.max_num_seqs, budget, ec.reserve_tokens, 0, 0, snapshot_bytes, 0});
+    sizes = kvcache::size_pools(geo, {.block_size = o.block_size,
+                                      .max_num_seqs = o.max_num_seqs,
+                                      .states_per_seq = states_per_seq,
+                                      .budget_bytes = budget,
+                                      .reserve_tokens = ec.reserve_tokens,
+                                      .snapshot_bytes = snapshot_bytes});
   } catch (const std::invalid_argument& e) {
     if (snapshot_bytes > 0 && !o.prefix_cache_state_memory.empty())
       throw std::runtime_error(std::string("--prefix-cache-state-memory: ") + e.what());
     if (o.paged_attention) throw;
     throw std::runtime_error(std::string("--no-paged-attention: ") + e.what() + "; lower --max-ctx or raise --kv-cache-memory");
   }
-  if (!o.paged_attention) ec.scheduler.max_num_seqs = sizes.num_slots;
+  if (!o.paged_attention) ec.scheduler.max_num_seqs = sizes.num_slots / states_per_seq;
   if (o.max_ctx > 0 && o.max_ctx > sizes.token_capacity())
     throw std::runtime_error("--max-ctx " + std::to_string(o.max_ctx) + " is more than the K/V cache holds (" +
                              std::to_string(sizes.token_capacity()) +
@@ -257,6 +265,10 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::strin
   if (ps.num_slots < o.max_num_seqs && o.paged_attention)
     spdlog::warn("only {} state slots fit in half the cache budget: at most {} sequences run at once", ps.num_slots,
                  ps.num_slots);
+  if (ec.speculative.enabled())
+    spdlog::info("speculative decoding: {}, {} drafted tokens per step (a speculating sequence holds up to {} state "
+                 "slots)",
+                 ec.speculative.method, ec.speculative.num_speculative_tokens, states_per_seq);
 
   // Structured outputs compile against the model's vocabulary (the logits' width).
   const auto t_vocab = std::chrono::steady_clock::now();

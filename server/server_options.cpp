@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "kernels/dtype.h"
+#include "server/speculative_option.h"
 
 #ifndef DELTASERVE_SOURCE_DIR
 #define DELTASERVE_SOURCE_DIR ""
@@ -67,6 +68,10 @@ void add_server_options(CLI::App& app, ServerOptions& o) {
   app.add_option("--prefix-cache-state-memory", o.prefix_cache_state_memory,
                  "Bytes of the cache budget for DeltaNet state snapshots of cached prefixes, e.g. 4GiB "
                  "(default: a tenth of the budget)");
+  app.add_option("--speculative-config", o.speculative_config,
+                 "Speculative decoding as JSON: '{\"method\": \"ngram\", \"num_speculative_tokens\": 3}' "
+                 "(methods: ngram = prompt lookup, with prompt_lookup_min/max; replay = the test and "
+                 "benchmark drafter with a set acceptance_rate)");
   app.add_option("--backend", o.backend, "Compute backend: cpu, cuda, hip or auto")->capture_default_str();
   app.add_option("--chat-template", o.chat_template,
                  "Jinja chat template file (default: the model's chat_template.jinja or "
@@ -141,6 +146,13 @@ std::string validate_options(const ServerOptions& o) {
       return std::string("--prefix-cache-state-memory: ") + e.what();
     }
     if (!o.prefix_caching) return "--prefix-cache-state-memory needs prefix caching (drop --no-enable-prefix-caching)";
+  }
+  if (!o.speculative_config.empty()) {
+    try {
+      parse_speculative_config(o.speculative_config);
+    } catch (const std::exception& e) {
+      return e.what();
+    }
   }
   if (o.kv_cache_dtype != "auto") {
     try {

@@ -5,7 +5,7 @@
 // --paged-attention / --no-paged-attention, --max-ctx, --kv-cache-dtype, --block-size,
 // --gpu-memory-utilization / --kv-cache-memory, --max-num-seqs, --max-num-batched-tokens,
 // --max-queue, --enable-prefix-caching / --no-enable-prefix-caching, --prefix-cache-state-memory,
-// --backend, --chat-template, --log-level, --log-format. Combinations that cannot
+// --speculative-config, --backend, --chat-template, --log-level, --log-format. Combinations that cannot
 // work are refused before anything is loaded (validate_options); checks that need the model
 // (max-ctx against its positions and the cache) happen in the loader.
 #pragma once
@@ -43,6 +43,7 @@ struct ServerOptions {
   int max_queue = 1024;
   bool prefix_caching = true;
   std::string prefix_cache_state_memory;  // bytes; empty = kDefaultSnapshotShare of the budget
+  std::string speculative_config;         // JSON (speculative_option.h); empty = off
   std::string backend = "auto";
   std::string chat_template;
   std::string log_level = "info";

@@ -2,7 +2,8 @@
 // state. For a channel, output t = silu(sum_j w[j] * u[t - (Kc-1) + j]) where u is the state's
 // Kc-1 earlier inputs (oldest first; zeros at sequence start) followed by the new rows; the
 // state then keeps the last Kc-1 inputs. A chunk and the same tokens fed one at a time run
-// the identical arithmetic, so they leave bit-identical state.
+// the identical arithmetic, so they leave bit-identical state. Row-state slots (batch_plan.h)
+// get the window after their row: the state per-token decode would have left there.
 //
 // Work item = (sequence, block of 64 channels): the block's window is laid out token-major
 // so the inner loop runs over contiguous channels.
@@ -56,8 +57,16 @@ void causal_conv1d(ThreadPool& pool, const Tensor& x, const Tensor& weight, Tens
         float* orow = os + (seq.first_row + t) * ch + c0;
         for (int64_t c = 0; c < nc; ++c) orow[c] = silu(acc[c]);
       }
-      for (int64_t c = 0; c < nc; ++c)
-        for (int64_t j = 0; j < taps; ++j) st[c * taps + j] = ext[static_cast<size_t>((n + j) * kBlock + c)];
+      // After row t the last taps inputs are ext rows t + 1 .. t + taps.
+      auto store = [&](float* dst, int64_t after) {
+        for (int64_t c = 0; c < nc; ++c)
+          for (int64_t j = 0; j < taps; ++j) dst[c * taps + j] = ext[static_cast<size_t>((after + 1 + j) * kBlock + c)];
+      };
+      for (int64_t t = 0; t < seq.n_row_states; ++t) {
+        const int64_t slot = plan.row_state_slots()[static_cast<size_t>(seq.row_state_begin + t)];
+        store(states + ((slot * n_layers + layer) * ch + c0) * taps, t);
+      }
+      store(st, n - 1);
     }
   });
 }

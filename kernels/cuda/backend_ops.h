@@ -21,6 +21,10 @@ struct DevSeq {
   int32_t n_tokens;
   int32_t n_cached;
   int32_t state_slot;
+  // Row states (kernels/batch_plan.h): the state after row i also goes to slot
+  // row_state_slots[row_state_begin + i] for i < n_row_states (token-by-token path only).
+  int32_t row_state_begin;
+  int32_t n_row_states;
 };
 
 // One chunk (<= kDeltaNetChunk tokens) of a sequence handled by the chunked DeltaNet path; the
@@ -42,7 +46,8 @@ struct DeltaNetChunkSeq {
 
 inline constexpr int kDeltaNetChunk = 64;
 // Sequences with at most this many new tokens take the token-by-token DeltaNet kernel; longer
-// ones the chunked (WY) form.
+// ones the chunked (WY) form, except those with row states (verify chunks), which always go
+// token by token.
 inline constexpr int kDeltaNetRecurrentMaxTokens = 8;
 // Floats of chunk scratch per (chunk item, value head): Wt, Qgt, Kd, U (4 x 64 x 128), Pt
 // (64 x 64) and the chunk's total decay (padded to 16 bytes).
@@ -130,10 +135,12 @@ void qk_norm_rope(const float* qg, float* q, float* gate, float* k, const float*
 // ---- conv1d.cu
 // Depthwise causal conv1d + SiLU per sequence from its conv state [slots, layers, C, kc-1],
 // leaving the last kc-1 inputs there. x, out [rows, C] f32, w [C, kc] f32. For the sequences
-// seq_ids[0, n) (all n when seq_ids is null), token by token:
+// seq_ids[0, n) (all n when seq_ids is null), token by token, also leaving the window after
+// row i in the row-state slots (row_state_slots: the plan's concatenated list; may be null
+// when no sequence has row states):
 void causal_conv1d(const float* x, const float* w, float* conv_state, int64_t n_layers, int64_t layer,
-                   const DevSeq* seqs, const int32_t* seq_ids, int32_t n_seqs, int64_t channels, int32_t kc, float* out,
-                   Stream stream);
+                   const DevSeq* seqs, const int32_t* seq_ids, int32_t n_seqs, const int32_t* row_state_slots,
+                   int64_t channels, int32_t kc, float* out, Stream stream);
 // For the sequences of a chunk list (more than kc-1 new rows each), all chunks in parallel:
 void causal_conv1d_chunks(const float* x, const float* w, float* conv_state, int64_t n_layers, int64_t layer,
                           const DevSeq* seqs, const DeltaNetChunkItem* items, int32_t n_items, const DeltaNetChunkSeq* chunk_seqs,
@@ -152,8 +159,10 @@ struct DeltaNetArgs {
   int64_t layer;
   int32_t k_heads, v_heads, k_dim, v_dim;
   const DevSeq* seqs;
+  const int32_t* row_state_slots;  // the plan's row-state slots (DevSeq::row_state_begin)
 };
-// Token by token for the sequences seq_ids[0, n) (dk = dv = 128).
+// Token by token for the sequences seq_ids[0, n) (dk = dv = 128), S after row i also stored
+// in the sequence's row-state slot i.
 void deltanet_recurrent(const DeltaNetArgs& a, const int32_t* seq_ids, int32_t n, Stream stream);
 // The chunked (WY) form for the sequences of `chunk_seqs`, through `scratch`
 // (n_items * Hv * kDeltaNetScratchFloats floats).

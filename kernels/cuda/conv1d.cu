@@ -2,7 +2,8 @@
 // of Kc products over a window of inputs (oldest first), whether the window comes from the
 // conv state or from earlier rows, so a chunk and the same tokens fed one at a time do the
 // same arithmetic. Decode rows and short chunks: one thread per (sequence, channel) walks the
-// rows with the window in registers and stores the last Kc-1 inputs back. Prefill chunks:
+// rows with the window in registers and stores the last Kc-1 inputs back (and, for a verify
+// chunk, the window after each of its first rows into its row-state slots). Prefill chunks:
 // one thread per (64-row chunk item, channel), all items in parallel, then a second kernel
 // writes each such sequence's state (its last Kc-1 rows). Loads of a row are coalesced
 // across the channels.
@@ -14,7 +15,8 @@ namespace {
 
 template <int KC>
 __global__ void conv1d_kernel(const float* x, const float* w, float* conv_state, int64_t n_layers, int64_t layer,
-                              const DevSeq* seqs, const int32_t* seq_ids, int64_t channels, float* out) {
+                              const DevSeq* seqs, const int32_t* seq_ids, const int32_t* row_state_slots,
+                              int64_t channels, float* out) {
   constexpr int kTaps = KC - 1;
   const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (c >= channels) {
@@ -42,6 +44,12 @@ __global__ void conv1d_kernel(const float* x, const float* w, float* conv_state,
     out[r * channels + c] = silu_f(acc);
 #pragma unroll
     for (int j = 0; j < kTaps; ++j) win[j] = win[j + 1];
+    if (t < sq.n_row_states) {
+      const int64_t slot = row_state_slots[sq.row_state_begin + t];
+      float* rs = conv_state + ((slot * n_layers + layer) * channels + c) * kTaps;
+#pragma unroll
+      for (int j = 0; j < kTaps; ++j) rs[j] = win[j];
+    }
   }
 #pragma unroll
   for (int j = 0; j < kTaps; ++j) st[j] = win[j];
@@ -127,18 +135,18 @@ void causal_conv1d_chunks(const float* x, const float* w, float* conv_state, int
 }
 
 void causal_conv1d(const float* x, const float* w, float* conv_state, int64_t n_layers, int64_t layer,
-                   const DevSeq* seqs, const int32_t* seq_ids, int32_t n_seqs, int64_t channels, int32_t kc, float* out,
-                   Stream stream) {
+                   const DevSeq* seqs, const int32_t* seq_ids, int32_t n_seqs, const int32_t* row_state_slots,
+                   int64_t channels, int32_t kc, float* out, Stream stream) {
   if (n_seqs == 0 || channels == 0) return;
   if (n_seqs > 65535) throw std::invalid_argument("cuda backend: causal_conv1d: more than 65535 sequences");
   const int threads = 128;
   const dim3 grid(grid_for(channels, threads), static_cast<unsigned>(n_seqs));
   const Stream s = stream;
   switch (kc) {
-    case 2: launch_dependent("conv1d_kernel", conv1d_kernel<2>, grid, threads, 0, s, x, w, conv_state, n_layers, layer, seqs, seq_ids, channels, out); break;
-    case 3: launch_dependent("conv1d_kernel", conv1d_kernel<3>, grid, threads, 0, s, x, w, conv_state, n_layers, layer, seqs, seq_ids, channels, out); break;
-    case 4: launch_dependent("conv1d_kernel", conv1d_kernel<4>, grid, threads, 0, s, x, w, conv_state, n_layers, layer, seqs, seq_ids, channels, out); break;
-    case 5: launch_dependent("conv1d_kernel", conv1d_kernel<5>, grid, threads, 0, s, x, w, conv_state, n_layers, layer, seqs, seq_ids, channels, out); break;
+    case 2: launch_dependent("conv1d_kernel", conv1d_kernel<2>, grid, threads, 0, s, x, w, conv_state, n_layers, layer, seqs, seq_ids, row_state_slots, channels, out); break;
+    case 3: launch_dependent("conv1d_kernel", conv1d_kernel<3>, grid, threads, 0, s, x, w, conv_state, n_layers, layer, seqs, seq_ids, row_state_slots, channels, out); break;
+    case 4: launch_dependent("conv1d_kernel", conv1d_kernel<4>, grid, threads, 0, s, x, w, conv_state, n_layers, layer, seqs, seq_ids, row_state_slots, channels, out); break;
+    case 5: launch_dependent("conv1d_kernel", conv1d_kernel<5>, grid, threads, 0, s, x, w, conv_state, n_layers, layer, seqs, seq_ids, row_state_slots, channels, out); break;
     default: throw std::invalid_argument("cuda backend: causal_conv1d: kernel size must be 2..5");
   }
 }

@@ -81,7 +81,7 @@ CudaBatchPlan::CudaBatchPlan(const kernels::BatchDesc& desc, PlanUploader& uploa
   std::vector<ops::DeltaNetChunkSeq> chunk_seqs;
   for (int32_t s = 0; s < n_seqs; ++s) {
     const Seq& q = sq[static_cast<size_t>(s)];
-    if (q.n_tokens <= ops::kDeltaNetRecurrentMaxTokens) {
+    if (q.n_tokens <= ops::kDeltaNetRecurrentMaxTokens || q.n_row_states > 0) {
       rec.push_back(s);
       continue;
     }
@@ -114,6 +114,7 @@ CudaBatchPlan::CudaBatchPlan(const kernels::BatchDesc& desc, PlanUploader& uploa
   const size_t o_rec = place(rec.size() * 4);
   const size_t o_items = place(items.size() * sizeof(ops::DeltaNetChunkItem));
   const size_t o_cseqs = place(chunk_seqs.size() * sizeof(ops::DeltaNetChunkSeq));
+  const size_t o_rstates = place(row_state_slots().size() * 4);
   const size_t total = std::max<size_t>(off, 16);
 
   uint8_t* h = uploader.stage(total, stream);
@@ -129,7 +130,7 @@ CudaBatchPlan::CudaBatchPlan(const kernels::BatchDesc& desc, PlanUploader& uploa
   for (int32_t s = 0; s < n_seqs; ++s) {
     const Seq& q = sq[static_cast<size_t>(s)];
     ds[s] = {static_cast<int32_t>(q.first_row), static_cast<int32_t>(q.n_tokens), static_cast<int32_t>(q.n_cached),
-             q.state_slot};
+             q.state_slot, static_cast<int32_t>(q.row_state_begin), static_cast<int32_t>(q.n_row_states)};
     int32_t* trow = table + static_cast<int64_t>(s) * table_stride;
     for (int32_t b = 0; b < table_stride; ++b)
       trow[b] = b < q.n_blocks ? block_ids()[static_cast<size_t>(q.block_begin + b)] : 0;
@@ -138,6 +139,7 @@ CudaBatchPlan::CudaBatchPlan(const kernels::BatchDesc& desc, PlanUploader& uploa
   if (!rec.empty()) std::memcpy(h + o_rec, rec.data(), rec.size() * 4);
   if (!items.empty()) std::memcpy(h + o_items, items.data(), items.size() * sizeof(ops::DeltaNetChunkItem));
   if (!chunk_seqs.empty()) std::memcpy(h + o_cseqs, chunk_seqs.data(), chunk_seqs.size() * sizeof(ops::DeltaNetChunkSeq));
+  if (has_row_states()) std::memcpy(h + o_rstates, row_state_slots().data(), row_state_slots().size() * 4);
 
   uint8_t* d = uploader.upload(total, stream);
   d_token_ids = reinterpret_cast<const int32_t*>(d + o_tok);
@@ -150,6 +152,7 @@ CudaBatchPlan::CudaBatchPlan(const kernels::BatchDesc& desc, PlanUploader& uploa
   d_rec_seq_ids = reinterpret_cast<const int32_t*>(d + o_rec);
   d_chunk_items = reinterpret_cast<const ops::DeltaNetChunkItem*>(d + o_items);
   d_chunk_seqs = reinterpret_cast<const ops::DeltaNetChunkSeq*>(d + o_cseqs);
+  d_row_state_slots = reinterpret_cast<const int32_t*>(d + o_rstates);
 }
 
 }  // namespace ds::cuda

@@ -10,8 +10,9 @@
 //  * attention: the leading sequences with one new token (decode rows 0..n_decode-1) go to
 //    the paged decode kernel with a padded block table [n_seqs, table_stride] and seq_lens;
 //    every other sequence (prefill chunks, and a decode row behind a chunk) to the prefill path.
-//  * DeltaNet: sequences with at most ops::kDeltaNetRecurrentMaxTokens new tokens run token by token
-//    (rec_seq_ids), longer ones in 64-token chunks (chunk_items, chunk_seqs).
+//  * DeltaNet: sequences with at most ops::kDeltaNetRecurrentMaxTokens new tokens, or with row
+//    states, run token by token (rec_seq_ids), longer ones in 64-token chunks (chunk_items,
+//    chunk_seqs).
 #pragma once
 
 #include <cstdint>
@@ -59,6 +60,7 @@ class CudaBatchPlan final : public kernels::BatchPlan {
   const int32_t* d_rec_seq_ids = nullptr;
   const ops::DeltaNetChunkItem* d_chunk_items = nullptr;
   const ops::DeltaNetChunkSeq* d_chunk_seqs = nullptr;
+  const int32_t* d_row_state_slots = nullptr;  // BatchPlan::row_state_slots()
 
   int32_t table_stride = 0;
   int32_t max_block_id = -1;              // largest block id of the step (pool bound checks)

@@ -5,7 +5,8 @@
 // Token by token (decode, and chunks of a few tokens): one thread block per (sequence, value
 // head, 32 state columns); thread (lane c, warp w) keeps S[32w .. 32w+31][c] in registers for
 // the whole chunk, the decay, the delta correction and the read with q reduce over the four
-// warps through shared memory.
+// warps through shared memory. A verify chunk's row-state slots get S after each of its first
+// rows, stored from the same registers.
 //
 // Chunked (prefill chunks longer than kDeltaNetRecurrentMaxTokens), the WY form of kernel-notes
 // 3.2 / model spec 3.6 with C = 64, in two launches:
@@ -104,6 +105,12 @@ __global__ void __launch_bounds__(128) deltanet_recurrent_kernel(const DeltaNetA
     __syncthreads();
     if (warp == 0)
       a.out[(row * a.v_heads + j) * kD + col] = part[0][lane] + part[1][lane] + part[2][lane] + part[3][lane];
+    if (t < sq.n_row_states) {
+      const int64_t slot = a.row_state_slots[sq.row_state_begin + t];
+      float* R = a.state + ((slot * a.n_layers + a.layer) * a.v_heads + j) * kD * kD;
+#pragma unroll
+      for (int r = 0; r < 32; ++r) R[static_cast<int64_t>(warp * 32 + r) * kD + col] = s[r];
+    }
     __syncthreads();  // part, qs and ks are rewritten by the next token
   }
 #pragma unroll

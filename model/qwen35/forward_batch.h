@@ -10,6 +10,11 @@
 // A state slot carries the DeltaNet history, so n_cached must equal the number of tokens
 // fed through that slot since it was acquired (or reset): a chunk continues the state it
 // finds. Two chunks of one batch may not share a slot.
+//
+// Speculative decoding verifies a chunk of drafted tokens and keeps only a prefix of it: such
+// a chunk names row-state slots, which receive the DeltaNet state after each of its first
+// rows (kernels/batch_plan.h), so the state after any accepted prefix exists without a
+// second pass.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +37,8 @@ struct SequenceChunk {
   // not the prompt's last), 1 = the chunk's last token (what sampling needs), up to
   // tokens.size() = every position (reference checks, prompt logprobs).
   int32_t logit_rows = 0;
+  // Slots that get the state after rows 0, 1, ... (fewer than tokens.size(); none = empty).
+  std::span<const kvcache::SlotId> row_state_slots = {};
 };
 
 struct ForwardBatch {

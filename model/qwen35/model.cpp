@@ -205,7 +205,8 @@ const Logits& Model::forward(const ForwardBatch& batch) {
     for (int64_t r = first + n - s.logit_rows; r < first + n; ++r) logit_rows.push_back(r);
     tokens.insert(tokens.end(), s.tokens.begin(), s.tokens.end());
     spans.push_back(kernels::SequenceChunk{n, s.n_cached, s.state_slot,
-                                     std::span<const int32_t>(s.block_table->block_ids())});
+                                           std::span<const int32_t>(s.block_table->block_ids()),
+                                           s.row_state_slots});
   }
   kernels::BatchDesc desc;
   desc.token_ids = tokens;

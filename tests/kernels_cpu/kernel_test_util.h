@@ -55,6 +55,7 @@ struct SeqDesc {
   int64_t n_cached;
   int32_t slot;
   std::vector<int32_t> blocks;
+  std::vector<int32_t> row_states = {};  // row-state slots (batch_plan.h)
 };
 
 // A plan over seqs (token ids all zero unless given).
@@ -65,7 +66,7 @@ inline std::unique_ptr<kernels::BatchPlan> plan_of(kernels::Backend& be, const s
   std::vector<kernels::SequenceChunk> spans;
   int64_t rows = 0;
   for (const auto& s : seqs) {
-    spans.push_back({s.n_tokens, s.n_cached, s.slot, s.blocks});
+    spans.push_back({s.n_tokens, s.n_cached, s.slot, s.blocks, s.row_states});
     rows += s.n_tokens;
   }
   if (tokens.empty()) tokens.assign(static_cast<size_t>(rows), 0);

@@ -110,6 +110,27 @@ TEST_CASE("freeing a table releases its blocks at once", "[block_pool]") {
   CHECK(table.num_tokens() == 0);
 }
 
+TEST_CASE("free_tail gives back the blocks past a table's tokens, never those holding them", "[block_pool]") {
+  BlockPool pool(6, 8);
+  BlockTable table(8);
+  auto r = pool.reserve(4);
+  pool.commit(*r, table);
+  table.append_tokens(9);  // blocks 0 and 1 hold tokens; 2 and 3 were room for rejected drafts
+  const BlockHandle shared = pool.retain(table.blocks()[3]);  // someone else also holds block 3
+  CHECK_THROWS_AS(pool.free_tail(table, 1), std::logic_error);
+  CHECK(table.num_blocks() == 4);  // refused whole
+  pool.free_tail(table, 2);
+  CHECK(table.num_blocks() == 2);
+  CHECK(table.num_tokens() == 9);
+  CHECK(pool.num_free() == 3);  // block 3 keeps its other reference
+  CHECK(pool.refcount(shared) == 1);
+  pool.free_tail(table, 5);  // nothing past the end
+  CHECK(table.num_blocks() == 2);
+  pool.release(shared);
+  pool.free_table(table);
+  CHECK(pool.num_free() == 6);
+}
+
 TEST_CASE("stale handles and double frees are refused", "[block_pool]") {
   BlockPool pool(1, 16);
   BlockTable a(16);

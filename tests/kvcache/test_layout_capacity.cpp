@@ -124,3 +124,33 @@ TEST_CASE("size_pools takes explicit counts without a budget", "[capacity]") {
   r.num_slots = 3;
   CHECK(size_pools(g, r).num_slots == 3);
 }
+
+TEST_CASE("size_pools gives speculating sequences a state slot per drafted token", "[capacity]") {
+  const CacheGeometry g = qwen35_9b(DType::bf16);
+  const int64_t gib = int64_t{1} << 30;
+  PoolRequest r;
+  r.block_size = 16;
+  r.max_num_seqs = 8;
+  r.states_per_seq = 4;  // K = 3
+  r.budget_bytes = 40 * gib;
+  const PoolSizes s = size_pools(g, r);
+  CHECK(s.num_slots == 32);
+  CHECK(s.num_blocks == (40 * gib - 32 * g.state_bytes_per_slot()) / g.kv_bytes_per_block(16));
+  r.max_num_seqs = 256;  // capped at half the budget, as without speculation
+  CHECK(size_pools(g, r).num_slots == 20 * gib / g.state_bytes_per_slot());
+  // The contiguous baseline: whole sequences, each with its slots.
+  r.max_num_seqs = 256;
+  r.reserve_tokens = 2048;
+  const int64_t per_seq = 2048 / 16 * g.kv_bytes_per_block(16) + 4 * g.state_bytes_per_slot();
+  const PoolSizes c = size_pools(g, r);
+  CHECK(c.num_slots == 4 * (40 * gib / per_seq));
+  CHECK(c.num_blocks == c.num_slots / 4 * (2048 / 16));
+  // Explicit counts.
+  PoolRequest e;
+  e.max_num_seqs = 6;
+  e.states_per_seq = 3;
+  e.num_blocks = 10;
+  CHECK(size_pools(g, e).num_slots == 18);
+  e.states_per_seq = 0;
+  CHECK_THROWS_AS(size_pools(g, e), std::invalid_argument);
+}

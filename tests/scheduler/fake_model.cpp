@@ -97,6 +97,12 @@ const kernels::Tensor& FakeModel::forward(const qwen35::ForwardBatch& batch) {
     }
     for (kvcache::BlockId b : c.block_table->block_ids())
       if (b < 0 || b >= num_blocks_) throw std::invalid_argument("fake model: block outside the pool");
+    if (c.row_state_slots.size() >= c.tokens.size())
+      throw std::invalid_argument("fake model: more row states than rows but the last");
+    for (kvcache::SlotId r : c.row_state_slots) {
+      if (r < 0 || r >= num_slots_) throw std::invalid_argument("fake model: row-state slot outside the pool");
+      slots.push_back(r);
+    }
     slots.push_back(c.state_slot);
   }
   std::sort(slots.begin(), slots.end());
@@ -126,6 +132,11 @@ const kernels::Tensor& FakeModel::forward(const qwen35::ForwardBatch& batch) {
       if (c.tokens[static_cast<size_t>(i)] == crash_token) throw std::runtime_error("fake model: crashed mid-step");
       kv_[pos_index(c.n_cached + i)] = c.tokens[static_cast<size_t>(i)];
       h = extend(h, c.tokens[static_cast<size_t>(i)]);
+      if (i < static_cast<int64_t>(c.row_state_slots.size())) {
+        const auto r = static_cast<size_t>(c.row_state_slots[static_cast<size_t>(i)]);
+        slot_hash_[r] = h;
+        slot_count_[r] = c.n_cached + i + 1;
+      }
       if (i >= n - c.logit_rows) {
         std::span<float> out(logits_.data() + row * static_cast<size_t>(vocab_), static_cast<size_t>(vocab_));
         fill_logits(h, out);

@@ -7,7 +7,9 @@
 // every chunk, that the slot has consumed exactly n_cached tokens and that the tokens read
 // back through the chunk's block table hash to the slot's state: a wrong table, a slot not
 // zeroed on (re)admission, a skipped or repeated token, or K/V overwritten by another
-// sequence all break that equality (counted in violations(), and thrown). The logits of a
+// sequence all break that equality (counted in violations(), and thrown). A verify chunk's
+// row-state slots get the hash after each of its rows, so a sequence that continues from one
+// of them after a partial acceptance is checked the same way. The logits of a
 // position are a pseudo-random function of the whole token history up to it, so the
 // expected output of any request can be computed independently (reference_tokens) and a
 // sequence recomputed after preemption must reproduce it exactly.

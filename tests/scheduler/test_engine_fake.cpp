@@ -433,7 +433,7 @@ TEST_CASE("engine: preemption by recompute keeps outputs exact", "[engine]") {
 
 TEST_CASE("engine: randomized stress with arrivals, cancels and small pools", "[engine][stress]") {
   std::mt19937 meta(77);
-  int64_t total_iterations = 0, total_preemptions = 0;
+  int64_t total_iterations = 0, total_preemptions = 0, total_drafts = 0;
   for (int round = 0; round < 10; ++round) {
     FakeModel model(48, {47});
     const int32_t block_size = 1 << std::uniform_int_distribution<int>(0, 4)(meta);
@@ -444,10 +444,17 @@ TEST_CASE("engine: randomized stress with arrivals, cancels and small pools", "[
                                     std::uniform_int_distribution<int64_t>(1, 80)(meta));
     cfg.max_ctx = max_ctx;
     cfg.num_slots = std::uniform_int_distribution<int32_t>(1, cfg.scheduler.max_num_seqs)(meta);
+    if (round % 3) {  // speculative decoding, its spare slots competing with admissions
+      cfg.speculative.method = round % 3 == 1 ? "ngram" : "replay";
+      cfg.speculative.num_speculative_tokens = std::uniform_int_distribution<int32_t>(1, 4)(meta);
+      cfg.speculative.acceptance_rate = 0.7;
+      cfg.num_slots += std::uniform_int_distribution<int32_t>(0, 2 * cfg.scheduler.max_num_seqs)(meta);
+    }
     Engine engine(model, cfg, kernels::cpu::make_cpu_sampler());
     INFO("round " << round << " block_size " << block_size << " blocks " << cfg.num_blocks << " slots "
                   << cfg.num_slots << " max_seqs " << cfg.scheduler.max_num_seqs << " budget "
-                  << cfg.scheduler.max_num_batched_tokens << " max_ctx " << max_ctx);
+                  << cfg.scheduler.max_num_batched_tokens << " max_ctx " << max_ctx << " speculative "
+                  << cfg.speculative.method << " " << cfg.speculative.num_speculative_tokens);
 
     // Two submitting threads with random gaps; a third cancels at random.
     const int per_thread = 60;
@@ -526,9 +533,12 @@ TEST_CASE("engine: randomized stress with arrivals, cancels and small pools", "[
     CHECK(model.violations() == 0);
     total_iterations += st.iterations_total;
     total_preemptions += st.preemptions_total;
+    total_drafts += st.spec_decode_drafts_total;
   }
   // The run is only a stress test if it ran long and under memory pressure.
   CHECK(total_iterations > 2000);
   CHECK(total_preemptions > 0);
-  WARN("stress: " << total_iterations << " iterations, " << total_preemptions << " preemptions");
+  CHECK(total_drafts > 0);
+  WARN("stress: " << total_iterations << " iterations, " << total_preemptions << " preemptions, " << total_drafts
+                  << " verify chunks");
 }

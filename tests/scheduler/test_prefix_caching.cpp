@@ -217,9 +217,14 @@ TEST_CASE("prefix caching: randomized multi-turn traffic with cancellations", "[
                                      std::uniform_int_distribution<int32_t>(1, 8)(meta),
                                      std::uniform_int_distribution<int64_t>(1, 96)(meta));
     cfg.max_ctx = 16 * cfg.num_blocks / 2;
+    if (round % 2) {  // speculative decoding beside the cache: drafts are never cached
+      cfg.speculative.method = "ngram";
+      cfg.speculative.num_speculative_tokens = 1 + round % 4;
+    }
     Engine engine(model, cfg, kernels::cpu::make_cpu_sampler());
     INFO("round " << round << " blocks " << cfg.num_blocks << " snapshots " << cfg.num_snapshots << " seqs "
-                  << cfg.scheduler.max_num_seqs << " budget " << cfg.scheduler.max_num_batched_tokens);
+                  << cfg.scheduler.max_num_seqs << " budget " << cfg.scheduler.max_num_batched_tokens
+                  << " speculative tokens " << cfg.speculative.num_speculative_tokens);
     // Conversations: each turn's prompt is the previous prompt + reply + a new message. Catch's
     // assertions are not thread-safe: the threads record, the test checks after the join.
     struct Turn {

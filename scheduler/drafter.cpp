@@ -1,0 +1,17 @@
+#include "scheduler/drafter.h"
+
+#include <stdexcept>
+
+#include "scheduler/ngram_drafter.h"
+#include "scheduler/replay_drafter.h"
+
+namespace ds::scheduler {
+
+std::unique_ptr<Drafter> make_drafter(const SpeculativeConfig& config, int64_t vocab) {
+  if (std::string e = config.validate(); !e.empty()) throw std::invalid_argument("speculative config: " + e);
+  if (config.method == "ngram") return std::make_unique<NgramDrafter>(config.prompt_lookup_min, config.prompt_lookup_max);
+  if (config.method == "replay") return std::make_unique<ReplayDrafter>(vocab, config.acceptance_rate, config.seed);
+  throw std::invalid_argument("speculative config: no drafter for method \"" + config.method + "\"");
+}
+
+}  // namespace ds::scheduler

@@ -1,0 +1,45 @@
+// SpeculativeConfig: how the engine drafts tokens for speculative decoding (engine.h), what
+// `serve --speculative-config '{"method": ..., "num_speculative_tokens": K}'` sets.
+//
+// Methods (scheduler/drafter.h):
+//  * "ngram": prompt lookup. The last n tokens (n from prompt_lookup_max down to
+//    prompt_lookup_min) are looked for earlier in the prompt and output; the tokens that
+//    followed their latest occurrence are the draft. No weights.
+//  * "replay": the test-and-benchmark drafter with a controlled acceptance rate. It proposes
+//    what an earlier request with the same prompt generated (so greedy requests repeated
+//    from a warm-up pass get the model's own continuation), each token replaced by a wrong
+//    one with probability 1 - acceptance_rate: the i-th draft of a step is accepted with
+//    probability acceptance_rate^i whatever the weights are.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace ds::scheduler {
+
+struct SpeculativeConfig {
+  std::string method;                  // "" = off, "ngram", "replay"
+  int32_t num_speculative_tokens = 0;  // K: drafted tokens verified per step (1..kMaxSpeculativeTokens)
+  int32_t prompt_lookup_min = 1;       // ngram: shortest and longest suffix matched
+  int32_t prompt_lookup_max = 4;
+  double acceptance_rate = 1.0;        // replay: chance each drafted token is the recorded one
+  uint64_t seed = 0;                   // replay: its generator (which tokens it spoils)
+
+  static constexpr int32_t kMaxSpeculativeTokens = 8;
+
+  bool enabled() const { return !method.empty(); }
+  // Empty when usable, otherwise a message naming the field.
+  std::string validate() const {
+    if (method.empty()) return {};
+    if (method != "ngram" && method != "replay")
+      return "speculative method must be \"ngram\" or \"replay\", not \"" + method + "\"";
+    if (num_speculative_tokens < 1 || num_speculative_tokens > kMaxSpeculativeTokens)
+      return "num_speculative_tokens must be in [1, " + std::to_string(kMaxSpeculativeTokens) + "]";
+    if (prompt_lookup_min < 1 || prompt_lookup_max < prompt_lookup_min)
+      return "prompt_lookup_min and prompt_lookup_max must satisfy 1 <= min <= max";
+    if (!(acceptance_rate >= 0 && acceptance_rate <= 1)) return "acceptance_rate must be in [0, 1]";
+    return {};
+  }
+};
+
+}  // namespace ds::scheduler

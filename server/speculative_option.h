@@ -1,0 +1,18 @@
+// serve's --speculative-config: vLLM's JSON form of the speculative decoding settings,
+// '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}', read into the
+// engine's scheduler::SpeculativeConfig (speculative_config.h says what each method does).
+// Keys: method, num_speculative_tokens, prompt_lookup_min, prompt_lookup_max (ngram),
+// acceptance_rate and seed (replay). Unknown keys and values out of range are refused by name;
+// "mtp" is refused until the MTP module exists.
+#pragma once
+
+#include <string>
+
+#include "scheduler/speculative_config.h"
+
+namespace ds::server {
+
+// Throws std::invalid_argument with a one-line message.
+scheduler::SpeculativeConfig parse_speculative_config(const std::string& json);
+
+}  // namespace ds::server

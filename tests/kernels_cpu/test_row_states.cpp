@@ -1,0 +1,100 @@
+// Row states (kernels/batch_plan.h), what speculative decoding's rollback rests on: a chunk
+// that names row-state slots leaves in slot i exactly (bit for bit) the DeltaNet state that
+// feeding its first i + 1 tokens leaves, in the conv window and in the delta-rule matrix, and
+// touches nothing else; the plan refuses row states that would collide.
+#include <catch2/catch.hpp>
+
+#include "tests/kernels_cpu/kernel_test_util.h"
+
+using Catch::Matchers::Contains;
+using ds::kernels::DeltaNetDims;
+using ds::kernels::Shape;
+namespace t = ds::test;
+
+namespace {
+
+constexpr int64_t kSlots = 6, kLayers = 2, kLayer = 1, kSlot = 1, kN = 5;
+const std::vector<int32_t> kRowSlots = {3, 0, 5, 2};  // kN - 1 of them, in no particular order
+
+// One layer's part of a slot in a [slots, layers, per...] state array.
+std::vector<float> part(const std::vector<float>& all, int64_t slot, int64_t layer, int64_t per) {
+  const int64_t at = (slot * kLayers + layer) * per;
+  return {all.begin() + at, all.begin() + at + per};
+}
+
+// Runs `op(plan, first, n)` over rows [first, first + n) of a kN-row input as one chunk with
+// the row states, then, for each prefix length, from the initial state again without them;
+// checks the row-state slots against the prefixes' final states and everything else untouched.
+template <class Op>
+void check_row_states(ds::kernels::Backend& be, const std::vector<float>& state0, int64_t per, Op op) {
+  auto state = t::make(be, Shape{kSlots, kLayers, per}, state0);
+  auto plan = t::plan_of(be, {{kN, 7, kSlot, {0, 1, 2, 3}, kRowSlots}}, 4, 4, kSlots);
+  op(*plan, state, 0, kN);
+  const auto got = t::get(be, state);
+  for (int64_t i = 0; i < kN; ++i) {
+    auto fresh = t::make(be, Shape{kSlots, kLayers, per}, state0);
+    auto p = t::plan_of(be, {{i + 1, 7, kSlot, {0, 1, 2, 3}}}, 4, 4, kSlots);
+    op(*p, fresh, 0, i + 1);
+    const auto want = part(t::get(be, fresh), kSlot, kLayer, per);
+    const int64_t slot = i + 1 < kN ? kRowSlots[static_cast<size_t>(i)] : kSlot;
+    INFO("after row " << i);
+    CHECK(part(got, slot, kLayer, per) == want);
+  }
+  // Other layers, and the slot no one named, keep their state.
+  for (int64_t s = 0; s < kSlots; ++s) CHECK(part(got, s, 0, per) == part(state0, s, 0, per));
+  CHECK(part(got, 4, kLayer, per) == part(state0, 4, kLayer, per));
+}
+
+}  // namespace
+
+TEST_CASE("row states: causal conv1d leaves the window after each verified row", "[kernels]") {
+  auto be = t::cpu();
+  constexpr int64_t kC = 70, kKc = 4, kTaps = 3;
+  const auto x = t::random_vec(kN * kC, 1);
+  auto w = t::make(*be, Shape{kC, 1, kKc}, t::random_vec(kC * kKc, 2, 0.5f));
+  const auto state0 = t::random_vec(kSlots * kLayers * kC * kTaps, 3);
+  check_row_states(*be, state0, kC * kTaps, [&](const ds::kernels::BatchPlan& plan, ds::kernels::Tensor& st,
+                                                 int64_t first, int64_t n) {
+    auto xt = t::make(*be, Shape{n, kC}, std::vector<float>(x.begin() + first * kC, x.begin() + (first + n) * kC));
+    auto out = t::zeros(*be, Shape{n, kC});
+    ds::kernels::Tensor st4 = st.reshape(Shape{kSlots, kLayers, kC, kTaps});
+    be->causal_conv1d(xt, w, st4, kLayer, plan, out);
+  });
+}
+
+TEST_CASE("row states: the gated delta rule leaves S after each verified row", "[kernels]") {
+  auto be = t::cpu();
+  constexpr int64_t kHk = 2, kHv = 4, kDk = 16, kDv = 8, kConv = 2 * kHk * kDk + kHv * kDv;
+  const auto qkv = t::random_vec(kN * kConv, 10);
+  const auto a = t::random_vec(kN * kHv, 20, 2.0f), b = t::random_vec(kN * kHv, 30, 2.0f);
+  auto al = t::make(*be, Shape{kHv}, {-0.5f, 0.2f, 0.9f, -1.5f});
+  auto dt = t::make(*be, Shape{kHv}, {0.3f, -0.2f, 1.0f, 0.0f});
+  const auto state0 = t::random_vec(kSlots * kLayers * kHv * kDk * kDv, 40, 0.3f);
+  check_row_states(*be, state0, kHv * kDk * kDv, [&](const ds::kernels::BatchPlan& plan, ds::kernels::Tensor& st,
+                                                       int64_t first, int64_t n) {
+    auto xt = t::make(*be, Shape{n, kConv}, std::vector<float>(qkv.begin() + first * kConv, qkv.begin() + (first + n) * kConv));
+    auto at = t::make(*be, Shape{n, kHv}, std::vector<float>(a.begin() + first * kHv, a.begin() + (first + n) * kHv));
+    auto bt = t::make(*be, Shape{n, kHv}, std::vector<float>(b.begin() + first * kHv, b.begin() + (first + n) * kHv));
+    auto out = t::zeros(*be, Shape{n, kHv, kDv});
+    ds::kernels::Tensor st5 = st.reshape(Shape{kSlots, kLayers, kHv, kDk, kDv});
+    be->gated_delta_rule(xt, at, bt, al, dt, st5, kLayer, plan, DeltaNetDims{kHk, kHv, kDk, kDv}, out);
+  });
+}
+
+TEST_CASE("row states: the plan refuses slots that collide or overflow", "[kernels]") {
+  auto be = t::cpu();
+  auto err = [&](std::vector<t::SeqDesc> seqs) -> std::string {
+    try {
+      t::plan_of(*be, seqs, 4, 8, 4);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
+  CHECK(err({{3, 0, 0, {1}, {2, 3}}, {1, 0, 1, {2}}}) == "accepted");
+  CHECK_THAT(err({{3, 0, 0, {1}, {2, 3, 1}}}), Contains("after 3 rows of a chunk of 3"));
+  CHECK_THAT(err({{3, 0, 0, {1}, {2, 4}}}), Contains("row-state slot 4 outside [0, 4)"));
+  CHECK_THAT(err({{3, 0, 0, {1}, {2, 0}}}), Contains("share a state slot"));
+  CHECK_THAT(err({{3, 0, 0, {1}, {2}}, {1, 0, 2, {2}}}), Contains("share a state slot"));
+  CHECK_THAT(err({{3, 0, 0, {1}, {2, 2}}}), Contains("share a state slot"));
+}
