@@ -1,6 +1,5 @@
 #include "server/messages_reply.h"
 
-#include <utility>
 
 namespace ds::server {
 
@@ -25,7 +24,7 @@ Json messages_usage_json(const Usage& u) {
 std::string messages_error_event(const ApiError& e) { return sse_event("error", e.anthropic_body()); }
 
 MessageWriter::MessageWriter(std::string id, std::string model, bool stream)
-    : stream_(stream),
+    : PartWriter(stream),
       message_{{"id", std::move(id)},
                {"type", "message"},
                {"role", "assistant"},
@@ -35,23 +34,11 @@ MessageWriter::MessageWriter(std::string id, std::string model, bool stream)
                {"stop_sequence", nullptr},
                {"usage", nullptr}} {}
 
-void MessageWriter::event(const char* type, Json data) {
-  if (!stream_) return;
-  Json e = {{"type", type}};
-  for (auto& [k, v] : data.items()) e[k] = std::move(v);
-  out_ += sse_event(type, e);
-}
-
 std::string MessageWriter::start(const Usage& usage) {
   Json m = message_;
   m["usage"] = messages_usage_json(usage);
   event("message_start", Json{{"message", std::move(m)}});
-  return std::exchange(out_, {});
-}
-
-std::string MessageWriter::add(const ChoiceDelta& delta) {
-  parts_.add(delta);
-  return std::exchange(out_, {});
+  return take();
 }
 
 void MessageWriter::open_part(PartKind kind, const ToolCallDelta* call) {
@@ -103,7 +90,7 @@ void MessageWriter::close_part() {
 }
 
 std::string MessageWriter::finish(const std::string& finish_reason, const Json& stop_reason, const Usage& usage) {
-  parts_.finish();
+  finish_parts();
   Json reason = "end_turn";
   Json sequence = nullptr;
   if (finish_reason == "length") {
@@ -120,7 +107,7 @@ std::string MessageWriter::finish(const std::string& finish_reason, const Json& 
   event("message_delta", Json{{"delta", {{"stop_reason", reason}, {"stop_sequence", sequence}}},
                               {"usage", message_["usage"]}});
   event("message_stop", Json::object());
-  return std::exchange(out_, {});
+  return take();
 }
 
 }  // namespace ds::server

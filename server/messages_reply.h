@@ -33,15 +33,13 @@ Json messages_usage_json(const Usage& usage);
 // "event: error" with the Anthropic error object (a failure after the stream began).
 std::string messages_error_event(const ApiError& error);
 
-class MessageWriter final : private PartSink {
+class MessageWriter final : public PartWriter {
  public:
   // stream: render the events (a non-streaming reply only needs message()).
   MessageWriter(std::string id, std::string model, bool stream);
 
-  // message_start.
+  // message_start (then add() per delta).
   std::string start(const Usage& usage);
-  // The events of one delta.
-  std::string add(const ChoiceDelta& delta);
   // Closes the open block; message_delta and message_stop. finish_reason and stop_reason as
   // ChoiceOutput reports them.
   std::string finish(const std::string& finish_reason, const Json& stop_reason, const Usage& usage);
@@ -52,14 +50,11 @@ class MessageWriter final : private PartSink {
   void open_part(PartKind kind, const ToolCallDelta* call) override;
   void append_part(std::string_view text) override;
   void close_part() override;
-  void event(const char* type, Json data);
+  void event(const char* type, Json data) { write_event(type, Json{{"type", type}}, std::move(data)); }
 
-  bool stream_;
   Json message_;
-  ReplyParts parts_{*this};
   PartKind kind_ = PartKind::text;
   std::string arguments_;  // the open tool_use block's JSON so far
-  std::string out_;        // events not yet handed out
 };
 
 }  // namespace ds::server

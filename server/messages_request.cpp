@@ -3,39 +3,15 @@
 #include <string>
 
 #include "server/api_error.h"
+#include "server/field_path.h"
 #include "server/request_params.h"
 
 namespace ds::server {
 
 namespace {
 
-std::string at(const std::string& where, size_t i) { return where + "[" + std::to_string(i) + "]"; }
-
-const std::string& string_field(const Json& obj, const char* key, const std::string& where) {
-  auto it = obj.find(key);
-  if (it == obj.end() || !it->is_string()) throw bad_request("'" + where + "." + key + "' must be a string", where + "." + key);
-  return it->get_ref<const std::string&>();
-}
-
-std::string block_type(const Json& block, const std::string& where) {
-  if (!block.is_object()) throw bad_request("'" + where + "' must be a content block object", where);
-  return string_field(block, "type", where);
-}
-
 // A string, or a list of text blocks, as one text (blocks joined with "\n").
-std::string text_of(const Json& content, const std::string& where) {
-  if (content.is_string()) return content.get<std::string>();
-  if (!content.is_array()) throw bad_request("'" + where + "' must be a string or a list of text blocks", where);
-  std::string text;
-  for (size_t i = 0; i < content.size(); ++i) {
-    const std::string w = at(where, i);
-    const std::string type = block_type(content[i], w);
-    if (type != "text") throw unsupported_field(w + ".type", "content blocks of type '" + type + "' (only text here)");
-    if (i > 0) text += '\n';
-    text += string_field(content[i], "text", w);
-  }
-  return text;
-}
+std::string text_of(const Json& content, const std::string& where) { return text_parts(content, where, {"text"}); }
 
 Json user_message(std::string text) { return Json{{"role", "user"}, {"content", std::move(text)}}; }
 
@@ -54,9 +30,9 @@ void add_user_turn(const Json& content, const std::string& where, Json& out) {
     have_text = false;
   };
   for (size_t i = 0; i < content.size(); ++i) {
-    const std::string w = at(where, i);
+    const std::string w = field_path(where, i);
     const Json& b = content[i];
-    const std::string type = block_type(b, w);
+    const std::string type = typed_object(b, w);
     if (type == "text") {
       if (have_text) text += '\n';
       text += string_field(b, "text", w);
@@ -88,9 +64,9 @@ void add_assistant_turn(const Json& content, const std::string& where, Json& out
   std::string text, reasoning;
   Json calls = Json::array();
   for (size_t i = 0; i < content.size(); ++i) {
-    const std::string w = at(where, i);
+    const std::string w = field_path(where, i);
     const Json& b = content[i];
-    const std::string type = block_type(b, w);
+    const std::string type = typed_object(b, w);
     if (type == "text") {
       if (!text.empty()) text += '\n';
       text += string_field(b, "text", w);
@@ -116,25 +92,16 @@ void add_assistant_turn(const Json& content, const std::string& where, Json& out
 }
 
 Json chat_tools(const Json& tools) {
-  if (!tools.is_array()) throw bad_request("'tools' must be a list", "tools");
-  Json out = Json::array();
-  for (size_t i = 0; i < tools.size(); ++i) {
-    const std::string w = at("tools", i);
-    const Json& t = tools[i];
-    if (!t.is_object()) throw bad_request("'" + w + "' must be an object", w);
+  return map_objects(tools, "tools", [](const Json& t, const std::string& w) {
     if (auto type = get_string(t, "type"); type && *type != "custom")
       throw unsupported_field(w + ".type", "tools of type '" + *type +
                                                "' (server and Anthropic-defined tools); define the tool with name, "
                                                "description and input_schema");
-    Json fn = {{"name", string_field(t, "name", w)}};
-    if (auto d = get_string(t, "description")) fn["description"] = *d;
     auto schema = t.find("input_schema");
     if (schema == t.end() || !schema->is_object())
       throw bad_request("'" + w + ".input_schema' must be a JSON Schema object", w + ".input_schema");
-    fn["parameters"] = *schema;
-    out.push_back(Json{{"type", "function"}, {"function", std::move(fn)}});
-  }
-  return out;
+    return chat_function_tool(t, w, *schema);
+  });
 }
 
 Json chat_tool_choice(const Json& tc) {
@@ -174,7 +141,7 @@ Json messages_to_chat_body(const Json& body, MessagesEndpoint endpoint) {
     throw bad_request("'messages' must be a non-empty list", "messages");
   const Json& in = body["messages"];
   for (size_t i = 0; i < in.size(); ++i) {
-    const std::string w = at("messages", i);
+    const std::string w = field_path("messages", i);
     const Json& m = in[i];
     if (!m.is_object()) throw bad_request("'" + w + "' must be an object", w);
     const std::string role = string_field(m, "role", w);

@@ -1,5 +1,7 @@
 #include "server/reply_parts.h"
 
+#include "server/openai_format.h"
+
 namespace ds::server {
 
 void ReplyParts::switch_to(PartKind kind, const ToolCallDelta* call) {
@@ -30,6 +32,12 @@ void ReplyParts::finish() {
   if (!open_) return;
   open_.reset();
   sink_.close_part();
+}
+
+void PartWriter::write_event(const std::string& type, Json head, Json fields) {
+  if (!stream_) return;
+  for (auto& [k, v] : fields.items()) head[k] = std::move(v);
+  out_ += sse_event(type, head);
 }
 
 }  // namespace ds::server

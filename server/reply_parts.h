@@ -10,9 +10,11 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "server/choice_output.h"
+#include "server/json.h"
 
 namespace ds::server {
 
@@ -43,6 +45,32 @@ class ReplyParts {
 
   PartSink& sink_;
   std::optional<PartKind> open_;
+};
+
+// What the API writers (messages_reply.h, responses_reply.h) share: a PartSink whose parts
+// come from ReplyParts, and the SSE events it writes for them, handed out per delta.
+class PartWriter : protected PartSink {
+ public:
+  explicit PartWriter(bool stream) : stream_(stream) {}
+  // The events of one delta.
+  std::string add(const ChoiceDelta& delta) {
+    parts_.add(delta);
+    return take();
+  }
+
+ protected:
+  // Closes the open part.
+  void finish_parts() { parts_.finish(); }
+  // The events written since the last take.
+  std::string take() { return std::exchange(out_, {}); }
+  // "event: <type>\ndata: <head, then fields>\n\n", when streaming (a non-streaming reply
+  // only needs the writer's whole object).
+  void write_event(const std::string& type, Json head, Json fields);
+
+ private:
+  bool stream_;
+  ReplyParts parts_{*this};
+  std::string out_;
 };
 
 }  // namespace ds::server

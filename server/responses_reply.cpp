@@ -1,6 +1,5 @@
 #include "server/responses_reply.h"
 
-#include <utility>
 
 #include "server/random_id.h"
 
@@ -24,7 +23,7 @@ Json text_part(const char* type, std::string text) {
 
 ResponseWriter::ResponseWriter(std::string id, int64_t created_at, std::string model, const Json& s,
                                double temperature, double top_p, bool stream)
-    : stream_(stream) {
+    : PartWriter(stream) {
   response_ = {{"id", std::move(id)},
                {"object", "response"},
                {"created_at", created_at},
@@ -51,13 +50,6 @@ ResponseWriter::ResponseWriter(std::string id, int64_t created_at, std::string m
                {"metadata", s.value("metadata", Json::object())}};
 }
 
-void ResponseWriter::event(const std::string& type, Json data) {
-  if (!stream_) return;
-  Json e = {{"type", type}, {"sequence_number", sequence_++}};
-  for (auto& [k, v] : data.items()) e[k] = std::move(v);
-  out_ += sse_event(type, e);
-}
-
 Json ResponseWriter::where(bool content_index) const {
   const Json& output = response_["output"];
   Json w = {{"item_id", output.back()["id"]}, {"output_index", output.size() - 1}};
@@ -68,12 +60,7 @@ Json ResponseWriter::where(bool content_index) const {
 std::string ResponseWriter::start() {
   event("response.created", Json{{"response", response_}});
   event("response.in_progress", Json{{"response", response_}});
-  return std::exchange(out_, {});
-}
-
-std::string ResponseWriter::add(const ChoiceDelta& delta) {
-  parts_.add(delta);
-  return std::exchange(out_, {});
+  return take();
 }
 
 void ResponseWriter::open_part(PartKind kind, const ToolCallDelta* call) {
@@ -150,7 +137,7 @@ void ResponseWriter::close_part() {
 std::string ResponseWriter::finish(const std::string& finish_reason, const Usage& u, int64_t reasoning_tokens) {
   const bool incomplete = finish_reason == "length";
   if (incomplete) open_status_ = "incomplete";
-  parts_.finish();
+  finish_parts();
   response_["status"] = incomplete ? "incomplete" : "completed";
   if (incomplete) response_["incomplete_details"] = Json{{"reason", "max_output_tokens"}};
   response_["usage"] = Json{{"input_tokens", u.prompt_tokens},
@@ -159,14 +146,14 @@ std::string ResponseWriter::finish(const std::string& finish_reason, const Usage
                             {"output_tokens_details", {{"reasoning_tokens", reasoning_tokens}}},
                             {"total_tokens", u.prompt_tokens + u.completion_tokens}};
   event(incomplete ? "response.incomplete" : "response.completed", Json{{"response", response_}});
-  return std::exchange(out_, {});
+  return take();
 }
 
 std::string ResponseWriter::fail(const std::string& message) {
   response_["status"] = "failed";
   response_["error"] = Json{{"code", "server_error"}, {"message", message}};
   event("response.failed", Json{{"response", response_}});
-  return std::exchange(out_, {});
+  return take();
 }
 
 }  // namespace ds::server

@@ -31,17 +31,15 @@
 
 namespace ds::server {
 
-class ResponseWriter final : private PartSink {
+class ResponseWriter final : public PartWriter {
  public:
   // settings: what the response repeats of its request (ResponsesRequest::settings);
   // temperature and top_p as sampled. stream: render the events.
   ResponseWriter(std::string id, int64_t created_at, std::string model, const Json& settings, double temperature,
                  double top_p, bool stream);
 
-  // response.created and response.in_progress.
+  // response.created and response.in_progress (then add() per delta).
   std::string start();
-  // The events of one delta.
-  std::string add(const ChoiceDelta& delta);
   // Closes the open item; response.completed or response.incomplete. finish_reason as
   // ChoiceOutput reports it; reasoning_tokens as ChoiceOutput counts them.
   std::string finish(const std::string& finish_reason, const Usage& usage, int64_t reasoning_tokens);
@@ -53,17 +51,16 @@ class ResponseWriter final : private PartSink {
   void open_part(PartKind kind, const ToolCallDelta* call) override;
   void append_part(std::string_view text) override;
   void close_part() override;
-  void event(const std::string& type, Json data);
+  void event(const std::string& type, Json data) {
+    write_event(type, Json{{"type", type}, {"sequence_number", sequence_++}}, std::move(data));
+  }
   // The fields that locate the open item's events.
   Json where(bool content_index) const;
 
-  bool stream_;
   int64_t sequence_ = 0;
   Json response_;
-  ReplyParts parts_{*this};
   PartKind kind_ = PartKind::text;
   std::string open_status_ = "completed";  // what the item open at the end becomes
-  std::string out_;
 };
 
 }  // namespace ds::server

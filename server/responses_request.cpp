@@ -3,37 +3,18 @@
 #include <string>
 
 #include "server/api_error.h"
+#include "server/field_path.h"
 #include "server/request_params.h"
 
 namespace ds::server {
 
 namespace {
 
-std::string at(const std::string& where, size_t i) { return where + "[" + std::to_string(i) + "]"; }
-
-const std::string& string_field(const Json& obj, const char* key, const std::string& where) {
-  auto it = obj.find(key);
-  if (it == obj.end() || !it->is_string()) throw bad_request("'" + where + "." + key + "' must be a string", where + "." + key);
-  return it->get_ref<const std::string&>();
-}
-
 bool present(const Json& obj, const char* key) { return obj.contains(key) && !obj[key].is_null(); }
 
 // Message content, or a function_call_output's output: a string, or text parts.
 std::string text_of(const Json& content, const std::string& where) {
-  if (content.is_string()) return content.get<std::string>();
-  if (!content.is_array()) throw bad_request("'" + where + "' must be a string or a list of content parts", where);
-  std::string text;
-  for (size_t i = 0; i < content.size(); ++i) {
-    const std::string w = at(where, i);
-    if (!content[i].is_object()) throw bad_request("'" + w + "' must be a content part object", w);
-    const std::string type = string_field(content[i], "type", w);
-    if (type != "input_text" && type != "output_text" && type != "text")
-      throw unsupported_field(w + ".type", "content parts of type '" + type + "' (only text is accepted)");
-    if (i > 0) text += '\n';
-    text += string_field(content[i], "text", w);
-  }
-  return text;
+  return text_parts(content, where, {"input_text", "output_text", "text"});
 }
 
 // A reasoning item's text: its reasoning_text content, else its summary.
@@ -44,8 +25,8 @@ std::string reasoning_of(const Json& item, const std::string& where) {
     const Json& parts = item[key];
     if (!parts.is_array()) throw bad_request("'" + where + "." + key + "' must be a list", where + "." + key);
     for (size_t i = 0; i < parts.size(); ++i) {
-      const std::string w = at(where + "." + key, i);
-      if (!parts[i].is_object()) throw bad_request("'" + w + "' must be an object", w);
+      const std::string w = field_path(where + "." + key, i);
+      typed_object(parts[i], w);
       if (!text.empty()) text += "\n\n";
       text += string_field(parts[i], "text", w);
     }
@@ -129,6 +110,7 @@ class Conversation {
 
 void add_item(Conversation& conv, const Json& item, const std::string& w) {
   if (!item.is_object()) throw bad_request("'" + w + "' must be an object", w);
+  // An item without a type is a message (the "easy" input form).
   const std::string type = present(item, "type") ? string_field(item, "type", w) : "message";
   if (type == "message") {
     const std::string role = string_field(item, "role", w);
@@ -155,25 +137,20 @@ void add_item(Conversation& conv, const Json& item, const std::string& w) {
 }
 
 Json chat_tools(const Json& tools) {
-  if (!tools.is_array()) throw bad_request("'tools' must be a list", "tools");
-  Json out = Json::array();
-  for (size_t i = 0; i < tools.size(); ++i) {
-    const std::string w = at("tools", i);
-    const Json& t = tools[i];
-    if (!t.is_object()) throw bad_request("'" + w + "' must be an object", w);
+  return map_objects(tools, "tools", [](const Json& t, const std::string& w) {
     const std::string type = string_field(t, "type", w);
     if (type != "function")
       throw unsupported_field(w + ".type", "tools of type '" + type + "' (only function tools are accepted)");
-    Json fn = {{"name", string_field(t, "name", w)}};
-    if (auto d = get_string(t, "description")) fn["description"] = *d;
+    Json parameters;
     if (present(t, "parameters")) {
-      if (!t["parameters"].is_object()) throw bad_request("'" + w + ".parameters' must be a JSON Schema object", w + ".parameters");
-      fn["parameters"] = t["parameters"];
+      if (!t["parameters"].is_object())
+        throw bad_request("'" + w + ".parameters' must be a JSON Schema object", w + ".parameters");
+      parameters = t["parameters"];
     }
-    if (auto strict = get_bool(t, "strict")) fn["strict"] = *strict;
-    out.push_back(Json{{"type", "function"}, {"function", std::move(fn)}});
-  }
-  return out;
+    Json tool = chat_function_tool(t, w, std::move(parameters));
+    if (auto strict = get_bool(t, "strict")) tool["function"]["strict"] = *strict;
+    return tool;
+  });
 }
 
 Json chat_tool_choice(const Json& tc) {
@@ -236,7 +213,7 @@ ResponsesRequest parse_responses_request(const Json& body) {
   if (input.is_string()) {
     conv.message("user", input.get<std::string>());
   } else if (input.is_array() && !input.empty()) {
-    for (size_t i = 0; i < input.size(); ++i) add_item(conv, input[i], at("input", i));
+    for (size_t i = 0; i < input.size(); ++i) add_item(conv, input[i], field_path("input", i));
   } else {
     throw bad_request("'input' must be a string or a non-empty list of items", "input");
   }

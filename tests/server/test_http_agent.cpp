@@ -4,9 +4,7 @@
 // then the tool's result fed back), whole and streamed, and their errors in each API's shape.
 #include <catch2/catch.hpp>
 
-#include <fstream>
-#include <sstream>
-#include <thread>
+#include <map>
 
 #include "tests/server/server_fixture.h"
 #include "tests/server/sse_events.h"
@@ -16,11 +14,13 @@ using ds::server::dump_json;
 
 namespace {
 
-Json reference_chat_cases() {
-  std::ifstream in(data_path("tiny-qwen35/reference.json"));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return Json::parse(ss.str())["chat"];
+Json reference_chat_cases() { return load_reference()["chat"]; }
+
+// The greedy 24-token chat completion of `messages`: what the agent APIs must say too.
+Json chat_reply(const TestServer& srv, const Json& messages) {
+  auto chat = srv.post("/v1/chat/completions", Json{{"messages", messages}, {"temperature", 0}, {"max_tokens", 24}});
+  REQUIRE(chat.status == 200);
+  return chat.body;
 }
 
 // A chat case's messages as an Anthropic request: the system message moves to `system`.
@@ -131,6 +131,20 @@ const char* kWeatherScript =
 const char* kWeatherSchema = R"({"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
                                  "required": ["city"]})";
 
+// The weather conversation after the tool ran ("sunny, 24 C"), as a chat request: what the
+// agent APIs' second turn must render as. `tool_fields` adds to the function tool.
+Json weather_follow_up_in_chat_form(const Json& call_id, const Json& arguments, const Json& tool_fields) {
+  Json fn = {{"name", "get_weather"}, {"description", "Weather forecast"}, {"parameters", Json::parse(kWeatherSchema)}};
+  for (const auto& [k, v] : tool_fields.items()) fn[k] = v;
+  const Json call = {{"id", call_id}, {"type", "function"}, {"function", {{"name", "get_weather"}, {"arguments", arguments}}}};
+  return Json{{"tools", Json::array({Json{{"type", "function"}, {"function", std::move(fn)}}})},
+              {"messages", Json::array({Json{{"role", "user"}, {"content", "Weather in Paris?"}},
+                                        Json{{"role", "assistant"}, {"content", "Checking.\n"},
+                                             {"reasoning_content", "The user wants the weather.\n"},
+                                             {"tool_calls", Json::array({call})}},
+                                        Json{{"role", "tool"}, {"tool_call_id", call_id}, {"content", "sunny, 24 C"}}})}};
+}
+
 TestServerConfig scripted(const std::string& text) {
   TestServerConfig cfg;
   cfg.scripted = true;
@@ -144,10 +158,8 @@ TEST_CASE("messages: a text reply, whole and streamed, is the chat completion's;
   TestServer srv;
   for (const auto& c : reference_chat_cases()) {
     INFO(dump_json(c["messages"]));
-    auto chat = srv.post("/v1/chat/completions",
-                         Json{{"messages", c["messages"]}, {"temperature", 0}, {"max_tokens", 24}});
-    REQUIRE(chat.status == 200);
-    const Json& choice = chat.body["choices"][0];
+    const Json chat = chat_reply(srv, c["messages"]);
+    const Json& choice = chat["choices"][0];
     // Thinking enabled renders the prompt as chat completions do by default.
     Json b = anthropic_body(c["messages"], 24);
     b["thinking"] = {{"type", "enabled"}, {"budget_tokens", 1024}};
@@ -164,8 +176,8 @@ TEST_CASE("messages: a text reply, whole and streamed, is the chat completion's;
       CHECK(r.body["content"] == Json::array({Json{{"type", "text"}, {"text", text}}}));
     CHECK(r.body["stop_reason"] == (choice["finish_reason"] == "length" ? "max_tokens" : "end_turn"));
     const Json& u = r.body["usage"];
-    CHECK(u["input_tokens"].get<int64_t>() + u["cache_read_input_tokens"].get<int64_t>() == chat.body["usage"]["prompt_tokens"]);
-    CHECK(u["output_tokens"] == chat.body["usage"]["completion_tokens"]);
+    CHECK(u["input_tokens"].get<int64_t>() + u["cache_read_input_tokens"].get<int64_t>() == chat["usage"]["prompt_tokens"]);
+    CHECK(u["output_tokens"] == chat["usage"]["completion_tokens"]);
 
     b["stream"] = true;
     auto s = srv.post("/v1/messages", b);
@@ -179,7 +191,7 @@ TEST_CASE("messages: a text reply, whole and streamed, is the chat completion's;
     b.erase("max_tokens");
     auto n = srv.post("/v1/messages/count_tokens", b);
     REQUIRE(n.status == 200);
-    CHECK(n.body == Json{{"input_tokens", chat.body["usage"]["prompt_tokens"]}});
+    CHECK(n.body == Json{{"input_tokens", chat["usage"]["prompt_tokens"]}});
   }
   // Without `thinking` the reply is asked for with thinking off: the template's empty block
   // makes the prompt longer.
@@ -231,17 +243,8 @@ TEST_CASE("messages: thinking and a tool call, then the tool's result fed back",
                                                                                   {"content", "sunny, 24 C"}}})}});
   auto r2 = srv.post("/v1/messages", follow);
   REQUIRE(r2.status == 200);
-  Json chat_form = {{"messages", Json::parse(R"([{"role": "user", "content": "Weather in Paris?"}])")},
-                    {"tools", Json::array({Json{{"type", "function"},
-                                                {"function", {{"name", "get_weather"}, {"description", "Weather forecast"},
-                                                              {"parameters", Json::parse(kWeatherSchema)}}}}})},
-                    {"chat_template_kwargs", {{"enable_thinking", true}}}};
-  chat_form["messages"].push_back(Json{{"role", "assistant"}, {"content", "Checking.\n"},
-                                       {"reasoning_content", "The user wants the weather.\n"},
-                                       {"tool_calls", Json::array({Json{{"id", content[2]["id"]}, {"type", "function"},
-                                                                        {"function", {{"name", "get_weather"},
-                                                                                      {"arguments", content[2]["input"]}}}}})}});
-  chat_form["messages"].push_back(Json{{"role", "tool"}, {"tool_call_id", content[2]["id"]}, {"content", "sunny, 24 C"}});
+  Json chat_form = weather_follow_up_in_chat_form(content[2]["id"], content[2]["input"], Json::object());
+  chat_form["chat_template_kwargs"] = {{"enable_thinking", true}};
   auto tok = srv.post("/tokenize", chat_form);
   REQUIRE(tok.status == 200);
   const Json& u = r2.body["usage"];
@@ -374,10 +377,8 @@ TEST_CASE("responses: a text reply, whole and streamed, is the chat completion's
   TestServer srv;
   for (const auto& c : reference_chat_cases()) {
     INFO(dump_json(c["messages"]));
-    auto chat = srv.post("/v1/chat/completions",
-                         Json{{"messages", c["messages"]}, {"temperature", 0}, {"max_tokens", 24}});
-    REQUIRE(chat.status == 200);
-    const Json& choice = chat.body["choices"][0];
+    const Json chat = chat_reply(srv, c["messages"]);
+    const Json& choice = chat["choices"][0];
     Json b = {{"model", "tiny-qwen35"}, {"input", c["messages"]}, {"temperature", 0}, {"max_output_tokens", 24}};
     auto r = srv.post("/v1/responses", b);
     REQUIRE(r.status == 200);
@@ -387,8 +388,8 @@ TEST_CASE("responses: a text reply, whole and streamed, is the chat completion's
     const bool length = choice["finish_reason"] == "length";
     CHECK(r.body["status"] == (length ? "incomplete" : "completed"));
     if (length) CHECK(r.body["incomplete_details"]["reason"] == "max_output_tokens");
-    CHECK(r.body["usage"]["input_tokens"] == chat.body["usage"]["prompt_tokens"]);
-    CHECK(r.body["usage"]["output_tokens"] == chat.body["usage"]["completion_tokens"]);
+    CHECK(r.body["usage"]["input_tokens"] == chat["usage"]["prompt_tokens"]);
+    CHECK(r.body["usage"]["output_tokens"] == chat["usage"]["completion_tokens"]);
     CHECK(r.body["max_output_tokens"] == 24);
     CHECK(r.body["temperature"] == 0.0);
     CHECK(r.body["store"] == false);
@@ -452,18 +453,8 @@ TEST_CASE("responses: reasoning, a function call, then its output fed back", "[r
   follow["input"].push_back(Json{{"type", "function_call_output"}, {"call_id", out[2]["call_id"]}, {"output", "sunny, 24 C"}});
   auto r2 = srv.post("/v1/responses", follow);
   REQUIRE(r2.status == 200);
-  Json chat_form = {{"messages", question},
-                    {"tools", Json::array({Json{{"type", "function"},
-                                                {"function", {{"name", "get_weather"}, {"description", "Weather forecast"},
-                                                              {"parameters", Json::parse(kWeatherSchema)},
-                                                              {"strict", false}}}}})}};
-  chat_form["messages"].push_back(Json{{"role", "assistant"}, {"content", "Checking.\n"},
-                                       {"reasoning_content", "The user wants the weather.\n"},
-                                       {"tool_calls", Json::array({Json{{"id", out[2]["call_id"]}, {"type", "function"},
-                                                                        {"function", {{"name", "get_weather"},
-                                                                                      {"arguments", out[2]["arguments"]}}}}})}});
-  chat_form["messages"].push_back(Json{{"role", "tool"}, {"tool_call_id", out[2]["call_id"]}, {"content", "sunny, 24 C"}});
-  auto tok = srv.post("/tokenize", chat_form);
+  // The Responses tool's strict flag reaches the template as a chat tool's would.
+  auto tok = srv.post("/tokenize", weather_follow_up_in_chat_form(out[2]["call_id"], out[2]["arguments"], {{"strict", false}}));
   REQUIRE(tok.status == 200);
   CHECK(r2.body["usage"]["input_tokens"] == tok.body["count"]);
   CHECK(srv.wait_pools_free());

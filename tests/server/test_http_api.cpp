@@ -7,9 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <thread>
 
 #include "tests/server/server_fixture.h"
@@ -18,13 +16,6 @@ using namespace ds::test;
 using ds::server::dump_json;
 
 namespace {
-
-Json load_reference() {
-  std::ifstream in(data_path("tiny-qwen35/reference.json"));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return Json::parse(ss.str());
-}
 
 Json chat_body(const Json& messages, int max_tokens = 24) {
   return Json{{"model", "tiny-qwen35"}, {"messages", messages}, {"temperature", 0}, {"max_tokens", max_tokens}};
