@@ -52,6 +52,9 @@ class ReplyParts {
 class PartWriter : protected PartSink {
  public:
   explicit PartWriter(bool stream) : stream_(stream) {}
+  // parts_ refers to this object.
+  PartWriter(const PartWriter&) = delete;
+  PartWriter& operator=(const PartWriter&) = delete;
   // The events of one delta.
   std::string add(const ChoiceDelta& delta) {
     parts_.add(delta);
