@@ -9,7 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 TEST_TOOLS=1 scripts/setup.sh
 jobs=${JOBS:-$(nproc)}
-# The official openai npm client, for test_openai_npm (versions pinned by package-lock.json).
+# The official openai and @anthropic-ai/sdk npm clients, for test_openai_npm and
+# test_anthropic_npm (versions pinned by package-lock.json).
 (cd tests/npm && npm ci --no-audit --no-fund --loglevel=error)
 
 echo "== Release build"

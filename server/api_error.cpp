@@ -9,6 +9,20 @@ Json ApiError::body() const {
   return {{"error", std::move(e)}};
 }
 
+Json ApiError::anthropic_body() const {
+  const char* type = "invalid_request_error";
+  switch (status_) {
+    case 401: type = "authentication_error"; break;
+    case 403: type = "permission_error"; break;
+    case 404: type = "not_found_error"; break;
+    case 413: type = "request_too_large"; break;
+    case 429: type = "rate_limit_error"; break;
+    case 503: type = "overloaded_error"; break;
+    default: if (status_ >= 500) type = "api_error"; break;
+  }
+  return {{"type", "error"}, {"error", {{"type", type}, {"message", what()}}}};
+}
+
 ApiError bad_request(const std::string& message, const std::string& param) {
   return ApiError(400, message, "invalid_request_error", param);
 }
@@ -20,7 +34,7 @@ ApiError unsupported_field(const std::string& field, const std::string& why) {
 }
 
 ApiError unauthorized() {
-  return ApiError(401, "invalid or missing API key (send 'Authorization: Bearer <key>')",
+  return ApiError(401, "invalid or missing API key (send 'Authorization: Bearer <key>' or 'x-api-key: <key>')",
                   "authentication_error", {}, "invalid_api_key");
 }
 

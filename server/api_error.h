@@ -33,6 +33,11 @@ class ApiError : public std::runtime_error {
   }
 
   Json body() const;
+  // The same error as the Anthropic Messages API shapes it (/v1/messages):
+  //   {"type": "error", "error": {"type": "invalid_request_error", "message": "..."}}
+  // with Anthropic's type for the status (authentication_error, not_found_error,
+  // request_too_large, rate_limit_error, overloaded_error, api_error, ...).
+  Json anthropic_body() const;
 
  private:
   int status_;

@@ -57,6 +57,7 @@ ChoiceDelta ChoiceOutput::on_event(const scheduler::RequestEvent& e) {
   std::string text;
   if (e.token >= 0) {
     ++completion_tokens_;
+    if (opt_.split_reasoning && reasoning_.in_reasoning()) ++reasoning_tokens_;
     token_ids_.push_back(e.token);
     if (opt_.logprobs) d.logprobs.push_back({e.token, e.logprob, e.top_logprobs, text_bytes_});
     const bool ends_on_eos = final && e.finish == scheduler::FinishReason::stop && e.stop_token == e.token &&

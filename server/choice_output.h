@@ -76,6 +76,8 @@ class ChoiceOutput {
   // Finished by a stop string while the engine request still runs: cancel it.
   bool wants_cancel() const { return wants_cancel_; }
   int64_t completion_tokens() const { return completion_tokens_; }
+  // Of those, the tokens generated inside the reasoning block (its closing tag included).
+  int64_t reasoning_tokens() const { return reasoning_tokens_; }
   // Every generated token id taken so far (the eos that ended the reply included).
   const std::vector<int32_t>& token_ids() const { return token_ids_; }
   int num_tool_calls() const { return tools_.num_calls(); }
@@ -95,6 +97,7 @@ class ChoiceOutput {
   std::string error_;
   bool wants_cancel_ = false;
   int64_t completion_tokens_ = 0;
+  int64_t reasoning_tokens_ = 0;
   std::vector<int32_t> token_ids_;
   size_t text_bytes_ = 0;
 };

@@ -26,11 +26,14 @@ bool constant_time_equal(std::string_view given, const std::string& expected) {
   return diff == 0;
 }
 
-void send_error(HttpResponse& res, const ApiError& e) {
+// The Anthropic Messages routes answer errors in Anthropic's shape; the rest in OpenAI's.
+bool anthropic_path(std::string_view path) { return path.rfind("/v1/messages", 0) == 0; }
+
+void send_error(HttpResponse& res, const ApiError& e, bool anthropic = false) {
   res = HttpResponse{};
   res.status = e.status();
   if (e.retry_after() > 0) res.set_header("Retry-After", std::to_string(e.retry_after()));
-  res.body = dump_json(e.body());
+  res.body = dump_json(anthropic ? e.anthropic_body() : e.body());
 }
 
 // The transport's own refusals in the API's error shape.
@@ -85,29 +88,32 @@ struct HttpServer::Impl {
       fn(ctx);
     } catch (const ApiError& e) {
       if (e.status() >= 500) spdlog::warn("{} {}: {}", req.method, req.path, e.what());
-      send_error(res, e);
+      send_error(res, e, anthropic_path(req.path));
     } catch (const std::exception& e) {
       spdlog::error("{} {}: internal error: {}", req.method, req.path, e.what());
-      send_error(res, internal_error(std::string("internal error: ") + e.what()));
+      send_error(res, internal_error(std::string("internal error: ") + e.what()), anthropic_path(req.path));
     }
   }
 
+  // The key as "Authorization: Bearer <key>" (OpenAI clients, Anthropic's auth token) or
+  // "x-api-key: <key>" (Anthropic clients).
   bool authorized(const HttpRequest& req) const {
     if (opt.api_key.empty() || req.method == "OPTIONS" || req.path == "/health" || req.path == "/metrics") return true;
     constexpr std::string_view kBearer = "Bearer ";
     const std::string_view auth = req.header("Authorization");
     const std::string_view given = auth.substr(0, kBearer.size()) == kBearer ? auth.substr(kBearer.size()) : "";
-    return constant_time_equal(given, opt.api_key);
+    return constant_time_equal(given, opt.api_key) || constant_time_equal(req.header("x-api-key"), opt.api_key);
   }
 
   void handle(HttpRequest& req, HttpResponse& res) {
-    if (!authorized(req)) return send_error(res, unauthorized());
+    const bool anthropic = anthropic_path(req.path);
+    if (!authorized(req)) return send_error(res, unauthorized(), anthropic);
     const std::string& p = req.path;
     const std::string& m = req.method;
     if (m == "OPTIONS") {
       res.status = 204;
       res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-      res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+      res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type, x-api-key, anthropic-version, anthropic-beta");
       res.set_header("Access-Control-Max-Age", "86400");
       return;
     }
@@ -125,6 +131,9 @@ struct HttpServer::Impl {
         {"POST", "/v1/detokenize", handle_detokenize, false},
         {"POST", "/v1/chat/completions", handle_chat_completions, true},
         {"POST", "/v1/completions", handle_completions, true},
+        {"POST", "/v1/messages", handle_messages, true},
+        {"POST", "/v1/messages/count_tokens", handle_count_tokens, false},
+        {"POST", "/v1/responses", handle_responses, true},
     };
     if (p == "/health" && m == "GET") return health(res);
     if (p == "/metrics" && m == "GET") return render_metrics(res);
@@ -136,8 +145,8 @@ struct HttpServer::Impl {
       path_known = true;
       if (e.method == m) return guarded(req, res, e.generation, [&](const RouteContext& c) { e.route(c, req, res); });
     }
-    if (path_known) return send_error(res, method_not_allowed(m, p));
-    send_error(res, route_not_found(m, p));
+    if (path_known) return send_error(res, method_not_allowed(m, p), anthropic);
+    send_error(res, route_not_found(m, p), anthropic);
   }
 
   void health(HttpResponse& res) {

@@ -1,12 +1,15 @@
-// HttpServer: the OpenAI-compatible HTTP front end over one ServedModel, on our own HTTP/1.1
-// transport (http_transport.h: bounded heads, bodies, connections and time per connection).
+// HttpServer: the OpenAI- and Anthropic-compatible HTTP front end over one ServedModel, on our
+// own HTTP/1.1 transport (http_transport.h: bounded heads, bodies, connections and time per
+// connection).
 //
-// Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models[/{id}],
-// GET /health, GET /metrics, POST /tokenize, POST /detokenize (also under /v1/). Errors are
-// OpenAI error objects (api_error.h), including the transport's own (400 malformed, 408 slow,
-// 413 body too large, 431 head too large, 503 too many connections), 404 for an unknown
-// route and 405 for a known one with another method. With an API key every route except
-// /health, /metrics and CORS preflights needs "Authorization: Bearer <key>", compared in
+// Routes: POST /v1/chat/completions, POST /v1/completions, POST /v1/responses (OpenAI
+// Responses), POST /v1/messages and /v1/messages/count_tokens (Anthropic Messages),
+// GET /v1/models[/{id}], GET /health, GET /metrics, POST /tokenize, POST /detokenize (also
+// under /v1/). Errors are OpenAI error objects (api_error.h), Anthropic's on /v1/messages*,
+// including the transport's own (400 malformed, 408 slow, 413 body too large, 431 head too
+// large, 503 too many connections; always OpenAI's), 404 for an unknown route and 405 for a
+// known one with another method. With an API key every route except /health, /metrics and
+// CORS preflights needs "Authorization: Bearer <key>" or "x-api-key: <key>", compared in
 // constant time, before anything else is looked at.
 //
 // Life cycle: bind() (port 0 picks a free one) and start() listen at once, answering 503

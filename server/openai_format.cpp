@@ -204,4 +204,8 @@ Json usage_chunk_json(const ResponseHeader& h, bool chat, const Usage& usage) {
 
 std::string sse_event(const Json& j) { return "data: " + dump_json(j) + "\n\n"; }
 
+std::string sse_event(std::string_view name, const Json& j) {
+  return "event: " + std::string(name) + "\n" + sse_event(j);
+}
+
 }  // namespace ds::server

@@ -67,6 +67,8 @@ Json usage_chunk_json(const ResponseHeader& h, bool chat, const Usage& usage);
 
 // "data: <json>\n\n"
 std::string sse_event(const Json& j);
+// "event: <name>\ndata: <json>\n\n" (the Anthropic and Responses streams name their events)
+std::string sse_event(std::string_view name, const Json& j);
 inline constexpr const char* kSseDone = "data: [DONE]\n\n";
 
 }  // namespace ds::server

@@ -26,6 +26,9 @@ void check_model(const Json& body, const ServedModel& model);
 
 void handle_chat_completions(const RouteContext& ctx, const HttpRequest& req, HttpResponse& res);
 void handle_completions(const RouteContext& ctx, const HttpRequest& req, HttpResponse& res);
+void handle_messages(const RouteContext& ctx, const HttpRequest& req, HttpResponse& res);
+void handle_count_tokens(const RouteContext& ctx, const HttpRequest& req, HttpResponse& res);
+void handle_responses(const RouteContext& ctx, const HttpRequest& req, HttpResponse& res);
 void handle_models(const RouteContext& ctx, const HttpRequest& req, HttpResponse& res);
 void handle_model(const RouteContext& ctx, const HttpRequest& req, HttpResponse& res);
 void handle_tokenize(const RouteContext& ctx, const HttpRequest& req, HttpResponse& res);

@@ -2,7 +2,9 @@
 // model is involved: the JSON depth guard and parser (server/json.h), the generation
 // parameters (request_params.h), the chat fields and messages (chat_messages.h), and the
 // tool-call parser typed by the request's tool schemas (tool_call_parser.h) run over the
-// message texts as if the model had written them.
+// message texts as if the model had written them. The same body read as an Anthropic
+// Messages and an OpenAI Responses request (messages_request.h, responses_request.h) goes
+// through its translation and then the chat fields and parameters, as those routes do.
 // Invariant: bad input is an ApiError (a 4xx for the client) or nothing; any other exception
 // (a JSON type error, say, which the server would answer with a 500) escapes and is reported
 // as a crash, as are sanitizer findings.
@@ -14,7 +16,9 @@
 #include "server/api_error.h"
 #include "server/chat_messages.h"
 #include "server/json.h"
+#include "server/messages_request.h"
 #include "server/request_params.h"
+#include "server/responses_request.h"
 #include "server/tool_call_parser.h"
 
 using namespace ds::server;
@@ -34,6 +38,23 @@ void run_tool_parser(const Json& tools, const Json& messages) {
     parser.push(std::string_view(text).substr(text.size() / 2));
   }
   parser.flush();
+}
+
+// What the chat routes do with a chat body: its parameters and chat fields.
+void run_chat_body(const Json& body, const GenerationDefaults& defaults) {
+  parse_generation_params(body, Endpoint::chat, defaults, 1024);
+  const ChatFields f = parse_chat_fields(body);
+  run_tool_parser(f.tools, f.messages);
+}
+
+// Runs fn; a 4xx ApiError is a refusal, anything else escapes.
+template <class Fn>
+void refusals_only(Fn&& fn) {
+  try {
+    fn();
+  } catch (const ApiError& e) {
+    if (e.status() < 400 || e.status() >= 500) throw;
+  }
 }
 
 }  // namespace
@@ -56,5 +77,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const ApiError& e) {
     if (e.status() < 400 || e.status() >= 500) throw;
   }
+  refusals_only([&] {
+    run_chat_body(messages_to_chat_body(body, size % 3 ? MessagesEndpoint::create : MessagesEndpoint::count_tokens),
+                  defaults);
+  });
+  refusals_only([&] { run_chat_body(parse_responses_request(body).chat_body, defaults); });
   return 0;
 }

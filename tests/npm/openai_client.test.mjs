@@ -1,67 +1,27 @@
 // The official `openai` npm client against a live `serve` on the bundled tiny model.
 // Run by CTest (test_openai_npm) after scripts/test.sh has run `npm ci` here:
-//   SERVE_BIN=build/serve node tests/npm/openai_client.test.mjs
+//   SERVE_BIN=build/serve SCRIPTED_SERVE_BIN=build/scripted_serve node tests/npm/openai_client.test.mjs
 // Starts serve on a free port with an API key, checks what a JavaScript client relies on
-// (chat, streaming with usage, completions, n, seeds, stop, the SDK's error classes), then
-// stops it with SIGTERM and expects exit code 0.
-import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+// (chat, streaming with usage, completions, n, seeds, stop, the SDK's error classes, the
+// Responses API whole and streamed), then stops it with SIGTERM and expects exit code 0. A
+// function tool's round trip through responses.create runs against scripted_serve, whose
+// model calls the tool.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { KEY, MODEL, case0, importOrSkip, startWithClients, stopServers, weatherSchema } from './harness.mjs';
 
-let OpenAI;
-try {
-  OpenAI = (await import('openai')).default;
-} catch (e) {
-  // CTest reports exit code 77 as skipped; scripts/test.sh always installs the package.
-  console.error('the openai package is not installed: run `npm ci` in tests/npm (scripts/test.sh does)');
-  process.exit(77);
-}
+const OpenAI = await importOrSkip('openai');
 
-const here = dirname(fileURLToPath(import.meta.url));
-const root = join(here, '..', '..');
-const serveBin = process.env.SERVE_BIN || join(root, 'build', 'serve');
-const reference = JSON.parse(readFileSync(join(root, 'tests/data/tiny-qwen35/reference.json'), 'utf8'));
-// Case 0's 24 greedy tokens hold no special token, so its text is what the server returns.
-const case0 = reference.chat[0];
-const KEY = 'npm-test-key';
-const MODEL = 'tiny-qwen35';
-
-let server;
-let serverLog = '';
+let servers;
 let client;
+let toolClient;
 
 before(async () => {
-  server = spawn(serveBin, ['--port', '0', '--kv-cache-memory', '64MiB', '--max-num-seqs', '8', '--api-key', KEY],
-                 { stdio: ['ignore', 'pipe', 'pipe'] });
-  const port = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('serve did not become ready:\n' + serverLog)), 120000);
-    const onData = (d) => {
-      serverLog += d.toString();
-      const m = serverLog.match(/listening on http:\/\/[^ ]*:(\d+)/);
-      if (m && serverLog.includes('ready:')) {
-        clearTimeout(timer);
-        resolve(Number(m[1]));
-      }
-    };
-    server.stdout.on('data', onData);
-    server.stderr.on('data', onData);
-    server.on('exit', (code) => reject(new Error(`serve exited with ${code}:\n${serverLog}`)));
-  });
-  client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: KEY, maxRetries: 0, timeout: 120000 });
+  ({ servers, client, toolClient } = await startWithClients(
+    (baseURL) => new OpenAI({ baseURL, apiKey: KEY, maxRetries: 0, timeout: 120000 }), '/v1'));
 });
 
-after(async () => {
-  if (!server || server.exitCode !== null) return;
-  const code = await new Promise((resolve) => {
-    server.removeAllListeners('exit');
-    server.on('exit', (c, sig) => resolve(c === null ? sig : c));
-    server.kill('SIGTERM');
-  });
-  assert.equal(code, 0, 'serve exits 0 on SIGTERM');
-});
+after(() => stopServers(servers));
 
 test('chat completion: the reference greedy reply', async () => {
   const r = await client.chat.completions.create({
@@ -201,5 +161,93 @@ test('an unknown model is a NotFoundError (404)', async () => {
   await assert.rejects(
     client.chat.completions.create({ model: 'gpt-nothing', messages: case0.messages, max_tokens: 2 }),
     (e) => e instanceof OpenAI.NotFoundError && e.status === 404,
+  );
+});
+
+test('responses.create: the reference greedy reply as a message item, cut by max_output_tokens', async () => {
+  const r = await client.responses.create({ model: MODEL, input: case0.messages, temperature: 0, max_output_tokens: 24 });
+  assert.equal(r.object, 'response');
+  assert.match(r.id, /^resp_/);
+  assert.equal(r.status, 'incomplete');
+  assert.equal(r.incomplete_details.reason, 'max_output_tokens');
+  assert.equal(r.output.length, 1);
+  assert.equal(r.output[0].type, 'message');
+  assert.equal(r.output_text, case0.greedy_text);
+  assert.equal(r.usage.input_tokens, case0.prompt_ids.length);
+  assert.equal(r.usage.output_tokens, 24);
+  assert.equal(r.usage.total_tokens, case0.prompt_ids.length + 24);
+});
+
+test('responses.create with stream: text deltas add up; created first, incomplete last', async () => {
+  const stream = await client.responses.create({
+    model: MODEL, input: case0.messages, temperature: 0, max_output_tokens: 24, stream: true,
+  });
+  const types = [];
+  let text = '';
+  let final = null;
+  let sequence = 0;
+  for await (const ev of stream) {
+    assert.equal(ev.sequence_number, sequence++);
+    types.push(ev.type);
+    if (ev.type === 'response.output_text.delta') text += ev.delta;
+    if (ev.type === 'response.incomplete') final = ev.response;
+  }
+  assert.equal(types[0], 'response.created');
+  assert.equal(types.at(-1), 'response.incomplete');
+  assert.ok(types.includes('response.output_item.added') && types.includes('response.output_item.done'));
+  assert.equal(text, case0.greedy_text);
+  assert.equal(final.output[0].content[0].text, case0.greedy_text);
+  assert.equal(final.usage.output_tokens, 24);
+});
+
+test('responses: a function tool call, streamed with the SDK helper, then its output fed back', async () => {
+  const tools = [{ type: 'function', name: 'get_weather', description: 'Weather forecast', parameters: weatherSchema, strict: false }];
+  const input = [{ role: 'user', content: 'Weather in Paris?' }];
+  const r = await toolClient.responses.create({ model: MODEL, input, tools, max_output_tokens: 200 });
+  assert.equal(r.status, 'completed');
+  assert.deepEqual(r.output.map((i) => i.type), ['reasoning', 'message', 'function_call']);
+  assert.equal(r.output[0].content[0].text, 'The user wants the weather.\n');
+  assert.equal(r.output_text, 'Checking.\n');
+  const call = r.output[2];
+  assert.equal(call.name, 'get_weather');
+  assert.match(call.call_id, /^call_/);
+  assert.deepEqual(JSON.parse(call.arguments), { city: 'Paris', days: 2 });
+  assert.ok(r.usage.output_tokens_details.reasoning_tokens > 0);
+
+  const stream = toolClient.responses.stream({ model: MODEL, input, tools, max_output_tokens: 200 });
+  let args = '';
+  let textDeltas = '';
+  stream.on('response.function_call_arguments.delta', (e) => { args += e.delta; });
+  stream.on('response.output_text.delta', (e) => { textDeltas += e.delta; });
+  const final = await stream.finalResponse();
+  assert.equal(final.status, 'completed');
+  assert.equal(textDeltas, 'Checking.\n');
+  assert.deepEqual(JSON.parse(args), { city: 'Paris', days: 2 });
+  assert.equal(final.output[2].arguments, args);
+
+  // Stateless: the client sends the output items back with the function's output.
+  const r2 = await toolClient.responses.create({
+    model: MODEL, tools, max_output_tokens: 8,
+    input: [...input, ...r.output, { type: 'function_call_output', call_id: call.call_id, output: 'sunny, 24 C' }],
+  });
+  assert.ok(['completed', 'incomplete'].includes(r2.status));
+  assert.ok(r2.usage.input_tokens > r.usage.input_tokens);
+});
+
+test('responses: what needs stored responses or constrained decoding is a BadRequestError naming the field', async () => {
+  await assert.rejects(
+    client.responses.create({ model: MODEL, input: 'hi', previous_response_id: 'resp_123' }),
+    (e) => e instanceof OpenAI.BadRequestError && e.param === 'previous_response_id',
+  );
+  await assert.rejects(
+    client.responses.create({ model: MODEL, input: 'hi', store: true }),
+    (e) => e instanceof OpenAI.BadRequestError && e.param === 'store',
+  );
+  await assert.rejects(
+    client.responses.create({
+      model: MODEL, input: 'hi', tool_choice: 'required',
+      tools: [{ type: 'function', name: 'f', parameters: {}, strict: false }],
+    }),
+    (e) => e instanceof OpenAI.BadRequestError && e.param === 'tool_choice',
   );
 });

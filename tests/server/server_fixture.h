@@ -12,8 +12,10 @@
 
 #include <cerrno>
 #include <chrono>
+#include <fstream>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -202,6 +204,14 @@ inline SseStream parse_sse(const std::string& body) {
     s.events.push_back(Json::parse(data, nullptr, false));
   }
   return s;
+}
+
+// The tiny model's HF reference fixture (tests/data/tiny-qwen35/reference.json).
+inline Json load_reference() {
+  std::ifstream in(data_path("tiny-qwen35/reference.json"));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return Json::parse(ss.str());
 }
 
 // Token ids of `text` in the bundled tokenizer (scripts for the ScriptedModel).

@@ -20,13 +20,6 @@ using ds::server::dump_json;
 
 namespace {
 
-Json load_reference() {
-  std::ifstream in(data_path("tiny-qwen35/reference.json"));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return Json::parse(ss.str());
-}
-
 }  // namespace
 
 TEST_CASE("fixture chat cases: greedy replies equal the HF reference", "[fixture]") {
