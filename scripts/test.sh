@@ -30,7 +30,7 @@ if [ "${SKIP_SANITIZE:-0}" != "1" ]; then
         -DDELTASERVE_SANITIZE=ON -DDELTASERVE_CUDA=OFF
   cmake --build build-asan -j "$jobs"
   (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-     ctest --output-on-failure -LE 'gpu|slow' -j "$jobs")
+     ctest --output-on-failure -LE gpu -j "$jobs")
 fi
 # The request parsers under libFuzzer (clang, ASan + UBSan), FUZZ_SECONDS per target.
 echo "== fuzzing the request parsers"
