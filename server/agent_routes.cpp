@@ -71,22 +71,12 @@ double echoed(const Json& body, const char* key, float used) {
   return std::stod(fmt::format("{}", used));
 }
 
-// Messages: "stop" is the Anthropic stop_sequences; a forced tool call is explained in
-// Anthropic's terms.
+// Messages: "stop" is the Anthropic stop_sequences.
 const FieldNames kMessagesNames = {{"stop", "stop_sequences"}};
 
 template <class Fn>
-auto in_messages_terms(const Json& body, Fn&& fn) {
-  try {
-    return with_client_fields(kMessagesNames, fn);
-  } catch (const ApiError& e) {
-    if (e.param() != "tool_choice" || e.status() != 400) throw;
-    throw ApiError(400,
-                   "'tool_choice' " + dump_json(body["tool_choice"]) +
-                       " forces a tool call, which needs constrained decoding: not supported by this server yet; "
-                       "use {\"type\": \"auto\"} or {\"type\": \"none\"}",
-                   e.type(), "tool_choice", e.code());
-  }
+auto in_messages_terms(Fn&& fn) {
+  return with_client_fields(kMessagesNames, fn);
 }
 
 class MessagesStream final : public StreamFormat {
@@ -131,8 +121,8 @@ void handle_messages(const RouteContext& ctx, const HttpRequest& req, HttpRespon
   const ServedModel& m = ctx.model;
   const Json chat = messages_to_chat_body(body, MessagesEndpoint::create);
   const GenerationParams gp = in_messages_terms(
-      body, [&] { return parse_generation_params(chat, Endpoint::chat, m.defaults, m.engine->vocab_size()); });
-  auto job = in_messages_terms(body, [&] { return start_chat_job(ctx, chat, gp, {"messages", "max_tokens"}); });
+      [&] { return parse_generation_params(chat, Endpoint::chat, m.defaults, m.engine->vocab_size()); });
+  auto job = in_messages_terms([&] { return start_chat_job(ctx, chat, gp, {"messages", "max_tokens"}); });
   auto writer = std::make_unique<MessageWriter>(random_id("msg_"), m.name, gp.stream);
   if (gp.stream) return stream_job(ctx, req, res, std::move(job), std::make_unique<MessagesStream>(std::move(writer)));
   run_job(ctx, req, *job, [&](ChoiceUpdate& u) { writer->add(u.delta); });
@@ -146,7 +136,7 @@ void handle_count_tokens(const RouteContext& ctx, const HttpRequest& req, HttpRe
   const Json body = parse_json_body(req);
   check_model(body, ctx.model);
   const Json chat = messages_to_chat_body(body, MessagesEndpoint::count_tokens);
-  const ChatPrompt p = in_messages_terms(body, [&] { return build_chat_prompt(chat, ctx.model); });
+  const ChatPrompt p = in_messages_terms([&] { return build_chat_prompt(chat, ctx.model); });
   send_json(res, 200, Json{{"input_tokens", p.ids.size()}});
 }
 

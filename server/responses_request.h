@@ -13,8 +13,8 @@
 //    item references and built-in tool items are refused by name;
 //  * tools: function tools ({type: function, name, description, parameters, strict}) ->
 //    chat function tools; built-in tools (web_search, file_search, ...) are refused;
-//  * tool_choice auto | none | required | {type: function, name} -> the chat forms (forcing
-//    a call is refused by the chat fields, one place, until constrained decoding lands);
+//  * tool_choice auto | none | required | {type: function, name} -> the chat forms (a forced
+//    call is sampled under the tool-call grammar, as in chat);
 //  * reasoning.effort none | minimal -> chat_template_kwargs.enable_thinking = false, low |
 //    medium | high -> true, absent -> the template's default; text.format -> response_format;
 //    max_output_tokens -> max_tokens; temperature, top_p, stream carry over;

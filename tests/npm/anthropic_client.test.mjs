@@ -121,12 +121,18 @@ test('errors: the SDK error classes, Anthropic error bodies', async () => {
     client.messages.create({ model: MODEL, messages: case0.messages }),  // no max_tokens
     (e) => e instanceof Anthropic.BadRequestError && e.status === 400 && e.error.error.type === 'invalid_request_error',
   );
+  // A forced tool call is sampled under the tool-call grammar (structured outputs): accepted.
+  const forced = await client.messages.create({
+    model: MODEL, max_tokens: 4, messages: case0.messages, tool_choice: { type: 'any' },
+    tools: [{ name: 'f', input_schema: { type: 'object' } }],
+  });
+  assert.equal(forced.type, 'message');
   await assert.rejects(
     client.messages.create({
-      model: MODEL, max_tokens: 4, messages: case0.messages, tool_choice: { type: 'any' },
+      model: MODEL, max_tokens: 4, messages: case0.messages, tool_choice: { type: 'tool', name: 'nope' },
       tools: [{ name: 'f', input_schema: { type: 'object' } }],
     }),
-    (e) => e instanceof Anthropic.BadRequestError && /constrained decoding/.test(e.message),
+    (e) => e instanceof Anthropic.BadRequestError && /nope/.test(e.message),
   );
   await assert.rejects(
     client.messages.create({ model: 'claude-sonnet-4-5', max_tokens: 4, messages: case0.messages }),

@@ -234,7 +234,7 @@ test('responses: a function tool call, streamed with the SDK helper, then its ou
   assert.ok(r2.usage.input_tokens > r.usage.input_tokens);
 });
 
-test('responses: what needs stored responses or constrained decoding is a BadRequestError naming the field', async () => {
+test('responses: what needs stored responses is a BadRequestError naming the field', async () => {
   await assert.rejects(
     client.responses.create({ model: MODEL, input: 'hi', previous_response_id: 'resp_123' }),
     (e) => e instanceof OpenAI.BadRequestError && e.param === 'previous_response_id',
@@ -243,11 +243,14 @@ test('responses: what needs stored responses or constrained decoding is a BadReq
     client.responses.create({ model: MODEL, input: 'hi', store: true }),
     (e) => e instanceof OpenAI.BadRequestError && e.param === 'store',
   );
+  // A forced call is sampled under the tool-call grammar (structured outputs): accepted.
+  const forced = await client.responses.create({
+    model: MODEL, input: 'hi', tool_choice: 'required', max_output_tokens: 4,
+    tools: [{ type: 'function', name: 'f', parameters: {}, strict: false }],
+  });
+  assert.ok(['completed', 'incomplete'].includes(forced.status));
   await assert.rejects(
-    client.responses.create({
-      model: MODEL, input: 'hi', tool_choice: 'required',
-      tools: [{ type: 'function', name: 'f', parameters: {}, strict: false }],
-    }),
-    (e) => e instanceof OpenAI.BadRequestError && e.param === 'tool_choice',
+    client.responses.create({ model: MODEL, input: 'hi', text: { format: { type: 'xml' } } }),
+    (e) => e instanceof OpenAI.BadRequestError && e.param === 'text.format',
   );
 });

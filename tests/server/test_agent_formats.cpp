@@ -199,7 +199,7 @@ TEST_CASE("responses request: input items become chat messages", "[agent]") {
   CHECK(one.chat_body["messages"] == Json::parse(R"([{"role": "user", "content": "hi"}])"));
   CHECK(one.chat_body["chat_template_kwargs"]["enable_thinking"] == false);
   CHECK_FALSE(parse_responses_request(Json::parse(R"({"input": "hi"})")).chat_body.contains("chat_template_kwargs"));
-  // text.format and tool_choice in chat terms (the chat side refuses what needs constrained decoding).
+  // text.format and tool_choice in chat terms (the chat side compiles their grammars).
   auto fmt = parse_responses_request(Json::parse(R"({"input": "hi", "tool_choice": {"type": "function", "name": "f"},
       "text": {"format": {"type": "json_schema", "name": "x", "schema": {"type": "object"}, "strict": true}}})"));
   CHECK(fmt.chat_body["response_format"] ==

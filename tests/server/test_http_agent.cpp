@@ -309,13 +309,16 @@ TEST_CASE("messages: errors are Anthropic error objects; x-api-key or Bearer", "
   b.erase("max_tokens");
   expect(srv.post("/v1/messages", b), 400, "invalid_request_error", "max_tokens");
   b = ok;
-  b["tool_choice"] = {{"type", "any"}};
   b["tools"] = Json::array({Json{{"name", "f"}, {"input_schema", {{"type", "object"}}}}});
-  expect(srv.post("/v1/messages", b), 400, "invalid_request_error", "constrained decoding");
-  b["tool_choice"] = {{"type", "tool"}, {"name", "f"}};
-  expect(srv.post("/v1/messages", b), 400, "invalid_request_error", "constrained decoding");
-  b["tool_choice"] = {{"type", "auto"}};
-  CHECK(srv.post("/v1/messages", b).status == 200);
+  // A forced tool call samples under the tool-call grammar (structured outputs).
+  for (const Json& tc : {Json{{"type", "any"}}, Json{{"type", "tool"}, {"name", "f"}}, Json{{"type", "auto"}}}) {
+    b["tool_choice"] = tc;
+    CHECK(srv.post("/v1/messages", b).status == 200);
+  }
+  b["tool_choice"] = {{"type", "tool"}, {"name", "g"}};
+  expect(srv.post("/v1/messages", b), 400, "invalid_request_error", "g");
+  b["tool_choice"] = {{"type", "sometimes"}};
+  expect(srv.post("/v1/messages", b), 400, "invalid_request_error", "tool_choice");
   b = ok;
   b["stop_sequences"] = Json::array({""});
   expect(srv.post("/v1/messages", b), 400, "invalid_request_error", "'stop_sequences'");
@@ -479,13 +482,13 @@ TEST_CASE("responses: errors are OpenAI error objects naming the Responses field
   b["previous_response_id"] = "resp_123";
   expect(srv.post("/v1/responses", b), 400, "previous_response_id");
   b = ok;
-  b["tools"] = Json::array({Json{{"type", "function"}, {"name", "f"}}});
-  b["tool_choice"] = "required";
-  expect(srv.post("/v1/responses", b), 400, "tool_choice");
-  b["tool_choice"] = {{"type", "function"}, {"name", "f"}};
+  b["tool_choice"] = {{"type", "web_search"}};
   expect(srv.post("/v1/responses", b), 400, "tool_choice");
   b = ok;
+  // text.format becomes the chat response_format (structured outputs).
   b["text"] = {{"format", {{"type", "json_object"}}}};
+  CHECK(srv.post("/v1/responses", b).status == 200);
+  b["text"] = {{"format", {{"type", "xml"}}}};
   expect(srv.post("/v1/responses", b), 400, "text.format");
   b = ok;
   b["max_output_tokens"] = 100;  // beyond the 64-token context
