@@ -3,9 +3,11 @@
 //
 // Per step: the host turns each row's logit_bias and token history into a short list of
 // per-token edits (bias, repetition, frequency count: the distinct tokens, as the CPU sampler
-// does) and draws the row's uniform from its own SamplerRng (one per non-greedy row); rows
-// with edits are copied and edited on the device; then one thread block per row finds the
-// token. No sort: greedy is an argmax; min_p, top_k and top_p are cuts found by bisection
+// does) and draws the row's uniform from its own SamplerRng (one per non-greedy row); the
+// token bitmasks of the rows that carry one (structured outputs) travel in the same staged
+// upload, at most ceil(vocab / 32) words a row; rows with edits are copied and edited on the
+// device; then one thread block per row finds the token, reading a masked token as -inf
+// (in the sampling and in the logprobs alike, as kernels/sampler.h asks). No sort: greedy is an argmax; min_p, top_k and top_p are cuts found by bisection
 // over the order-preserving integer image of the floats (counts for top_k, probability mass
 // for top_p), with ties taken in token order exactly as the CPU sampler's order (largest
 // first, ties by token id); the draw is the same kind of search over the cumulative mass in
