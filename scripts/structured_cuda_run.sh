@@ -3,7 +3,7 @@
 # beside this script): the CUDA sampler against the CPU sampler ("[cuda_sampler]", token masks
 # included), then the structured-generation suite on the tiny model through the CUDA backend
 # and its sampler (bf16 as served, and f32 weights). Logs under $OUT, a summary last.
-#   [DEADLINE=s] bash .devbuild/cuda-masks/structured_cuda_run.sh
+#   [DEADLINE=s] [BACKENDS="cuda cuda-f32"] bash .devbuild/cuda-masks/structured_cuda_run.sh
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 START=$SECONDS
@@ -31,7 +31,7 @@ note "bundle commit $(tr '\n' ' ' < "$B/COMMIT"); $(nvidia-smi --query-gpu=name,
 
 timeout $(left) "$B/bin/test_cuda_backend_ops_gpu" "[cuda_sampler]" -r compact > "$OUT/masks_sampler.log" 2>&1
 note "test_cuda_backend_ops_gpu [cuda_sampler] rc=$? $(grep -E '^(Passed|Failed)|test cases' "$OUT/masks_sampler.log" | tail -1)"
-for be in cuda cuda-f32; do
+for be in ${BACKENDS:-cuda cuda-f32}; do
   t=$(left); [ "$t" -gt 10 ] || { note "no time for the structured suite on $be"; continue; }
   s=$SECONDS
   DELTASERVE_TEST_BACKEND=$be timeout "$t" "$B/bin/test_structured_generation" -r compact > "$OUT/masks_structured_$be.log" 2>&1

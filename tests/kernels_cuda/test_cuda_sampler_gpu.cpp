@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <memory>
 #include <random>
 #include <span>
 
@@ -16,9 +17,80 @@ using kernels::SampledToken;
 using kernels::SampleRow;
 using SamplingParams = kernels::SamplerSettings;
 
+namespace {
+
+const std::vector<int32_t> kPrompt = {1, 2, 3, 17, 40000, 5};
+const std::vector<int32_t> kGenerated = {5, 5, 7, 123, 17};
+
+// One batch through both samplers: row r has params[r], masks[r] (none when empty or absent)
+// and a generator seeded seed0 + r on each side.
+struct BothSampled {
+  std::vector<SampledToken> cpu, gpu;
+  std::vector<kernels::SamplerRng> cpu_rng, gpu_rng;
+};
+
+BothSampled sample_both(kernels::Backend& gpu, kernels::Sampler& gs, const std::vector<SamplingParams>& params,
+                        const std::vector<float>& logits, int64_t V, uint64_t seed0,
+                        const std::vector<std::vector<uint32_t>>& masks = {}) {
+  static const auto cs = kernels::cpu::make_cpu_sampler();
+  const auto R = static_cast<int64_t>(params.size());
+  BothSampled b;
+  for (int64_t r = 0; r < R; ++r) {
+    b.cpu_rng.emplace_back(seed0 + static_cast<uint64_t>(r));
+    b.gpu_rng.emplace_back(seed0 + static_cast<uint64_t>(r));
+  }
+  std::vector<SampleRow> rows_c, rows_g;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const std::span<const uint32_t> mask = i < masks.size() ? std::span<const uint32_t>(masks[i]) : std::span<const uint32_t>();
+    rows_c.push_back({&params[i], kPrompt, kGenerated, &b.cpu_rng[i], mask});
+    rows_g.push_back({&params[i], kPrompt, kGenerated, &b.gpu_rng[i], mask});
+  }
+  auto host = std::make_shared<std::vector<float>>(logits);
+  kernels::Tensor lc(std::shared_ptr<void>(host, host->data()), host->data(), DType::f32, {R, V});
+  kernels::Tensor lg = gpu.alloc(DType::f32, {R, V});
+  gpu.copy_from_host(logits, lg);
+  b.cpu.resize(params.size());
+  b.gpu.resize(params.size());
+  cs->sample(lc, rows_c, b.cpu);
+  gs.sample(lg, rows_g, b.gpu);
+  return b;
+}
+
+// Whether two logprobs agree: both -inf (a masked alternative), or within the tolerance.
+bool same_logprob(float a, float b) {
+  if (std::isinf(a) || std::isinf(b)) return a == b;
+  return std::fabs(a - b) <= 1e-4f;
+}
+
+// Row r of both samplers: the same token, logprobs and alternatives, and both generators
+// advanced alike (one draw per sampled non-greedy row; a row that cannot be sampled fails its
+// request, whatever its generator did).
+void check_same_row(const BothSampled& b, const std::vector<SamplingParams>& params, size_t r) {
+  const SampledToken& g = b.gpu[r];
+  const SampledToken& c = b.cpu[r];
+  CHECK(g.token == c.token);
+  if (c.token >= 0 && params[r].logprobs) {
+    CHECK(same_logprob(g.logprob, c.logprob));
+    REQUIRE(g.top.size() == c.top.size());
+    for (size_t k = 0; k < g.top.size(); ++k) {
+      INFO("alternative " << k << ": " << g.top[k].token << " " << g.top[k].logprob << " vs " << c.top[k].token << " "
+                          << c.top[k].logprob);
+      CHECK(g.top[k].token == c.top[k].token);
+      CHECK(same_logprob(g.top[k].logprob, c.top[k].logprob));
+    }
+  }
+  if (c.token >= 0) CHECK(b.gpu_rng[r].state == b.cpu_rng[r].state);
+}
+
+bool allowed_by(std::span<const uint32_t> mask, int32_t t) {
+  const auto w = static_cast<size_t>(t) / 32;
+  return w < mask.size() && (mask[w] >> (t % 32) & 1u);
+}
+
+}  // namespace
+
 TEST_CASE("cuda sampler: same tokens and logprobs as the CPU sampler", "[cuda_sampler][gpu]") {
   auto gpu = cuda::make_cuda_backend();
-  auto cs = kernels::cpu::make_cpu_sampler();
   auto gs = cuda::make_cuda_sampler(*gpu);
   const int64_t V = 50000;
   std::vector<SamplingParams> params(12);
@@ -38,62 +110,18 @@ TEST_CASE("cuda sampler: same tokens and logprobs as the CPU sampler", "[cuda_sa
 
   std::mt19937_64 rng(3);
   std::normal_distribution<float> nd(0.0f, 3.0f);
-  const std::vector<int32_t> prompt = {1, 2, 3, 17, 40000, 5};
-  const std::vector<int32_t> generated = {5, 5, 7, 123, 17};
   for (int trial = 0; trial < 6; ++trial) {
-    const auto R = static_cast<int64_t>(params.size());
-    std::vector<float> logits(static_cast<size_t>(R * V));
+    std::vector<float> logits(params.size() * static_cast<size_t>(V));
     for (auto& x : logits) x = nd(rng);
     if (trial == 5) logits[3 * V + 11] = NAN;  // row 3 cannot be sampled
-    std::vector<kernels::SamplerRng> rc, rg;
-    for (int64_t r = 0; r < R; ++r) rc.emplace_back(1000 * trial + r), rg.emplace_back(1000 * trial + r);
-    std::vector<SampleRow> rows_c, rows_g;
-    for (int64_t r = 0; r < R; ++r) {
-      rows_c.push_back({&params[static_cast<size_t>(r)], prompt, generated, &rc[static_cast<size_t>(r)]});
-      rows_g.push_back({&params[static_cast<size_t>(r)], prompt, generated, &rg[static_cast<size_t>(r)]});
-    }
-    auto host = std::make_shared<std::vector<float>>(logits);
-    kernels::Tensor lc(std::shared_ptr<void>(host, host->data()), host->data(), DType::f32, {R, V});
-    kernels::Tensor lg = gpu->alloc(DType::f32, {R, V});
-    gpu->copy_from_host(logits, lg);
-    std::vector<SampledToken> oc(static_cast<size_t>(R)), og(static_cast<size_t>(R));
-    cs->sample(lc, rows_c, oc);
-    gs->sample(lg, rows_g, og);
-    for (int64_t r = 0; r < R; ++r) {
+    const BothSampled b = sample_both(*gpu, *gs, params, logits, V, 1000 * static_cast<uint64_t>(trial));
+    for (size_t r = 0; r < params.size(); ++r) {
       INFO("trial " << trial << " row " << r);
-      const auto& a = og[static_cast<size_t>(r)];
-      const auto& b = oc[static_cast<size_t>(r)];
-      CHECK(a.token == b.token);
-      if (b.token >= 0 && params[static_cast<size_t>(r)].logprobs) {
-        CHECK(a.logprob == Approx(b.logprob).margin(1e-4));
-        REQUIRE(a.top.size() == b.top.size());
-        for (size_t k = 0; k < a.top.size(); ++k) {
-          CHECK(a.top[k].token == b.top[k].token);
-          CHECK(a.top[k].logprob == Approx(b.top[k].logprob).margin(1e-4));
-        }
-      }
-      // Both generators advanced alike (one draw per sampled non-greedy row; a row that
-      // cannot be sampled fails its request, whatever its generator did).
-      if (b.token >= 0) CHECK(rg[static_cast<size_t>(r)].state == rc[static_cast<size_t>(r)].state);
+      check_same_row(b, params, r);
     }
-    if (trial == 5) CHECK(og[3].token == -1);
+    if (trial == 5) CHECK(b.gpu[3].token == -1);
   }
 }
-
-namespace {
-
-// Whether two logprobs agree: both -inf (a masked alternative), or within the tolerance.
-bool same_logprob(float a, float b) {
-  if (std::isinf(a) || std::isinf(b)) return a == b;
-  return std::fabs(a - b) <= 1e-4f;
-}
-
-bool allowed_by(std::span<const uint32_t> mask, int32_t t) {
-  const auto w = static_cast<size_t>(t) / 32;
-  return w < mask.size() && (mask[w] >> (t % 32) & 1u);
-}
-
-}  // namespace
 
 // Structured outputs' token bitmasks (kernels/sampler.h): random subsets of a vocabulary that
 // is not a whole number of words, a row with one allowed token, a mask shorter than the
@@ -102,7 +130,6 @@ bool allowed_by(std::span<const uint32_t> mask, int32_t t) {
 // logprobs of the masked row with top_logprobs (past the allowed tokens: -inf, in token order).
 TEST_CASE("cuda sampler: token masks as the CPU sampler", "[cuda_sampler][gpu][masks]") {
   auto gpu = cuda::make_cuda_backend();
-  auto cs = kernels::cpu::make_cpu_sampler();
   auto gs = cuda::make_cuda_sampler(*gpu);
   REQUIRE(gs->applies_token_masks());
   const int64_t V = 50000;  // 1562.5 words: the last word is half the vocabulary's
@@ -125,11 +152,8 @@ TEST_CASE("cuda sampler: token masks as the CPU sampler", "[cuda_sampler][gpu][m
 
   std::mt19937_64 rng(7);
   std::normal_distribution<float> nd(0.0f, 3.0f);
-  const std::vector<int32_t> prompt = {1, 2, 3, 17, 40000, 5};
-  const std::vector<int32_t> generated = {5, 5, 7, 123, 17};
   for (int trial = 0; trial < 5; ++trial) {
-    const auto R = static_cast<int64_t>(params.size());
-    std::vector<float> logits(static_cast<size_t>(R * V));
+    std::vector<float> logits(params.size() * static_cast<size_t>(V));
     for (auto& x : logits) x = nd(rng);
     auto random_mask = [&](double p_allowed, size_t words) {
       std::vector<uint32_t> m(words, 0);
@@ -138,7 +162,7 @@ TEST_CASE("cuda sampler: token masks as the CPU sampler", "[cuda_sampler][gpu][m
         if (keep(rng)) m[t / 32] |= 1u << (t % 32);
       return m;
     };
-    std::vector<std::vector<uint32_t>> masks(static_cast<size_t>(R));
+    std::vector<std::vector<uint32_t>> masks(params.size());
     masks[0] = random_mask(0.3, W);
     masks[1] = random_mask(0.05, W);
     masks[3] = std::vector<uint32_t>(W, 0);
@@ -150,7 +174,7 @@ TEST_CASE("cuda sampler: token masks as the CPU sampler", "[cuda_sampler][gpu][m
     masks[7] = random_mask(0.01, W);
     masks[8] = std::vector<uint32_t>(W + 3, ~0u);  // everything, and words past the vocabulary
     masks[9] = std::vector<uint32_t>(W, 0);
-    masks[9][W / 2] = 0x00f0f00fu;  // a few tokens of one word, the history's among none
+    masks[9][W / 2] = 0x00f0f00fu;  // a few tokens of one word
     masks[10] = std::vector<uint32_t>(W, 0);  // nothing allowed: the row fails
     masks[11] = random_mask(0.001, W);
     masks[11][40000 / 32] |= 1u << (40000 % 32);
@@ -158,53 +182,24 @@ TEST_CASE("cuda sampler: token masks as the CPU sampler", "[cuda_sampler][gpu][m
       // A NaN under a forbidden token is never read; one in a row without a mask fails it.
       masks[0][0] &= ~2u;
       logits[1] = NAN;
-      logits[static_cast<size_t>(5 * V + 2)] = NAN;
+      logits[5 * static_cast<size_t>(V) + 2] = NAN;
     }
-
-    std::vector<kernels::SamplerRng> rc, rg;
-    for (int64_t r = 0; r < R; ++r) rc.emplace_back(77 * trial + r), rg.emplace_back(77 * trial + r);
-    std::vector<SampleRow> rows_c, rows_g;
-    for (int64_t r = 0; r < R; ++r) {
-      const auto i = static_cast<size_t>(r);
-      rows_c.push_back({&params[i], prompt, generated, &rc[i], masks[i]});
-      rows_g.push_back({&params[i], prompt, generated, &rg[i], masks[i]});
-    }
-    auto host = std::make_shared<std::vector<float>>(logits);
-    kernels::Tensor lc(std::shared_ptr<void>(host, host->data()), host->data(), DType::f32, {R, V});
-    kernels::Tensor lg = gpu->alloc(DType::f32, {R, V});
-    gpu->copy_from_host(logits, lg);
-    std::vector<SampledToken> oc(static_cast<size_t>(R)), og(static_cast<size_t>(R));
-    cs->sample(lc, rows_c, oc);
-    gs->sample(lg, rows_g, og);
-    for (int64_t r = 0; r < R; ++r) {
+    const BothSampled b = sample_both(*gpu, *gs, params, logits, V, 77 * static_cast<uint64_t>(trial), masks);
+    for (size_t r = 0; r < params.size(); ++r) {
       INFO("trial " << trial << " row " << r);
-      const auto i = static_cast<size_t>(r);
-      const auto& a = og[i];
-      const auto& b = oc[i];
-      CHECK(a.token == b.token);
-      if (!masks[i].empty() && a.token >= 0) CHECK(allowed_by(masks[i], a.token));
-      if (b.token >= 0 && params[i].logprobs) {
-        CHECK(same_logprob(a.logprob, b.logprob));
-        CHECK(std::isfinite(a.logprob));
-        REQUIRE(a.top.size() == b.top.size());
-        for (size_t k = 0; k < a.top.size(); ++k) {
-          INFO("alternative " << k << ": " << a.top[k].token << " " << a.top[k].logprob << " vs " << b.top[k].token
-                              << " " << b.top[k].logprob);
-          CHECK(a.top[k].token == b.top[k].token);
-          CHECK(same_logprob(a.top[k].logprob, b.top[k].logprob));
-        }
-      }
-      if (b.token >= 0) CHECK(rg[i].state == rc[i].state);
+      check_same_row(b, params, r);
+      if (!masks[r].empty() && b.gpu[r].token >= 0) CHECK(allowed_by(masks[r], b.gpu[r].token));
+      if (b.gpu[r].token >= 0 && params[r].logprobs) CHECK(std::isfinite(b.gpu[r].logprob));
     }
-    CHECK(og[3].token == only);
-    CHECK(og[3].logprob == Approx(0.0f).margin(1e-6));  // the masked row's whole mass
-    REQUIRE(og[3].top.size() == 5);
-    CHECK(std::isinf(og[3].top[1].logprob));
-    CHECK(og[10].token == -1);
-    CHECK(og[0].token >= 0);
-    if (trial == 4) CHECK(og[5].token == -1);
-    CHECK(og[6].token != 17);
-    CHECK(og[6].token != 18);
-    if (og[4].token >= 0) CHECK(og[4].token < static_cast<int32_t>(W / 3 * 32));
+    CHECK(b.gpu[3].token == only);
+    CHECK(b.gpu[3].logprob == Approx(0.0f).margin(1e-6));  // the masked row's whole mass
+    REQUIRE(b.gpu[3].top.size() == 5);
+    CHECK(std::isinf(b.gpu[3].top[1].logprob));
+    CHECK(b.gpu[10].token == -1);
+    CHECK(b.gpu[0].token >= 0);
+    if (trial == 4) CHECK(b.gpu[5].token == -1);
+    CHECK(b.gpu[6].token != 17);
+    CHECK(b.gpu[6].token != 18);
+    if (b.gpu[4].token >= 0) CHECK(b.gpu[4].token < static_cast<int32_t>(W / 3 * 32));
   }
 }
