@@ -41,7 +41,8 @@ BothSampled sample_both(kernels::Backend& gpu, kernels::Sampler& gs, const std::
   }
   std::vector<SampleRow> rows_c, rows_g;
   for (size_t i = 0; i < params.size(); ++i) {
-    const std::span<const uint32_t> mask = i < masks.size() ? std::span<const uint32_t>(masks[i]) : std::span<const uint32_t>();
+    std::span<const uint32_t> mask;
+    if (i < masks.size()) mask = masks[i];
     rows_c.push_back({&params[i], kPrompt, kGenerated, &b.cpu_rng[i], mask});
     rows_g.push_back({&params[i], kPrompt, kGenerated, &b.gpu_rng[i], mask});
   }
