@@ -95,7 +95,7 @@ struct SampleRow {
   std::span<const int32_t> generated;  // all penalties
   SamplerRng* rng = nullptr;           // advanced by one draw per non-greedy sample
   // Empty: every token may be chosen. Otherwise bit t % 32 of word t / 32 says whether
-  // token t may (at least ceil(vocab / 32) words).
+  // token t may; tokens past the span's words may not.
   std::span<const uint32_t> allowed = {};
 };
 

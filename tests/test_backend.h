@@ -2,6 +2,8 @@
 // `cuda` (the CUDA backend as served: bf16) or `cuda-f32` (the CUDA backend in its f32-weight
 // reference mode). Tests that use it run unchanged on the GPU machine with the variable set;
 // a binary built without CUDA refuses a cuda value instead of silently testing the CPU.
+// make_test_sampler gives an engine the sampler a server would use on that backend (the device
+// sampler on CUDA, reading logits left in place: Qwen35ForwardModel's logits_in_place).
 #pragma once
 
 #include <cstdlib>
@@ -11,8 +13,10 @@
 
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/sampler.h"
 #ifdef DELTASERVE_HAS_CUDA
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_sampler.h"
 #endif
 
 namespace ds::test {
@@ -37,6 +41,19 @@ inline std::unique_ptr<kernels::Backend> make_test_backend() {
   }
 #endif
   throw std::runtime_error("DELTASERVE_TEST_BACKEND=" + name + ": not a backend of this build (cpu, cuda, cuda-f32)");
+}
+
+// Whether make_test_sampler samples on the device (the forward model must then leave the
+// logits in place).
+inline bool test_sampler_on_device() { return test_backend_name() != "cpu"; }
+
+// The sampler of an engine on `backend` (make_test_backend's): the CUDA sampler on a CUDA
+// backend, the CPU sampler otherwise.
+inline std::unique_ptr<kernels::Sampler> make_test_sampler([[maybe_unused]] kernels::Backend& backend) {
+#ifdef DELTASERVE_HAS_CUDA
+  if (test_sampler_on_device()) return cuda::make_cuda_sampler(backend);
+#endif
+  return kernels::cpu::make_cpu_sampler();
 }
 
 }  // namespace ds::test

@@ -1,5 +1,5 @@
 // CudaSampler (cuda_sampler.h): the host side -- each row's edits (bias, repetition, frequency
-// count of its distinct tokens) and uniform, one staged upload, the kernels of
+// count of its distinct tokens), uniform and token mask, one staged upload, the kernels of
 // sampler_kernels.cu, and the download of the chosen tokens and logprobs.
 #include "kernels/cuda/cuda_sampler.h"
 
@@ -30,6 +30,8 @@ class CudaSampler final : public kernels::Sampler {
     if (pinned_) cudaFreeHost(pinned_);
   }
 
+  bool applies_token_masks() const override { return true; }
+
   void do_sample(const kernels::Tensor& logits, std::span<const kernels::SampleRow> rows,
                  std::span<kernels::SampledToken> out) override {
     const int64_t vocab = logits.dim(1);
@@ -38,6 +40,10 @@ class CudaSampler final : public kernels::Sampler {
     edits_.clear();
     biases_.clear();
     edit_rows_.clear();
+    // Masks, in words: a row's words past the vocabulary are not uploaded, and a row without
+    // a mask (mask_offset -1) adds nothing.
+    const int64_t vocab_words = (vocab + 31) / 32;
+    int64_t mask_words = 0;
     for (int32_t r = 0; r < n_rows; ++r) {
       const kernels::SampleRow& row = rows[static_cast<size_t>(r)];
       const kernels::SamplerSettings& p = *row.settings;
@@ -49,22 +55,37 @@ class CudaSampler final : public kernels::Sampler {
       d.min_p = p.min_p;
       d.n_top = p.logprobs ? p.top_logprobs : -1;
       d.u = d.sample ? row.rng->next_unit() : 0.0;
+      d.mask_offset = -1;
+      d.mask_words = 0;
+      if (!row.allowed.empty()) {
+        d.mask_offset = mask_words;
+        d.mask_words = std::min<int64_t>(static_cast<int64_t>(row.allowed.size()), vocab_words);
+        mask_words += d.mask_words;
+      }
       const size_t before = edits_.size();
       add_edits(r, p, row, vocab);
       d.use_work = edits_.size() > before ? 1 : 0;
       if (d.use_work) edit_rows_.push_back(r);
     }
-    // One staged upload: descriptors, edits, biases, edited-row list.
+    // One staged upload: descriptors, edits, biases, edited-row list, masks.
     const size_t b_desc = descs_.size() * sizeof(RowDesc), b_edit = edits_.size() * sizeof(Edit),
-                 b_bias = biases_.size() * 4, b_rows = edit_rows_.size() * 4;
+                 b_bias = biases_.size() * 4, b_rows = edit_rows_.size() * 4,
+                 b_mask = static_cast<size_t>(mask_words) * sizeof(uint32_t);
     const size_t o_edit = align(b_desc), o_bias = o_edit + align(b_edit), o_rows = o_bias + align(b_bias),
-                 o_res = o_rows + align(b_rows), b_res = rows.size() * sizeof(RowResult);
+                 o_mask = o_rows + align(b_rows), o_res = o_mask + align(b_mask),
+                 b_res = rows.size() * sizeof(RowResult);
     const size_t total = o_res + align(b_res);
     reserve(total);
     std::memcpy(pinned_, descs_.data(), b_desc);
     if (b_edit) std::memcpy(pinned_ + o_edit, edits_.data(), b_edit);
     if (b_bias) std::memcpy(pinned_ + o_bias, biases_.data(), b_bias);
     if (b_rows) std::memcpy(pinned_ + o_rows, edit_rows_.data(), b_rows);
+    for (size_t r = 0; r < rows.size(); ++r) {
+      const RowDesc& d = descs_[r];
+      if (d.mask_offset >= 0)
+        std::memcpy(pinned_ + o_mask + static_cast<size_t>(d.mask_offset) * sizeof(uint32_t), rows[r].allowed.data(),
+                    static_cast<size_t>(d.mask_words) * sizeof(uint32_t));
+    }
     ops::check_cuda(cudaMemcpyAsync(dev_, pinned_, o_res, cudaMemcpyHostToDevice, stream_), "sampler: upload");
     const auto* dlogits = logits.data_as<const float>();
     if (!edit_rows_.empty()) {
@@ -74,7 +95,8 @@ class CudaSampler final : public kernels::Sampler {
                    static_cast<int32_t>(edits_.size()), reinterpret_cast<const float*>(dev_ + o_bias), vocab, stream_);
     }
     auto* res = reinterpret_cast<RowResult*>(dev_ + o_res);
-    launch_sample(dlogits, work_, reinterpret_cast<const RowDesc*>(dev_), n_rows, vocab, res, stream_);
+    const auto* masks = b_mask ? reinterpret_cast<const uint32_t*>(dev_ + o_mask) : nullptr;
+    launch_sample(dlogits, work_, reinterpret_cast<const RowDesc*>(dev_), masks, n_rows, vocab, res, stream_);
     results_.resize(rows.size());
     ops::check_cuda(cudaMemcpyAsync(results_.data(), res, b_res, cudaMemcpyDeviceToHost, stream_), "sampler: download");
     ops::check_cuda(cudaStreamSynchronize(stream_), "sampler (or the forward before it)");

@@ -1,6 +1,7 @@
 // The device sampler's kernels (sampler_kernels.h): the edits, and one 1024-thread block per
 // row that finds its token by argmax or by bisection searches (cuda_sampler.h), then its raw
-// logprobs.
+// logprobs. A row's token mask is applied where the row is read (RowIn), so a masked row costs
+// no copy, and a masked token is skipped without reading its logit.
 #include "kernels/cuda/sampler_kernels.h"
 
 #include <algorithm>
@@ -80,6 +81,19 @@ __device__ void block_best(float& v, int& id, Shared& sh) {
   __syncthreads();
 }
 
+// One row as the sampling sees it: its logits (raw or edited), -inf where its mask, if any,
+// forbids the token (words past mask_words forbid every token, as kernels/sampler.h says).
+struct RowIn {
+  const float* p;
+  const uint32_t* mask;  // null: no mask
+  int64_t words;
+  __device__ __forceinline__ float operator[](int i) const {
+    if (mask == nullptr) return p[i];
+    const int64_t w = i >> 5;
+    return w < words && ((__ldg(mask + w) >> (i & 31)) & 1u) ? p[i] : -INFINITY;
+  }
+};
+
 __global__ void copy_rows_kernel(const float* logits, float* work, const int32_t* rows, int64_t vocab) {
   const int64_t r = rows[blockIdx.y];
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < vocab; i += int64_t{gridDim.x} * blockDim.x)
@@ -102,12 +116,13 @@ __global__ void edits_kernel(const Edit* edits, int32_t n, const float* biases, 
 }
 
 __global__ void __launch_bounds__(kThreads) sample_kernel(const float* logits, const float* work, const RowDesc* descs,
-                                                          int64_t vocab, RowResult* results) {
+                                                          const uint32_t* masks, int64_t vocab, RowResult* results) {
   __shared__ Shared sh;
   const int row = blockIdx.x;
   const RowDesc d = descs[row];
-  const float* raw = logits + static_cast<int64_t>(row) * vocab;
-  const float* x = (d.use_work ? work : logits) + static_cast<int64_t>(row) * vocab;
+  const uint32_t* mask = d.mask_offset >= 0 ? masks + d.mask_offset : nullptr;
+  const RowIn raw{logits + static_cast<int64_t>(row) * vocab, mask, d.mask_words};
+  const RowIn x{(d.use_work ? work : logits) + static_cast<int64_t>(row) * vocab, mask, d.mask_words};
   const int tid = threadIdx.x;
   const int n = static_cast<int>(vocab);
   int token = -1;
@@ -277,8 +292,10 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const float* logits, c
   // Raw log-softmax: the chosen token's and the n best.
   float m = -INFINITY;
   int mi = -1;
-  for (int i = tid; i < n; i += kThreads)
-    if (mi < 0 || raw[i] > m) m = raw[i], mi = i;
+  for (int i = tid; i < n; i += kThreads) {
+    const float v = raw[i];
+    if (mi < 0 || v > m) m = v, mi = i;
+  }
   block_best(m, mi, sh);
   double s = 0;
   for (int i = tid; i < n; i += kThreads) s += static_cast<double>(expf(raw[i] - m));
@@ -320,10 +337,10 @@ void launch_edits(const float* logits, float* work, const int32_t* edit_rows, in
   }
 }
 
-void launch_sample(const float* logits, const float* work, const RowDesc* descs, int32_t n_rows, int64_t vocab,
-                   RowResult* results, void* stream) {
-  sample_kernel<<<static_cast<unsigned>(n_rows), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(logits, work, descs,
-                                                                                                   vocab, results);
+void launch_sample(const float* logits, const float* work, const RowDesc* descs, const uint32_t* masks, int32_t n_rows,
+                   int64_t vocab, RowResult* results, void* stream) {
+  sample_kernel<<<static_cast<unsigned>(n_rows), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      logits, work, descs, masks, vocab, results);
   ops::check_launch("sampler kernel");
 }
 

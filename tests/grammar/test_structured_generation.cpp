@@ -2,14 +2,16 @@
 // (Debian's json-schema-test-suite, drafts 4, 6 and 7) that the compiler supports, and for the
 // OpenAI-style tool schemas of tests/data/grammar/tool_schemas.json (tuples in the draft 7 form,
 // items + additionalItems, which valijson reads), the random tiny model
-// generates under the schema's grammar through the engine (CPU backend, temperature 1, three
-// seeds); every output that ends by itself must parse and validate against the schema with an
+// generates under the schema's grammar through the engine (CPU backend, or DELTASERVE_TEST_BACKEND
+// with its sampler: on cuda / cuda-f32 the masks are applied by the CUDA sampler; temperature 1,
+// three seeds); every output that ends by itself must parse and validate against the schema with an
 // independent validator (valijson). Outputs cut by max_tokens are counted, not judged.
 //
 // A random model at temperature 1 picks among the allowed tokens nearly uniformly, so inside
 // a string it would almost never pick one of the few tokens that close it. The requests add a
 // logit_bias to the tokens that contain JSON structure characters (still temperature 1, still
 // any allowed token), so that most values end within max_tokens and the check has substance.
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -21,14 +23,13 @@
 #include <valijson/validation_results.hpp>
 #include <valijson/validator.hpp>
 
-#include "kernels/cpu/cpu_backend.h"
-#include "kernels/cpu/sampler.h"
 #include "model/grammar/json_schema.h"
 #include "model/qwen35/model.h"
 #include "scheduler/engine.h"
 #include "scheduler/qwen35_forward_model.h"
 #include "tests/grammar/grammar_test_util.h"
 #include "tests/scheduler/engine_test_util.h"
+#include "tests/test_backend.h"
 
 using namespace ds;
 
@@ -44,7 +45,8 @@ struct Case {
 std::vector<Case> suite_cases(int& unsupported, std::vector<std::string>& reasons) {
   std::vector<Case> out;
   std::set<std::string> seen;
-  const std::filesystem::path root = JSON_SCHEMA_TEST_SUITE_DIR;
+  const char* env = std::getenv("JSON_SCHEMA_TEST_SUITE_DIR");  // a copy, on a machine without the package
+  const std::filesystem::path root = env && *env ? env : JSON_SCHEMA_TEST_SUITE_DIR;
   for (const char* draft : {"draft4", "draft6", "draft7"}) {
     std::vector<std::filesystem::path> files;
     for (const auto& f : std::filesystem::directory_iterator(root / draft))
@@ -127,15 +129,15 @@ TEST_CASE("structured generation: every completed output validates against its s
                    << cases.size() - from_suite << " tool schemas");
   REQUIRE(cases.size() >= 100);
 
-  auto backend = kernels::cpu::make_cpu_backend();
+  auto backend = test::make_test_backend();  // DELTASERVE_TEST_BACKEND (tests/test_backend.h)
   auto model = qwen35::Model::load(*backend, test::data_path("tiny-qwen35"));
-  scheduler::Qwen35ForwardModel forward(*model);
+  scheduler::Qwen35ForwardModel forward(*model, /*logits_in_place=*/test::test_sampler_on_device());
   scheduler::EngineConfig config;
   config.scheduler.max_num_seqs = 128;
   config.scheduler.max_num_batched_tokens = 2048;
   config.num_blocks = 128 * 24;
   config.max_ctx = 384;
-  scheduler::Engine engine(forward, config, kernels::cpu::make_cpu_sampler());
+  scheduler::Engine engine(forward, config, test::make_test_sampler(*backend));
 
   const tok::Tokenizer& tok = test::grammar_tiny_tokenizer();
   const std::vector<int32_t> prompt = tok.encode("Reply with one JSON value:");
