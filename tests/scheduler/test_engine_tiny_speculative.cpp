@@ -46,7 +46,11 @@ void check_same(const std::vector<Outcome>& got, const std::vector<Outcome>& pla
   for (size_t i = 0; i < got.size(); ++i) {
     INFO("request " << i);
     CHECK(got[i].finish == FinishReason::length);
-    CHECK(Tiny::same_run(got[i].tokens, plain[i].tokens));
+    // On a GPU a verify chunk's rows go through other kernels than one-token decode steps (other
+    // rounding), so a fixture prompt may leave plain decoding's tokens at one of the reference's
+    // near-ties (H200, cuda-f32: prompt 1, step 18); there the reference decides. On the CPU
+    // the tokens are plain decoding's exactly.
+    if (i >= 6 || test::test_backend_name() == "cpu") CHECK(Tiny::same_run(got[i].tokens, plain[i].tokens));
     if (i < 6) CHECK(t.matches_greedy(got[i].tokens, i));
   }
 }
