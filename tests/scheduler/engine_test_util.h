@@ -16,6 +16,21 @@
 
 namespace ds::test {
 
+// The engine configuration of the FakeModel tests: small pools, any context, invariant checks
+// after every step.
+inline scheduler::EngineConfig fake_engine_config(int32_t blocks, int32_t block_size, int32_t max_seqs,
+                                                  int64_t budget) {
+  scheduler::EngineConfig c;
+  c.scheduler.max_num_seqs = max_seqs;
+  c.scheduler.max_num_batched_tokens = budget;
+  c.block_size = block_size;
+  c.num_blocks = blocks;
+  c.max_ctx = 1 << 20;
+  c.max_queue = 10000;
+  c.check_invariants = true;
+  return c;
+}
+
 struct Outcome {
   std::vector<int32_t> tokens;
   std::vector<scheduler::RequestEvent> events;

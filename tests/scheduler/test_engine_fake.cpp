@@ -9,12 +9,13 @@
 #include <random>
 #include <thread>
 
-#include "engine_test_util.h"
+#include "engine_checks.h"
 #include "fake_model.h"
 #include "scheduler/engine.h"
 
 using namespace ds;
 using namespace ds::scheduler;
+using ds::test::check_pools_free;
 using ds::test::collect;
 using ds::test::FakeModel;
 using ds::test::GatedModel;
@@ -24,15 +25,7 @@ namespace {
 
 EngineConfig small_config(int32_t blocks = 64, int32_t block_size = 4, int32_t max_seqs = 8,
                           int64_t budget = 32) {
-  EngineConfig c;
-  c.scheduler.max_num_seqs = max_seqs;
-  c.scheduler.max_num_batched_tokens = budget;
-  c.block_size = block_size;
-  c.num_blocks = blocks;
-  c.max_ctx = 1 << 20;
-  c.max_queue = 1000;
-  c.check_invariants = true;
-  return c;
+  return ds::test::fake_engine_config(blocks, block_size, max_seqs, budget);
 }
 
 std::vector<int32_t> random_prompt(std::mt19937& rng, int64_t len, int64_t vocab) {
@@ -49,14 +42,6 @@ std::vector<int32_t> stop_ids_for(const FakeModel& m, const Request& r) {
     s.insert(s.end(), eos.begin(), eos.end());
   }
   return s;
-}
-
-void check_pools_free(const Engine& e) {
-  REQUIRE(test::wait_stats(e, [](const EngineStats& s) { return s.running == 0 && s.waiting == 0; }));
-  const EngineStats s = e.stats();
-  CHECK(s.blocks_used == 0);
-  CHECK(s.slots_used == 0);
-  CHECK(s.invariant_violations == 0);
 }
 
 }  // namespace

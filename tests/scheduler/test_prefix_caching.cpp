@@ -23,14 +23,7 @@ using ds::test::Outcome;
 namespace {
 
 EngineConfig cached_config(int32_t blocks = 256, int32_t snapshots = 16, int32_t max_seqs = 8, int64_t budget = 64) {
-  EngineConfig c;
-  c.scheduler.max_num_seqs = max_seqs;
-  c.scheduler.max_num_batched_tokens = budget;
-  c.block_size = 16;
-  c.num_blocks = blocks;
-  c.max_ctx = 1 << 20;
-  c.max_queue = 1000;
-  c.check_invariants = true;
+  EngineConfig c = ds::test::fake_engine_config(blocks, 16, max_seqs, budget);
   c.prefix_caching = true;
   c.num_snapshots = snapshots;
   return c;

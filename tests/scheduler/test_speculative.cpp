@@ -12,7 +12,7 @@
 #include <map>
 #include <random>
 
-#include "engine_test_util.h"
+#include "engine_checks.h"
 #include "fake_model.h"
 #include "scheduler/engine.h"
 #include "scheduler/ngram_drafter.h"
@@ -20,7 +20,9 @@
 
 using namespace ds;
 using namespace ds::scheduler;
+using ds::test::check_pools_free;
 using ds::test::collect;
+using ds::test::run_together;
 using ds::test::FakeModel;
 using ds::test::Outcome;
 
@@ -28,14 +30,7 @@ namespace {
 
 EngineConfig config(SpeculativeConfig spec, int32_t blocks = 256, int32_t block_size = 4, int32_t max_seqs = 8,
                     int64_t budget = 64) {
-  EngineConfig c;
-  c.scheduler.max_num_seqs = max_seqs;
-  c.scheduler.max_num_batched_tokens = budget;
-  c.block_size = block_size;
-  c.num_blocks = blocks;
-  c.max_ctx = 1 << 20;
-  c.max_queue = 10000;
-  c.check_invariants = true;
+  EngineConfig c = ds::test::fake_engine_config(blocks, block_size, max_seqs, budget);
   c.speculative = std::move(spec);
   return c;
 }
@@ -89,26 +84,6 @@ std::vector<Request> mixed_requests(int32_t vocab, uint64_t seed) {
     }
   }
   return out;
-}
-
-std::vector<Outcome> run_all(Engine& engine, const std::vector<Request>& reqs) {
-  std::vector<RequestHandle> hs;
-  for (const Request& r : reqs) {
-    auto s = engine.submit(r);
-    REQUIRE(s.ok());
-    hs.push_back(std::move(s.handle));
-  }
-  std::vector<Outcome> out;
-  for (auto& h : hs) out.push_back(collect(h));
-  return out;
-}
-
-void check_pools_free(const Engine& e) {
-  REQUIRE(test::wait_stats(e, [](const EngineStats& s) { return s.running == 0 && s.waiting == 0; }));
-  const EngineStats s = e.stats();
-  CHECK(s.blocks_used == 0);
-  CHECK(s.slots_used == 0);
-  CHECK(s.invariant_violations == 0);
 }
 
 // Same tokens, logprobs, top logprobs and finish as the run without speculation.
@@ -185,7 +160,7 @@ TEST_CASE("speculative: every method and K is bit-identical to plain decoding", 
   std::vector<Outcome> plain;
   {
     Engine engine(model, config({}), kernels::cpu::make_cpu_sampler());
-    plain = run_all(engine, reqs);
+    plain = run_together(engine, reqs);
     check_pools_free(engine);
   }
   for (const Request& r : reqs) REQUIRE_FALSE(r.prompt->empty());
@@ -194,8 +169,8 @@ TEST_CASE("speculative: every method and K is bit-identical to plain decoding", 
       for (double a : method == std::string("replay") ? std::vector<double>{1.0, 0.6} : std::vector<double>{1.0}) {
         INFO(method << " K=" << k << " acceptance " << a);
         Engine engine(model, config(spec(method, k, a)), kernels::cpu::make_cpu_sampler());
-        if (method == std::string("replay")) run_all(engine, reqs);  // warms the record
-        check_same(run_all(engine, reqs), plain);
+        if (method == std::string("replay")) run_together(engine, reqs);  // warms the record
+        check_same(run_together(engine, reqs), plain);
         check_pools_free(engine);
         const EngineStats st = engine.stats();
         CHECK(st.spec_decode_drafts_total > 0);
@@ -231,7 +206,7 @@ TEST_CASE("speculative: stops and length limits inside the accepted tokens", "[s
     first.push_back(r);
   }
   Engine engine(model, config(spec("replay", 4)), kernels::cpu::make_cpu_sampler());
-  const std::vector<Outcome> recorded = run_all(engine, first);
+  const std::vector<Outcome> recorded = run_together(engine, first);
   // Again, now ending early: at a stop token from the middle of the recorded output (the drafts
   // run past it), or at a max_tokens / max_ctx that falls inside a verify step.
   std::vector<Request> second = first;
@@ -239,7 +214,7 @@ TEST_CASE("speculative: stops and length limits inside the accepted tokens", "[s
     if (i % 3 == 0) second[i].stop_token_ids = {recorded[i].tokens[7 + i]};
     if (i % 3 == 1) second[i].max_tokens = 9 + static_cast<int64_t>(i);
   }
-  const std::vector<Outcome> out = run_all(engine, second);
+  const std::vector<Outcome> out = run_together(engine, second);
   for (size_t i = 0; i < second.size(); ++i) {
     INFO("request " << i);
     const auto want = model.reference_tokens(*second[i].prompt, second[i].max_tokens, second[i].stop_token_ids,
@@ -263,8 +238,8 @@ TEST_CASE("speculative: stops and length limits inside the accepted tokens", "[s
   r.max_tokens = 100;
   r.ignore_eos = true;
   r.sampling.temperature = 0;
-  run_all(limited, {r});
-  const std::vector<Outcome> o = run_all(limited, {r});
+  run_together(limited, {r});
+  const std::vector<Outcome> o = run_together(limited, {r});
   CHECK(o[0].tokens == model.reference_tokens(*r.prompt, 100, {}, 20, r.sampling, 0));
   CHECK(o[0].tokens.size() == 14);
   CHECK(o[0].finish == FinishReason::length);
@@ -283,7 +258,7 @@ TEST_CASE("speculative: preemption and slot pressure keep outputs exact and pool
   std::vector<Outcome> plain;
   {
     Engine engine(model, config({}, 256), kernels::cpu::make_cpu_sampler());
-    plain = run_all(engine, reqs);
+    plain = run_together(engine, reqs);
   }
   for (int32_t k : {2, 4}) {
     INFO("K=" << k);
@@ -293,8 +268,8 @@ TEST_CASE("speculative: preemption and slot pressure keep outputs exact and pool
     cfg.max_ctx = 96;
     cfg.num_slots = 8;
     Engine engine(model, cfg, kernels::cpu::make_cpu_sampler());
-    run_all(engine, reqs);
-    const std::vector<Outcome> out = run_all(engine, reqs);
+    run_together(engine, reqs);
+    const std::vector<Outcome> out = run_together(engine, reqs);
     for (size_t i = 0; i < reqs.size(); ++i) CHECK(out[i].tokens == plain[i].tokens);
     const EngineStats st = engine.stats();
     CHECK(st.preemptions_total > 0);
@@ -356,7 +331,7 @@ TEST_CASE("speculative: sampled outputs follow the target distribution (chi-squa
     reqs.push_back(r);
   }
   std::vector<std::vector<int64_t>> counts(n_tokens, std::vector<int64_t>(vocab, 0));
-  for (const Outcome& o : run_all(engine, reqs)) {
+  for (const Outcome& o : run_together(engine, reqs)) {
     REQUIRE(o.tokens.size() == static_cast<size_t>(n_tokens));
     for (int p = 0; p < n_tokens; ++p) ++counts[static_cast<size_t>(p)][static_cast<size_t>(o.tokens[static_cast<size_t>(p)])];
   }

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "engine_test_util.h"
+#include "engine_checks.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "model/qwen35/model.h"
 #include "model/qwen35/reference_file.h"
@@ -111,18 +111,7 @@ inline std::vector<int32_t> random_prompt(std::mt19937& rng, int64_t len) {
   return p;
 }
 
-// Submits every request at once and collects them all.
-inline std::vector<Outcome> run_together(Engine& engine, const std::vector<Request>& reqs) {
-  std::vector<RequestHandle> hs;
-  for (const Request& r : reqs) {
-    auto s = engine.submit(r);
-    REQUIRE(s.ok());
-    hs.push_back(std::move(s.handle));
-  }
-  std::vector<Outcome> out;
-  for (auto& h : hs) out.push_back(collect(h));
-  return out;
-}
+using ds::test::run_together;
 
 // One request at a time: each alone in its batches.
 inline std::vector<Outcome> run_alone(Engine& engine, const std::vector<Request>& reqs) {
@@ -131,13 +120,7 @@ inline std::vector<Outcome> run_alone(Engine& engine, const std::vector<Request>
   return out;
 }
 
-inline void check_pools_free(const Engine& e) {
-  REQUIRE(test::wait_stats(e, [](const EngineStats& s) { return s.running == 0 && s.waiting == 0; }));
-  const EngineStats s = e.stats();
-  CHECK(s.blocks_used == 0);
-  CHECK(s.slots_used == 0);
-  CHECK(s.invariant_violations == 0);
-}
+using ds::test::check_pools_free;
 
 inline std::vector<Request> reference_requests() {
   std::vector<Request> reqs;
