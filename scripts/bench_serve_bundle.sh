@@ -9,6 +9,8 @@
 #   (then on the device: bash .devbuild/bench-serve/bench_serve_gpu.sh)
 # TARGETS picks other binaries, e.g. for scripts/prefix_cache_gpu.sh:
 #   TARGETS="serve bench_serve test_engine_tiny" DEST=.devbuild/prefix scripts/bench_serve_bundle.sh
+# or for scripts/structured_serve_gpu.sh:
+#   TARGETS="serve bench_serve bench_grammar" DEST=.devbuild/bench-structured scripts/bench_serve_bundle.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEST=${DEST:-.devbuild/bench-serve}
@@ -25,6 +27,7 @@ for t in $targets; do ldd "build-cuda/$t"; done | awk '/=> \//{print $3}' | sort
 { git rev-parse HEAD; git status --porcelain | grep -q . && echo "+local changes"; } > "$stage/COMMIT" || true
 mkdir -p "$DEST"
 tar -C "$stage" -cf - . | xz -T2 -6 > "$DEST/bundle.tar.xz"
-cp scripts/bench_serve_gpu.sh scripts/prefix_cache_gpu.sh scripts/serve_gpu_common.sh scripts/make_random_checkpoint.py \
+cp scripts/bench_serve_gpu.sh scripts/prefix_cache_gpu.sh scripts/structured_serve_gpu.sh scripts/serve_gpu_common.sh \
+   scripts/make_random_checkpoint.py \
    scripts/make_checkpoint_tokenizer.py scripts/bench_serve_report.py "$DEST/"
 ls -la "$DEST"

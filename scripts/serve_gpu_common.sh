@@ -1,5 +1,5 @@
 # Sourced by the serving scripts that run on the GPU machine (bench_serve_gpu.sh,
-# prefix_cache_gpu.sh), staged beside them by bench_serve_bundle.sh. Expects OUT (where the
+# prefix_cache_gpu.sh, structured_serve_gpu.sh), staged beside them by bench_serve_bundle.sh. Expects OUT (where the
 # results go), R (a scratch folder for the raw results), BUNDLE (the bundle to unpack) and
 # DEADLINE (seconds for the whole command). Gives: B (the unpacked bundle, its libraries and the
 # machine's cuBLAS on LD_LIBRARY_PATH), left (seconds left), note (a line for the summary),

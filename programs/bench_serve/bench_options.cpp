@@ -43,6 +43,12 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
   app.add_flag("--ignore-eos", o.ignore_eos, "Send ignore_eos: every reply runs to max_tokens");
   app.add_option("--temperature", o.temperature, "Sampling temperature (default: the server's)");
   app.add_option("--extra-body", o.extra_body, "JSON object merged into every request body");
+  app.add_option("--structured-fraction", o.structured_fraction,
+                 "Fraction of the requests (chosen from --seed) constrained by --structured-body")
+      ->capture_default_str();
+  app.add_option("--structured-body", o.structured_body,
+                 "JSON object merged into the constrained requests (default: a response_format "
+                 "json_schema for chat, structured_outputs.json for completions, of a small record)");
 
   app.add_option("--max-concurrency", o.max_concurrency, "Requests in flight at most (0: no limit)")
       ->capture_default_str();
@@ -84,6 +90,9 @@ std::string validate_options(const BenchOptions& o) {
   if (o.warmup < 0) return "--warmup must be >= 0";
   if (!(o.request_timeout > 0)) return "--request-timeout must be positive";
   if (o.temperature && !(*o.temperature >= 0)) return "--temperature must be >= 0";
+  if (!(o.structured_fraction >= 0 && o.structured_fraction <= 1)) return "--structured-fraction must be in [0, 1]";
+  if (!o.structured_body.empty() && o.structured_fraction == 0)
+    return "--structured-body needs a --structured-fraction above 0";
   return {};
 }
 

@@ -39,6 +39,10 @@ struct BenchOptions {
   bool ignore_eos = false;
   std::optional<double> temperature;  // sent only when given (else the server's default)
   std::string extra_body;             // a JSON object merged into every request body
+  // Structured outputs: this fraction of the requests (chosen from --seed) also carry
+  // structured_body, merged in before extra_body; empty: default_structured_body().
+  double structured_fraction = 0;
+  std::string structured_body;
 
   // How to send it.
   int max_concurrency = 0;  // requests in flight at most; 0 = no limit

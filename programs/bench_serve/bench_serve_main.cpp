@@ -71,8 +71,12 @@ int run(const BenchOptions& o) {
   info.request_rate = o.request_rate;
   info.warmup = o.warmup;
   info.seed = o.seed;
-  std::fprintf(stderr, "bench_serve: %zu requests (%s, %zu sessions) to %s%s, model %s\n", info.requests,
-               o.dataset.c_str(), info.sessions, o.base_url.c_str(), o.endpoint.c_str(), model.c_str());
+  size_t constrained = 0;
+  for (const Session& s : sessions)
+    for (const Turn& t : s.turns) constrained += t.structured ? 1 : 0;
+  std::fprintf(stderr, "bench_serve: %zu requests (%s, %zu sessions; %zu constrained) to %s%s, model %s\n",
+               info.requests, o.dataset.c_str(), info.sessions, constrained, o.base_url.c_str(), o.endpoint.c_str(),
+               model.c_str());
 
   if (o.warmup > 0) warm_up(o, address, body, sessions);
 

@@ -51,12 +51,13 @@ LoadRun run_load(const ServerAddress& address, const std::string& api_key, const
       RequestResult& r = run.results[offset[i] + t];
       const Turn& turn = s.turns[t];
       const Json input = s.conversation ? conversation_messages(s, replies, t) : turn.input;
-      const std::string request = body.make(input, turn.max_tokens);
+      const std::string request = body.make(input, turn.max_tokens, turn.structured);
       progress.started();
       const double sent = seconds_since(start);
       r = client.stream(body.route(), request, body.chat());
       r.start = sent;
       r.turn = static_cast<int>(t);
+      r.structured = turn.structured;
       progress.finished(r.success);
       if (!r.success) {
         std::call_once(first_error, [&] { progress.note("first error: " + r.error); });
@@ -64,6 +65,7 @@ LoadRun run_load(const ServerAddress& address, const std::string& api_key, const
           RequestResult& skipped = run.results[offset[i] + rest];
           skipped.error = "not sent: turn " + std::to_string(t + 1) + " of its conversation failed";
           skipped.turn = static_cast<int>(rest);
+          skipped.structured = s.turns[rest].structured;
           skipped.start = seconds_since(start);
           progress.skipped();
         }

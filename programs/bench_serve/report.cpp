@@ -30,6 +30,23 @@ std::string utc_now() {
   return buf;
 }
 
+double mean_output_tokens(const RequestClassMetrics& c) {
+  return c.completed ? static_cast<double>(c.output_tokens) / static_cast<double>(c.completed) : 0.0;
+}
+
+Json class_json(const RequestClassMetrics& c) {
+  return {{"requests", c.requests},
+          {"completed", c.completed},
+          {"failed", c.failed},
+          {"finished_by_length", c.finished_by_length},
+          {"total_output_tokens", c.output_tokens},
+          {"mean_output_tokens", mean_output_tokens(c)},
+          {"mean_tpot_ms", c.tpot.mean},
+          {"median_tpot_ms", c.tpot.median},
+          {"p99_tpot_ms", c.tpot.p99},
+          {"median_e2el_ms", c.e2el.median}};
+}
+
 }  // namespace
 
 void print_report(std::FILE* out, const RunInfo& info, const ServingMetrics& m) {
@@ -59,6 +76,15 @@ void print_report(std::FILE* out, const RunInfo& info, const ServingMetrics& m) 
   for (int i = 0; i < 4; ++i) {
     const Distribution& d = metric(m, i);
     std::fprintf(out, "%-10s %10.2f %10.2f %10.2f %10.2f %10zu\n", labels[i], d.mean, d.p50, d.p90, d.p99, d.count);
+  }
+  if (m.structured.requests > 0) {
+    std::fprintf(out, "Structured outputs: %zu constrained, %zu unconstrained requests\n%-14s %9s %7s %9s %11s %10s %10s %10s\n",
+                 m.structured.requests, m.unstructured.requests, "requests", "completed", "failed", "length",
+                 "mean out tok", "TPOT mean", "TPOT p50", "TPOT p99");
+    for (const auto& [name, c] : {std::pair<const char*, const RequestClassMetrics&>{"constrained", m.structured},
+                                  std::pair<const char*, const RequestClassMetrics&>{"unconstrained", m.unstructured}})
+      std::fprintf(out, "%-14s %9zu %7zu %9zu %11.1f %10.2f %10.2f %10.2f\n", name, c.completed, c.failed,
+                   c.finished_by_length, mean_output_tokens(c), c.tpot.mean, c.tpot.p50, c.tpot.p99);
   }
   if (!m.turns.empty()) {
     std::fprintf(out, "TTFT by turn (ms)\n%-6s %9s %7s %12s %10s %10s %10s %10s\n", "turn", "completed", "failed",
@@ -123,24 +149,32 @@ Json result_json(const RunInfo& info, const ServingMetrics& m, const std::vector
                        {"p99_ttft_ms", t.ttft.p99}});
     j["ttft_by_turn"] = turns;
   }
+  j["structured_requests"] = m.structured.requests;
+  j["unstructured_requests"] = m.unstructured.requests;
+  j["structured"] = class_json(m.structured);
+  j["unstructured"] = class_json(m.unstructured);
   Json counts = Json::array();
   for (const ErrorGroup& e : m.errors) counts.push_back({{"error", e.error}, {"count", e.count}});
   j["error_counts"] = counts;
   // Per request, in workload order; vLLM's lists hold failed requests too (zeros, error set).
   Json input_lens = Json::array(), output_lens = Json::array(), ttfts = Json::array(), itls = Json::array(),
-       errors = Json::array();
+       errors = Json::array(), structured = Json::array(), finish_reasons = Json::array();
   for (const RequestResult& r : results) {
     input_lens.push_back(r.prompt_tokens);
     output_lens.push_back(r.completion_tokens);
     ttfts.push_back(r.ttft);
     itls.push_back(r.itl);
     errors.push_back(r.error);
+    structured.push_back(r.structured);
+    finish_reasons.push_back(r.finish_reason);
   }
   j["input_lens"] = input_lens;
   j["output_lens"] = output_lens;
   j["ttfts"] = ttfts;
   j["itls"] = itls;
   j["errors"] = errors;
+  j["structured_flags"] = structured;
+  j["finish_reasons"] = finish_reasons;
   return j;
 }
 

@@ -3,7 +3,10 @@
 // them (completed, total_input_tokens, request_throughput, output_throughput,
 // mean/median/std/pNN_{ttft,tpot,itl,e2el}_ms, input_lens, output_lens, ttfts, itls,
 // errors), so a script that reads vLLM's results reads ours. Additions: failed,
-// input_throughput, error_counts, and ttft_by_turn for multi-turn runs.
+// input_throughput, error_counts, ttft_by_turn for multi-turn runs, and for
+// --structured-fraction: structured_requests / unstructured_requests (counts),
+// structured / unstructured (each class's completions, finish_reason "length" count, output
+// tokens, TPOT), and per request structured_flags and finish_reasons.
 #pragma once
 
 #include <cstdio>

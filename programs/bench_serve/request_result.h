@@ -22,8 +22,10 @@ struct RequestResult {
   std::vector<double> itl;
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
+  std::string finish_reason;  // of the first choice to finish ("stop", "length", ...)
   std::string content;  // the reply text (a conversation sends it back in its next turn)
   int turn = 0;         // index of the turn in its session (0 for one-request sessions)
+  bool structured = false;  // sent with --structured-body
 };
 
 }  // namespace ds::bench

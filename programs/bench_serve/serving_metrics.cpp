@@ -33,6 +33,36 @@ Distribution distribution_ms(const std::vector<double>& seconds) {
   return d;
 }
 
+namespace {
+
+// TPOT exists for replies of more than one token: the gaps after the first.
+void add_tpot(std::vector<double>& tpot, const RequestResult& r) {
+  if (r.completion_tokens > 1) tpot.push_back((r.latency - r.ttft) / static_cast<double>(r.completion_tokens - 1));
+}
+
+RequestClassMetrics class_metrics(const std::vector<RequestResult>& results, bool structured) {
+  RequestClassMetrics c;
+  std::vector<double> tpot, e2el;
+  for (const RequestResult& r : results) {
+    if (r.structured != structured) continue;
+    ++c.requests;
+    if (!r.success) {
+      ++c.failed;
+      continue;
+    }
+    ++c.completed;
+    if (r.finish_reason == "length") ++c.finished_by_length;
+    c.output_tokens += r.completion_tokens;
+    e2el.push_back(r.latency);
+    add_tpot(tpot, r);
+  }
+  c.tpot = distribution_ms(tpot);
+  c.e2el = distribution_ms(e2el);
+  return c;
+}
+
+}  // namespace
+
 ServingMetrics summarize(const std::vector<RequestResult>& results, double duration, bool per_turn) {
   ServingMetrics m;
   m.duration = duration;
@@ -52,7 +82,7 @@ ServingMetrics summarize(const std::vector<RequestResult>& results, double durat
     m.total_output_tokens += r.completion_tokens;
     ttft.push_back(r.ttft);
     e2el.push_back(r.latency);
-    if (r.completion_tokens > 1) tpot.push_back((r.latency - r.ttft) / static_cast<double>(r.completion_tokens - 1));
+    add_tpot(tpot, r);
     itl.insert(itl.end(), r.itl.begin(), r.itl.end());
   }
   if (duration > 0) {
@@ -65,6 +95,8 @@ ServingMetrics summarize(const std::vector<RequestResult>& results, double durat
   m.tpot = distribution_ms(tpot);
   m.itl = distribution_ms(itl);
   m.e2el = distribution_ms(e2el);
+  m.structured = class_metrics(results, true);
+  m.unstructured = class_metrics(results, false);
   if (!per_turn) return m;
 
   int turns = 0;

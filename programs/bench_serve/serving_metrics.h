@@ -40,6 +40,16 @@ struct TurnMetrics {
   Distribution ttft;
 };
 
+// The constrained (--structured-fraction) or the unconstrained requests of a run. Constrained
+// replies end when their grammar does, so the two classes differ in length: per-token time
+// (TPOT) compares them, not latency.
+struct RequestClassMetrics {
+  size_t requests = 0, completed = 0, failed = 0;
+  size_t finished_by_length = 0;  // completed with finish_reason "length" (max_tokens reached)
+  int64_t output_tokens = 0;      // of the completed ones
+  Distribution tpot, e2el;
+};
+
 struct ServingMetrics {
   size_t completed = 0, failed = 0;
   double duration = 0;  // seconds
@@ -48,6 +58,7 @@ struct ServingMetrics {
   Distribution ttft, tpot, itl, e2el;
   std::vector<ErrorGroup> errors;
   std::vector<TurnMetrics> turns;  // filled when per_turn
+  RequestClassMetrics structured, unstructured;
 };
 
 ServingMetrics summarize(const std::vector<RequestResult>& results, double duration, bool per_turn);

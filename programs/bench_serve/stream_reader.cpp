@@ -73,6 +73,7 @@ void StreamReader::on_event(std::string_view data, Clock::time_point t) {
     if (c.contains("finish_reason") && !c["finish_reason"].is_null() && !got_finish_) {
       got_finish_ = true;
       finish_time_ = t;
+      if (c["finish_reason"].is_string()) r_.finish_reason = c["finish_reason"].get<std::string>();
     }
   }
   if (!output) return;

@@ -1,6 +1,9 @@
 #include "programs/bench_serve/workload.h"
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
+#include <random>
 #include <stdexcept>
 
 #include "programs/bench_serve/random_prompt.h"
@@ -132,10 +135,22 @@ std::vector<Session> file_sessions(const BenchOptions& o, bool chat) {
 
 std::vector<Session> build_workload(const BenchOptions& o) {
   const bool chat = is_chat_endpoint(o);
-  if (o.dataset == "random") return random_sessions(o, chat);
-  if (o.dataset == "shared-prefix") return shared_prefix_sessions(o, chat);
-  if (o.dataset == "multi-turn") return multi_turn_sessions(o);
-  return file_sessions(o, chat);
+  std::vector<Session> sessions = o.dataset == "random"          ? random_sessions(o, chat)
+                                  : o.dataset == "shared-prefix" ? shared_prefix_sessions(o, chat)
+                                  : o.dataset == "multi-turn"    ? multi_turn_sessions(o)
+                                                                 : file_sessions(o, chat);
+  mark_structured(sessions, o.structured_fraction, o.seed);
+  return sessions;
+}
+
+void mark_structured(std::vector<Session>& sessions, double fraction, uint64_t seed) {
+  std::vector<Turn*> turns;
+  for (Session& s : sessions)
+    for (Turn& t : s.turns) turns.push_back(&t);
+  const auto n = static_cast<size_t>(std::llround(fraction * static_cast<double>(turns.size())));
+  std::mt19937_64 rng(seed ^ 0x5d1c3a7e2b49f806ULL);
+  std::shuffle(turns.begin(), turns.end(), rng);
+  for (size_t i = 0; i < turns.size(); ++i) turns[i]->structured = i < std::min(n, turns.size());
 }
 
 Json conversation_messages(const Session& s, const std::vector<std::string>& replies, size_t turn) {

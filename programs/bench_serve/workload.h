@@ -22,6 +22,7 @@ struct Turn {
   Json input;
   int max_tokens = 0;
   int nominal_input_len = 0;  // the tokens the dataset meant to send (usage has the truth)
+  bool structured = false;    // carries --structured-body (constrained decoding)
 };
 
 struct Session {
@@ -30,9 +31,15 @@ struct Session {
   std::string system_prompt;  // conversations: the first message, when not empty
 };
 
-// The sessions for `o` (the dataset flags; validate_options passed). Throws
-// std::runtime_error for an unreadable or malformed --dataset-path, naming file and line.
+// The sessions for `o` (the dataset flags; validate_options passed), with
+// mark_structured's choice of constrained requests. Throws std::runtime_error for an
+// unreadable or malformed --dataset-path, naming file and line.
 std::vector<Session> build_workload(const BenchOptions& o);
+
+// Marks round(fraction x requests) of the requests (turns of all sessions) structured,
+// chosen uniformly by `seed` from a generator of their own, so the prompts are the same at
+// every fraction and a run at fraction F constrains the same requests each time.
+void mark_structured(std::vector<Session>& sessions, double fraction, uint64_t seed);
 
 // The "messages" of a conversation's next request: system prompt, then each earlier user
 // message with the reply to it, then `user`.

@@ -1,6 +1,6 @@
 // bench_serve's parts without a server: SSE framing, the reading of a stream into timings,
 // tokens and errors, the metrics as vllm bench serve computes them, the workloads, the
-// request bodies and the arrival times.
+// request bodies, the arrival times and the constrained share of --structured-fraction.
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -11,6 +11,7 @@
 
 #include <unistd.h>
 
+#include "model/grammar/json_schema.h"
 #include "programs/bench_serve/bench_options.h"
 #include "programs/bench_serve/load_generator.h"
 #include "programs/bench_serve/openai_client.h"
@@ -63,6 +64,7 @@ TEST_CASE("StreamReader: chat timings skip the role chunk; usage gives the token
   CHECK(res.prompt_tokens == 12);
   CHECK(res.completion_tokens == 4);
   CHECK(res.content == "Hello");
+  CHECK(res.finish_reason == "length");
 }
 
 TEST_CASE("StreamReader: completions text; output only in the finish chunk", "[reader]") {
@@ -319,6 +321,105 @@ TEST_CASE("request bodies stream with usage; --extra-body overrides", "[body]") 
   CHECK_THROWS(RequestBody(o, "m"));
 }
 
+TEST_CASE("structured fraction: a seeded share of the requests, the same prompts", "[structured]") {
+  BenchOptions o;
+  o.num_prompts = 40;
+  o.random_input_len = 4;
+  o.random_output_len = 3;
+  o.random_vocab_size = 50;
+  auto constrained = [](const std::vector<Session>& s) {
+    std::vector<size_t> idx;
+    for (size_t i = 0; i < s.size(); ++i)
+      if (s[i].turns[0].structured) idx.push_back(i);
+    return idx;
+  };
+  const auto none = build_workload(o);
+  CHECK(constrained(none).empty());
+  o.structured_fraction = 0.5;
+  const auto half = build_workload(o);
+  const auto picked = constrained(half);
+  CHECK(picked.size() == 20);
+  CHECK(picked.front() < 20);  // spread, not the first 20
+  CHECK(picked.back() >= 20);
+  for (size_t i = 0; i < half.size(); ++i) REQUIRE(half[i].turns[0].input == none[i].turns[0].input);
+  CHECK(constrained(build_workload(o)) == picked);  // seeded
+  o.seed = 9;
+  CHECK(constrained(build_workload(o)) != picked);
+  o.structured_fraction = 0.33;
+  CHECK(constrained(build_workload(o)).size() == 13);  // round(0.33 x 40)
+  o.structured_fraction = 1;
+  CHECK(constrained(build_workload(o)).size() == 40);
+  SECTION("multi-turn: each turn is a request") {
+    o.dataset = "multi-turn";
+    o.endpoint = "/v1/chat/completions";
+    o.num_prompts = 5;
+    o.turns = 4;
+    o.structured_fraction = 0.25;
+    size_t n = 0;
+    for (const auto& s : build_workload(o))
+      for (const auto& t : s.turns) n += t.structured;
+    CHECK(n == 5);
+  }
+}
+
+TEST_CASE("structured bodies: response_format for chat, structured_outputs for completions", "[structured]") {
+  BenchOptions o;
+  o.structured_fraction = 0.5;
+  const RequestBody c(o, "m");
+  const Json plain = Json::parse(c.make(Json({1, 2}), 7, false));
+  CHECK_FALSE(plain.contains("structured_outputs"));
+  const Json constrained = Json::parse(c.make(Json({1, 2}), 7, true));
+  REQUIRE(constrained["structured_outputs"]["json"].is_object());
+  CHECK(constrained["prompt"] == Json({1, 2}));
+  CHECK(constrained["max_tokens"] == 7);
+
+  o.endpoint = "/v1/chat/completions";
+  const RequestBody chat(o, "m");
+  const Json messages = Json::array({{{"role", "user"}, {"content", "x"}}});
+  CHECK_FALSE(Json::parse(chat.make(messages, 3, false)).contains("response_format"));
+  const Json rf = Json::parse(chat.make(messages, 3, true))["response_format"];
+  CHECK(rf["type"] == "json_schema");
+  const Json schema = rf["json_schema"]["schema"];
+  CHECK(schema == constrained["structured_outputs"]["json"]);
+  // Bounded: every string has a maxLength and the array a maxItems, so that a random model's
+  // reply ends; and our own grammar compiler takes it.
+  CHECK(schema["properties"]["tags"]["maxItems"] == 3);
+  for (const auto& [name, p] : schema["properties"].items())
+    if (p["type"] == "string" && !p.contains("enum")) CHECK(p.contains("maxLength"));
+  CHECK_NOTHROW(ds::grammar::json_schema_grammar_from_text(schema.dump()));
+
+  o.structured_body = R"({"response_format": {"type": "json_object"}})";
+  o.extra_body = R"({"temperature": 0.5, "response_format": {"type": "json_object", "x": 1}})";
+  const Json custom = Json::parse(RequestBody(o, "m").make(messages, 3, true));
+  CHECK(custom["response_format"] == Json({{"type", "json_object"}, {"x", 1}}));  // --extra-body last
+  CHECK(custom["temperature"] == 0.5);
+  o.structured_body = "[]";
+  CHECK_THROWS_WITH(RequestBody(o, "m"), Catch::Contains("--structured-body"));
+}
+
+TEST_CASE("structured metrics: each class counted, its lengths and TPOT apart", "[structured]") {
+  std::vector<RequestResult> rs(5);
+  for (auto& r : rs) r.success = true, r.ttft = 0.1, r.finish_reason = "stop";
+  rs[0].structured = true, rs[0].completion_tokens = 11, rs[0].latency = 1.1;  // TPOT 100 ms
+  rs[1].structured = true, rs[1].completion_tokens = 21, rs[1].latency = 0.5;  // 20 ms
+  rs[2].structured = true, rs[2].success = false, rs[2].error = "HTTP 400: bad schema";
+  rs[3].completion_tokens = 5, rs[3].latency = 0.5, rs[3].finish_reason = "length";  // 100 ms
+  rs[4].completion_tokens = 3, rs[4].latency = 0.3, rs[4].finish_reason = "length";  // 100 ms
+  const ServingMetrics m = summarize(rs, 1.0, false);
+  CHECK(m.structured.requests == 3);
+  CHECK(m.structured.completed == 2);
+  CHECK(m.structured.failed == 1);
+  CHECK(m.structured.finished_by_length == 0);
+  CHECK(m.structured.output_tokens == 32);
+  CHECK(m.structured.tpot.mean == Approx(60));
+  CHECK(m.unstructured.requests == 2);
+  CHECK(m.unstructured.finished_by_length == 2);
+  CHECK(m.unstructured.output_tokens == 8);
+  CHECK(m.unstructured.tpot.p50 == Approx(100));
+  CHECK(m.total_output_tokens == 40);
+  CHECK(m.tpot.count == 4);
+}
+
 TEST_CASE("arrivals: all at once for inf, Poisson otherwise; base URLs", "[load]") {
   const auto burst = arrival_times(5, std::numeric_limits<double>::infinity(), 1);
   CHECK(burst == std::vector<double>(5, 0.0));
@@ -353,4 +454,10 @@ TEST_CASE("options: inconsistent flags are refused by name", "[options]") {
   o = BenchOptions{};
   o.request_rate = 0;
   CHECK(validate_options(o).rfind("--request-rate", 0) == 0);
+  o = BenchOptions{};
+  o.structured_fraction = 1.5;
+  CHECK(validate_options(o).rfind("--structured-fraction", 0) == 0);
+  o.structured_fraction = 0;
+  o.structured_body = "{}";
+  CHECK(validate_options(o).rfind("--structured-body", 0) == 0);
 }
