@@ -18,7 +18,7 @@
 # The binaries come from scripts/bench_serve_bundle.sh with TARGETS="serve bench_serve
 # bench_grammar", staged in .devbuild/bench-structured (carry it). Results: $OUT/summary.txt
 # (the table last) and $OUT/results.tar.gz.
-#   [CONCURRENCIES="32 128"] [ROUNDS=2] [DEADLINE=400] bash .devbuild/bench-structured/structured_serve_gpu.sh
+#   [CONCURRENCIES="32 128"] [ROUNDS=2] [WAVES=4] [DEADLINE=400] bash .devbuild/bench-structured/structured_serve_gpu.sh
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 DEADLINE=${DEADLINE:-400}
@@ -27,6 +27,7 @@ R=/tmp/structured_results
 BUNDLE=${BUNDLE:-$HERE/bundle.tar.xz}
 CONCURRENCIES=${CONCURRENCIES:-32 128}
 ROUNDS=${ROUNDS:-2}
+WAVES=${WAVES:-4}  # requests per run = WAVES x concurrency
 PORT=18080
 . "$HERE/serve_gpu_common.sh"
 { date -u; echo "bundle commit $(tr '\n' ' ' < "$B/COMMIT")"; echo "cpus $(nproc)"; lscpu | grep -m1 'Model name';
@@ -83,7 +84,7 @@ timeout 60 "${bench[@]}" --num-prompts 64 --max-concurrency 32 --random-output-l
 note "warm-up rc=$? ($(grep -E 'Successful|Failed requests:' "$R/warmup.txt" | tr -s ' ' | tr '\n' ' ')) ($(left) s left)"
 
 for c in $CONCURRENCIES; do
-  n=$((c * 3))
+  n=$((c * WAVES))
   order="0 0.5"
   for round in $(seq 1 "$ROUNDS"); do
     for f in $order; do
