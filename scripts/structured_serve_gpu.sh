@@ -9,6 +9,7 @@
 #      concurrency of CONCURRENCIES, with --structured-fraction 0 and 0.5 (the default schema
 #      of bench_serve: a small bounded record), ROUNDS times in A B B A order so that drift
 #      cancels; /metrics engine counters read before and after every run.
+# Server: --gpu-memory-utilization 0.9 --max-num-seqs 256 --no-enable-prefix-caching.
 # Requests: chat, ~512 random words (about one token each), max_tokens 128, temperature 1,
 # thinking off (so the constraint applies from the first token), no --ignore-eos: a grammar
 # ends its reply when the value is complete, and a random-weight model almost never samples
@@ -18,7 +19,7 @@
 # The binaries come from scripts/bench_serve_bundle.sh with TARGETS="serve bench_serve
 # bench_grammar", staged in .devbuild/bench-structured (carry it). Results: $OUT/summary.txt
 # (the table last) and $OUT/results.tar.gz.
-#   [CONCURRENCIES="32 128"] [ROUNDS=2] [WAVES=4] [DEADLINE=400] bash .devbuild/bench-structured/structured_serve_gpu.sh
+#   [CONCURRENCIES="32 128"] [ROUNDS=2] [WAVES=4] [DEADLINE=400] [MODEL=DIR BACKEND=cpu] bash .devbuild/bench-structured/structured_serve_gpu.sh
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 DEADLINE=${DEADLINE:-400}
@@ -34,10 +35,16 @@ PORT=18080
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; } > "$R/machine.txt" 2>&1
 tee -a "$summary" < "$R/machine.txt"
 
-CKPT=/tmp/qwen35-9b-random
+# MODEL (a checkpoint directory) skips the random 9B; BACKEND=cpu with the tiny model tries the
+# script on a workstation.
+CKPT=${MODEL:-/tmp/qwen35-9b-random}
 t0=$SECONDS
-( PYTHONUNBUFFERED=1 timeout 150 python3 "$HERE/make_random_checkpoint.py" --size 9b --out "$CKPT" &&
-  timeout 60 python3 "$HERE/make_checkpoint_tokenizer.py" --out "$CKPT" ) > "$R/ckpt.log" 2>&1 &
+if [ -z "${MODEL:-}" ]; then
+  ( PYTHONUNBUFFERED=1 timeout 150 python3 "$HERE/make_random_checkpoint.py" --size 9b --out "$CKPT" &&
+    timeout 60 python3 "$HERE/make_checkpoint_tokenizer.py" --out "$CKPT" ) > "$R/ckpt.log" 2>&1 &
+else
+  echo "given: $CKPT" > "$R/ckpt.log"; true &
+fi
 CKPT_PID=$!
 
 # 1. bench_grammar on the host CPU while the checkpoint is written (the bundled Qwen3
@@ -56,8 +63,12 @@ note "checkpoint rc=$rc in $((SECONDS - t0)) s: $(tail -1 "$R/ckpt.log")"
 [ $rc = 0 ] || exit 1
 
 t0=$SECONDS
-"$B/bin/serve" --model "$CKPT" --backend cuda --port $PORT --gpu-memory-utilization 0.9 --max-num-seqs 256 \
-  > "$R/serve.log" 2>&1 &
+BACKEND=${BACKEND:-cuda}
+memory=(--gpu-memory-utilization 0.9); [ "$BACKEND" = cpu ] && memory=()
+# No prefix caching: every run sends the same prompts (one --seed per concurrency, so the two
+# fractions differ only in the constraint), and a later run must not find them cached.
+"$B/bin/serve" --model "$CKPT" --backend "$BACKEND" --port $PORT "${memory[@]}" --max-num-seqs 256 \
+  --no-enable-prefix-caching > "$R/serve.log" 2>&1 &
 SERVE_PID=$!
 stop_server() { kill $SERVE_PID 2>/dev/null; wait $SERVE_PID 2>/dev/null; }
 trap 'stop_server; pack' EXIT
@@ -75,8 +86,17 @@ counters() {
     sed -E 's/\{[^}]*\}//' > "$1"
 }
 
+# Until the server has no request left (a run cut by its timeout leaves some), at most 20 s.
+wait_idle() {
+  for _ in $(seq 40); do
+    curl -s -m 2 "http://127.0.0.1:$PORT/metrics" | grep -E '^vllm:num_requests_(running|waiting)' |
+      awk '{s += $NF} END {exit !(s == 0)}' && return
+    sleep 0.5
+  done
+}
+
 bench=("$B/bin/bench_serve" --base-url "http://127.0.0.1:$PORT" --endpoint /v1/chat/completions --no-progress
-       --dataset random --random-input-len 512 --random-output-len 128 --temperature 1
+       --dataset random --random-input-len 512 --temperature 1
        --extra-body '{"chat_template_kwargs":{"enable_thinking":false}}')
 # Warm-up: first steps pay one-time costs; the constrained half compiles the schema.
 timeout 60 "${bench[@]}" --num-prompts 64 --max-concurrency 32 --random-output-len 32 --structured-fraction 0.5 \
@@ -90,9 +110,10 @@ for c in $CONCURRENCIES; do
     for f in $order; do
       name=c${c}_f${f}_r$round
       [ "$(left)" -gt 45 ] || { note "no time left for $name"; continue; }
+      wait_idle
       counters "$R/$name.before"
       timeout $(( $(left) - 25 )) "${bench[@]}" --max-concurrency "$c" --num-prompts "$n" --seed "$c" \
-        --structured-fraction "$f" --label "c=$c structured=$f round $round" \
+        --random-output-len 128 --structured-fraction "$f" --label "c=$c structured=$f round $round" \
         --result-json "$R/$name.json" > "$R/$name.txt" 2>&1
       rc=$?
       counters "$R/$name.after"
