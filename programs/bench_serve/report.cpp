@@ -78,11 +78,12 @@ void print_report(std::FILE* out, const RunInfo& info, const ServingMetrics& m) 
     std::fprintf(out, "%-10s %10.2f %10.2f %10.2f %10.2f %10zu\n", labels[i], d.mean, d.p50, d.p90, d.p99, d.count);
   }
   if (m.structured.requests > 0) {
-    std::fprintf(out, "Structured outputs: %zu constrained, %zu unconstrained requests\n%-14s %9s %7s %9s %11s %10s %10s %10s\n",
-                 m.structured.requests, m.unstructured.requests, "requests", "completed", "failed", "length",
+    std::fprintf(out, "Structured outputs: %zu constrained, %zu unconstrained requests\n", m.structured.requests,
+                 m.unstructured.requests);
+    std::fprintf(out, "%-14s %9s %7s %9s %11s %10s %10s %10s\n", "requests", "completed", "failed", "length",
                  "mean out tok", "TPOT mean", "TPOT p50", "TPOT p99");
-    for (const auto& [name, c] : {std::pair<const char*, const RequestClassMetrics&>{"constrained", m.structured},
-                                  std::pair<const char*, const RequestClassMetrics&>{"unconstrained", m.unstructured}})
+    using Row = std::pair<const char*, const RequestClassMetrics&>;
+    for (const auto& [name, c] : {Row{"constrained", m.structured}, Row{"unconstrained", m.unstructured}})
       std::fprintf(out, "%-14s %9zu %7zu %9zu %11.1f %10.2f %10.2f %10.2f\n", name, c.completed, c.failed,
                    c.finished_by_length, mean_output_tokens(c), c.tpot.mean, c.tpot.p50, c.tpot.p99);
   }

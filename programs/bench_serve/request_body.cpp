@@ -27,8 +27,8 @@ Json default_structured_body(bool chat) {
       {"required", {"title", "category", "rating", "available", "tags"}},
       {"additionalProperties", false}};
   if (!chat) return {{"structured_outputs", {{"json", schema}}}};
-  return {{"response_format",
-           {{"type", "json_schema"}, {"json_schema", {{"name", "catalog_item"}, {"strict", true}, {"schema", schema}}}}}};
+  const Json json_schema = {{"name", "catalog_item"}, {"strict", true}, {"schema", schema}};
+  return {{"response_format", {{"type", "json_schema"}, {"json_schema", json_schema}}}};
 }
 
 RequestBody::RequestBody(const BenchOptions& o, std::string model)

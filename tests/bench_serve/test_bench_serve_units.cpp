@@ -28,6 +28,24 @@ namespace {
 
 Clock::time_point at_ms(Clock::time_point t0, int ms) { return t0 + std::chrono::milliseconds(ms); }
 
+// A random dataset of n token-id prompts.
+BenchOptions random_ids(int n, int input_len, int output_len, int64_t vocab) {
+  BenchOptions o;
+  o.num_prompts = n;
+  o.random_input_len = input_len;
+  o.random_output_len = output_len;
+  o.random_vocab_size = vocab;
+  return o;
+}
+
+// o as a multi-turn chat workload of `conversations` x `turns`.
+void make_multi_turn(BenchOptions& o, int conversations, int turns) {
+  o.dataset = "multi-turn";
+  o.endpoint = "/v1/chat/completions";
+  o.num_prompts = conversations;
+  o.turns = turns;
+}
+
 }  // namespace
 
 TEST_CASE("SseParser: events in any split, CRLF/CR/LF, comments, multi-line data", "[sse]") {
@@ -187,11 +205,7 @@ TEST_CASE("percentiles interpolate as numpy does; summary as vllm bench serve", 
 }
 
 TEST_CASE("workloads: lengths, groups, conversations, files", "[workload]") {
-  BenchOptions o;
-  o.num_prompts = 6;
-  o.random_input_len = 20;
-  o.random_output_len = 5;
-  o.random_vocab_size = 100;
+  BenchOptions o = random_ids(6, 20, 5, 100);
   {
     const auto s = build_workload(o);
     REQUIRE(s.size() == 6);
@@ -245,10 +259,7 @@ TEST_CASE("workloads: lengths, groups, conversations, files", "[workload]") {
     CHECK(s[0].turns[0].input != s[2].turns[0].input);
   }
   SECTION("multi-turn: history with the replies") {
-    o.dataset = "multi-turn";
-    o.endpoint = "/v1/chat/completions";
-    o.num_prompts = 2;
-    o.turns = 3;
+    make_multi_turn(o, 2, 3);
     o.system_prompt_len = 4;
     const auto s = build_workload(o);
     REQUIRE(s.size() == 2);
@@ -322,11 +333,7 @@ TEST_CASE("request bodies stream with usage; --extra-body overrides", "[body]") 
 }
 
 TEST_CASE("structured fraction: a seeded share of the requests, the same prompts", "[structured]") {
-  BenchOptions o;
-  o.num_prompts = 40;
-  o.random_input_len = 4;
-  o.random_output_len = 3;
-  o.random_vocab_size = 50;
+  BenchOptions o = random_ids(40, 4, 3, 50);
   auto constrained = [](const std::vector<Session>& s) {
     std::vector<size_t> idx;
     for (size_t i = 0; i < s.size(); ++i)
@@ -350,10 +357,7 @@ TEST_CASE("structured fraction: a seeded share of the requests, the same prompts
   o.structured_fraction = 1;
   CHECK(constrained(build_workload(o)).size() == 40);
   SECTION("multi-turn: each turn is a request") {
-    o.dataset = "multi-turn";
-    o.endpoint = "/v1/chat/completions";
-    o.num_prompts = 5;
-    o.turns = 4;
+    make_multi_turn(o, 5, 4);
     o.structured_fraction = 0.25;
     size_t n = 0;
     for (const auto& s : build_workload(o))
