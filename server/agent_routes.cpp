@@ -74,11 +74,6 @@ double echoed(const Json& body, const char* key, float used) {
 // Messages: "stop" is the Anthropic stop_sequences.
 const FieldNames kMessagesNames = {{"stop", "stop_sequences"}};
 
-template <class Fn>
-auto in_messages_terms(Fn&& fn) {
-  return with_client_fields(kMessagesNames, fn);
-}
-
 class MessagesStream final : public StreamFormat {
  public:
   explicit MessagesStream(std::unique_ptr<MessageWriter> w) : w_(std::move(w)) {}
@@ -120,9 +115,9 @@ void handle_messages(const RouteContext& ctx, const HttpRequest& req, HttpRespon
   check_model(body, ctx.model);
   const ServedModel& m = ctx.model;
   const Json chat = messages_to_chat_body(body, MessagesEndpoint::create);
-  const GenerationParams gp = in_messages_terms(
-      [&] { return parse_generation_params(chat, Endpoint::chat, m.defaults, m.engine->vocab_size()); });
-  auto job = in_messages_terms([&] { return start_chat_job(ctx, chat, gp, {"messages", "max_tokens"}); });
+  const GenerationParams gp = with_client_fields(
+      kMessagesNames, [&] { return parse_generation_params(chat, Endpoint::chat, m.defaults, m.engine->vocab_size()); });
+  auto job = with_client_fields(kMessagesNames, [&] { return start_chat_job(ctx, chat, gp, {"messages", "max_tokens"}); });
   auto writer = std::make_unique<MessageWriter>(random_id("msg_"), m.name, gp.stream);
   if (gp.stream) return stream_job(ctx, req, res, std::move(job), std::make_unique<MessagesStream>(std::move(writer)));
   run_job(ctx, req, *job, [&](ChoiceUpdate& u) { writer->add(u.delta); });
@@ -136,7 +131,7 @@ void handle_count_tokens(const RouteContext& ctx, const HttpRequest& req, HttpRe
   const Json body = parse_json_body(req);
   check_model(body, ctx.model);
   const Json chat = messages_to_chat_body(body, MessagesEndpoint::count_tokens);
-  const ChatPrompt p = in_messages_terms([&] { return build_chat_prompt(chat, ctx.model); });
+  const ChatPrompt p = with_client_fields(kMessagesNames, [&] { return build_chat_prompt(chat, ctx.model); });
   send_json(res, 200, Json{{"input_tokens", p.ids.size()}});
 }
 
