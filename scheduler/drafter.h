@@ -2,11 +2,13 @@
 // methods). The engine thread asks it, before planning a step, for up to K tokens to follow
 // each decoding sequence, and tells it when a request ends; verification (engine.h) keeps the
 // longest prefix of the draft that the target model's own sampling reproduces, so a drafter
-// only affects speed, never output.
+// only affects speed, never output -- except the benchmark's simulating drafter
+// (simulated_drafter.h), which sets the verdict itself.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -26,6 +28,12 @@ class Drafter {
   // cancelled or failed), so its output is the model's.
   virtual void finished(RequestId id, std::span<const int32_t> tokens, int64_t prompt_len, bool completed) {
     (void)id, (void)tokens, (void)prompt_len, (void)completed;
+  }
+  // How many of a step's num_draft drafted tokens to keep regardless of the model's samples
+  // (the "simulate" method); nullopt, for every real drafter: the samples decide.
+  virtual std::optional<int32_t> simulated_acceptance(int32_t num_draft) {
+    (void)num_draft;
+    return std::nullopt;
   }
 };
 

@@ -1,6 +1,8 @@
 // The engine thread: intake, cancellations, one step per iteration, event delivery.
 #include <algorithm>
 #include <exception>
+#include <limits>
+#include <optional>
 #include <spdlog/spdlog.h>
 #include <stdexcept>
 
@@ -361,8 +363,19 @@ void Engine::Core::emit(const SequenceChunk& c, std::span<kernels::SampledToken>
   // rejected one is replaced by a draw from the target restricted to other tokens -- the
   // rejection sampling of a draft that is a single token, preserving the target's distribution).
   int32_t accepted = 0;
-  while (accepted < c.num_draft && sampled[static_cast<size_t>(accepted)].token == seq.draft[static_cast<size_t>(accepted)])
-    ++accepted;
+  if (const std::optional<int32_t> kept = c.num_draft > 0 ? drafter_->simulated_acceptance(c.num_draft) : std::nullopt) {
+    // The benchmark's simulated verdict: the kept drafts stand in for the samples.
+    accepted = *kept;
+    for (int32_t i = 0; i < accepted; ++i) {
+      kernels::SampledToken& st = sampled[static_cast<size_t>(i)];
+      st.token = seq.draft[static_cast<size_t>(i)];
+      st.logprob = std::numeric_limits<float>::quiet_NaN();
+      st.top.clear();
+    }
+  } else {
+    while (accepted < c.num_draft && sampled[static_cast<size_t>(accepted)].token == seq.draft[static_cast<size_t>(accepted)])
+      ++accepted;
+  }
   if (sampled[static_cast<size_t>(accepted)].token < 0) {
     fail_request(id, "the model produced no finite logits for this request");
     return;

@@ -9,7 +9,13 @@
 //    what an earlier request with the same prompt generated (so greedy requests repeated
 //    from a warm-up pass get the model's own continuation), each token replaced by a wrong
 //    one with probability 1 - acceptance_rate: the i-th draft of a step is accepted with
-//    probability acceptance_rate^i whatever the weights are.
+//    probability acceptance_rate^i whatever the weights are, as long as the model's output
+//    repeats the earlier one (it does on the CPU; on a GPU a verify step can turn a
+//    near-tie of random weights the other way, and the record is lost from there).
+//  * "simulate": benchmarks only -- the OUTPUT IS NOT THE MODEL'S. Drafts are prompt tokens
+//    and a step keeps the first i of them with probability acceptance_rate^i whatever the
+//    model samples (simulated_drafter.h), so the cost of speculation at a known acceptance
+//    can be measured on random weights.
 #pragma once
 
 #include <cstdint>
@@ -18,12 +24,12 @@
 namespace ds::scheduler {
 
 struct SpeculativeConfig {
-  std::string method;                  // "" = off, "ngram", "replay"
+  std::string method;                  // "" = off, "ngram", "replay", "simulate"
   int32_t num_speculative_tokens = 0;  // K: drafted tokens verified per step (1..kMaxSpeculativeTokens)
   int32_t prompt_lookup_min = 1;       // ngram: shortest and longest suffix matched
   int32_t prompt_lookup_max = 4;
-  double acceptance_rate = 1.0;        // replay: chance each drafted token is the recorded one
-  uint64_t seed = 0;                   // replay: its generator (which tokens it spoils)
+  double acceptance_rate = 1.0;        // replay, simulate: chance each drafted token is right
+  uint64_t seed = 0;                   // replay, simulate: their generator
 
   static constexpr int32_t kMaxSpeculativeTokens = 8;
 
@@ -31,8 +37,8 @@ struct SpeculativeConfig {
   // Empty when usable, otherwise a message naming the field.
   std::string validate() const {
     if (method.empty()) return {};
-    if (method != "ngram" && method != "replay")
-      return "speculative method must be \"ngram\" or \"replay\", not \"" + method + "\"";
+    if (method != "ngram" && method != "replay" && method != "simulate")
+      return "speculative method must be \"ngram\", \"replay\" or \"simulate\", not \"" + method + "\"";
     if (num_speculative_tokens < 1 || num_speculative_tokens > kMaxSpeculativeTokens)
       return "num_speculative_tokens must be in [1, " + std::to_string(kMaxSpeculativeTokens) + "]";
     if (prompt_lookup_min < 1 || prompt_lookup_max < prompt_lookup_min)

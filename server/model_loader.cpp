@@ -102,6 +102,16 @@ std::string served_name(const ServerOptions& o, const std::string& model_dir) {
   return p.filename().string();
 }
 
+BackendSampler make_sampler(kernels::Backend& backend) {
+  BackendSampler s;
+#ifdef DELTASERVE_HAS_CUDA
+  if (backend.name() == "cuda") s.sampler = cuda::make_cuda_sampler(backend);
+#endif
+  s.device_logits = s.sampler != nullptr;
+  if (!s.sampler) s.sampler = kernels::cpu::make_cpu_sampler();
+  return s;
+}
+
 std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::string& model_dir, bool progress_bar,
                                         ServerMetrics* metrics) {
   const fs::path dir(model_dir);
@@ -229,15 +239,9 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::strin
                              " tokens); raise --kv-cache-memory or lower --max-ctx");
   ec.max_ctx = std::min<int64_t>(want_ctx, sizes.token_capacity());
 
-  // A CUDA backend samples on the device: only token ids and logprobs cross to the host.
-  std::unique_ptr<kernels::Sampler> sampler;
-#ifdef DELTASERVE_HAS_CUDA
-  if (lm->backend->name() == "cuda") sampler = cuda::make_cuda_sampler(*lm->backend);
-#endif
-  const bool device_logits = sampler != nullptr;
-  if (!sampler) sampler = kernels::cpu::make_cpu_sampler();
-  lm->forward = std::make_unique<scheduler::Qwen35ForwardModel>(*lm->model, device_logits);
-  lm->engine = std::make_unique<scheduler::Engine>(*lm->forward, ec, std::move(sampler));
+  BackendSampler bs = make_sampler(*lm->backend);
+  lm->forward = std::make_unique<scheduler::Qwen35ForwardModel>(*lm->model, bs.device_logits);
+  lm->engine = std::make_unique<scheduler::Engine>(*lm->forward, ec, std::move(bs.sampler));
   const auto& ps = lm->engine->pool_sizes();
   const int64_t ctx = lm->engine->max_ctx();
   spdlog::info("K/V cache: {} blocks x {} tokens = {} tokens, {:.1f} MiB ({}, {} layers x {} KV heads x {}), {}",
@@ -269,6 +273,10 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::strin
     spdlog::info("speculative decoding: {}, {} drafted tokens per step (a speculating sequence holds up to {} state "
                  "slots)",
                  ec.speculative.method, ec.speculative.num_speculative_tokens, states_per_seq);
+  if (ec.speculative.method == "simulate")
+    spdlog::warn("speculative method \"simulate\" is for benchmarks: each step keeps drafts with probability {} "
+                 "whatever the model samples, so replies are NOT the model's output",
+                 ec.speculative.acceptance_rate);
 
   // Structured outputs compile against the model's vocabulary (the logits' width).
   const auto t_vocab = std::chrono::steady_clock::now();

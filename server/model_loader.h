@@ -51,6 +51,15 @@ std::string resolve_model_dir(const ServerOptions& o, const char* argv0);
 // The served name: --served-model-name or the directory's name.
 std::string served_name(const ServerOptions& o, const std::string& model_dir);
 
+// The sampler for a loaded model on `backend` and whether it reads the logits where the
+// backend leaves them: a CUDA backend samples on the device (only token ids and logprobs
+// cross to the host); any other samples on the host.
+struct BackendSampler {
+  std::unique_ptr<kernels::Sampler> sampler;
+  bool device_logits = false;
+};
+BackendSampler make_sampler(kernels::Backend& backend);
+
 // Throws std::runtime_error (or std::invalid_argument) with a message fit for the user.
 // metrics (may be null) gets every finished engine request (EngineConfig::on_finish).
 std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::string& model_dir, bool progress_bar,

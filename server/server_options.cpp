@@ -71,7 +71,8 @@ void add_server_options(CLI::App& app, ServerOptions& o) {
   app.add_option("--speculative-config", o.speculative_config,
                  "Speculative decoding as JSON: '{\"method\": \"ngram\", \"num_speculative_tokens\": 3}' "
                  "(methods: ngram = prompt lookup, with prompt_lookup_min/max; replay = the test and "
-                 "benchmark drafter with a set acceptance_rate)");
+                 "benchmark drafter with a set acceptance_rate; simulate = benchmarks only, keeps drafts at "
+                 "acceptance_rate whatever the model samples, so replies are not the model's)");
   app.add_option("--backend", o.backend, "Compute backend: cpu, cuda, hip or auto")->capture_default_str();
   app.add_option("--chat-template", o.chat_template,
                  "Jinja chat template file (default: the model's chat_template.jinja or "

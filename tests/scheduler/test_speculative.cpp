@@ -193,6 +193,66 @@ TEST_CASE("speculative: every method and K is bit-identical to plain decoding", 
   CHECK(model.violations() == 0);
 }
 
+TEST_CASE("speculative: simulate keeps drafts at the set rate whatever the model samples", "[speculative]") {
+  const int32_t vocab = 64;
+  FakeModel model(vocab);
+  std::mt19937 rng(11);
+  std::vector<Request> reqs;
+  for (int i = 0; i < 6; ++i) {
+    Request r(random_prompt(rng, 4 + 3 * i, vocab));
+    r.max_tokens = 120;
+    r.ignore_eos = true;
+    r.sampling.temperature = i % 2 == 0 ? 0.0f : 0.8f;
+    r.sampling.seed = 40 + static_cast<uint64_t>(i);
+    reqs.push_back(r);
+  }
+  std::vector<Outcome> plain;
+  {
+    Engine engine(model, config({}), kernels::cpu::make_cpu_sampler());
+    plain = run_together(engine, reqs);
+  }
+  SECTION("acceptance 0 keeps nothing: the model's own output") {
+    Engine engine(model, config(spec("simulate", 3, 0.0)), kernels::cpu::make_cpu_sampler());
+    check_same(run_together(engine, reqs), plain);
+    check_pools_free(engine);
+    CHECK(engine.stats().spec_decode_draft_tokens_total > 0);
+    CHECK(engine.stats().spec_decode_accepted_tokens_total == 0);
+  }
+  SECTION("acceptance 1 keeps every draft, drawn from the prompt") {
+    Engine engine(model, config(spec("simulate", 3, 1.0)), kernels::cpu::make_cpu_sampler());
+    const std::vector<Outcome> out = run_together(engine, reqs);
+    check_pools_free(engine);
+    const EngineStats st = engine.stats();
+    CHECK(st.spec_decode_accepted_tokens_total == st.spec_decode_draft_tokens_total);
+    // 1 + 3 tokens per step: about a quarter of the steps plain decoding takes.
+    CHECK(st.spec_decode_drafts_total <= 6 * (120 / 4 + 1));
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      INFO("request " << i);
+      CHECK(out[i].tokens.size() == 120);
+      CHECK(out[i].tokens != plain[i].tokens);
+      // Every 4th token is a kept draft, taken from the prompt.
+      for (size_t t = 0; t + 1 < 117; t += 4)
+        CHECK(std::find(reqs[i].prompt->begin(), reqs[i].prompt->end(), out[i].tokens[t + 1]) != reqs[i].prompt->end());
+    }
+  }
+  SECTION("acceptance 0.6: the i-th draft is kept with probability 0.6^i") {
+    Engine engine(model, config(spec("simulate", 4, 0.6)), kernels::cpu::make_cpu_sampler());
+    run_together(engine, reqs);
+    check_pools_free(engine);
+    const EngineStats st = engine.stats();
+    REQUIRE(st.spec_decode_accepted_per_position.size() == 4);
+    const auto drafts = static_cast<double>(st.spec_decode_drafts_total);
+    REQUIRE(drafts > 150);
+    for (size_t i = 0; i < 4; ++i) {
+      INFO("position " << i);
+      CHECK(std::abs(static_cast<double>(st.spec_decode_accepted_per_position[i]) / drafts -
+                     std::pow(0.6, static_cast<double>(i + 1))) < 0.07);
+    }
+  }
+  // The kept drafts went into the K/V and state like any accepted tokens.
+  CHECK(model.violations() == 0);
+}
+
 TEST_CASE("speculative: stops and length limits inside the accepted tokens", "[speculative]") {
   const int32_t vocab = 64;
   FakeModel model(vocab);

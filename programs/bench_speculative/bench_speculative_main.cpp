@@ -1,0 +1,195 @@
+// bench_speculative: what speculative decoding buys at a known acceptance rate, through the
+// engine, on any weights (docs/benchmarks.md, "Speculative decoding").
+//
+//   bench_speculative [--model DIR] [--backend auto] [--batches 1,8,32] [--ks 1,2,3,4]
+//                     [--acceptance 0.5,0.7,0.9] [--prompt-len 256] [--output-len 256]
+//                     [--kv-cache-memory 8GiB] [--repeat 3] [--method simulate]
+//
+// The model is loaded once. For each batch B, an Engine over it decodes B greedy requests
+// (random prompts of --prompt-len, --output-len tokens each, ignore_eos) without
+// speculation, then with each K and acceptance rate: the "simulate" method keeps the i-th
+// draft with probability acceptance^i whatever the model samples (speculative_config.h), so
+// the steps cost what steps at that acceptance cost while random weights would accept
+// nothing. Decode tokens/s counts the tokens after each request's first, over the window from
+// the last first token to the last finish; the median of --repeat runs. Reported next to it:
+// the ratio to plain decoding at the same batch, the tokens a verify step emitted per
+// sequence, and what a verify step cost in plain steps (tokens per step / ratio) -- 1.0 would
+// be free verification, the ideal the ratio approaches.
+// Exit status 1 when a request ends other than by length or emits the wrong number of tokens.
+#include <algorithm>
+#include <cstdio>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include "scheduler/engine.h"
+#include "server/model_loader.h"
+
+using namespace ds;
+using namespace ds::scheduler;
+
+namespace {
+
+template <typename T>
+std::vector<T> parse_list(const std::string& s) {
+  std::vector<T> v;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) v.push_back(static_cast<T>(std::stod(item)));
+  return v;
+}
+
+struct Setup {
+  int32_t batch = 1;
+  int64_t prompt_len = 256, output_len = 256, cache_bytes = 0;
+  uint64_t seed = 1;
+};
+
+struct Result {
+  double tokens_per_s = 0;
+  double tokens_per_verify = 0;  // per sequence and verify step: 1 + accepted drafts
+  bool ok = true;
+};
+
+Result run_once(ForwardModel& forward, kernels::Backend& backend, const Setup& s, const SpeculativeConfig& spec) {
+  EngineConfig ec;
+  ec.scheduler.max_num_seqs = s.batch;
+  // Every prompt in one prefill step, so all requests decode together from the start.
+  ec.scheduler.max_num_batched_tokens = std::max<int64_t>(2048, s.batch * (s.prompt_len + 16));
+  ec.cache_bytes = s.cache_bytes;
+  ec.max_ctx = s.prompt_len + s.output_len + 16;
+  ec.speculative = spec;
+  Engine engine(forward, ec, server::make_sampler(backend).sampler);
+  std::mt19937_64 rng(s.seed);
+  std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(forward.vocab_size() - 1));
+  std::vector<RequestHandle> handles;
+  for (int32_t i = 0; i < s.batch; ++i) {
+    std::vector<int32_t> prompt(static_cast<size_t>(s.prompt_len));
+    for (int32_t& t : prompt) t = id(rng);
+    Request r(std::move(prompt));
+    r.max_tokens = s.output_len;
+    r.ignore_eos = true;
+    r.sampling.temperature = 0;
+    SubmitResult sr = engine.submit(std::move(r));
+    if (!sr.ok()) throw std::runtime_error("submit refused: " + sr.message);
+    handles.push_back(std::move(sr.handle));
+  }
+  Result res;
+  int64_t tokens = 0;
+  Clock::time_point first{}, last{};
+  for (RequestHandle& h : handles) {
+    int64_t n = 0;
+    for (const RequestEvent& e : h.collect()) {
+      if (e.token >= 0) ++n;
+      if (!e.is_final()) continue;
+      if (*e.finish != FinishReason::length) res.ok = false;
+      first = std::max(first, e.metrics.first_token), last = std::max(last, e.metrics.finished);
+    }
+    if (n != s.output_len) res.ok = false;
+    tokens += n - 1;
+  }
+  res.tokens_per_s = static_cast<double>(tokens) / RequestMetrics::seconds(first, last);
+  const EngineStats st = engine.stats();
+  if (st.spec_decode_drafts_total > 0)
+    res.tokens_per_verify = 1.0 + static_cast<double>(st.spec_decode_accepted_tokens_total) /
+                                      static_cast<double>(st.spec_decode_drafts_total);
+  return res;
+}
+
+Result run(ForwardModel& forward, kernels::Backend& backend, Setup s, const SpeculativeConfig& spec, int repeat) {
+  std::vector<Result> rs;
+  for (int i = 0; i < repeat; ++i, ++s.seed) rs.push_back(run_once(forward, backend, s, spec));
+  std::sort(rs.begin(), rs.end(), [](const Result& a, const Result& b) { return a.tokens_per_s < b.tokens_per_s; });
+  Result mid = rs[rs.size() / 2];
+  for (const Result& r : rs) mid.ok = mid.ok && r.ok;
+  return mid;
+}
+
+struct Row {
+  int32_t batch, k;
+  double acceptance;
+  Result r;
+  double plain;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Speculative decoding at controlled acceptance against plain decoding, through the engine."};
+  server::ServerOptions o;
+  o.model = DELTASERVE_DEFAULT_MODEL;
+  std::string batches_s = "1,8,32", ks_s = "1,2,3,4", acceptance_s = "0.5,0.7,0.9", method = "simulate";
+  std::string cache = "8GiB";
+  Setup setup;
+  int repeat = 3;
+  app.add_option("--model", o.model, "Checkpoint directory")->capture_default_str();
+  app.add_option("--backend", o.backend, "cpu, cuda or auto")->capture_default_str();
+  app.add_option("--batches", batches_s, "Concurrent sequences, comma-separated")->capture_default_str();
+  app.add_option("--ks", ks_s, "Drafted tokens per step, comma-separated")->capture_default_str();
+  app.add_option("--acceptance", acceptance_s, "Acceptance rates, comma-separated")->capture_default_str();
+  app.add_option("--method", method, "Drafter: simulate (controlled acceptance) or ngram")->capture_default_str();
+  app.add_option("--prompt-len", setup.prompt_len)->capture_default_str();
+  app.add_option("--output-len", setup.output_len)->capture_default_str();
+  app.add_option("--kv-cache-memory", cache, "Cache pool bytes per engine")->capture_default_str();
+  app.add_option("--repeat", repeat, "Runs per configuration (median)")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  spdlog::set_level(spdlog::level::warn);
+
+  const auto batches = parse_list<int32_t>(batches_s);
+  const auto ks = parse_list<int32_t>(ks_s);
+  const auto rates = method == "simulate" ? parse_list<double>(acceptance_s) : std::vector<double>{0};
+  o.kv_cache_memory = cache;
+  o.prefix_caching = false;
+  o.max_num_seqs = *std::max_element(batches.begin(), batches.end());
+  setup.cache_bytes = server::parse_bytes(cache);
+  std::unique_ptr<server::LoadedModel> lm = server::load_model(o, o.model, false, nullptr);
+  lm->engine.reset();  // each measurement builds its own
+  std::printf("model %s on %s; prompt %lld, output %lld tokens, greedy; median of %d\n", o.model.c_str(),
+              std::string(lm->backend->name()).c_str(), static_cast<long long>(setup.prompt_len),
+              static_cast<long long>(setup.output_len), repeat);
+
+  Setup warm = setup;
+  warm.batch = o.max_num_seqs;
+  warm.output_len = std::min<int64_t>(setup.output_len, 16);
+  run_once(*lm->forward, *lm->backend, warm, {});
+
+  std::vector<Row> rows;
+  bool ok = true;
+  for (int32_t b : batches) {
+    Setup s = setup;
+    s.batch = b;
+    const Result plain = run(*lm->forward, *lm->backend, s, {}, repeat);
+    ok = ok && plain.ok;
+    std::printf("batch %3d plain               %9.1f tok/s\n", b, plain.tokens_per_s);
+    std::fflush(stdout);
+    for (int32_t k : ks)
+      for (double a : rates) {
+        SpeculativeConfig spec;
+        spec.method = method;
+        spec.num_speculative_tokens = k;
+        spec.acceptance_rate = a;
+        spec.seed = 3;
+        if (std::string e = spec.validate(); !e.empty()) throw std::invalid_argument(e);
+        const Result r = run(*lm->forward, *lm->backend, s, spec, repeat);
+        ok = ok && r.ok;
+        rows.push_back({b, k, a, r, plain.tokens_per_s});
+        std::printf("batch %3d K %d acceptance %.2f %9.1f tok/s  %.2fx plain  %.2f tokens/step\n", b, k, a,
+                    r.tokens_per_s, r.tokens_per_s / plain.tokens_per_s, r.tokens_per_verify);
+        std::fflush(stdout);
+      }
+  }
+  std::printf("\n| batch | K | acceptance | plain tok/s | speculative tok/s | x plain | tokens per verify step | "
+              "verify step in plain steps |\n|---|---|---|---|---|---|---|---|\n");
+  for (const Row& w : rows) {
+    const double ratio = w.r.tokens_per_s / w.plain;
+    std::printf("| %d | %d | %.2f | %.0f | %.0f | %.2f | %.2f | %.2f |\n", w.batch, w.k, w.acceptance, w.plain,
+                w.r.tokens_per_s, ratio, w.r.tokens_per_verify, w.r.tokens_per_verify / ratio);
+  }
+  if (!ok) std::fprintf(stderr, "bench_speculative: a request ended early or with the wrong token count\n");
+  return ok ? 0 : 1;
+}
