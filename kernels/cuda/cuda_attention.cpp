@@ -1,9 +1,10 @@
 // Paged attention of the CUDA backend for a mixed batch.
 //
-// The leading single-token sequences of the plan (the scheduler puts decodes first) go to the
-// paged decode kernel (paged_attention.h) in one launch: its split-K plan is made and uploaded
-// once per step, at the first layer, and reused by the others. Every other sequence -- a
-// prefill chunk, or a decode row that sits behind one -- takes the prefill path: its K/V rows
+// The rows of the plan's leading short sequences (decodes, then verify chunks: the scheduler
+// puts them first; cuda_plan.h) go to the paged decode kernel (paged_attention.h) in one
+// launch, one query per row: its split-K plan is made and uploaded once per step, at the
+// first layer, and reused by the others. Every other sequence -- a prefill chunk, or a
+// decode row that sits behind one -- takes the prefill path: its K/V rows
 // (the cached prefix and the chunk just written) are gathered from the pages into contiguous
 // bf16, and per KV head two strided-batched cuBLAS GEMMs (the GQA group's query heads as the
 // batch) compute S = Q Kᵀ and O = P V around a causal softmax kernel, in query tiles that keep
@@ -77,9 +78,9 @@ void AttentionRunner::decode(const kernels::Tensor& q, const KvPoolView& pools, 
   dq.n_seqs = plan.n_decode;
   dq.n_q_heads = nq;
   dq.scale = scale;
-  dq.block_table = plan.d_table;
+  dq.block_table = plan.d_decode_table;
   dq.block_table_stride = plan.table_stride;
-  dq.seq_lens = plan.d_seq_lens;
+  dq.seq_lens = plan.d_decode_lens;
   paged_attention_decode(pools, dq, *ws_, opts, ctx_.stream());
 }
 

@@ -70,11 +70,16 @@ CudaBatchPlan::CudaBatchPlan(const kernels::BatchDesc& desc, PlanUploader& uploa
   for (int32_t id : block_ids()) max_block_id = std::max(max_block_id, id);
   for (const Seq& s : sq) table_stride = std::max<int32_t>(table_stride, static_cast<int32_t>(s.n_blocks));
   table_stride = std::max<int32_t>(table_stride, 1);
-  while (n_decode < n_seqs && sq[static_cast<size_t>(n_decode)].n_tokens == 1) {
-    decode_lens.push_back(static_cast<int32_t>(sq[static_cast<size_t>(n_decode)].n_cached + 1));
-    ++n_decode;
+  int32_t n_decode_seqs = 0;
+  bool multi_row = false;  // a decode-path sequence with several rows: the table goes per row
+  while (n_decode_seqs < n_seqs && sq[static_cast<size_t>(n_decode_seqs)].n_tokens <= kDecodePathMaxTokens) {
+    const Seq& q = sq[static_cast<size_t>(n_decode_seqs)];
+    for (int64_t t = 0; t < q.n_tokens; ++t) decode_lens.push_back(static_cast<int32_t>(q.n_cached + t + 1));
+    multi_row = multi_row || q.n_tokens > 1;
+    ++n_decode_seqs;
   }
-  for (int32_t s = n_decode; s < n_seqs; ++s) prefill_seqs.push_back(s);
+  n_decode = static_cast<int32_t>(decode_lens.size());
+  for (int32_t s = n_decode_seqs; s < n_seqs; ++s) prefill_seqs.push_back(s);
 
   std::vector<int32_t> rec;
   std::vector<ops::DeltaNetChunkItem> items;
@@ -115,6 +120,9 @@ CudaBatchPlan::CudaBatchPlan(const kernels::BatchDesc& desc, PlanUploader& uploa
   const size_t o_items = place(items.size() * sizeof(ops::DeltaNetChunkItem));
   const size_t o_cseqs = place(chunk_seqs.size() * sizeof(ops::DeltaNetChunkSeq));
   const size_t o_rstates = place(row_state_slots().size() * 4);
+  const size_t n_row_table = multi_row ? static_cast<size_t>(n_decode) : 0;
+  const size_t o_dtable = place(n_row_table * static_cast<size_t>(table_stride) * 4);
+  const size_t o_dlens = place(n_row_table * 4);
   const size_t total = std::max<size_t>(off, 16);
 
   uint8_t* h = uploader.stage(total, stream);
@@ -140,6 +148,16 @@ CudaBatchPlan::CudaBatchPlan(const kernels::BatchDesc& desc, PlanUploader& uploa
   if (!items.empty()) std::memcpy(h + o_items, items.data(), items.size() * sizeof(ops::DeltaNetChunkItem));
   if (!chunk_seqs.empty()) std::memcpy(h + o_cseqs, chunk_seqs.data(), chunk_seqs.size() * sizeof(ops::DeltaNetChunkSeq));
   if (has_row_states()) std::memcpy(h + o_rstates, row_state_slots().data(), row_state_slots().size() * 4);
+  if (multi_row) {
+    // Row r of a decode-path chunk is a query at position n_cached + r over its sequence's
+    // table: its own table row, and seq_len n_cached + r + 1 (causal within the chunk).
+    auto* dt = reinterpret_cast<int32_t*>(h + o_dtable);
+    for (int32_t s = 0, r = 0; s < n_decode_seqs; ++s)
+      for (int64_t t = 0; t < sq[static_cast<size_t>(s)].n_tokens; ++t, ++r)
+        std::memcpy(dt + static_cast<int64_t>(r) * table_stride, table + static_cast<int64_t>(s) * table_stride,
+                    static_cast<size_t>(table_stride) * 4);
+    std::memcpy(h + o_dlens, decode_lens.data(), decode_lens.size() * 4);
+  }
 
   uint8_t* d = uploader.upload(total, stream);
   d_token_ids = reinterpret_cast<const int32_t*>(d + o_tok);
@@ -153,6 +171,8 @@ CudaBatchPlan::CudaBatchPlan(const kernels::BatchDesc& desc, PlanUploader& uploa
   d_chunk_items = reinterpret_cast<const ops::DeltaNetChunkItem*>(d + o_items);
   d_chunk_seqs = reinterpret_cast<const ops::DeltaNetChunkSeq*>(d + o_cseqs);
   d_row_state_slots = reinterpret_cast<const int32_t*>(d + o_rstates);
+  d_decode_table = multi_row ? reinterpret_cast<const int32_t*>(d + o_dtable) : d_table;
+  d_decode_lens = multi_row ? reinterpret_cast<const int32_t*>(d + o_dlens) : d_seq_lens;
 }
 
 }  // namespace ds::cuda

@@ -7,9 +7,11 @@
 // next plan is made on the same backend (the model makes one per forward).
 //
 // Work lists:
-//  * attention: the leading sequences with one new token (decode rows 0..n_decode-1) go to
-//    the paged decode kernel with a padded block table [n_seqs, table_stride] and seq_lens;
-//    every other sequence (prefill chunks, and a decode row behind a chunk) to the prefill path.
+//  * attention: the leading sequences with at most kDecodePathMaxTokens new tokens -- decodes,
+//    speculative decoding's verify chunks -- go to the paged decode kernel, one query per row
+//    (decode rows 0..n_decode-1), each row with its sequence's block table and the length up
+//    to its own position (causal within the chunk); every other sequence (prefill chunks, and
+//    anything behind one) to the prefill path.
 //  * DeltaNet: sequences with at most ops::kDeltaNetRecurrentMaxTokens new tokens, or with row
 //    states, run token by token (rec_seq_ids), longer ones in 64-token chunks (chunk_items,
 //    chunk_seqs).
@@ -45,6 +47,12 @@ class PlanUploader {
 
 class CudaBatchPlan final : public kernels::BatchPlan {
  public:
+  // The longest chunk that attends through the decode kernel. Such a chunk reads its
+  // sequence's K/V once per row; the prefill path gathers them once but costs launches per
+  // sequence and KV head, which dominates for verify chunks of many sequences
+  // (docs/benchmarks.md, "Speculative decoding").
+  static constexpr int64_t kDecodePathMaxTokens = 16;
+
   CudaBatchPlan(const kernels::BatchDesc& desc, PlanUploader& uploader, void* stream, uint64_t generation);
 
   uint64_t generation = 0;  // distinguishes plans of one backend (the decode plan is made once per plan)
@@ -61,10 +69,14 @@ class CudaBatchPlan final : public kernels::BatchPlan {
   const ops::DeltaNetChunkItem* d_chunk_items = nullptr;
   const ops::DeltaNetChunkSeq* d_chunk_seqs = nullptr;
   const int32_t* d_row_state_slots = nullptr;  // BatchPlan::row_state_slots()
+  // The decode kernel's view, per decode row: [n_decode, table_stride] and seq_lens (d_table
+  // and d_seq_lens themselves when every decode-path sequence has one row).
+  const int32_t* d_decode_table = nullptr;
+  const int32_t* d_decode_lens = nullptr;
 
   int32_t table_stride = 0;
   int32_t max_block_id = -1;              // largest block id of the step (pool bound checks)
-  int32_t n_decode = 0;                   // leading single-token sequences
+  int32_t n_decode = 0;                   // decode rows (of the leading short sequences)
   std::vector<int32_t> decode_lens;       // their seq_lens, on the host (decode planning)
   std::vector<int32_t> prefill_seqs;      // sequences on the prefill attention path
   int32_t n_rec = 0, n_chunk_items = 0, n_chunk_seqs = 0;

@@ -144,6 +144,9 @@ TEST_CASE("cuda model: every layer and the logits match the CPU engine over mixe
         {{0, {a0[3]}, 1}, {1, b1, 30}, {2, c0, 3}},                   // decode first, then chunks
         {{0, {a0[7]}, 1}, {1, {b1[2]}, 1}, {2, {c0[1]}, 1}},          // decodes only
         {{2, tokens(rng, 70), 2}, {0, {a0[9]}, 1}},                   // a decode row behind a chunk
+        // Short chunks (verify-sized) lead: one decode-kernel query per row, causal within
+        // the chunk, across block boundaries; a longer chunk behind them takes the prefill path.
+        {{1, tokens(rng, 4), 4}, {0, tokens(rng, 9), 9}, {2, tokens(rng, 20), 3}},
     };
     for (int k = 0; k < 3; ++k) {
       cpu.add();
