@@ -10,6 +10,7 @@
 # The bundle is scripts/bench_serve_bundle.sh's (TARGETS="serve bench_serve bench_speculative"),
 # carried.
 #   [SIZE=9b] [KS="3"] [ACCEPTANCE=0.8] [CONCURRENCIES="1 8"] [BATCHES=1,8,32] [DEADLINE=560]
+#   [INPUT_LEN=512] [OUTPUT_LEN=256] [NUM_PROMPTS=max(4, 2 x concurrency)]
 #   bash .devbuild/<dir>/spec_decode_gpu.sh
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -25,6 +26,8 @@ BATCHES=${BATCHES:-1,8,32}
 BENCH_KS=${BENCH_KS:-1,2,3,4}
 BENCH_ACCEPTANCE=${BENCH_ACCEPTANCE:-0.5,0.7,0.8,0.9}
 OUTPUT_LEN=${OUTPUT_LEN:-256}
+INPUT_LEN=${INPUT_LEN:-512}
+BENCH_OUTPUT_LEN=${BENCH_OUTPUT_LEN:-$OUTPUT_LEN}
 PORT=18090
 . "$HERE/serve_gpu_common.sh"
 note "$(date -u); bundle commit $(tr '\n' ' ' < "$B/COMMIT"); $(nvidia-smi --query-gpu=name --format=csv,noheader)"
@@ -39,7 +42,7 @@ note "checkpoint in $((SECONDS - t0)) s"
 
 if [ -n "$BATCHES" ]; then
   timeout $(( $(left) - 30 )) "$B/bin/bench_speculative" --model "$CKPT" --backend cuda --batches "$BATCHES" \
-    --ks "$BENCH_KS" --acceptance "$BENCH_ACCEPTANCE" --prompt-len 512 --output-len "$OUTPUT_LEN" --repeat 1 \
+    --ks "$BENCH_KS" --acceptance "$BENCH_ACCEPTANCE" --prompt-len 512 --output-len "$BENCH_OUTPUT_LEN" --repeat 1 \
     --kv-cache-memory 16GiB > "$R/bench_speculative.txt" 2>&1
   note "bench_speculative rc=$? ($(left) s left)"
   grep '^|' "$R/bench_speculative.txt" >> "$summary"
@@ -56,10 +59,10 @@ serve_pass() {  # name, extra serve args...
   done
   for c in $CONCURRENCIES; do
     [ "$(left)" -gt 40 ] || { note "no time left for ${name}_c$c"; continue; }
-    local n=$((c < 4 ? 4 : 2 * c)) run=${name}_c$c
+    local n=${NUM_PROMPTS:-$((c < 4 ? 4 : 2 * c))} run=${name}_c$c
     curl -s -m 5 http://127.0.0.1:$PORT/metrics | grep -E '^vllm:spec_decode_num_(draft|accepted)_tokens_total' > "$R/$run.before"
     timeout $(( $(left) - 20 )) "$B/bin/bench_serve" --base-url http://127.0.0.1:$PORT --endpoint /v1/completions \
-      --no-progress --dataset random --random-input-len 512 --random-output-len "$OUTPUT_LEN" --ignore-eos \
+      --no-progress --dataset random --random-input-len "$INPUT_LEN" --random-output-len "$OUTPUT_LEN" --ignore-eos \
       --temperature 0 --num-prompts $n --max-concurrency $c --seed $c --result-json "$R/$run.json" > "$R/$run.txt" 2>&1
     note "$run n=$n rc=$? ($(left) s left)"
     curl -s -m 5 http://127.0.0.1:$PORT/metrics | grep -E '^vllm:spec_decode_num_(draft|accepted)_tokens_total' > "$R/$run.after"
