@@ -167,9 +167,14 @@ qwen35::SequenceChunk model_chunk(const SequenceChunk& c) {
 void Engine::Core::draft() {
   if (!drafter_) return;
   const auto t0 = Clock::now();
+  // With many sequences running, a verify step's extra rows make the step GEMM-bound and cost
+  // more than a weak drafter saves (docs/benchmarks.md, "Speculative decoding at controlled
+  // acceptance"): past disable_by_batch_size the engine decodes plainly.
+  const int32_t limit = config_.speculative.disable_by_batch_size;
+  const bool off = limit > 0 && scheduler_.num_running() > limit;
   for (Sequence* s : scheduler_.running()) {
     s->draft.clear();
-    if (s->num_pending() != 1) continue;  // prefilling
+    if (off || s->num_pending() != 1) continue;  // or prefilling
     // A request under a grammar does not speculate: its rows would need the matcher advanced
     // through the draft and rolled back.
     if (const auto it = live_.find(s->id); it != live_.end() && it->second.matcher) continue;

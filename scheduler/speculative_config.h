@@ -30,6 +30,9 @@ struct SpeculativeConfig {
   int32_t prompt_lookup_max = 4;
   double acceptance_rate = 1.0;        // replay, simulate: chance each drafted token is right
   uint64_t seed = 0;                   // replay, simulate: their generator
+  // No drafts while more than this many sequences run (0: always draft), vLLM's
+  // disable_by_batch_size: large verify steps are GEMM-bound.
+  int32_t disable_by_batch_size = 0;
 
   static constexpr int32_t kMaxSpeculativeTokens = 8;
 
@@ -44,6 +47,7 @@ struct SpeculativeConfig {
     if (prompt_lookup_min < 1 || prompt_lookup_max < prompt_lookup_min)
       return "prompt_lookup_min and prompt_lookup_max must satisfy 1 <= min <= max";
     if (!(acceptance_rate >= 0 && acceptance_rate <= 1)) return "acceptance_rate must be in [0, 1]";
+    if (disable_by_batch_size < 0) return "disable_by_batch_size must be >= 0";
     return {};
   }
 };

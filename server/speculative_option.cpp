@@ -38,6 +38,8 @@ scheduler::SpeculativeConfig parse_speculative_config(const std::string& text) {
     } else if (key == "acceptance_rate") {
       if (!v.is_number()) bad("acceptance_rate must be a number");
       c.acceptance_rate = v.get<double>();
+    } else if (key == "disable_by_batch_size") {
+      c.disable_by_batch_size = int_field(v, key);
     } else if (key == "seed") {
       if (!v.is_number_unsigned()) bad("seed must be a non-negative integer");
       c.seed = v.get<uint64_t>();

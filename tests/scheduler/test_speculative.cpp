@@ -253,6 +253,41 @@ TEST_CASE("speculative: simulate keeps drafts at the set rate whatever the model
   CHECK(model.violations() == 0);
 }
 
+TEST_CASE("speculative: disable_by_batch_size drafts only while few sequences run", "[speculative]") {
+  const int32_t vocab = 64;
+  FakeModel model(vocab);
+  std::mt19937 rng(21);
+  std::vector<Request> reqs;
+  for (int i = 0; i < 3; ++i) {  // staggered lengths: 3, then 2, then 1 sequence running
+    Request r(random_prompt(rng, 6, vocab));
+    r.max_tokens = 12 + 24 * i;
+    r.ignore_eos = true;
+    r.sampling.temperature = 0;
+    reqs.push_back(r);
+  }
+  std::vector<Outcome> plain;
+  {
+    Engine engine(model, config({}), kernels::cpu::make_cpu_sampler());
+    plain = run_together(engine, reqs);
+  }
+  auto drafted = [&](int32_t limit) {
+    SpeculativeConfig sp = spec("simulate", 2, 0.0);  // keeps nothing: plain output, drafts counted
+    sp.disable_by_batch_size = limit;
+    Engine engine(model, config(sp), kernels::cpu::make_cpu_sampler());
+    check_same(run_together(engine, reqs), plain);
+    check_pools_free(engine);
+    return engine.stats().spec_decode_drafts_total;
+  };
+  const int64_t always = drafted(0), up_to_two = drafted(2), alone = drafted(1);
+  // Verify steps per sequence: ~max_tokens each when always; request 0 never drafts alongside
+  // two others, and only the last request drafts alone.
+  CHECK(always > up_to_two);
+  CHECK(up_to_two > alone);
+  CHECK(alone > 0);
+  CHECK(alone <= 24 + 1);  // the last request's steps after the second one finished
+  CHECK(model.violations() == 0);
+}
+
 TEST_CASE("speculative: stops and length limits inside the accepted tokens", "[speculative]") {
   const int32_t vocab = 64;
   FakeModel model(vocab);

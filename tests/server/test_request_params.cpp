@@ -6,6 +6,7 @@
 #include "server/metrics.h"
 #include "server/request_params.h"
 #include "server/server_options.h"
+#include "server/speculative_option.h"
 
 using namespace ds::server;
 
@@ -229,4 +230,37 @@ TEST_CASE("metrics: Prometheus text with cumulative histogram buckets", "[metric
   for (const char* name : {"vllm:inter_token_latency_seconds", "vllm:e2e_request_latency_seconds",
                            "vllm:request_queue_time_seconds"})
     CHECK(t.find(std::string("# TYPE ") + name + " histogram\n") != std::string::npos);
+}
+
+TEST_CASE("--speculative-config: vLLM's JSON form, every key checked by name", "[server][speculative]") {
+  using ds::server::parse_speculative_config;
+  const auto c = parse_speculative_config(
+      R"({"method": "simulate", "num_speculative_tokens": 3, "acceptance_rate": 0.8, "seed": 5,
+          "disable_by_batch_size": 32})");
+  CHECK(c.method == "simulate");
+  CHECK(c.num_speculative_tokens == 3);
+  CHECK(c.acceptance_rate == 0.8);
+  CHECK(c.seed == 5);
+  CHECK(c.disable_by_batch_size == 32);
+  const auto n = parse_speculative_config(R"({"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": 3})");
+  CHECK(n.prompt_lookup_min == 1);
+  CHECK(n.prompt_lookup_max == 3);
+  CHECK(n.disable_by_batch_size == 0);
+  auto refused = [&](const std::string& text, const std::string& says) {
+    INFO(text);
+    try {
+      parse_speculative_config(text);
+      FAIL("accepted");
+    } catch (const std::invalid_argument& e) {
+      CHECK_THAT(e.what(), Catch::Contains(says));
+    }
+  };
+  refused(R"({"method": "mtp", "num_speculative_tokens": 1})", "not available yet");
+  refused(R"({"method": "eagle", "num_speculative_tokens": 1})", "\"simulate\"");
+  refused(R"({"method": "ngram"})", "num_speculative_tokens is required");
+  refused(R"({"method": "ngram", "num_speculative_tokens": 9})", "num_speculative_tokens must be in [1, 8]");
+  refused(R"({"method": "simulate", "num_speculative_tokens": 2, "acceptance_rate": 1.5})", "acceptance_rate");
+  refused(R"({"method": "ngram", "num_speculative_tokens": 2, "disable_by_batch_size": -1})", "out of range");
+  refused(R"({"method": "ngram", "num_speculative_tokens": 2, "draft_model": "x"})", "unknown key \"draft_model\"");
+  refused("[1]", "expected a JSON object");
 }
