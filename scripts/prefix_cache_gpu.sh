@@ -10,7 +10,8 @@
 #      (c) no reuse: random 1,024-token prompts, 256 out, concurrency 64 (throughput).
 # The binaries come from scripts/bench_serve_bundle.sh with TARGETS including test_engine_tiny,
 # staged in .devbuild/prefix (carry it). Results: $OUT/summary.txt and $OUT/results.tar.gz.
-#   [MODES="on off"] [RUNS="a b c"] [RUNS_OFF=...] bash .devbuild/prefix/prefix_cache_gpu.sh
+#   [MODES="on off"] [RUNS="a b c"] [RUNS_OFF=...] [SERVE_ARGS="--max-num-batched-tokens 8192"]
+#   bash .devbuild/prefix/prefix_cache_gpu.sh
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 DEADLINE=${DEADLINE:-570}
@@ -43,7 +44,7 @@ for mode in $MODES; do
   flag=--enable-prefix-caching; [ "$mode" = off ] && flag=--no-enable-prefix-caching
   t0=$SECONDS
   "$B/bin/serve" --model "$CKPT" --backend cuda --port $PORT --gpu-memory-utilization 0.9 --max-num-seqs 256 \
-    $flag > "$R/serve_$mode.log" 2>&1 &
+    $flag ${SERVE_ARGS:-} > "$R/serve_$mode.log" 2>&1 &
   SERVE_PID=$!
   until curl -sf -m 2 http://127.0.0.1:$PORT/health > /dev/null; do
     kill -0 $SERVE_PID 2>/dev/null || break
