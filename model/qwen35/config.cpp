@@ -68,6 +68,35 @@ std::vector<int32_t> token_ids(const json& v, const Reader& r, const std::string
   return out;
 }
 
+// quantization_config: only the block-wise FP8 of Qwen's releases is loadable.
+Fp8Config fp8_config(const json& q, const Reader& r) {
+  auto bad = [&](const std::string& what) { r.fail("quantization_config: " + what); };
+  if (!q.is_object()) bad("is not an object");
+  const std::string method = q.contains("quant_method") && q["quant_method"].is_string()
+                                 ? q["quant_method"].get<std::string>()
+                                 : (q.contains("quant_method") ? q["quant_method"].dump() : std::string("(none)"));
+  if (method != "fp8") bad("quant_method " + method + " is not supported (only fp8, block-wise e4m3)");
+  if (q.contains("fmt") && q["fmt"] != "e4m3")
+    bad("fmt " + q["fmt"].dump() + " is not supported (only e4m3)");
+  if (q.contains("activation_scheme") && q["activation_scheme"] != "dynamic")
+    bad("activation_scheme " + q["activation_scheme"].dump() + " is not supported (only dynamic)");
+  Fp8Config f;
+  if (!q.contains("weight_block_size") || q["weight_block_size"].is_null())
+    bad("no weight_block_size: per-tensor FP8 scales are not supported (only [128, 128] blocks)");
+  const json& b = q["weight_block_size"];
+  if (!b.is_array() || b.size() != 2 || b[0] != 128 || b[1] != 128)
+    bad("weight_block_size " + b.dump() + " is not supported (only [128, 128])");
+  for (const char* key : {"modules_to_not_convert", "ignored_layers"}) {
+    if (!q.contains(key) || q[key].is_null()) continue;
+    if (!q[key].is_array()) bad(std::string(key) + " is not a list");
+    for (const auto& m : q[key]) {
+      if (!m.is_string()) bad(std::string(key) + " holds " + m.dump() + ", not a module name");
+      f.modules_to_not_convert.push_back(m.get<std::string>());
+    }
+  }
+  return f;
+}
+
 std::string read_file(const std::filesystem::path& p) {
   std::ifstream in(p, std::ios::binary);
   if (!in) throw std::runtime_error(p.string() + ": cannot open");
@@ -195,6 +224,7 @@ ModelConfig ModelConfig::parse(std::string_view config_json, std::string_view ge
   for (auto k : c.layer_kinds) c.kind_index.push_back(k == LayerKind::full_attention ? full++ : deltanet++);
 
   c.tie_word_embeddings = r.flag("tie_word_embeddings", false);
+  if (const json* q = r.find("quantization_config")) c.fp8 = fp8_config(*q, r);
 
   if (!generation_json.empty()) {
     json gen;

@@ -8,10 +8,16 @@
 // (layer i is full attention iff (i + 1) % interval == 0). Anything the forward pass cannot
 // honour (another activation, attention bias, a scaled RoPE, GQA ratios that do not divide)
 // is refused with a message naming the key.
+//
+// An FP8 checkpoint (Qwen's -FP8 releases) carries "quantization_config": {"quant_method":
+// "fp8", "fmt": "e4m3", "weight_block_size": [128, 128], "activation_scheme": "dynamic",
+// "modules_to_not_convert": [...]}; it becomes `fp8`. Other methods, formats, block sizes and
+// static activation scales are refused.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,6 +28,15 @@
 namespace ds::qwen35 {
 
 enum class LayerKind : uint8_t { deltanet, full_attention };  // HF layer_types: "linear_attention", "full_attention"
+
+// The block-wise FP8 layout of a checkpoint's quantised weights (model/qwen35/fp8.h).
+struct Fp8Config {
+  int64_t block_rows = 128;
+  int64_t block_cols = 128;
+  // As listed (HF's "modules_to_not_convert", vLLM's "ignored_layers"). Informational: the
+  // loader goes by each tensor's stored dtype (F8_E4M3 + scale, or a float type).
+  std::vector<std::string> modules_to_not_convert;
+};
 
 struct ModelConfig {
   bool multimodal_layout = false;  // config had "text_config"
@@ -48,6 +63,7 @@ struct ModelConfig {
 
   bool tie_word_embeddings = false;
   std::vector<int32_t> eos_token_ids;  // generation_config.json, else config's eos_token_id
+  std::optional<Fp8Config> fp8;        // quantization_config of an FP8 checkpoint
 
   std::vector<LayerKind> layer_kinds;  // [L]
   // Position of layer i among the layers of its kind: its K/V pool index (full attention)

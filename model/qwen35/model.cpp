@@ -48,10 +48,11 @@ void Logits::copy_row(int64_t row, std::span<float> dst) const {
   backend_->copy_to_host(tensor_.rows(row, 1), dst);
 }
 
-std::unique_ptr<Model> Model::load(kernels::Backend& backend, const std::filesystem::path& dir) {
+std::unique_ptr<Model> Model::load(kernels::Backend& backend, const std::filesystem::path& dir,
+                                   const LoadOptions& options) {
   ModelConfig config = ModelConfig::load(dir);
   Checkpoint ckpt(dir);
-  ModelWeights weights = load_weights(backend, ckpt, config);
+  ModelWeights weights = load_weights(backend, ckpt, config, options);
   return std::make_unique<Model>(backend, std::move(config), std::move(weights));
 }
 

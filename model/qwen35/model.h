@@ -62,8 +62,9 @@ class Model {
  public:
   // Reads config.json, generation_config.json and the safetensors weights of dir onto
   // backend (which must outlive the model). Throws std::runtime_error with the file and
-  // tensor at fault.
-  static std::unique_ptr<Model> load(kernels::Backend& backend, const std::filesystem::path& dir);
+  // tensor at fault. options: load-time quantisation (weights.h).
+  static std::unique_ptr<Model> load(kernels::Backend& backend, const std::filesystem::path& dir,
+                                     const LoadOptions& options = {});
   // A model from an already loaded config and weights (tests).
   Model(kernels::Backend& backend, ModelConfig config, ModelWeights weights);
   ~Model();

@@ -25,7 +25,7 @@ struct DTypeEntry {
 };
 constexpr DTypeEntry kDTypes[] = {
     {"F64", StDType::f64}, {"F32", StDType::f32}, {"F16", StDType::f16},   {"BF16", StDType::bf16},
-    {"I64", StDType::i64}, {"I32", StDType::i32}, {"I16", StDType::i16},   {"I8", StDType::i8},
+    {"F8_E4M3", StDType::f8_e4m3}, {"I64", StDType::i64}, {"I32", StDType::i32}, {"I16", StDType::i16},   {"I8", StDType::i8},
     {"U8", StDType::u8},   {"BOOL", StDType::boolean}};
 
 [[noreturn]] void fail(const std::filesystem::path& path, const std::string& what) {
@@ -49,6 +49,7 @@ int64_t dtype_size(StDType t) {
     case StDType::f16:
     case StDType::bf16:
     case StDType::i16: return 2;
+    case StDType::f8_e4m3:
     case StDType::i8:
     case StDType::u8:
     case StDType::boolean: return 1;

@@ -17,7 +17,8 @@
 
 namespace ds::qwen35 {
 
-enum class StDType : uint8_t { f64, f32, f16, bf16, i64, i32, i16, i8, u8, boolean };
+// f8_e4m3: float8_e4m3fn, the codes of FP8 checkpoints (model/qwen35/fp8.h).
+enum class StDType : uint8_t { f64, f32, f16, bf16, f8_e4m3, i64, i32, i16, i8, u8, boolean };
 
 class SafetensorsFile {
  public:

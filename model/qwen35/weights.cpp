@@ -2,10 +2,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
+#include <optional>
 #include <set>
 #include <span>
 #include <stdexcept>
 #include <utility>
+
+#include "model/qwen35/fp8.h"
 
 namespace ds::qwen35 {
 
@@ -28,15 +32,22 @@ bool is_skipped(const std::string& name) {
   return name.rfind("model.visual.", 0) == 0 || name.rfind("mtp.", 0) == 0;
 }
 
+// Whether --quantization fp8 quantises a weight: the linear layers an FP8 release quantises.
+enum class Fp8Target : bool { no, yes };
+
 class Loader {
  public:
-  Loader(kernels::Backend& backend, const Checkpoint& ckpt, std::string prefix)
-      : backend_(backend), ckpt_(ckpt), prefix_(std::move(prefix)) {}
+  Loader(kernels::Backend& backend, const Checkpoint& ckpt, std::string prefix, const ModelConfig& config,
+         const LoadOptions& options)
+      : backend_(backend), ckpt_(ckpt), prefix_(std::move(prefix)), fp8_(config.fp8),
+        // An FP8 checkpoint is loaded as stored: its unquantised weights stay so on purpose.
+        quantize_(options.quantization == Quantization::fp8 && !config.fp8) {}
 
   const std::string& prefix() const { return prefix_; }
 
-  // The checked host view of a tensor (full name).
-  HostTensor host(const std::string& name, const std::vector<int64_t>& want) {
+  // The checked host view of a tensor (full name). Values computed on the host (dequantised
+  // FP8) live in scratch_ until the next upload.
+  HostTensor host(const std::string& name, const std::vector<int64_t>& want, Fp8Target target = Fp8Target::no) {
     const auto* e = ckpt_.find(name);
     if (!e) {
       std::string files;
@@ -46,6 +57,15 @@ class Loader {
     }
     const auto& info = *e->info;
     const std::string where = e->file->path().string() + ": tensor " + name;
+    if (info.shape != want)
+      throw std::runtime_error(where + " has shape " + shape_str(info.shape) + ", expected " +
+                               shape_str(want) + " from config.json");
+    const std::string scale_name = name + "_scale_inv";
+    const Checkpoint::Entry* scale = ckpt_.find(scale_name);
+    if (info.dtype == StDType::f8_e4m3) return fp8_weight(*e, where, want, scale_name, scale);
+    if (scale)
+      throw std::runtime_error(where + " is stored as " + dtype_name(info.dtype) + " but has a scale " +
+                               scale_name + " (only F8_E4M3 weights have one)");
     DType dtype;
     switch (info.dtype) {
       case StDType::f32: dtype = DType::f32; break;
@@ -55,27 +75,89 @@ class Loader {
         throw std::runtime_error(where + " has dtype " + dtype_name(info.dtype) +
                                  ", expected F32, BF16 or F16");
     }
-    if (info.shape != want)
-      throw std::runtime_error(where + " has shape " + shape_str(info.shape) + ", expected " +
-                               shape_str(want) + " from config.json");
     used_.insert(name);
-    return HostTensor{dtype, to_shape(want), info.data};
+    const HostTensor stored{dtype, to_shape(want), info.data};
+    if (quantize_ && target == Fp8Target::yes) return quantized(stored, want);
+    return stored;
   }
 
-  Tensor load(const std::string& name, const std::vector<int64_t>& want) {
-    return backend_.upload(host(name, want));
+  // W = decode(codes) * scale per block, in f32.
+  HostTensor fp8_weight(const Checkpoint::Entry& e, const std::string& where, const std::vector<int64_t>& want,
+                        const std::string& scale_name, const Checkpoint::Entry* scale) {
+    if (!fp8_)
+      throw std::runtime_error(where + " is stored as F8_E4M3 but config.json has no fp8 quantization_config");
+    if (want.size() != 2) throw std::runtime_error(where + " is stored as F8_E4M3, which only 2-D weights may be");
+    if (!scale) throw std::runtime_error(where + " is stored as F8_E4M3 but its scale " + scale_name + " is missing");
+    const fp8::BlockShape bs{want[0], want[1], fp8_->block_rows, fp8_->block_cols};
+    const auto& si = *scale->info;
+    const std::string scale_where = scale->file->path().string() + ": tensor " + scale_name;
+    const std::vector<int64_t> scale_shape{bs.scale_rows(), bs.scale_cols()};
+    if (si.shape != scale_shape)
+      throw std::runtime_error(scale_where + " has shape " + shape_str(si.shape) + ", expected " +
+                               shape_str(scale_shape) + " (one scale per " + std::to_string(bs.block_rows) + "x" +
+                               std::to_string(bs.block_cols) + " block of " + shape_str(want) + ")");
+    std::vector<float> scales(static_cast<size_t>(si.numel()));
+    if (si.dtype == StDType::f32) {
+      std::memcpy(scales.data(), si.data, si.bytes);
+    } else if (si.dtype == StDType::bf16) {
+      const auto* h = static_cast<const uint16_t*>(si.data);
+      for (size_t i = 0; i < scales.size(); ++i) {
+        const uint32_t bits = static_cast<uint32_t>(h[i]) << 16;  // bf16 is the top half of an f32
+        std::memcpy(&scales[i], &bits, 4);
+      }
+    } else {
+      throw std::runtime_error(scale_where + " has dtype " + dtype_name(si.dtype) + ", expected F32 or BF16");
+    }
+    used_.insert(e.info->name);
+    used_.insert(scale_name);
+    const auto* codes = static_cast<const uint8_t*>(e.info->data);
+    scratch_.push_back(fp8::dequantize(bs, {codes, static_cast<size_t>(e.info->numel())}, scales));
+    return HostTensor{DType::f32, to_shape(want), scratch_.back().data()};
+  }
+
+  // --quantization fp8: the stored values through one FP8 round trip, as an FP8 checkpoint of
+  // them would load.
+  HostTensor quantized(const HostTensor& stored, const std::vector<int64_t>& want) {
+    std::vector<float> values(static_cast<size_t>(stored.shape.numel()));
+    if (stored.dtype == DType::f32) {
+      std::memcpy(values.data(), stored.data, values.size() * 4);
+    } else {
+      // Widened by the backend, as load_stacked does for mixed types (exact for bf16).
+      backend_.copy_to_host(backend_.upload(stored), values);
+    }
+    const fp8::BlockShape bs{want[0], want[1], fp8::kBlock, fp8::kBlock};
+    const fp8::Quantized q = fp8::quantize(bs, values);
+    scratch_.push_back(fp8::dequantize(bs, q.codes, q.scales));
+    return HostTensor{DType::f32, to_shape(want), scratch_.back().data()};
+  }
+
+  Tensor load(const std::string& name, const std::vector<int64_t>& want, Fp8Target target = Fp8Target::no) {
+    Tensor t = backend_.upload(host(name, want, target));
+    scratch_.clear();
+    return t;
   }
 
   // The rows of several weights with the same column count stacked into one, in order.
-  Tensor load_stacked(const std::vector<std::pair<std::string, std::vector<int64_t>>>& parts) {
+  struct Part {
+    std::string name;
+    std::vector<int64_t> shape;
+    Fp8Target target = Fp8Target::no;
+  };
+  Tensor load_stacked(const std::vector<Part>& parts) {
+    Tensor t = stack(parts);
+    scratch_.clear();
+    return t;
+  }
+
+  Tensor stack(const std::vector<Part>& parts) {
     std::vector<HostTensor> hs;
     int64_t rows = 0, bytes = 0;
-    for (const auto& [name, want] : parts) {
-      hs.push_back(host(name, want));
+    for (const auto& [name, want, target] : parts) {
+      hs.push_back(host(name, want, target));
       rows += want[0];
       bytes += hs.back().bytes();
     }
-    const Shape shape{rows, parts.front().second[1]};
+    const Shape shape{rows, parts.front().shape[1]};
     const bool same_type =
         std::all_of(hs.begin(), hs.end(), [&](const HostTensor& h) { return h.dtype == hs.front().dtype; });
     if (same_type) {
@@ -110,18 +192,23 @@ class Loader {
   kernels::Backend& backend_;
   const Checkpoint& ckpt_;
   std::string prefix_;
+  std::optional<Fp8Config> fp8_;
+  bool quantize_;
   std::set<std::string> used_;
+  std::deque<std::vector<float>> scratch_;  // deque: earlier buffers stay put
 };
 
 }  // namespace
 
-ModelWeights load_weights(kernels::Backend& backend, const Checkpoint& ckpt, const ModelConfig& c) {
+ModelWeights load_weights(kernels::Backend& backend, const Checkpoint& ckpt, const ModelConfig& c,
+                          const LoadOptions& options) {
   // The config says which layout to expect; a checkpoint saved in the other one is accepted
   // when its embedding is there and the expected one is not.
   std::string prefix = c.multimodal_layout ? "model.language_model." : "model.";
   const std::string other = c.multimodal_layout ? "model." : "model.language_model.";
   if (!ckpt.find(prefix + "embed_tokens.weight") && ckpt.find(other + "embed_tokens.weight")) prefix = other;
-  Loader ld(backend, ckpt, prefix);
+  Loader ld(backend, ckpt, prefix, c, options);
+  constexpr Fp8Target linear = Fp8Target::yes;
 
   const int64_t H = c.hidden_size, V = c.vocab_size, I = c.intermediate_size;
   const int64_t Nq = c.num_heads, Nkv = c.num_kv_heads, D = c.head_dim;
@@ -148,26 +235,26 @@ ModelWeights load_weights(kernels::Backend& backend, const Checkpoint& ckpt, con
     L.post_norm = ld.load(p + "post_attention_layernorm.weight", {H});
     if (L.kind == LayerKind::full_attention) {
       auto& a = L.attn;
-      a.qkv_proj = ld.load_stacked({{p + "self_attn.q_proj.weight", {2 * Nq * D, H}},
-                                    {p + "self_attn.k_proj.weight", {Nkv * D, H}},
-                                    {p + "self_attn.v_proj.weight", {Nkv * D, H}}});
-      a.o_proj = ld.load(p + "self_attn.o_proj.weight", {H, Nq * D});
+      a.qkv_proj = ld.load_stacked({{p + "self_attn.q_proj.weight", {2 * Nq * D, H}, linear},
+                                    {p + "self_attn.k_proj.weight", {Nkv * D, H}, linear},
+                                    {p + "self_attn.v_proj.weight", {Nkv * D, H}, linear}});
+      a.o_proj = ld.load(p + "self_attn.o_proj.weight", {H, Nq * D}, linear);
       a.q_norm = ld.load(p + "self_attn.q_norm.weight", {D});
       a.k_norm = ld.load(p + "self_attn.k_norm.weight", {D});
     } else {
       auto& g = L.deltanet;
-      g.in_proj = ld.load_stacked({{p + "linear_attn.in_proj_qkv.weight", {c.conv_dim(), H}},
-                                   {p + "linear_attn.in_proj_z.weight", {Hv * dv, H}},
+      g.in_proj = ld.load_stacked({{p + "linear_attn.in_proj_qkv.weight", {c.conv_dim(), H}, linear},
+                                   {p + "linear_attn.in_proj_z.weight", {Hv * dv, H}, linear},
                                    {p + "linear_attn.in_proj_b.weight", {Hv, H}},
                                    {p + "linear_attn.in_proj_a.weight", {Hv, H}}});
       g.conv1d = ld.load(p + "linear_attn.conv1d.weight", {c.conv_dim(), 1, c.conv_kernel});
       g.dt_bias = ld.load(p + "linear_attn.dt_bias", {Hv});
       g.a_log = ld.load(p + "linear_attn.A_log", {Hv});
       g.norm = ld.load(p + "linear_attn.norm.weight", {dv});
-      g.out_proj = ld.load(p + "linear_attn.out_proj.weight", {H, Hv * dv});
+      g.out_proj = ld.load(p + "linear_attn.out_proj.weight", {H, Hv * dv}, linear);
     }
-    L.gate_up = ld.load_stacked({{p + "mlp.gate_proj.weight", {I, H}}, {p + "mlp.up_proj.weight", {I, H}}});
-    L.down = ld.load(p + "mlp.down_proj.weight", {H, I});
+    L.gate_up = ld.load_stacked({{p + "mlp.gate_proj.weight", {I, H}, linear}, {p + "mlp.up_proj.weight", {I, H}, linear}});
+    L.down = ld.load(p + "mlp.down_proj.weight", {H, I}, linear);
     w.layers.push_back(std::move(L));
   }
   ld.check_nothing_left();

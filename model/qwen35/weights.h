@@ -9,6 +9,15 @@
 // in_proj_qkv/z/b/a. Each original weight stays addressable as a row range of the stacked one
 // (Tensor::rows), with no copy. lm_head falls back to the embedding when tie_word_embeddings is
 // set and the checkpoint has no lm_head.weight.
+//
+// FP8 (model/qwen35/fp8.h): a tensor stored as F8_E4M3 is read with its `<name>_scale_inv`
+// (one f32 or bf16 scale per block of config.fp8) and dequantised to f32 on the host before
+// upload, so every backend gets the values it would get from a bf16 checkpoint holding them
+// (the CPU keeps f32, CUDA narrows matrices to bf16). LoadOptions::quantization = fp8 gives a
+// bf16/f32 checkpoint the same treatment at load time: the linear weights an FP8 release
+// quantises (q/k/v/o_proj, gate/up/down_proj, the DeltaNet's in_proj_qkv, in_proj_z and
+// out_proj; not the embedding, lm_head, norms, conv1d, A_log, dt_bias or the small
+// in_proj_a/b, which Qwen's releases keep in bf16) are block-quantised and dequantised.
 #pragma once
 
 #include <vector>
@@ -55,8 +64,17 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
 };
 
+enum class Quantization : uint8_t { none, fp8 };
+
+struct LoadOptions {
+  // fp8: quantise the linear weights of a bf16/f32 checkpoint at load time (serve
+  // --quantization fp8). A no-op on a checkpoint that is already FP8 (config.fp8 set).
+  Quantization quantization = Quantization::none;
+};
+
 // Uploads and checks the whole text decoder of ckpt. Throws std::runtime_error naming the
 // file and tensor at fault.
-ModelWeights load_weights(kernels::Backend& backend, const Checkpoint& ckpt, const ModelConfig& config);
+ModelWeights load_weights(kernels::Backend& backend, const Checkpoint& ckpt, const ModelConfig& config,
+                          const LoadOptions& options = {});
 
 }  // namespace ds::qwen35

@@ -6,8 +6,9 @@ namespace ds::test {
 
 namespace {
 std::unique_ptr<qwen35::Model> load_model(kernels::Backend& be, const std::filesystem::path& dir,
-                                          int32_t num_blocks, int32_t block_size, int32_t num_slots) {
-  auto m = qwen35::Model::load(be, dir);
+                                          int32_t num_blocks, int32_t block_size, int32_t num_slots,
+                                          const qwen35::LoadOptions& options) {
+  auto m = qwen35::Model::load(be, dir, options);
   kvcache::PoolSizes sizes;
   sizes.num_blocks = num_blocks;
   sizes.block_size = block_size;
@@ -17,9 +18,10 @@ std::unique_ptr<qwen35::Model> load_model(kernels::Backend& be, const std::files
 }
 }  // namespace
 
-Harness::Harness(const std::filesystem::path& dir, int32_t num_blocks, int32_t block_size, int32_t num_slots)
+Harness::Harness(const std::filesystem::path& dir, int32_t num_blocks, int32_t block_size, int32_t num_slots,
+                 const qwen35::LoadOptions& options)
     : backend_(kernels::cpu::make_cpu_backend()),
-      model_(load_model(*backend_, dir, num_blocks, block_size, num_slots)),
+      model_(load_model(*backend_, dir, num_blocks, block_size, num_slots, options)),
       blocks_(num_blocks, block_size),
       slots_(num_slots, model_->cache_geometry().state, model_->state_zero_fn()) {}
 
