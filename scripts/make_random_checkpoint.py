@@ -10,6 +10,14 @@ are random (matrices N(0, 0.02), zero-centred norms small, A_log = log U(1, 16),
 near 1), so it exercises every kernel at full size but means nothing. For benchmarks only:
 never commit its output. Needs torch and safetensors (the GPU machine has both); tensors
 are drawn on the GPU when one is present.
+
+--fp8 writes the layout of Qwen's -FP8 releases instead: the linear weights they quantise
+(q/k/v/o_proj, gate/up/down_proj, the DeltaNet's in_proj_qkv, in_proj_z, out_proj) as
+float8_e4m3fn with a `weight_scale_inv` of one f32 scale per 128x128 block (partial blocks
+at the edges), and quantization_config in config.json. The quantisation is serve's
+--quantization fp8 (model/qwen35/fp8.h: scale amax/448, f32 division, round to nearest
+even, saturating), so with the same --seed the FP8 checkpoint loads to the same weights as
+the bf16 one under --quantization fp8. Needs torch >= 2.1 (float8_e4m3fn).
 """
 import argparse
 import json
@@ -25,6 +33,16 @@ SIZES = {
     "4b": dict(hidden=2560, inter=9216, layers=32, nq=16, nkv=4, hk=16, hv=32, tie=True),
 }
 VOCAB, HEAD_DIM, DK, KC = 248320, 256, 128, 4
+FP8_BLOCK, E4M3_MAX = 128, 448.0
+# What Qwen's FP8 releases quantise; the rest (embedding, lm_head, norms, conv1d, A_log,
+# dt_bias, in_proj_a/b) stays bf16/f32.
+FP8_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "in_proj_qkv",
+               "in_proj_z", "out_proj")
+FP8_QUANTIZATION_CONFIG = {
+    "quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic", "weight_block_size": [FP8_BLOCK, FP8_BLOCK],
+    "modules_to_not_convert": ["lm_head", "model.language_model.embed_tokens", "linear_attn.in_proj_a",
+                               "linear_attn.in_proj_b", "linear_attn.conv1d"],
+}
 
 
 def config(g):
@@ -43,6 +61,23 @@ def config(g):
     }
     return {"architectures": ["Qwen3_5ForConditionalGeneration"], "model_type": "qwen3_5",
             "tie_word_embeddings": g["tie"], "text_config": text}
+
+
+def is_fp8_target(name):
+    return name.endswith(".weight") and name.split(".")[-2] in FP8_TARGETS
+
+
+def fp8_blocks(w):
+    """(codes as float8_e4m3fn [rows, cols], scale_inv f32 [ceil(rows/128), ceil(cols/128)])."""
+    rows, cols = w.shape
+    br, bc = -(-rows // FP8_BLOCK), -(-cols // FP8_BLOCK)
+    x = torch.zeros(br * FP8_BLOCK, bc * FP8_BLOCK, dtype=torch.float32, device=w.device)
+    x[:rows, :cols] = w.float()
+    blocks = x.view(br, FP8_BLOCK, bc, FP8_BLOCK)
+    amax = blocks.abs().amax(dim=(1, 3))
+    scale = torch.where(amax > 0, amax / E4M3_MAX, torch.ones_like(amax))
+    q = (blocks / scale[:, None, :, None]).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+    return q.view(br * FP8_BLOCK, bc * FP8_BLOCK)[:rows, :cols].contiguous(), scale.contiguous()
 
 
 def tensors(g, dev, gen):
@@ -94,6 +129,7 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--shard-gb", type=float, default=4.0)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--fp8", action="store_true", help="the layout of Qwen's -FP8 releases (block-wise e4m3)")
     args = ap.parse_args()
     g = SIZES[args.size]
     os.makedirs(args.out, exist_ok=True)
@@ -115,15 +151,24 @@ def main():
             index[k] = name
         shard, shard_bytes = {}, 0
 
-    for name, t in tensors(g, dev, gen):
-        t = t.cpu().contiguous()
-        nbytes = t.numel() * t.element_size()
-        if shard and shard_bytes + nbytes > args.shard_gb * 1e9:
-            flush()
-        shard[name] = t
-        shard_bytes += nbytes
-        total += nbytes
-        names.append(name)
+    def stored(name, t):
+        if args.fp8 and is_fp8_target(name):
+            codes, scale = fp8_blocks(t)
+            yield name, codes
+            yield name + "_scale_inv", scale
+        else:
+            yield name, t
+
+    for drawn_name, drawn in tensors(g, dev, gen):
+        for name, t in stored(drawn_name, drawn):
+            t = t.cpu().contiguous()
+            nbytes = t.numel() * t.element_size()
+            if shard and shard_bytes + nbytes > args.shard_gb * 1e9:
+                flush()
+            shard[name] = t
+            shard_bytes += nbytes
+            total += nbytes
+            names.append(name)
     flush()
     # Shard names carry the final count, as released checkpoints do.
     final = {}
@@ -136,7 +181,10 @@ def main():
     with open(os.path.join(args.out, "model.safetensors.index.json"), "w") as f:
         json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=1)
     with open(os.path.join(args.out, "config.json"), "w") as f:
-        json.dump(config(g), f, indent=1)
+        cfg = config(g)
+        if args.fp8:
+            cfg["quantization_config"] = FP8_QUANTIZATION_CONFIG
+        json.dump(cfg, f, indent=1)
     with open(os.path.join(args.out, "generation_config.json"), "w") as f:
         json.dump({"eos_token_id": [248046, 248044], "pad_token_id": 248044}, f, indent=1)
     print(f"wrote {len(names)} tensors, {total / 1e9:.1f} GB in {n_shards} shards to {args.out}")

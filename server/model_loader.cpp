@@ -170,11 +170,18 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::strin
   std::vector<fs::path> weight_files;
   for (const auto& name : qwen35::Checkpoint(dir).file_names()) weight_files.push_back(dir / name);
   read_weights_with_progress(weight_files, progress_bar);
-  lm->model = qwen35::Model::load(*lm->backend, dir);
+  qwen35::LoadOptions load_options;
+  if (o.quantization == "fp8") load_options.quantization = qwen35::Quantization::fp8;
+  lm->model = qwen35::Model::load(*lm->backend, dir, load_options);
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   int64_t ckpt_bytes = 0;
   for (const auto& f : weight_files) ckpt_bytes += static_cast<int64_t>(fs::file_size(f));
   const auto& cfg = lm->model->config();
+  if (cfg.fp8)
+    spdlog::info("FP8 checkpoint (e4m3, {}x{} blocks): weights dequantised at load{}", cfg.fp8->block_rows,
+                 cfg.fp8->block_cols, o.quantization == "fp8" ? "; --quantization fp8 has nothing to do" : "");
+  else if (o.quantization == "fp8")
+    spdlog::info("--quantization fp8: linear weights quantised to e4m3 in 128x128 blocks at load");
   spdlog::info("weights: {} layers ({} full attention, {} DeltaNet), hidden {}, vocab {}; checkpoint {:.1f} MiB, "
                "resident {:+.1f} MiB on {}; loaded in {:.2f} s",
                cfg.num_layers, cfg.num_full_layers(), cfg.num_deltanet_layers(), cfg.hidden_size, cfg.vocab_size,

@@ -73,6 +73,10 @@ void add_server_options(CLI::App& app, ServerOptions& o) {
                  "(methods: ngram = prompt lookup, with prompt_lookup_min/max; replay = the test and "
                  "benchmark drafter with a set acceptance_rate; simulate = benchmarks only, keeps drafts at "
                  "acceptance_rate whatever the model samples, so replies are not the model's)");
+  app.add_option("--quantization", o.quantization,
+                 "Weight quantisation at load time: none, or fp8 (block-wise e4m3 of the linear weights, "
+                 "as Qwen's -FP8 releases; a no-op on an FP8 checkpoint, which loads as stored)")
+      ->capture_default_str();
   app.add_option("--backend", o.backend, "Compute backend: cpu, cuda, hip or auto")->capture_default_str();
   app.add_option("--chat-template", o.chat_template,
                  "Jinja chat template file (default: the model's chat_template.jinja or "
@@ -155,6 +159,8 @@ std::string validate_options(const ServerOptions& o) {
       return e.what();
     }
   }
+  if (o.quantization != "none" && o.quantization != "fp8")
+    return "--quantization must be none or fp8, got '" + o.quantization + "'";
   if (o.kv_cache_dtype != "auto") {
     try {
       ds::parse_dtype(o.kv_cache_dtype);

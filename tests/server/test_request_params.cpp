@@ -186,6 +186,8 @@ TEST_CASE("options: sizes and combinations that cannot work", "[options]") {
   CHECK(bad([](ServerOptions& o) { o.max_num_seqs = 0; }).find("--max-num-seqs") != std::string::npos);
   CHECK(bad([](ServerOptions& o) { o.kv_cache_memory = "big"; }).find("--kv-cache-memory") != std::string::npos);
   CHECK(bad([](ServerOptions& o) { o.kv_cache_dtype = "int3"; }).find("--kv-cache-dtype") != std::string::npos);
+  CHECK(bad([](ServerOptions& o) { o.quantization = "int4"; }).find("--quantization must be none or fp8") !=
+        std::string::npos);
   CHECK(bad([](ServerOptions& o) { o.log_format = "xml"; }).find("--log-format") != std::string::npos);
   CHECK(bad([](ServerOptions& o) { o.chat_template = "/nonexistent/t.jinja"; }).find("--chat-template") !=
         std::string::npos);

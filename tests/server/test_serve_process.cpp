@@ -39,7 +39,7 @@ TEST_CASE("serve --help documents every flag", "[process]") {
   for (const char* flag :
        {"--model", "--host", "--port", "--served-model-name", "--api-key", "DELTASERVE_API_KEY", "--paged-attention",
         "--no-paged-attention", "--max-ctx", "--kv-cache-dtype", "--block-size", "--gpu-memory-utilization",
-        "--kv-cache-memory", "--max-num-seqs", "--max-num-batched-tokens", "--max-queue", "--backend",
+        "--kv-cache-memory", "--max-num-seqs", "--max-num-batched-tokens", "--max-queue", "--quantization", "--backend",
         "--chat-template", "--log-level", "--log-format"})
     CHECK(help.find(flag) != std::string::npos);
   // No internal default values of negated flags in the text.
@@ -95,6 +95,7 @@ TEST_CASE("serve refuses flags that cannot work, before serving, with a clear me
       {{"--log-level", "loud"}, "--log-level must be"},
       {{"--block-size", "0"}, "--block-size"},
       {{"--max-num-seqs", "0"}, "--max-num-seqs"},
+      {{"--quantization", "int4"}, "--quantization must be none or fp8"},
   };
   for (const auto& c : cases) {
     INFO(c.message);
@@ -129,6 +130,18 @@ TEST_CASE("serve starts on the bundled model, logs its capacity, and exits 0 on 
   p.signal(SIGTERM);
   CHECK(p.wait_exit(std::chrono::seconds(30)) == 0);
   CHECK(p.log().find("stopped") != std::string::npos);
+}
+
+TEST_CASE("serve --quantization fp8 quantises the bundled model at load and serves it", "[process]") {
+  ServeProcess p(with(kSmall, {"--quantization", "fp8"}));
+  REQUIRE(p.wait_log("ready:"));
+  CHECK(p.log().find("--quantization fp8: linear weights quantised") != std::string::npos);
+  httplib::Client c("127.0.0.1", p.port());
+  auto r = c.Post("/v1/completions", R"({"prompt": "Hi", "max_tokens": 3})", "application/json");
+  REQUIRE(r);
+  CHECK(r->status == 200);
+  p.signal(SIGTERM);
+  CHECK(p.wait_exit(std::chrono::seconds(30)) == 0);
 }
 
 TEST_CASE("SIGINT lets an in-flight stream finish; a second signal cancels it; exit 0", "[process]") {
