@@ -1,5 +1,6 @@
 // refcheck --model DIR [--reference FILE] [--backend cpu|cuda|cuda-f32] [--chunk N]
 //          [--tolerance X] [--min-agreement F] [--kv-cache-dtype bf16|f16|q8_0|q4_0 (cuda)]
+//          [--quantization none|fp8]
 //
 // Checks a checkpoint against its reference file (default DIR/reference.safetensors): prefill
 // logits at every prompt position, teacher-forced decode logits, and greedy tokens (see
@@ -11,6 +12,8 @@
 // cuda (bf16 weights and GEMM inputs) 3e-2 per row and teacher-forced argmax agreement on 95%
 // of the steps; cuda-f32 (the CUDA backend in its f32-weight reference mode; its K/V cache
 // and prefill attention probabilities are still bf16) 3e-3 and 98% agreement.
+// --quantization fp8 loads the checkpoint as serve --quantization fp8 does (weights.h); its
+// error against a bf16 model's reference is FP8's, so give --tolerance and --min-agreement.
 #include <cstdio>
 #include <exception>
 #include <memory>
@@ -27,7 +30,7 @@
 
 int main(int argc, char** argv) {
   CLI::App app{"Compare the engine's logits and greedy tokens with a reference file."};
-  std::string model_dir, reference, backend = "cpu", kv_dtype = "bf16";
+  std::string model_dir, reference, backend = "cpu", kv_dtype = "bf16", quantization = "none";
   int64_t chunk = 0;
   double tolerance = 0, min_agreement = 0;
   app.add_option("--model", model_dir, "checkpoint directory (config.json, *.safetensors)")->required();
@@ -42,6 +45,8 @@ int main(int argc, char** argv) {
   app.add_option("--min-agreement", min_agreement,
                  "fraction of teacher-forced steps whose argmax must match (default 1 = exact greedy; cuda 0.95)")
       ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--quantization", quantization, "none, or fp8: block-wise e4m3 of the linear weights at load")
+      ->check(CLI::IsMember({"none", "fp8"}));
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -63,7 +68,9 @@ int main(int argc, char** argv) {
       return 2;
 #endif
     }
-    auto model = ds::qwen35::Model::load(*be, model_dir);
+    ds::qwen35::LoadOptions load_options;
+    if (quantization == "fp8") load_options.quantization = ds::qwen35::Quantization::fp8;
+    auto model = ds::qwen35::Model::load(*be, model_dir, load_options);
     const ds::qwen35::ReferenceFile ref(reference);
     ds::qwen35::RefcheckOptions options;
     options.chunk = chunk;
