@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 
@@ -16,21 +17,26 @@ float e4m3_to_f32(uint8_t code) {
 }
 
 uint8_t f32_to_e4m3(float x) {
-  if (std::isnan(x)) return 0x7f;
-  const uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
-  const float a = std::fabs(x);
-  if (a >= kE4m3Max) return sign | 0x7e;
-  if (a == 0) return sign;
-  // Scaled by the spacing of the binade (2^-9 for subnormals and the first normal binade), a
-  // is an integer-valued float after rounding; nearbyint rounds ties to even, which is the
-  // even mantissa. A result of 16 (or 8 from a subnormal) carries into the next exponent,
-  // which the code arithmetic below gets for free.
-  int e2 = 0;
-  std::frexp(a, &e2);  // a in [2^(e2-1), 2^e2)
-  const int binade = std::max(e2 - 1, -6);  // normal exponent, subnormals share the first one
-  const int q = static_cast<int>(std::nearbyint(std::ldexp(a, 3 - binade)));  // 0..16
-  if (binade == -6 && q < 8) return sign | static_cast<uint8_t>(q);  // subnormal (or zero)
-  return sign | static_cast<uint8_t>(((binade + 7) << 3) + (q - 8));
+  // Bit arithmetic rather than frexp/nearbyint: --quantization fp8 runs this on every weight
+  // of a 27B model at load.
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  const uint8_t sign = static_cast<uint8_t>((bits >> 24) & 0x80);
+  const uint32_t mag = bits & 0x7fffffffu;
+  if (mag > 0x7f800000u) return 0x7f;                  // NaN
+  if (mag >= 0x43e00000u) return sign | 0x7e;          // |x| >= 448 (and inf): saturate
+  if (mag < 0x3c800000u) {                             // |x| < 2^-6: subnormal steps of 2^-9
+    float a;
+    std::memcpy(&a, &mag, 4);
+    // Adding and removing 2^23 rounds a*2^9 (< 8, exact) to an integer, ties to even; 8
+    // is the code of 2^-6, the first normal, so no special case.
+    const float q = (a * 512.0f + 8388608.0f) - 8388608.0f;
+    return sign | static_cast<uint8_t>(q);
+  }
+  // Normal: keep 3 of f32's 23 mantissa bits, rounding to nearest even; a carry out of the
+  // mantissa increments the exponent, as it should. Rebias the exponent from 127 to 7.
+  const uint32_t rounded = mag + 0x7ffffu + ((mag >> 20) & 1u);
+  return sign | static_cast<uint8_t>((rounded >> 20) - ((127u - 7u) << 3));
 }
 
 std::vector<float> dequantize(const BlockShape& s, std::span<const uint8_t> codes, std::span<const float> scales) {

@@ -188,6 +188,9 @@ TEST_CASE("fp8: encoding is round to nearest, ties to even, saturating at 448", 
   CHECK(fp8::f32_to_e4m3(std::numeric_limits<float>::quiet_NaN()) == 0x7f);
   CHECK(fp8::f32_to_e4m3(0.0f) == 0x00);
   CHECK(fp8::f32_to_e4m3(-0.0f) == 0x80);
+  CHECK(fp8::f32_to_e4m3(1e-40f) == 0x00);   // an f32 subnormal
+  CHECK(fp8::f32_to_e4m3(-0.0009765625f) == 0x80);  // -2^-10: the tie between 0 and 2^-9 goes to 0
+  CHECK(fp8::f32_to_e4m3(0.0029296875f) == 0x02);   // 1.5 * 2^-9: the tie goes to the even code 2
 }
 
 TEST_CASE("fp8: block quantisation with partial edge blocks", "[fp8]") {
