@@ -34,7 +34,9 @@ struct Fp8Config {
   int64_t block_rows = 128;
   int64_t block_cols = 128;
   // As listed (HF's "modules_to_not_convert", vLLM's "ignored_layers"). Informational: the
-  // loader goes by each tensor's stored dtype (F8_E4M3 + scale, or a float type).
+  // loader goes by each tensor's stored dtype (F8_E4M3 + scale, or a float type), because
+  // the list's matching rules differ between HF versions (substring, suffix, regex) and a
+  // release may share its list with models that have other modules (MoE gates).
   std::vector<std::string> modules_to_not_convert;
 };
 
