@@ -100,9 +100,11 @@ class Loader {
     if (si.dtype == StDType::f32) {
       std::memcpy(scales.data(), si.data, si.bytes);
     } else if (si.dtype == StDType::bf16) {
-      const auto* h = static_cast<const uint16_t*>(si.data);
+      const auto* h = static_cast<const unsigned char*>(si.data);  // tensors need not be aligned
       for (size_t i = 0; i < scales.size(); ++i) {
-        const uint32_t bits = static_cast<uint32_t>(h[i]) << 16;  // bf16 is the top half of an f32
+        uint16_t half;
+        std::memcpy(&half, h + 2 * i, 2);
+        const uint32_t bits = static_cast<uint32_t>(half) << 16;  // bf16 is the top half of an f32
         std::memcpy(&scales[i], &bits, 4);
       }
     } else {
