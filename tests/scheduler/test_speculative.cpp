@@ -51,6 +51,28 @@ std::vector<int32_t> random_prompt(std::mt19937& rng, int64_t len, int32_t vocab
   return p;
 }
 
+// n requests that run to their length: random prompts, greedy unless `sampled` says otherwise.
+std::vector<Request> length_requests(std::mt19937& rng, int n, int32_t vocab, const std::function<int64_t(int)>& prompt_len,
+                                     const std::function<int64_t(int)>& max_tokens,
+                                     const std::function<bool(int)>& sampled = [](int) { return false; }) {
+  std::vector<Request> out;
+  for (int i = 0; i < n; ++i) {
+    Request r(random_prompt(rng, prompt_len(i), vocab));
+    r.max_tokens = max_tokens(i);
+    r.ignore_eos = true;
+    r.sampling.temperature = sampled(i) ? 0.8f : 0.0f;
+    r.sampling.seed = 40 + static_cast<uint64_t>(i);
+    out.push_back(r);
+  }
+  return out;
+}
+
+// The outputs without speculation.
+std::vector<Outcome> plain_outputs(FakeModel& model, const std::vector<Request>& reqs) {
+  Engine engine(model, config({}), kernels::cpu::make_cpu_sampler());
+  return run_together(engine, reqs);
+}
+
 // A mixed set: greedy and seeded sampled requests (penalties on some), logprobs, stop ids,
 // repeated prompts (n > 1), prompts with repetitions (something for ngram to find).
 std::vector<Request> mixed_requests(int32_t vocab, uint64_t seed) {
@@ -197,20 +219,9 @@ TEST_CASE("speculative: simulate keeps drafts at the set rate whatever the model
   const int32_t vocab = 64;
   FakeModel model(vocab);
   std::mt19937 rng(11);
-  std::vector<Request> reqs;
-  for (int i = 0; i < 6; ++i) {
-    Request r(random_prompt(rng, 4 + 3 * i, vocab));
-    r.max_tokens = 120;
-    r.ignore_eos = true;
-    r.sampling.temperature = i % 2 == 0 ? 0.0f : 0.8f;
-    r.sampling.seed = 40 + static_cast<uint64_t>(i);
-    reqs.push_back(r);
-  }
-  std::vector<Outcome> plain;
-  {
-    Engine engine(model, config({}), kernels::cpu::make_cpu_sampler());
-    plain = run_together(engine, reqs);
-  }
+  const std::vector<Request> reqs = length_requests(
+      rng, 6, vocab, [](int i) { return 4 + 3 * i; }, [](int) { return 120; }, [](int i) { return i % 2 == 1; });
+  const std::vector<Outcome> plain = plain_outputs(model, reqs);
   SECTION("acceptance 0 keeps nothing: the model's own output") {
     Engine engine(model, config(spec("simulate", 3, 0.0)), kernels::cpu::make_cpu_sampler());
     check_same(run_together(engine, reqs), plain);
@@ -257,19 +268,9 @@ TEST_CASE("speculative: disable_by_batch_size drafts only while few sequences ru
   const int32_t vocab = 64;
   FakeModel model(vocab);
   std::mt19937 rng(21);
-  std::vector<Request> reqs;
-  for (int i = 0; i < 3; ++i) {  // staggered lengths: 3, then 2, then 1 sequence running
-    Request r(random_prompt(rng, 6, vocab));
-    r.max_tokens = 12 + 24 * i;
-    r.ignore_eos = true;
-    r.sampling.temperature = 0;
-    reqs.push_back(r);
-  }
-  std::vector<Outcome> plain;
-  {
-    Engine engine(model, config({}), kernels::cpu::make_cpu_sampler());
-    plain = run_together(engine, reqs);
-  }
+  // Staggered lengths: 3, then 2, then 1 sequence running.
+  const std::vector<Request> reqs = length_requests(rng, 3, vocab, [](int) { return 6; }, [](int i) { return 12 + 24 * i; });
+  const std::vector<Outcome> plain = plain_outputs(model, reqs);
   auto drafted = [&](int32_t limit) {
     SpeculativeConfig sp = spec("simulate", 2, 0.0);  // keeps nothing: plain output, drafts counted
     sp.disable_by_batch_size = limit;
