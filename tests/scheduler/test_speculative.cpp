@@ -247,17 +247,21 @@ TEST_CASE("speculative: simulate keeps drafts at the set rate whatever the model
     }
   }
   SECTION("acceptance 0.6: the i-th draft is kept with probability 0.6^i") {
-    Engine engine(model, config(spec("simulate", 4, 0.6)), kernels::cpu::make_cpu_sampler());
-    run_together(engine, reqs);
+    // Which steps draw which verdicts depends on how the engine thread batches the requests,
+    // so the rates are checked statistically: ~1,300 verify steps put 0.06 at > 4 standard
+    // deviations of position 0's rate.
+    const std::vector<Request> long_reqs = length_requests(rng, 6, vocab, [](int) { return 8; }, [](int) { return 500; });
+    Engine engine(model, config(spec("simulate", 4, 0.6), 1024), kernels::cpu::make_cpu_sampler());
+    run_together(engine, long_reqs);
     check_pools_free(engine);
     const EngineStats st = engine.stats();
     REQUIRE(st.spec_decode_accepted_per_position.size() == 4);
     const auto drafts = static_cast<double>(st.spec_decode_drafts_total);
-    REQUIRE(drafts > 150);
+    REQUIRE(drafts > 1000);
     for (size_t i = 0; i < 4; ++i) {
       INFO("position " << i);
       CHECK(std::abs(static_cast<double>(st.spec_decode_accepted_per_position[i]) / drafts -
-                     std::pow(0.6, static_cast<double>(i + 1))) < 0.07);
+                     std::pow(0.6, static_cast<double>(i + 1))) < 0.06);
     }
   }
   // The kept drafts went into the K/V and state like any accepted tokens.
@@ -282,10 +286,12 @@ TEST_CASE("speculative: disable_by_batch_size drafts only while few sequences ru
   const int64_t always = drafted(0), up_to_two = drafted(2), alone = drafted(1);
   // Verify steps per sequence: ~max_tokens each when always; request 0 never drafts alongside
   // two others, and only the last request drafts alone.
-  CHECK(always > up_to_two);
-  CHECK(up_to_two > alone);
+  // ~105 verify steps when always; ~70 with two at most (the last two after the first
+  // finished); ~24 alone (the last one's). Loose bounds: the engine thread may start a step
+  // before all three are submitted.
+  CHECK(always > up_to_two + 20);
   CHECK(alone > 0);
-  CHECK(alone <= 24 + 1);  // the last request's steps after the second one finished
+  CHECK(alone < up_to_two / 2);
   CHECK(model.violations() == 0);
 }
 
