@@ -1,111 +1,391 @@
-// The non-GEMM kernels of paged prefill attention (cuda_attention.cpp runs the GEMMs): the
-// gather of one sequence's paged K/V rows into contiguous buffers, and the causal softmax of
-// a tile of scores into bf16 probabilities.
+// Paged prefill attention in one FlashAttention-style kernel: a chunk's queries against its
+// sequence's K/V read straight from the paged pool, online softmax in registers, no score
+// matrix and no gather pass.
 //
-// Prefill attention for a chunk of T new tokens of a sequence with n_cached earlier tokens is
-// S = Q Kᵀ over the L = n_cached + T positions, masked bottom-right (query t sees keys
-// 0 .. n_cached + t), softmax in f32, then O = P V: two tensor-core GEMMs per KV head (the
-// group's query heads batched) around these kernels. The K/V rows are read from the pool
-// after kv_write has stored the chunk, so the chunk attends to itself through the same path.
-#include <utility>
+// A CTA takes 128 query rows of one KV head. The rows are (token, query head of the KV head's
+// GQA group) pairs, token-major, so the group's heads share every K/V tile the CTA loads, and
+// the causal limit is per row: row R of the chunk (token t = R / G) sees keys
+// [0, n_cached + t]. Eight warps own 16 rows each; per 64-key tile a warp computes
+// S = Q Kᵀ and O += P V with bf16 mma.sync (f32 accumulation), keeping the running max and
+// sum of each row. K and V tiles are double-buffered: tile kt + 1 loads (cp.async for bf16
+// pools; other K/V types are widened to bf16 by the threads on the way in) while the warps
+// work on tile kt. Q rounds to bf16 as it loads. One CTA per SM (192 KiB of shared memory at
+// head_dim 256): 128 rows halve the K/V traffic per FLOP of 64-row tiles, which measured
+// faster than two 64-row CTAs per SM (docs/benchmarks.md, "Fused prefill attention").
+//
+// When the chunk has too few rows to fill the GPU (a short chunk after a long cached prefix:
+// a prefix-cache hit, the tail of a chunked prompt), the key range is split across CTAs that
+// write unnormalised partial outputs and their (max, sum), and a merge kernel combines them.
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <stdexcept>
 
 #include "kernels/cuda/backend_common.cuh"
 #include "kernels/cuda/backend_ops.h"
+#include "kernels/cuda/decode_tc_ptx.cuh"
 
 namespace ds::cuda::ops {
 namespace {
 
-// One thread per 16 bytes (8 bf16) of a token's [n_kv, d] row block.
-__global__ void gather_kv_kernel(const uint16_t* k_pool, const uint16_t* v_pool, const int32_t* block_ids,
-                                 int32_t block_size, int64_t len, int64_t row_vecs, uint16_t* k_out,
-                                 uint16_t* v_out) {
-  const int64_t n = len * row_vecs;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t p = i / row_vecs, e = i - p * row_vecs;
-    const int64_t slot = static_cast<int64_t>(block_ids[p / block_size]) * block_size + p % block_size;
-    reinterpret_cast<uint4*>(k_out)[i] = reinterpret_cast<const uint4*>(k_pool)[slot * row_vecs + e];
-    reinterpret_cast<uint4*>(v_out)[i] = reinterpret_cast<const uint4*>(v_pool)[slot * row_vecs + e];
+constexpr int kWarps = 8;
+constexpr int kCtasPerSm = 1;
+constexpr int kRows = 16 * kWarps;  // query rows per CTA
+constexpr int kKeys = 64;  // keys per tile
+constexpr int kThreads = 32 * kWarps;
+constexpr float kLog2e = 1.4426950408889634f;
+
+struct Params {
+  PrefillAttention a;
+  int32_t group;       // query heads per KV head
+  int64_t rows;        // n_tokens * group
+  int32_t n_splits;
+  float scale_log2;    // softmax scale in the exp2 domain
+  float* part_o;       // [n_splits, n_kv, rows, D] unnormalised, when n_splits > 1
+  float* part_ml;      // [n_splits, n_kv, rows, 2]: running max (log2 domain) and sum
+};
+
+// Byte offset of 16-byte chunk c of row r in a [rows][D] bf16 tile. The XOR keeps the eight
+// rows an ldmatrix reads at one column in distinct bank groups.
+template <int D>
+__device__ __forceinline__ uint32_t swz(int r, int c) {
+  return static_cast<uint32_t>((r * (D / 8) + (c ^ (r & 7))) * 16);
+}
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// The pool row of each key of the tile starting at k0 (KV head h), -1 at or past key_end: one
+// thread per key, so the loads below need no division by the block size.
+__device__ __forceinline__ void tile_rows(const PrefillAttention& a, int32_t k0, int32_t key_end, int32_t h,
+                                          int64_t* rows) {
+  if (threadIdx.x < kKeys) {
+    const int32_t p = k0 + static_cast<int32_t>(threadIdx.x);
+    rows[threadIdx.x] =
+        p < key_end ? (static_cast<int64_t>(a.block_table[p / a.block_size]) * a.block_size + p % a.block_size) *
+                              a.n_kv_heads + h
+                    : -1;
   }
 }
 
-// Any pool type: one thread per element, widened through the element codec and rounded to
-// bf16. Row (slot, head) starts at (slot * n_kv + head) * row_bytes.
-__global__ void gather_widen_kernel(const uint8_t* pool, DType type, int64_t row_bytes, const int32_t* block_ids,
-                                    int32_t block_size, int64_t len, int64_t n_kv, int64_t d, uint16_t* out) {
-  const int64_t n = len * n_kv * d;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t e = i % d, ph = i / d, h = ph % n_kv, p = ph / n_kv;
-    const int64_t slot = static_cast<int64_t>(block_ids[p / block_size]) * block_size + p % block_size;
-    const uint8_t* row = pool + (slot * n_kv + h) * row_bytes;
-    out[i] = detail::f32_to_bf16_bits(detail::load_element(type, row, static_cast<int>(e)));
+// A tile of keys (pool rows `rows`, from tile_rows) into a swizzled bf16 tile; absent keys are 0.
+template <int D, bool kBf16Pool>
+__device__ __forceinline__ void load_kv_tile(const void* pool, DType type, int64_t row_bytes, const int64_t* rows,
+                                             uint8_t* tile) {
+  for (int i = threadIdx.x; i < kKeys * D / 8; i += kThreads) {
+    const int j = i / (D / 8), c = i % (D / 8);
+    const int64_t row = rows[j];
+    if constexpr (kBf16Pool) {
+      const auto* src = static_cast<const uint8_t*>(pool) + (row >= 0 ? row * D * 2 + c * 16 : 0);
+      detail::cp_async<16>(detail::smem_addr(tile + swz<D>(j, c)), src, row >= 0 ? 16 : 0);
+    } else {
+      uint4 v = make_uint4(0, 0, 0, 0);
+      if (row >= 0) {
+        const uint8_t* src = static_cast<const uint8_t*>(pool) + row * row_bytes;
+        float x[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) x[e] = detail::load_element(type, src, c * 8 + e);
+        v = make_uint4(pack_bf16(x[0], x[1]), pack_bf16(x[2], x[3]), pack_bf16(x[4], x[5]), pack_bf16(x[6], x[7]));
+      }
+      *reinterpret_cast<uint4*>(tile + swz<D>(j, c)) = v;
+    }
+  }
+  if constexpr (kBf16Pool) detail::cp_async_commit();
+}
+
+template <int D, bool kBf16Pool>
+__global__ void __launch_bounds__(kThreads, kCtasPerSm) prefill_attention_kernel(Params p) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  uint8_t* q_s = smem;
+  // Two stages of a K and a V tile after Q: tile kt sits in stage kt & 1.
+  auto k_tile = [&](int32_t kt) { return smem + (kRows + 2 * kKeys * (kt & 1)) * D * 2; };
+  auto v_tile = [&](int32_t kt) { return k_tile(kt) + kKeys * D * 2; };
+  __shared__ int64_t rows_s[2][kKeys];  // tile_rows of the tiles in each stage
+  const PrefillAttention& a = p.a;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int64_t r0 = (static_cast<int64_t>(gridDim.x) - 1 - blockIdx.x) * kRows;  // longest rows first
+  const int32_t h = static_cast<int32_t>(blockIdx.y), split = static_cast<int32_t>(blockIdx.z);
+  const int32_t G = p.group;
+
+  // This CTA's keys, and its share of them when the key range is split.
+  const int64_t last_row = min(r0 + kRows, p.rows) - 1;
+  const int64_t key_end = a.n_cached + last_row / G + 1;
+  const int64_t n_tiles = (key_end + kKeys - 1) / kKeys;
+  const int64_t per_split = (n_tiles + p.n_splits - 1) / p.n_splits;
+  const int64_t kt_begin = min(n_tiles, split * per_split), kt_end = min(n_tiles, kt_begin + per_split);
+  // Positions fit 32 bits (a sequence is at most max-ctx long); in-loop arithmetic stays 32-bit
+  // to keep registers for the accumulators.
+  const int32_t min_limit = static_cast<int32_t>(a.n_cached + r0 / G);  // the first row's last key: tiles past it need the mask
+
+  wait_for_previous_kernel();
+  // Q rows (f32 in memory) to bf16.
+  for (int i = tid; i < kRows * D / 8; i += kThreads) {
+    const int r = i / (D / 8), c = i % (D / 8);
+    const int64_t R = r0 + r;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (R < p.rows) {
+      const int64_t t = R / G, head = static_cast<int64_t>(h) * G + R % G;
+      const float4* src = reinterpret_cast<const float4*>(a.q + (t * a.n_q_heads + head) * D + c * 8);
+      const float4 x = src[0], y = src[1];
+      v = make_uint4(pack_bf16(x.x, x.y), pack_bf16(x.z, x.w), pack_bf16(y.x, y.y), pack_bf16(y.z, y.w));
+    }
+    *reinterpret_cast<uint4*>(q_s + swz<D>(r, c)) = v;
+  }
+  const int32_t kend = static_cast<int32_t>(key_end);
+  // Each tile's K and V are one cp.async group each, committed even when empty, so that
+  // "all but the newest n groups" always names the same tiles.
+  auto load_tile = [&](int32_t kt) {
+    if (kt < kt_end) {
+      load_kv_tile<D, kBf16Pool>(a.k_pool, a.k_type, a.k_row_bytes, rows_s[kt & 1], k_tile(kt));
+      load_kv_tile<D, kBf16Pool>(a.v_pool, a.v_type, a.v_row_bytes, rows_s[kt & 1], v_tile(kt));
+    }
+    if constexpr (kBf16Pool) {
+      if (kt >= kt_end) detail::cp_async_commit(), detail::cp_async_commit();
+    }
+  };
+  if (kt_begin < kt_end) {
+    tile_rows(a, static_cast<int32_t>(kt_begin) * kKeys, kend, h, rows_s[kt_begin & 1]);
+    __syncthreads();
+    load_tile(static_cast<int32_t>(kt_begin));
+  }
+
+  // Rows this thread accumulates: lane / 4 and lane / 4 + 8 of the warp's 16.
+  const int64_t row_a = r0 + warp * 16 + lane / 4, row_b = row_a + 8;
+  const int32_t lim_a = row_a < p.rows ? static_cast<int32_t>(a.n_cached + row_a / G) : -1;
+  const int32_t lim_b = row_b < p.rows ? static_cast<int32_t>(a.n_cached + row_b / G) : -1;
+  float o[D / 8][4];
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.0f, l_b = 0.0f;
+  const uint32_t q_base = detail::smem_addr(q_s);
+
+  for (int32_t kt = static_cast<int32_t>(kt_begin); kt < static_cast<int32_t>(kt_end); ++kt) {
+    const int32_t k0 = kt * kKeys;
+    const uint32_t k_base = detail::smem_addr(k_tile(kt)), v_base = detail::smem_addr(v_tile(kt));
+    // The next tile's rows go to the other stage, whose last loads were issued an iteration ago.
+    if (kt + 1 < kt_end) tile_rows(a, k0 + kKeys, kend, h, rows_s[(kt + 1) & 1]);
+    if constexpr (kBf16Pool) detail::cp_async_wait<1>();
+    __syncthreads();  // this K tile in; every warp done with the other stage's tiles and rows
+    load_tile(kt + 1);  // overlaps this whole iteration
+
+    float s[kKeys / 8][4];
+#pragma unroll
+    for (int n = 0; n < kKeys / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll 2
+    for (int ks = 0; ks < D / 16; ++ks) {
+      uint32_t qa[4];
+      detail::ldsm_x4(qa, q_base + swz<D>(warp * 16 + lane % 16, 2 * ks + lane / 16));
+#pragma unroll
+      for (int np = 0; np < kKeys / 16; ++np) {
+        uint32_t kb[4];
+        detail::ldsm_x4(kb, k_base + swz<D>(16 * np + lane % 8 + (lane / 16) * 8, 2 * ks + (lane / 8) % 2));
+        detail::mma16816<false>(s[2 * np], qa, kb[0], kb[1]);
+        detail::mma16816<false>(s[2 * np + 1], qa, kb[2], kb[3]);
+      }
+    }
+    if (k0 + kKeys - 1 > min_limit) {
+#pragma unroll
+      for (int n = 0; n < kKeys / 8; ++n) {
+        const int32_t key = k0 + 8 * n + 2 * (lane % 4);
+        if (key > lim_a) s[n][0] = -INFINITY;
+        if (key + 1 > lim_a) s[n][1] = -INFINITY;
+        if (key > lim_b) s[n][2] = -INFINITY;
+        if (key + 1 > lim_b) s[n][3] = -INFINITY;
+      }
+    }
+    // Online softmax: the quad of lanes sharing a row reduces its max.
+    float mx_a = -INFINITY, mx_b = -INFINITY;
+#pragma unroll
+    for (int n = 0; n < kKeys / 8; ++n) {
+      mx_a = fmaxf(mx_a, fmaxf(s[n][0], s[n][1]));
+      mx_b = fmaxf(mx_b, fmaxf(s[n][2], s[n][3]));
+    }
+#pragma unroll
+    for (int off = 1; off <= 2; off <<= 1) {
+      mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, off));
+      mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, off));
+    }
+    const float mn_a = fmaxf(m_a, mx_a * p.scale_log2), mn_b = fmaxf(m_b, mx_b * p.scale_log2);
+    // A row with no visible key yet keeps max -inf; subtracting 0 then keeps every term 0.
+    const float base_a = mn_a == -INFINITY ? 0.0f : mn_a, base_b = mn_b == -INFINITY ? 0.0f : mn_b;
+    const float alpha_a = detail::fast_exp2(m_a - base_a), alpha_b = detail::fast_exp2(m_b - base_b);
+    m_a = mn_a;
+    m_b = mn_b;
+    float sum_a = 0.0f, sum_b = 0.0f;
+#pragma unroll
+    for (int n = 0; n < kKeys / 8; ++n) {
+      s[n][0] = detail::fast_exp2(fmaf(s[n][0], p.scale_log2, -base_a));
+      s[n][1] = detail::fast_exp2(fmaf(s[n][1], p.scale_log2, -base_a));
+      s[n][2] = detail::fast_exp2(fmaf(s[n][2], p.scale_log2, -base_b));
+      s[n][3] = detail::fast_exp2(fmaf(s[n][3], p.scale_log2, -base_b));
+      sum_a += s[n][0] + s[n][1];
+      sum_b += s[n][2] + s[n][3];
+    }
+    l_a = l_a * alpha_a + sum_a;
+    l_b = l_b * alpha_b + sum_b;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      o[n][0] *= alpha_a;
+      o[n][1] *= alpha_a;
+      o[n][2] *= alpha_b;
+      o[n][3] *= alpha_b;
+    }
+
+    if constexpr (kBf16Pool) detail::cp_async_wait<2>();
+    __syncthreads();  // this V tile in
+
+    // O += P V: the S accumulators of two adjacent 8-key tiles are one A fragment.
+#pragma unroll
+    for (int j = 0; j < kKeys / 16; ++j) {
+      const uint32_t pa[4] = {pack_bf16(s[2 * j][0], s[2 * j][1]), pack_bf16(s[2 * j][2], s[2 * j][3]),
+                              pack_bf16(s[2 * j + 1][0], s[2 * j + 1][1]), pack_bf16(s[2 * j + 1][2], s[2 * j + 1][3])};
+#pragma unroll
+      for (int dp = 0; dp < D / 16; ++dp) {
+        uint32_t vb[4];
+        detail::ldsm_x4_trans(vb, v_base + swz<D>(16 * j + lane % 8 + ((lane / 8) % 2) * 8, 2 * dp + lane / 16));
+        detail::mma16816<false>(o[2 * dp], pa, vb[0], vb[1]);
+        detail::mma16816<false>(o[2 * dp + 1], pa, vb[2], vb[3]);
+      }
+    }
+  }
+
+#pragma unroll
+  for (int off = 1; off <= 2; off <<= 1) {
+    l_a += __shfl_xor_sync(0xffffffffu, l_a, off);
+    l_b += __shfl_xor_sync(0xffffffffu, l_b, off);
+  }
+  const int col = 2 * (lane % 4);
+  const int64_t rows_ab[2] = {row_a, row_b};
+  const float m_ab[2] = {m_a, m_b}, l_ab[2] = {l_a, l_b};
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int64_t R = rows_ab[half];
+    if (R >= p.rows) continue;
+    if (p.n_splits > 1) {
+      const int64_t prow = (static_cast<int64_t>(split) * a.n_kv_heads + h) * p.rows + R;
+      float* dst = p.part_o + prow * D;
+#pragma unroll
+      for (int n = 0; n < D / 8; ++n)
+        *reinterpret_cast<float2*>(dst + 8 * n + col) = make_float2(o[n][2 * half], o[n][2 * half + 1]);
+      if (lane % 4 == 0) *reinterpret_cast<float2*>(p.part_ml + prow * 2) = make_float2(m_ab[half], l_ab[half]);
+      continue;
+    }
+    const float inv = l_ab[half] > 0.0f ? 1.0f / l_ab[half] : 0.0f;
+    const int64_t t = R / G, head = static_cast<int64_t>(h) * G + R % G;
+    const int64_t off = (t * a.n_q_heads + head) * D;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      const float x0 = o[n][2 * half] * inv, x1 = o[n][2 * half + 1] * inv;
+      if (a.out_type == DType::bf16)
+        *reinterpret_cast<uint32_t*>(static_cast<uint16_t*>(a.out) + off + 8 * n + col) = pack_bf16(x0, x1);
+      else
+        *reinterpret_cast<float2*>(static_cast<float*>(a.out) + off + 8 * n + col) = make_float2(x0, x1);
+    }
   }
 }
 
-// One block per (query row, head): max, sum of exponentials, normalised write.
-__global__ void causal_softmax_kernel(const float* scores, int64_t tq, int64_t lk, int64_t ld, int64_t first_pos,
-                                      float scale, uint16_t* p) {
-  __shared__ float red[32];
-  const int64_t t = blockIdx.x, h = blockIdx.y;
-  const float* row = scores + (h * tq + t) * ld;
-  uint16_t* out = p + (h * tq + t) * ld;
-  const int64_t n = min(lk, first_pos + t + 1);  // keys this row may see
-  float m = -INFINITY;
-  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m = fmaxf(m, row[j] * scale);
-  // block max through the sum helper's shared array
-  {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+// One block per (row, KV head): the splits' partial outputs weighted by exp2(m_s - max).
+template <int D>
+__global__ void prefill_attention_merge_kernel(Params p) {
+  const PrefillAttention& a = p.a;
+  const int64_t R = blockIdx.x;
+  const int32_t h = static_cast<int32_t>(blockIdx.y), G = p.group;
+  wait_for_previous_kernel();
+  float mx = -INFINITY;
+  for (int s = 0; s < p.n_splits; ++s)
+    mx = fmaxf(mx, p.part_ml[((static_cast<int64_t>(s) * a.n_kv_heads + h) * p.rows + R) * 2]);
+  const float base = mx == -INFINITY ? 0.0f : mx;
+  float acc[D / 64] = {};
+  float l = 0.0f;
+  for (int s = 0; s < p.n_splits; ++s) {
+    const int64_t prow = (static_cast<int64_t>(s) * a.n_kv_heads + h) * p.rows + R;
+    const float m = p.part_ml[prow * 2];
+    if (m == -INFINITY) continue;  // a split with no visible key wrote no output
+    const float w = exp2f(m - base);
+    l += w * p.part_ml[prow * 2 + 1];
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    if (lane == 0) red[warp] = m;
-    __syncthreads();
-    float v = lane < static_cast<int>(blockDim.x >> 5) ? red[lane] : -INFINITY;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    m = v;
-    __syncthreads();
+    for (int i = 0; i < D / 64; ++i) acc[i] += w * p.part_o[prow * D + threadIdx.x + 64 * i];
   }
-  float s = 0.0f;
-  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += expf(row[j] * scale - m);
-  s = block_sum(s, red);
-  const float inv = 1.0f / s;
-  for (int64_t j = threadIdx.x; j < lk; j += blockDim.x)
-    out[j] = j < n ? detail::f32_to_bf16_bits(expf(row[j] * scale - m) * inv) : uint16_t{0};
+  const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+  const int64_t t = R / G, head = static_cast<int64_t>(h) * G + R % G;
+  const int64_t off = (t * a.n_q_heads + head) * D;
+#pragma unroll
+  for (int i = 0; i < D / 64; ++i) {
+    const int64_t e = off + threadIdx.x + 64 * i;
+    if (a.out_type == DType::bf16)
+      static_cast<uint16_t*>(a.out)[e] = detail::f32_to_bf16_bits(acc[i] * inv);
+    else
+      static_cast<float*>(a.out)[e] = acc[i] * inv;
+  }
+}
+
+template <int D, bool kBf16Pool>
+void launch(const Params& p, const Stream& stream) {
+  constexpr size_t smem = static_cast<size_t>(kRows + 4 * kKeys) * D * 2;
+  static const bool attr_set = [] {
+    check_cuda(cudaFuncSetAttribute(prefill_attention_kernel<D, kBf16Pool>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
+               "prefill_attention: shared memory attribute");
+    return true;
+  }();
+  (void)attr_set;
+  const dim3 grid(static_cast<unsigned>((p.rows + kRows - 1) / kRows), static_cast<unsigned>(p.a.n_kv_heads),
+                  static_cast<unsigned>(p.n_splits));
+  launch_dependent("prefill_attention kernel", prefill_attention_kernel<D, kBf16Pool>, grid, dim3(kThreads), smem,
+                   stream, p);
+  if (p.n_splits > 1)
+    launch_dependent("prefill_attention merge kernel", prefill_attention_merge_kernel<D>,
+                     dim3(static_cast<unsigned>(p.rows), static_cast<unsigned>(p.a.n_kv_heads)), dim3(64), 0, stream,
+                     p);
 }
 
 }  // namespace
 
-void gather_kv(const void* k_pool, DType k_type, const void* v_pool, DType v_type, const int32_t* block_ids,
-               int32_t block_size, int64_t len, int64_t n_kv, int64_t d, uint16_t* k_out, uint16_t* v_out, Stream stream) {
-  if (len == 0) return;
-  if (k_type != DType::bf16 || v_type != DType::bf16) {
-    const int64_t n = len * n_kv * d, g = (n + 255) / 256;
-    const unsigned grid = static_cast<unsigned>(g > 65536 ? 65536 : g);
-    const std::pair<const void*, DType> pools[2] = {{k_pool, k_type}, {v_pool, v_type}};
-    uint16_t* outs[2] = {k_out, v_out};
-    for (int i = 0; i < 2; ++i) {
-      gather_widen_kernel<<<grid, 256, 0, stream>>>(static_cast<const uint8_t*>(pools[i].first),
-                                                              pools[i].second, ds::row_bytes(pools[i].second, d),
-                                                              block_ids, block_size, len, n_kv, d, outs[i]);
-      check_launch("paged_attention gather_kv (widening) kernel");
-    }
-    return;
-  }
-  if ((n_kv * d) % 8 != 0) throw std::invalid_argument("cuda backend: gather_kv: row not a multiple of 8 elements");
-  const int64_t row_vecs = n_kv * d / 8, n = len * row_vecs;
-  const int64_t g = (n + 255) / 256;
-  gather_kv_kernel<<<static_cast<unsigned>(g > 65536 ? 65536 : g), 256, 0, stream>>>(
-      static_cast<const uint16_t*>(k_pool), static_cast<const uint16_t*>(v_pool), block_ids, block_size, len, row_vecs,
-      k_out, v_out);
-  check_launch("paged_attention gather_kv kernel");
+int32_t prefill_attention_splits(const PrefillAttention& a, int32_t n_sms) {
+  const int64_t group = a.n_q_heads / a.n_kv_heads;
+  const int64_t ctas = (a.n_tokens * group + kRows - 1) / kRows * a.n_kv_heads;
+  const int64_t want = kCtasPerSm * static_cast<int64_t>(n_sms);
+  if (ctas >= want) return 1;
+  // At least 4 key tiles per split, so the merge stays small next to the attention itself.
+  const int64_t tiles = (a.n_cached + a.n_tokens + kKeys - 1) / kKeys;
+  return static_cast<int32_t>(std::clamp<int64_t>(std::min((want + ctas - 1) / ctas, tiles / 4), 1, 32));
 }
 
-void causal_softmax(const float* scores, int64_t heads, int64_t tq, int64_t lk, int64_t ld, int64_t first_pos,
-                    float scale, uint16_t* p, Stream stream) {
-  if (heads * tq == 0) return;
-  if (tq > 0x7fffffffLL || heads > 65535) throw std::invalid_argument("cuda backend: causal_softmax: tile too large");
-  causal_softmax_kernel<<<dim3(static_cast<unsigned>(tq), static_cast<unsigned>(heads)), 256, 0, stream>>>(
-      scores, tq, lk, ld, first_pos, scale, p);
-  check_launch("paged_attention causal_softmax kernel");
+size_t prefill_attention_scratch_floats(const PrefillAttention& a, int32_t n_splits) {
+  if (n_splits <= 1) return 0;
+  const int64_t rows = a.n_tokens * (a.n_q_heads / a.n_kv_heads);
+  return static_cast<size_t>(n_splits) * static_cast<size_t>(a.n_kv_heads * rows) * (a.head_dim + 2);
+}
+
+void prefill_attention(const PrefillAttention& a, int32_t n_splits, float* scratch, Stream stream) {
+  if (a.n_tokens == 0) return;
+  if (a.n_kv_heads <= 0 || a.n_q_heads % a.n_kv_heads != 0)
+    throw std::invalid_argument("cuda backend: prefill_attention: query heads not a multiple of KV heads");
+  if (a.n_kv_heads > 65535 || n_splits < 1 || n_splits > 65535)
+    throw std::invalid_argument("cuda backend: prefill_attention: too many KV heads or splits");
+  Params p;
+  p.a = a;
+  p.group = a.n_q_heads / a.n_kv_heads;
+  p.rows = a.n_tokens * p.group;
+  p.n_splits = n_splits;
+  p.scale_log2 = a.scale * kLog2e;
+  p.part_o = scratch;
+  p.part_ml = scratch ? scratch + static_cast<size_t>(n_splits) * static_cast<size_t>(a.n_kv_heads * p.rows) * a.head_dim
+                      : nullptr;
+  if (n_splits > 1 && !scratch) throw std::invalid_argument("cuda backend: prefill_attention: split without scratch");
+  if (p.rows > 0x7fffffffLL * kRows) throw std::invalid_argument("cuda backend: prefill_attention: chunk too long");
+  const bool bf16_pool = a.k_type == DType::bf16 && a.v_type == DType::bf16;
+  switch (a.head_dim) {
+    case 128:
+      return bf16_pool ? launch<128, true>(p, stream) : launch<128, false>(p, stream);
+    case 256:
+      return bf16_pool ? launch<256, true>(p, stream) : launch<256, false>(p, stream);
+    default:
+      throw std::invalid_argument("cuda backend: prefill_attention: head_dim must be 128 or 256, got " +
+                                  std::to_string(a.head_dim));
+  }
 }
 
 }  // namespace ds::cuda::ops

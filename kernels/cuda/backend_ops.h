@@ -170,16 +170,28 @@ void deltanet_chunked(const DeltaNetArgs& a, const DeltaNetChunkItem* items, int
                  int32_t n_chunk_seqs, float* scratch, Stream stream);
 
 // ---- attention_prefill.cu
-// Copies positions [0, len) of one sequence's paged K and V (rows [n_kv, d] of k_type /
-// v_type: bf16, f16, q8_0 or q4_0) into contiguous bf16 [len, n_kv, d] buffers, through its
-// block ids; other types are widened (f16 and the quantised types round to bf16 on the way,
-// the precision the prefill GEMMs take their operands in).
-void gather_kv(const void* k_pool, DType k_type, const void* v_pool, DType v_type, const int32_t* block_ids,
-               int32_t block_size, int64_t len, int64_t n_kv, int64_t d, uint16_t* k_out, uint16_t* v_out, Stream stream);
-// Causal softmax of scores [heads, tq, ld] (f32, the first lk columns used) into
-// probabilities p (bf16, same layout): query row t sees keys [0, first_pos + t]; the rest of
-// its lk columns get 0.
-void causal_softmax(const float* scores, int64_t heads, int64_t tq, int64_t lk, int64_t ld, int64_t first_pos,
-                    float scale, uint16_t* p, Stream stream);
+// One prefill chunk of a sequence attending to its paged K/V (attention_prefill.cu says how).
+struct PrefillAttention {
+  const float* q;               // [n_tokens, n_q_heads, head_dim]: the chunk's queries
+  void* out;                    // [n_tokens, n_q_heads, head_dim], f32 or bf16
+  DType out_type;
+  const void* k_pool;           // [blocks, block_size, n_kv_heads] rows of k_row_bytes
+  const void* v_pool;
+  DType k_type, v_type;         // bf16, f16, f32, q8_0 or q4_0
+  int64_t k_row_bytes, v_row_bytes;
+  const int32_t* block_table;   // the sequence's block ids, covering n_cached + n_tokens
+  int32_t block_size;
+  int64_t n_cached;             // positions before the chunk (its K/V already in the pool)
+  int64_t n_tokens;             // the chunk, whose K/V kv_write has stored
+  int32_t n_q_heads, n_kv_heads, head_dim;  // head_dim 128 or 256
+  float scale;
+};
+// How many parts to split each CTA's key range into, so that a short chunk after a long
+// prefix still fills the n_sms SMs.
+int32_t prefill_attention_splits(const PrefillAttention& a, int32_t n_sms);
+// Floats of scratch a split launch needs (0 for one split).
+size_t prefill_attention_scratch_floats(const PrefillAttention& a, int32_t n_splits);
+// Causal attention of the chunk: token t sees positions [0, n_cached + t].
+void prefill_attention(const PrefillAttention& a, int32_t n_splits, float* scratch, Stream stream);
 
 }  // namespace ds::cuda::ops

@@ -4,13 +4,9 @@
 // puts them first; cuda_plan.h) go to the paged decode kernel (paged_attention.h) in one
 // launch, one query per row: its split-K plan is made and uploaded once per step, at the
 // first layer, and reused by the others. Every other sequence -- a prefill chunk, or a
-// decode row that sits behind one -- takes the prefill path: its K/V rows
-// (the cached prefix and the chunk just written) are gathered from the pages into contiguous
-// bf16, and per KV head two strided-batched cuBLAS GEMMs (the GQA group's query heads as the
-// batch) compute S = Q Kᵀ and O = P V around a causal softmax kernel, in query tiles that keep
-// the f32 scores within a fixed scratch budget. Tensor cores do the arithmetic; the scores
-// make one trip through memory, which at these sizes costs less than the FLOPs would on CUDA
-// cores.
+// decode row that sits behind one -- takes the fused prefill kernel (attention_prefill.cu),
+// one launch per sequence, reading its cached prefix and the chunk just written from the
+// pages.
 #include <algorithm>
 #include <stdexcept>
 #include <string>
@@ -20,14 +16,6 @@
 #include "kernels/cuda/cuda_attention.h"
 
 namespace ds::cuda {
-namespace {
-
-// Bytes of f32 scores + bf16 probabilities one prefill tile may use.
-constexpr int64_t kTileBudget = int64_t{512} << 20;
-
-int64_t round8(int64_t n) { return (n + 7) / 8 * 8; }
-
-}  // namespace
 
 void AttentionRunner::run(const kernels::Tensor& q, const kernels::Tensor& k_pool, const kernels::Tensor& v_pool,
                           const CudaBatchPlan& plan, float scale, kernels::Tensor& out) {
@@ -87,53 +75,28 @@ void AttentionRunner::decode(const kernels::Tensor& q, const KvPoolView& pools, 
 void AttentionRunner::prefill(int32_t s, const kernels::Tensor& q, const KvPoolView& pools, const CudaBatchPlan& plan,
                               float scale, kernels::Tensor& out) {
   const auto& sq = plan.seqs()[static_cast<size_t>(s)];
-  const int64_t T = sq.n_tokens, L = sq.n_cached + sq.n_tokens, row0 = sq.first_row;
-  const int64_t nq = q.dim(1), d = q.dim(2), nkv = pools.n_kv_heads, group = nq / nkv;
-  const ops::Stream st = ctx_.stream();
-
-  auto* qb = static_cast<uint16_t*>(ctx_.scratch(Scratch::attn_q, static_cast<size_t>(T * nq * d) * 2));
-  ops::to_bf16(q.data_as<const float>() + row0 * nq * d, qb, T * nq * d, st);
-  auto* kc = static_cast<uint16_t*>(ctx_.scratch(Scratch::attn_k, static_cast<size_t>(L * nkv * d) * 2));
-  auto* vc = static_cast<uint16_t*>(ctx_.scratch(Scratch::attn_v, static_cast<size_t>(L * nkv * d) * 2));
-  ops::gather_kv(pools.k, pools.k_type, pools.v, pools.v_type, plan.d_table + static_cast<int64_t>(s) * plan.table_stride,
-                 pools.block_size, L, nkv, d, kc, vc, st);
-
-  const int64_t ld_max = round8(L);
-  const int64_t tq_max = std::max<int64_t>(1, kTileBudget / (nq * ld_max * 6));
-  const int64_t n_tiles = (T + tq_max - 1) / tq_max;
-  const int64_t tq = (T + n_tiles - 1) / n_tiles;
-  auto* scores = static_cast<float*>(ctx_.scratch(Scratch::attn_scores, static_cast<size_t>(nq * tq * ld_max) * 4));
-  auto* probs = static_cast<uint16_t*>(ctx_.scratch(Scratch::attn_probs, static_cast<size_t>(nq * tq * ld_max) * 2));
-  const bool out_bf16 = out.dtype() == DType::bf16;
-  const cudaDataType_t out_type = out_bf16 ? CUDA_R_16BF : CUDA_R_32F;
-  const int64_t out_elem = out_bf16 ? 2 : 4;
-  const float one = 1.0f, zero = 0.0f;
-
-  for (int64_t t0 = 0; t0 < T; t0 += tq) {
-    const int64_t tt = std::min(tq, T - t0);
-    const int64_t lk = sq.n_cached + t0 + tt;  // keys the tile's last row sees
-    const int64_t ld = round8(lk);
-    for (int64_t h = 0; h < nkv; ++h) {
-      check_cublas(cublasGemmStridedBatchedEx(
-                       ctx_.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(lk), static_cast<int>(tt),
-                       static_cast<int>(d), &one, kc + h * d, CUDA_R_16BF, static_cast<int>(nkv * d), 0,
-                       qb + (t0 * nq + h * group) * d, CUDA_R_16BF, static_cast<int>(nq * d), d, &zero,
-                       scores + h * group * tt * ld, CUDA_R_32F, static_cast<int>(ld), tt * ld,
-                       static_cast<int>(group), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                   "paged_attention", "scores GEMM");
-    }
-    ops::causal_softmax(scores, nq, tt, lk, ld, sq.n_cached + t0, scale, probs, st);
-    for (int64_t h = 0; h < nkv; ++h) {
-      void* o = static_cast<uint8_t*>(out.data()) + ((row0 + t0) * nq + h * group) * d * out_elem;
-      check_cublas(cublasGemmStridedBatchedEx(
-                       ctx_.cublas(), CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(d), static_cast<int>(tt),
-                       static_cast<int>(lk), &one, vc + h * d, CUDA_R_16BF, static_cast<int>(nkv * d), 0,
-                       probs + h * group * tt * ld, CUDA_R_16BF, static_cast<int>(ld), tt * ld, &zero, o, out_type,
-                       static_cast<int>(nq * d), d, static_cast<int>(group), CUBLAS_COMPUTE_32F,
-                       CUBLAS_GEMM_DEFAULT),
-                   "paged_attention", "values GEMM");
-    }
-  }
+  ops::PrefillAttention a;
+  a.q = q.data_as<const float>() + sq.first_row * q.dim(1) * q.dim(2);
+  a.out_type = out.dtype();
+  a.out = static_cast<uint8_t*>(out.data()) + sq.first_row * ds::row_bytes(out.dtype(), q.dim(1) * q.dim(2));
+  a.k_pool = pools.k;
+  a.v_pool = pools.v;
+  a.k_type = pools.k_type;
+  a.v_type = pools.v_type;
+  a.k_row_bytes = ds::row_bytes(pools.k_type, pools.head_dim);
+  a.v_row_bytes = ds::row_bytes(pools.v_type, pools.head_dim);
+  a.block_table = plan.d_table + static_cast<int64_t>(s) * plan.table_stride;
+  a.block_size = pools.block_size;
+  a.n_cached = sq.n_cached;
+  a.n_tokens = sq.n_tokens;
+  a.n_q_heads = static_cast<int32_t>(q.dim(1));
+  a.n_kv_heads = pools.n_kv_heads;
+  a.head_dim = pools.head_dim;
+  a.scale = scale;
+  const int32_t splits = ops::prefill_attention_splits(a, ctx_.n_sms());
+  const size_t floats = ops::prefill_attention_scratch_floats(a, splits);
+  auto* scratch = floats ? static_cast<float*>(ctx_.scratch(Scratch::attn_partial, floats * 4)) : nullptr;
+  ops::prefill_attention(a, splits, scratch, ctx_.stream());
 }
 
 }  // namespace ds::cuda

@@ -1,6 +1,6 @@
 // Paged attention of the CUDA backend (cuda_attention.cpp): the leading decode rows through
-// the paged decode kernel (paged_attention.h), every prefill chunk through the GEMM-based
-// prefill path.
+// the paged decode kernel (paged_attention.h), every prefill chunk through the fused prefill
+// kernel (attention_prefill.cu).
 //
 // Internal to kernels/cuda.
 #pragma once

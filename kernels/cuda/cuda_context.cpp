@@ -39,6 +39,7 @@ CudaContext::CudaContext(int device, bool chained_launches) : device_(device), c
     throw std::invalid_argument("cuda backend: device " + std::to_string(device) + " outside the " +
                                 std::to_string(count) + " present");
   ops::check_cuda(cudaSetDevice(device), "cudaSetDevice");
+  ops::check_cuda(cudaDeviceGetAttribute(&n_sms_, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
   ops::check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
   check_cublas(cublasCreate(&cublas_), "init", "cublasCreate");
   check_cublas(cublasSetStream(cublas_, stream_), "init", "cublasSetStream");

@@ -20,11 +20,7 @@ namespace ds::cuda {
 // Scratch slots (one buffer each; a slot's contents do not outlive the op that fills it).
 enum class Scratch : int {
   gemm_input,   // x converted for a GEMM
-  attn_q,       // prefill: bf16 queries of a sequence
-  attn_k,       // prefill: contiguous K of a sequence
-  attn_v,       // prefill: contiguous V
-  attn_scores,  // prefill: f32 scores of a tile
-  attn_probs,   // prefill: bf16 probabilities of a tile
+  attn_partial,  // prefill attention: the partial outputs of a split key range
   deltanet_chunks,   // chunked DeltaNet scratch
   count
 };
@@ -37,6 +33,7 @@ class CudaContext {
   CudaContext& operator=(const CudaContext&) = delete;
 
   int device() const { return device_; }
+  int n_sms() const { return n_sms_; }
   ops::Stream stream() const { return {stream_, chained_}; }
   cublasHandle_t cublas() const { return cublas_; }
 
@@ -51,6 +48,7 @@ class CudaContext {
 
  private:
   int device_;
+  int n_sms_ = 0;
   bool chained_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;

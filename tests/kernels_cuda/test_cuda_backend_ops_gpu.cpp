@@ -10,6 +10,7 @@
 #include <random>
 
 #include "kernels/common/half.h"
+#include "kernels/common/quant.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "tests/kernels_cpu/kernel_test_util.h"
 
@@ -24,9 +25,10 @@ namespace {
 struct Pair {
   std::unique_ptr<Backend> cpu = test::cpu(2);
   std::unique_ptr<Backend> gpu;
-  explicit Pair(bool f32_weights = false) {
+  explicit Pair(bool f32_weights = false, DType kv = DType::bf16) {
     cuda::CudaBackendOptions o;
     o.f32_weights = f32_weights;
+    o.kv_dtype = kv;
     o.sync_each_op = true;
     gpu = cuda::make_cuda_backend(o);
   }
@@ -278,31 +280,48 @@ TEST_CASE("cuda ops: the fused decode ops (prepare_qk, gate_up_swiglu) match the
   }
 }
 
-TEST_CASE("cuda ops: kv_write + paged_attention over a mixed decode / prefill batch", "[cuda_ops][gpu]") {
-  Pair p;
-  const int32_t bs = 16, num_blocks = 40;
-  const int64_t nq = 8, nkv = 2, d = 256;
-  // Decodes first (the decode kernel), then chunks and a decode row behind a chunk (the
-  // prefill path), with earlier context already in the pools.
-  const auto seqs = with_blocks({{1, 37, 0, {}}, {1, 0, 1, {}}, {1, 130, 2, {}}, {20, 0, 3, {}}, {9, 23, 4, {}},
-                                 {1, 50, 5, {}}, {70, 100, 6, {}}},
-                                bs, num_blocks, 7);
+namespace {
+
+// The values a pool of type t holds for rows of d floats (the host codec stores the bytes the
+// device's kv_write does).
+std::vector<float> stored_as(DType t, std::vector<float> v, int64_t d) {
+  std::vector<uint8_t> bytes(static_cast<size_t>(row_bytes(t, d)));
+  std::vector<double> back(static_cast<size_t>(d));
+  for (size_t r = 0; r < v.size() / static_cast<size_t>(d); ++r) {
+    encode_row(t, v.data() + r * d, bytes.data(), d);
+    decode_row(t, bytes.data(), back.data(), d);
+    for (int64_t i = 0; i < d; ++i) v[r * d + i] = static_cast<float>(back[i]);
+  }
+  return v;
+}
+
+// kv_write + paged_attention of one step over `seqs` (their earlier positions written first
+// through a step of their own) on both backends, compared row by row: the GPU's pools are of
+// type kv, the CPU's are f32 and hold the values the GPU's store.
+void check_paged_attention(const std::vector<SeqDesc>& seq_shapes, int64_t nq, int64_t nkv, DType kv, uint64_t seed) {
+  Pair p(false, kv);
+  const int32_t bs = 16;
+  const int64_t d = 256;
+  int32_t num_blocks = 0;
+  for (const auto& s : seq_shapes) num_blocks += static_cast<int32_t>((s.n_cached + s.n_tokens + bs - 1) / bs);
+  num_blocks += 3;
+  const auto seqs = with_blocks(seq_shapes, bs, num_blocks, seed);
   int64_t T = 0, ctx_total = 0;
   for (const auto& s : seqs) T += s.n_tokens;
-  // First fill every sequence's earlier positions through a prefill step of its cached tokens.
   std::vector<SeqDesc> history;
   for (const auto& s : seqs)
     if (s.n_cached > 0) history.push_back({s.n_cached, 0, s.slot, s.blocks}), ctx_total += s.n_cached;
-  auto hc = test::plan_of(*p.cpu, history, bs, num_blocks, 8);
   const Shape pool{num_blocks, bs, nkv, d};
-  Tensor kc = test::zeros(*p.cpu, pool), vc = test::zeros(*p.cpu, pool);
-  Tensor kg = p.gpu->alloc(DType::bf16, pool), vg = p.gpu->alloc(DType::bf16, pool);
-  p.gpu->fill_zero(kg);
-  p.gpu->fill_zero(vg);
-  const auto hk = bf16_exact(test::random_vec(static_cast<size_t>(ctx_total * nkv * d), 50));
-  const auto hv = bf16_exact(test::random_vec(static_cast<size_t>(ctx_total * nkv * d), 51));
-  {
-    Tensor a = test::make(*p.cpu, {ctx_total, nkv, d}, hk), b = test::make(*p.cpu, {ctx_total, nkv, d}, hv);
+  Tensor kc = p.cpu->alloc(DType::f32, pool), vc = p.cpu->alloc(DType::f32, pool);
+  Tensor kg = p.gpu->alloc(kv, pool), vg = p.gpu->alloc(kv, pool);
+  for (Tensor* t : {&kc, &vc}) p.cpu->fill_zero(*t);
+  for (Tensor* t : {&kg, &vg}) p.gpu->fill_zero(*t);
+  if (ctx_total > 0) {
+    auto hc = test::plan_of(*p.cpu, history, bs, num_blocks, 8);
+    const auto hk = bf16_exact(test::random_vec(static_cast<size_t>(ctx_total * nkv * d), seed + 50));
+    const auto hv = bf16_exact(test::random_vec(static_cast<size_t>(ctx_total * nkv * d), seed + 51));
+    Tensor a = test::make(*p.cpu, {ctx_total, nkv, d}, stored_as(kv, hk, d));
+    Tensor b = test::make(*p.cpu, {ctx_total, nkv, d}, stored_as(kv, hv, d));
     p.cpu->kv_write(a, b, *hc, kc, vc);
     auto hg = test::plan_of(*p.gpu, history, bs, num_blocks, 8);
     Tensor ag = act(*p.gpu, DType::f32, {ctx_total, nkv, d}, hk), bg = act(*p.gpu, DType::f32, {ctx_total, nkv, d}, hv);
@@ -311,10 +330,11 @@ TEST_CASE("cuda ops: kv_write + paged_attention over a mixed decode / prefill ba
   // Then the step itself: write its K/V and attend.
   auto pc = test::plan_of(*p.cpu, seqs, bs, num_blocks, 8);
   auto pg = test::plan_of(*p.gpu, seqs, bs, num_blocks, 8);
-  const auto k = bf16_exact(test::random_vec(static_cast<size_t>(T * nkv * d), 52));
-  const auto v = bf16_exact(test::random_vec(static_cast<size_t>(T * nkv * d), 53));
-  const auto q = test::random_vec(static_cast<size_t>(T * nq * d), 54);
-  Tensor kcs = test::make(*p.cpu, {T, nkv, d}, k), vcs = test::make(*p.cpu, {T, nkv, d}, v);
+  const auto k = bf16_exact(test::random_vec(static_cast<size_t>(T * nkv * d), seed + 52));
+  const auto v = bf16_exact(test::random_vec(static_cast<size_t>(T * nkv * d), seed + 53));
+  const auto q = test::random_vec(static_cast<size_t>(T * nq * d), seed + 54);
+  Tensor kcs = test::make(*p.cpu, {T, nkv, d}, stored_as(kv, k, d));
+  Tensor vcs = test::make(*p.cpu, {T, nkv, d}, stored_as(kv, v, d));
   Tensor kgs = act(*p.gpu, DType::f32, {T, nkv, d}, k), vgs = act(*p.gpu, DType::f32, {T, nkv, d}, v);
   p.cpu->kv_write(kcs, vcs, *pc, kc, vc);
   p.gpu->kv_write(kgs, vgs, *pg, kg, vg);
@@ -327,17 +347,39 @@ TEST_CASE("cuda ops: kv_write + paged_attention over a mixed decode / prefill ba
     Tensor og = poisoned(*p.gpu, t, {T, nq, d});
     p.gpu->paged_attention(qg, kg, vg, *pg, scale, og);
     const auto got = test::get(*p.gpu, og);
-    // Per row: decode rows are exact to ~1e-6; prefill rows use bf16 q and probabilities.
+    // Per row: decode rows are exact to ~1e-6; prefill rows use bf16 q, K/V and probabilities.
     int64_t row = 0;
     for (const auto& s : seqs) {
       for (int64_t i = 0; i < s.n_tokens; ++i, ++row) {
         const auto b = static_cast<size_t>(row * nq * d), e = b + static_cast<size_t>(nq * d);
-        INFO("out " << dtype_name(t) << " row " << row << " (seq of " << s.n_tokens << " after " << s.n_cached << ")");
+        INFO("kv " << dtype_name(kv) << " out " << dtype_name(t) << " heads " << nq << "/" << nkv << " row " << row
+                   << " (token " << i << " of a chunk of " << s.n_tokens << " after " << s.n_cached << ")");
         CHECK(rel(std::vector<float>(got.begin() + b, got.begin() + e), std::vector<float>(want.begin() + b, want.begin() + e)) <
               2e-2);
       }
     }
   }
+}
+
+}  // namespace
+
+TEST_CASE("cuda ops: kv_write + paged_attention over a mixed decode / prefill batch", "[cuda_ops][gpu]") {
+  // Decodes first (the decode kernel), then chunks and a decode row behind a chunk (the
+  // prefill path), with earlier context already in the pools.
+  check_paged_attention({{1, 37, 0, {}}, {1, 0, 1, {}}, {1, 130, 2, {}}, {20, 0, 3, {}}, {9, 23, 4, {}}, {1, 50, 5, {}},
+                         {70, 100, 6, {}}},
+                        8, 2, DType::bf16, 7);
+}
+
+TEST_CASE("cuda ops: prefill attention over several query tiles, split key ranges and every K/V type",
+          "[cuda_ops][gpu]") {
+  // A GQA group of 3 (row tiles end inside a token's heads), a chunk of several 64-row tiles
+  // starting inside a block, a short chunk after a long prefix (its key range split across
+  // CTAs and merged), and a chunk ending exactly on a block boundary.
+  const std::vector<SeqDesc> shapes = {{150, 75, 0, {}}, {24, 1500, 1, {}}, {32, 16, 2, {}}, {3, 0, 3, {}}};
+  check_paged_attention(shapes, 6, 2, DType::bf16, 11);
+  check_paged_attention(shapes, 8, 2, DType::bf16, 12);
+  for (DType kv : {DType::f16, DType::q8_0, DType::q4_0}) check_paged_attention(shapes, 6, 2, kv, 13);
 }
 
 TEST_CASE("cuda ops: causal_conv1d and gated_delta_rule (recurrent and chunked) continue a state", "[cuda_ops][gpu]") {
