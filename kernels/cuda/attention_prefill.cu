@@ -70,6 +70,46 @@ __device__ __forceinline__ void tile_rows(const PrefillAttention& a, int32_t k0,
   }
 }
 
+// Elements 8c .. 8c + 7 of a K/V row of type t (not bf16: that one is copied as it is). The
+// quantised blocks hold 32 elements, so the eight share one scale.
+__device__ __forceinline__ void widen8(DType t, const uint8_t* row, int c, float (&x)[8]) {
+  switch (t) {
+    case DType::f32: {
+      const float4 a = reinterpret_cast<const float4*>(row)[2 * c], b = reinterpret_cast<const float4*>(row)[2 * c + 1];
+      x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
+      return;
+    }
+    case DType::bf16:
+    case DType::f16: {
+      const uint4 u = reinterpret_cast<const uint4*>(row)[c];
+      const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        const uint32_t h = (w[e / 2] >> (16 * (e % 2))) & 0xffffu;
+        x[e] = t == DType::bf16 ? detail::bf16_bits_to_f32(h) : detail::f16_bits_to_f32(h);
+      }
+      return;
+    }
+    case DType::q8_0: {
+      const uint8_t* blk = row + 34 * (c / 4);
+      const float d = detail::f16_bits_to_f32(detail::load_u16(blk));
+      const uint8_t* q = blk + 2 + 8 * (c % 4);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) x[e] = d * static_cast<float>(static_cast<int8_t>(q[e]));
+      return;
+    }
+    case DType::q4_0: {
+      const uint8_t* blk = row + 18 * (c / 4);
+      const float d = detail::f16_bits_to_f32(detail::load_u16(blk));
+      const int j0 = 8 * (c % 4);  // elements j0 .. j0 + 7: low nibbles of bytes j0.. (j0 < 16), else high of j0 - 16..
+      const uint8_t* q = blk + 2 + (j0 & 15);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) x[e] = d * static_cast<float>((j0 < 16 ? (q[e] & 0x0F) : (q[e] >> 4)) - 8);
+      return;
+    }
+  }
+}
+
 // A tile of keys (pool rows `rows`, from tile_rows) into a swizzled bf16 tile; absent keys are 0.
 template <int D, bool kBf16Pool>
 __device__ __forceinline__ void load_kv_tile(const void* pool, DType type, int64_t row_bytes, const int64_t* rows,
@@ -83,10 +123,8 @@ __device__ __forceinline__ void load_kv_tile(const void* pool, DType type, int64
     } else {
       uint4 v = make_uint4(0, 0, 0, 0);
       if (row >= 0) {
-        const uint8_t* src = static_cast<const uint8_t*>(pool) + row * row_bytes;
         float x[8];
-#pragma unroll
-        for (int e = 0; e < 8; ++e) x[e] = detail::load_element(type, src, c * 8 + e);
+        widen8(type, static_cast<const uint8_t*>(pool) + row * row_bytes, c, x);
         v = make_uint4(pack_bf16(x[0], x[1]), pack_bf16(x[2], x[3]), pack_bf16(x[4], x[5]), pack_bf16(x[6], x[7]));
       }
       *reinterpret_cast<uint4*>(tile + swz<D>(j, c)) = v;
