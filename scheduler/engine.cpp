@@ -17,6 +17,9 @@ Engine::Engine(ForwardModel& model, EngineConfig config, std::unique_ptr<kernels
   if (config_.block_size < 1) throw std::invalid_argument("engine: block_size must be >= 1");
   if (!sampler) throw std::invalid_argument("engine: no sampler");
   if (std::string e = config_.speculative.validate(); !e.empty()) throw std::invalid_argument("engine: " + e);
+  if (config_.speculative.method == "mtp" && !model.has_mtp())
+    throw std::invalid_argument("engine: speculative method \"mtp\" needs the model's MTP module, and this model was "
+                                "loaded without one (qwen35::LoadOptions::mtp)");
 
   sizes_ = kvcache::size_pools(model.cache_geometry(),
                                {.block_size = config_.block_size,

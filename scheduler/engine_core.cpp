@@ -26,9 +26,14 @@ Engine::Core::Core(ForwardModel& model, const EngineConfig& config, const kvcach
                         ? std::make_unique<kvcache::PrefixCache>(blocks_, sizes.num_slots, sizes.num_snapshots)
                         : nullptr),
       scheduler_(config.scheduler, blocks_, slots_, prefix_cache_.get()), sampler_(std::move(sampler)),
-      drafter_(config.speculative.enabled() ? make_drafter(config.speculative, model.vocab_size()) : nullptr),
+      drafter_(config.speculative.method == "mtp"
+                   ? std::make_unique<MtpDrafter>(model, *sampler_, config.speculative.acceptance_rate,
+                                                  config.speculative.seed)
+               : config.speculative.enabled() ? make_drafter(config.speculative, model.vocab_size())
+                                              : nullptr),
       num_speculative_tokens_(config.speculative.enabled() ? config.speculative.num_speculative_tokens : 0),
       seeder_(std::random_device{}()) {
+  mtp_ = dynamic_cast<MtpDrafter*>(drafter_.get());
   counters_.num_speculative_tokens = num_speculative_tokens_;
   counters_.spec_decode_accepted_per_position.assign(static_cast<size_t>(num_speculative_tokens_), 0);
   counters_.blocks_total = sizes.num_blocks;
@@ -216,6 +221,7 @@ bool Engine::Core::step() {
   counters_.decode_tokens_total += plan.num_decodes;
   counters_.prefill_tokens_total += plan.num_tokens - plan.num_decodes - plan.num_draft_tokens;
 
+  if (mtp_) extend_mtp_drafts(plan.chunks);
   batch_.seqs.clear();
   for (const SequenceChunk& c : plan.chunks) batch_.seqs.push_back(model_chunk(c));
 
@@ -274,12 +280,57 @@ void Engine::Core::retry_chunks_alone(std::vector<SequenceChunk> chunks) {
 
 void Engine::Core::after_forward(std::span<const SequenceChunk> chunks, const kernels::Tensor& logits) {
   sampling_.clear();
+  sampling_rows_.clear();
+  computed_.clear();
+  int64_t row = 0;
   for (const SequenceChunk& c : chunks) {
     if (c.num_draft == 0) scheduler_.complete(c);  // verify chunks: once their drafts are judged
-    if (c.samples) sampling_.push_back(c);
+    if (c.samples) {
+      sampling_.push_back(c);
+      sampling_rows_.push_back(row);
+    } else if (mtp_ && c.start + c.length < c.seq->num_tokens()) {
+      // A prefill chunk that does not reach the last token: the tokens after it are known.
+      MtpDrafter::Computed& m = computed_.emplace_back();
+      m.id = c.seq->id;
+      m.block_ids = c.seq->table.block_ids();
+      m.slot = c.seq->slot->id;
+      m.start = c.start;
+      const auto first = c.seq->tokens.begin() + c.start;
+      m.next_tokens.assign(first + 1, first + 1 + c.length);
+      m.hidden_row = row;
+    }
+    row += c.length;
   }
   save_snapshots();
   if (!sampling_.empty()) sample_and_emit(sampling_, logits);
+  if (mtp_ && !computed_.empty()) mtp_catch_up();
+}
+
+void Engine::Core::extend_mtp_drafts(std::span<const SequenceChunk> chunks) {
+  const auto t0 = Clock::now();
+  try {
+    mtp_->extend(chunks);
+  } catch (const std::exception& e) {
+    // The chunks keep their placeholder drafts, which verification rejects.
+    counters_.last_error = e.what();
+    spdlog::warn("engine: the MTP module's draft step failed: {}", e.what());
+    mtp_->reset();
+  }
+  counters_.draft_seconds_total += seconds_between(t0, Clock::now());
+}
+
+void Engine::Core::mtp_catch_up() {
+  const auto t0 = Clock::now();
+  for (MtpDrafter::Computed& m : computed_)
+    if (!live_.count(m.id)) m.goes_on = false;  // ended (or failed) in this step
+  try {
+    mtp_->catch_up(computed_);
+  } catch (const std::exception& e) {
+    counters_.last_error = e.what();
+    spdlog::warn("engine: the MTP module's step over the computed tokens failed: {}", e.what());
+    mtp_->reset();
+  }
+  counters_.draft_seconds_total += seconds_between(t0, Clock::now());
 }
 
 void Engine::Core::save_snapshots() {
@@ -346,14 +397,16 @@ void Engine::Core::sample_and_emit(std::span<const SequenceChunk> chunks, const 
   }
   const auto now = Clock::now();
   size_t row = 0;
-  for (const SequenceChunk& c : chunks) {
+  for (size_t ci = 0; ci < chunks.size(); ++ci) {
+    const SequenceChunk& c = chunks[ci];
     const auto n = static_cast<size_t>(c.logit_rows());
-    emit(c, std::span<kernels::SampledToken>(sampled_).subspan(row, n), now);
+    emit(c, std::span<kernels::SampledToken>(sampled_).subspan(row, n), now, sampling_rows_[ci]);
     row += n;
   }
 }
 
-void Engine::Core::emit(const SequenceChunk& c, std::span<kernels::SampledToken> sampled, Clock::time_point now) {
+void Engine::Core::emit(const SequenceChunk& c, std::span<kernels::SampledToken> sampled, Clock::time_point now,
+                        int64_t hidden_row) {
   Sequence& seq = *c.seq;
   const RequestId id = seq.id;
   Live& l = live_.at(id);
@@ -387,10 +440,28 @@ void Engine::Core::emit(const SequenceChunk& c, std::span<kernels::SampledToken>
   }
   // Tokens emitted: the accepted ones and the next, up to the first that finishes the request.
   int32_t n = 0;
+  bool ends = false;
   while (n <= accepted) {
     ++n;
-    if (seq.finish.reason(sampled[static_cast<size_t>(n - 1)].token, seq.num_generated() + n, seq.num_tokens() + n))
-      break;
+    ends = seq.finish.reason(sampled[static_cast<size_t>(n - 1)].token, seq.num_generated() + n,
+                             seq.num_tokens() + n).has_value();
+    if (ends) break;
+  }
+  if (mtp_) {
+    // The positions this chunk computed: the chunk's own (a prefill or decode chunk) or its
+    // pending token and accepted drafts (a verify chunk), each followed by a known token.
+    MtpDrafter::Computed& m = computed_.emplace_back();
+    m.id = id;
+    m.block_ids = seq.table.block_ids();
+    m.slot = seq.slot->id;
+    m.start = c.start;
+    if (c.num_draft == 0) {
+      const auto first = seq.tokens.begin() + c.start;
+      m.next_tokens.assign(first + 1, first + c.length);
+    }
+    for (int32_t i = c.num_draft == 0 ? n - 1 : 0; i < n; ++i) m.next_tokens.push_back(sampled[static_cast<size_t>(i)].token);
+    m.hidden_row = hidden_row;
+    m.goes_on = !ends;
   }
   if (c.num_draft > 0) {
     ++counters_.spec_decode_drafts_total;

@@ -17,6 +17,7 @@
 #include "model/grammar/matcher.h"
 #include "scheduler/drafter.h"
 #include "scheduler/engine.h"
+#include "scheduler/mtp_drafter.h"
 #include "scheduler/scheduler.h"
 
 namespace ds::scheduler {
@@ -92,7 +93,12 @@ struct Engine::Core {
   bool advance_grammar(Live& l, int32_t token);
   // A sampling chunk's result: its rows' samples judge its draft (if any), then the accepted
   // tokens are appended and emitted, up to the first that finishes the request.
-  void emit(const SequenceChunk& chunk, std::span<kernels::SampledToken> sampled, Clock::time_point now);
+  // hidden_row: the chunk's first row in the forward (the MTP module reads its hidden states).
+  void emit(const SequenceChunk& chunk, std::span<kernels::SampledToken> sampled, Clock::time_point now,
+            int64_t hidden_row);
+  // The MTP drafter's two calls of a step (mtp_drafter.h); a failure costs drafts, not output.
+  void extend_mtp_drafts(std::span<const SequenceChunk> chunks);
+  void mtp_catch_up();
   // Runs the snapshot copies the scheduler asked for after completed chunks.
   void save_snapshots();
   // Ends a live request: final event, counters, frees its sequence (when it has one).
@@ -115,6 +121,7 @@ struct Engine::Core {
   Scheduler scheduler_;
   std::unique_ptr<kernels::Sampler> sampler_;
   std::unique_ptr<Drafter> drafter_;  // null: no speculative decoding
+  MtpDrafter* mtp_ = nullptr;         // drafter_, when it is the MTP module's
   int32_t num_speculative_tokens_ = 0;
   std::mt19937_64 seeder_;  // seeds for requests that bring none
   std::unordered_map<RequestId, Live> live_;
@@ -137,6 +144,8 @@ struct Engine::Core {
   std::vector<RequestId> grammar_failed_;  // constrained rows whose grammar allowed nothing
   std::vector<kernels::SamplerRng> row_rngs_;          // verify rows' generators
   std::vector<std::vector<int32_t>> histories_;        // verify chunks' generated + draft (penalties)
+  std::vector<int64_t> sampling_rows_;                 // sampling_'s first rows in the forward
+  std::vector<MtpDrafter::Computed> computed_;         // positions the forward computed (MTP)
 };
 
 }  // namespace ds::scheduler

@@ -1,4 +1,4 @@
-// ForwardModel: the one thing the engine asks of a model, so the engine can drive the real
+// ForwardModel: what the engine asks of a model, so the engine can drive the real
 // Qwen3.5 model (Qwen35ForwardModel) or a stand-in with the same contract (the scheduler
 // tests' checking fake, the benchmark's zero-cost model).
 //
@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "kvcache/capacity.h"
 #include "kvcache/state_pool.h"
 #include "model/qwen35/forward_batch.h"
+#include "model/qwen35/mtp.h"
 
 namespace ds::scheduler {
 
@@ -38,6 +40,13 @@ class ForwardModel {
   virtual void copy_state(kvcache::SlotId from, kvcache::SlotId to) = 0;
   // One step. The logits tensor lives in host memory readable by the CPU sampler.
   virtual const kernels::Tensor& forward(const qwen35::ForwardBatch& batch) = 0;
+  // The MTP module (model/qwen35/mtp.h; speculative decoding's "mtp" method): whether the
+  // model carries it, and one step of it, its logits where forward() puts its own.
+  virtual bool has_mtp() const { return false; }
+  virtual const kernels::Tensor& forward_mtp(const qwen35::MtpBatch& batch) {
+    (void)batch;
+    throw std::logic_error("this model has no MTP module");
+  }
 };
 
 }  // namespace ds::scheduler

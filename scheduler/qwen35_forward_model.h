@@ -25,10 +25,14 @@ class Qwen35ForwardModel final : public ForwardModel {
   kvcache::StatePool::ZeroFn state_zero_fn() override { return model_.state_zero_fn(); }
   void copy_state(kvcache::SlotId from, kvcache::SlotId to) override { model_.copy_state_slot(from, to); }
   const kernels::Tensor& forward(const qwen35::ForwardBatch& batch) override;
+  bool has_mtp() const override { return model_.has_mtp(); }
+  const kernels::Tensor& forward_mtp(const qwen35::MtpBatch& batch) override;
 
   qwen35::Model& model() { return model_; }
 
  private:
+  const kernels::Tensor& readable(const qwen35::Logits& logits);
+
   qwen35::Model& model_;
   bool host_logits_;
   kernels::Tensor host_;  // the copy, for a device backend

@@ -172,6 +172,9 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::strin
   read_weights_with_progress(weight_files, progress_bar);
   qwen35::LoadOptions load_options;
   if (o.quantization == "fp8") load_options.quantization = qwen35::Quantization::fp8;
+  scheduler::SpeculativeConfig speculative;
+  if (!o.speculative_config.empty()) speculative = parse_speculative_config(o.speculative_config);
+  load_options.mtp = speculative.method == "mtp";  // a checkpoint without the module fails here, named
   lm->model = qwen35::Model::load(*lm->backend, dir, load_options);
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   int64_t ckpt_bytes = 0;
@@ -224,7 +227,7 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::strin
                          : parse_bytes(o.prefix_cache_state_memory);
   ec.prefix_caching = o.prefix_caching && o.paged_attention;
   ec.snapshot_bytes = snapshot_bytes;
-  if (!o.speculative_config.empty()) ec.speculative = parse_speculative_config(o.speculative_config);
+  ec.speculative = speculative;
   const int32_t states_per_seq = 1 + (ec.speculative.enabled() ? ec.speculative.num_speculative_tokens : 0);
   try {
     sizes = kvcache::size_pools(geo, {.block_size = o.block_size,
@@ -280,10 +283,10 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::strin
     spdlog::info("speculative decoding: {}, {} drafted tokens per step (a speculating sequence holds up to {} state "
                  "slots)",
                  ec.speculative.method, ec.speculative.num_speculative_tokens, states_per_seq);
-  if (ec.speculative.method == "simulate")
-    spdlog::warn("speculative method \"simulate\" is for benchmarks: each step keeps drafts with probability {} "
-                 "whatever the model samples, so replies are NOT the model's output",
-                 ec.speculative.acceptance_rate);
+  if (ec.speculative.simulated())
+    spdlog::warn("speculative method \"{}\" with acceptance_rate {} is for benchmarks: each step keeps drafts with that "
+                 "probability whatever the model samples, so replies are NOT the model's output",
+                 ec.speculative.method, ec.speculative.acceptance_rate);
 
   // Structured outputs compile against the model's vocabulary (the logits' width).
   const auto t_vocab = std::chrono::steady_clock::now();

@@ -70,7 +70,8 @@ void add_server_options(CLI::App& app, ServerOptions& o) {
                  "(default: a tenth of the budget)");
   app.add_option("--speculative-config", o.speculative_config,
                  "Speculative decoding as JSON: '{\"method\": \"ngram\", \"num_speculative_tokens\": 3}' "
-                 "(methods: ngram = prompt lookup, with prompt_lookup_min/max; replay = the test and "
+                 "(methods: ngram = prompt lookup, with prompt_lookup_min/max; mtp = the checkpoint's MTP module; "
+                 "replay = the test and "
                  "benchmark drafter with a set acceptance_rate; simulate = benchmarks only, keeps drafts at "
                  "acceptance_rate whatever the model samples, so replies are not the model's)");
   app.add_option("--quantization", o.quantization,

@@ -47,9 +47,7 @@ scheduler::SpeculativeConfig parse_speculative_config(const std::string& text) {
       bad("unknown key \"" + key + "\"");
     }
   }
-  if (c.method.empty()) bad("method is required (\"ngram\", \"replay\" or \"simulate\")");
-  if (c.method == "mtp")
-    bad("method \"mtp\" is not available yet: the MTP module (mtp.* weights) is not implemented; use \"ngram\"");
+  if (c.method.empty()) bad("method is required (\"ngram\", \"mtp\", \"replay\" or \"simulate\")");
   if (!has_k) bad("num_speculative_tokens is required");
   if (std::string e = c.validate(); !e.empty()) bad(e);
   return c;

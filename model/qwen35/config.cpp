@@ -224,6 +224,11 @@ ModelConfig ModelConfig::parse(std::string_view config_json, std::string_view ge
   for (auto k : c.layer_kinds) c.kind_index.push_back(k == LayerKind::full_attention ? full++ : deltanet++);
 
   c.tie_word_embeddings = r.flag("tie_word_embeddings", false);
+  if (const json* m = r.find("mtp_num_hidden_layers")) {
+    if (!m->is_number_integer() || m->get<int64_t>() < 0)
+      r.fail("\"mtp_num_hidden_layers\" must be a non-negative integer, got " + m->dump());
+    c.mtp_layers = m->get<int64_t>();
+  }
   if (const json* q = r.find("quantization_config")) c.fp8 = fp8_config(*q, r);
 
   if (!generation_json.empty()) {

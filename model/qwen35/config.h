@@ -64,6 +64,9 @@ struct ModelConfig {
   int64_t conv_kernel = 0;     // Kc
 
   bool tie_word_embeddings = false;
+  // Multi-token-prediction layers of the checkpoint's mtp.* module ("mtp_num_hidden_layers",
+  // 0 when absent); loaded only for speculative decoding's "mtp" method (model/qwen35/mtp.h).
+  int64_t mtp_layers = 0;
   std::vector<int32_t> eos_token_ids;  // generation_config.json, else config's eos_token_id
   std::optional<Fp8Config> fp8;        // quantization_config of an FP8 checkpoint
 

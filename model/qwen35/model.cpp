@@ -5,37 +5,13 @@
 #include <stdexcept>
 
 #include "model/qwen35/checkpoint.h"
+#include "model/qwen35/model_workspace.h"
 
 namespace ds::qwen35 {
 
 using kernels::DeltaNetDims;
 using kernels::Shape;
 using kernels::Tensor;
-
-// Activation buffers for up to `rows` tokens, grown when a bigger batch comes. Each step
-// uses views of their first rows. The GEMM inputs (x, attn, y, act, last_n) are in the
-// backend's activation_dtype(), everything else f32 (backend.h).
-struct Model::Workspace {
-  int64_t rows = 0;
-  int64_t logit_rows = 0;
-  Tensor h;         // [rows, H] residual stream
-  Tensor x;         // [rows, H] normed input of a mixer / the MLP
-  Tensor qg;        // [rows, Nq, 2D] gated q_proj output
-  Tensor q, gate;   // [rows, Nq, D]
-  Tensor k, v;      // [rows, Nkv, D]
-  Tensor attn;      // [rows, Nq, D]
-  Tensor mixed;     // [rows, conv_dim] DeltaNet in_proj_qkv output (pre-conv)
-  Tensor conv;      // [rows, conv_dim] after conv + SiLU
-  Tensor z;         // [rows, Hv, dv]
-  Tensor a, b;      // [rows, Hv]
-  Tensor core;      // [rows, Hv, dv] delta-rule output
-  Tensor y;         // [rows, Hv, dv] after the gated norm
-  Tensor proj;      // flat: [rows, 2I] MLP gate_up, or a layer's fused input projections
-  Tensor act;       // [rows, I]
-  Tensor last;      // [logit rows, H]
-  Tensor last_n;    // [logit rows, H] after the final norm
-  Tensor logits;    // [logit rows, V]
-};
 
 std::vector<float> Logits::to_host() const {
   std::vector<float> out(static_cast<size_t>(rows() * vocab_));
@@ -61,12 +37,16 @@ Model::Model(kernels::Backend& backend, ModelConfig config, ModelWeights weights
       ws_(std::make_unique<Workspace>()) {
   logits_.backend_ = backend_;
   logits_.vocab_ = config_.vocab_size;
+  mtp_logits_.backend_ = backend_;
+  mtp_logits_.vocab_ = config_.vocab_size;
 }
 
 Model::~Model() = default;
 
 kvcache::CacheGeometry Model::cache_geometry() const {
-  return config_.cache_geometry(backend_->kv_cache_dtype());
+  kvcache::CacheGeometry g = config_.cache_geometry(backend_->kv_cache_dtype());
+  if (weights_.mtp) ++g.n_attention_layers;  // the MTP layer's pool, after the model's (mtp.h)
+  return g;
 }
 
 void Model::allocate_cache(const kvcache::PoolSizes& sizes) {
@@ -171,6 +151,7 @@ Model::Workspace& Model::workspace(int64_t rows, int64_t logit_rows) {
                                         2 * (c.num_heads + c.num_kv_heads) * c.head_dim});
     w.proj = be.alloc(f32, Shape{n * proj_cols});
     w.act = be.alloc(act, Shape{n, c.intermediate_size});
+    if (weights_.mtp) w.hidden = be.alloc(f32, Shape{n, c.hidden_size});
     w.rows = n;
   }
   if (logit_rows > w.logit_rows) {
@@ -185,6 +166,7 @@ Model::Workspace& Model::workspace(int64_t rows, int64_t logit_rows) {
 const Logits& Model::forward(const ForwardBatch& batch) {
   if (k_pools_.empty() && conv_state_.empty())
     throw std::logic_error("Model::forward: allocate_cache() has not been called");
+  target_rows_ = 0;  // the MTP module's source is rewritten
   // Flatten the batch into the backend's plan (which validates every index).
   std::vector<int32_t> tokens;
   std::vector<kernels::SequenceChunk> spans;
@@ -232,12 +214,18 @@ const Logits& Model::forward(const ForwardBatch& batch) {
     const LayerWeights& L = weights_.layers[static_cast<size_t>(i)];
     be.rms_norm(h, L.input_norm, eps, x);
     if (L.kind == LayerKind::full_attention)
-      run_full_attention(i, *plan, ws);
+      run_attention(L.attn, config_.kind_index[static_cast<size_t>(i)], *plan, ws);
     else
       run_deltanet(i, *plan, ws);
     be.rms_norm(h, L.post_norm, eps, x);
-    run_mlp(i, T, ws);
+    run_mlp(L, T, ws);
     if (observer_) observer_(static_cast<int>(i + 1), h);
+  }
+  if (weights_.mtp) {
+    // Every row's hidden state, what the MTP module reads (mtp.h).
+    Tensor hidden = ws.hidden.rows(0, T);
+    be.rms_norm(h, weights_.final_norm, eps, hidden);
+    target_rows_ = T;
   }
   if (observer_) {
     be.rms_norm(h, weights_.final_norm, eps, x);
@@ -257,12 +245,10 @@ const Logits& Model::forward(const ForwardBatch& batch) {
   return logits_;
 }
 
-void Model::run_full_attention(int64_t layer, const kernels::BatchPlan& plan, Workspace& ws) {
+void Model::run_attention(const AttentionWeights& w, int64_t pool, const kernels::BatchPlan& plan, Workspace& ws) {
   const auto& c = config_;
-  const AttentionWeights& w = weights_.layers[static_cast<size_t>(layer)].attn;
   auto& be = *backend_;
   const int64_t T = plan.num_rows();
-  const int64_t pool = c.kind_index[static_cast<size_t>(layer)];
   const float eps = static_cast<float>(c.rms_norm_eps);
   Tensor x = ws.x.rows(0, T);
   Tensor qg = ws.qg.rows(0, T);
@@ -346,8 +332,7 @@ void Model::project(const Tensor& x, const Tensor& stacked, std::span<Tensor> ou
   if (first != stacked.dim(0)) throw std::logic_error("Model::project: outputs do not cover the stacked weight");
 }
 
-void Model::run_mlp(int64_t layer, int64_t rows, Workspace& ws) {
-  const LayerWeights& L = weights_.layers[static_cast<size_t>(layer)];
+void Model::run_mlp(const LayerWeights& L, int64_t rows, Workspace& ws) {
   auto& be = *backend_;
   Tensor x = ws.x.rows(0, rows), h = ws.h.rows(0, rows);
   Tensor gate_up = ws.proj.rows(0, rows * 2 * config_.intermediate_size).reshape(Shape{rows, 2 * config_.intermediate_size});

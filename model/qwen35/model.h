@@ -29,6 +29,7 @@
 #include "kvcache/state_pool.h"
 #include "model/qwen35/config.h"
 #include "model/qwen35/forward_batch.h"
+#include "model/qwen35/mtp.h"
 #include "model/qwen35/weights.h"
 
 namespace ds::qwen35 {
@@ -77,7 +78,7 @@ class Model {
   kvcache::CacheGeometry cache_geometry() const;
 
   // Allocates the K/V pools (sizes.num_blocks blocks of sizes.block_size tokens per
-  // full-attention layer) and sizes.num_slots + sizes.num_snapshots DeltaNet state slots
+  // full-attention layer, the MTP module's included) and sizes.num_slots + sizes.num_snapshots DeltaNet state slots
   // (the snapshots follow the running sequences' slots), replacing earlier ones. The state is
   // zeroed.
   void allocate_cache(const kvcache::PoolSizes& sizes);
@@ -97,6 +98,13 @@ class Model {
   // two chunks sharing a slot) before touching any cache.
   const Logits& forward(const ForwardBatch& batch);
 
+  // The MTP module (mtp.h), when loaded (LoadOptions::mtp): one step over `batch`, writing
+  // the module's K/V; logits for the chunks that ask, in batch order, valid until the next
+  // forward_mtp. Throws std::invalid_argument for a malformed batch (as forward does, and a
+  // hidden-state row outside its source) before touching any cache.
+  bool has_mtp() const { return weights_.mtp.has_value(); }
+  const Logits& forward_mtp(const MtpBatch& batch);
+
   void set_hidden_state_observer(HiddenStateObserver observer) { observer_ = std::move(observer); }
 
   // Backend views of a slot's DeltaNet state in one DeltaNet layer (tests, debugging):
@@ -106,9 +114,10 @@ class Model {
 
  private:
   struct Workspace;
-  void run_full_attention(int64_t layer, const kernels::BatchPlan& plan, Workspace& ws);
+  // A gated full-attention mixer on ws.x, its K/V in pool `pool`, added into ws.h.
+  void run_attention(const AttentionWeights& w, int64_t pool, const kernels::BatchPlan& plan, Workspace& ws);
   void run_deltanet(int64_t layer, const kernels::BatchPlan& plan, Workspace& ws);
-  void run_mlp(int64_t layer, int64_t rows, Workspace& ws);
+  void run_mlp(const LayerWeights& L, int64_t rows, Workspace& ws);
   // x · stackedᵀ into outputs (the stacked weight's row ranges in order), fused or one GEMM
   // per output as the backend prefers (Backend::fused_projection_rows). A fused one-row step
   // replaces the outputs with views of the fused result (no copy): callers read `outputs`
@@ -130,6 +139,12 @@ class Model {
   std::unique_ptr<Workspace> ws_;
   Logits logits_;
   HiddenStateObserver observer_;
+  // The MTP module's buffers (mtp_forward.cpp) and the rows each hidden-state source holds.
+  struct MtpWorkspace;
+  std::unique_ptr<MtpWorkspace> mtp_ws_;
+  int64_t target_rows_ = 0;
+  int64_t module_rows_ = 0;
+  Logits mtp_logits_;
 };
 
 }  // namespace ds::qwen35

@@ -28,8 +28,8 @@ Shape to_shape(const std::vector<int64_t>& dims) {
   }
 }
 
-bool is_skipped(const std::string& name) {
-  return name.rfind("model.visual.", 0) == 0 || name.rfind("mtp.", 0) == 0;
+bool is_skipped(const std::string& name, bool mtp_loaded) {
+  return name.rfind("model.visual.", 0) == 0 || (!mtp_loaded && name.rfind("mtp.", 0) == 0);
 }
 
 // Whether --quantization fp8 quantises a weight: the linear layers an FP8 release quantises.
@@ -41,7 +41,7 @@ class Loader {
          const LoadOptions& options)
       : backend_(backend), ckpt_(ckpt), prefix_(std::move(prefix)), fp8_(config.fp8),
         // An FP8 checkpoint is loaded as stored: its unquantised weights stay so on purpose.
-        quantize_(options.quantization == Quantization::fp8 && !config.fp8) {}
+        quantize_(options.quantization == Quantization::fp8 && !config.fp8), mtp_(options.mtp) {}
 
   const std::string& prefix() const { return prefix_; }
 
@@ -133,6 +133,13 @@ class Loader {
     return HostTensor{DType::f32, to_shape(want), scratch_.back().data()};
   }
 
+  // Values computed here from host() views (then scratch_ is released).
+  Tensor upload(const HostTensor& h) {
+    Tensor t = backend_.upload(h);
+    scratch_.clear();
+    return t;
+  }
+
   Tensor load(const std::string& name, const std::vector<int64_t>& want, Fp8Target target = Fp8Target::no) {
     Tensor t = backend_.upload(host(name, want, target));
     scratch_.clear();
@@ -185,7 +192,7 @@ class Loader {
   // Every tensor that is neither skipped nor loaded is an error.
   void check_nothing_left() const {
     for (const auto& [name, e] : ckpt_.tensors())
-      if (!is_skipped(name) && !used_.count(name))
+      if (!is_skipped(name, mtp_) && !used_.count(name))
         throw std::runtime_error(e.file->path().string() + ": unexpected tensor " + name +
                                  " (not part of the text decoder this config describes)");
   }
@@ -196,9 +203,75 @@ class Loader {
   std::string prefix_;
   std::optional<Fp8Config> fp8_;
   bool quantize_;
+  bool mtp_;
   std::set<std::string> used_;
   std::deque<std::vector<float>> scratch_;  // deque: earlier buffers stay put
 };
+
+// One decoder layer under prefix p ("model.layers.3.", "mtp.layers.0.").
+LayerWeights load_layer(Loader& ld, const std::string& p, LayerKind kind, const ModelConfig& c) {
+  constexpr Fp8Target linear = Fp8Target::yes;
+  const int64_t H = c.hidden_size, I = c.intermediate_size;
+  const int64_t Nq = c.num_heads, Nkv = c.num_kv_heads, D = c.head_dim;
+  const int64_t Hv = c.deltanet_v_heads, dv = c.deltanet_v_dim;
+  LayerWeights L;
+  L.kind = kind;
+  L.input_norm = ld.load(p + "input_layernorm.weight", {H});
+  L.post_norm = ld.load(p + "post_attention_layernorm.weight", {H});
+  if (L.kind == LayerKind::full_attention) {
+    auto& a = L.attn;
+    a.qkv_proj = ld.load_stacked({{p + "self_attn.q_proj.weight", {2 * Nq * D, H}, linear},
+                                  {p + "self_attn.k_proj.weight", {Nkv * D, H}, linear},
+                                  {p + "self_attn.v_proj.weight", {Nkv * D, H}, linear}});
+    a.o_proj = ld.load(p + "self_attn.o_proj.weight", {H, Nq * D}, linear);
+    a.q_norm = ld.load(p + "self_attn.q_norm.weight", {D});
+    a.k_norm = ld.load(p + "self_attn.k_norm.weight", {D});
+  } else {
+    auto& g = L.deltanet;
+    g.in_proj = ld.load_stacked({{p + "linear_attn.in_proj_qkv.weight", {c.conv_dim(), H}, linear},
+                                 {p + "linear_attn.in_proj_z.weight", {Hv * dv, H}, linear},
+                                 {p + "linear_attn.in_proj_b.weight", {Hv, H}},
+                                 {p + "linear_attn.in_proj_a.weight", {Hv, H}}});
+    g.conv1d = ld.load(p + "linear_attn.conv1d.weight", {c.conv_dim(), 1, c.conv_kernel});
+    g.dt_bias = ld.load(p + "linear_attn.dt_bias", {Hv});
+    g.a_log = ld.load(p + "linear_attn.A_log", {Hv});
+    g.norm = ld.load(p + "linear_attn.norm.weight", {dv});
+    g.out_proj = ld.load(p + "linear_attn.out_proj.weight", {H, Hv * dv}, linear);
+  }
+  L.gate_up = ld.load_stacked({{p + "mlp.gate_proj.weight", {I, H}, linear}, {p + "mlp.up_proj.weight", {I, H}, linear}});
+  L.down = ld.load(p + "mlp.down_proj.weight", {H, I}, linear);
+  return L;
+}
+
+// The MTP module (mtp.*), refused with a clear message when the checkpoint has none.
+MtpWeights load_mtp(Loader& ld, const Checkpoint& ckpt, const ModelConfig& c) {
+  const std::string who = ckpt.dir().string() + ": speculative method \"mtp\" needs the checkpoint's MTP module";
+  if (c.mtp_layers < 1 || !ckpt.find("mtp.fc.weight"))
+    throw std::runtime_error(who + " (config.json's mtp_num_hidden_layers and the mtp.* tensors), and this one has " +
+                             (c.mtp_layers < 1 ? "no mtp_num_hidden_layers" : "no mtp.fc.weight") +
+                             "; use a released Qwen3.5/3.6 checkpoint or another method (\"ngram\")");
+  if (c.mtp_layers != 1)
+    throw std::runtime_error(who + ": mtp_num_hidden_layers is " + std::to_string(c.mtp_layers) +
+                             ", and only 1 (every released checkpoint's) is supported");
+  const int64_t H = c.hidden_size;
+  MtpWeights m;
+  m.pre_fc_norm_embedding = ld.load("mtp.pre_fc_norm_embedding.weight", {H});
+  m.pre_fc_norm_hidden = ld.load("mtp.pre_fc_norm_hidden.weight", {H});
+  // fc [H, 2H]: each row's first H values read the embedding, the next H the hidden state.
+  const kernels::HostTensor fc = ld.host("mtp.fc.weight", {H, 2 * H});
+  const int64_t half = ds::row_bytes(fc.dtype, H);
+  std::vector<unsigned char> parts[2];
+  for (auto& part : parts) part.resize(static_cast<size_t>(half * H));
+  const auto* src = static_cast<const unsigned char*>(fc.data);
+  for (int64_t r = 0; r < H; ++r)
+    for (int k = 0; k < 2; ++k)
+      std::memcpy(parts[k].data() + r * half, src + (2 * r + k) * half, static_cast<size_t>(half));
+  m.fc_embedding = ld.upload({fc.dtype, Shape{H, H}, parts[0].data()});
+  m.fc_hidden = ld.upload({fc.dtype, Shape{H, H}, parts[1].data()});
+  m.layer = load_layer(ld, "mtp.layers.0.", LayerKind::full_attention, c);
+  m.norm = ld.load("mtp.norm.weight", {H});
+  return m;
+}
 
 }  // namespace
 
@@ -210,11 +283,7 @@ ModelWeights load_weights(kernels::Backend& backend, const Checkpoint& ckpt, con
   const std::string other = c.multimodal_layout ? "model." : "model.language_model.";
   if (!ckpt.find(prefix + "embed_tokens.weight") && ckpt.find(other + "embed_tokens.weight")) prefix = other;
   Loader ld(backend, ckpt, prefix, c, options);
-  constexpr Fp8Target linear = Fp8Target::yes;
-
-  const int64_t H = c.hidden_size, V = c.vocab_size, I = c.intermediate_size;
-  const int64_t Nq = c.num_heads, Nkv = c.num_kv_heads, D = c.head_dim;
-  const int64_t Hv = c.deltanet_v_heads, dv = c.deltanet_v_dim;
+  const int64_t H = c.hidden_size, V = c.vocab_size;
 
   ModelWeights w;
   w.embed = ld.load(prefix + "embed_tokens.weight", {V, H});
@@ -229,36 +298,9 @@ ModelWeights load_weights(kernels::Backend& backend, const Checkpoint& ckpt, con
     ld.load("lm_head.weight", {V, H});  // reports it missing
   }
 
-  for (int64_t i = 0; i < c.num_layers; ++i) {
-    const std::string p = prefix + "layers." + std::to_string(i) + ".";
-    LayerWeights L;
-    L.kind = c.layer_kinds[static_cast<size_t>(i)];
-    L.input_norm = ld.load(p + "input_layernorm.weight", {H});
-    L.post_norm = ld.load(p + "post_attention_layernorm.weight", {H});
-    if (L.kind == LayerKind::full_attention) {
-      auto& a = L.attn;
-      a.qkv_proj = ld.load_stacked({{p + "self_attn.q_proj.weight", {2 * Nq * D, H}, linear},
-                                    {p + "self_attn.k_proj.weight", {Nkv * D, H}, linear},
-                                    {p + "self_attn.v_proj.weight", {Nkv * D, H}, linear}});
-      a.o_proj = ld.load(p + "self_attn.o_proj.weight", {H, Nq * D}, linear);
-      a.q_norm = ld.load(p + "self_attn.q_norm.weight", {D});
-      a.k_norm = ld.load(p + "self_attn.k_norm.weight", {D});
-    } else {
-      auto& g = L.deltanet;
-      g.in_proj = ld.load_stacked({{p + "linear_attn.in_proj_qkv.weight", {c.conv_dim(), H}, linear},
-                                   {p + "linear_attn.in_proj_z.weight", {Hv * dv, H}, linear},
-                                   {p + "linear_attn.in_proj_b.weight", {Hv, H}},
-                                   {p + "linear_attn.in_proj_a.weight", {Hv, H}}});
-      g.conv1d = ld.load(p + "linear_attn.conv1d.weight", {c.conv_dim(), 1, c.conv_kernel});
-      g.dt_bias = ld.load(p + "linear_attn.dt_bias", {Hv});
-      g.a_log = ld.load(p + "linear_attn.A_log", {Hv});
-      g.norm = ld.load(p + "linear_attn.norm.weight", {dv});
-      g.out_proj = ld.load(p + "linear_attn.out_proj.weight", {H, Hv * dv}, linear);
-    }
-    L.gate_up = ld.load_stacked({{p + "mlp.gate_proj.weight", {I, H}, linear}, {p + "mlp.up_proj.weight", {I, H}, linear}});
-    L.down = ld.load(p + "mlp.down_proj.weight", {H, I}, linear);
-    w.layers.push_back(std::move(L));
-  }
+  for (int64_t i = 0; i < c.num_layers; ++i)
+    w.layers.push_back(load_layer(ld, prefix + "layers." + std::to_string(i) + ".", c.layer_kinds[static_cast<size_t>(i)], c));
+  if (options.mtp) w.mtp = load_mtp(ld, ckpt, c);
   ld.check_nothing_left();
   return w;
 }

@@ -2,8 +2,8 @@
 //
 // load_weights() walks the checkpoint by the names of the layout it uses (model.* or
 // model.language_model.*), checks each tensor's shape against the config, and fails naming
-// the file and tensor when one is missing, mis-shaped or left over (model.visual.* and mtp.*
-// are skipped on purpose). Projections that read the same input are stacked into one weight
+// the file and tensor when one is missing, mis-shaped or left over (model.visual.* is skipped
+// on purpose, and mtp.* unless LoadOptions::mtp asks for the MTP module). Projections that read the same input are stacked into one weight
 // (rows of each in turn), so a backend may compute them as one GEMM: the MLP's gate_proj and
 // up_proj ([2I, H], gate rows first), the attention's q/k/v_proj and the DeltaNet's
 // in_proj_qkv/z/b/a. Each original weight stays addressable as a row range of the stacked one
@@ -20,6 +20,7 @@
 // in_proj_a/b, which Qwen's releases keep in bf16) are block-quantised and dequantised.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "kernels/backend.h"
@@ -57,11 +58,25 @@ struct LayerWeights {
   kernels::Tensor down;        // [H, I]
 };
 
+// The multi-token-prediction module (model/qwen35/mtp.h), mtp.* in the checkpoint. It shares
+// the model's embedding and lm_head. mtp.fc.weight [H, 2H] reads the concatenation
+// [normed embedding; normed hidden state]; it is kept as its two column halves, so the
+// concatenation is never built: fc(x) = e · fc_embeddingᵀ + h · fc_hiddenᵀ.
+struct MtpWeights {
+  kernels::Tensor pre_fc_norm_embedding;  // [H], 1 + w
+  kernels::Tensor pre_fc_norm_hidden;     // [H], 1 + w
+  kernels::Tensor fc_embedding;           // [H, H], mtp.fc.weight's columns [0, H)
+  kernels::Tensor fc_hidden;              // [H, H], its columns [H, 2H)
+  LayerWeights layer;                     // mtp.layers.0: a full-attention decoder layer
+  kernels::Tensor norm;                   // [H], 1 + w
+};
+
 struct ModelWeights {
   kernels::Tensor embed;       // [V, H]
   kernels::Tensor final_norm;  // [H], 1 + w
   kernels::Tensor lm_head;     // [V, H] (the embedding when tied)
   std::vector<LayerWeights> layers;
+  std::optional<MtpWeights> mtp;  // when loaded (LoadOptions::mtp)
 };
 
 enum class Quantization : uint8_t { none, fp8 };
@@ -70,6 +85,10 @@ struct LoadOptions {
   // fp8: quantise the linear weights of a bf16/f32 checkpoint at load time (serve
   // --quantization fp8). A no-op on a checkpoint that is already FP8 (config.fp8 set).
   Quantization quantization = Quantization::none;
+  // Load the MTP module (speculative decoding's "mtp" method). A checkpoint without one
+  // (config.json's mtp_num_hidden_layers, the mtp.* tensors) is refused with a message
+  // saying so; only one MTP layer (every released checkpoint's) is supported.
+  bool mtp = false;
 };
 
 // Uploads and checks the whole text decoder of ckpt. Throws std::runtime_error naming the

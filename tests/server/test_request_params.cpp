@@ -257,7 +257,11 @@ TEST_CASE("--speculative-config: vLLM's JSON form, every key checked by name", "
       CHECK_THAT(e.what(), Catch::Contains(says));
     }
   };
-  refused(R"({"method": "mtp", "num_speculative_tokens": 1})", "not available yet");
+  const auto m = parse_speculative_config(R"({"method": "mtp", "num_speculative_tokens": 3})");
+  CHECK(m.method == "mtp");
+  CHECK(m.num_speculative_tokens == 3);
+  CHECK_FALSE(m.simulated());
+  CHECK(parse_speculative_config(R"({"method": "mtp", "num_speculative_tokens": 1, "acceptance_rate": 0.8})").simulated());
   refused(R"({"method": "eagle", "num_speculative_tokens": 1})", "\"simulate\"");
   refused(R"({"method": "ngram"})", "num_speculative_tokens is required");
   refused(R"({"method": "ngram", "num_speculative_tokens": 9})", "num_speculative_tokens must be in [1, 8]");

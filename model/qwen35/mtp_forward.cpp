@@ -1,0 +1,99 @@
+// Model::forward_mtp: the MTP module's step (mtp.h), through the same Backend ops as the
+// model's own layers.
+#include <stdexcept>
+#include <string>
+
+#include "model/qwen35/model_workspace.h"
+
+namespace ds::qwen35 {
+
+using kernels::Shape;
+using kernels::Tensor;
+
+namespace {
+
+// t as a buffer of at least `rows` rows of `cols`; a bigger one replaces it (contents lost).
+void ensure_rows(kernels::Backend& be, Tensor& t, int64_t rows, int64_t cols) {
+  if (t.empty() || t.dim(0) < rows) t = be.alloc(DType::f32, Shape{rows, cols});
+}
+
+}  // namespace
+
+const Logits& Model::forward_mtp(const MtpBatch& batch) {
+  if (!weights_.mtp) throw std::logic_error("Model::forward_mtp: the MTP module is not loaded");
+  if (k_pools_.empty()) throw std::logic_error("Model::forward_mtp: allocate_cache() has not been called");
+  const MtpWeights& m = *weights_.mtp;
+  const int64_t H = config_.hidden_size;
+  const int64_t source_rows = batch.source == MtpSource::target ? target_rows_ : module_rows_;
+  std::vector<int32_t> tokens;
+  std::vector<kernels::SequenceChunk> spans;
+  std::vector<int64_t> logit_rows;
+  for (size_t i = 0; i < batch.seqs.size(); ++i) {
+    const MtpChunk& s = batch.seqs[i];
+    const auto n = static_cast<int64_t>(s.tokens.size());
+    if (s.hidden_row < 0 || s.hidden_row + n > source_rows)
+      throw std::invalid_argument("MTP batch: sequence " + std::to_string(i) + " reads hidden rows [" +
+                                  std::to_string(s.hidden_row) + ", " + std::to_string(s.hidden_row + n) +
+                                  ") of a source holding " + std::to_string(source_rows));
+    if (s.logits && n > 0) logit_rows.push_back(static_cast<int64_t>(tokens.size()) + n - 1);
+    tokens.insert(tokens.end(), s.tokens.begin(), s.tokens.end());
+    spans.push_back(kernels::SequenceChunk{n, s.n_cached, s.state_slot, s.block_ids, {}});
+  }
+  kernels::BatchDesc desc;
+  desc.token_ids = tokens;
+  desc.seqs = spans;
+  desc.logit_rows = logit_rows;
+  desc.block_size = block_size_;
+  desc.num_blocks = num_blocks_;
+  desc.num_slots = num_slots_;
+  desc.vocab_size = config_.vocab_size;
+  const std::unique_ptr<kernels::BatchPlan> plan = backend_->plan(desc);
+
+  auto& be = *backend_;
+  if (!mtp_ws_) mtp_ws_ = std::make_unique<MtpWorkspace>();
+  MtpWorkspace& mw = *mtp_ws_;
+  const int64_t T = plan->num_rows(), R = static_cast<int64_t>(logit_rows.size());
+  // The hidden states first: growing a buffer loses its contents, the source's included.
+  ensure_rows(be, mw.in, T, H);
+  const Tensor& source = batch.source == MtpSource::target ? ws_->hidden : mw.out;
+  for (size_t i = 0; i < batch.seqs.size(); ++i) {
+    const MtpChunk& s = batch.seqs[i];
+    const auto& q = plan->seqs()[i];
+    Tensor dst = mw.in.rows(q.first_row, q.n_tokens);
+    be.copy(source.rows(s.hidden_row, q.n_tokens), dst);
+  }
+  Workspace& ws = workspace(T, 0);
+  ensure_rows(be, mw.embed, T, H);
+  ensure_rows(be, mw.out, T, H);
+  module_rows_ = 0;  // the output buffer is being rewritten
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+  Tensor h = ws.h.rows(0, T), x = ws.x.rows(0, T);
+  Tensor embed = mw.embed.rows(0, T), in = mw.in.rows(0, T), out = mw.out.rows(0, T);
+
+  // fc([norm(embedding); norm(hidden)]) as the sum of its two column halves' products.
+  be.embedding(weights_.embed, *plan, embed);
+  be.rms_norm(embed, m.pre_fc_norm_embedding, eps, x);
+  be.gemm(x, m.fc_embedding, h, false);
+  be.rms_norm(in, m.pre_fc_norm_hidden, eps, x);
+  be.gemm(x, m.fc_hidden, h, true);
+  // One full-attention decoder layer, its K/V in the pool after the model's.
+  be.rms_norm(h, m.layer.input_norm, eps, x);
+  run_attention(m.layer.attn, config_.num_full_layers(), *plan, ws);
+  be.rms_norm(h, m.layer.post_norm, eps, x);
+  run_mlp(m.layer, T, ws);
+  be.rms_norm(h, m.norm, eps, out);
+  module_rows_ = T;
+
+  mtp_logits_.tensor_ = Tensor();
+  if (R > 0) {
+    ensure_rows(be, mw.last, R, H);
+    if (mw.logits.empty() || mw.logits.dim(0) < R) mw.logits = be.alloc(DType::f32, Shape{R, config_.vocab_size});
+    Tensor last = mw.last.rows(0, R), logits = mw.logits.rows(0, R);
+    be.gather_rows(out, *plan, last);
+    be.gemm(last, weights_.lm_head, logits, false);
+    mtp_logits_.tensor_ = logits;
+  }
+  return mtp_logits_;
+}
+
+}  // namespace ds::qwen35
