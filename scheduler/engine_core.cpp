@@ -221,6 +221,8 @@ bool Engine::Core::step() {
   counters_.decode_tokens_total += plan.num_decodes;
   counters_.prefill_tokens_total += plan.num_tokens - plan.num_decodes - plan.num_draft_tokens;
 
+  // The MTP module's steps count as drafting, not as the forward or sampling they sit between.
+  const double drafting = counters_.draft_seconds_total;
   if (mtp_) extend_mtp_drafts(plan.chunks);
   batch_.seqs.clear();
   for (const SequenceChunk& c : plan.chunks) batch_.seqs.push_back(model_chunk(c));
@@ -246,10 +248,11 @@ bool Engine::Core::step() {
     for (const SequenceChunk& c : chunks) fail_request(c.seq->id, std::string("model error: ") + e.what());
   }
   const auto t2 = Clock::now();
-  counters_.forward_seconds_total += seconds_between(t1, t2);
+  counters_.forward_seconds_total += seconds_between(t1, t2) - (counters_.draft_seconds_total - drafting);
 
+  const double drafted = counters_.draft_seconds_total;
   if (logits) after_forward(plan.chunks, *logits);
-  counters_.sample_seconds_total += seconds_between(t2, Clock::now());
+  counters_.sample_seconds_total += seconds_between(t2, Clock::now()) - (counters_.draft_seconds_total - drafted);
 
   if (config_.check_invariants) {
     try {

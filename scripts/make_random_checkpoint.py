@@ -7,7 +7,10 @@ The layout is the released one (Qwen3_5ForConditionalGeneration: config.json wit
 text_config, model.language_model.* tensors in bf16 safetensors shards with an index, A_log
 and the gated-norm weight in f32 as Qwen3.5 stores them, generation_config.json); the values
 are random (matrices N(0, 0.02), zero-centred norms small, A_log = log U(1, 16), dt_bias
-near 1), so it exercises every kernel at full size but means nothing. For benchmarks only:
+near 1), so it exercises every kernel at full size but means nothing. The released
+checkpoints' multi-token-prediction module is there too (mtp_num_hidden_layers 1; mtp.fc over
+[embedding; hidden], one full-attention layer mtp.layers.0.*, the norms), drawn after every
+other tensor, so a seed gives the same main weights as before it was added. For benchmarks only:
 never commit its output. Needs torch and safetensors (the GPU machine has both); tensors
 are drawn on the GPU when one is present.
 
@@ -58,6 +61,7 @@ def config(g):
         "rope_parameters": {"rope_type": "default", "rope_theta": 10000000.0, "partial_rotary_factor": 0.25,
                             "mrope_section": [11, 11, 10], "mrope_interleaved": True},
         "eos_token_id": 248044, "dtype": "bfloat16", "mamba_ssm_dtype": "float32",
+        "mtp_num_hidden_layers": 1, "mtp_use_dedicated_embeddings": False,
     }
     return {"architectures": ["Qwen3_5ForConditionalGeneration"], "model_type": "qwen3_5",
             "tie_word_embeddings": g["tie"], "text_config": text}
@@ -91,22 +95,28 @@ def tensors(g, dev, gen):
     def norm(n, scale=0.1):
         return mat(n, std=scale)
 
-    p = "model.language_model."
-    yield p + "embed_tokens.weight", mat(VOCAB, H)
-    for i in range(g["layers"]):
-        q = f"{p}layers.{i}."
+    def attention(q):
+        yield q + "self_attn.q_proj.weight", mat(2 * g["nq"] * HEAD_DIM, H)
+        yield q + "self_attn.k_proj.weight", mat(g["nkv"] * HEAD_DIM, H)
+        yield q + "self_attn.v_proj.weight", mat(g["nkv"] * HEAD_DIM, H)
+        yield q + "self_attn.o_proj.weight", mat(H, g["nq"] * HEAD_DIM)
+        yield q + "self_attn.q_norm.weight", norm(HEAD_DIM)
+        yield q + "self_attn.k_norm.weight", norm(HEAD_DIM)
+
+    def norms_and_mlp(q):
         yield q + "input_layernorm.weight", norm(H)
         yield q + "post_attention_layernorm.weight", norm(H)
         yield q + "mlp.gate_proj.weight", mat(I, H)
         yield q + "mlp.up_proj.weight", mat(I, H)
         yield q + "mlp.down_proj.weight", mat(H, I)
+
+    p = "model.language_model."
+    yield p + "embed_tokens.weight", mat(VOCAB, H)
+    for i in range(g["layers"]):
+        q = f"{p}layers.{i}."
+        yield from norms_and_mlp(q)
         if (i + 1) % 4 == 0:
-            yield q + "self_attn.q_proj.weight", mat(2 * g["nq"] * HEAD_DIM, H)
-            yield q + "self_attn.k_proj.weight", mat(g["nkv"] * HEAD_DIM, H)
-            yield q + "self_attn.v_proj.weight", mat(g["nkv"] * HEAD_DIM, H)
-            yield q + "self_attn.o_proj.weight", mat(H, g["nq"] * HEAD_DIM)
-            yield q + "self_attn.q_norm.weight", norm(HEAD_DIM)
-            yield q + "self_attn.k_norm.weight", norm(HEAD_DIM)
+            yield from attention(q)
         else:
             a = q + "linear_attn."
             yield a + "in_proj_qkv.weight", mat(conv_dim, H)
@@ -121,6 +131,13 @@ def tensors(g, dev, gen):
     yield p + "norm.weight", norm(H)
     if not g["tie"]:
         yield "lm_head.weight", mat(VOCAB, H)
+    # The MTP module (model/qwen35/mtp.h); it shares embed_tokens and lm_head.
+    yield "mtp.pre_fc_norm_embedding.weight", norm(H)
+    yield "mtp.pre_fc_norm_hidden.weight", norm(H)
+    yield "mtp.fc.weight", mat(H, 2 * H)
+    yield from norms_and_mlp("mtp.layers.0.")
+    yield from attention("mtp.layers.0.")
+    yield "mtp.norm.weight", norm(H)
 
 
 def main():

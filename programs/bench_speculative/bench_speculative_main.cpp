@@ -3,7 +3,7 @@
 //
 //   bench_speculative [--model DIR] [--backend auto] [--batches 1,8,32] [--ks 1,2,3,4]
 //                     [--acceptance 0.5,0.7,0.9] [--prompt-len 256] [--output-len 256]
-//                     [--kv-cache-memory 8GiB] [--repeat 3] [--method simulate]
+//                     [--kv-cache-memory 8GiB] [--repeat 3] [--method simulate|mtp|ngram]
 //
 // The model is loaded once. For each batch B, an Engine over it decodes B greedy requests
 // (random prompts of --prompt-len, --output-len tokens each, ignore_eos) without
@@ -15,6 +15,15 @@
 // the ratio to plain decoding at the same batch, the tokens a verify step emitted per
 // sequence, and what a verify step cost in plain steps (tokens per step / ratio) -- 1.0 would
 // be free verification, the ideal the ratio approaches.
+//
+// --method mtp drafts with the checkpoint's MTP module (loaded for it; a checkpoint without
+// one is refused): acceptance 1 lets verification judge its drafts (the real acceptance,
+// ~0 on random weights), a rate below 1 keeps them at that rate whatever the model samples
+// (speculative_config.h), so the steps carry the module's real cost -- one module step over
+// the positions each forward computed, and K - 1 chained steps -- at a known acceptance.
+// The module's share is printed per step: the engine's drafting time (every module step and
+// its argmax, which waits for the device) over its iterations, and as a fraction of the
+// engine's time in its steps.
 // Exit status 1 when a request ends other than by length or emits the wrong number of tokens.
 #include <algorithm>
 #include <cstdio>
@@ -53,6 +62,8 @@ struct Setup {
 struct Result {
   double tokens_per_s = 0;
   double tokens_per_verify = 0;  // per sequence and verify step: 1 + accepted drafts
+  double draft_ms_per_step = 0;  // the drafter's time (the MTP module's steps) per engine step
+  double draft_share = 0;        // and its fraction of the engine's time in steps
   bool ok = true;
 };
 
@@ -98,6 +109,12 @@ Result run_once(ForwardModel& forward, kernels::Backend& backend, const Setup& s
   if (st.spec_decode_drafts_total > 0)
     res.tokens_per_verify = 1.0 + static_cast<double>(st.spec_decode_accepted_tokens_total) /
                                       static_cast<double>(st.spec_decode_drafts_total);
+  if (st.iterations_total > 0) {
+    res.draft_ms_per_step = 1e3 * st.draft_seconds_total / static_cast<double>(st.iterations_total);
+    const double busy = st.draft_seconds_total + st.schedule_seconds_total + st.forward_seconds_total +
+                        st.sample_seconds_total;
+    res.draft_share = busy > 0 ? st.draft_seconds_total / busy : 0;
+  }
   return res;
 }
 
@@ -132,7 +149,10 @@ int main(int argc, char** argv) {
   app.add_option("--batches", batches_s, "Concurrent sequences, comma-separated")->capture_default_str();
   app.add_option("--ks", ks_s, "Drafted tokens per step, comma-separated")->capture_default_str();
   app.add_option("--acceptance", acceptance_s, "Acceptance rates, comma-separated")->capture_default_str();
-  app.add_option("--method", method, "Drafter: simulate (controlled acceptance) or ngram")->capture_default_str();
+  app.add_option("--method", method,
+                 "Drafter: simulate (controlled acceptance), mtp (the checkpoint's MTP module; controlled "
+                 "acceptance below 1) or ngram")
+      ->capture_default_str();
   app.add_option("--prompt-len", setup.prompt_len)->capture_default_str();
   app.add_option("--output-len", setup.output_len)->capture_default_str();
   app.add_option("--kv-cache-memory", cache, "Cache pool bytes per engine")->capture_default_str();
@@ -142,8 +162,11 @@ int main(int argc, char** argv) {
 
   const auto batches = parse_list<int32_t>(batches_s);
   const auto ks = parse_list<int32_t>(ks_s);
-  const auto rates = method == "simulate" ? parse_list<double>(acceptance_s) : std::vector<double>{0};
+  const bool controlled = method == "simulate" || method == "mtp";
+  const auto rates = controlled ? parse_list<double>(acceptance_s) : std::vector<double>{0};
   o.kv_cache_memory = cache;
+  // The MTP module is loaded only when a speculative config asks for it.
+  if (method == "mtp") o.speculative_config = R"({"method": "mtp", "num_speculative_tokens": 1})";
   o.prefix_caching = false;
   o.max_num_seqs = *std::max_element(batches.begin(), batches.end());
   setup.cache_bytes = server::parse_bytes(cache);
@@ -178,17 +201,22 @@ int main(int argc, char** argv) {
         const Result r = run(*lm->forward, *lm->backend, s, spec, repeat);
         ok = ok && r.ok;
         rows.push_back({b, k, a, r, plain.tokens_per_s});
-        std::printf("batch %3d K %d acceptance %.2f %9.1f tok/s  %.2fx plain  %.2f tokens/step\n", b, k, a,
-                    r.tokens_per_s, r.tokens_per_s / plain.tokens_per_s, r.tokens_per_verify);
+        std::printf("batch %3d K %d acceptance %.2f %9.1f tok/s  %.2fx plain  %.2f tokens/step  drafting %.3f ms/step "
+                    "(%.0f%%)\n",
+                    b, k, a, r.tokens_per_s, r.tokens_per_s / plain.tokens_per_s, r.tokens_per_verify,
+                    r.draft_ms_per_step, 100 * r.draft_share);
         std::fflush(stdout);
       }
   }
-  std::printf("\n| batch | K | acceptance | plain tok/s | speculative tok/s | x plain | tokens per verify step | "
-              "verify step in plain steps |\n|---|---|---|---|---|---|---|---|\n");
+  std::printf("\n%s drafts\n| batch | K | acceptance | plain tok/s | speculative tok/s | x plain | tokens per verify "
+              "step | verify step in plain steps | drafting ms/step | drafting share |\n"
+              "|---|---|---|---|---|---|---|---|---|---|\n",
+              method.c_str());
   for (const Row& w : rows) {
     const double ratio = w.r.tokens_per_s / w.plain;
-    std::printf("| %d | %d | %.2f | %.0f | %.0f | %.2f | %.2f | %.2f |\n", w.batch, w.k, w.acceptance, w.plain,
-                w.r.tokens_per_s, ratio, w.r.tokens_per_verify, w.r.tokens_per_verify / ratio);
+    std::printf("| %d | %d | %.2f | %.0f | %.0f | %.2f | %.2f | %.2f | %.3f | %.0f%% |\n", w.batch, w.k, w.acceptance,
+                w.plain, w.r.tokens_per_s, ratio, w.r.tokens_per_verify, w.r.tokens_per_verify / ratio,
+                w.r.draft_ms_per_step, 100 * w.r.draft_share);
   }
   if (!ok) std::fprintf(stderr, "bench_speculative: a request ended early or with the wrong token count\n");
   return ok ? 0 : 1;
