@@ -1,6 +1,7 @@
 // The engine thread: intake, cancellations, one step per iteration, event delivery.
 #include <algorithm>
 #include <exception>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <spdlog/spdlog.h>
@@ -310,27 +311,23 @@ void Engine::Core::after_forward(std::span<const SequenceChunk> chunks, const ke
 }
 
 void Engine::Core::extend_mtp_drafts(std::span<const SequenceChunk> chunks) {
-  const auto t0 = Clock::now();
-  try {
-    mtp_->extend(chunks);
-  } catch (const std::exception& e) {
-    // The chunks keep their placeholder drafts, which verification rejects.
-    counters_.last_error = e.what();
-    spdlog::warn("engine: the MTP module's draft step failed: {}", e.what());
-    mtp_->reset();
-  }
-  counters_.draft_seconds_total += seconds_between(t0, Clock::now());
+  // On failure the chunks keep their placeholder drafts, which verification rejects.
+  run_mtp("draft", [&] { mtp_->extend(chunks); });
 }
 
 void Engine::Core::mtp_catch_up() {
-  const auto t0 = Clock::now();
   for (MtpDrafter::Computed& m : computed_)
     if (!live_.count(m.id)) m.goes_on = false;  // ended (or failed) in this step
+  run_mtp("catch-up", [&] { mtp_->catch_up(computed_); });
+}
+
+void Engine::Core::run_mtp(const char* what, const std::function<void()>& call) {
+  const auto t0 = Clock::now();
   try {
-    mtp_->catch_up(computed_);
+    call();
   } catch (const std::exception& e) {
     counters_.last_error = e.what();
-    spdlog::warn("engine: the MTP module's step over the computed tokens failed: {}", e.what());
+    spdlog::warn("engine: the MTP module's {} step failed: {}", what, e.what());
     mtp_->reset();
   }
   counters_.draft_seconds_total += seconds_between(t0, Clock::now());

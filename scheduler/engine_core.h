@@ -3,6 +3,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <random>
 #include <span>
@@ -99,6 +100,8 @@ struct Engine::Core {
   // The MTP drafter's two calls of a step (mtp_drafter.h); a failure costs drafts, not output.
   void extend_mtp_drafts(std::span<const SequenceChunk> chunks);
   void mtp_catch_up();
+  // Runs one of them, timed as drafting; a failure is logged and forgets every draft.
+  void run_mtp(const char* what, const std::function<void()>& call);
   // Runs the snapshot copies the scheduler asked for after completed chunks.
   void save_snapshots();
   // Ends a live request: final event, counters, frees its sequence (when it has one).

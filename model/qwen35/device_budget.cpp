@@ -55,6 +55,13 @@ DeviceBudget measure_device_budget(Model& model, double utilization, int64_t max
   const auto logit_rows = static_cast<int32_t>(std::min<int64_t>(std::max<int32_t>(max_logit_rows, 1), max_batched_tokens));
   batch.seqs.push_back({tokens, 0, &table, 0, logit_rows});
   model.forward(batch);
+  if (model.has_mtp()) {
+    // The MTP module's own buffers over the same positions (its logits grow by a row per
+    // drafting sequence beyond this one: about 1 MiB each at Qwen3.5's vocabulary).
+    MtpBatch mtp;
+    mtp.seqs.push_back({tokens, 0, table.block_ids(), 0, 0, true});
+    model.forward_mtp(mtp);
+  }
   be.synchronize();
   const auto m2 = be.device_memory();
   d.activation_bytes = std::max<int64_t>(0, m1.free_bytes - m2.free_bytes);

@@ -1,7 +1,8 @@
 // The cache budget of a model on a device backend (the server's --gpu-memory-utilization):
 // the weights are loaded; one profiling forward of the largest step the engine will run
 // (max_batched_tokens tokens of one sequence, up to max_logit_rows logit rows) grows the
-// model's activation buffers and the backend's scratch to their largest, measured; what is
+// model's activation buffers (and, when loaded, the MTP module's over the same positions) and
+// the backend's scratch to their largest, measured; what is
 // left of utilization x device memory is the budget for K/V blocks and state slots
 // (kvcache::size_pools splits it).
 #pragma once

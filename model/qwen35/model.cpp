@@ -163,6 +163,14 @@ Model::Workspace& Model::workspace(int64_t rows, int64_t logit_rows) {
   return w;
 }
 
+std::unique_ptr<kernels::BatchPlan> Model::make_plan(std::span<const int32_t> tokens,
+                                                     std::span<const kernels::SequenceChunk> seqs,
+                                                     std::span<const int64_t> logit_rows) {
+  return backend_->plan(kernels::BatchDesc{.token_ids = tokens, .seqs = seqs, .logit_rows = logit_rows,
+                                           .block_size = block_size_, .num_blocks = num_blocks_,
+                                           .num_slots = num_slots_, .vocab_size = config_.vocab_size});
+}
+
 const Logits& Model::forward(const ForwardBatch& batch) {
   if (k_pools_.empty() && conv_state_.empty())
     throw std::logic_error("Model::forward: allocate_cache() has not been called");
@@ -191,15 +199,7 @@ const Logits& Model::forward(const ForwardBatch& batch) {
                                            std::span<const int32_t>(s.block_table->block_ids()),
                                            s.row_state_slots});
   }
-  kernels::BatchDesc desc;
-  desc.token_ids = tokens;
-  desc.seqs = spans;
-  desc.logit_rows = logit_rows;
-  desc.block_size = block_size_;
-  desc.num_blocks = num_blocks_;
-  desc.num_slots = num_slots_;
-  desc.vocab_size = config_.vocab_size;
-  const std::unique_ptr<kernels::BatchPlan> plan = backend_->plan(desc);
+  const std::unique_ptr<kernels::BatchPlan> plan = make_plan(tokens, spans, logit_rows);
 
   const int64_t T = plan->num_rows(), R = static_cast<int64_t>(logit_rows.size());
   Workspace& ws = workspace(T, R);

@@ -114,6 +114,10 @@ class Model {
 
  private:
   struct Workspace;
+  // The backend's plan of a step over these pools (which validates every index).
+  std::unique_ptr<kernels::BatchPlan> make_plan(std::span<const int32_t> tokens,
+                                                std::span<const kernels::SequenceChunk> seqs,
+                                                std::span<const int64_t> logit_rows);
   // A gated full-attention mixer on ws.x, its K/V in pool `pool`, added into ws.h.
   void run_attention(const AttentionWeights& w, int64_t pool, const kernels::BatchPlan& plan, Workspace& ws);
   void run_deltanet(int64_t layer, const kernels::BatchPlan& plan, Workspace& ws);

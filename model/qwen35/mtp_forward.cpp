@@ -39,15 +39,7 @@ const Logits& Model::forward_mtp(const MtpBatch& batch) {
     tokens.insert(tokens.end(), s.tokens.begin(), s.tokens.end());
     spans.push_back(kernels::SequenceChunk{n, s.n_cached, s.state_slot, s.block_ids, {}});
   }
-  kernels::BatchDesc desc;
-  desc.token_ids = tokens;
-  desc.seqs = spans;
-  desc.logit_rows = logit_rows;
-  desc.block_size = block_size_;
-  desc.num_blocks = num_blocks_;
-  desc.num_slots = num_slots_;
-  desc.vocab_size = config_.vocab_size;
-  const std::unique_ptr<kernels::BatchPlan> plan = backend_->plan(desc);
+  const std::unique_ptr<kernels::BatchPlan> plan = make_plan(tokens, spans, logit_rows);
 
   auto& be = *backend_;
   if (!mtp_ws_) mtp_ws_ = std::make_unique<MtpWorkspace>();

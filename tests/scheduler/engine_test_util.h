@@ -68,17 +68,29 @@ inline Outcome collect(scheduler::RequestHandle& h, std::chrono::seconds timeout
   return o;
 }
 
-// Delegates to another model; while closed, forward() waits for open() (so a test can hold
-// the engine thread mid-step and fill the queue behind it).
-class GatedModel final : public scheduler::ForwardModel {
+// Delegates every call to another model; tests override what they watch or change.
+class DelegatingModel : public scheduler::ForwardModel {
  public:
-  explicit GatedModel(scheduler::ForwardModel& inner) : inner_(inner) {}
+  explicit DelegatingModel(scheduler::ForwardModel& inner) : inner_(inner) {}
   int64_t vocab_size() const override { return inner_.vocab_size(); }
   std::vector<int32_t> eos_token_ids() const override { return inner_.eos_token_ids(); }
   kvcache::CacheGeometry cache_geometry() const override { return inner_.cache_geometry(); }
   void allocate_cache(const kvcache::PoolSizes& s) override { inner_.allocate_cache(s); }
   kvcache::StatePool::ZeroFn state_zero_fn() override { return inner_.state_zero_fn(); }
   void copy_state(kvcache::SlotId from, kvcache::SlotId to) override { inner_.copy_state(from, to); }
+  const kernels::Tensor& forward(const qwen35::ForwardBatch& b) override { return inner_.forward(b); }
+  bool has_mtp() const override { return inner_.has_mtp(); }
+  const kernels::Tensor& forward_mtp(const qwen35::MtpBatch& b) override { return inner_.forward_mtp(b); }
+
+ protected:
+  scheduler::ForwardModel& inner_;
+};
+
+// Delegates to another model; while closed, forward() waits for open() (so a test can hold
+// the engine thread mid-step and fill the queue behind it).
+class GatedModel final : public DelegatingModel {
+ public:
+  using DelegatingModel::DelegatingModel;
   const kernels::Tensor& forward(const qwen35::ForwardBatch& b) override {
     std::unique_lock lock(mu_);
     ++entered_;
@@ -117,7 +129,6 @@ class GatedModel final : public scheduler::ForwardModel {
   }
 
  private:
-  scheduler::ForwardModel& inner_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool open_ = true;

@@ -91,15 +91,9 @@ TEST_CASE("tiny: preemption under a small pool keeps every output", "[engine][ti
 namespace {
 
 // Refuses (std::invalid_argument, before running anything) every batch holding `poison`.
-class PoisonModel final : public ForwardModel {
+class PoisonModel final : public DelegatingModel {
  public:
-  PoisonModel(ForwardModel& inner, int32_t poison) : inner_(inner), poison_(poison) {}
-  int64_t vocab_size() const override { return inner_.vocab_size(); }
-  std::vector<int32_t> eos_token_ids() const override { return inner_.eos_token_ids(); }
-  kvcache::CacheGeometry cache_geometry() const override { return inner_.cache_geometry(); }
-  void allocate_cache(const kvcache::PoolSizes& s) override { inner_.allocate_cache(s); }
-  kvcache::StatePool::ZeroFn state_zero_fn() override { return inner_.state_zero_fn(); }
-  void copy_state(kvcache::SlotId from, kvcache::SlotId to) override { inner_.copy_state(from, to); }
+  PoisonModel(ForwardModel& inner, int32_t poison) : DelegatingModel(inner), poison_(poison) {}
   const kernels::Tensor& forward(const qwen35::ForwardBatch& b) override {
     for (const auto& c : b.seqs)
       for (int32_t tok : c.tokens)
@@ -108,7 +102,6 @@ class PoisonModel final : public ForwardModel {
   }
 
  private:
-  ForwardModel& inner_;
   int32_t poison_;
 };
 

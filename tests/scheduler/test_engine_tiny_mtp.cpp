@@ -2,8 +2,8 @@
 // checkpoint with a random module added (tests/model/mtp_checkpoint.h): every draft the engine
 // verifies is the module's own prediction over the sequence so far, as a from-scratch run of
 // target and module over it computes (so the module's K/V was filled right through chunked
-// prefill, accepted drafts and the chain); K = 1..4 give plain decoding's tokens (HF's greedy reference on the fixture prompts, seeded sampling with n = 2
-// included) in mixed batches, under preemption, with prefix caching and after a cancellation,
+// prefill, accepted drafts and the chain); K = 1..4 give plain decoding's tokens (HF's
+// greedy reference on the fixture prompts, seeded sampling with n = 2 included) in mixed batches, under preemption, with prefix caching and after a cancellation,
 // with no block or slot left behind and the drafts counted in the metrics; the simulated
 // verdict runs the module too; a model without the module is refused.
 #include "tiny_engine_fixture.h"
@@ -44,40 +44,9 @@ SpeculativeConfig mtp(int32_t k, double acceptance = 1.0) {
   return s;
 }
 
-// The fixture prompts of 1 to 65 tokens (greedy, with a reference), a prompt that repeats
-// itself, and a seeded sampled request with its twin (n = 2).
-std::vector<Request> requests() {
-  Tiny& t = tiny();
-  std::vector<Request> reqs;
-  for (size_t i = 0; i < 6; ++i) reqs.push_back(greedy_request(t.prompts[i]));
-  std::vector<int32_t> loop;
-  for (int i = 0; i < 5; ++i) loop.insert(loop.end(), {11, 22, 33, 44, 55});
-  reqs.push_back(greedy_request(loop, 16));
-  Request sampled = greedy_request(t.prompts[2], 16);
-  sampled.sampling.temperature = 0.8f;
-  sampled.sampling.top_k = 40;
-  sampled.sampling.seed = 17;
-  sampled.sampling.logprobs = true;
-  reqs.push_back(sampled);
-  sampled.sampling.seed = 18;
-  reqs.push_back(sampled);
-  return reqs;
-}
-
 std::vector<Outcome> plain_run(const std::vector<Request>& reqs) {
   Engine engine(*tiny_mtp().forward, config(200), kernels::cpu::make_cpu_sampler());
   return run_together(engine, reqs);
-}
-
-void check_same(const std::vector<Outcome>& got, const std::vector<Outcome>& plain) {
-  Tiny& t = tiny();
-  REQUIRE(got.size() == plain.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    INFO("request " << i);
-    CHECK(got[i].finish == FinishReason::length);
-    if (i >= 6 || test::test_backend_name() == "cpu") CHECK(Tiny::same_run(got[i].tokens, plain[i].tokens));
-    if (i < 6) CHECK(t.matches_greedy(got[i].tokens, i));
-  }
 }
 
 void check_counted(const EngineStats& s, int32_t k) {
@@ -91,32 +60,21 @@ void check_counted(const EngineStats& s, int32_t k) {
 }
 
 // Records the verify chunks the engine runs (every row sampled, more than one row).
-class RecordingModel final : public ForwardModel {
+class RecordingModel final : public DelegatingModel {
  public:
   struct Verify {
     int64_t start;
     std::vector<int32_t> tokens;  // the pending token, then the drafts
   };
-  explicit RecordingModel(ForwardModel& inner) : inner_(inner) {}
-  int64_t vocab_size() const override { return inner_.vocab_size(); }
-  std::vector<int32_t> eos_token_ids() const override { return inner_.eos_token_ids(); }
-  kvcache::CacheGeometry cache_geometry() const override { return inner_.cache_geometry(); }
-  void allocate_cache(const kvcache::PoolSizes& sizes) override { inner_.allocate_cache(sizes); }
-  kvcache::StatePool::ZeroFn state_zero_fn() override { return inner_.state_zero_fn(); }
-  void copy_state(kvcache::SlotId from, kvcache::SlotId to) override { inner_.copy_state(from, to); }
+  using DelegatingModel::DelegatingModel;
   const kernels::Tensor& forward(const qwen35::ForwardBatch& batch) override {
     for (const auto& c : batch.seqs)
       if (c.tokens.size() > 1 && c.logit_rows == static_cast<int32_t>(c.tokens.size()))
         verifies.push_back({c.n_cached, std::vector<int32_t>(c.tokens.begin(), c.tokens.end())});
     return inner_.forward(batch);
   }
-  bool has_mtp() const override { return inner_.has_mtp(); }
-  const kernels::Tensor& forward_mtp(const qwen35::MtpBatch& batch) override { return inner_.forward_mtp(batch); }
 
   std::vector<Verify> verifies;
-
- private:
-  ForwardModel& inner_;
 };
 
 // Whether `token` is the argmax of row (up to float rounding: within 1e-4 of the largest).
@@ -174,14 +132,14 @@ TEST_CASE("tiny mtp: the engine's drafts are the module's own over the sequence 
 }
 
 TEST_CASE("tiny mtp: every K gives plain decoding's tokens in mixed batches", "[engine][tiny][mtp]") {
-  const std::vector<Request> reqs = requests();
+  const std::vector<Request> reqs = speculative_requests();
   const std::vector<Outcome> plain = plain_run(reqs);
   for (int32_t k = 1; k <= 4; ++k) {
     INFO("K=" << k);
     EngineConfig cfg = config(200);
     cfg.speculative = mtp(k);
     Engine engine(*tiny_mtp().forward, cfg, kernels::cpu::make_cpu_sampler());
-    check_same(run_together(engine, reqs), plain);
+    check_speculative_outputs(run_together(engine, reqs), plain);
     check_pools_free(engine);
     const EngineStats s = engine.stats();
     check_counted(s, k);
@@ -189,14 +147,14 @@ TEST_CASE("tiny mtp: every K gives plain decoding's tokens in mixed batches", "[
 }
 
 TEST_CASE("tiny mtp: preemption, prefix caching and a cancellation keep every output", "[engine][tiny][mtp]") {
-  const std::vector<Request> reqs = requests();
+  const std::vector<Request> reqs = speculative_requests();
   const std::vector<Outcome> plain = plain_run(reqs);
   {
     // 12 blocks of 16 tokens for requests holding about 30 blocks together.
     EngineConfig cfg = config(12, 256, 16, 192);
     cfg.speculative = mtp(3);
     Engine engine(*tiny_mtp().forward, cfg, kernels::cpu::make_cpu_sampler());
-    check_same(run_together(engine, reqs), plain);
+    check_speculative_outputs(run_together(engine, reqs), plain);
     CHECK(engine.stats().preemptions_total > 0);
     check_pools_free(engine);
   }
@@ -207,8 +165,8 @@ TEST_CASE("tiny mtp: preemption, prefix caching and a cancellation keep every ou
     cfg.prefix_caching = true;
     cfg.num_snapshots = 32;
     Engine engine(*tiny_mtp().forward, cfg, kernels::cpu::make_cpu_sampler());
-    check_same(run_together(engine, reqs), plain);
-    check_same(run_together(engine, reqs), plain);
+    check_speculative_outputs(run_together(engine, reqs), plain);
+    check_speculative_outputs(run_together(engine, reqs), plain);
     CHECK(engine.stats().prefix_cache_hits_total > 0);
     CHECK(engine.stats().invariant_violations == 0);
   }
@@ -222,7 +180,7 @@ TEST_CASE("tiny mtp: preemption, prefix caching and a cancellation keep every ou
     REQUIRE(gone.handle.wait_for(std::chrono::seconds(60)));
     engine.cancel(gone.handle.id());
     CHECK(collect(gone.handle).finish.has_value());
-    check_same(run_together(engine, {reqs[0]}), {plain[0]});
+    check_speculative_outputs(run_together(engine, {reqs[0]}), {plain[0]});
     check_pools_free(engine);
   }
 }
@@ -231,7 +189,7 @@ TEST_CASE("tiny mtp: the simulated verdict runs the module and counts its drafts
   EngineConfig cfg = config(200);
   cfg.speculative = mtp(3, 0.7);
   Engine engine(*tiny_mtp().forward, cfg, kernels::cpu::make_cpu_sampler());
-  const std::vector<Outcome> got = run_together(engine, requests());
+  const std::vector<Outcome> got = run_together(engine, speculative_requests());
   for (const Outcome& o : got) CHECK(o.finals == 1);
   check_pools_free(engine);
   const EngineStats s = engine.stats();
