@@ -1,5 +1,6 @@
 // The `serve` program itself: --help, flags refused at start, the start-up log, JSON logs,
-// the contiguous baseline, signals (graceful SIGTERM/SIGINT exit 0, a second signal cancels).
+// the contiguous baseline, signals (graceful SIGTERM/SIGINT exit 0, a second signal cancels),
+// and speculative decoding with the checkpoint's MTP module against plain serving.
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
@@ -14,6 +15,7 @@
 #include <httplib.h>
 
 #include "server/json.h"
+#include "tests/model/mtp_checkpoint.h"
 #include "tests/server/serve_process.h"
 #include "tests/server/server_fixture.h"
 #include "tests/test_paths.h"
@@ -96,6 +98,8 @@ TEST_CASE("serve refuses flags that cannot work, before serving, with a clear me
       {{"--block-size", "0"}, "--block-size"},
       {{"--max-num-seqs", "0"}, "--max-num-seqs"},
       {{"--quantization", "int4"}, "--quantization must be none or fp8"},
+      {{"--speculative-config", R"({"method": "mtp", "num_speculative_tokens": 2})"},
+       "speculative method \"mtp\" needs the checkpoint's MTP module"},
   };
   for (const auto& c : cases) {
     INFO(c.message);
@@ -306,4 +310,48 @@ TEST_CASE("on a terminal, a progress bar follows the weights being read", "[proc
   CHECK(out.find("ready:") != std::string::npos);
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
+}
+
+TEST_CASE("serve with the MTP module drafting replies as plain serving does (stop strings, n = 2)", "[process]") {
+  // The bundled model with a random MTP module (tests/model/mtp_checkpoint.h) and its tokenizer.
+  TempDir dir;
+  write_tiny_mtp_checkpoint(dir.path());
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json", "chat_template.jinja"})
+    std::filesystem::copy_file(tiny_dir() / f, dir / f);
+  const std::vector<std::string> bodies = {
+      R"({"prompt": "Once upon a time", "max_tokens": 40, "temperature": 0, "stop": ["ab", "\n"]})",
+      R"({"prompt": "Once upon a time", "max_tokens": 24, "temperature": 0.8, "n": 2, "seed": 3, "stop": ["e"]})",
+      R"({"prompt": "The quick brown fox", "max_tokens": 32, "temperature": 0, "logprobs": 2})"};
+  auto replies = [&](const std::vector<std::string>& extra) {
+    ServeProcess p(with(with(kSmall, {"--model", dir.path().string()}), extra));
+    REQUIRE(p.wait_log("ready:"));
+    httplib::Client c("127.0.0.1", p.port());
+    std::vector<Json> out;
+    for (const std::string& b : bodies) {
+      auto r = c.Post("/v1/completions", b, "application/json");
+      REQUIRE(r);
+      REQUIRE(r->status == 200);
+      // Text and finish of every choice (logprobs may differ in the last bits: a verify step's
+      // rows go through the GEMM with more rows than a decode step's).
+      Json choices = Json::array();
+      for (const Json& ch : Json::parse(r->body)["choices"])
+        choices.push_back({ch["text"], ch["finish_reason"], ch["stop_reason"]});
+      out.push_back(choices);
+    }
+    auto m = c.Get("/metrics");
+    REQUIRE(m);
+    out.push_back(m->body);
+    p.signal(SIGTERM);
+    CHECK(p.wait_exit(std::chrono::seconds(30)) == 0);
+    return out;
+  };
+  const std::vector<Json> plain = replies({});
+  const std::vector<Json> mtp = replies({"--speculative-config", R"({"method": "mtp", "num_speculative_tokens": 3})"});
+  for (size_t i = 0; i < bodies.size(); ++i) {
+    INFO(bodies[i]);
+    CHECK(mtp[i].dump() == plain[i].dump());
+  }
+  const std::string metrics = mtp.back().get<std::string>();
+  CHECK(metrics.find("vllm:spec_decode_num_draft_tokens_total") != std::string::npos);
+  CHECK(metrics.find("vllm:spec_decode_num_drafts_total{model_name=") != std::string::npos);
 }
