@@ -27,6 +27,7 @@
 // Exit status 1 when a request ends other than by length or emits the wrong number of tokens.
 #include <algorithm>
 #include <cstdio>
+#include <exception>
 #include <random>
 #include <sstream>
 #include <string>
@@ -170,7 +171,13 @@ int main(int argc, char** argv) {
   o.prefix_caching = false;
   o.max_num_seqs = *std::max_element(batches.begin(), batches.end());
   setup.cache_bytes = server::parse_bytes(cache);
-  std::unique_ptr<server::LoadedModel> lm = server::load_model(o, o.model, false, nullptr);
+  std::unique_ptr<server::LoadedModel> lm;
+  try {
+    lm = server::load_model(o, o.model, false, nullptr);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_speculative: %s\n", e.what());
+    return 2;
+  }
   lm->engine.reset();  // each measurement builds its own
   std::printf("model %s on %s; prompt %lld, output %lld tokens, greedy; median of %d\n", o.model.c_str(),
               std::string(lm->backend->name()).c_str(), static_cast<long long>(setup.prompt_len),

@@ -112,6 +112,11 @@ void check_drafts(Harness& h, const std::vector<int32_t>& seq, const RecordingMo
 }  // namespace
 
 TEST_CASE("tiny mtp: the engine's drafts are the module's own over the sequence so far", "[engine][tiny][mtp]") {
+  // The from-scratch run is the CPU backend's: other backends' rounding may flip near-ties.
+  if (test::test_backend_name() != "cpu") {
+    WARN("drafts are compared with a CPU run only on the CPU backend");
+    return;
+  }
   Harness h(tiny_mtp().dir.path(), 128, 4, 2, {.mtp = true});
   // A simulated verdict (0.7) keeps drafts often, so the module's K/V must follow accepted
   // drafts too; prefill in chunks of 16.
