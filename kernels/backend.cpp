@@ -27,6 +27,19 @@ void require_type(const Tensor& t, const char* op, const char* name, DType want)
   DS_REQUIRE(t.dtype() == want, op, std::string(name) + " must be " + type_name(want) + ", not " + type_name(t.dtype()));
 }
 
+// A GEMM weight: f32, activation_dtype(), or fp8_e4m3 (2-D, with scales) where the backend
+// keeps FP8 weights.
+void require_weight(const Backend& be, const Tensor& w, const char* op, const char* name) {
+  DS_REQUIRE(!w.empty(), op, std::string(name) + " is empty");
+  const bool fp8 = w.dtype() == DType::fp8_e4m3 && be.fp8_weights();
+  DS_REQUIRE(fp8 || w.dtype() == DType::f32 || w.dtype() == be.activation_dtype(), op,
+             std::string(name) + " must be f32 or " + type_name(be.activation_dtype()) +
+                 (be.fp8_weights() ? " or fp8_e4m3" : "") + ", not " + type_name(w.dtype()));
+  DS_REQUIRE(!fp8 || (w.rank() == 2 && w.fp8_scales().data &&
+                      w.fp8_scales().cols == (w.dim(1) + Fp8Scales::kBlockCols - 1) / Fp8Scales::kBlockCols),
+             op, std::string(name) + " is fp8_e4m3 without scales for " + w.shape().str());
+}
+
 // t is a non-empty tensor of type f32 or `other` (activation_dtype(): GEMM inputs and weights).
 void require_f32_or(const Tensor& t, const char* op, const char* name, DType other) {
   DS_REQUIRE(!t.empty(), op, std::string(name) + " is empty");
@@ -131,7 +144,7 @@ void Backend::rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor&
 void Backend::gemm(const Tensor& x, const Tensor& w, Tensor& out, bool accumulate) {
   const char* op = "gemm";
   require_f32_or(x, op, "x", activation_dtype());
-  require_f32_or(w, op, "w", activation_dtype());
+  require_weight(*this, w, op, "w");
   require_type(out, op, "out", DType::f32);
   DS_REQUIRE(x.rank() == 2 && w.rank() == 2 && out.rank() == 2, op,
              "x, w, out must be 2-D, got " + x.shape().str() + ", " + w.shape().str() + ", " + out.shape().str());
@@ -156,7 +169,7 @@ void Backend::swiglu(const Tensor& gate_up, Tensor& out) {
 void Backend::gate_up_swiglu(const Tensor& x, const Tensor& gate_up, Tensor& scratch, Tensor& out) {
   const char* op = "gate_up_swiglu";
   require_f32_or(x, op, "x", activation_dtype());
-  require_f32_or(gate_up, op, "gate_up", activation_dtype());
+  require_weight(*this, gate_up, op, "gate_up");
   require_type(scratch, op, "scratch", DType::f32);
   require_f32_or(out, op, "out", activation_dtype());
   DS_REQUIRE(x.rank() == 2 && gate_up.rank() == 2 && gate_up.dim(1) == x.dim(1) && gate_up.dim(0) % 2 == 0, op,

@@ -63,6 +63,10 @@ class Backend {
   // A weight from host bytes (f32/bf16/f16). The stored type is the backend's choice among f32
   // and activation_dtype() (the CPU backend widens to f32 exactly); the shape is kept.
   virtual Tensor upload(const HostTensor& src) = 0;
+  // Whether weights may stay FP8: upload() takes fp8_e4m3 matrices with their block scales
+  // (HostTensor::scales) and gemm / gate_up_swiglu read them. Otherwise a loader dequantises
+  // FP8 weights on the host and uploads the values.
+  virtual bool fp8_weights() const { return false; }
   // Element type of the K/V pools this backend allocates and reads.
   virtual DType kv_cache_dtype() const = 0;
   // Element type of the GEMM-input activation buffers (see the conventions above).
@@ -90,7 +94,8 @@ class Backend {
 
   // ---- ops ----------------------------------------------------------------------------
   // "f32 or act" below: f32 or activation_dtype(). Weights (table, w, gate_up) are what
-  // upload() stored: f32 or activation_dtype().
+  // upload() stored: f32 or activation_dtype(); w and gate_up also fp8_e4m3 where
+  // fp8_weights().
   // out[r] = table[token_ids[r]]. table [V, H], out [rows, H] f32.
   void embedding(const Tensor& table, const BatchPlan& plan, Tensor& out);
   // out[i] = x[logit_rows[i]]. x [rows, H], out [logit_rows, H], both f32.

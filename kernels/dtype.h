@@ -4,6 +4,10 @@
 // scale (Q8_0: d + 32 int8 = 34 bytes; Q4_0: d + 16 bytes of nibbles = 18 bytes, low nibble
 // element j, high nibble element j+16, offset 8). A quantised row length must be a multiple
 // of 32. Every size here is 64-bit: pools may exceed 2^32 elements and bytes.
+//
+// fp8_e4m3 is a weight type only: one float8_e4m3fn code per element, whose value is the code
+// times a block scale the Tensor carries (kernels/tensor.h, Fp8Scales); a backend that keeps
+// FP8 weights resident says so (Backend::fp8_weights). K/V pools never use it.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +17,7 @@
 
 namespace ds {
 
-enum class DType : uint8_t { f32, bf16, f16, q8_0, q4_0 };
+enum class DType : uint8_t { f32, bf16, f16, q8_0, q4_0, fp8_e4m3 };
 
 inline constexpr int64_t kQuantBlock = 32;
 
@@ -27,6 +31,7 @@ inline constexpr int64_t row_bytes(DType t, int64_t n) {
     case DType::f16: return 2 * n;
     case DType::q8_0: return (n / kQuantBlock) * 34;
     case DType::q4_0: return (n / kQuantBlock) * 18;
+    case DType::fp8_e4m3: return n;
   }
   return 0;
 }
@@ -38,6 +43,7 @@ inline constexpr std::string_view dtype_name(DType t) {
     case DType::f16: return "f16";
     case DType::q8_0: return "q8_0";
     case DType::q4_0: return "q4_0";
+    case DType::fp8_e4m3: return "fp8_e4m3";
   }
   return "?";
 }

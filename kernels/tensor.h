@@ -8,6 +8,9 @@
 //
 // HostTensor is the other direction: a read-only view of host bytes (an mmap'd checkpoint
 // tensor) that a backend uploads into its own storage.
+//
+// An fp8_e4m3 weight carries its block scales (Fp8Scales) beside its codes, in the same
+// memory space; a row view keeps the scales of its rows.
 #pragma once
 
 #include <array>
@@ -67,12 +70,29 @@ class Shape {
   int rank_ = 0;
 };
 
+// The scales of an fp8_e4m3 weight [N, K] (w = code * scale, the checkpoints'
+// weight_scale_inv): element (n, k) uses data[(n >> row_shift) * cols + k / kBlockCols], f32.
+// row_shift 7 is one scale per 128 x 128 block, as Qwen's FP8 releases store them; 0 is one
+// per row and 128 columns, for a stacked weight whose parts' 128-row blocks do not line up
+// (model/qwen35/weights.h).
+struct Fp8Scales {
+  static constexpr int64_t kBlockCols = 128;
+  static constexpr int kBlockRowShift = 7;
+  const float* data = nullptr;
+  int64_t cols = 0;  // ceil(K / kBlockCols)
+  int row_shift = kBlockRowShift;
+  int64_t rows_for(int64_t n) const { return n > 0 ? ((n - 1) >> row_shift) + 1 : 0; }
+};
+
 class Tensor {
  public:
   Tensor() = default;
   // storage keeps the buffer alive (its deleter frees it); data is where this tensor starts.
   Tensor(std::shared_ptr<void> storage, void* data, DType dtype, Shape shape)
       : storage_(std::move(storage)), data_(data), dtype_(dtype), shape_(shape) {}
+  // An fp8_e4m3 weight [N, K] and its scales (in the same storage).
+  Tensor(std::shared_ptr<void> storage, void* codes, Shape shape, Fp8Scales scales)
+      : storage_(std::move(storage)), data_(codes), dtype_(DType::fp8_e4m3), shape_(shape), scales_(scales) {}
 
   bool empty() const { return data_ == nullptr; }
   DType dtype() const { return dtype_; }
@@ -86,6 +106,8 @@ class Tensor {
   void* data() const { return data_; }
   template <class T>
   T* data_as() const { return static_cast<T*>(data_); }
+  // The block scales of an fp8_e4m3 tensor (empty otherwise).
+  const Fp8Scales& fp8_scales() const { return scales_; }
 
   // Rows [first, first + count) along dim 0, sharing the storage.
   Tensor rows(int64_t first, int64_t count) const {
@@ -94,14 +116,23 @@ class Tensor {
                               std::to_string(first + count) + ") outside " + shape_.str());
     const int64_t row_elems = dim(0) > 0 ? numel() / dim(0) : 0;
     auto* base = static_cast<unsigned char*>(data_);
-    return Tensor(storage_, base + ds::row_bytes(dtype_, first * row_elems), dtype_,
-                  shape_.with_dim0(count));
+    Tensor t(storage_, base + ds::row_bytes(dtype_, first * row_elems), dtype_, shape_.with_dim0(count));
+    if (dtype_ == DType::fp8_e4m3) {
+      // A view starts on a row of scales.
+      if (first % (int64_t{1} << scales_.row_shift) != 0)
+        throw std::out_of_range("Tensor::rows: fp8 rows from " + std::to_string(first) + " split a block of scales");
+      t.scales_ = scales_;
+      t.scales_.data += (first >> scales_.row_shift) * scales_.cols;
+    }
+    return t;
   }
   // The same elements under another shape with as many elements.
   Tensor reshape(Shape s) const {
-    if (s.numel() != numel())
+    if (s.numel() != numel() || (dtype_ == DType::fp8_e4m3 && !(s == shape_)))
       throw std::invalid_argument("Tensor::reshape: " + shape_.str() + " to " + s.str());
-    return Tensor(storage_, data_, dtype_, s);
+    Tensor t(storage_, data_, dtype_, s);
+    t.scales_ = scales_;
+    return t;
   }
 
  private:
@@ -109,13 +140,17 @@ class Tensor {
   void* data_ = nullptr;
   DType dtype_ = DType::f32;
   Shape shape_;
+  Fp8Scales scales_;
 };
 
 // Read-only host bytes of one tensor in a stored type (a checkpoint tensor), to be uploaded.
 struct HostTensor {
-  DType dtype = DType::f32;  // f32, bf16 or f16
+  HostTensor() = default;
+  HostTensor(DType t, Shape s, const void* d, Fp8Scales sc = {}) : dtype(t), shape(s), data(d), scales(sc) {}
+  DType dtype = DType::f32;  // f32, bf16, f16, or fp8_e4m3 (2-D, with host scales)
   Shape shape;
   const void* data = nullptr;
+  Fp8Scales scales;
   int64_t bytes() const { return ds::row_bytes(dtype, shape.numel()); }
 };
 

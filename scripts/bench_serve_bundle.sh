@@ -28,6 +28,7 @@ for t in $targets; do ldd "build-cuda/$t"; done | awk '/=> \//{print $3}' | sort
 mkdir -p "$DEST"
 tar -C "$stage" -cf - . | xz -T2 -6 > "$DEST/bundle.tar.xz"
 cp scripts/bench_serve_gpu.sh scripts/prefix_cache_gpu.sh scripts/structured_serve_gpu.sh scripts/spec_decode_gpu.sh scripts/long_prefill_gpu.sh \
+   scripts/fp8_gpu.sh \
    scripts/serve_gpu_common.sh scripts/prefill_attention_gpu.sh scripts/prefill_attention_peer.py \
    scripts/make_random_checkpoint.py \
    scripts/make_checkpoint_tokenizer.py scripts/bench_serve_report.py "$DEST/"

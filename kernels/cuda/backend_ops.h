@@ -111,6 +111,29 @@ void skinny_gemm_bf16(const uint16_t* w, const uint16_t* x, int64_t M, int64_t N
 void gemv_swiglu_bf16(const uint16_t* w, const uint16_t* x, int64_t inter, int64_t K, void* act, DType act_type,
                       Stream stream);
 
+// ---- fp8_gemm.cu
+// An FP8 weight [N, K] on the device: codes (one byte each, row-major) and f32 scales, the
+// scale of (n, k) at scales[(n >> row_shift) * scale_cols + k / 128] (kernels::Fp8Scales).
+struct Fp8Weight {
+  const uint8_t* codes = nullptr;
+  const float* scales = nullptr;
+  int64_t scale_cols = 0;
+  int row_shift = 0;
+};
+// The decode GEMMs of gemv.cu and skinny_gemm.cu over FP8 weights, dequantised in registers:
+// out [M, N] (+)= x [M, K] · wᵀ, x bf16, f32 out. One row: K a multiple of 16; 2 to
+// kSkinnyMaxRows rows: K a multiple of 64.
+bool gemv_fp8_supported(int64_t M, int64_t K);
+bool skinny_gemm_fp8_supported(int64_t M, int64_t K);
+void gemv_fp8(const Fp8Weight& w, const uint16_t* x, int64_t N, int64_t K, float* out, bool accumulate, Stream stream);
+void skinny_gemm_fp8(const Fp8Weight& w, const uint16_t* x, int64_t M, int64_t N, int64_t K, float* out,
+                     bool accumulate, Stream stream);
+// gemv_swiglu_bf16 over an FP8 [gate; up] weight (K a multiple of 16).
+void gemv_swiglu_fp8(const Fp8Weight& w, const uint16_t* x, int64_t inter, int64_t K, void* act, DType act_type,
+                     Stream stream);
+// out [N, K] bf16 = code * scale (rounded to nearest even): what cuBLAS reads for larger steps.
+void dequantize_fp8_bf16(const Fp8Weight& w, int64_t N, int64_t K, uint16_t* out, Stream stream);
+
 // ---- norms.cu
 // Zero-centred RMSNorm over rows of d: out = x * rsqrt(mean(x²) + eps) * (1 + w). x and out f32
 // or bf16 (may alias when of one type); w f32 [d].

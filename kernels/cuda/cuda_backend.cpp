@@ -83,7 +83,11 @@ class CudaBackend final : public kernels::Backend {
     return Tensor(std::shared_ptr<void>(p, [](void* q) { cudaFree(q); }), p, dtype, shape);
   }
 
+  // FP8 weights stay FP8 (fp8_gemm.cu reads them), except in the f32 reference mode.
+  bool fp8_weights() const override { return !options_.f32_weights; }
+
   Tensor upload(const HostTensor& src) override {
+    if (src.dtype == DType::fp8_e4m3) return upload_fp8(src);
     if (src.dtype != DType::f32 && src.dtype != DType::bf16 && src.dtype != DType::f16)
       fail("upload", "cannot load " + std::string(dtype_name(src.dtype)) + " weights");
     const int64_t n = src.shape.numel();
@@ -109,6 +113,26 @@ class CudaBackend final : public kernels::Backend {
     }
     ops::check_cuda(cudaStreamSynchronize(s), "upload");
     return t;
+  }
+
+  // Codes and scales in one allocation (the scales 256-byte aligned after the codes).
+  Tensor upload_fp8(const HostTensor& src) {
+    if (!fp8_weights() || src.shape.rank() != 2 || !src.scales.data)
+      fail("upload", "fp8_e4m3 weights need a 2-D shape with scales and a backend that keeps them");
+    const int64_t n = src.shape[0], k = src.shape[1];
+    const kernels::Fp8Scales& hs = src.scales;
+    const int64_t scale_count = hs.rows_for(n) * hs.cols;
+    const int64_t code_bytes = (n * k + 255) / 256 * 256;
+    const int64_t bytes = code_bytes + scale_count * 4;
+    auto* p = static_cast<unsigned char*>(ctx_.malloc_device(static_cast<size_t>(bytes), "an fp8 weight " + src.shape.str()));
+    std::shared_ptr<void> storage(p, [](void* q) { cudaFree(q); });
+    cudaStream_t s = ctx_.stream();
+    ops::check_cuda(cudaMemcpyAsync(p, src.data, static_cast<size_t>(n * k), cudaMemcpyHostToDevice, s), "upload: cudaMemcpy");
+    ops::check_cuda(cudaMemcpyAsync(p + code_bytes, hs.data, static_cast<size_t>(scale_count) * 4, cudaMemcpyHostToDevice, s),
+                    "upload: cudaMemcpy");
+    ops::check_cuda(cudaStreamSynchronize(s), "upload");
+    const kernels::Fp8Scales dev_scales{reinterpret_cast<const float*>(p + code_bytes), hs.cols, hs.row_shift};
+    return Tensor(std::move(storage), p, src.shape, dev_scales);
   }
 
   std::unique_ptr<BatchPlan> plan(const kernels::BatchDesc& desc) override {
@@ -198,9 +222,15 @@ class CudaBackend final : public kernels::Backend {
   // One row (batch-1 decode): the gate and up rows in one weight-streaming kernel that writes
   // the SwiGLU product; otherwise the GEMM and the elementwise kernel.
   void do_gate_up_swiglu(const Tensor& x, const Tensor& w, Tensor& scratch, Tensor& out) override {
-    const bool one_row = x.dim(0) == 1 && x.dtype() == DType::bf16 && w.dtype() == DType::bf16 && options_.paths.gemv &&
-                         ops::gemv_supported(1, x.dim(1));
-    if (!one_row) {
+    const bool one_row = x.dim(0) == 1 && x.dtype() == DType::bf16 && options_.paths.gemv;
+    if (one_row && w.dtype() == DType::fp8_e4m3 && ops::gemv_fp8_supported(1, x.dim(1))) {
+      const auto& fs = w.fp8_scales();
+      ops::gemv_swiglu_fp8(ops::Fp8Weight{w.data_as<const uint8_t>(), fs.data, fs.cols, fs.row_shift},
+                           x.data_as<const uint16_t>(), w.dim(0) / 2, x.dim(1), out.data(), out.dtype(), ctx_.stream());
+      after("gate_up_swiglu");
+      return;
+    }
+    if (!one_row || w.dtype() != DType::bf16 || !ops::gemv_supported(1, x.dim(1))) {
       kernels::Backend::do_gate_up_swiglu(x, w, scratch, out);
       return;
     }

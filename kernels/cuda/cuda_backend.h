@@ -1,7 +1,9 @@
 // The CUDA backend: the Backend interface (kernels/backend.h) on one NVIDIA GPU (sm_90a).
 //
 // Weights are uploaded once: matrices (the GEMM weights and the embedding table) in bf16, the
-// small vectors and the conv filters in f32 (widened exactly). Activations are f32 except the
+// small vectors and the conv filters in f32 (widened exactly); FP8 weights (fp8_weights())
+// stay e4m3 with their f32 block scales, read by fp8_gemm.cu's decode kernels and
+// dequantised to bf16 tiles for cuBLAS in larger steps. Activations are f32 except the
 // GEMM inputs, which are bf16 (activation_dtype()), so the norms, the SwiGLU, the attention
 // and the gated norm write what cuBLAS reads; GEMMs accumulate in fp32. K/V pools are bf16 by
 // default, or f16, Q8_0 or Q4_0 (kv_dtype; ggml's 32-element blocks with an f16 scale, written

@@ -21,6 +21,7 @@ namespace ds::cuda {
 enum class Scratch : int {
   gemm_input,   // x converted for a GEMM
   attn_partial,  // prefill attention: the partial outputs of a split key range
+  gemm_weight,  // a tile of an FP8 weight dequantised to bf16 for cuBLAS
   deltanet_chunks,   // chunked DeltaNet scratch
   count
 };

@@ -1,6 +1,7 @@
 // GEMM of the CUDA backend: x · Wᵀ through cuBLAS with bf16 operands and fp32 accumulation
-// into an f32 output (beta = 1 is the fused residual add). Row-major [M, K] x and [N, K] W
+// into an f32 output (beta = 1 is the fused residual add); FP8 weights through fp8_gemm.cu. Row-major [M, K] x and [N, K] W
 // are column-major [K, M] and [K, N], so out (column-major [N, M]) = op_T(W) · x.
+#include <algorithm>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -9,6 +10,46 @@
 #include "kernels/cuda/cuda_gemm.h"
 
 namespace ds::cuda {
+namespace {
+
+// Bf16 elements of an FP8 weight dequantised per cuBLAS call: whole weights up to this size,
+// else tiles of rows (whole 128-row blocks) about this large, so the scratch stays bounded.
+constexpr int64_t kFp8TileElements = int64_t{32} << 20;
+
+// out (+)= x · wᵀ for an FP8 weight and bf16 x: the decode kernels dequantise in registers
+// (fp8_gemm.cu); larger steps run cuBLAS over the weight dequantised to bf16, tile by tile.
+void run_gemm_fp8(CudaContext& ctx, const CudaBackendOptions::KernelPaths& paths, const uint16_t* x,
+                  const kernels::Tensor& w, int64_t M, kernels::Tensor& out, bool accumulate) {
+  const int64_t N = w.dim(0), K = w.dim(1);
+  const auto& fs = w.fp8_scales();
+  const ops::Fp8Weight fw{w.data_as<const uint8_t>(), fs.data, fs.cols, fs.row_shift};
+  if (paths.gemv && ops::gemv_fp8_supported(M, K)) {
+    ops::gemv_fp8(fw, x, N, K, out.data_as<float>(), accumulate, ctx.stream());
+    return;
+  }
+  if (paths.skinny_gemm && ops::skinny_gemm_fp8_supported(M, K)) {
+    ops::skinny_gemm_fp8(fw, x, M, N, K, out.data_as<float>(), accumulate, ctx.stream());
+    return;
+  }
+  const int64_t block = int64_t{1} << kernels::Fp8Scales::kBlockRowShift;
+  int64_t tile = N;
+  if (N * K > kFp8TileElements) tile = std::max<int64_t>(block, kFp8TileElements / K / block * block);
+  auto* wb = static_cast<uint16_t*>(ctx.scratch(Scratch::gemm_weight, static_cast<size_t>(std::min(tile, N) * K) * 2));
+  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+  for (int64_t n0 = 0; n0 < N; n0 += tile) {
+    const int64_t rows = std::min(tile, N - n0);
+    const ops::Fp8Weight part{fw.codes + n0 * K, fw.scales + (n0 >> fw.row_shift) * fw.scale_cols, fw.scale_cols,
+                              fw.row_shift};
+    ops::dequantize_fp8_bf16(part, rows, K, wb, ctx.stream());
+    const int m = static_cast<int>(rows), n = static_cast<int>(M), k = static_cast<int>(K);
+    check_cublas(cublasGemmEx(ctx.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, wb, CUDA_R_16BF, k, x,
+                              CUDA_R_16BF, k, &beta, out.data_as<float>() + n0, CUDA_R_32F, static_cast<int>(N),
+                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                 "gemm", "cublasGemmEx (fp8 weight)");
+  }
+}
+
+}  // namespace
 
 void run_gemm(CudaContext& ctx, const CudaBackendOptions::KernelPaths& paths, const kernels::Tensor& x,
               const kernels::Tensor& w, kernels::Tensor& out, bool accumulate) {
@@ -20,7 +61,7 @@ void run_gemm(CudaContext& ctx, const CudaBackendOptions::KernelPaths& paths, co
 
   const void* xp = x.data();
   cudaDataType_t type = CUDA_R_16BF;
-  if (w.dtype() == DType::bf16 && x.dtype() == DType::f32) {
+  if (w.dtype() != DType::f32 && x.dtype() == DType::f32) {
     auto* tmp = static_cast<uint16_t*>(ctx.scratch(Scratch::gemm_input, static_cast<size_t>(M * K) * 2));
     ops::to_bf16(x.data_as<const float>(), tmp, M * K, ctx.stream());
     xp = tmp;
@@ -31,6 +72,10 @@ void run_gemm(CudaContext& ctx, const CudaBackendOptions::KernelPaths& paths, co
       ops::bf16_to_f32(x.data_as<const uint16_t>(), tmp, M * K, ctx.stream());
       xp = tmp;
     }
+  }
+  if (w.dtype() == DType::fp8_e4m3) {
+    run_gemm_fp8(ctx, paths, static_cast<const uint16_t*>(xp), w, M, out, accumulate);
+    return;
   }
   // Decode shapes: the weight-streaming kernel (gemv.cu) instead of cuBLAS.
   if (paths.gemv && type == CUDA_R_16BF && ops::gemv_supported(M, K)) {

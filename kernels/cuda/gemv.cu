@@ -19,81 +19,13 @@
 // launch_dependent in backend_common.cuh; an unchained ops::Stream launches it plainly).
 #include "kernels/cuda/backend_common.cuh"
 #include "kernels/cuda/backend_ops.h"
+#include "kernels/cuda/decode_gemm.cuh"
 
 namespace ds::cuda::ops {
 namespace {
 
 constexpr int kWarps = 4;  // warps per block, one output row (or row pair) per warp
 constexpr int kLoads = 8;  // 16-byte weight loads in flight per lane
-
-__device__ __forceinline__ void bf16x8_to_f32(const uint4& v, float* f) {
-  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    f[2 * i] = __uint_as_float(w[i] << 16);
-    f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-  }
-}
-
-// Dot products of one input row x [K] with R weight rows (w_rows[r], [K] each) per warp,
-// L 16-byte weight loads in flight per lane. The first L loads are issued before waiting for
-// the previous kernel; after_wait() runs right after the wait (to start loads of the previous
-// kernels' results early). Returns the sums in every lane.
-template <int R, int L, typename AfterWait>
-__device__ __forceinline__ void warp_dots(const uint4* const (&w_rows)[R], const uint16_t* __restrict__ x, int64_t K,
-                                          float (&sum)[R], AfterWait after_wait) {
-  constexpr int kUnroll = L / R;
-  const int lane = threadIdx.x & 31;
-  const int64_t vecs = K / 8;  // 16-byte vectors per row
-  const uint4* xv = reinterpret_cast<const uint4*>(x);
-#pragma unroll
-  for (int r = 0; r < R; ++r) sum[r] = 0.0f;
-  int64_t v = lane;
-  uint4 wv[R][kUnroll];
-  bool preloaded = v + 32 * (kUnroll - 1) < vecs;
-  if (preloaded) {
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u)
-#pragma unroll
-      for (int r = 0; r < R; ++r) wv[r][u] = __ldg(w_rows[r] + v + 32 * u);
-  }
-  wait_for_previous_kernel();  // x (and the output) are the previous kernels' results
-  after_wait();
-  for (; v + 32 * (kUnroll - 1) < vecs; v += 32 * kUnroll) {
-    if (!preloaded) {
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u)
-#pragma unroll
-        for (int r = 0; r < R; ++r) wv[r][u] = __ldg(w_rows[r] + v + 32 * u);
-    }
-    preloaded = false;
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      float xf[8];
-      bf16x8_to_f32(__ldg(xv + v + 32 * u), xf);
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        float wf[8];
-        bf16x8_to_f32(wv[r][u], wf);
-#pragma unroll
-        for (int i = 0; i < 8; ++i) sum[r] = fmaf(wf[i], xf[i], sum[r]);
-      }
-    }
-  }
-  for (; v < vecs; v += 32) {
-    float xf[8];
-    bf16x8_to_f32(__ldg(xv + v), xf);
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      float wf[8];
-      bf16x8_to_f32(__ldg(w_rows[r] + v), wf);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) sum[r] = fmaf(wf[i], xf[i], sum[r]);
-    }
-  }
-#pragma unroll
-  for (int r = 0; r < R; ++r) sum[r] = warp_sum(sum[r]);
-}
 
 // out[n] (+)= w[n, :] · x, one warp per n. (4 warps x 8 loads x 1 row per warp: measured
 // against 16 loads per lane, 8 warps per block and 2 rows per warp on the 9B decode step,
@@ -102,12 +34,12 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const uint16_t* __res
                                                            int64_t N, int64_t K, float* __restrict__ out, bool accumulate) {
   const int64_t n = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
   if (n >= N) return;
-  const uint4* rows[1] = {reinterpret_cast<const uint4*>(w + n * K)};
+  const Bf16Row rows[1] = {{reinterpret_cast<const uint4*>(w + n * K)}};
   const bool lead = (threadIdx.x & 31) == 0;
   float prev = 0.0f;
   float s[1];
   // The residual is read right after the wait, so its round trip overlaps the dot products.
-  warp_dots<1, kLoads>(rows, x, K, s, [&] {
+  warp_dots<kLoads>(rows, x, K, s, [&] {
     if (accumulate && lead) prev = out[n];
   });
   if (lead) out[n] = prev + s[0];
@@ -120,9 +52,9 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_swiglu_kernel(const uint16_t
                                                                   int64_t K, void* __restrict__ act) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
   if (i >= inter) return;
-  const uint4* rows[2] = {reinterpret_cast<const uint4*>(w + i * K), reinterpret_cast<const uint4*>(w + (inter + i) * K)};
+  const Bf16Row rows[2] = {{reinterpret_cast<const uint4*>(w + i * K)}, {reinterpret_cast<const uint4*>(w + (inter + i) * K)}};
   float s[2];
-  warp_dots<2, kLoads>(rows, x, K, s, [] {});
+  warp_dots<kLoads>(rows, x, K, s, [] {});
   if ((threadIdx.x & 31) == 0) store_act<kBf16Out>(act, i, silu_f(s[0]) * s[1]);
 }
 

@@ -117,6 +117,8 @@ __device__ inline float load_element(DType t, const uint8_t* row, int d) {
       const int q = j < 16 ? (blk[2 + j] & 0x0F) : (blk[2 + j - 16] >> 4);
       return f16_bits_to_f32(load_u16(blk)) * static_cast<float>(q - 8);
     }
+    case DType::fp8_e4m3:
+      break;  // a weight type, never a K/V row
   }
   return 0.0f;
 }

@@ -35,6 +35,7 @@ class OpProfiler final : public kernels::Backend {
   kernels::Tensor upload(const kernels::HostTensor& src) override { return inner_.upload(src); }
   DType kv_cache_dtype() const override { return inner_.kv_cache_dtype(); }
   DType activation_dtype() const override { return inner_.activation_dtype(); }
+  bool fp8_weights() const override { return inner_.fp8_weights(); }
   DeviceMemory device_memory() const override { return inner_.device_memory(); }
   void synchronize() override { inner_.synchronize(); }
   std::unique_ptr<kernels::BatchPlan> plan(const kernels::BatchDesc& desc) override { return inner_.plan(desc); }

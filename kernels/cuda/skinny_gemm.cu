@@ -18,6 +18,7 @@
 // cuBLAS's speed.)
 #include "kernels/cuda/backend_common.cuh"
 #include "kernels/cuda/backend_ops.h"
+#include "kernels/cuda/decode_gemm.cuh"
 
 namespace ds::cuda::ops {
 namespace {
@@ -25,18 +26,6 @@ namespace {
 constexpr int kWarps = 8;
 constexpr int kChunk = 64;    // k elements per chunk
 constexpr int kInFlight = 2;  // chunks of weights in flight per lane
-
-__device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                         uint32_t b0, uint32_t b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-#endif
-}
-
-__device__ __forceinline__ uint32_t word(const uint4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 
 // NT column tiles of 8: rows of x 0..7 (and 8..15 when NT == 2).
 template <int NT>

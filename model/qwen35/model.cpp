@@ -289,7 +289,14 @@ void Model::run_deltanet(int64_t layer, const kernels::BatchPlan& plan, Workspac
   const Shape flat{T, c.deltanet_value_dim()};
 
   Tensor outputs[] = {mixed, z.reshape(flat), b, a};
-  project(x, w.in_proj, outputs, ws);
+  if (w.in_proj_ba.empty()) {
+    project(x, w.in_proj, outputs, ws);
+  } else {
+    // FP8-resident [qkv; z] and the bf16 [b; a] (weights.h): two stacks, the second one's
+    // fused output after the first's.
+    project(x, w.in_proj, std::span<Tensor>(outputs).first(2), ws);
+    project(x, w.in_proj_ba, std::span<Tensor>(outputs).last(2), ws, T * w.in_proj.dim(0));
+  }
   mixed = outputs[0];
   z = outputs[1].reshape(z.shape());
   b = outputs[2];
@@ -301,11 +308,12 @@ void Model::run_deltanet(int64_t layer, const kernels::BatchPlan& plan, Workspac
   be.gemm(y.reshape(flat), w.out_proj, h, true);
 }
 
-void Model::project(const Tensor& x, const Tensor& stacked, std::span<Tensor> outputs, Workspace& ws) {
+void Model::project(const Tensor& x, const Tensor& stacked, std::span<Tensor> outputs, Workspace& ws,
+                    int64_t proj_offset) {
   auto& be = *backend_;
   const int64_t T = x.dim(0);
   if (T <= be.fused_projection_rows()) {
-    Tensor fused = ws.proj.rows(0, T * stacked.dim(0)).reshape(Shape{T, stacked.dim(0)});
+    Tensor fused = ws.proj.rows(proj_offset, T * stacked.dim(0)).reshape(Shape{T, stacked.dim(0)});
     be.gemm(x, stacked, fused, false);
     if (T > 1) {
       be.split_columns(fused, outputs);
@@ -316,7 +324,7 @@ void Model::project(const Tensor& x, const Tensor& stacked, std::span<Tensor> ou
     int64_t first = 0;
     for (auto& out : outputs) {
       const int64_t n = out.numel();
-      out = ws.proj.rows(first, n).reshape(out.shape());
+      out = ws.proj.rows(proj_offset + first, n).reshape(out.shape());
       first += n;
     }
     if (first != stacked.dim(0)) throw std::logic_error("Model::project: outputs do not cover the stacked weight");

@@ -73,6 +73,8 @@ class Model {
   Model& operator=(const Model&) = delete;
 
   const ModelConfig& config() const { return config_; }
+  // The uploaded weights (their types and sizes: what a benchmark reports as weight memory).
+  const ModelWeights& weights() const { return weights_; }
   kernels::Backend& backend() const { return *backend_; }
   // The cache geometry on this backend (its K/V element type).
   kvcache::CacheGeometry cache_geometry() const;
@@ -125,9 +127,10 @@ class Model {
   // x · stackedᵀ into outputs (the stacked weight's row ranges in order), fused or one GEMM
   // per output as the backend prefers (Backend::fused_projection_rows). A fused one-row step
   // replaces the outputs with views of the fused result (no copy): callers read `outputs`
-  // afterwards, not the tensors they put in.
+  // afterwards, not the tensors they put in. The fused result starts proj_offset elements
+  // into the workspace's buffer (a second stack of the same layer goes after the first).
   void project(const kernels::Tensor& x, const kernels::Tensor& stacked, std::span<kernels::Tensor> outputs,
-               Workspace& ws);
+               Workspace& ws, int64_t proj_offset = 0);
   Workspace& workspace(int64_t rows, int64_t logit_rows);
 
   kernels::Backend* backend_;

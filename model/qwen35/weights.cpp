@@ -112,9 +112,28 @@ class Loader {
     }
     used_.insert(e.info->name);
     used_.insert(scale_name);
-    const auto* codes = static_cast<const uint8_t*>(e.info->data);
-    scratch_.push_back(fp8::dequantize(bs, {codes, static_cast<size_t>(e.info->numel())}, scales));
-    return HostTensor{DType::f32, to_shape(want), scratch_.back().data()};
+    scratch_.push_back(std::move(scales));
+    return values_or_codes(bs, static_cast<const uint8_t*>(e.info->data), scratch_.back());
+  }
+
+  // An FP8 weight as the backend takes it: codes and scales where it keeps FP8 weights (the
+  // kernels' blocks are 128 x 128, which is all config.json may declare), else the values.
+  HostTensor values_or_codes(const fp8::BlockShape& bs, const uint8_t* codes, const std::vector<float>& scales) {
+    const Shape shape{bs.rows, bs.cols};
+    if (backend_.fp8_weights() && bs.block_rows == fp8::kBlock && bs.block_cols == fp8::kBlock)
+      return HostTensor{DType::fp8_e4m3, shape, codes, kernels::Fp8Scales{scales.data(), bs.scale_cols()}};
+    scratch_.push_back(fp8::dequantize(bs, {codes, static_cast<size_t>(shape.numel())}, scales));
+    return HostTensor{DType::f32, shape, scratch_.back().data()};
+  }
+
+  // The values of an FP8 host tensor (for a stack that mixes it with unquantised parts).
+  HostTensor values(const HostTensor& h) {
+    if (h.dtype != DType::fp8_e4m3) return h;
+    const fp8::BlockShape bs{h.shape[0], h.shape[1], fp8::kBlock, fp8::kBlock};
+    const auto* codes = static_cast<const uint8_t*>(h.data);
+    const std::span<const float> scales(h.scales.data, static_cast<size_t>(bs.scale_rows() * bs.scale_cols()));
+    scratch_.push_back(fp8::dequantize(bs, {codes, static_cast<size_t>(h.shape.numel())}, scales));
+    return HostTensor{DType::f32, h.shape, scratch_.back().data()};
   }
 
   // --quantization fp8: the stored values through one FP8 round trip, as an FP8 checkpoint of
@@ -128,21 +147,22 @@ class Loader {
       backend_.copy_to_host(backend_.upload(stored), values);
     }
     const fp8::BlockShape bs{want[0], want[1], fp8::kBlock, fp8::kBlock};
-    const fp8::Quantized q = fp8::quantize(bs, values);
-    scratch_.push_back(fp8::dequantize(bs, q.codes, q.scales));
-    return HostTensor{DType::f32, to_shape(want), scratch_.back().data()};
+    fp8::Quantized q = fp8::quantize(bs, values);
+    code_scratch_.push_back(std::move(q.codes));
+    scratch_.push_back(std::move(q.scales));
+    return values_or_codes(bs, code_scratch_.back().data(), scratch_.back());
   }
 
   // Values computed here from host() views (then scratch_ is released).
   Tensor upload(const HostTensor& h) {
     Tensor t = backend_.upload(h);
-    scratch_.clear();
+    clear_scratch();
     return t;
   }
 
   Tensor load(const std::string& name, const std::vector<int64_t>& want, Fp8Target target = Fp8Target::no) {
     Tensor t = backend_.upload(host(name, want, target));
-    scratch_.clear();
+    clear_scratch();
     return t;
   }
 
@@ -154,7 +174,7 @@ class Loader {
   };
   Tensor load_stacked(const std::vector<Part>& parts) {
     Tensor t = stack(parts);
-    scratch_.clear();
+    clear_scratch();
     return t;
   }
 
@@ -167,6 +187,10 @@ class Loader {
       bytes += hs.back().bytes();
     }
     const Shape shape{rows, parts.front().shape[1]};
+    const auto fp8_part = [](const HostTensor& h) { return h.dtype == DType::fp8_e4m3; };
+    if (std::all_of(hs.begin(), hs.end(), fp8_part)) return stack_fp8(hs, shape);
+    if (std::any_of(hs.begin(), hs.end(), fp8_part))
+      for (auto& h : hs) h = values(h);  // FP8 beside unquantised parts: stacked as values
     const bool same_type =
         std::all_of(hs.begin(), hs.end(), [&](const HostTensor& h) { return h.dtype == hs.front().dtype; });
     if (same_type) {
@@ -189,6 +213,42 @@ class Loader {
     return backend_.upload(HostTensor{DType::f32, shape, all.data()});
   }
 
+  // FP8 parts stay FP8: codes one after the other; the scales keep their 128 x 128 blocks
+  // when every part but the last fills whole blocks of rows (the real models' projections),
+  // else one row of scales per weight row (Fp8Scales::row_shift 0).
+  Tensor stack_fp8(const std::vector<HostTensor>& hs, const Shape& shape) {
+    const int64_t cols = hs.front().scales.cols;
+    bool blocks = true;
+    for (size_t i = 0; i + 1 < hs.size(); ++i) blocks = blocks && hs[i].shape[0] % fp8::kBlock == 0;
+    std::vector<uint8_t> codes;
+    std::vector<float> scales;
+    codes.reserve(static_cast<size_t>(shape.numel()));
+    for (const auto& h : hs) {
+      const auto* c = static_cast<const uint8_t*>(h.data);
+      codes.insert(codes.end(), c, c + h.shape.numel());
+      const int64_t n = h.shape[0];
+      if (blocks) {
+        scales.insert(scales.end(), h.scales.data, h.scales.data + h.scales.rows_for(n) * cols);
+      } else {
+        for (int64_t r = 0; r < n; ++r) {
+          const float* row = h.scales.data + (r >> h.scales.row_shift) * cols;
+          scales.insert(scales.end(), row, row + cols);
+        }
+      }
+    }
+    const kernels::Fp8Scales fs{scales.data(), cols, blocks ? kernels::Fp8Scales::kBlockRowShift : 0};
+    return backend_.upload(HostTensor{DType::fp8_e4m3, shape, codes.data(), fs});
+  }
+
+  void clear_scratch() {
+    scratch_.clear();
+    code_scratch_.clear();
+  }
+
+  // Whether the linear weights stay FP8 on the backend (an FP8 checkpoint or --quantization
+  // fp8 on a backend that keeps FP8 weights).
+  bool fp8_resident() const { return backend_.fp8_weights() && (fp8_ || quantize_); }
+
   // Every tensor that is neither skipped nor loaded is an error.
   void check_nothing_left() const {
     for (const auto& [name, e] : ckpt_.tensors())
@@ -206,6 +266,7 @@ class Loader {
   bool mtp_;
   std::set<std::string> used_;
   std::deque<std::vector<float>> scratch_;  // deque: earlier buffers stay put
+  std::deque<std::vector<uint8_t>> code_scratch_;
 };
 
 // One decoder layer under prefix p ("model.layers.3.", "mtp.layers.0.").
@@ -228,10 +289,16 @@ LayerWeights load_layer(Loader& ld, const std::string& p, LayerKind kind, const 
     a.k_norm = ld.load(p + "self_attn.k_norm.weight", {D});
   } else {
     auto& g = L.deltanet;
-    g.in_proj = ld.load_stacked({{p + "linear_attn.in_proj_qkv.weight", {c.conv_dim(), H}, linear},
-                                 {p + "linear_attn.in_proj_z.weight", {Hv * dv, H}, linear},
-                                 {p + "linear_attn.in_proj_b.weight", {Hv, H}},
-                                 {p + "linear_attn.in_proj_a.weight", {Hv, H}}});
+    const Loader::Part qkv{p + "linear_attn.in_proj_qkv.weight", {c.conv_dim(), H}, linear};
+    const Loader::Part z{p + "linear_attn.in_proj_z.weight", {Hv * dv, H}, linear};
+    const Loader::Part b{p + "linear_attn.in_proj_b.weight", {Hv, H}};
+    const Loader::Part a{p + "linear_attn.in_proj_a.weight", {Hv, H}};
+    if (ld.fp8_resident()) {
+      g.in_proj = ld.load_stacked({qkv, z});
+      g.in_proj_ba = ld.load_stacked({b, a});
+    } else {
+      g.in_proj = ld.load_stacked({qkv, z, b, a});
+    }
     g.conv1d = ld.load(p + "linear_attn.conv1d.weight", {c.conv_dim(), 1, c.conv_kernel});
     g.dt_bias = ld.load(p + "linear_attn.dt_bias", {Hv});
     g.a_log = ld.load(p + "linear_attn.A_log", {Hv});
@@ -258,7 +325,8 @@ MtpWeights load_mtp(Loader& ld, const Checkpoint& ckpt, const ModelConfig& c) {
   m.pre_fc_norm_embedding = ld.load("mtp.pre_fc_norm_embedding.weight", {H});
   m.pre_fc_norm_hidden = ld.load("mtp.pre_fc_norm_hidden.weight", {H});
   // fc [H, 2H]: each row's first H values read the embedding, the next H the hidden state.
-  const kernels::HostTensor fc = ld.host("mtp.fc.weight", {H, 2 * H});
+  // (As values: its halves are cut by rows of bytes, which FP8 block scales would not follow.)
+  const kernels::HostTensor fc = ld.values(ld.host("mtp.fc.weight", {H, 2 * H}));
   const int64_t half = ds::row_bytes(fc.dtype, H);
   std::vector<unsigned char> parts[2];
   for (auto& part : parts) part.resize(static_cast<size_t>(half * H));

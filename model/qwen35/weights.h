@@ -11,13 +11,16 @@
 // set and the checkpoint has no lm_head.weight.
 //
 // FP8 (model/qwen35/fp8.h): a tensor stored as F8_E4M3 is read with its `<name>_scale_inv`
-// (one f32 or bf16 scale per block of config.fp8) and dequantised to f32 on the host before
-// upload, so every backend gets the values it would get from a bf16 checkpoint holding them
-// (the CPU keeps f32, CUDA narrows matrices to bf16). LoadOptions::quantization = fp8 gives a
-// bf16/f32 checkpoint the same treatment at load time: the linear weights an FP8 release
-// quantises (q/k/v/o_proj, gate/up/down_proj, the DeltaNet's in_proj_qkv, in_proj_z and
-// out_proj; not the embedding, lm_head, norms, conv1d, A_log, dt_bias or the small
-// in_proj_a/b, which Qwen's releases keep in bf16) are block-quantised and dequantised.
+// (one f32 or bf16 scale per block of config.fp8). A backend that keeps FP8 weights
+// (Backend::fp8_weights: CUDA) gets the codes and scales as they are (fp8_e4m3 tensors; a
+// stack of FP8 parts stays FP8, see kernels::Fp8Scales for its scales); any other backend
+// gets the values, dequantised to f32 on the host (what a bf16 checkpoint holding them would
+// give; the CPU keeps f32). LoadOptions::quantization = fp8 gives a bf16/f32 checkpoint the
+// same treatment at load time: the linear weights an FP8 release quantises (q/k/v/o_proj,
+// gate/up/down_proj, the DeltaNet's in_proj_qkv, in_proj_z and out_proj; not the embedding,
+// lm_head, norms, conv1d, A_log, dt_bias or the small in_proj_a/b, which Qwen's releases keep
+// in bf16) are block-quantised. Where the weights stay FP8, the DeltaNet's unquantised
+// in_proj_b/a are stacked apart (in_proj_ba), so the FP8 stack holds FP8 rows only.
 #pragma once
 
 #include <optional>
@@ -39,8 +42,10 @@ struct AttentionWeights {
 };
 
 struct DeltaNetWeights {
-  // [conv_dim + Hv*dv + 2*Hv, H] = [in_proj_qkv; in_proj_z; in_proj_b; in_proj_a].
+  // [conv_dim + Hv*dv + 2*Hv, H] = [in_proj_qkv; in_proj_z; in_proj_b; in_proj_a], or, where
+  // the weights stay FP8, [conv_dim + Hv*dv, H] = [in_proj_qkv; in_proj_z] and in_proj_ba.
   kernels::Tensor in_proj;
+  kernels::Tensor in_proj_ba;   // [2*Hv, H] = [in_proj_b; in_proj_a] (FP8-resident weights only)
   kernels::Tensor conv1d;       // [conv_dim, 1, Kc]
   kernels::Tensor dt_bias;      // [Hv]
   kernels::Tensor a_log;        // [Hv]

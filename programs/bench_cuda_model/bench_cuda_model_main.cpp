@@ -3,7 +3,7 @@
 //   bench_cuda_model --model DIR [--batches 1,8,32,64] [--contexts 1024,8192] [--prefill 4096]
 //                    [--steps 10] [--layouts paged,contiguous] [--layout-batch 8]
 //                    [--no-chained-launches] [--no-gemv] [--no-skinny-gemm] [--fused-projection-rows N]
-//                    [--no-decode-bulk-copies] [--no-token-rows]
+//                    [--no-decode-bulk-copies] [--no-token-rows] [--quantization fp8]
 //
 // First it measures the GPU's ceilings (device_ceilings.h). Then:
 //  * prefill: one sequence of --prefill tokens in one step (logits for its last token),
@@ -15,8 +15,11 @@
 //    their first L tokens' blocks (plus a fresh block for the new tokens), so every context
 //    is real K/V and real state. Each step is one forward of B single-token rows (logits for
 //    each) followed by a synchronise, as the engine's step is. Tokens/s from the mean of
-//    --steps steps after 3 warm-up steps, against the bytes floor (bf16 weights + K/V of the
-//    context + DeltaNet state read and written, over the measured copy bandwidth).
+//    --steps steps after 3 warm-up steps, against the bytes floor (the weights as stored +
+//    K/V of the context + DeltaNet state read and written, over the measured copy bandwidth).
+//  * --quantization fp8 loads a bf16 checkpoint as the server's flag does (an FP8 checkpoint
+//    loads as FP8 without it): the linear weights stay FP8 on the device, so the bytes floor is
+//    that of the FP8 codes and scales. The device memory the weights took is printed.
 //  * layouts: the same decode at --layout-batch x max(contexts) with each sequence's blocks
 //    shuffled over the pool (paged) or consecutive (contiguous: one region per sequence).
 // The --no-* flags and --fused-projection-rows force a kernel path (CudaBackendOptions) so a
@@ -54,7 +57,26 @@ std::vector<int64_t> parse_list(const std::string& s) {
   return v;
 }
 
-// Parameters streamed per token (the embedding rows are gathered, not streamed; lm_head is).
+// Bytes of the weights a decode step streams, as uploaded (FP8 codes with their scales): all
+// but the embedding, whose rows are gathered (lm_head is streamed, tied or not).
+double streamed_weight_bytes(const qwen35::ModelWeights& w) {
+  const auto bytes = [](const kernels::Tensor& t) {
+    if (t.empty()) return 0.0;
+    double b = static_cast<double>(t.bytes());
+    if (t.dtype() == DType::fp8_e4m3) b += 4.0 * static_cast<double>(t.fp8_scales().rows_for(t.dim(0)) * t.fp8_scales().cols);
+    return b;
+  };
+  double sum = bytes(w.lm_head) + bytes(w.final_norm);
+  for (const auto& L : w.layers)
+    for (const kernels::Tensor* t : {&L.input_norm, &L.post_norm, &L.attn.qkv_proj, &L.attn.o_proj, &L.attn.q_norm,
+                                     &L.attn.k_norm, &L.deltanet.in_proj, &L.deltanet.in_proj_ba, &L.deltanet.conv1d,
+                                     &L.deltanet.dt_bias, &L.deltanet.a_log, &L.deltanet.norm, &L.deltanet.out_proj,
+                                     &L.gate_up, &L.down})
+      sum += bytes(*t);
+  return sum;
+}
+
+// Parameters per token of the FLOP floor (the embedding rows are gathered, not multiplied).
 double weight_params(const qwen35::ModelConfig& c) {
   const double H = c.hidden_size, D = c.head_dim;
   const double attn = 2.0 * c.num_heads * D * H + 2.0 * c.num_kv_heads * D * H + c.num_heads * D * H;
@@ -79,7 +101,7 @@ int main(int argc, char** argv) {
   std::string model_dir, batches_s = "1,8,32,64", contexts_s = "1024,8192", layouts_s = "paged,contiguous";
   int64_t prefill = 4096, steps = 10, layout_batch = 8;
   bool profile = false;
-  std::string kv_dtype = "bf16";
+  std::string kv_dtype = "bf16", quantization = "none";
   app.add_option("--model", model_dir, "checkpoint directory")->required();
   app.add_option("--batches", batches_s, "decode batch sizes");
   app.add_option("--contexts", contexts_s, "decode context lengths");
@@ -98,6 +120,8 @@ int main(int argc, char** argv) {
                  "steps of at most this many rows run stacked projections as one GEMM (0 = never)");
   app.add_flag("--no-decode-bulk-copies", no_bulk, "decode K/V tiles by cp.async instead of bulk tensor copies");
   app.add_flag("--no-token-rows", no_rows, "decode never uses token-row tiles (a block per KV head)");
+  app.add_option("--quantization", quantization, "none, or fp8: quantise the linear weights at load (FP8 on the device)")
+      ->check(CLI::IsMember({"none", "fp8"}));
   app.add_flag("--profile", profile, "after each timed point, per-op GPU times of one more run (prefill) or 3 steps");
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines survive a timeout
@@ -129,14 +153,20 @@ int main(int argc, char** argv) {
     if (profile) profiler = std::make_unique<cuda::OpProfiler>(*backend);
     kernels::Backend& be = profiler ? static_cast<kernels::Backend&>(*profiler) : *backend;
     const auto t_load = Clock::now();
-    auto model = qwen35::Model::load(be, model_dir);
+    const auto free_before = be.device_memory().free_bytes;
+    qwen35::LoadOptions load;
+    if (quantization == "fp8") load.quantization = qwen35::Quantization::fp8;
+    auto model = qwen35::Model::load(be, model_dir, load);
     be.synchronize();
     const auto& cfg = model->config();
     std::printf("loaded %s in %.1f s: %lld layers, hidden %lld, vocab %lld\n", model_dir.c_str(),
                 std::chrono::duration<double>(Clock::now() - t_load).count(), static_cast<long long>(cfg.num_layers),
                 static_cast<long long>(cfg.hidden_size), static_cast<long long>(cfg.vocab_size));
     const auto geo = model->cache_geometry();
-    const double wbytes = 2.0 * weight_params(cfg);
+    const double wbytes = streamed_weight_bytes(model->weights());
+    std::printf("weights: %.2f GiB of device memory (quantization %s); %.2f GB streamed per decode step\n",
+                static_cast<double>(free_before - be.device_memory().free_bytes) / (1 << 30), quantization.c_str(),
+                wbytes / 1e9);
     const double kv_token = static_cast<double>(geo.kv_bytes_per_token());
     const double state_slot = static_cast<double>(geo.state_bytes_per_slot());
 

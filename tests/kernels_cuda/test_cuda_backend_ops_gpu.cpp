@@ -2,6 +2,7 @@
 // every op of backend.h, in the bf16 production mode and in the f32-weight reference mode,
 // on mixed batches (decode rows, short and long prefill chunks, continuation from a state,
 // shuffled blocks). Outputs are poisoned before each run so an unwritten element fails.
+// FP8-resident weights (fp8_gemm.cu) against an f64 reference of the dequantised weights.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include "kernels/common/half.h"
 #include "kernels/common/quant.h"
 #include "kernels/cuda/cuda_backend.h"
+#include "model/qwen35/fp8.h"
 #include "tests/kernels_cpu/kernel_test_util.h"
 
 using namespace ds;
@@ -464,4 +466,142 @@ TEST_CASE("cuda ops: bad shapes are invalid_argument naming the op; huge allocat
   // The backend still works afterwards.
   p.gpu->fill_zero(x);
   CHECK(test::get(*p.gpu, x) == std::vector<float>(32, 0.0f));
+}
+
+namespace {
+
+// A random FP8 weight [N, K] as a checkpoint stores it: codes (every finite e4m3 value,
+// subnormals included) and scales of 128 x 128 blocks (row_shift 7) or of rows and 128
+// columns (row_shift 0), spread over 2^-6 .. 2^2 so a scale read from the wrong block shows.
+struct Fp8Host {
+  int64_t N, K;
+  int row_shift;
+  std::vector<uint8_t> codes;
+  std::vector<float> scales;
+  int64_t cols() const { return (K + 127) / 128; }
+  Fp8Host(int64_t n, int64_t k, int shift, uint64_t seed) : N(n), K(k), row_shift(shift) {
+    std::mt19937_64 rng(seed);
+    codes.resize(static_cast<size_t>(N * K));
+    for (auto& c : codes) {
+      do c = static_cast<uint8_t>(rng());
+      while ((c & 0x7f) == 0x7f);  // NaN
+    }
+    scales.resize(static_cast<size_t>((((N - 1) >> shift) + 1) * cols()));
+    for (auto& s : scales) s = std::ldexp(1.0f + static_cast<float>(rng() % 64) / 64, static_cast<int>(rng() % 9) - 6) / 448;
+  }
+  double value(int64_t n, int64_t k) const {
+    return static_cast<double>(qwen35::fp8::e4m3_to_f32(codes[static_cast<size_t>(n * K + k)])) *
+           scales[static_cast<size_t>((n >> row_shift) * cols() + k / 128)];
+  }
+  Tensor upload(Backend& be) const {
+    return be.upload(kernels::HostTensor{DType::fp8_e4m3, Shape{N, K}, codes.data(),
+                                         kernels::Fp8Scales{scales.data(), cols(), row_shift}});
+  }
+};
+
+// x [M, K] · wᵀ in f64 over rows [n0, n0 + n) of w, plus acc.
+std::vector<double> fp8_reference(const Fp8Host& w, const std::vector<float>& x, int64_t M, int64_t n0, int64_t n,
+                                  const std::vector<float>& acc) {
+  std::vector<double> out(static_cast<size_t>(M * n));
+  for (int64_t r = 0; r < n; ++r) {
+    std::vector<double> wr(static_cast<size_t>(w.K));
+    for (int64_t k = 0; k < w.K; ++k) wr[static_cast<size_t>(k)] = w.value(n0 + r, k);
+    for (int64_t m = 0; m < M; ++m) {
+      double s = acc.empty() ? 0.0 : acc[static_cast<size_t>(m * n + r)];
+      for (int64_t k = 0; k < w.K; ++k) s += wr[static_cast<size_t>(k)] * x[static_cast<size_t>(m * w.K + k)];
+      out[static_cast<size_t>(m * n + r)] = s;
+    }
+  }
+  return out;
+}
+
+double rel64(const std::vector<float>& a, const std::vector<double>& b) {
+  double d = 0, r = 0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    d += (a[i] - b[i]) * (a[i] - b[i]);
+    r += b[i] * b[i];
+  }
+  if (a.size() != b.size() || std::isnan(d)) return INFINITY;
+  return std::sqrt(d / std::max(r, 1e-30));
+}
+
+}  // namespace
+
+TEST_CASE("cuda ops: gemm with FP8 weights against an f64 reference of the dequantised weights", "[cuda_ops][gpu][fp8]") {
+  Pair p;
+  REQUIRE(p.gpu->fp8_weights());
+  REQUIRE_FALSE(Pair(true).gpu->fp8_weights());
+  // One row: the FP8 GEMV (K % 16 == 0; K = 400 its tail alone, 4224 the unrolled loop and a
+  // tail, both ending in a partial 128-column block); 2-8 rows with K % 64 == 0 the FP8
+  // skinny kernel (448: 7 chunks, fewer than one per warp); everything else (K = 200 or 100,
+  // 13 and 300 rows) cuBLAS over the weight dequantised to bf16 (K = 100: not a multiple of
+  // 8, the scalar dequantiser). N = 200 ends in a partial block of rows.
+  struct Case {
+    int64_t M, N, K;
+    double tol;  // in registers: f32 sums; through cuBLAS: the weight rounded to bf16
+  };
+  const double in_regs = 2e-5, via_bf16 = 8e-3;
+  for (int shift : {7, 0}) {
+    for (const Case c : std::vector<Case>{{1, 200, 400, in_regs}, {1, 200, 4224, in_regs}, {2, 200, 448, in_regs},
+                                          {3, 200, 4224, in_regs}, {8, 200, 448, in_regs}, {1, 200, 200, via_bf16},
+                                          {5, 200, 100, via_bf16}, {13, 200, 400, via_bf16}, {300, 200, 400, via_bf16}}) {
+      INFO("row_shift " << shift << " M " << c.M << " N " << c.N << " K " << c.K);
+      const Fp8Host w(c.N, c.K, shift, 40 + static_cast<uint64_t>(c.K + shift));
+      const auto x = bf16_exact(test::random_vec(static_cast<size_t>(c.M * c.K), 41 + c.M));
+      const auto acc0 = test::random_vec(static_cast<size_t>(c.M * c.N), 42);
+      Tensor wg = w.upload(*p.gpu);
+      REQUIRE(wg.dtype() == DType::fp8_e4m3);
+      Tensor xg = act(*p.gpu, DType::bf16, {c.M, c.K}, x);
+      for (bool accumulate : {false, true}) {
+        INFO("accumulate " << accumulate);
+        Tensor og = accumulate ? act(*p.gpu, DType::f32, {c.M, c.N}, acc0) : poisoned(*p.gpu, DType::f32, {c.M, c.N});
+        p.gpu->gemm(xg, wg, og, accumulate);
+        CHECK(rel64(test::get(*p.gpu, og), fp8_reference(w, x, c.M, 0, c.N, accumulate ? acc0 : std::vector<float>{})) <
+              c.tol);
+      }
+      // A row view from the second block of rows keeps its scales.
+      Tensor view = wg.rows(128, c.N - 128);
+      Tensor ov = poisoned(*p.gpu, DType::f32, {c.M, c.N - 128});
+      p.gpu->gemm(xg, view, ov, false);
+      CHECK(rel64(test::get(*p.gpu, ov), fp8_reference(w, x, c.M, 128, c.N - 128, {})) < c.tol);
+      if (shift == 7) CHECK_THROWS_AS(wg.rows(100, 10), std::out_of_range);
+      // An f32 input is converted to bf16 first.
+      Tensor xf = act(*p.gpu, DType::f32, {c.M, c.K}, x);
+      Tensor of = poisoned(*p.gpu, DType::f32, {c.M, c.N});
+      p.gpu->gemm(xf, wg, of, false);
+      CHECK(rel64(test::get(*p.gpu, of), fp8_reference(w, x, c.M, 0, c.N, {})) < c.tol);
+    }
+  }
+  // A weight over 32M elements: cuBLAS in two tiles of dequantised rows (8192 + 128).
+  {
+    const int64_t M = 9, N = 8320, K = 4096;
+    const Fp8Host w(N, K, 7, 43);
+    const auto x = bf16_exact(test::random_vec(static_cast<size_t>(M * K), 44));
+    Tensor wg = w.upload(*p.gpu), xg = act(*p.gpu, DType::bf16, {M, K}, x);
+    Tensor og = poisoned(*p.gpu, DType::f32, {M, N});
+    p.gpu->gemm(xg, wg, og, false);
+    CHECK(rel64(test::get(*p.gpu, og), fp8_reference(w, x, M, 0, N, {})) < via_bf16);
+  }
+  // The one-row gate_up + SwiGLU over an FP8 [gate; up] (the up rows start inside a block of
+  // scales when I = 160), bf16 and f32 outputs; three rows take the GEMM + swiglu.
+  for (auto [M, K] : std::vector<std::pair<int64_t, int64_t>>{{1, 400}, {1, 4224}, {3, 448}}) {
+    const int64_t inter = 160;
+    const Fp8Host w(2 * inter, K, 7, 45);
+    const auto x = bf16_exact(test::random_vec(static_cast<size_t>(M * K), 46));
+    const auto proj = fp8_reference(w, x, M, 0, 2 * inter, {});
+    std::vector<double> want(static_cast<size_t>(M * inter));
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t i = 0; i < inter; ++i) {
+        const double g = proj[static_cast<size_t>(m * 2 * inter + i)], u = proj[static_cast<size_t>(m * 2 * inter + inter + i)];
+        want[static_cast<size_t>(m * inter + i)] = g / (1 + std::exp(-g)) * u;
+      }
+    Tensor wg = w.upload(*p.gpu), xg = act(*p.gpu, DType::bf16, {M, K}, x);
+    Tensor scratch = p.gpu->alloc(DType::f32, {M, 2 * inter});
+    for (DType t : {DType::f32, DType::bf16}) {
+      INFO("M " << M << " K " << K << " out " << dtype_name(t));
+      Tensor og = poisoned(*p.gpu, t, {M, inter});
+      p.gpu->gate_up_swiglu(xg, wg, scratch, og);
+      CHECK(rel64(test::get(*p.gpu, og), want) < (t == DType::f32 ? 1e-4 : 5e-3));
+    }
+  }
 }

@@ -2,7 +2,8 @@
 // every layer's output (the hidden-state observer) and the logits, over steps that mix
 // prefill chunks (both DeltaNet paths: token by token and 64-token chunks) with decode rows,
 // through shuffled paged blocks; plus the DeltaNet state a chunked prefill leaves against
-// the one per-token decode leaves, on the GPU itself.
+// the one per-token decode leaves, on the GPU itself; and FP8-resident weights (--quantization
+// fp8) against the CPU engine with the same quantisation and against the HF fixture.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -40,9 +41,10 @@ struct Engine {
     int32_t logit_rows;
   };
 
-  Engine(std::unique_ptr<kernels::Backend> be, int32_t num_blocks, int32_t bs, int32_t num_slots)
+  Engine(std::unique_ptr<kernels::Backend> be, int32_t num_blocks, int32_t bs, int32_t num_slots,
+         const qwen35::LoadOptions& load = {})
       : backend(std::move(be)),
-        model(qwen35::Model::load(*backend, test::data_path("tiny-qwen35"))),
+        model(qwen35::Model::load(*backend, test::data_path("tiny-qwen35"), load)),
         blocks(num_blocks, bs),
         slots((alloc(*model, num_blocks, bs, num_slots), num_slots), model->cache_geometry().state,
               model->state_zero_fn()) {
@@ -129,6 +131,21 @@ double worst_row(const std::vector<float>& a, const std::vector<float>& b, int64
   return w;
 }
 
+// One step on both engines: every hidden state and the logits (returned: cpu, gpu) within
+// their tolerances of the CPU's.
+std::pair<std::vector<float>, std::vector<float>> step_both(Engine& cpu, Engine& gpu_e, const std::vector<Engine::Part>& step,
+                                                            double hidden_tol, double logit_tol) {
+  const int64_t H = cpu.model->config().hidden_size, V = cpu.model->config().vocab_size;
+  auto lc = cpu.step(step);
+  auto lg = gpu_e.step(step);
+  for (size_t i = 0; i < cpu.hidden.size(); ++i) {
+    INFO("hidden state " << i);
+    CHECK(worst_row(gpu_e.hidden[i], cpu.hidden[i], H) < hidden_tol);
+  }
+  CHECK(worst_row(lg, lc, V) < logit_tol);
+  return {std::move(lc), std::move(lg)};
+}
+
 }  // namespace
 
 TEST_CASE("cuda model: every layer and the logits match the CPU engine over mixed steps", "[cuda_model][gpu]") {
@@ -152,24 +169,76 @@ TEST_CASE("cuda model: every layer and the logits match the CPU engine over mixe
       cpu.add();
       gpu_e.add();
     }
-    const int64_t H = cpu.model->config().hidden_size, V = cpu.model->config().vocab_size;
     // Tolerances: the reference mode differs only by the bf16 K/V cache and bf16 attention
     // probabilities on the prefill path; production adds bf16 weights and GEMM inputs.
     const double hidden_tol = f32w ? 5e-3 : 5e-2, logit_tol = f32w ? 5e-3 : 3e-2;
     for (size_t s = 0; s < steps.size(); ++s) {
       INFO("step " << s);
-      const auto lc = cpu.step(steps[s]);
-      const auto lg = gpu_e.step(steps[s]);
-      for (size_t i = 0; i < cpu.hidden.size(); ++i) {
-        INFO("hidden state " << i);
-        CHECK(worst_row(gpu_e.hidden[i], cpu.hidden[i], H) < hidden_tol);
-      }
-      CHECK(worst_row(lg, lc, V) < logit_tol);
+      step_both(cpu, gpu_e, steps[s], hidden_tol, logit_tol);
     }
     for (int q : {0, 1, 2}) {
       INFO("DeltaNet state of sequence " << q);
       CHECK(rel(gpu_e.state(q), cpu.state(q)) < (f32w ? 1e-3 : 5e-2));
     }
+  }
+}
+
+TEST_CASE("cuda model: FP8-resident weights track the CPU engine with the same quantisation", "[cuda_model][gpu][fp8]") {
+  qwen35::LoadOptions fp8;
+  fp8.quantization = qwen35::Quantization::fp8;
+  Engine cpu(kernels::cpu::make_cpu_backend(), 160, 8, 6, fp8);
+  Engine gpu_e(gpu(false), 160, 8, 6, fp8);
+  // The linear weights stay FP8 on the GPU (the DeltaNet's b/a rows and the rest do not).
+  const auto& w = gpu_e.model->weights();
+  int64_t fp8_tensors = 0;
+  for (const auto& L : w.layers) {
+    for (const kernels::Tensor* t : {&L.gate_up, &L.down, &L.attn.qkv_proj, &L.attn.o_proj, &L.deltanet.in_proj,
+                                     &L.deltanet.out_proj})
+      if (!t->empty()) fp8_tensors += t->dtype() == DType::fp8_e4m3;
+    if (L.kind == qwen35::LayerKind::deltanet) CHECK(L.deltanet.in_proj_ba.dtype() == DType::bf16);
+  }
+  CHECK(fp8_tensors == 5 * static_cast<int64_t>(w.layers.size()));
+  CHECK(w.lm_head.dtype() == DType::bf16);
+  std::mt19937 rng(14);
+  const auto a0 = tokens(rng, 150), b0 = tokens(rng, 5), b1 = tokens(rng, 30), c0 = tokens(rng, 3);
+  using P = Engine::Part;
+  // Prefill (cuBLAS over dequantised tiles), 3-row and 2-row decode steps (the skinny FP8
+  // kernel), then one-row steps (the FP8 GEMV and gate_up + SwiGLU).
+  std::vector<std::vector<P>> steps = {
+      {{0, a0, 150}, {1, b0, 5}},
+      {{0, {a0[3]}, 1}, {1, b1, 30}, {2, c0, 3}},
+      {{0, {a0[7]}, 1}, {1, {b1[2]}, 1}, {2, {c0[1]}, 1}},
+      {{0, {a0[8]}, 1}, {2, {c0[2]}, 1}},
+  };
+  for (int k = 0; k < 6; ++k) steps.push_back({{1, {b1[static_cast<size_t>(k)]}, 1}});
+  for (int k = 0; k < 3; ++k) {
+    cpu.add();
+    gpu_e.add();
+  }
+  const int64_t V = cpu.model->config().vocab_size;
+  int64_t rows = 0, agree = 0;
+  for (size_t s = 0; s < steps.size(); ++s) {
+    INFO("step " << s);
+    const auto logits = step_both(cpu, gpu_e, steps[s], 5e-2, 3e-2);  // the bf16 production tolerances
+    const auto &lc = logits.first, &lg = logits.second;
+    for (size_t r = 0; r < lc.size() / static_cast<size_t>(V); ++r, ++rows) {
+      const auto row = [&](const std::vector<float>& l) { return l.begin() + static_cast<int64_t>(r) * V; };
+      agree += std::max_element(row(lc), row(lc) + V) - row(lc) == std::max_element(row(lg), row(lg) + V) - row(lg);
+    }
+  }
+  INFO("greedy agreement " << agree << " / " << rows);
+  CHECK(agree >= rows * 95 / 100);
+  // Against the fixture's HF reference of the unquantised weights, with the tolerance the CPU
+  // engine's FP8 run is held to (CTest refcheck_tiny_quantization_fp8).
+  const qwen35::ReferenceFile ref(test::data_path("tiny-qwen35/reference.safetensors"));
+  for (int64_t chunk : {0, 7}) {
+    qwen35::RefcheckOptions o;
+    o.chunk = chunk;
+    o.tolerance = 0.2;
+    o.min_agreement = 0.75;
+    const auto report = qwen35::run_refcheck(*gpu_e.model, ref, o);
+    INFO("chunk " << chunk << ": " << qwen35::format_summary(report));
+    CHECK(report.pass());
   }
 }
 
