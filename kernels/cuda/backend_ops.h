@@ -122,7 +122,9 @@ struct Fp8Weight {
 };
 // The decode GEMMs of gemv.cu and skinny_gemm.cu over FP8 weights, dequantised in registers:
 // out [M, N] (+)= x [M, K] · wᵀ, x bf16, f32 out. One row: K a multiple of 16; 2 to
-// kSkinnyMaxRows rows: K a multiple of 64.
+// kSkinnyFp8MaxRows rows (the x rows in up to 8 column tiles of mma.m16n8k16, so the weights
+// are streamed once): K a multiple of 64.
+inline constexpr int64_t kSkinnyFp8MaxRows = 64;
 bool gemv_fp8_supported(int64_t M, int64_t K);
 bool skinny_gemm_fp8_supported(int64_t M, int64_t K);
 void gemv_fp8(const Fp8Weight& w, const uint16_t* x, int64_t N, int64_t K, float* out, bool accumulate, Stream stream);

@@ -48,6 +48,10 @@ struct CudaBackendOptions {
     bool chained_launches = true;
     bool gemv = true;         // one-row GEMMs by the weight-streaming kernel (gemv.cu), else cuBLAS
     bool skinny_gemm = true;  // 2-8-row GEMMs by the tensor-core skinny kernel (skinny_gemm.cu), else cuBLAS
+    // FP8-weight GEMMs of 2 to this many rows (at most ops::kSkinnyFp8MaxRows = 64) by the FP8
+    // skinny kernel (fp8_gemm.cu; when skinny_gemm), larger ones by cuBLAS over the weight
+    // dequantised to bf16 tiles.
+    int64_t fp8_skinny_rows = 64;
     // Backend::fused_projection_rows (0: never): steps this small run a layer's stacked
     // projections as one GEMM, which saves the launch latency of the small ones.
     int64_t fused_projection_rows = 128;

@@ -27,7 +27,7 @@ void run_gemm_fp8(CudaContext& ctx, const CudaBackendOptions::KernelPaths& paths
     ops::gemv_fp8(fw, x, N, K, out.data_as<float>(), accumulate, ctx.stream());
     return;
   }
-  if (paths.skinny_gemm && ops::skinny_gemm_fp8_supported(M, K)) {
+  if (paths.skinny_gemm && M <= paths.fp8_skinny_rows && ops::skinny_gemm_fp8_supported(M, K)) {
     ops::skinny_gemm_fp8(fw, x, M, N, K, out.data_as<float>(), accumulate, ctx.stream());
     return;
   }

@@ -89,6 +89,131 @@ __device__ __forceinline__ void warp_dots(const Row (&rows)[R], const uint16_t* 
   for (int r = 0; r < R; ++r) sum[r] = rows[r].finish(warp_sum(sum[r]));
 }
 
+// ---- one-row GEMVs over a weight W whose row(n, K) is a row reader (Bf16Row and others)
+
+inline constexpr int kGemvWarps = 4;  // warps per block, one output row (or row pair) per warp
+inline constexpr int kGemvLoads = 8;  // 16-byte weight loads in flight per lane
+
+// out[n] (+)= w[n, :] · x, one warp per n. (4 warps x 8 loads x 1 row per warp: measured
+// against 16 loads per lane, 8 warps per block and 2 rows per warp on the 9B decode step,
+// docs/benchmarks.md; none was faster.)
+template <class W>
+__global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(W w, const uint16_t* __restrict__ x, int64_t N, int64_t K,
+                                                               float* __restrict__ out, bool accumulate) {
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * kGemvWarps + (threadIdx.x >> 5);
+  if (n >= N) return;
+  const decltype(w.row(0, K)) rows[1] = {w.row(n, K)};
+  const bool lead = (threadIdx.x & 31) == 0;
+  float prev = 0.0f;
+  float s[1];
+  // The residual is read right after the wait, so its round trip overlaps the dot products.
+  warp_dots<kGemvLoads>(rows, x, K, s, [&] {
+    if (accumulate && lead) prev = out[n];
+  });
+  if (lead) out[n] = prev + s[0];
+}
+
+// act[i] = silu(w[i, :] · x) * (w[I + i, :] · x), one warp per i; act f32 or bf16.
+template <class W, bool kBf16Out>
+__global__ void __launch_bounds__(kGemvWarps * 32) gemv_swiglu_kernel(W w, const uint16_t* __restrict__ x, int64_t inter,
+                                                                      int64_t K, void* __restrict__ act) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * kGemvWarps + (threadIdx.x >> 5);
+  if (i >= inter) return;
+  const decltype(w.row(0, K)) rows[2] = {w.row(i, K), w.row(inter + i, K)};
+  float s[2];
+  warp_dots<kGemvLoads>(rows, x, K, s, [] {});
+  if ((threadIdx.x & 31) == 0) store_act<kBf16Out>(act, i, silu_f(s[0]) * s[1]);
+}
+
+template <class W>
+void launch_gemv_swiglu(const W& w, const uint16_t* x, int64_t inter, int64_t K, void* act, DType act_type,
+                        Stream stream) {
+  if (inter == 0) return;
+  const dim3 grid(grid_for(inter, kGemvWarps)), block(kGemvWarps * 32);
+  if (act_type == DType::bf16)
+    launch_dependent("gate_up + swiglu (skinny) kernel", gemv_swiglu_kernel<W, true>, grid, block, 0, stream, w, x,
+                     inter, K, act);
+  else
+    launch_dependent("gate_up + swiglu (skinny) kernel", gemv_swiglu_kernel<W, false>, grid, block, 0, stream, w, x,
+                     inter, K, act);
+}
+
+// ---- skinny GEMMs (2 to 8·NT rows): a block owns 16 weight rows from n0 and its warps split K
+
+// Loads the first kInFlight chunks of weights (load(slot, j) for the warp's chunk j < mine),
+// which no earlier kernel writes, then waits for the previous kernel: x and the residual in
+// out are its results.
+template <int kInFlight, class Load>
+__device__ __forceinline__ void skinny_start(int64_t mine, Load&& load) {
+#pragma unroll
+  for (int u = 0; u < kInFlight; ++u)
+    if (u < mine) load(u, u);
+  wait_for_previous_kernel();
+}
+
+// body(u, j) for each of the warp's chunks j < mine, u = j % kInFlight its slot of weights in
+// flight (a compile-time index after unrolling, so the slots stay in registers).
+template <int kInFlight, class Body>
+__device__ __forceinline__ void skinny_chunks(int64_t mine, Body&& body) {
+  for (int64_t base = 0; base < mine; base += kInFlight) {
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) {
+      const int64_t j = base + u;
+      if (j >= mine) break;
+      body(u, j);
+    }
+  }
+}
+
+// x row gid + 8t of tile t (a row past M reads row 0 and is not stored), as 16-byte vectors
+// from the lane's first one.
+template <int NT>
+struct SkinnyX {
+  const uint4* r[NT];
+  bool ok[NT];
+};
+template <int NT>
+__device__ __forceinline__ SkinnyX<NT> skinny_x_rows(const uint16_t* x, int M, int64_t K, int gid, int first) {
+  SkinnyX<NT> X;
+#pragma unroll
+  for (int t = 0; t < NT; ++t) {
+    const int m = gid + 8 * t;
+    X.ok[t] = m < M;
+    X.r[t] = reinterpret_cast<const uint4*>(x + static_cast<int64_t>(X.ok[t] ? m : 0) * K) + first;
+  }
+  return X;
+}
+
+// The warps' partial tiles c[t] (weight rows n0 + gid / + 8, x rows 8t + 2·tig / + 1) added in
+// warp order by the first warp (a fixed order: the result does not depend on timing), times
+// `scale`, into out [M, N] (or added to it).
+template <int kWarps, int NT>
+__device__ __forceinline__ void skinny_epilogue(float (&part)[kWarps][NT * 4][32], const float (&c)[NT][4], int64_t n0,
+                                                int M, int64_t N, float* __restrict__ out, bool accumulate,
+                                                float scale) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3;
+#pragma unroll
+  for (int t = 0; t < NT; ++t)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) part[warp][4 * t + j][lane] = c[t][j];
+  __syncthreads();
+  if (warp != 0) return;
+#pragma unroll
+  for (int t = 0; t < NT; ++t)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      float sum = 0.0f;
+#pragma unroll
+      for (int q = 0; q < kWarps; ++q) sum += part[q][4 * t + j][lane];
+      const int m = 8 * t + 2 * tig + (j & 1);
+      const int64_t n = n0 + gid + 8 * (j >> 1);
+      if (m < M && n < N) {
+        float* o = out + static_cast<int64_t>(m) * N + n;
+        *o = accumulate ? *o + sum * scale : sum * scale;
+      }
+    }
+}
+
 // c (16 x 8, f32) += a (16 x 16, bf16 pairs, row major) · b (16 x 8, bf16 pairs, column major).
 __device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
                                          uint32_t b0, uint32_t b1) {

@@ -3,8 +3,10 @@
 //
 // Decode steps read the codes directly and dequantise in registers, so a step streams one
 // byte per weight: the one-row GEMV (and its SwiGLU variant) as in gemv.cu, a warp per
-// output row with 16 codes per 16-byte load; the 2-8-row skinny GEMM as in skinny_gemm.cu,
-// the x rows as the 8-column side of mma.m16n8k16 and K split over the block's warps. Each
+// output row with 16 codes per 16-byte load (gemv_kernel over an FP8 row reader); the skinny
+// GEMM as in skinny_gemm.cu, the x rows as the 8-column side of mma.m16n8k16 and K split
+// over the block's warps, for 2 to 64 rows (up to 8 column tiles share each converted
+// weight fragment, so the weights are still read once). Each
 // 128-column block's products are summed before its scale is applied, so a scale costs one
 // multiply per 16 codes (GEMV) or per 64-column chunk (skinny), not one per weight.
 //
@@ -61,9 +63,6 @@ __device__ __forceinline__ float dot16(const uint4& codes, const uint4& x0, cons
 
 // ---- one row
 
-constexpr int kGemvWarps = 4;  // one output row (or row pair) per warp, as gemv.cu
-constexpr int kGemvLoads = 8;  // 16-byte code loads in flight per lane (a 4096-wide row at once)
-
 // An FP8 weight row for warp_dots (decode_gemm.cuh): 16-byte vector v holds codes
 // 16v..16v+15, inside 128-column block v / 8, whose scale multiplies their 16 products.
 struct Fp8Row {
@@ -88,48 +87,33 @@ __device__ __forceinline__ const float* scale_row(const Fp8Weight& w, int64_t n)
   return w.scales + (n >> w.row_shift) * w.scale_cols;
 }
 
-__global__ void __launch_bounds__(kGemvWarps * 32) gemv_fp8_kernel(Fp8Weight w, const uint16_t* __restrict__ x, int64_t N,
-                                                                   int64_t K, float* __restrict__ out, bool accumulate) {
-  const int64_t n = static_cast<int64_t>(blockIdx.x) * kGemvWarps + (threadIdx.x >> 5);
-  if (n >= N) return;
-  const Fp8Row rows[1] = {{reinterpret_cast<const uint4*>(w.codes + n * K), scale_row(w, n)}};
-  const bool lead = (threadIdx.x & 31) == 0;
-  float prev = 0.0f;
-  float s[1];
-  warp_dots<kGemvLoads>(rows, x, K, s, [&] {
-    if (accumulate && lead) prev = out[n];
-  });
-  if (lead) out[n] = prev + s[0];
-}
+// An FP8 weight as gemv_kernel reads it.
+struct Fp8Rows {
+  Fp8Weight w;
+  __device__ __forceinline__ Fp8Row row(int64_t n, int64_t K) const {
+    return {reinterpret_cast<const uint4*>(w.codes + n * K), scale_row(w, n)};
+  }
+};
 
-template <bool kBf16Out>
-__global__ void __launch_bounds__(kGemvWarps * 32) gemv_swiglu_fp8_kernel(Fp8Weight w, const uint16_t* __restrict__ x,
-                                                                          int64_t inter, int64_t K,
-                                                                          void* __restrict__ act) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * kGemvWarps + (threadIdx.x >> 5);
-  if (i >= inter) return;
-  const Fp8Row rows[2] = {{reinterpret_cast<const uint4*>(w.codes + i * K), scale_row(w, i)},
-                          {reinterpret_cast<const uint4*>(w.codes + (inter + i) * K), scale_row(w, inter + i)}};
-  float s[2];
-  warp_dots<kGemvLoads>(rows, x, K, s, [] {});
-  if ((threadIdx.x & 31) == 0) store_act<kBf16Out>(act, i, silu_f(s[0]) * s[1]);
-}
-
-// ---- 2 to 8 rows
+// ---- 2 to 64 rows
 
 constexpr int kSkinnyWarps = 8;
 constexpr int kChunk = 64;    // k per chunk: 16 codes of each of a lane's two weight rows
-constexpr int kInFlight = 4;  // chunks of codes in flight per lane (104 registers: two blocks per SM)
 
 // A block owns weight rows n0..n0+15; lane (gid, tig) loads codes 16·tig..16·tig+15 of each
 // 64-column chunk of rows gid and gid + 8, and the same 16 x values of x row gid, so word j
 // of the lane's A and B registers is the same k (the k order inside a chunk only has to
 // agree between A and B). Warp w takes chunks w, w + 8, ...; a chunk lies inside one
 // 128-column block, so its four mma steps go to a fresh tile that is scaled once per row.
+// NT column tiles of 8 x rows (x rows 8t..8t+7 in tile t): the weights are converted once
+// per chunk and used by every tile, so a step of up to 8·NT rows streams them once.
+template <int NT>
 __global__ void __launch_bounds__(kSkinnyWarps * 32, 2) skinny_gemm_fp8_kernel(Fp8Weight w, const uint16_t* __restrict__ x,
                                                                             int M, int64_t N, int64_t K,
                                                                             float* __restrict__ out, bool accumulate) {
-  __shared__ float part[kSkinnyWarps][4][32];
+  // Chunks of codes in flight per lane: as many as the registers of two blocks per SM allow.
+  constexpr int kInFlight = NT == 1 ? 4 : NT <= 4 ? 2 : 1;
+  __shared__ float part[kSkinnyWarps][NT * 4][32];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * 16;
   const int64_t ra = n0 + gid < N ? n0 + gid : N - 1, rb = n0 + gid + 8 < N ? n0 + gid + 8 : N - 1;
@@ -145,60 +129,40 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32, 2) skinny_gemm_fp8_kernel(F
     A[u][0] = __ldg(wa + v);
     A[u][1] = __ldg(wb + v);
   };
+  skinny_start<kInFlight>(mine, load);
+  const SkinnyX<NT> xs = skinny_x_rows<NT>(x, M, K, gid, 2 * tig);
+  float c[NT][4] = {};
+  skinny_chunks<kInFlight>(mine, [&](int u, int64_t j) {
+    const int64_t chunk = warp + kSkinnyWarps * j;
+    const float scale_a = __ldg(sa + chunk / 2), scale_b = __ldg(sb + chunk / 2);
+    // Word s of the codes: pairs 2s and 2s + 1 of the lane's 16 k, as bf16.
+    uint32_t a[8], b[8];
 #pragma unroll
-  for (int u = 0; u < kInFlight; ++u)
-    if (u < mine) load(u, u);
-  wait_for_previous_kernel();  // x and the residual in out are the previous kernels' results
-
-  const bool xok = gid < M;
-  const uint4* xr = reinterpret_cast<const uint4*>(x + static_cast<int64_t>(xok ? gid : 0) * K) + 2 * tig;
-  float c[4] = {};
-  for (int64_t base = 0; base < mine; base += kInFlight) {
+    for (int s = 0; s < 4; ++s) {
+      uint32_t lo, hi;
+      fp8x4_to_f16x2(word(A[u][0], s), lo, hi);
+      a[2 * s] = f16x2_to_bf16x2(lo);
+      a[2 * s + 1] = f16x2_to_bf16x2(hi);
+      fp8x4_to_f16x2(word(A[u][1], s), lo, hi);
+      b[2 * s] = f16x2_to_bf16x2(lo);
+      b[2 * s + 1] = f16x2_to_bf16x2(hi);
+    }
+    if (j + kInFlight < mine) load(u, j + kInFlight);  // refill this slot early
 #pragma unroll
-    for (int u = 0; u < kInFlight; ++u) {
-      const int64_t j = base + u;
-      if (j >= mine) break;
-      const int64_t chunk = warp + kSkinnyWarps * j;
-      const uint4 x0 = xok ? __ldg(xr + chunk * 8) : make_uint4(0, 0, 0, 0);
-      const uint4 x1 = xok ? __ldg(xr + chunk * 8 + 1) : make_uint4(0, 0, 0, 0);
-      const float scale_a = __ldg(sa + chunk / 2), scale_b = __ldg(sb + chunk / 2);
-      const uint4 ca = A[u][0], cb = A[u][1];
-      if (j + kInFlight < mine) load(u, j + kInFlight);  // refill this slot early
+    for (int t = 0; t < NT; ++t) {
+      const uint4 x0 = xs.ok[t] ? __ldg(xs.r[t] + chunk * 8) : make_uint4(0, 0, 0, 0);
+      const uint4 x1 = xs.ok[t] ? __ldg(xs.r[t] + chunk * 8 + 1) : make_uint4(0, 0, 0, 0);
       const uint32_t xw[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
-      float t[4] = {};
+      float acc[4] = {};
 #pragma unroll
-      for (int s = 0; s < 4; ++s) {
-        // Word s of the codes: pairs 2s and 2s + 1 of the lane's 16 k.
-        uint32_t a0, a1, b0, b1;
-        fp8x4_to_f16x2(word(ca, s), a0, a1);
-        fp8x4_to_f16x2(word(cb, s), b0, b1);
-        mma_bf16(t, f16x2_to_bf16x2(a0), f16x2_to_bf16x2(b0), f16x2_to_bf16x2(a1), f16x2_to_bf16x2(b1), xw[2 * s],
-                 xw[2 * s + 1]);
-      }
-      c[0] = fmaf(scale_a, t[0], c[0]);
-      c[1] = fmaf(scale_a, t[1], c[1]);
-      c[2] = fmaf(scale_b, t[2], c[2]);
-      c[3] = fmaf(scale_b, t[3], c[3]);
+      for (int s = 0; s < 4; ++s) mma_bf16(acc, a[2 * s], b[2 * s], a[2 * s + 1], b[2 * s + 1], xw[2 * s], xw[2 * s + 1]);
+      c[t][0] = fmaf(scale_a, acc[0], c[t][0]);
+      c[t][1] = fmaf(scale_a, acc[1], c[t][1]);
+      c[t][2] = fmaf(scale_b, acc[2], c[t][2]);
+      c[t][3] = fmaf(scale_b, acc[3], c[t][3]);
     }
-  }
-  // The warps' partial tiles, added in warp order by the first warp.
-#pragma unroll
-  for (int j = 0; j < 4; ++j) part[warp][j][lane] = c[j];
-  __syncthreads();
-  if (warp != 0) return;
-  // c: weight rows gid / gid + 8, x rows 2·tig, 2·tig + 1.
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    float sum = 0.0f;
-#pragma unroll
-    for (int q = 0; q < kSkinnyWarps; ++q) sum += part[q][j][lane];
-    const int m = 2 * tig + (j & 1);
-    const int64_t n = n0 + gid + 8 * (j >> 1);
-    if (m < M && n < N) {
-      float* o = out + static_cast<int64_t>(m) * N + n;
-      *o = accumulate ? *o + sum * kF16Unbias : sum * kF16Unbias;
-    }
-  }
+  });
+  skinny_epilogue<kSkinnyWarps, NT>(part, c, n0, M, N, out, accumulate, kF16Unbias);
 }
 
 // ---- dequantisation for cuBLAS
@@ -239,33 +203,35 @@ __global__ void dequantize_fp8_kernel(Fp8Weight w, int64_t N, int64_t K, uint16_
 
 bool gemv_fp8_supported(int64_t M, int64_t K) { return M == 1 && K > 0 && K % 16 == 0; }
 bool skinny_gemm_fp8_supported(int64_t M, int64_t K) {
-  return M >= 2 && M <= kSkinnyMaxRows && K > 0 && K % kChunk == 0;
+  return M >= 2 && M <= kSkinnyFp8MaxRows && K > 0 && K % kChunk == 0;
 }
 
 void gemv_fp8(const Fp8Weight& w, const uint16_t* x, int64_t N, int64_t K, float* out, bool accumulate, Stream stream) {
   if (!gemv_fp8_supported(1, K)) throw std::invalid_argument("cuda backend: fp8 gemv: unsupported shape");
-  launch_dependent("gemm (fp8 gemv) kernel", gemv_fp8_kernel, dim3(grid_for(N, kGemvWarps)), dim3(kGemvWarps * 32), 0,
-                   stream, w, x, N, K, out, accumulate);
+  launch_dependent("gemm (fp8 gemv) kernel", gemv_kernel<Fp8Rows>, dim3(grid_for(N, kGemvWarps)),
+                   dim3(kGemvWarps * 32), 0, stream, Fp8Rows{w}, x, N, K, out, accumulate);
 }
 
 void gemv_swiglu_fp8(const Fp8Weight& w, const uint16_t* x, int64_t inter, int64_t K, void* act, DType act_type,
                      Stream stream) {
   if (!gemv_fp8_supported(1, K)) throw std::invalid_argument("cuda backend: fp8 gate_up + swiglu: unsupported shape");
-  if (inter == 0) return;
-  const dim3 grid(grid_for(inter, kGemvWarps)), block(kGemvWarps * 32);
-  if (act_type == DType::bf16)
-    launch_dependent("gate_up + swiglu (fp8 gemv) kernel", gemv_swiglu_fp8_kernel<true>, grid, block, 0, stream, w, x,
-                     inter, K, act);
-  else
-    launch_dependent("gate_up + swiglu (fp8 gemv) kernel", gemv_swiglu_fp8_kernel<false>, grid, block, 0, stream, w,
-                     x, inter, K, act);
+  launch_gemv_swiglu(Fp8Rows{w}, x, inter, K, act, act_type, stream);
 }
 
 void skinny_gemm_fp8(const Fp8Weight& w, const uint16_t* x, int64_t M, int64_t N, int64_t K, float* out,
                      bool accumulate, Stream stream) {
   if (!skinny_gemm_fp8_supported(M, K)) throw std::invalid_argument("cuda backend: fp8 skinny gemm: unsupported shape");
-  launch_dependent("gemm (fp8 skinny, tensor core) kernel", skinny_gemm_fp8_kernel, dim3(grid_for(N, 16)),
-                   dim3(kSkinnyWarps * 32), 0, stream, w, x, static_cast<int>(M), N, K, out, accumulate);
+  const dim3 grid(grid_for(N, 16)), block(kSkinnyWarps * 32);
+  const char* name = "gemm (fp8 skinny, tensor core) kernel";
+  const int m = static_cast<int>(M);
+  if (M <= 8)
+    launch_dependent(name, skinny_gemm_fp8_kernel<1>, grid, block, 0, stream, w, x, m, N, K, out, accumulate);
+  else if (M <= 16)
+    launch_dependent(name, skinny_gemm_fp8_kernel<2>, grid, block, 0, stream, w, x, m, N, K, out, accumulate);
+  else if (M <= 32)
+    launch_dependent(name, skinny_gemm_fp8_kernel<4>, grid, block, 0, stream, w, x, m, N, K, out, accumulate);
+  else
+    launch_dependent(name, skinny_gemm_fp8_kernel<8>, grid, block, 0, stream, w, x, m, N, K, out, accumulate);
 }
 
 void dequantize_fp8_bf16(const Fp8Weight& w, int64_t N, int64_t K, uint16_t* out, Stream stream) {

@@ -24,39 +24,11 @@
 namespace ds::cuda::ops {
 namespace {
 
-constexpr int kWarps = 4;  // warps per block, one output row (or row pair) per warp
-constexpr int kLoads = 8;  // 16-byte weight loads in flight per lane
-
-// out[n] (+)= w[n, :] · x, one warp per n. (4 warps x 8 loads x 1 row per warp: measured
-// against 16 loads per lane, 8 warps per block and 2 rows per warp on the 9B decode step,
-// docs/benchmarks.md; none was faster.)
-__global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const uint16_t* __restrict__ w, const uint16_t* __restrict__ x,
-                                                           int64_t N, int64_t K, float* __restrict__ out, bool accumulate) {
-  const int64_t n = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
-  if (n >= N) return;
-  const Bf16Row rows[1] = {{reinterpret_cast<const uint4*>(w + n * K)}};
-  const bool lead = (threadIdx.x & 31) == 0;
-  float prev = 0.0f;
-  float s[1];
-  // The residual is read right after the wait, so its round trip overlaps the dot products.
-  warp_dots<kLoads>(rows, x, K, s, [&] {
-    if (accumulate && lead) prev = out[n];
-  });
-  if (lead) out[n] = prev + s[0];
-}
-
-// act[i] = silu(w[i, :] · x) * (w[I + i, :] · x), one warp per i; act f32 or bf16.
-template <bool kBf16Out>
-__global__ void __launch_bounds__(kWarps * 32) gemv_swiglu_kernel(const uint16_t* __restrict__ w,
-                                                                  const uint16_t* __restrict__ x, int64_t inter,
-                                                                  int64_t K, void* __restrict__ act) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
-  if (i >= inter) return;
-  const Bf16Row rows[2] = {{reinterpret_cast<const uint4*>(w + i * K)}, {reinterpret_cast<const uint4*>(w + (inter + i) * K)}};
-  float s[2];
-  warp_dots<kLoads>(rows, x, K, s, [] {});
-  if ((threadIdx.x & 31) == 0) store_act<kBf16Out>(act, i, silu_f(s[0]) * s[1]);
-}
+// A bf16 weight [N, K] as gemv_kernel reads it.
+struct Bf16Weight {
+  const uint16_t* w;
+  __device__ __forceinline__ Bf16Row row(int64_t n, int64_t K) const { return {reinterpret_cast<const uint4*>(w + n * K)}; }
+};
 
 }  // namespace
 
@@ -65,20 +37,13 @@ bool gemv_supported(int64_t M, int64_t K) { return M >= 1 && M <= kGemvMaxRows &
 void gemv_bf16(const uint16_t* w, const uint16_t* x, int64_t M, int64_t N, int64_t K, float* out, bool accumulate,
                Stream stream) {
   if (M != 1) throw std::invalid_argument("cuda backend: gemv: one row only");
-  launch_dependent("gemm (skinny) kernel", gemv_kernel, dim3(grid_for(N, kWarps)), dim3(kWarps * 32), 0,
-                   stream, w, x, N, K, out, accumulate);
+  launch_dependent("gemm (skinny) kernel", gemv_kernel<Bf16Weight>, dim3(grid_for(N, kGemvWarps)),
+                   dim3(kGemvWarps * 32), 0, stream, Bf16Weight{w}, x, N, K, out, accumulate);
 }
 
 void gemv_swiglu_bf16(const uint16_t* w, const uint16_t* x, int64_t inter, int64_t K, void* act, DType act_type,
                       Stream stream) {
-  if (inter == 0) return;
-  const dim3 grid(grid_for(inter, kWarps)), block(kWarps * 32);
-  if (act_type == DType::bf16)
-    launch_dependent("gate_up + swiglu (skinny) kernel", gemv_swiglu_kernel<true>, grid, block, 0, stream, w,
-                     x, inter, K, act);
-  else
-    launch_dependent("gate_up + swiglu (skinny) kernel", gemv_swiglu_kernel<false>, grid, block, 0, stream,
-                     w, x, inter, K, act);
+  launch_gemv_swiglu(Bf16Weight{w}, x, inter, K, act, act_type, stream);
 }
 
 }  // namespace ds::cuda::ops

@@ -50,69 +50,32 @@ __global__ void __launch_bounds__(kWarps * 32, 3) skinny_gemm_kernel(const uint1
     A[u][2] = __ldg(wb + v);
     A[u][3] = __ldg(wb + v + 4);
   };
-#pragma unroll
-  for (int u = 0; u < kInFlight; ++u)
-    if (u < mine) load(u, u);
-  wait_for_previous_kernel();  // x and the residual in out are the previous kernels' results
-
-  const uint4* xr[NT];
-  bool xok[NT];
-#pragma unroll
-  for (int t = 0; t < NT; ++t) {
-    const int m = gid + 8 * t;
-    xok[t] = m < M;
-    xr[t] = reinterpret_cast<const uint4*>(x + static_cast<int64_t>(xok[t] ? m : 0) * K) + tig;
-  }
+  skinny_start<kInFlight>(mine, load);
+  const SkinnyX<NT> xs = skinny_x_rows<NT>(x, M, K, gid, tig);
   float c[NT][4] = {};
-  for (int64_t base = 0; base < mine; base += kInFlight) {
+  skinny_chunks<kInFlight>(mine, [&](int u, int64_t j) {
+    const int64_t v = (warp + kWarps * j) * 8;
+    uint4 X[NT][2];
 #pragma unroll
-    for (int u = 0; u < kInFlight; ++u) {
-      const int64_t j = base + u;
-      if (j >= mine) break;
-      const int64_t v = (warp + kWarps * j) * 8;
-      uint4 X[NT][2];
+    for (int t = 0; t < NT; ++t) {
+      X[t][0] = xs.ok[t] ? __ldg(xs.r[t] + v) : make_uint4(0, 0, 0, 0);
+      X[t][1] = xs.ok[t] ? __ldg(xs.r[t] + v + 4) : make_uint4(0, 0, 0, 0);
+    }
+    const uint4 a0 = A[u][0], a1 = A[u][1], b0 = A[u][2], b1 = A[u][3];
+    if (j + kInFlight < mine) load(u, j + kInFlight);  // refill this slot early
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+      const uint4& av = s < 2 ? a0 : a1;
+      const uint4& bv = s < 2 ? b0 : b1;
+      const int i = 2 * (s & 1);
 #pragma unroll
       for (int t = 0; t < NT; ++t) {
-        X[t][0] = xok[t] ? __ldg(xr[t] + v) : make_uint4(0, 0, 0, 0);
-        X[t][1] = xok[t] ? __ldg(xr[t] + v + 4) : make_uint4(0, 0, 0, 0);
-      }
-      const uint4 a0 = A[u][0], a1 = A[u][1], b0 = A[u][2], b1 = A[u][3];
-      if (j + kInFlight < mine) load(u, j + kInFlight);  // refill this slot early
-#pragma unroll
-      for (int s = 0; s < 4; ++s) {
-        const uint4& av = s < 2 ? a0 : a1;
-        const uint4& bv = s < 2 ? b0 : b1;
-        const int i = 2 * (s & 1);
-#pragma unroll
-        for (int t = 0; t < NT; ++t) {
-          const uint4& xv = X[t][s < 2 ? 0 : 1];
-          mma_bf16(c[t], word(av, i), word(bv, i), word(av, i + 1), word(bv, i + 1), word(xv, i), word(xv, i + 1));
-        }
+        const uint4& xv = X[t][s < 2 ? 0 : 1];
+        mma_bf16(c[t], word(av, i), word(bv, i), word(av, i + 1), word(bv, i + 1), word(xv, i), word(xv, i + 1));
       }
     }
-  }
-  // The warps' partial tiles, added in warp order by the first warp.
-#pragma unroll
-  for (int t = 0; t < NT; ++t)
-#pragma unroll
-    for (int j = 0; j < 4; ++j) part[warp][4 * t + j][lane] = c[t][j];
-  __syncthreads();
-  if (warp != 0) return;
-  // c[t]: rows (weight) gid / gid + 8, columns (x rows) 2·tig, 2·tig + 1 of tile t.
-#pragma unroll
-  for (int t = 0; t < NT; ++t)
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      float sum = 0.0f;
-#pragma unroll
-      for (int q = 0; q < kWarps; ++q) sum += part[q][4 * t + j][lane];
-      const int m = 8 * t + 2 * tig + (j & 1);
-      const int64_t n = n0 + gid + 8 * (j >> 1);
-      if (m < M && n < N) {
-        float* o = out + static_cast<int64_t>(m) * N + n;
-        *o = accumulate ? *o + sum : sum;
-      }
-    }
+  });
+  skinny_epilogue<kWarps, NT>(part, c, n0, M, N, out, accumulate, 1.0f);
 }
 
 }  // namespace

@@ -3,7 +3,7 @@
 //   bench_cuda_model --model DIR [--batches 1,8,32,64] [--contexts 1024,8192] [--prefill 4096]
 //                    [--steps 10] [--layouts paged,contiguous] [--layout-batch 8]
 //                    [--no-chained-launches] [--no-gemv] [--no-skinny-gemm] [--fused-projection-rows N]
-//                    [--no-decode-bulk-copies] [--no-token-rows] [--quantization fp8]
+//                    [--no-decode-bulk-copies] [--no-token-rows] [--quantization fp8] [--fp8-skinny-rows N]
 //
 // First it measures the GPU's ceilings (device_ceilings.h). Then:
 //  * prefill: one sequence of --prefill tokens in one step (logits for its last token),
@@ -116,6 +116,9 @@ int main(int argc, char** argv) {
   app.add_flag("--no-chained-launches", no_chain, "plain launches instead of programmatic dependent ones");
   app.add_flag("--no-gemv", no_gemv, "one-row GEMMs on cuBLAS instead of gemv.cu");
   app.add_flag("--no-skinny-gemm", no_skinny, "2-8-row GEMMs on cuBLAS instead of skinny_gemm.cu");
+  app.add_option("--fp8-skinny-rows", bo.paths.fp8_skinny_rows,
+                 "FP8 GEMMs of up to this many rows (<= 64) by fp8_gemm.cu's skinny kernel, larger by cuBLAS over "
+                 "dequantised tiles");
   app.add_option("--fused-projection-rows", bo.paths.fused_projection_rows,
                  "steps of at most this many rows run stacked projections as one GEMM (0 = never)");
   app.add_flag("--no-decode-bulk-copies", no_bulk, "decode K/V tiles by cp.async instead of bulk tensor copies");

@@ -532,19 +532,22 @@ TEST_CASE("cuda ops: gemm with FP8 weights against an f64 reference of the dequa
   REQUIRE(p.gpu->fp8_weights());
   REQUIRE_FALSE(Pair(true).gpu->fp8_weights());
   // One row: the FP8 GEMV (K % 16 == 0; K = 400 its tail alone, 4224 the unrolled loop and a
-  // tail, both ending in a partial 128-column block); 2-8 rows with K % 64 == 0 the FP8
-  // skinny kernel (448: 7 chunks, fewer than one per warp); everything else (K = 200 or 100,
-  // 13 and 300 rows) cuBLAS over the weight dequantised to bf16 (K = 100: not a multiple of
-  // 8, the scalar dequantiser). N = 200 ends in a partial block of rows.
+  // tail, both ending in a partial 128-column block); 2-64 rows with K % 64 == 0 the FP8
+  // skinny kernel (448: 7 chunks, fewer than one per warp; 1, 2, 4 and 8 column tiles, full
+  // and partial); everything else (K = 200 or 100, 65 and 300 rows) cuBLAS over the weight
+  // dequantised to bf16 (K = 100: not a multiple of 8, the scalar dequantiser). N = 200 ends
+  // in a partial block of rows.
   struct Case {
     int64_t M, N, K;
     double tol;  // in registers: f32 sums; through cuBLAS: the weight rounded to bf16
   };
   const double in_regs = 2e-5, via_bf16 = 8e-3;
   for (int shift : {7, 0}) {
-    for (const Case c : std::vector<Case>{{1, 200, 400, in_regs}, {1, 200, 4224, in_regs}, {2, 200, 448, in_regs},
-                                          {3, 200, 4224, in_regs}, {8, 200, 448, in_regs}, {1, 200, 200, via_bf16},
-                                          {5, 200, 100, via_bf16}, {13, 200, 400, via_bf16}, {300, 200, 400, via_bf16}}) {
+    for (const Case c : std::vector<Case>{{1, 200, 400, in_regs},    {1, 200, 4224, in_regs},  {2, 200, 448, in_regs},
+                                          {3, 200, 4224, in_regs},   {8, 200, 448, in_regs},   {13, 200, 4224, in_regs},
+                                          {32, 200, 448, in_regs},   {40, 200, 448, in_regs},  {64, 200, 4224, in_regs},
+                                          {1, 200, 200, via_bf16},   {5, 200, 100, via_bf16},  {65, 200, 448, via_bf16},
+                                          {300, 200, 400, via_bf16}}) {
       INFO("row_shift " << shift << " M " << c.M << " N " << c.N << " K " << c.K);
       const Fp8Host w(c.N, c.K, shift, 40 + static_cast<uint64_t>(c.K + shift));
       const auto x = bf16_exact(test::random_vec(static_cast<size_t>(c.M * c.K), 41 + c.M));
@@ -574,7 +577,7 @@ TEST_CASE("cuda ops: gemm with FP8 weights against an f64 reference of the dequa
   }
   // A weight over 32M elements: cuBLAS in two tiles of dequantised rows (8192 + 128).
   {
-    const int64_t M = 9, N = 8320, K = 4096;
+    const int64_t M = 65, N = 8320, K = 4096;
     const Fp8Host w(N, K, 7, 43);
     const auto x = bf16_exact(test::random_vec(static_cast<size_t>(M * K), 44));
     Tensor wg = w.upload(*p.gpu), xg = act(*p.gpu, DType::bf16, {M, K}, x);

@@ -197,13 +197,13 @@ TEST_CASE("cuda model: FP8-resident weights track the CPU engine with the same q
       if (!t->empty()) fp8_tensors += t->dtype() == DType::fp8_e4m3;
     if (L.kind == qwen35::LayerKind::deltanet) CHECK(L.deltanet.in_proj_ba.dtype() == DType::bf16);
   }
-  CHECK(fp8_tensors == 5 * static_cast<int64_t>(w.layers.size()));
+  CHECK(fp8_tensors == 4 * static_cast<int64_t>(w.layers.size()));  // two projections per mixer, two per MLP
   CHECK(w.lm_head.dtype() == DType::bf16);
   std::mt19937 rng(14);
   const auto a0 = tokens(rng, 150), b0 = tokens(rng, 5), b1 = tokens(rng, 30), c0 = tokens(rng, 3);
   using P = Engine::Part;
-  // Prefill (cuBLAS over dequantised tiles), 3-row and 2-row decode steps (the skinny FP8
-  // kernel), then one-row steps (the FP8 GEMV and gate_up + SwiGLU).
+  // Prefill (cuBLAS over dequantised tiles), 34-, 3- and 2-row steps (the skinny FP8 kernel),
+  // then one-row steps (the FP8 GEMV and gate_up + SwiGLU).
   std::vector<std::vector<P>> steps = {
       {{0, a0, 150}, {1, b0, 5}},
       {{0, {a0[3]}, 1}, {1, b1, 30}, {2, c0, 3}},
