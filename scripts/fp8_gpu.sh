@@ -17,9 +17,11 @@ OUT=${OUT:-/tmp/fp8_out}
 R=/tmp/fp8_results
 BUNDLE=${BUNDLE:-$HERE/bundle.tar.xz}
 SIZE=${SIZE:-9b}
-BENCH_ARGS=${BENCH_ARGS:---batches 1,8,32,64 --contexts 1024 --prefill 4096 --layout-batch 0 --steps 10}
-# The A/B of the FP8 skinny kernel's 9-64-row range against cuBLAS over dequantised tiles.
+BENCH_ARGS=${BENCH_ARGS:---batches 1,8,16,32,64 --contexts 1024 --prefill 4096 --layout-batch 0 --steps 10}
+# The A/B of the FP8 skinny kernel's 9-64-row range (the FP8 run above) against cuBLAS over
+# dequantised tiles (--fp8-skinny-rows AB_ROWS), same checkpoint; AB_ARGS="" skips it.
 AB_ARGS=${AB_ARGS:---batches 16,32,64 --contexts 1024 --prefill 0 --layout-batch 0 --steps 10}
+AB_ROWS=${AB_ROWS:-8}
 . "$HERE/serve_gpu_common.sh"
 note "$(date -u); bundle commit $(tr '\n' ' ' < "$B/COMMIT"); $(nvidia-smi --query-gpu=name --format=csv,noheader)"
 export DELTASERVE_TEST_DATA_DIR=$PWD/tests/data
@@ -41,7 +43,7 @@ for kind in bf16 fp8; do
   note "bench $kind rc=$?: $(grep -E '^(gpu|weights)' "$R/bench_$kind.txt" | tr '\n' ' ')"
 done
 if [ -n "$AB_ARGS" ] && [ "$(left)" -gt 40 ]; then
-  for rows in 64 8; do
+  for rows in $AB_ROWS; do
     eval "timeout $(( $(left) - 10 )) \"$B/bin/bench_cuda_model\" --model /tmp/ckpt-$SIZE-fp8 $AB_ARGS --fp8-skinny-rows $rows" \
       > "$R/bench_fp8_skinny$rows.txt" 2>&1
     note "fp8, --fp8-skinny-rows $rows: $(grep -E '^\| decode' "$R/bench_fp8_skinny$rows.txt" | tr -s ' ' | tr '\n' ' ')"
