@@ -83,8 +83,9 @@ class CudaBackend final : public kernels::Backend {
     return Tensor(std::shared_ptr<void>(p, [](void* q) { cudaFree(q); }), p, dtype, shape);
   }
 
-  // FP8 weights stay FP8 (fp8_gemm.cu reads them), except in the f32 reference mode.
-  bool fp8_weights() const override { return !options_.f32_weights; }
+  // FP8 weights stay FP8 (fp8_gemm.cu reads them) unless the options say otherwise; never in
+  // the f32 reference mode.
+  bool fp8_weights() const override { return options_.fp8_weights && !options_.f32_weights; }
 
   Tensor upload(const HostTensor& src) override {
     if (src.dtype == DType::fp8_e4m3) return upload_fp8(src);

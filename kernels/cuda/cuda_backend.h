@@ -37,6 +37,11 @@ namespace ds::cuda {
 struct CudaBackendOptions {
   int device = 0;
   bool f32_weights = false;
+  // FP8 weights stay FP8 in device memory (about half of bf16's bytes; fp8_gemm.cu reads
+  // them). false: the loader dequantises them to bf16 as for a bf16 checkpoint, which costs
+  // the memory back but runs steps of more than 8-16 rows at bf16's speed (see
+  // docs/benchmarks.md, "FP8 weights on the H200"). Ignored with f32_weights.
+  bool fp8_weights = true;
   bool sync_each_op = false;
   // Element type of both K/V pools: bf16, f16, q8_0 or q4_0 (the quantised types need a head
   // dim that is a multiple of 32). Anything else is refused by make_cuda_backend.

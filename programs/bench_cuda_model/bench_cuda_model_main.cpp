@@ -4,6 +4,7 @@
 //                    [--steps 10] [--layouts paged,contiguous] [--layout-batch 8]
 //                    [--no-chained-launches] [--no-gemv] [--no-skinny-gemm] [--fused-projection-rows N]
 //                    [--no-decode-bulk-copies] [--no-token-rows] [--quantization fp8] [--fp8-skinny-rows N]
+//                    [--no-fp8-weights]
 //
 // First it measures the GPU's ceilings (device_ceilings.h). Then:
 //  * prefill: one sequence of --prefill tokens in one step (logits for its last token),
@@ -116,6 +117,8 @@ int main(int argc, char** argv) {
   app.add_flag("--no-chained-launches", no_chain, "plain launches instead of programmatic dependent ones");
   app.add_flag("--no-gemv", no_gemv, "one-row GEMMs on cuBLAS instead of gemv.cu");
   app.add_flag("--no-skinny-gemm", no_skinny, "2-8-row GEMMs on cuBLAS instead of skinny_gemm.cu");
+  bool no_fp8_weights = false;
+  app.add_flag("--no-fp8-weights", no_fp8_weights, "FP8 weights dequantised to bf16 at load (the backend's fp8_weights off)");
   app.add_option("--fp8-skinny-rows", bo.paths.fp8_skinny_rows,
                  "FP8 GEMMs of up to this many rows (<= 64) by fp8_gemm.cu's skinny kernel, larger by cuBLAS over "
                  "dequantised tiles");
@@ -147,6 +150,7 @@ int main(int argc, char** argv) {
     bo.paths.chained_launches = !no_chain;
     bo.paths.gemv = !no_gemv;
     bo.paths.skinny_gemm = !no_skinny;
+    bo.fp8_weights = !no_fp8_weights;
     bo.decode.bulk_copies = !no_bulk;
     bo.decode.token_rows = !no_rows;
     auto backend = cuda::make_cuda_backend(bo);
@@ -167,9 +171,9 @@ int main(int argc, char** argv) {
                 static_cast<long long>(cfg.hidden_size), static_cast<long long>(cfg.vocab_size));
     const auto geo = model->cache_geometry();
     const double wbytes = streamed_weight_bytes(model->weights());
-    std::printf("weights: %.2f GiB of device memory (quantization %s); %.2f GB streamed per decode step\n",
+    std::printf("weights: %.2f GiB of device memory (--quantization %s, FP8 kept: %s); %.2f GB streamed per decode step\n",
                 static_cast<double>(free_before - be.device_memory().free_bytes) / (1 << 30), quantization.c_str(),
-                wbytes / 1e9);
+                be.fp8_weights() ? "yes" : "no", wbytes / 1e9);
     const double kv_token = static_cast<double>(geo.kv_bytes_per_token());
     const double state_slot = static_cast<double>(geo.state_bytes_per_slot());
 

@@ -199,6 +199,15 @@ TEST_CASE("cuda model: FP8-resident weights track the CPU engine with the same q
   }
   CHECK(fp8_tensors == 4 * static_cast<int64_t>(w.layers.size()));  // two projections per mixer, two per MLP
   CHECK(w.lm_head.dtype() == DType::bf16);
+  {
+    // With the backend's fp8_weights off, the loader dequantises them (bf16 on the device).
+    cuda::CudaBackendOptions o;
+    o.fp8_weights = false;
+    auto be = cuda::make_cuda_backend(o);
+    const auto m = qwen35::Model::load(*be, test::data_path("tiny-qwen35"), fp8);
+    CHECK(m->weights().layers[0].gate_up.dtype() == DType::bf16);
+    CHECK(m->weights().layers[0].deltanet.in_proj_ba.empty());
+  }
   std::mt19937 rng(14);
   const auto a0 = tokens(rng, 150), b0 = tokens(rng, 5), b1 = tokens(rng, 30), c0 = tokens(rng, 3);
   using P = Engine::Part;
