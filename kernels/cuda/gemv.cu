@@ -17,6 +17,9 @@
 // input row and the residual. That hides the launch and the first DRAM round trip behind the
 // previous kernel's tail, which adds up over the ~130 GEMVs of a decode step (see
 // launch_dependent in backend_common.cuh; an unchained ops::Stream launches it plainly).
+//
+// The kernels themselves are in decode_gemm.cuh, over a row reader: this file gives them bf16
+// weight rows, fp8_gemm.cu FP8 codes with their block scales.
 #include "kernels/cuda/backend_common.cuh"
 #include "kernels/cuda/backend_ops.h"
 #include "kernels/cuda/decode_gemm.cuh"
