@@ -124,6 +124,7 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::strin
   if (o.backend == "cuda" || (o.backend == "auto" && cuda::cuda_device_available())) {
     cuda::CudaBackendOptions co;
     if (o.kv_cache_dtype != "auto") co.kv_dtype = ds::parse_dtype(o.kv_cache_dtype);
+    co.fp8_weights = o.fp8_weights == "resident";
     try {
       lm->backend = cuda::make_cuda_backend(co);
     } catch (const std::invalid_argument& e) {

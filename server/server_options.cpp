@@ -78,6 +78,11 @@ void add_server_options(CLI::App& app, ServerOptions& o) {
                  "Weight quantisation at load time: none, or fp8 (block-wise e4m3 of the linear weights, "
                  "as Qwen's -FP8 releases; a no-op on an FP8 checkpoint, which loads as stored)")
       ->capture_default_str();
+  app.add_option("--fp8-weights", o.fp8_weights,
+                 "How the CUDA backend stores FP8 weights: bf16 (dequantised at load: bf16's memory and "
+                 "speed) or resident (kept e4m3: ~40% less weight memory and faster decode at 1-16 "
+                 "sequences, slower steps from 32 sequences and in prefill; docs/benchmarks.md)")
+      ->capture_default_str();
   app.add_option("--backend", o.backend, "Compute backend: cpu, cuda, hip or auto")->capture_default_str();
   app.add_option("--chat-template", o.chat_template,
                  "Jinja chat template file (default: the model's chat_template.jinja or "
@@ -162,6 +167,8 @@ std::string validate_options(const ServerOptions& o) {
   }
   if (o.quantization != "none" && o.quantization != "fp8")
     return "--quantization must be none or fp8, got '" + o.quantization + "'";
+  if (o.fp8_weights != "bf16" && o.fp8_weights != "resident")
+    return "--fp8-weights must be bf16 or resident, got '" + o.fp8_weights + "'";
   if (o.kv_cache_dtype != "auto") {
     try {
       ds::parse_dtype(o.kv_cache_dtype);

@@ -45,6 +45,7 @@ struct ServerOptions {
   std::string prefix_cache_state_memory;  // bytes; empty = kDefaultSnapshotShare of the budget
   std::string speculative_config;         // JSON (speculative_option.h); empty = off
   std::string quantization = "none";      // none or fp8 (qwen35::LoadOptions)
+  std::string fp8_weights = "bf16";       // bf16 (dequantised at load) or resident (CudaBackendOptions::fp8_weights)
   std::string backend = "auto";
   std::string chat_template;
   std::string log_level = "info";
