@@ -188,6 +188,8 @@ TEST_CASE("options: sizes and combinations that cannot work", "[options]") {
   CHECK(bad([](ServerOptions& o) { o.kv_cache_dtype = "int3"; }).find("--kv-cache-dtype") != std::string::npos);
   CHECK(bad([](ServerOptions& o) { o.quantization = "int4"; }).find("--quantization must be none or fp8") !=
         std::string::npos);
+  CHECK(bad([](ServerOptions& o) { o.fp8_weights = "fp16"; }).find("--fp8-weights must be bf16 or resident") !=
+        std::string::npos);
   CHECK(bad([](ServerOptions& o) { o.log_format = "xml"; }).find("--log-format") != std::string::npos);
   CHECK(bad([](ServerOptions& o) { o.chat_template = "/nonexistent/t.jinja"; }).find("--chat-template") !=
         std::string::npos);

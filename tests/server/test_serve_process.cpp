@@ -41,7 +41,7 @@ TEST_CASE("serve --help documents every flag", "[process]") {
   for (const char* flag :
        {"--model", "--host", "--port", "--served-model-name", "--api-key", "DELTASERVE_API_KEY", "--paged-attention",
         "--no-paged-attention", "--max-ctx", "--kv-cache-dtype", "--block-size", "--gpu-memory-utilization",
-        "--kv-cache-memory", "--max-num-seqs", "--max-num-batched-tokens", "--max-queue", "--quantization", "--backend",
+        "--kv-cache-memory", "--max-num-seqs", "--max-num-batched-tokens", "--max-queue", "--quantization", "--fp8-weights", "--backend",
         "--chat-template", "--log-level", "--log-format"})
     CHECK(help.find(flag) != std::string::npos);
   // No internal default values of negated flags in the text.
@@ -98,6 +98,7 @@ TEST_CASE("serve refuses flags that cannot work, before serving, with a clear me
       {{"--block-size", "0"}, "--block-size"},
       {{"--max-num-seqs", "0"}, "--max-num-seqs"},
       {{"--quantization", "int4"}, "--quantization must be none or fp8"},
+      {{"--fp8-weights", "fp16"}, "--fp8-weights must be bf16 or resident"},
       {{"--speculative-config", R"({"method": "mtp", "num_speculative_tokens": 2})"},
        "speculative method \"mtp\" needs the checkpoint's MTP module"},
   };
