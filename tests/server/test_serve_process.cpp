@@ -335,7 +335,8 @@ TEST_CASE("serve with the MTP module drafting replies as plain serving does (sto
       // Text and finish of every choice (logprobs may differ in the last bits: a verify step's
       // rows go through the GEMM with more rows than a decode step's).
       Json choices = Json::array();
-      for (const Json& ch : Json::parse(r->body)["choices"])
+      const Json reply = Json::parse(r->body);  // a range-for over a temporary's member would dangle
+      for (const Json& ch : reply["choices"])
         choices.push_back({ch["text"], ch["finish_reason"], ch["stop_reason"]});
       out.push_back(choices);
     }
