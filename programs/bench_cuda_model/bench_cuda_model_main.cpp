@@ -31,13 +31,13 @@
 #include <cstdio>
 #include <numeric>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "kernels/cuda/cuda_backend.h"
+#include "programs/bench_cuda_model/bench_util.h"
 #include "programs/bench_cuda_model/device_ceilings.h"
 #include "kernels/cuda/op_profiler.h"
 #include "kvcache/block_pool.h"
@@ -48,15 +48,6 @@ using namespace ds;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-std::vector<int64_t> parse_list(const std::string& s) {
-  std::vector<int64_t> v;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) v.push_back(std::stoll(item));
-  return v;
-}
 
 // Bytes of the weights a decode step streams, as uploaded (FP8 codes with their scales): all
 // but the embedding, whose rows are gathered (lm_head is streamed, tied or not).
@@ -131,7 +122,7 @@ int main(int argc, char** argv) {
   app.add_flag("--profile", profile, "after each timed point, per-op GPU times of one more run (prefill) or 3 steps");
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines survive a timeout
-  const auto batches = parse_list(batches_s), contexts = parse_list(contexts_s);
+  const auto batches = bench::parse_list(batches_s), contexts = bench::parse_list(contexts_s);
   const bool layouts = !layouts_s.empty() && layout_batch > 0;
   // The decode points share whole blocks of the prefilled sequences' context.
   for (int64_t v : batches)

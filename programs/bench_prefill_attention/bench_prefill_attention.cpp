@@ -13,11 +13,11 @@
 #include <cstdio>
 #include <numeric>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "kernels/cuda/backend_ops.h"
+#include "programs/bench_cuda_model/bench_util.h"
 #include "programs/bench_cuda_model/device_ceilings.h"
 
 namespace {
@@ -26,14 +26,6 @@ using namespace ds;
 
 void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
-}
-
-std::vector<int64_t> parse_list(const std::string& s) {
-  std::vector<int64_t> v;
-  std::stringstream ss(s);
-  for (std::string x; std::getline(ss, x, ',');)
-    if (!x.empty()) v.push_back(std::stoll(x));
-  return v;
 }
 
 DType parse_kv(const std::string& s) {
@@ -63,8 +55,8 @@ int main(int argc, char** argv) {
     std::printf("tokens,cached,splits,ms,TFLOPs,frac_of_gemm\n");
     cudaStream_t stream;
     check(cudaStreamCreate(&stream), "cudaStreamCreate");
-    for (int64_t T : parse_list(tokens_s)) {
-      for (int64_t C : parse_list(cached_s)) {
+    for (int64_t T : bench::parse_list(tokens_s)) {
+      for (int64_t C : bench::parse_list(cached_s)) {
         const int64_t L = C + T, blocks = (L + bs - 1) / bs;
         std::vector<int32_t> table(static_cast<size_t>(blocks));
         std::iota(table.begin(), table.end(), 0);
@@ -102,29 +94,15 @@ int main(int argc, char** argv) {
         const size_t floats = cuda::ops::prefill_attention_scratch_floats(a, splits);
         void* scratch = nullptr;
         if (floats) check(cudaMalloc(&scratch, floats * 4), "scratch");
-        std::vector<float> ms;
-        cudaEvent_t e0, e1;
-        check(cudaEventCreate(&e0), "event");
-        check(cudaEventCreate(&e1), "event");
-        for (int i = 0; i <= iters; ++i) {
-          check(cudaEventRecord(e0, stream), "record");
+        const double med = bench::median_ms(stream, iters, [] {}, [&] {
           cuda::ops::prefill_attention(a, splits, static_cast<float*>(scratch), {stream, false});
-          check(cudaEventRecord(e1, stream), "record");
-          check(cudaEventSynchronize(e1), "sync");
-          float t = 0;
-          check(cudaEventElapsedTime(&t, e0, e1), "elapsed");
-          if (i > 0) ms.push_back(t);  // the first run warms up
-        }
-        std::sort(ms.begin(), ms.end());
-        const double med = ms[ms.size() / 2];
+        });
         const double flops = 4.0 * d * nq * (static_cast<double>(T) * C + static_cast<double>(T) * (T + 1) / 2);
         const double rate = flops / (med * 1e-3);
         std::printf("%lld,%lld,%d,%.3f,%.0f,%.2f\n", static_cast<long long>(T), static_cast<long long>(C), splits, med,
                     rate / 1e12, rate / ceil.bf16_flops);
         for (void* p : {k, v, q, out, tbl, scratch})
           if (p) cudaFree(p);
-        cudaEventDestroy(e0);
-        cudaEventDestroy(e1);
       }
     }
     return 0;
