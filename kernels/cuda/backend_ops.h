@@ -49,8 +49,9 @@ inline constexpr int kDeltaNetChunk = 64;
 // ones the chunked (WY) form, except those with row states (verify chunks), which always go
 // token by token.
 inline constexpr int kDeltaNetRecurrentMaxTokens = 8;
-// Floats of chunk scratch per (chunk item, value head): Wt, Qgt, Kd, U (4 x 64 x 128), Pt
-// (64 x 64) and the chunk's total decay (padded to 16 bytes).
+// Floats of chunk scratch per (chunk item, value head), enough for either chunked path: the
+// fp32 one's Wt, Qgt, Kd, U (4 x 64 x 128 f32), Pt (64 x 64 f32) and the chunk's decay
+// (padded to 16 bytes), which is more than the tensor-core one's (delta_rule_tc.cu).
 inline constexpr int64_t kDeltaNetScratchFloats = 4 * 64 * 128 + 64 * 64 + 4;
 
 // Where a launcher queues its kernels: the stream (a cudaStream_t, which this converts to), and
@@ -189,10 +190,15 @@ struct DeltaNetArgs {
 // Token by token for the sequences seq_ids[0, n) (dk = dv = 128), S after row i also stored
 // in the sequence's row-state slot i.
 void deltanet_recurrent(const DeltaNetArgs& a, const int32_t* seq_ids, int32_t n, Stream stream);
+// How the chunked form does its matrix products: bf16 operands on the tensor cores with fp32
+// accumulation (delta_rule_tc.cu; what production runs, within bf16 rounding of the
+// recurrence), or fp32 on the CUDA cores (delta_rule.cu; the f32-weight reference mode, whose
+// prefilled state equals the token-by-token one to fp32 rounding).
+enum class DeltaNetChunkMath { tensor_cores, fp32 };
 // The chunked (WY) form for the sequences of `chunk_seqs`, through `scratch`
 // (n_items * Hv * kDeltaNetScratchFloats floats).
 void deltanet_chunked(const DeltaNetArgs& a, const DeltaNetChunkItem* items, int32_t n_items, const DeltaNetChunkSeq* chunk_seqs,
-                 int32_t n_chunk_seqs, float* scratch, Stream stream);
+                      int32_t n_chunk_seqs, float* scratch, DeltaNetChunkMath math, Stream stream);
 
 // ---- attention_prefill.cu
 // One prefill chunk of a sequence attending to its paged K/V (attention_prefill.cu says how).

@@ -343,7 +343,9 @@ class CudaBackend final : public kernels::Backend {
     if (p.n_chunk_items > 0) {
       const auto bytes = static_cast<size_t>(int64_t{p.n_chunk_items} * dims.v_heads * ops::kDeltaNetScratchFloats * 4);
       auto* scratch = static_cast<float*>(ctx_.scratch(Scratch::deltanet_chunks, bytes));
-      ops::deltanet_chunked(g, p.d_chunk_items, p.n_chunk_items, p.d_chunk_seqs, p.n_chunk_seqs, scratch,
+      // The reference mode keeps the chunk maths in fp32, as its GEMMs are (backend_ops.h).
+      const auto math = options_.f32_weights ? ops::DeltaNetChunkMath::fp32 : ops::DeltaNetChunkMath::tensor_cores;
+      ops::deltanet_chunked(g, p.d_chunk_items, p.n_chunk_items, p.d_chunk_seqs, p.n_chunk_seqs, scratch, math,
                             ctx_.stream());
     }
     after("gated_delta_rule");

@@ -22,8 +22,9 @@
 // are what production runs, and a benchmark that compares a path with the one it replaced
 // passes options that force it (KernelPaths, DecodeOptions); nothing else steers them.
 //
-// f32_weights keeps the matrices in f32 and runs fp32 GEMMs with f32 activations: the
-// reference mode the GPU tests compare op by op and layer by layer with the CPU engine.
+// f32_weights keeps the matrices in f32 and runs fp32 GEMMs with f32 activations, and the
+// chunked delta rule in fp32 on the CUDA cores instead of bf16 tensor cores: the reference
+// mode the GPU tests compare op by op and layer by layer with the CPU engine.
 #pragma once
 
 #include <memory>

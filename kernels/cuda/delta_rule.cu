@@ -9,7 +9,8 @@
 // rows, stored from the same registers.
 //
 // Chunked (prefill chunks longer than kDeltaNetRecurrentMaxTokens), the WY form of kernel-notes
-// 3.2 / model spec 3.6 with C = 64, in two launches:
+// 3.2 / model spec 3.6 with C = 64. Production runs it on the tensor cores (delta_rule_tc.cu);
+// this file holds the fp32 version, which the f32-weight reference mode runs, in two launches:
 //  1. prepare, one block per (chunk, value head), all chunks in parallel: gates and their
 //     in-chunk cumulative sum gamma, L2-normalised K and scaled Q, A = strict-lower(beta_i k_i·k_j
 //     e^(gamma_i - gamma_j)), then W = (I + A)^-1 (beta e^gamma K) and U = (I + A)^-1 (beta V) by
@@ -24,31 +25,17 @@
 // a prefilled state equals the token-by-token one to fp32 rounding.
 #include "kernels/cuda/backend_common.cuh"
 #include "kernels/cuda/backend_ops.h"
+#include "kernels/cuda/delta_rule_common.cuh"
 
 namespace ds::cuda::ops {
 namespace {
 
-constexpr int kD = 128;        // dk = dv
-constexpr int kC = kDeltaNetChunk;  // 64
+using delta::Gates;
+using delta::gates;
+using delta::kC;
+using delta::kD;
+using delta::q_scale;
 constexpr int kPad = kD + 1;   // padded row stride of K and Q in the prepare kernel
-
-struct Gates {
-  float beta, g, decay;
-};
-
-__device__ __forceinline__ Gates gates(const DeltaNetArgs& a, int64_t row, int j) {
-  const double bx = a.b[row * a.v_heads + j];
-  const double ax = static_cast<double>(a.a[row * a.v_heads + j]) + static_cast<double>(a.dt_bias[j]);
-  const double softplus = ax > 20.0 ? ax : log1p(exp(ax));
-  const double g = -exp(static_cast<double>(a.a_log[j])) * softplus;
-  Gates r;
-  r.beta = static_cast<float>(1.0 / (1.0 + exp(-bx)));
-  r.g = static_cast<float>(g);
-  r.decay = static_cast<float>(exp(g));
-  return r;
-}
-
-__device__ __forceinline__ float q_scale() { return static_cast<float>(1.0 / sqrt(static_cast<double>(kD))); }
 
 // ---- token by token
 
@@ -425,10 +412,12 @@ void deltanet_recurrent(const DeltaNetArgs& a, const int32_t* seq_ids, int32_t n
 }
 
 void deltanet_chunked(const DeltaNetArgs& a, const DeltaNetChunkItem* items, int32_t n_items, const DeltaNetChunkSeq* chunk_seqs,
-                 int32_t n_chunk_seqs, float* scratch, Stream stream) {
+                      int32_t n_chunk_seqs, float* scratch, DeltaNetChunkMath math, Stream stream) {
   if (n_items == 0) return;
   check_dims(a);
   if (n_chunk_seqs > 65535) throw std::invalid_argument("cuda backend: gated_delta_rule: more than 65535 sequences");
+  if (math == DeltaNetChunkMath::tensor_cores)
+    return delta::deltanet_chunked_tc(a, items, n_items, chunk_seqs, n_chunk_seqs, scratch, stream);
   static bool attributes_set = false;
   if (!attributes_set) {
     check_cuda(cudaFuncSetAttribute(deltanet_prepare_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kPrepareSmem),

@@ -1,0 +1,484 @@
+// The chunked gated delta rule on the tensor cores (what production runs for prefill chunks;
+// the fp32 version for the f32 reference mode is in delta_rule.cu). The maths is the WY form
+// of kernel-notes 3.2 with C = 64 tokens per chunk, per value head j (key head j / (Hv / Hk)),
+// gamma the in-chunk cumulative sum of the log decays g:
+//   A = strict-lower(beta_i k_i·k_j e^(gamma_i - gamma_j)),  P = lower-incl(q_i·k_j e^(gamma_i - gamma_j)),
+//   W = (I + A)^-1 (beta e^gamma K),  U = (I + A)^-1 (beta V),
+//   V' = U - W S,  O = (e^gamma Q) S + P V',  S <- e^gamma_last S + (e^(gamma_last - gamma) K)ᵀ V'.
+// Three launches, the split of flash-linear-attention's chunk_gated_delta_rule (our own code):
+//  1. prepare, one block per (chunk, value head), all chunks in parallel: the gates and gamma
+//     (double, as the CPU backend), the L2 norms, A and P by mma.sync, W and U by forward
+//     substitution in fp32 (one column per thread), written to scratch: W, e^gamma Q,
+//     e^(gamma_last - gamma) K and P in bf16, U and e^gamma_last in f32.
+//  2. scan, one block per (sequence, value head, 32 state columns), the only sequential part:
+//     the state tile lives in fp32 mma accumulators; per chunk V' = U - W S and the state
+//     update run on the tensor cores with S and V' rounded to bf16 as operands; the next
+//     chunk's W, K and U load (cp.async, double-buffered) while this one computes. It leaves,
+//     per chunk, V' and the state the chunk started from (bf16) for the output pass.
+//  3. output, one block per (chunk, value head), in parallel again: O = (e^gamma Q) S + P V'.
+// Padded rows of a short last chunk have beta = g = 0 and zero q, k, v, so they change nothing.
+//
+// Precision: every matrix product takes bf16 operands with fp32 accumulation (the operands
+// are the normalised q and k, W, P, V' and the state), as flash-linear-attention's kernels
+// do; the gates, gamma, the triangular solve, U and the carried state are fp32. Outputs and the
+// state a chunk leaves are therefore within bf16 rounding (relative ~1e-3, not 1e-6) of the
+// token-by-token recurrence; the tests' tolerances say how close (tests/kernels_cuda,
+// "gated_delta_rule ... tensor cores").
+//
+// mma.sync m16n8k16 fragments come from ldmatrix as in attention_prefill.cu: tiles in shared
+// memory are row-major with rows padded by 16 bytes (row strides of 80, 144 and 272 bytes put
+// the eight rows an ldmatrix reads in distinct bank groups).
+#include <cuda_bf16.h>
+
+#include "kernels/cuda/backend_common.cuh"
+#include "kernels/cuda/backend_ops.h"
+#include "kernels/cuda/decode_tc_ptx.cuh"
+#include "kernels/cuda/delta_rule_common.cuh"
+
+namespace ds::cuda::ops::delta {
+namespace {
+
+using detail::cp_async;
+using detail::cp_async_commit;
+using detail::cp_async_wait;
+using detail::ldsm_x4;
+using detail::ldsm_x4_trans;
+using detail::mma16816;
+using detail::smem_addr;
+
+constexpr int kThreads = 256;  // eight warps in every kernel here
+constexpr int kBV = 32;        // state columns per scan block
+
+// Scratch per (chunk item, value head), byte offsets (kDeltaNetScratchFloats * 4 bytes apart).
+constexpr int64_t kOffW = 0;                        // bf16 [C][D]   prepare -> scan
+constexpr int64_t kOffKd = kOffW + kC * kD * 2;     // bf16 [C][D]   prepare -> scan: e^(gamma_last - gamma) K
+constexpr int64_t kOffQg = kOffKd + kC * kD * 2;    // bf16 [C][D]   prepare -> output: e^gamma Q
+constexpr int64_t kOffVn = kOffQg + kC * kD * 2;    // bf16 [C][D]   scan -> output: V'
+constexpr int64_t kOffP = kOffVn + kC * kD * 2;     // bf16 [C][C]   prepare -> output
+constexpr int64_t kOffS = kOffP + kC * kC * 2;      // bf16 [D][D]   scan -> output: the state before the chunk
+constexpr int64_t kOffU = kOffS + kD * kD * 2;      // f32 [C][D]    prepare -> scan
+constexpr int64_t kOffDecay = kOffU + kC * kD * 4;  // f32           prepare -> scan: e^gamma_last
+constexpr int64_t kScratchBytes = kDeltaNetScratchFloats * 4;
+static_assert(kOffDecay + 16 <= kScratchBytes, "tensor-core scratch layout must fit the scratch sizing");
+
+// Padded row strides (bytes) of the bf16 tiles in shared memory.
+constexpr int kRowD = (kD + 8) * 2;     // 128 columns: 272
+constexpr int kRowC = (kC + 8) * 2;     // 64 columns: 144
+constexpr int kRowV = (kBV + 8) * 2;    // 32 columns: 80
+constexpr int kKfRow = kD + 4;          // f32 K rows (floats): 16-byte aligned, float4 stores
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+__device__ __forceinline__ uint8_t* scratch_of(float* scratch, int64_t item, int v_heads, int j) {
+  return reinterpret_cast<uint8_t*>(scratch) + (item * v_heads + j) * kScratchBytes;
+}
+
+// Fragment loads, tile row-major in shared memory at `base` with `stride` bytes per row:
+// the A operand (16 x 16, rows m0.., columns k0..) of a [m][k] tile, and of a [k][m] tile
+// (transposed on the way); B operands for two n-tiles (k16 x n16: {b[0], b[1]} for n0..n0+7,
+// {b[2], b[3]} for n0+8..) of a [n][k] tile, and of a [k][n] tile.
+__device__ __forceinline__ void load_a(uint32_t (&a)[4], uint32_t base, int stride, int m0, int k0) {
+  const int lane = threadIdx.x & 31;
+  ldsm_x4(a, base + (m0 + lane % 16) * stride + (k0 / 8 + lane / 16) * 16);
+}
+__device__ __forceinline__ void load_a_trans(uint32_t (&a)[4], uint32_t base, int stride, int m0, int k0) {
+  const int lane = threadIdx.x & 31;
+  ldsm_x4_trans(a, base + (k0 + lane % 8 + (lane / 16) * 8) * stride + (m0 / 8 + (lane / 8) % 2) * 16);
+}
+__device__ __forceinline__ void load_b_nk(uint32_t (&b)[4], uint32_t base, int stride, int n0, int k0) {
+  const int lane = threadIdx.x & 31;
+  ldsm_x4(b, base + (n0 + lane % 8 + (lane / 16) * 8) * stride + (k0 / 8 + (lane / 8) % 2) * 16);
+}
+__device__ __forceinline__ void load_b_kn(uint32_t (&b)[4], uint32_t base, int stride, int n0, int k0) {
+  const int lane = threadIdx.x & 31;
+  ldsm_x4_trans(b, base + (k0 + lane % 8 + ((lane / 8) % 2) * 8) * stride + (n0 / 8 + lane / 16) * 16);
+}
+
+// Rows x (bytes_per_row / 16) 16-byte copies from global rows `src_stride` bytes apart into
+// shared rows `dst_stride` bytes apart, spread over the block.
+__device__ __forceinline__ void copy_rows(uint32_t dst, int dst_stride, const uint8_t* src, int64_t src_stride, int rows,
+                                          int bytes_per_row) {
+  const int per_row = bytes_per_row / 16;
+  for (int i = threadIdx.x; i < rows * per_row; i += kThreads) {
+    const int r = i / per_row, c = i % per_row;
+    cp_async<16>(dst + r * dst_stride + c * 16, src + r * src_stride + c * 16, 16);
+  }
+}
+
+// ---- 1. prepare
+
+constexpr int kPrepSmem = kC * kKfRow * 4 + 2 * kC * kRowD + kC * kC * 4 + 4 * kC * 4;  // ~85 KB: two blocks per SM
+
+__global__ void __launch_bounds__(kThreads, 2) deltanet_tc_prepare_kernel(const DeltaNetArgs a, const DeltaNetChunkItem* items,
+                                                                        float* scratch) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  float* Kf = reinterpret_cast<float*>(smem);                   // [C][kKfRow] normalised k, f32
+  uint8_t* Kb = smem + kC * kKfRow * 4;                         // [C][kRowD] normalised k, bf16
+  uint8_t* Qb = Kb + kC * kRowD;                                // [C][kRowD] normalised, scaled q, bf16
+  float* A = reinterpret_cast<float*>(Qb + kC * kRowD);         // [C][C]
+  float* gam = A + kC * kC;                                     // [C] cumulative log decay
+  float* bet = gam + kC;                                        // [C]
+  float* egam = bet + kC;                                       // [C] e^gamma
+  float* edec = egam + kC;                                      // [C] e^(gamma_last - gamma)
+
+  wait_for_previous_kernel();
+  const DeltaNetChunkItem it = items[blockIdx.x];
+  const int j = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int kh = j / (a.v_heads / a.k_heads);
+  const int64_t key_dim = static_cast<int64_t>(a.k_heads) * kD;
+  const int64_t conv_dim = 2 * key_dim + static_cast<int64_t>(a.v_heads) * kD;
+  uint8_t* out = scratch_of(scratch, blockIdx.x, a.v_heads, j);
+
+  // Gates and their in-chunk prefix sums (warp 0, two tokens per lane, the sum in double).
+  if (warp == 0) {
+    float g[2] = {0.0f, 0.0f}, be[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int t = 2 * lane + e;
+      if (t < it.len) {
+        const Gates gt = gates(a, static_cast<int64_t>(it.row0) + t, j);
+        g[e] = gt.g;
+        be[e] = gt.beta;
+      }
+    }
+    const double pair = static_cast<double>(g[0]) + static_cast<double>(g[1]);
+    double incl = pair;
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+      const double up = __shfl_up_sync(0xffffffffu, incl, off);
+      if (lane >= off) incl += up;
+    }
+    const double excl = incl - pair;
+    const float g0 = static_cast<float>(excl + g[0]), g1 = static_cast<float>(incl);
+    const float last = __shfl_sync(0xffffffffu, g1, 31);
+    gam[2 * lane] = g0;
+    gam[2 * lane + 1] = g1;
+    bet[2 * lane] = be[0];
+    bet[2 * lane + 1] = be[1];
+    egam[2 * lane] = expf(g0);
+    egam[2 * lane + 1] = expf(g1);
+    edec[2 * lane] = expf(last - g0);
+    edec[2 * lane + 1] = expf(last - g1);
+    if (lane == 0) *reinterpret_cast<float*>(out + kOffDecay) = expf(last);
+  }
+  __syncthreads();
+
+  // Rows, a warp each: L2 norms; k in f32 (for W) and bf16 (for A and P), q in bf16; the
+  // decayed copies the scan and output passes read, straight to scratch.
+  for (int t = warp; t < kC; t += kThreads / 32) {
+    float4 q4 = make_float4(0.f, 0.f, 0.f, 0.f), k4 = q4;
+    if (t < it.len) {
+      const float* x = a.qkv + (static_cast<int64_t>(it.row0) + t) * conv_dim;
+      q4 = reinterpret_cast<const float4*>(x + kh * kD)[lane];
+      k4 = reinterpret_cast<const float4*>(x + key_dim + kh * kD)[lane];
+    }
+    const float sq = warp_sum(q4.x * q4.x + q4.y * q4.y + q4.z * q4.z + q4.w * q4.w);
+    const float sk = warp_sum(k4.x * k4.x + k4.y * k4.y + k4.z * k4.z + k4.w * k4.w);
+    const float iq = (1.0f / sqrtf(sq + 1e-6f)), ik = 1.0f / sqrtf(sk + 1e-6f), qs = q_scale();
+    const float4 qn = make_float4((q4.x * iq) * qs, (q4.y * iq) * qs, (q4.z * iq) * qs, (q4.w * iq) * qs);
+    const float4 kn = make_float4(k4.x * ik, k4.y * ik, k4.z * ik, k4.w * ik);
+    reinterpret_cast<float4*>(Kf + t * kKfRow)[lane] = kn;
+    *reinterpret_cast<uint2*>(Kb + t * kRowD + lane * 8) = make_uint2(pack_bf16(kn.x, kn.y), pack_bf16(kn.z, kn.w));
+    *reinterpret_cast<uint2*>(Qb + t * kRowD + lane * 8) = make_uint2(pack_bf16(qn.x, qn.y), pack_bf16(qn.z, qn.w));
+    const float eg = egam[t], ed = edec[t];
+    *reinterpret_cast<uint2*>(out + kOffQg + t * kD * 2 + lane * 8) =
+        make_uint2(pack_bf16(eg * qn.x, eg * qn.y), pack_bf16(eg * qn.z, eg * qn.w));
+    *reinterpret_cast<uint2*>(out + kOffKd + t * kD * 2 + lane * 8) =
+        make_uint2(pack_bf16(ed * kn.x, ed * kn.y), pack_bf16(ed * kn.z, ed * kn.w));
+  }
+  __syncthreads();
+
+  // K Kᵀ (warps 0-3) and Q Kᵀ (warps 4-7), 16 rows a warp; tiles above the diagonal are zero.
+  {
+    const int mt = warp & 3;
+    const bool is_a = warp < 4;
+    const uint32_t a_base = smem_addr(is_a ? Kb : Qb), k_base = smem_addr(Kb);
+    float acc[8][4];
+#pragma unroll
+    for (int n = 0; n < 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+#pragma unroll
+    for (int ks = 0; ks < kD / 16; ++ks) {
+      uint32_t af[4];
+      load_a(af, a_base, kRowD, 16 * mt, 16 * ks);
+#pragma unroll
+      for (int np = 0; np < 4; ++np) {
+        if (np > mt) continue;
+        uint32_t bf[4];
+        load_b_nk(bf, k_base, kRowD, 16 * np, 16 * ks);
+        mma16816<false>(acc[2 * np], af, bf[0], bf[1]);
+        mma16816<false>(acc[2 * np + 1], af, bf[2], bf[3]);
+      }
+    }
+    const int g = lane >> 2, c = lane & 3;
+#pragma unroll
+    for (int n = 0; n < 8; ++n) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int i = 16 * mt + g + 8 * h, jj = 8 * n + 2 * c;
+        const float d0 = acc[n][2 * h], d1 = acc[n][2 * h + 1];
+        if (is_a) {
+          const float v0 = jj < i ? bet[i] * d0 * expf(gam[i] - gam[jj]) : 0.0f;
+          const float v1 = jj + 1 < i ? bet[i] * d1 * expf(gam[i] - gam[jj + 1]) : 0.0f;
+          *reinterpret_cast<float2*>(A + i * kC + jj) = make_float2(v0, v1);
+        } else {
+          const float v0 = jj <= i ? d0 * expf(gam[i] - gam[jj]) : 0.0f;
+          const float v1 = jj + 1 <= i ? d1 * expf(gam[i] - gam[jj + 1]) : 0.0f;
+          *reinterpret_cast<uint32_t*>(out + kOffP + (i * kC + jj) * 2) = pack_bf16(v0, v1);
+        }
+      }
+    }
+  }
+  __syncthreads();
+
+  // Forward substitution, one column a thread: warps 0-3 solve W's columns (k from shared
+  // memory), warps 4-7 U's (v straight from global memory, padded rows zero).
+  const bool is_w = tid < kD;
+  const int col = is_w ? tid : tid - kD;
+  float w[kC];
+  if (is_w) {
+#pragma unroll
+    for (int i = 0; i < kC; ++i) {
+      float acc = bet[i] * egam[i] * Kf[i * kKfRow + col];
+#pragma unroll
+      for (int jj = 0; jj < i; ++jj) acc -= A[i * kC + jj] * w[jj];
+      w[i] = acc;
+    }
+    auto* dst = reinterpret_cast<__nv_bfloat16*>(out + kOffW) + col;
+#pragma unroll
+    for (int i = 0; i < kC; ++i) dst[i * kD] = __float2bfloat16_rn(w[i]);
+  } else {
+    const float* v = a.qkv + static_cast<int64_t>(it.row0) * conv_dim + 2 * key_dim + static_cast<int64_t>(j) * kD + col;
+#pragma unroll
+    for (int i = 0; i < kC; ++i) {
+      float acc = i < it.len ? bet[i] * v[static_cast<int64_t>(i) * conv_dim] : 0.0f;
+#pragma unroll
+      for (int jj = 0; jj < i; ++jj) acc -= A[i * kC + jj] * w[jj];
+      w[i] = acc;
+    }
+    float* dst = reinterpret_cast<float*>(out + kOffU) + col;
+#pragma unroll
+    for (int i = 0; i < kC; ++i) dst[i * kD] = w[i];
+  }
+}
+
+// ---- 2. scan
+
+// One stage of the scan's double buffer: W and Kd (bf16 [C][kRowD]) and U's columns (f32
+// [C][kBV + 8]: rows 160 bytes apart, so the float2 reads of a C fragment do not conflict).
+constexpr int kUsRow = kBV + 8;  // floats
+constexpr int kStageBytes = 2 * kC * kRowD + kC * kUsRow * 4;
+constexpr int kScanSmem = 2 * kStageBytes + kD * kRowV + kC * kRowV;  // ~101 KB: two blocks per SM
+
+__global__ void __launch_bounds__(kThreads, 2) deltanet_tc_scan_kernel(const DeltaNetArgs a, const DeltaNetChunkSeq* chunk_seqs,
+                                                                     float* scratch) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  uint8_t* Ss = smem + 2 * kStageBytes;  // [D][kRowV] the state, bf16
+  uint8_t* Vs = Ss + kD * kRowV;         // [C][kRowV] V', bf16
+  auto stage = [&](int n) { return smem + (n & 1) * kStageBytes; };  // W, then Kd, then U
+
+  const int tile = blockIdx.x, j = blockIdx.y;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
+  wait_for_previous_kernel();
+  const DeltaNetChunkSeq cs = chunk_seqs[blockIdx.z];
+  const DevSeq sq = a.seqs[cs.seq];
+  float* S = a.state + ((static_cast<int64_t>(sq.state_slot) * a.n_layers + a.layer) * a.v_heads + j) * kD * kD +
+             tile * kBV;
+
+  auto load_stage = [&](int n) {
+    const uint8_t* src = scratch_of(scratch, cs.first_item + n, a.v_heads, j);
+    uint8_t* dst = stage(n);
+    copy_rows(smem_addr(dst), kRowD, src + kOffW, kD * 2, kC, kD * 2);
+    copy_rows(smem_addr(dst + kC * kRowD), kRowD, src + kOffKd, kD * 2, kC, kD * 2);
+    copy_rows(smem_addr(dst + 2 * kC * kRowD), kUsRow * 4, src + kOffU + tile * kBV * 4, kD * 4, kC, kBV * 4);
+    cp_async_commit();
+  };
+  load_stage(0);
+
+  // The state tile in mma accumulator layout: warp w holds rows 16w .. 16w+15 (dk), n-tile n
+  // columns 8n .. 8n+7; s[n][0..1] at row 16w + g, s[n][2..3] at row 16w + g + 8.
+  float s[4][4];
+#pragma unroll
+  for (int n = 0; n < 4; ++n) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float2 v = *reinterpret_cast<const float2*>(S + static_cast<int64_t>(16 * warp + g + 8 * h) * kD + 8 * n + 2 * c);
+      s[n][2 * h] = v.x;
+      s[n][2 * h + 1] = v.y;
+    }
+  }
+
+  const uint32_t ss_base = smem_addr(Ss), vs_base = smem_addr(Vs);
+  for (int n = 0; n < cs.n_items; ++n) {
+    uint8_t* scr = scratch_of(scratch, cs.first_item + n, a.v_heads, j);
+    const float decay = *reinterpret_cast<const float*>(scr + kOffDecay);
+    // The state as the B operand of W S, in bf16.
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        *reinterpret_cast<uint32_t*>(Ss + (16 * warp + g + 8 * h) * kRowV + (8 * nt + 2 * c) * 2) =
+            pack_bf16(s[nt][2 * h], s[nt][2 * h + 1]);
+    }
+    cp_async_wait<0>();
+    __syncthreads();  // Ss written, this chunk's stage in; every warp done with the other stage and Vs
+    if (n + 1 < cs.n_items) load_stage(n + 1);
+    // The state this chunk starts from, for the output pass: 128 rows of 64 bytes.
+    for (int i = tid; i < kD * (kBV * 2 / 16); i += kThreads) {
+      const int r = i / (kBV * 2 / 16), q = i % (kBV * 2 / 16);
+      *reinterpret_cast<uint4*>(scr + kOffS + r * kD * 2 + tile * kBV * 2 + q * 16) =
+          *reinterpret_cast<const uint4*>(Ss + r * kRowV + q * 16);
+    }
+
+    // V' = U - W S: warp w takes tokens 16 (w % 4) .., n-tiles 2 (w / 4) and 2 (w / 4) + 1.
+    const uint8_t* st = stage(n);
+    const uint32_t w_base = smem_addr(st), kd_base = smem_addr(st + kC * kRowD);
+    const float* Us = reinterpret_cast<const float*>(st + 2 * kC * kRowD);
+    {
+      const int mt = warp & 3, nb = 2 * (warp >> 2);
+      float ws[2][4];
+#pragma unroll
+      for (int e = 0; e < 2; ++e) ws[e][0] = ws[e][1] = ws[e][2] = ws[e][3] = 0.0f;
+#pragma unroll
+      for (int ks = 0; ks < kD / 16; ++ks) {
+        uint32_t af[4], bf[4];
+        load_a(af, w_base, kRowD, 16 * mt, 16 * ks);
+        load_b_kn(bf, ss_base, kRowV, 8 * nb, 16 * ks);
+        mma16816<false>(ws[0], af, bf[0], bf[1]);
+        mma16816<false>(ws[1], af, bf[2], bf[3]);
+      }
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = 16 * mt + g + 8 * h, cc = 8 * (nb + e) + 2 * c;
+          const float2 u = *reinterpret_cast<const float2*>(Us + r * kUsRow + cc);
+          *reinterpret_cast<uint32_t*>(Vs + r * kRowV + cc * 2) = pack_bf16(u.x - ws[e][2 * h], u.y - ws[e][2 * h + 1]);
+        }
+      }
+    }
+    __syncthreads();  // Vs written
+    // V' for the output pass: 64 rows of 64 bytes.
+    for (int i = tid; i < kC * (kBV * 2 / 16); i += kThreads) {
+      const int r = i / (kBV * 2 / 16), q = i % (kBV * 2 / 16);
+      *reinterpret_cast<uint4*>(scr + kOffVn + r * kD * 2 + tile * kBV * 2 + q * 16) =
+          *reinterpret_cast<const uint4*>(Vs + r * kRowV + q * 16);
+    }
+
+    // S = e^gamma_last S + Kdᵀ V': warp w's rows 16w .. (dk) over the chunk's 64 tokens.
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) s[nt][0] *= decay, s[nt][1] *= decay, s[nt][2] *= decay, s[nt][3] *= decay;
+#pragma unroll
+    for (int ks = 0; ks < kC / 16; ++ks) {
+      uint32_t af[4];
+      load_a_trans(af, kd_base, kRowD, 16 * warp, 16 * ks);
+#pragma unroll
+      for (int np = 0; np < 2; ++np) {
+        uint32_t bf[4];
+        load_b_kn(bf, vs_base, kRowV, 16 * np, 16 * ks);
+        mma16816<false>(s[2 * np], af, bf[0], bf[1]);
+        mma16816<false>(s[2 * np + 1], af, bf[2], bf[3]);
+      }
+    }
+  }
+#pragma unroll
+  for (int n = 0; n < 4; ++n) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      *reinterpret_cast<float2*>(S + static_cast<int64_t>(16 * warp + g + 8 * h) * kD + 8 * n + 2 * c) =
+          make_float2(s[n][2 * h], s[n][2 * h + 1]);
+  }
+}
+
+// ---- 3. output
+
+constexpr int kOutSmem = kC * kRowD + kC * kRowC + kD * kRowD + kC * kRowD;  // ~77 KB: two blocks per SM
+
+__global__ void __launch_bounds__(kThreads, 2) deltanet_tc_output_kernel(const DeltaNetArgs a, const DeltaNetChunkItem* items,
+                                                                       float* scratch) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  uint8_t* Qg = smem;                // [C][kRowD]
+  uint8_t* Ps = Qg + kC * kRowD;     // [C][kRowC]
+  uint8_t* Sn = Ps + kC * kRowC;     // [D][kRowD]
+  uint8_t* Vn = Sn + kD * kRowD;     // [C][kRowD]
+  const int j = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  wait_for_previous_kernel();
+  const DeltaNetChunkItem it = items[blockIdx.x];
+  const uint8_t* src = scratch_of(scratch, blockIdx.x, a.v_heads, j);
+  copy_rows(smem_addr(Qg), kRowD, src + kOffQg, kD * 2, kC, kD * 2);
+  copy_rows(smem_addr(Ps), kRowC, src + kOffP, kC * 2, kC, kC * 2);
+  copy_rows(smem_addr(Sn), kRowD, src + kOffS, kD * 2, kD, kD * 2);
+  copy_rows(smem_addr(Vn), kRowD, src + kOffVn, kD * 2, kC, kD * 2);
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
+
+  // Warp w: tokens 16 (w % 4) .., columns 64 (w / 4) .. + 63.
+  const int mt = warp & 3, n0 = 64 * (warp >> 2);
+  float o[8][4];
+#pragma unroll
+  for (int n = 0; n < 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  const uint32_t qg_base = smem_addr(Qg), p_base = smem_addr(Ps), s_base = smem_addr(Sn), v_base = smem_addr(Vn);
+#pragma unroll
+  for (int ks = 0; ks < kD / 16; ++ks) {
+    uint32_t af[4];
+    load_a(af, qg_base, kRowD, 16 * mt, 16 * ks);
+#pragma unroll
+    for (int np = 0; np < 4; ++np) {
+      uint32_t bf[4];
+      load_b_kn(bf, s_base, kRowD, n0 + 16 * np, 16 * ks);
+      mma16816<false>(o[2 * np], af, bf[0], bf[1]);
+      mma16816<false>(o[2 * np + 1], af, bf[2], bf[3]);
+    }
+  }
+#pragma unroll
+  for (int ks = 0; ks < kC / 16; ++ks) {
+    if (ks > mt) continue;  // P is lower triangular
+    uint32_t af[4];
+    load_a(af, p_base, kRowC, 16 * mt, 16 * ks);
+#pragma unroll
+    for (int np = 0; np < 4; ++np) {
+      uint32_t bf[4];
+      load_b_kn(bf, v_base, kRowD, n0 + 16 * np, 16 * ks);
+      mma16816<false>(o[2 * np], af, bf[0], bf[1]);
+      mma16816<false>(o[2 * np + 1], af, bf[2], bf[3]);
+    }
+  }
+  const int g = lane >> 2, c = lane & 3;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int i = 16 * mt + g + 8 * h;
+    if (i >= it.len) continue;
+    float* dst = a.out + ((static_cast<int64_t>(it.row0) + i) * a.v_heads + j) * kD + n0 + 2 * c;
+#pragma unroll
+    for (int n = 0; n < 8; ++n) *reinterpret_cast<float2*>(dst + 8 * n) = make_float2(o[n][2 * h], o[n][2 * h + 1]);
+  }
+}
+
+}  // namespace
+
+void deltanet_chunked_tc(const DeltaNetArgs& a, const DeltaNetChunkItem* items, int32_t n_items,
+                         const DeltaNetChunkSeq* chunk_seqs, int32_t n_chunk_seqs, float* scratch, Stream stream) {
+  static const bool attributes_set = [] {
+    check_cuda(cudaFuncSetAttribute(deltanet_tc_prepare_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kPrepSmem),
+               "gated_delta_rule tensor-core prepare kernel attribute");
+    check_cuda(cudaFuncSetAttribute(deltanet_tc_scan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kScanSmem),
+               "gated_delta_rule tensor-core scan kernel attribute");
+    check_cuda(cudaFuncSetAttribute(deltanet_tc_output_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kOutSmem),
+               "gated_delta_rule tensor-core output kernel attribute");
+    return true;
+  }();
+  (void)attributes_set;
+  const dim3 per_chunk(static_cast<unsigned>(n_items), static_cast<unsigned>(a.v_heads));
+  launch_dependent("deltanet_tc_prepare_kernel", deltanet_tc_prepare_kernel, per_chunk, kThreads, kPrepSmem, stream, a,
+                   items, scratch);
+  launch_dependent("deltanet_tc_scan_kernel", deltanet_tc_scan_kernel,
+                   dim3(kD / kBV, static_cast<unsigned>(a.v_heads), static_cast<unsigned>(n_chunk_seqs)), kThreads,
+                   kScanSmem, stream, a, chunk_seqs, scratch);
+  launch_dependent("deltanet_tc_output_kernel", deltanet_tc_output_kernel, per_chunk, kThreads, kOutSmem, stream, a,
+                   items, scratch);
+}
+
+}  // namespace ds::cuda::ops::delta
