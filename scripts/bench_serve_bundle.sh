@@ -9,6 +9,8 @@
 #   (then on the device: bash .devbuild/bench-serve/bench_serve_gpu.sh)
 # TARGETS picks other binaries, e.g. for scripts/prefix_cache_gpu.sh:
 #   TARGETS="serve bench_serve test_engine_tiny" DEST=.devbuild/prefix scripts/bench_serve_bundle.sh
+# or for scripts/deltanet_gpu.sh (which also needs fla.tar.xz, packed below):
+#   TARGETS="bench_deltanet bench_cuda_model test_cuda_backend_ops_gpu test_cuda_model_gpu" DEST=.devbuild/deltanet scripts/bench_serve_bundle.sh
 # or for scripts/structured_serve_gpu.sh:
 #   TARGETS="serve bench_serve bench_grammar" DEST=.devbuild/bench-structured scripts/bench_serve_bundle.sh
 set -euo pipefail
@@ -30,6 +32,13 @@ tar -C "$stage" -cf - . | xz -T2 -6 > "$DEST/bundle.tar.xz"
 cp scripts/bench_serve_gpu.sh scripts/prefix_cache_gpu.sh scripts/structured_serve_gpu.sh scripts/spec_decode_gpu.sh scripts/long_prefill_gpu.sh \
    scripts/fp8_gpu.sh \
    scripts/serve_gpu_common.sh scripts/prefill_attention_gpu.sh scripts/prefill_attention_peer.py \
+   scripts/deltanet_gpu.sh scripts/deltanet_peer.py \
    scripts/make_random_checkpoint.py \
    scripts/make_checkpoint_tokenizer.py scripts/bench_serve_report.py "$DEST/"
+# flash-linear-attention's source (MIT, the peer of deltanet_peer.py; not installed on the GPU
+# machine), packed beside the scripts when the shared peers folder has it.
+FLA_SRC=${FLA_SRC:-$(pwd)/../shared/peers/fla}
+if [ -d "$FLA_SRC/fla" ]; then
+  tar -C "$FLA_SRC" --exclude=__pycache__ -cf - fla LICENSE | xz -T2 -6 > "$DEST/fla.tar.xz"
+fi
 ls -la "$DEST"

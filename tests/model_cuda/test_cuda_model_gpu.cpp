@@ -252,18 +252,26 @@ TEST_CASE("cuda model: FP8-resident weights track the CPU engine with the same q
 }
 
 TEST_CASE("cuda model: a chunked prefill leaves the DeltaNet state per-token decode leaves", "[cuda_model][gpu]") {
-  Engine e(gpu(true), 200, 8, 4);
-  std::mt19937 rng(12);
-  const auto t = tokens(rng, 150);
-  const int whole = e.add(), single = e.add();
-  const auto lw = e.step({{whole, t, 1}});
-  std::vector<float> ls;
-  for (size_t i = 0; i < t.size(); ++i) ls = e.step({{single, {t[i]}, 1}});
-  // The DeltaNet paths alone agree to ~1e-6 (test_cuda_backend_ops_gpu); here the layers in
-  // between also differ (the prefill attention rounds q and the probabilities to bf16, the
-  // decode kernel does not), which leaves ~1e-4 in the states.
-  CHECK(rel(e.state(whole), e.state(single)) < 1e-3);
-  CHECK(rel(lw, ls) < 3e-3);
+  for (bool f32w : {true, false}) {
+    INFO((f32w ? "f32-weight reference mode (fp32 chunks)" : "bf16 production mode (tensor-core chunks)"));
+    Engine e(gpu(f32w), 200, 8, 4);
+    std::mt19937 rng(12);
+    const auto t = tokens(rng, 150);
+    const int whole = e.add(), single = e.add();
+    const auto lw = e.step({{whole, t, 1}});
+    std::vector<float> ls;
+    for (size_t i = 0; i < t.size(); ++i) ls = e.step({{single, {t[i]}, 1}});
+    const double state_err = rel(e.state(whole), e.state(single)), logit_err = rel(lw, ls);
+    std::printf("chunked vs per-token (%s): state rel %.2e, logits rel %.2e\n", f32w ? "f32 weights" : "bf16",
+                state_err, logit_err);
+    // Reference mode: the DeltaNet paths alone agree to ~1e-6 (test_cuda_backend_ops_gpu); here
+    // the layers in between also differ (the prefill attention rounds q and the probabilities
+    // to bf16, the decode kernel does not), which leaves ~1e-4 in the states. Production adds
+    // the tensor-core chunks' bf16 operands and bf16 GEMM inputs on both sides: the bounds
+    // are those of the production mode against the CPU engine (the test above).
+    CHECK(state_err < (f32w ? 1e-3 : 5e-2));
+    CHECK(logit_err < (f32w ? 3e-3 : 3e-2));
+  }
 }
 
 TEST_CASE("cuda model: refcheck on the tiny fixture passes in both precisions", "[cuda_model][gpu]") {

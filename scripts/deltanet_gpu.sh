@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# The chunked DeltaNet on the tensor cores, on the GPU machine (docs/benchmarks.md, "Chunked
+# DeltaNet"), one command:
+#  1. the GPU tests: test_cuda_backend_ops_gpu's delta-rule cases first (they print their
+#     errors against the CPU), then all of it, then test_cuda_model_gpu (layers, logits,
+#     chunked vs per-token state in both precisions, refcheck whole and chunked);
+#  2. bench_deltanet: tensor cores and the fp32 path at 4K/16K/64K tokens for the 9B (16/32
+#     heads) and 27B (16/48) with --check, and 8 sequences of 2,048;
+#  3. the peer, flash-linear-attention's chunk_gated_delta_rule on the same shapes
+#     (deltanet_peer.py; fla's source rides in the bundle folder as fla.tar.xz);
+#  4. bench_cuda_model --prefill 4096 --profile on a random 9B (with BASE, the baseline
+#     bundle's too, for the op profile before and after).
+# Bundle, on the workstation (stages this script, the peer and fla's source):
+#   TARGETS="bench_deltanet bench_cuda_model test_cuda_backend_ops_gpu test_cuda_model_gpu" \
+#     DEST=/work/main/.devbuild/deltanet scripts/bench_serve_bundle.sh
+# then on the device, carrying .devbuild/deltanet:
+#   [BASE=.devbuild/<old>/bundle.tar.xz] [SKIP_MODEL=1] bash .devbuild/deltanet/deltanet_gpu.sh
+set -uo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+DEADLINE=${DEADLINE:-560}
+OUT=${OUT:-/tmp/dn_out}
+R=/tmp/dn_results
+BUNDLE=${BUNDLE:-$HERE/bundle.tar.xz}
+TOKENS=${TOKENS:-4096,16384,65536}
+. "$HERE/serve_gpu_common.sh"
+note "$(date -u); bundle commit $(tr '\n' ' ' < "$B/COMMIT"); $(nvidia-smi --query-gpu=name --format=csv,noheader)"
+export DELTASERVE_TEST_DATA_DIR=$PWD/tests/data
+T=$B/bin/test_cuda_backend_ops_gpu
+if [ -x "$T" ]; then
+  timeout 120 "$T" "*gated_delta_rule*" > "$R/delta_tests.txt" 2>&1
+  note "delta-rule tests rc=$?: $(grep -E 'test cases|passed|failed' "$R/delta_tests.txt" | tail -2 | tr '\n' ' ')"
+  grep -E '^gated_delta_rule' "$R/delta_tests.txt" | sort | uniq | head -40 >> "$summary"
+fi
+for t in test_cuda_backend_ops_gpu test_cuda_model_gpu; do
+  [ -x "$B/bin/$t" ] || continue
+  timeout 240 "$B/bin/$t" > "$R/$t.txt" 2>&1
+  note "$t rc=$?: $(grep -E 'test cases|passed|failed' "$R/$t.txt" | tail -2 | tr '\n' ' ')"
+done
+grep -E '^chunked vs per-token' "$R/test_cuda_model_gpu.txt" >> "$summary" 2>/dev/null
+K=$B/bin/bench_deltanet
+if [ -x "$K" ]; then
+  { timeout 150 "$K" --tokens "$TOKENS" --v-heads 32,48 --iters 5 --check
+    echo "8 sequences:"; timeout 60 "$K" --tokens 16384 --seqs 8 --v-heads 32,48 --iters 5 | tail -4; } > "$R/kernel.txt" 2>&1
+  note "kernel:"; cat "$R/kernel.txt" >> "$summary"
+fi
+if [ "$(left)" -gt 150 ]; then
+  P=/tmp/dn_fla; rm -rf "$P"; mkdir -p "$P"
+  xz -dc "$HERE/fla.tar.xz" | tar -C "$P" -xf - 2>/dev/null || note "no fla.tar.xz in $HERE"
+  { PYTHONPATH=$P${PYTHONPATH:+:$PYTHONPATH} timeout 150 python3 "$HERE/deltanet_peer.py" --tokens "$TOKENS" --v-heads 32,48
+    echo "8 sequences:"; PYTHONPATH=$P timeout 60 python3 "$HERE/deltanet_peer.py" --tokens 16384 --seqs 8 --v-heads 32,48 | tail -4
+  } > "$R/peer.txt" 2>&1
+  note "peer:"; grep -vE 'Warning|warn' "$R/peer.txt" | tail -16 >> "$summary"
+fi
+[ -n "${SKIP_MODEL:-}" ] && { echo "==== summary"; cat "$summary"; exit 0; }
+CKPT=/tmp/qwen35-9b-random
+if [ ! -f "$CKPT/config.json" ] && [ "$(left)" -gt 200 ]; then
+  ( PYTHONUNBUFFERED=1 timeout 200 python3 "$HERE/make_random_checkpoint.py" --size 9b --out "$CKPT" ) > "$R/ckpt.log" 2>&1 ||
+    note "checkpoint failed: $(tail -2 "$R/ckpt.log")"
+fi
+run_prefill() {  # label bench
+  [ -f "$CKPT/config.json" ] && [ "$(left)" -gt 60 ] || return
+  timeout $(( $(left) - 20 )) "$2" --model "$CKPT" --batches 1 --contexts 1024 --prefill 4096 --steps 3 --layouts "" \
+    --profile > "$R/$1_prefill.txt" 2>&1
+  note "$1 prefill 4096 rc=$?: $(grep -E '^\| *prefill 1' "$R/$1_prefill.txt" | tr '\n' ' ' | tr -s ' ')"
+  note "   delta rule op: $(grep -E 'gated_delta_rule' "$R/$1_prefill.txt" | head -2 | tr -s ' ' | tr '\n' ' ')"
+}
+run_prefill new "$B/bin/bench_cuda_model"
+if [ -n "${BASE:-}" ] && [ -f "$BASE" ]; then
+  BB=/tmp/dn_base; rm -rf "$BB"; mkdir -p "$BB"; xz -dc "$BASE" | tar -C "$BB" -xf -
+  run_prefill base "$BB/bin/bench_cuda_model"
+fi
+echo "==== summary"; cat "$summary"
