@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The chunked DeltaNet on the tensor cores, on the GPU machine (docs/benchmarks.md, "Chunked
 # DeltaNet"), one command:
-#  1. the GPU tests: test_cuda_backend_ops_gpu's delta-rule cases first (they print their
-#     errors against the CPU), then all of it, then test_cuda_model_gpu (layers, logits,
-#     chunked vs per-token state in both precisions, refcheck whole and chunked);
+#  1. the GPU tests: test_cuda_backend_ops_gpu (its delta-rule cases print their errors against
+#     the CPU) and test_cuda_model_gpu (layers, logits, chunked vs per-token state in both
+#     precisions, refcheck whole and chunked); with SANITIZE=1 also compute-sanitizer's
+#     memcheck and racecheck on the new delta-rule case;
 #  2. bench_deltanet: tensor cores and the fp32 path at 4K/16K/64K tokens for the 9B (16/32
 #     heads) and 27B (16/48) with --check, and 8 sequences of 2,048;
 #  3. the peer, flash-linear-attention's chunk_gated_delta_rule on the same shapes
@@ -17,7 +18,7 @@
 #   [BASE=.devbuild/<old>/bundle.tar.xz] [SKIP_MODEL=1] bash .devbuild/deltanet/deltanet_gpu.sh
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
-DEADLINE=${DEADLINE:-560}
+DEADLINE=${DEADLINE:-570}
 OUT=${OUT:-/tmp/dn_out}
 R=/tmp/dn_results
 BUNDLE=${BUNDLE:-$HERE/bundle.tar.xz}
@@ -25,18 +26,21 @@ TOKENS=${TOKENS:-4096,16384,65536}
 . "$HERE/serve_gpu_common.sh"
 note "$(date -u); bundle commit $(tr '\n' ' ' < "$B/COMMIT"); $(nvidia-smi --query-gpu=name --format=csv,noheader)"
 export DELTASERVE_TEST_DATA_DIR=$PWD/tests/data
-T=$B/bin/test_cuda_backend_ops_gpu
-if [ -x "$T" ]; then
-  timeout 120 "$T" "*gated_delta_rule*" > "$R/delta_tests.txt" 2>&1
-  note "delta-rule tests rc=$?: $(grep -E 'test cases|passed|failed' "$R/delta_tests.txt" | tail -2 | tr '\n' ' ')"
-  grep -E '^gated_delta_rule' "$R/delta_tests.txt" | sort | uniq | head -40 >> "$summary"
-fi
 for t in test_cuda_backend_ops_gpu test_cuda_model_gpu; do
   [ -x "$B/bin/$t" ] || continue
-  timeout 240 "$B/bin/$t" > "$R/$t.txt" 2>&1
+  timeout 200 "$B/bin/$t" > "$R/$t.txt" 2>&1
   note "$t rc=$?: $(grep -E 'test cases|passed|failed' "$R/$t.txt" | tail -2 | tr '\n' ' ')"
 done
-grep -E '^chunked vs per-token' "$R/test_cuda_model_gpu.txt" >> "$summary" 2>/dev/null
+# The errors the delta-rule cases print (against the CPU; the tolerances are in the test).
+grep -hE '^(gated_delta_rule|chunked vs per-token)' "$R/test_cuda_backend_ops_gpu.txt" "$R/test_cuda_model_gpu.txt" \
+  2>/dev/null | uniq | head -80 >> "$summary"
+if [ -n "${SANITIZE:-}" ] && command -v compute-sanitizer > /dev/null; then
+  for tool in memcheck racecheck; do
+    timeout 200 compute-sanitizer --tool $tool "$B/bin/test_cuda_backend_ops_gpu" "*gated_delta_rule chunks*" \
+      > "$R/sanitize_$tool.txt" 2>&1
+    note "compute-sanitizer $tool rc=$?: $(grep -E 'ERROR SUMMARY|test cases' "$R/sanitize_$tool.txt" | tr '\n' ' ')"
+  done
+fi
 K=$B/bin/bench_deltanet
 if [ -x "$K" ]; then
   { timeout 150 "$K" --tokens "$TOKENS" --v-heads 32,48 --iters 5 --check

@@ -404,8 +404,10 @@ DeltaTolerance delta_tolerance(bool f32_weights) {
 // sequence) keeps `state0`.
 void check_delta_step(Pair& p, const kernels::DeltaNetDims& dims, const std::vector<SeqDesc>& step, int64_t layer,
                       int32_t slots, const Tensor& alc, const Tensor& alg, const Tensor& dtc, const Tensor& dtg,
-                      Tensor& rsc, Tensor& rsg, const std::vector<float>& qkv, uint64_t seed,
-                      const DeltaTolerance& tol, int32_t untouched, const std::vector<float>& state0) {
+                      Tensor& rsc, Tensor& rsg, const std::vector<float>& qkv, uint64_t seed, bool f32_weights,
+                      int32_t untouched, const std::vector<float>& state0) {
+  const DeltaTolerance tol = delta_tolerance(f32_weights);
+  const char* mode = f32_weights ? "fp32 chunks" : "tensor-core chunks";
   const int64_t C = dims.conv_dim(), hv = dims.v_heads, dv = dims.v_dim;
   int64_t T = 0;
   for (const auto& s : step) T += s.n_tokens;
@@ -434,8 +436,8 @@ void check_delta_step(Pair& p, const kernels::DeltaNetDims& dims, const std::vec
     }
     const double seq_err = rel(g, w);
     // Printed so a run on the GPU machine shows the margins (the tolerances are estimates).
-    std::printf("gated_delta_rule %lld/%lld heads, %lld tokens: sequence rel %.2e, worst row %.2e (token %lld)\n",
-                static_cast<long long>(dims.k_heads), static_cast<long long>(hv), static_cast<long long>(s.n_tokens),
+    std::printf("gated_delta_rule %s, %lld/%lld heads, %lld tokens: sequence rel %.2e, worst row %.2e (token %lld)\n",
+                mode, static_cast<long long>(dims.k_heads), static_cast<long long>(hv), static_cast<long long>(s.n_tokens),
                 seq_err, worst, static_cast<long long>(worst_at < 0 ? -1 : worst_at / hv));
     INFO("sequence of " << s.n_tokens << " tokens after " << s.n_cached << " (" << hv << " value heads)");
     CHECK(seq_err < tol.seq);
@@ -445,7 +447,7 @@ void check_delta_step(Pair& p, const kernels::DeltaNetDims& dims, const std::vec
   }
   const auto state_c = test::get(*p.cpu, rsc), state_g = test::get(*p.gpu, rsg);
   const double state_err = rel(state_g, state_c);
-  std::printf("gated_delta_rule %lld/%lld heads: states rel %.2e\n", static_cast<long long>(dims.k_heads),
+  std::printf("gated_delta_rule %s, %lld/%lld heads: states rel %.2e\n", mode, static_cast<long long>(dims.k_heads),
               static_cast<long long>(hv), state_err);
   CHECK(state_err < tol.state);
   const size_t per_slot = state_g.size() / static_cast<size_t>(slots);
@@ -496,7 +498,7 @@ TEST_CASE("cuda ops: causal_conv1d and gated_delta_rule (recurrent and chunked) 
       CHECK(rel(test::get(*p.gpu, csg), test::get(*p.cpu, csc)) < 1e-7);
       // The same input on both sides: the CPU's conv output.
       check_delta_step(p, dims, step, layer, static_cast<int32_t>(slots), alc, alg, dtc, dtg, rsc, rsg, conv_out,
-                       seed += 2, delta_tolerance(f32w), 4, rec0);
+                       seed += 2, f32w, 4, rec0);
     }
   }
 }
@@ -538,8 +540,8 @@ TEST_CASE("cuda ops: gated_delta_rule chunks (tensor cores and fp32) over varlen
         int64_t T = 0;
         for (const auto& s : step) T += s.n_tokens;
         const auto qkv = test::random_vec(static_cast<size_t>(T * C), seed++);
-        check_delta_step(p, dims, step, layer, slots, alc, alg, dtc, dtg, rsc, rsg, qkv, seed += 3, delta_tolerance(f32w),
-                         untouched, rec0);
+        check_delta_step(p, dims, step, layer, slots, alc, alg, dtc, dtg, rsc, rsg, qkv, seed += 3, f32w, untouched,
+                         rec0);
       }
     }
   }
