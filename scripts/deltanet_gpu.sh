@@ -25,12 +25,7 @@ BUNDLE=${BUNDLE:-$HERE/bundle.tar.xz}
 TOKENS=${TOKENS:-4096,16384,65536}
 . "$HERE/serve_gpu_common.sh"
 note "$(date -u); bundle commit $(tr '\n' ' ' < "$B/COMMIT"); $(nvidia-smi --query-gpu=name --format=csv,noheader)"
-export DELTASERVE_TEST_DATA_DIR=$PWD/tests/data
-for t in test_cuda_backend_ops_gpu test_cuda_model_gpu; do
-  [ -x "$B/bin/$t" ] || continue
-  timeout 200 "$B/bin/$t" > "$R/$t.txt" 2>&1
-  note "$t rc=$?: $(grep -E 'test cases|passed|failed' "$R/$t.txt" | tail -2 | tr '\n' ' ')"
-done
+TEST_TIMEOUT=200 gpu_tests test_cuda_backend_ops_gpu test_cuda_model_gpu
 # The errors the delta-rule cases print (against the CPU; the tolerances are in the test).
 grep -hE '^(gated_delta_rule|chunked vs per-token)' "$R/test_cuda_backend_ops_gpu.txt" "$R/test_cuda_model_gpu.txt" \
   2>/dev/null | uniq | head -80 >> "$summary"

@@ -22,12 +22,7 @@ BASE_PREFILLS=${BASE_PREFILLS:-4096 32768}
 PEER_LENGTHS=${PEER_LENGTHS:-4096 32768 131072}
 . "$HERE/serve_gpu_common.sh"
 note "$(date -u); bundle commit $(tr '\n' ' ' < "$B/COMMIT"); $(nvidia-smi --query-gpu=name --format=csv,noheader)"
-export DELTASERVE_TEST_DATA_DIR=$PWD/tests/data
-for t in test_cuda_backend_ops_gpu test_cuda_model_gpu; do
-  [ -x "$B/bin/$t" ] || continue
-  timeout 240 "$B/bin/$t" > "$R/$t.txt" 2>&1
-  note "$t rc=$?: $(grep -E 'test cases|passed|failed' "$R/$t.txt" | tail -2 | tr '\n' ' ')"
-done
+gpu_tests test_cuda_backend_ops_gpu test_cuda_model_gpu
 K=$B/bin/bench_prefill_attention
 if [ -x "$K" ]; then
   { timeout 150 "$K" --tokens 4096,32768,131072 --iters 3

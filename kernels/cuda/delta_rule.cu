@@ -240,22 +240,10 @@ __global__ void __launch_bounds__(256) deltanet_prepare_kernel(const DeltaNetArg
   const int col = is_w ? tid : tid - kD;
   float w[kC];
   if (is_w) {
-#pragma unroll
-    for (int i = 0; i < kC; ++i) {
-      float acc = bet[i] * egam[i] * Kn[i * kPad + col];
-#pragma unroll
-      for (int jj = 0; jj < i; ++jj) acc -= A[i * kC + jj] * w[jj];
-      w[i] = acc;
-    }
+    delta::forward_substitute(A, [&](int i) { return bet[i] * egam[i] * Kn[i * kPad + col]; }, w);
   } else {
     const float* v = a.qkv + static_cast<int64_t>(it.row0) * conv_dim + 2 * key_dim + static_cast<int64_t>(j) * kD + col;
-#pragma unroll
-    for (int i = 0; i < kC; ++i) {
-      float acc = i < it.len ? bet[i] * v[static_cast<int64_t>(i) * conv_dim] : 0.0f;
-#pragma unroll
-      for (int jj = 0; jj < i; ++jj) acc -= A[i * kC + jj] * w[jj];
-      w[i] = acc;
-    }
+    delta::forward_substitute(A, [&](int i) { return i < it.len ? bet[i] * v[static_cast<int64_t>(i) * conv_dim] : 0.0f; }, w);
   }
   if (is_w) {
     float4* wt = reinterpret_cast<float4*>(out + kOffWt + static_cast<int64_t>(col) * kC);

@@ -239,25 +239,13 @@ __global__ void __launch_bounds__(kThreads, 2) deltanet_tc_prepare_kernel(const 
   const int col = is_w ? tid : tid - kD;
   float w[kC];
   if (is_w) {
-#pragma unroll
-    for (int i = 0; i < kC; ++i) {
-      float acc = bet[i] * egam[i] * Kf[i * kKfRow + col];
-#pragma unroll
-      for (int jj = 0; jj < i; ++jj) acc -= A[i * kC + jj] * w[jj];
-      w[i] = acc;
-    }
+    forward_substitute(A, [&](int i) { return bet[i] * egam[i] * Kf[i * kKfRow + col]; }, w);
     auto* dst = reinterpret_cast<__nv_bfloat16*>(out + kOffW) + col;
 #pragma unroll
     for (int i = 0; i < kC; ++i) dst[i * kD] = __float2bfloat16_rn(w[i]);
   } else {
     const float* v = a.qkv + static_cast<int64_t>(it.row0) * conv_dim + 2 * key_dim + static_cast<int64_t>(j) * kD + col;
-#pragma unroll
-    for (int i = 0; i < kC; ++i) {
-      float acc = i < it.len ? bet[i] * v[static_cast<int64_t>(i) * conv_dim] : 0.0f;
-#pragma unroll
-      for (int jj = 0; jj < i; ++jj) acc -= A[i * kC + jj] * w[jj];
-      w[i] = acc;
-    }
+    forward_substitute(A, [&](int i) { return i < it.len ? bet[i] * v[static_cast<int64_t>(i) * conv_dim] : 0.0f; }, w);
     float* dst = reinterpret_cast<float*>(out + kOffU) + col;
 #pragma unroll
     for (int i = 0; i < kC; ++i) dst[i * kD] = w[i];
@@ -394,6 +382,24 @@ __global__ void __launch_bounds__(kThreads, 2) deltanet_tc_scan_kernel(const Del
 
 // ---- 3. output
 
+// o (rows m0 .. m0 + 15, columns n0 .. n0 + 63, in mma accumulators) += A B over the first
+// k_steps 16-wide steps of k: A a [m][k] tile, B a [k][n] tile.
+__device__ __forceinline__ void mma_rows_by_64(float (&o)[8][4], uint32_t a_base, int a_stride, int m0, uint32_t b_base,
+                                               int b_stride, int n0, int k_steps) {
+#pragma unroll 2
+  for (int ks = 0; ks < k_steps; ++ks) {
+    uint32_t af[4];
+    load_a(af, a_base, a_stride, m0, 16 * ks);
+#pragma unroll
+    for (int np = 0; np < 4; ++np) {
+      uint32_t bf[4];
+      load_b_kn(bf, b_base, b_stride, n0 + 16 * np, 16 * ks);
+      mma16816<false>(o[2 * np], af, bf[0], bf[1]);
+      mma16816<false>(o[2 * np + 1], af, bf[2], bf[3]);
+    }
+  }
+}
+
 constexpr int kOutSmem = kC * kRowD + kC * kRowC + kD * kRowD + kC * kRowD;  // ~77 KB: two blocks per SM
 
 __global__ void __launch_bounds__(kThreads, 2) deltanet_tc_output_kernel(const DeltaNetArgs a, const DeltaNetChunkItem* items,
@@ -421,31 +427,8 @@ __global__ void __launch_bounds__(kThreads, 2) deltanet_tc_output_kernel(const D
 #pragma unroll
   for (int n = 0; n < 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
   const uint32_t qg_base = smem_addr(Qg), p_base = smem_addr(Ps), s_base = smem_addr(Sn), v_base = smem_addr(Vn);
-#pragma unroll
-  for (int ks = 0; ks < kD / 16; ++ks) {
-    uint32_t af[4];
-    load_a(af, qg_base, kRowD, 16 * mt, 16 * ks);
-#pragma unroll
-    for (int np = 0; np < 4; ++np) {
-      uint32_t bf[4];
-      load_b_kn(bf, s_base, kRowD, n0 + 16 * np, 16 * ks);
-      mma16816<false>(o[2 * np], af, bf[0], bf[1]);
-      mma16816<false>(o[2 * np + 1], af, bf[2], bf[3]);
-    }
-  }
-#pragma unroll
-  for (int ks = 0; ks < kC / 16; ++ks) {
-    if (ks > mt) continue;  // P is lower triangular
-    uint32_t af[4];
-    load_a(af, p_base, kRowC, 16 * mt, 16 * ks);
-#pragma unroll
-    for (int np = 0; np < 4; ++np) {
-      uint32_t bf[4];
-      load_b_kn(bf, v_base, kRowD, n0 + 16 * np, 16 * ks);
-      mma16816<false>(o[2 * np], af, bf[0], bf[1]);
-      mma16816<false>(o[2 * np + 1], af, bf[2], bf[3]);
-    }
-  }
+  mma_rows_by_64(o, qg_base, kRowD, 16 * mt, s_base, kRowD, n0, kD / 16);  // (e^gamma Q) S over dk
+  mma_rows_by_64(o, p_base, kRowC, 16 * mt, v_base, kRowD, n0, mt + 1);    // P V' over tokens <= the rows' (P is lower)
   const int g = lane >> 2, c = lane & 3;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {

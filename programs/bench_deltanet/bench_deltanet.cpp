@@ -16,11 +16,12 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "kernels/cuda/backend_ops.h"
+#include "model/qwen35/refcheck.h"
+#include "programs/bench_cuda_model/bench_util.h"
 #include "programs/bench_cuda_model/device_ceilings.h"
 
 namespace {
@@ -28,17 +29,8 @@ namespace {
 using namespace ds;
 namespace ops = ds::cuda::ops;
 
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
-}
-
-std::vector<int64_t> parse_list(const std::string& s) {
-  std::vector<int64_t> v;
-  std::stringstream ss(s);
-  for (std::string x; std::getline(ss, x, ',');)
-    if (!x.empty()) v.push_back(std::stoll(x));
-  return v;
-}
+using bench::parse_list;
+using ops::check_cuda;
 
 // A device buffer of n floats filled from a repeating block of normal(0, scale) values.
 float* random_floats(int64_t n, float scale, uint64_t seed) {
@@ -48,21 +40,11 @@ float* random_floats(int64_t n, float scale, uint64_t seed) {
   std::normal_distribution<float> dist(0.0f, scale);
   for (auto& x : h) x = dist(rng);
   float* d = nullptr;
-  check(cudaMalloc(&d, static_cast<size_t>(n) * 4), "cudaMalloc");
+  check_cuda(cudaMalloc(&d, static_cast<size_t>(n) * 4), "cudaMalloc");
   for (int64_t at = 0; at < n; at += block)
-    check(cudaMemcpy(d + at, h.data(), static_cast<size_t>(std::min(block, n - at)) * 4, cudaMemcpyHostToDevice),
+    check_cuda(cudaMemcpy(d + at, h.data(), static_cast<size_t>(std::min(block, n - at)) * 4, cudaMemcpyHostToDevice),
           "upload");
   return d;
-}
-
-double rel(const std::vector<float>& a, const std::vector<float>& b) {
-  double d = 0, r = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double e = static_cast<double>(a[i]) - b[i];
-    d += e * e;
-    r += static_cast<double>(b[i]) * b[i];
-  }
-  return std::isnan(d) ? INFINITY : std::sqrt(d / std::max(r, 1e-30));
 }
 
 }  // namespace
@@ -87,7 +69,7 @@ int main(int argc, char** argv) {
                 ceil.copy_bytes_per_s / 1e9, ceil.bf16_flops / 1e12);
     std::printf("tokens,seqs,k_heads,v_heads,math,ms,Mtok_per_s,of_bytes_floor,of_flop_floor\n");
     cudaStream_t stream;
-    check(cudaStreamCreate(&stream), "cudaStreamCreate");
+    check_cuda(cudaStreamCreate(&stream), "cudaStreamCreate");
     std::vector<ops::DeltaNetChunkMath> maths;
     if (math_s != "fp32") maths.push_back(ops::DeltaNetChunkMath::tensor_cores);
     if (math_s != "tc") maths.push_back(ops::DeltaNetChunkMath::fp32);
@@ -121,38 +103,27 @@ int main(int argc, char** argv) {
         ops::DevSeq* seqs_d;
         ops::DeltaNetChunkItem* items_d;
         ops::DeltaNetChunkSeq* cseqs_d;
-        check(cudaMalloc(&alog_d, static_cast<size_t>(hv) * 4), "cudaMalloc");
-        check(cudaMalloc(&dt_d, static_cast<size_t>(hv) * 4), "cudaMalloc");
-        check(cudaMemcpy(alog_d, a_log.data(), a_log.size() * 4, cudaMemcpyHostToDevice), "upload");
-        check(cudaMemcpy(dt_d, dt.data(), dt.size() * 4, cudaMemcpyHostToDevice), "upload");
+        check_cuda(cudaMalloc(&alog_d, static_cast<size_t>(hv) * 4), "cudaMalloc");
+        check_cuda(cudaMalloc(&dt_d, static_cast<size_t>(hv) * 4), "cudaMalloc");
+        check_cuda(cudaMemcpy(alog_d, a_log.data(), a_log.size() * 4, cudaMemcpyHostToDevice), "upload");
+        check_cuda(cudaMemcpy(dt_d, dt.data(), dt.size() * 4, cudaMemcpyHostToDevice), "upload");
         state0 = random_floats(state_floats, 0.05f, 4);
-        check(cudaMalloc(&state, static_cast<size_t>(state_floats) * 4), "cudaMalloc");
-        check(cudaMalloc(&out, static_cast<size_t>(T * hv * D) * 4), "cudaMalloc");
-        check(cudaMalloc(&scratch, items.size() * static_cast<size_t>(hv * ops::kDeltaNetScratchFloats) * 4),
+        check_cuda(cudaMalloc(&state, static_cast<size_t>(state_floats) * 4), "cudaMalloc");
+        check_cuda(cudaMalloc(&out, static_cast<size_t>(T * hv * D) * 4), "cudaMalloc");
+        check_cuda(cudaMalloc(&scratch, items.size() * static_cast<size_t>(hv * ops::kDeltaNetScratchFloats) * 4),
               "cudaMalloc scratch");
-        check(cudaMalloc(&seqs_d, dseqs.size() * sizeof(ops::DevSeq)), "cudaMalloc");
-        check(cudaMalloc(&items_d, items.size() * sizeof(ops::DeltaNetChunkItem)), "cudaMalloc");
-        check(cudaMalloc(&cseqs_d, cseqs.size() * sizeof(ops::DeltaNetChunkSeq)), "cudaMalloc");
-        check(cudaMemcpy(seqs_d, dseqs.data(), dseqs.size() * sizeof(ops::DevSeq), cudaMemcpyHostToDevice), "upload");
-        check(cudaMemcpy(items_d, items.data(), items.size() * sizeof(ops::DeltaNetChunkItem), cudaMemcpyHostToDevice),
+        check_cuda(cudaMalloc(&seqs_d, dseqs.size() * sizeof(ops::DevSeq)), "cudaMalloc");
+        check_cuda(cudaMalloc(&items_d, items.size() * sizeof(ops::DeltaNetChunkItem)), "cudaMalloc");
+        check_cuda(cudaMalloc(&cseqs_d, cseqs.size() * sizeof(ops::DeltaNetChunkSeq)), "cudaMalloc");
+        check_cuda(cudaMemcpy(seqs_d, dseqs.data(), dseqs.size() * sizeof(ops::DevSeq), cudaMemcpyHostToDevice), "upload");
+        check_cuda(cudaMemcpy(items_d, items.data(), items.size() * sizeof(ops::DeltaNetChunkItem), cudaMemcpyHostToDevice),
               "upload");
-        check(cudaMemcpy(cseqs_d, cseqs.data(), cseqs.size() * sizeof(ops::DeltaNetChunkSeq), cudaMemcpyHostToDevice),
+        check_cuda(cudaMemcpy(cseqs_d, cseqs.data(), cseqs.size() * sizeof(ops::DeltaNetChunkSeq), cudaMemcpyHostToDevice),
               "upload");
-        ops::DeltaNetArgs g{};
-        g.qkv = qkv;
-        g.a = av;
-        g.b = bv;
-        g.a_log = alog_d;
-        g.dt_bias = dt_d;
-        g.state = state;
-        g.out = out;
-        g.n_layers = 1;
-        g.layer = 0;
-        g.k_heads = hk;
-        g.v_heads = static_cast<int32_t>(hv);
-        g.k_dim = g.v_dim = static_cast<int32_t>(D);
-        g.seqs = seqs_d;
-        g.row_state_slots = nullptr;
+        const ops::DeltaNetArgs g{.qkv = qkv, .a = av, .b = bv, .a_log = alog_d, .dt_bias = dt_d, .state = state,
+                                  .out = out, .n_layers = 1, .layer = 0, .k_heads = hk,
+                                  .v_heads = static_cast<int32_t>(hv), .k_dim = static_cast<int32_t>(D),
+                                  .v_dim = static_cast<int32_t>(D), .seqs = seqs_d, .row_state_slots = nullptr};
 
         // Floors: bytes (q, k, v in f32, a and b, the output, the state in and out) and FLOPs.
         const double bytes = static_cast<double>(T) * (conv_dim + 2 * hv + hv * D) * 4 + 2.0 * state_floats * 4;
@@ -162,24 +133,17 @@ int main(int argc, char** argv) {
 
         std::vector<std::vector<float>> outs, states;
         for (const auto math : maths) {
-          cudaEvent_t e0, e1;
-          check(cudaEventCreate(&e0), "event");
-          check(cudaEventCreate(&e1), "event");
-          std::vector<float> ms;
-          for (int i = 0; i <= iters; ++i) {
-            check(cudaMemcpyAsync(state, state0, static_cast<size_t>(state_floats) * 4, cudaMemcpyDeviceToDevice, stream),
-                  "state reset");
-            check(cudaEventRecord(e0, stream), "record");
-            ops::deltanet_chunked(g, items_d, static_cast<int32_t>(items.size()), cseqs_d, static_cast<int32_t>(cseqs.size()),
-                                  scratch, math, {stream, false});
-            check(cudaEventRecord(e1, stream), "record");
-            check(cudaEventSynchronize(e1), "sync");
-            float t = 0;
-            check(cudaEventElapsedTime(&t, e0, e1), "elapsed");
-            if (i > 0) ms.push_back(t);  // the first run warms up
-          }
-          std::sort(ms.begin(), ms.end());
-          const double med = ms[ms.size() / 2];
+          const double med = bench::median_ms(
+              stream, iters,
+              [&] {
+                check_cuda(cudaMemcpyAsync(state, state0, static_cast<size_t>(state_floats) * 4, cudaMemcpyDeviceToDevice,
+                                           stream),
+                           "state reset");
+              },
+              [&] {
+                ops::deltanet_chunked(g, items_d, static_cast<int32_t>(items.size()), cseqs_d,
+                                      static_cast<int32_t>(cseqs.size()), scratch, math, {stream, false});
+              });
           std::printf("%lld,%d,%d,%lld,%s,%.3f,%.2f,%.2f,%.2f\n", static_cast<long long>(T), seqs, hk,
                       static_cast<long long>(hv), math == ops::DeltaNetChunkMath::tensor_cores ? "tc" : "fp32", med,
                       static_cast<double>(T) / med / 1e3, bytes_ms / med, flop_ms / med);
@@ -188,16 +152,14 @@ int main(int argc, char** argv) {
             const int64_t rows = std::min<int64_t>(T, 8192);
             outs.emplace_back(static_cast<size_t>(rows * hv * D));
             states.emplace_back(static_cast<size_t>(state_floats));
-            check(cudaMemcpy(outs.back().data(), out, outs.back().size() * 4, cudaMemcpyDeviceToHost), "download");
-            check(cudaMemcpy(states.back().data(), state, states.back().size() * 4, cudaMemcpyDeviceToHost), "download");
+            check_cuda(cudaMemcpy(outs.back().data(), out, outs.back().size() * 4, cudaMemcpyDeviceToHost), "download");
+            check_cuda(cudaMemcpy(states.back().data(), state, states.back().size() * 4, cudaMemcpyDeviceToHost), "download");
           }
-          cudaEventDestroy(e0);
-          cudaEventDestroy(e1);
         }
         if (do_check && outs.size() == 2)
           std::printf("check %lld tokens, %lld value heads: tc vs fp32 output rel %.2e (first %lld tokens), state rel %.2e\n",
-                      static_cast<long long>(T), static_cast<long long>(hv), rel(outs[0], outs[1]),
-                      static_cast<long long>(std::min<int64_t>(T, 8192)), rel(states[0], states[1]));
+                      static_cast<long long>(T), static_cast<long long>(hv), qwen35::relative_error(outs[0], outs[1]),
+                      static_cast<long long>(std::min<int64_t>(T, 8192)), qwen35::relative_error(states[0], states[1]));
         for (void* p : {static_cast<void*>(qkv), static_cast<void*>(av), static_cast<void*>(bv), static_cast<void*>(alog_d),
                         static_cast<void*>(dt_d), static_cast<void*>(state), static_cast<void*>(state0),
                         static_cast<void*>(out), static_cast<void*>(scratch), static_cast<void*>(seqs_d),
