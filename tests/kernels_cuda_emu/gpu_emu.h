@@ -1,0 +1,199 @@
+// A CPU emulation of the CUDA constructs the tensor-core delta-rule kernels use, so their
+// source (kernels/cuda/delta_rule_tc.cu) runs on the host in a test: every GPU thread of a
+// block is a host thread; __syncthreads is a barrier of the block, warp collectives
+// (shuffles, ldmatrix, mma.sync) a rendezvous of the warp's 32 threads that computes each
+// lane's result as the PTX ISA defines it (ldmatrix m8n8 x4 with and without .trans,
+// mma.m16n8k16 with bf16 operands and f32 accumulation); cp.async copies at once. Blocks run
+// one after another, so shared memory is one static array. What it cannot show: timing,
+// bank conflicts, and races that the copies' asynchrony or warps' interleaving would expose.
+#pragma once
+
+#include <barrier>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __shared__
+#define __align__(n)
+
+struct dim3 {
+  unsigned x = 1, y = 1, z = 1;
+  dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+struct float2 {
+  float x, y;
+};
+struct alignas(16) float4 {
+  float x, y, z, w;
+};
+struct uint2 {
+  uint32_t x, y;
+};
+struct alignas(16) uint4 {
+  uint32_t x, y, z, w;
+};
+inline float2 make_float2(float x, float y) { return {x, y}; }
+inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+inline uint2 make_uint2(uint32_t x, uint32_t y) { return {x, y}; }
+
+namespace emu {
+
+inline thread_local dim3 thread_idx, block_idx;
+inline dim3 grid_dim, block_dim;
+// Shared memory: the array the kernels' `extern __shared__ smem[]` names (the test defines it
+// where that declaration finds it and points this at it).
+constexpr size_t kSmemBytes = 256 * 1024;
+inline uint8_t* shared_mem = nullptr;
+
+struct Block {
+  std::unique_ptr<std::barrier<>> all;
+  std::vector<std::unique_ptr<std::barrier<>>> warps;
+  // Per warp, per lane: the values a collective exchanges (up to 16 words each).
+  std::vector<uint32_t> slots;
+};
+inline Block* block = nullptr;
+
+inline void sync_block() { block->all->arrive_and_wait(); }
+inline int lane() { return static_cast<int>(thread_idx.x % 32); }
+inline int warp() { return static_cast<int>(thread_idx.x / 32); }
+inline uint32_t* slot(int w, int l) { return &block->slots[(static_cast<size_t>(w) * 32 + l) * 16]; }
+inline void sync_warp() { block->warps[static_cast<size_t>(warp())]->arrive_and_wait(); }
+
+// Runs body() as every thread of every block of the grid.
+inline void launch(dim3 grid, dim3 threads, const std::function<void()>& body) {
+  grid_dim = grid;
+  block_dim = threads;
+  const unsigned n = threads.x * threads.y * threads.z;
+  for (unsigned bz = 0; bz < grid.z; ++bz)
+    for (unsigned by = 0; by < grid.y; ++by)
+      for (unsigned bx = 0; bx < grid.x; ++bx) {
+        Block b;
+        b.all = std::make_unique<std::barrier<>>(n);
+        for (unsigned w = 0; w < (n + 31) / 32; ++w) b.warps.push_back(std::make_unique<std::barrier<>>(32));
+        b.slots.assign(static_cast<size_t>((n + 31) / 32) * 32 * 16, 0);
+        block = &b;
+        std::memset(shared_mem, 0xA5, kSmemBytes);  // garbage, as a GPU's shared memory is
+        std::vector<std::thread> ts;
+        for (unsigned t = 0; t < n; ++t)
+          ts.emplace_back([&, t] {
+            thread_idx = dim3(t);
+            block_idx = dim3(bx, by, bz);
+            body();
+          });
+        for (auto& t : ts) t.join();
+        block = nullptr;
+      }
+}
+
+// A value of each lane to every lane that asks: lane `from(lane)`'s value.
+template <class T, class From>
+T exchange(T v, From from) {
+  static_assert(sizeof(T) <= 8);
+  uint32_t* s = slot(warp(), lane());
+  std::memcpy(s, &v, sizeof(T));
+  sync_warp();
+  T r;
+  const int src = from(lane());
+  std::memcpy(&r, slot(warp(), src >= 0 && src < 32 ? src : lane()), sizeof(T));
+  sync_warp();
+  return r;
+}
+
+inline float bf16_to_f32(uint16_t h) {
+  const uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline uint16_t f32_to_bf16(float f) {  // round to nearest even (no NaN in these kernels)
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  u += 0x7FFFu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+// ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16: matrix i's rows at the addresses of lanes
+// 8i .. 8i+7; without .trans lane t receives row t/4, elements 2(t%4), 2(t%4)+1; with .trans
+// elements (row 2(t%4), column t/4) and (row 2(t%4)+1, column t/4).
+inline void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr, bool trans) {
+  if (addr % 16 != 0 || addr + 16 > kSmemBytes) throw std::logic_error("ldmatrix: row address misaligned or out of range");
+  slot(warp(), lane())[0] = addr;
+  sync_warp();
+  const int t = lane();
+  for (int i = 0; i < 4; ++i) {
+    auto elem = [&](int row, int col) {
+      const uint32_t a = slot(warp(), 8 * i + row)[0] + 2 * static_cast<uint32_t>(col);
+      uint16_t h;
+      std::memcpy(&h, shared_mem + a, 2);
+      return static_cast<uint32_t>(h);
+    };
+    const uint32_t lo = trans ? elem(2 * (t % 4), t / 4) : elem(t / 4, 2 * (t % 4));
+    const uint32_t hi = trans ? elem(2 * (t % 4) + 1, t / 4) : elem(t / 4, 2 * (t % 4) + 1);
+    r[i] = lo | (hi << 16);
+  }
+  sync_warp();
+}
+
+// mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32, D = A B + C: A fragments a[0] (row g,
+// k 2c, 2c+1), a[1] (row g+8), a[2] (k + 8), a[3] (both); B b0 (k 2c, 2c+1, column g), b1
+// (k + 8); C c[0], c[1] (row g, columns 2c, 2c+1), c[2], c[3] (row g+8); g = lane/4, c = lane%4.
+inline void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  uint32_t* s = slot(warp(), lane());
+  for (int i = 0; i < 4; ++i) s[i] = a[i];
+  s[4] = b0;
+  s[5] = b1;
+  sync_warp();
+  float A[16][16], B[16][8];
+  for (int l = 0; l < 32; ++l) {
+    const uint32_t* o = slot(warp(), l);
+    const int g = l / 4, q = l % 4;
+    auto half = [](uint32_t w, int h) { return bf16_to_f32(static_cast<uint16_t>(h ? w >> 16 : w & 0xFFFFu)); };
+    for (int h = 0; h < 2; ++h) {
+      A[g][2 * q + h] = half(o[0], h);
+      A[g + 8][2 * q + h] = half(o[1], h);
+      A[g][8 + 2 * q + h] = half(o[2], h);
+      A[g + 8][8 + 2 * q + h] = half(o[3], h);
+      B[2 * q + h][g] = half(o[4], h);
+      B[8 + 2 * q + h][g] = half(o[5], h);
+    }
+  }
+  sync_warp();
+  const int g = lane() / 4, q = lane() % 4;
+  for (int e = 0; e < 4; ++e) {
+    const int row = g + 8 * (e / 2), col = 2 * q + e % 2;
+    float acc = c[e];
+    for (int k = 0; k < 16; ++k) acc += A[row][k] * B[k][col];
+    c[e] = acc;
+  }
+}
+
+}  // namespace emu
+
+#define threadIdx (::emu::thread_idx)
+#define blockIdx (::emu::block_idx)
+#define blockDim (::emu::block_dim)
+#define gridDim (::emu::grid_dim)
+
+inline void __syncthreads() { emu::sync_block(); }
+template <class T>
+T __shfl_xor_sync(unsigned, T v, int mask) {
+  return emu::exchange(v, [mask](int l) { return l ^ mask; });
+}
+template <class T>
+T __shfl_up_sync(unsigned, T v, int delta) {
+  return emu::exchange(v, [delta](int l) { return l - delta; });  // lanes below delta keep theirs
+}
+template <class T>
+T __shfl_sync(unsigned, T v, int src) {
+  return emu::exchange(v, [src](int) { return src; });
+}

@@ -1,0 +1,136 @@
+// The tensor-core chunked delta rule (kernels/cuda/delta_rule_tc.cu), its own source run on
+// the CPU through an emulation of ldmatrix / mma.sync / shuffles / barriers (gpu_emu.h),
+// against the CPU backend's token-by-token recurrence: the fragment layouts, tile offsets,
+// masks, chunk boundaries and scratch layouts are checked without a GPU (timing and races
+// are not: the GPU tests in tests/kernels_cuda run the real thing).
+#include "tests/kernels_cuda_emu/gpu_emu.h"
+
+// The storage the kernels' `extern __shared__ uint8_t smem[]` declarations name: in the
+// kernels' own (unnamed) namespace, so those block-scope declarations find it.
+namespace ds::cuda::ops::delta {
+namespace {
+alignas(16) uint8_t smem[emu::kSmemBytes];
+}  // namespace
+}  // namespace ds::cuda::ops::delta
+
+#include "kernels/cuda/delta_rule_tc.cu"
+
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+
+#include "tests/kernels_cpu/kernel_test_util.h"
+
+using namespace ds;
+
+namespace {
+
+double rel(const float* a, const float* b, size_t n) {
+  double d = 0, r = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double e = static_cast<double>(a[i]) - b[i];
+    d += e * e;
+    r += static_cast<double>(b[i]) * b[i];
+  }
+  return std::isnan(d) ? INFINITY : std::sqrt(d / std::max(r, 1e-30));
+}
+
+// Sequences of `lens` tokens (slot i each) from random states, one step, emulated kernels vs
+// the CPU backend; checks each sequence's output, its worst (token, head) row and the states.
+void check_emulated(int64_t hk, int64_t hv, const std::vector<int64_t>& lens, uint64_t seed) {
+  emu::shared_mem = ds::cuda::ops::delta::smem;
+  constexpr int64_t D = 128;
+  const int64_t C = 2 * hk * D + hv * D, slots = static_cast<int64_t>(lens.size()) + 1, layers = 1;
+  int64_t T = 0;
+  for (int64_t n : lens) T += n;
+  const auto qkv = test::random_vec(static_cast<size_t>(T * C), seed);
+  const auto av = test::random_vec(static_cast<size_t>(T * hv), seed + 1);
+  const auto bv = test::random_vec(static_cast<size_t>(T * hv), seed + 2);
+  const auto state0 = test::random_vec(static_cast<size_t>(slots * layers * hv * D * D), seed + 3, 0.05f);
+  std::vector<float> a_log(static_cast<size_t>(hv)), dt(static_cast<size_t>(hv));
+  for (int64_t j = 0; j < hv; ++j) {
+    a_log[static_cast<size_t>(j)] = std::log(0.05f + 0.6f * static_cast<float>(j));
+    dt[static_cast<size_t>(j)] = -1.0f + 0.4f * static_cast<float>(j);
+  }
+
+  // The CPU backend, token by token.
+  auto cpu = test::cpu(2);
+  std::vector<test::SeqDesc> seqs;
+  for (size_t i = 0; i < lens.size(); ++i) seqs.push_back({lens[i], 3, static_cast<int32_t>(i), {}});
+  for (auto& s : seqs)
+    for (int64_t b = 0; b < (s.n_cached + s.n_tokens + 15) / 16; ++b) s.blocks.push_back(static_cast<int32_t>(100 * s.slot + b));
+  auto plan = test::plan_of(*cpu, seqs, 16, 1000, static_cast<int32_t>(slots));
+  const kernels::DeltaNetDims dims{hk, hv, D, D};
+  kernels::Tensor x = test::make(*cpu, {T, C}, qkv), a = test::make(*cpu, {T, hv}, av), b = test::make(*cpu, {T, hv}, bv);
+  kernels::Tensor al = test::make(*cpu, {hv}, a_log), dtb = test::make(*cpu, {hv}, dt);
+  kernels::Tensor rs = test::make(*cpu, {slots, layers, hv, D, D}, state0), out = cpu->alloc(DType::f32, {T, hv, D});
+  cpu->gated_delta_rule(x, a, b, al, dtb, rs, 0, *plan, dims, out);
+  const auto want = test::get(*cpu, out), want_state = test::get(*cpu, rs);
+
+  // The emulated kernels on the same data, through the plan the CUDA backend builds.
+  std::vector<cuda::ops::DevSeq> dseqs;
+  std::vector<cuda::ops::DeltaNetChunkItem> items;
+  std::vector<cuda::ops::DeltaNetChunkSeq> cseqs;
+  int32_t row = 0;
+  for (size_t i = 0; i < lens.size(); ++i) {
+    const auto s = static_cast<int32_t>(i);
+    dseqs.push_back({row, static_cast<int32_t>(lens[i]), 3, s, 0, 0});
+    cuda::ops::DeltaNetChunkSeq cs{s, static_cast<int32_t>(items.size()), 0, 0};
+    for (int64_t t = 0; t < lens[i]; t += cuda::ops::kDeltaNetChunk, ++cs.n_items)
+      items.push_back({s, static_cast<int32_t>(row + t),
+                       static_cast<int32_t>(std::min<int64_t>(cuda::ops::kDeltaNetChunk, lens[i] - t)), 0});
+    cseqs.push_back(cs);
+    row += static_cast<int32_t>(lens[i]);
+  }
+  std::vector<float> state = state0, got(static_cast<size_t>(T * hv * D), -12345.0f);
+  std::vector<float> scratch(items.size() * static_cast<size_t>(hv * cuda::ops::kDeltaNetScratchFloats), NAN);
+  cuda::ops::DeltaNetArgs g{};
+  g.qkv = qkv.data();
+  g.a = av.data();
+  g.b = bv.data();
+  g.a_log = a_log.data();
+  g.dt_bias = dt.data();
+  g.state = state.data();
+  g.out = got.data();
+  g.n_layers = layers;
+  g.layer = 0;
+  g.k_heads = static_cast<int32_t>(hk);
+  g.v_heads = static_cast<int32_t>(hv);
+  g.k_dim = g.v_dim = static_cast<int32_t>(D);
+  g.seqs = dseqs.data();
+  g.row_state_slots = nullptr;
+  cuda::ops::delta::deltanet_chunked_tc(g, items.data(), static_cast<int32_t>(items.size()), cseqs.data(),
+                                        static_cast<int32_t>(cseqs.size()), scratch.data(), {});
+
+  int64_t at = 0;
+  for (int64_t n : lens) {
+    const size_t b0 = static_cast<size_t>(at * hv * D), len = static_cast<size_t>(n * hv * D);
+    double worst = 0;
+    for (int64_t r = 0; r < n * hv; ++r)
+      worst = std::max(worst, rel(got.data() + b0 + r * D, want.data() + b0 + r * D, D));
+    const double seq = rel(got.data() + b0, want.data() + b0, len);
+    std::printf("emulated tensor-core delta rule, %lld/%lld heads, %lld tokens: sequence rel %.2e, worst row %.2e\n",
+                static_cast<long long>(hk), static_cast<long long>(hv), static_cast<long long>(n), seq, worst);
+    INFO(n << " tokens, " << hk << "/" << hv << " heads");
+    CHECK(seq < 1e-2);
+    CHECK(worst < 5e-2);
+    at += n;
+  }
+  const double st = rel(state.data(), want_state.data(), state.size());
+  std::printf("emulated tensor-core delta rule, %lld/%lld heads: states rel %.2e\n", static_cast<long long>(hk),
+              static_cast<long long>(hv), st);
+  CHECK(st < 1e-2);
+  // The last slot is in no sequence.
+  const size_t per = state.size() / static_cast<size_t>(slots);
+  CHECK(std::equal(state.end() - static_cast<std::ptrdiff_t>(per), state.end(), state0.end() - static_cast<std::ptrdiff_t>(per)));
+}
+
+}  // namespace
+
+TEST_CASE("emulated tensor-core delta rule: two value heads per key head, chunk boundaries", "[delta_tc_emu]") {
+  check_emulated(1, 2, {150, 9, 64}, 11);
+}
+
+TEST_CASE("emulated tensor-core delta rule: three value heads per key head", "[delta_tc_emu]") {
+  check_emulated(1, 3, {65, 20}, 12);
+}
