@@ -1,6 +1,6 @@
 // A CPU emulation of the CUDA constructs the tensor-core delta-rule kernels use, so their
 // source (kernels/cuda/delta_rule_tc.cu) runs on the host in a test: every GPU thread of a
-// block is a host thread; __syncthreads is a barrier of the block, warp collectives
+// block is a fiber; __syncthreads is a barrier of the block, warp collectives
 // (shuffles, ldmatrix, mma.sync) a rendezvous of the warp's 32 threads that computes each
 // lane's result as the PTX ISA defines it (ldmatrix m8n8 x4 with and without .trans,
 // mma.m16n8k16 with bf16 operands and f32 accumulation); cp.async copies at once. Blocks run
@@ -8,15 +8,19 @@
 // bank conflicts, and races that the copies' asynchrony or warps' interleaving would expose.
 #pragma once
 
-#include <barrier>
+#include <csetjmp>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <algorithm>
 #include <functional>
+#include <random>
 #include <memory>
 #include <stdexcept>
-#include <thread>
 #include <vector>
+
+#include <setjmp.h>
+#include <ucontext.h>
 
 #define __global__
 #define __device__
@@ -48,49 +52,128 @@ inline uint2 make_uint2(uint32_t x, uint32_t y) { return {x, y}; }
 
 namespace emu {
 
-inline thread_local dim3 thread_idx, block_idx;
+// The emulated GPU threads of a block are fibers on the calling thread, switched at barriers
+// (ucontext to start one, _setjmp / _longjmp to switch: no system call per switch).
+inline dim3 thread_idx, block_idx;
 inline dim3 grid_dim, block_dim;
 // Shared memory: the array the kernels' `extern __shared__ smem[]` names (the test defines it
 // where that declaration finds it and points this at it).
 constexpr size_t kSmemBytes = 256 * 1024;
 inline uint8_t* shared_mem = nullptr;
 
+struct Fiber {
+  ucontext_t start;
+  jmp_buf at;
+  std::vector<char> stack;
+  bool started = false, done = false;
+};
+inline std::vector<Fiber> fibers;
+inline jmp_buf scheduler;
+inline int current = -1;
+inline const std::function<void()>* fiber_body = nullptr;
+
+inline void yield() {
+  if (!_setjmp(fibers[static_cast<size_t>(current)].at)) _longjmp(scheduler, 1);
+}
+inline void fiber_entry() {
+  (*fiber_body)();
+  fibers[static_cast<size_t>(current)].done = true;
+  _longjmp(scheduler, 1);
+}
+
+// cp.async: with late_copies a copy lands when its group is waited for (the latest a GPU may
+// complete it), else when it is issued (the earliest); tests run both.
+inline bool late_copies = false;
+struct Copy {
+  uint32_t dst;
+  const void* src;
+  int bytes, size;
+};
+inline std::vector<std::vector<std::vector<Copy>>> copies;  // per thread: committed groups, then the open one
+
+struct Barrier {
+  int n = 0, count = 0;
+  unsigned generation = 0;
+  void wait() {
+    const unsigned g = generation;
+    if (++count == n) {
+      count = 0;
+      ++generation;
+      return;
+    }
+    while (generation == g) yield();
+  }
+};
+
 struct Block {
-  std::unique_ptr<std::barrier<>> all;
-  std::vector<std::unique_ptr<std::barrier<>>> warps;
+  Barrier all;
+  std::vector<Barrier> warps;
   // Per warp, per lane: the values a collective exchanges (up to 16 words each).
   std::vector<uint32_t> slots;
 };
 inline Block* block = nullptr;
 
-inline void sync_block() { block->all->arrive_and_wait(); }
+inline void sync_block() { block->all.wait(); }
 inline int lane() { return static_cast<int>(thread_idx.x % 32); }
 inline int warp() { return static_cast<int>(thread_idx.x / 32); }
 inline uint32_t* slot(int w, int l) { return &block->slots[(static_cast<size_t>(w) * 32 + l) * 16]; }
-inline void sync_warp() { block->warps[static_cast<size_t>(warp())]->arrive_and_wait(); }
+inline void sync_warp() { block->warps[static_cast<size_t>(warp())].wait(); }
+
+// Runs fiber t until it waits at a barrier or ends (kept out of launch(), so no local of the
+// scheduling loop lives across the jumps).
+[[gnu::noinline]] inline void resume(unsigned t) {
+  current = static_cast<int>(t);
+  thread_idx = dim3(t);
+  if (_setjmp(scheduler)) return;
+  if (!fibers[t].started) {
+    fibers[t].started = true;
+    getcontext(&fibers[t].start);
+    fibers[t].start.uc_stack.ss_sp = fibers[t].stack.data();
+    fibers[t].start.uc_stack.ss_size = fibers[t].stack.size();
+    fibers[t].start.uc_link = nullptr;
+    makecontext(&fibers[t].start, fiber_entry, 0);
+    setcontext(&fibers[t].start);
+  }
+  _longjmp(fibers[t].at, 1);
+}
 
 // Runs body() as every thread of every block of the grid.
 inline void launch(dim3 grid, dim3 threads, const std::function<void()>& body) {
   grid_dim = grid;
   block_dim = threads;
   const unsigned n = threads.x * threads.y * threads.z;
+  if (threads.y != 1 || threads.z != 1 || n % 32 != 0) throw std::invalid_argument("emulated launch: 1-D blocks of whole warps");
+  fibers.resize(n);
+  copies.assign(n, {});
+  for (auto& f : fibers) f.stack.resize(256 * 1024);
+  fiber_body = &body;
   for (unsigned bz = 0; bz < grid.z; ++bz)
     for (unsigned by = 0; by < grid.y; ++by)
       for (unsigned bx = 0; bx < grid.x; ++bx) {
         Block b;
-        b.all = std::make_unique<std::barrier<>>(n);
-        for (unsigned w = 0; w < (n + 31) / 32; ++w) b.warps.push_back(std::make_unique<std::barrier<>>(32));
-        b.slots.assign(static_cast<size_t>((n + 31) / 32) * 32 * 16, 0);
+        b.all.n = static_cast<int>(n);
+        b.warps.resize(n / 32);
+        for (auto& w : b.warps) w.n = 32;
+        b.slots.assign(static_cast<size_t>(n) * 16, 0);
         block = &b;
+        block_idx = dim3(bx, by, bz);
         std::memset(shared_mem, 0xA5, kSmemBytes);  // garbage, as a GPU's shared memory is
-        std::vector<std::thread> ts;
-        for (unsigned t = 0; t < n; ++t)
-          ts.emplace_back([&, t] {
-            thread_idx = dim3(t);
-            block_idx = dim3(bx, by, bz);
-            body();
-          });
-        for (auto& t : ts) t.join();
+        for (auto& f : fibers) f.started = f.done = false;
+        std::vector<unsigned> order(n);
+        for (unsigned t = 0; t < n; ++t) order[t] = t;
+        std::mt19937 rng(bx + 7919 * by + 104729 * bz);
+        for (bool running = true; running;) {
+          running = false;
+          // Threads reach their next barrier in a different order each pass, so code between
+          // two barriers that races with another thread's can see both orders.
+          std::shuffle(order.begin(), order.end(), rng);
+          for (unsigned t : order) {
+            if (fibers[t].done) continue;
+            running = true;
+            resume(t);
+          }
+        }
+        for (auto& q : copies) q.clear();
         block = nullptr;
       }
 }

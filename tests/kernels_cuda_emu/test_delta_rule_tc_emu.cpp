@@ -134,3 +134,10 @@ TEST_CASE("emulated tensor-core delta rule: two value heads per key head, chunk 
 TEST_CASE("emulated tensor-core delta rule: three value heads per key head", "[delta_tc_emu]") {
   check_emulated(1, 3, {65, 20}, 12);
 }
+
+TEST_CASE("emulated tensor-core delta rule: asynchronous copies land as late as a GPU may land them",
+          "[delta_tc_emu]") {
+  emu::late_copies = true;
+  check_emulated(1, 2, {200, 30}, 13);
+  emu::late_copies = false;
+}
