@@ -9,7 +9,8 @@
 #     heads) and 27B (16/48) with --check, and 8 sequences of 2,048;
 #  3. the peer, flash-linear-attention's chunk_gated_delta_rule on the same shapes
 #     (deltanet_peer.py; fla's source rides in the bundle folder as fla.tar.xz);
-#  4. bench_cuda_model --prefill 4096 --profile on a random 9B (with BASE, the baseline
+#  4. each tensor-core kernel's time at 16K tokens (ncu, when the machine has it);
+#  5. bench_cuda_model --prefill 4096 --profile on a random 9B (with BASE, the baseline
 #     bundle's too, for the op profile before and after).
 # Bundle, on the workstation (stages this script, the peer and fla's source):
 #   TARGETS="bench_deltanet bench_cuda_model test_cuda_backend_ops_gpu test_cuda_model_gpu" \
@@ -49,6 +50,15 @@ if [ "$(left)" -gt 150 ]; then
     echo "8 sequences:"; PYTHONPATH=$P timeout 60 python3 "$HERE/deltanet_peer.py" --tokens 16384 --seqs 8 --v-heads 32,48 | tail -4
   } > "$R/peer.txt" 2>&1
   note "peer:"; grep -vE 'Warning|warn' "$R/peer.txt" | tail -16 >> "$summary"
+fi
+# Each of the three tensor-core kernels' own time at one shape (Nsight Compute's kernel
+# duration; the bench's events time the three together).
+if [ -x "$K" ] && command -v ncu > /dev/null && [ "$(left)" -gt 120 ]; then
+  timeout 90 ncu --clock-control none --metrics gpu__time_duration.sum -k regex:deltanet_tc --csv \
+    "$K" --tokens 16384 --v-heads 32 --iters 1 --math tc > "$R/ncu.txt" 2>&1
+  note "per kernel, 16K tokens, 16/32 heads (ncu, ns; warm-up and timed run):"
+  grep -E 'deltanet_tc_(prepare|scan|output)' "$R/ncu.txt" | grep -oE 'deltanet_tc_[a-z]+_kernel|"[0-9.,]+"$' |
+    paste - - | head -6 >> "$summary"
 fi
 [ -n "${SKIP_MODEL:-}" ] && { echo "==== summary"; cat "$summary"; exit 0; }
 CKPT=/tmp/qwen35-9b-random
