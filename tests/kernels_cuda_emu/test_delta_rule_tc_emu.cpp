@@ -35,9 +35,28 @@ double rel(const float* a, const float* b, size_t n) {
   return std::isnan(d) ? INFINITY : std::sqrt(d / std::max(r, 1e-30));
 }
 
+double norm(const float* a, size_t n) {
+  double r = 0;
+  for (size_t i = 0; i < n; ++i) r += static_cast<double>(a[i]) * a[i];
+  return std::sqrt(r);
+}
+
+double mean_row_norm(const float* a, int64_t rows, int64_t d) {
+  double s = 0;
+  for (int64_t r = 0; r < rows; ++r) s += norm(a + r * d, static_cast<size_t>(d));
+  return s / static_cast<double>(std::max<int64_t>(rows, 1));
+}
+
+double row_error(const float* got, const float* want, int64_t d, double mean_norm) {
+  double e = 0;
+  for (int64_t i = 0; i < d; ++i) e += (static_cast<double>(got[i]) - want[i]) * (static_cast<double>(got[i]) - want[i]);
+  const double scale = std::max(norm(want, static_cast<size_t>(d)), mean_norm);
+  return std::isnan(e) ? INFINITY : std::sqrt(e) / std::max(scale, 1e-30);
+}
+
 // Sequences of `lens` tokens (slot i each) from random states, one step, emulated kernels vs
 // the CPU backend; checks each sequence's output, its worst (token, head) row and the states.
-void check_emulated(int64_t hk, int64_t hv, const std::vector<int64_t>& lens, uint64_t seed) {
+void check_emulated(int64_t hk, int64_t hv, const std::vector<int64_t>& lens, uint64_t seed, bool strong_decays = false) {
   emu::shared_mem = ds::cuda::ops::delta::smem;
   constexpr int64_t D = 128;
   const int64_t C = 2 * hk * D + hv * D, slots = static_cast<int64_t>(lens.size()) + 1, layers = 1;
@@ -49,8 +68,9 @@ void check_emulated(int64_t hk, int64_t hv, const std::vector<int64_t>& lens, ui
   const auto state0 = test::random_vec(static_cast<size_t>(slots * layers * hv * D * D), seed + 3, 0.05f);
   std::vector<float> a_log(static_cast<size_t>(hv)), dt(static_cast<size_t>(hv));
   for (int64_t j = 0; j < hv; ++j) {
-    a_log[static_cast<size_t>(j)] = std::log(0.05f + 0.6f * static_cast<float>(j));
-    dt[static_cast<size_t>(j)] = -1.0f + 0.4f * static_cast<float>(j);
+    a_log[static_cast<size_t>(j)] = strong_decays ? std::log(1.0f + 3.0f * static_cast<float>(j))
+                                                  : std::log(0.05f + 0.6f * static_cast<float>(j));
+    dt[static_cast<size_t>(j)] = strong_decays ? -0.5f + 0.3f * static_cast<float>(j) : -1.0f + 0.4f * static_cast<float>(j);
   }
 
   // The CPU backend, token by token.
@@ -106,10 +126,15 @@ void check_emulated(int64_t hk, int64_t hv, const std::vector<int64_t>& lens, ui
   for (int64_t n : lens) {
     const size_t b0 = static_cast<size_t>(at * hv * D), len = static_cast<size_t>(n * hv * D);
     double worst = 0;
+    // A row's error is scaled by the larger of its own norm and the sequence's mean row norm:
+    // rows near zero (a query almost orthogonal to the few keys a strong decay leaves) carry
+    // bf16's absolute error, which is large relative to themselves and harmless; a wrong row has
+    // an error of the size of a typical row.
+    const double mean = mean_row_norm(want.data() + b0, n * hv, D);
     for (int64_t r = 0; r < n * hv; ++r)
-      worst = std::max(worst, rel(got.data() + b0 + r * D, want.data() + b0 + r * D, D));
+      worst = std::max(worst, row_error(got.data() + b0 + r * D, want.data() + b0 + r * D, D, mean));
     const double seq = rel(got.data() + b0, want.data() + b0, len);
-    std::printf("emulated tensor-core delta rule, %lld/%lld heads, %lld tokens: sequence rel %.2e, worst row %.2e\n",
+    std::printf("emulated tensor-core delta rule, %lld/%lld heads, %lld tokens: sequence rel %.2e, worst row (scaled) %.2e\n",
                 static_cast<long long>(hk), static_cast<long long>(hv), static_cast<long long>(n), seq, worst);
     INFO(n << " tokens, " << hk << "/" << hv << " heads");
     CHECK(seq < 1e-2);
@@ -133,6 +158,11 @@ TEST_CASE("emulated tensor-core delta rule: two value heads per key head, chunk 
 
 TEST_CASE("emulated tensor-core delta rule: three value heads per key head", "[delta_tc_emu]") {
   check_emulated(1, 3, {65, 20}, 12);
+}
+
+TEST_CASE("emulated tensor-core delta rule: strong decays leave rows near zero (the GPU op test's gates)",
+          "[delta_tc_emu]") {
+  check_emulated(1, 3, {150, 65}, 14, true);
 }
 
 TEST_CASE("emulated tensor-core delta rule: asynchronous copies land as late as a GPU may land them",
