@@ -30,7 +30,7 @@ __device__ __forceinline__ Gates gates(const DeltaNetArgs& a, int64_t row, int j
 void deltanet_chunked_tc(const DeltaNetArgs& a, const DeltaNetChunkItem* items, int32_t n_items,
                          const DeltaNetChunkSeq* chunk_seqs, int32_t n_chunk_seqs, float* scratch, Stream stream);
 
-// One column of X = (I + A)^-1 B by forward substitution: x_i = b_i - sum_{j<i} A_ij x_j, with A
+// (The fp32 path, delta_rule.cu.) One column of X = (I + A)^-1 B by forward substitution: x_i = b_i - sum_{j<i} A_ij x_j, with A
 // strictly lower triangular, [C][C] row-major in shared memory (every thread of a warp reads
 // the same element: a broadcast), b_i = rhs(i), x in registers.
 template <class Rhs>

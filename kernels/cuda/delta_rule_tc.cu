@@ -7,9 +7,9 @@
 //   V' = U - W S,  O = (e^gamma Q) S + P V',  S <- e^gamma_last S + (e^(gamma_last - gamma) K)ᵀ V'.
 // Three launches, the split of flash-linear-attention's chunk_gated_delta_rule (our own code):
 //  1. prepare, one block per (chunk, value head), all chunks in parallel: the gates and gamma
-//     (double, as the CPU backend), the L2 norms, A and P by mma.sync, W and U by forward
-//     substitution in fp32 (one column per thread), written to scratch: W, e^gamma Q,
-//     e^(gamma_last - gamma) K and P in bf16, U and e^gamma_last in f32.
+//     (double, as the CPU backend), the L2 norms, A and P by mma.sync, T = (I + A)^-1 in fp32
+//     by 16 x 16 blocks, then W and U as two mma products with T (bf16), written to scratch:
+//     W, e^gamma Q, e^(gamma_last - gamma) K and P in bf16, U and e^gamma_last in f32.
 //  2. scan, one block per (sequence, value head, 32 state columns), the only sequential part:
 //     the state tile lives in fp32 mma accumulators; per chunk V' = U - W S and the state
 //     update run on the tensor cores with S and V' rounded to bf16 as operands; the next
@@ -19,11 +19,11 @@
 // Padded rows of a short last chunk have beta = g = 0 and zero q, k, v, so they change nothing.
 //
 // Precision: every matrix product takes bf16 operands with fp32 accumulation (the operands
-// are the normalised q and k, W, P, V' and the state), as flash-linear-attention's kernels
-// do; the gates, gamma, the triangular solve, U and the carried state are fp32. Outputs and the
-// state a chunk leaves are therefore within bf16 rounding of the token-by-token recurrence
-// (relative ~3e-3 over a sequence and on the states, ~1e-2 on the worst single row; not the
-// fp32 path's ~1e-6), as the tests bound it: tests/kernels_cuda (on the GPU) and
+// are the normalised q and k, v, T, W, P, V' and the state), as flash-linear-attention's
+// kernels do; the gates, gamma, the inverse T, U and the carried state are fp32. Outputs and
+// the state a chunk leaves are therefore within bf16 rounding of the token-by-token recurrence
+// (relative ~4e-3 over a sequence and on the states, ~1.5e-2 on the worst single row scaled by
+// the sequence's row norm; not the fp32 path's ~1e-6), as the tests bound it: tests/kernels_cuda (on the GPU) and
 // tests/kernels_cuda_emu (this source on the CPU, through an emulation of the warp-level
 // instructions).
 //
@@ -67,7 +67,6 @@ static_assert(kOffDecay + 16 <= kScratchBytes, "tensor-core scratch layout must 
 constexpr int kRowD = (kD + 8) * 2;     // 128 columns: 272
 constexpr int kRowC = (kC + 8) * 2;     // 64 columns: 144
 constexpr int kRowV = (kBV + 8) * 2;    // 32 columns: 80
-constexpr int kKfRow = kD + 4;          // f32 K rows (floats): 16-byte aligned, float4 stores
 // Each kernel is sized for two blocks per SM (228 KB of shared memory, 1 KB reserved per block).
 constexpr int kTwoPerSm = 113 * 1024;
 
@@ -112,22 +111,92 @@ __device__ __forceinline__ void copy_rows(uint32_t dst, int dst_stride, const ui
   }
 }
 
+// o (rows m0 .. m0 + 15, columns n0 .. n0 + 63, in mma accumulators) += A B over the first
+// k_steps 16-wide steps of k: A a [m][k] tile, B a [k][n] tile.
+__device__ __forceinline__ void mma_rows_by_64(float (&o)[8][4], uint32_t a_base, int a_stride, int m0, uint32_t b_base,
+                                               int b_stride, int n0, int k_steps) {
+#pragma unroll 2
+  for (int ks = 0; ks < k_steps; ++ks) {
+    uint32_t af[4];
+    load_a(af, a_base, a_stride, m0, 16 * ks);
+#pragma unroll
+    for (int np = 0; np < 4; ++np) {
+      uint32_t bf[4];
+      load_b_kn(bf, b_base, b_stride, n0 + 16 * np, 16 * ks);
+      mma16816<false>(o[2 * np], af, bf[0], bf[1]);
+      mma16816<false>(o[2 * np + 1], af, bf[2], bf[3]);
+    }
+  }
+}
+
 // ---- 1. prepare
 
-constexpr int kPrepSmem = kC * kKfRow * 4 + 2 * kC * kRowD + kC * kC * 4 + 4 * kC * 4;  // 84 KB
+// The block inverse's temporaries: M_ij = sum_k A_ik T_kj for up to three 16 x 16 blocks.
+constexpr int kBlk = 16;
+constexpr int kPrepSmem = 2 * kC * kRowD + 2 * kC * kC * 4 + 3 * kBlk * kBlk * 4 + 2 * kC * kRowC + 4 * kC * 4;  // 88 KB
 static_assert(kPrepSmem <= kTwoPerSm);
+
+// T = (I + A)^-1 for the strictly lower triangular A ([C][C] f32 in shared memory), into T
+// (lower triangular with a unit diagonal; entries above the diagonal blocks are not written).
+// The four 16 x 16 diagonal blocks are inverted by substitution, a column a thread; the blocks
+// below them follow by distance from the diagonal, T_ij = -T_ii sum_{k=j}^{i-1} A_ik T_kj
+// (kernel-notes 3.2's block form), as small fp32 products over the whole block. This replaces
+// a 64-step substitution per column of W and U, whose serial chain and unrolled code made it
+// the prepare pass's bottleneck (docs/benchmarks.md, "Chunked DeltaNet on tensor cores").
+__device__ __forceinline__ void invert_unit_lower(const float* A, float* T, float* M) {
+  const int tid = threadIdx.x;
+  if (tid < kC) {
+    const int r0 = kBlk * (tid / kBlk), c = tid % kBlk;
+    float x[kBlk];
+#pragma unroll
+    for (int r = 0; r < kBlk; ++r) {
+      float acc = r == c ? 1.0f : 0.0f;
+#pragma unroll
+      for (int k = 0; k < r; ++k) acc -= A[(r0 + r) * kC + r0 + k] * x[k];
+      x[r] = acc;  // zero above the diagonal: x_k = 0 for k < c
+      T[(r0 + r) * kC + r0 + c] = acc;
+    }
+  }
+  __syncthreads();
+#pragma unroll 1
+  for (int d = 1; d < kC / kBlk; ++d) {
+    const int blocks = kC / kBlk - d;
+    for (int e = tid; e < blocks * kBlk * kBlk; e += kThreads) {
+      const int bj = e / (kBlk * kBlk), r = (e / kBlk) % kBlk, c = e % kBlk, bi = bj + d;
+      const float* arow = A + (kBlk * bi + r) * kC;
+      float acc = 0.0f;
+      for (int k = kBlk * bj; k < kBlk * bi; ++k) acc += arow[k] * T[k * kC + kBlk * bj + c];
+      M[e] = acc;
+    }
+    __syncthreads();
+    for (int e = tid; e < blocks * kBlk * kBlk; e += kThreads) {
+      const int bj = e / (kBlk * kBlk), r = (e / kBlk) % kBlk, c = e % kBlk, bi = bj + d;
+      const float* trow = T + (kBlk * bi + r) * kC + kBlk * bi;
+      const float* m = M + bj * kBlk * kBlk + c;
+      float acc = 0.0f;
+#pragma unroll
+      for (int k = 0; k < kBlk; ++k) acc += trow[k] * m[k * kBlk];
+      T[(kBlk * bi + r) * kC + kBlk * bj + c] = -acc;
+    }
+    __syncthreads();
+  }
+}
 
 __global__ void __launch_bounds__(kThreads, 2) deltanet_tc_prepare_kernel(const DeltaNetArgs a, const DeltaNetChunkItem* items,
                                                                         float* scratch) {
   extern __shared__ __align__(16) uint8_t smem[];
-  float* Kf = reinterpret_cast<float*>(smem);                   // [C][kKfRow] normalised k, f32
-  uint8_t* Kb = smem + kC * kKfRow * 4;                         // [C][kRowD] normalised k, bf16
-  uint8_t* Qb = Kb + kC * kRowD;                                // [C][kRowD] normalised, scaled q, bf16
+  uint8_t* Kb = smem;                                           // [C][kRowD] normalised k, bf16
+  uint8_t* Qb = Kb + kC * kRowD;                                // [C][kRowD] normalised, scaled q, bf16; then v
   float* A = reinterpret_cast<float*>(Qb + kC * kRowD);         // [C][C]
-  float* gam = A + kC * kC;                                     // [C] cumulative log decay
+  float* T = A + kC * kC;                                       // [C][C] (I + A)^-1
+  float* M = T + kC * kC;                                       // [3][16][16]
+  uint8_t* Tw = reinterpret_cast<uint8_t*>(M + 3 * kBlk * kBlk);  // [C][kRowC] T diag(beta e^gamma), bf16
+  uint8_t* Tu = Tw + kC * kRowC;                                // [C][kRowC] T diag(beta), bf16
+  float* gam = reinterpret_cast<float*>(Tu + kC * kRowC);       // [C] cumulative log decay
   float* bet = gam + kC;                                        // [C]
   float* egam = bet + kC;                                       // [C] e^gamma
   float* edec = egam + kC;                                      // [C] e^(gamma_last - gamma)
+  uint8_t* Vb = Qb;
 
   wait_for_previous_kernel();
   const DeltaNetChunkItem it = items[blockIdx.x];
@@ -171,7 +240,7 @@ __global__ void __launch_bounds__(kThreads, 2) deltanet_tc_prepare_kernel(const 
   }
   __syncthreads();
 
-  // Rows, a warp each: L2 norms; k in f32 (for W) and bf16 (for A and P), q in bf16; the
+  // Rows, a warp each: L2 norms; k and q in bf16 (for A, P and W); the
   // decayed copies the scan and output passes read, straight to scratch.
   for (int t = warp; t < kC; t += kThreads / 32) {
     float4 q4 = make_float4(0.f, 0.f, 0.f, 0.f), k4 = q4;
@@ -185,7 +254,6 @@ __global__ void __launch_bounds__(kThreads, 2) deltanet_tc_prepare_kernel(const 
     const float iq = (1.0f / sqrtf(sq + 1e-6f)), ik = 1.0f / sqrtf(sk + 1e-6f), qs = q_scale();
     const float4 qn = make_float4((q4.x * iq) * qs, (q4.y * iq) * qs, (q4.z * iq) * qs, (q4.w * iq) * qs);
     const float4 kn = make_float4(k4.x * ik, k4.y * ik, k4.z * ik, k4.w * ik);
-    reinterpret_cast<float4*>(Kf + t * kKfRow)[lane] = kn;
     *reinterpret_cast<uint2*>(Kb + t * kRowD + lane * 8) = make_uint2(pack_bf16(kn.x, kn.y), pack_bf16(kn.z, kn.w));
     *reinterpret_cast<uint2*>(Qb + t * kRowD + lane * 8) = make_uint2(pack_bf16(qn.x, qn.y), pack_bf16(qn.z, qn.w));
     const float eg = egam[t], ed = edec[t];
@@ -238,22 +306,52 @@ __global__ void __launch_bounds__(kThreads, 2) deltanet_tc_prepare_kernel(const 
   }
   __syncthreads();
 
-  // Forward substitution, one column a thread: warps 0-3 solve W's columns (k from shared
-  // memory), warps 4-7 U's (v straight from global memory, padded rows zero).
-  const bool is_w = tid < kD;
-  const int col = is_w ? tid : tid - kD;
-  float w[kC];
-  if (is_w) {
-    forward_substitute(A, [&](int i) { return bet[i] * egam[i] * Kf[i * kKfRow + col]; }, w);
-    auto* dst = reinterpret_cast<__nv_bfloat16*>(out + kOffW) + col;
+  // v in bf16 where q was; beta goes into T's columns instead (padded rows: beta = 0, v = 0).
+  for (int t = warp; t < kC; t += kThreads / 32) {
+    float4 v4 = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (t < it.len)
+      v4 = reinterpret_cast<const float4*>(a.qkv + (static_cast<int64_t>(it.row0) + t) * conv_dim + 2 * key_dim +
+                                           static_cast<int64_t>(j) * kD)[lane];
+    *reinterpret_cast<uint2*>(Vb + t * kRowD + lane * 8) = make_uint2(pack_bf16(v4.x, v4.y), pack_bf16(v4.z, v4.w));
+  }
+  invert_unit_lower(A, T, M);  // its barriers also publish Vb
+
+  // W = T diag(beta e^gamma) K and U = T diag(beta) V: the column scalings fold into T's bf16
+  // copies, which are lower triangular (zero above the diagonal).
+  for (int e = tid; e < kC * kC / 2; e += kThreads) {
+    const int i = e / (kC / 2), jj = 2 * (e % (kC / 2));
+    const float t0 = jj <= i ? T[i * kC + jj] : 0.0f, t1 = jj + 1 <= i ? T[i * kC + jj + 1] : 0.0f;
+    const float b0 = bet[jj], b1 = bet[jj + 1];
+    *reinterpret_cast<uint32_t*>(Tw + i * kRowC + jj * 2) = pack_bf16(t0 * b0 * egam[jj], t1 * b1 * egam[jj + 1]);
+    *reinterpret_cast<uint32_t*>(Tu + i * kRowC + jj * 2) = pack_bf16(t0 * b0, t1 * b1);
+  }
+  __syncthreads();
+
+  // Warps 0-3: W's rows 16 (w % 4) .., warps 4-7: U's; 64 columns at a time; T's row tile
+  // only has k-steps up to its own (lower triangular).
+  {
+    const int mt = warp & 3, gq = lane >> 2, c = lane & 3;
+    const bool is_w = warp < 4;
+    const uint32_t t_base = smem_addr(is_w ? Tw : Tu), b_base = smem_addr(is_w ? Kb : Vb);
+#pragma unroll 1
+    for (int n0 = 0; n0 < kD; n0 += 64) {
+      float o[8][4];
 #pragma unroll
-    for (int i = 0; i < kC; ++i) dst[i * kD] = __float2bfloat16_rn(w[i]);
-  } else {
-    const float* v = a.qkv + static_cast<int64_t>(it.row0) * conv_dim + 2 * key_dim + static_cast<int64_t>(j) * kD + col;
-    forward_substitute(A, [&](int i) { return i < it.len ? bet[i] * v[static_cast<int64_t>(i) * conv_dim] : 0.0f; }, w);
-    float* dst = reinterpret_cast<float*>(out + kOffU) + col;
+      for (int n = 0; n < 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+      mma_rows_by_64(o, t_base, kRowC, 16 * mt, b_base, kRowD, n0, mt + 1);
 #pragma unroll
-    for (int i = 0; i < kC; ++i) dst[i * kD] = w[i];
+      for (int h = 0; h < 2; ++h) {
+        const int i = 16 * mt + gq + 8 * h;
+#pragma unroll
+        for (int n = 0; n < 8; ++n) {
+          const int col = n0 + 8 * n + 2 * c;
+          if (is_w)
+            *reinterpret_cast<uint32_t*>(out + kOffW + (i * kD + col) * 2) = pack_bf16(o[n][2 * h], o[n][2 * h + 1]);
+          else
+            *reinterpret_cast<float2*>(out + kOffU + (i * kD + col) * 4) = make_float2(o[n][2 * h], o[n][2 * h + 1]);
+        }
+      }
+    }
   }
 }
 
@@ -387,24 +485,6 @@ __global__ void __launch_bounds__(kThreads, 2) deltanet_tc_scan_kernel(const Del
 }
 
 // ---- 3. output
-
-// o (rows m0 .. m0 + 15, columns n0 .. n0 + 63, in mma accumulators) += A B over the first
-// k_steps 16-wide steps of k: A a [m][k] tile, B a [k][n] tile.
-__device__ __forceinline__ void mma_rows_by_64(float (&o)[8][4], uint32_t a_base, int a_stride, int m0, uint32_t b_base,
-                                               int b_stride, int n0, int k_steps) {
-#pragma unroll 2
-  for (int ks = 0; ks < k_steps; ++ks) {
-    uint32_t af[4];
-    load_a(af, a_base, a_stride, m0, 16 * ks);
-#pragma unroll
-    for (int np = 0; np < 4; ++np) {
-      uint32_t bf[4];
-      load_b_kn(bf, b_base, b_stride, n0 + 16 * np, 16 * ks);
-      mma16816<false>(o[2 * np], af, bf[0], bf[1]);
-      mma16816<false>(o[2 * np + 1], af, bf[2], bf[3]);
-    }
-  }
-}
 
 constexpr int kOutSmem = kC * kRowD + kC * kRowC + kD * kRowD + kC * kRowD;  // 77 KB
 static_assert(kOutSmem <= kTwoPerSm);
