@@ -13,6 +13,8 @@
 #   TARGETS="bench_deltanet bench_cuda_model test_cuda_backend_ops_gpu test_cuda_model_gpu" DEST=.devbuild/deltanet scripts/bench_serve_bundle.sh
 # or for scripts/structured_serve_gpu.sh:
 #   TARGETS="serve bench_serve bench_grammar" DEST=.devbuild/bench-structured scripts/bench_serve_bundle.sh
+# or for scripts/fp8_fixture_gpu.sh (which also wants make_reference.py beside it):
+#   TARGETS=refcheck DEST=.devbuild/fp8-fixture scripts/bench_serve_bundle.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEST=${DEST:-.devbuild/bench-serve}
@@ -33,7 +35,7 @@ cp scripts/bench_serve_gpu.sh scripts/prefix_cache_gpu.sh scripts/structured_ser
    scripts/fp8_gpu.sh \
    scripts/serve_gpu_common.sh scripts/prefill_attention_gpu.sh scripts/prefill_attention_peer.py \
    scripts/deltanet_gpu.sh scripts/deltanet_peer.py \
-   scripts/make_random_checkpoint.py \
+   scripts/make_random_checkpoint.py scripts/fp8_layout.py scripts/make_fp8_fixture.py scripts/fp8_fixture_gpu.sh \
    scripts/make_checkpoint_tokenizer.py scripts/bench_serve_report.py "$DEST/"
 # flash-linear-attention's source (MIT, the peer of deltanet_peer.py; not installed on the GPU
 # machine), packed beside the scripts when the shared peers folder has it.

@@ -20,7 +20,8 @@ float8_e4m3fn with a `weight_scale_inv` of one f32 scale per 128x128 block (part
 at the edges), and quantization_config in config.json. The quantisation is serve's
 --quantization fp8 (model/qwen35/fp8.h: scale amax/448, f32 division, round to nearest
 even, saturating), so with the same --seed the FP8 checkpoint loads to the same weights as
-the bf16 one under --quantization fp8. Needs torch >= 2.1 (float8_e4m3fn).
+the bf16 one under --quantization fp8. Needs torch >= 2.1 (float8_e4m3fn) and fp8_layout.py
+beside this script.
 """
 import argparse
 import json
@@ -29,6 +30,10 @@ import os
 import torch
 from safetensors.torch import save_file
 
+# What Qwen's FP8 releases quantise, and their quantization_config (fp8_layout.py beside this
+# script: one definition for it and make_fp8_fixture.py).
+from fp8_layout import E4M3_MAX, FP8_BLOCK, FP8_QUANTIZATION_CONFIG, is_fp8_target
+
 SIZES = {
     # model spec 1.2: H, I, layers, Nq, Nkv, Hk, Hv, tie
     "9b": dict(hidden=4096, inter=12288, layers=32, nq=16, nkv=4, hk=16, hv=32, tie=False),
@@ -36,16 +41,6 @@ SIZES = {
     "4b": dict(hidden=2560, inter=9216, layers=32, nq=16, nkv=4, hk=16, hv=32, tie=True),
 }
 VOCAB, HEAD_DIM, DK, KC = 248320, 256, 128, 4
-FP8_BLOCK, E4M3_MAX = 128, 448.0
-# What Qwen's FP8 releases quantise; the rest (embedding, lm_head, norms, conv1d, A_log,
-# dt_bias, in_proj_a/b) stays bf16/f32.
-FP8_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "in_proj_qkv",
-               "in_proj_z", "out_proj")
-FP8_QUANTIZATION_CONFIG = {
-    "quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic", "weight_block_size": [FP8_BLOCK, FP8_BLOCK],
-    "modules_to_not_convert": ["lm_head", "model.language_model.embed_tokens", "linear_attn.in_proj_a",
-                               "linear_attn.in_proj_b", "linear_attn.conv1d"],
-}
 
 
 def config(g):
@@ -65,10 +60,6 @@ def config(g):
     }
     return {"architectures": ["Qwen3_5ForConditionalGeneration"], "model_type": "qwen3_5",
             "tie_word_embeddings": g["tie"], "text_config": text}
-
-
-def is_fp8_target(name):
-    return name.endswith(".weight") and name.split(".")[-2] in FP8_TARGETS
 
 
 def fp8_blocks(w):

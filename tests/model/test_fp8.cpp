@@ -2,7 +2,8 @@
 // the bundled tiny checkpoint re-written in the layout of Qwen's -FP8 releases (F8_E4M3
 // weights + `weight_scale_inv` per 128x128 block, quantization_config in config.json): the
 // loader's weights against a dequantisation written here, the logits against the bf16
-// model's, --quantization fp8 against the written checkpoint, and corrupt variants.
+// model's, --quantization fp8 against the written checkpoint, and corrupt variants. Last, the
+// bundled FP8 fixture (tests/data/tiny-qwen35-fp8): its partial blocks, and corrupt copies.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -20,6 +21,7 @@
 #include "model/qwen35/model.h"
 #include "tests/model/harness.h"
 #include "tests/model/st_writer.h"
+#include "tests/test_paths.h"
 
 using Catch::Matchers::Contains;
 namespace fs = std::filesystem;
@@ -404,5 +406,68 @@ TEST_CASE("fp8: a corrupt FP8 checkpoint names the tensor", "[fp8][loading]") {
       });
       CHECK_THAT(load_error(dir.path()), Contains("config.json: quantization_config: ") && Contains(message));
     }
+  }
+}
+
+// The bundled FP8 fixture (tests/data/tiny-qwen35-fp8, written by scripts/make_fp8_fixture.py:
+// the tiny model narrowed to hidden 96 and intermediate 320, so that block edges fall inside
+// the matrices). Hidden tag: tests/model/CMakeLists.txt runs these as their own CTest entry,
+// registered where the fixture is.
+TEST_CASE("fp8: the bundled FP8 fixture has partial blocks in both dimensions", "[.fp8-fixture]") {
+  const fs::path fx = t::data_path("tiny-qwen35-fp8");
+  const q::ModelConfig config = q::ModelConfig::load(fx);
+  REQUIRE(config.fp8);
+  CHECK(config.hidden_size % fp8::kBlock != 0);
+  CHECK(config.intermediate_size % fp8::kBlock != 0);
+  const t::StTensors ts = t::read_safetensors(fx / "model.safetensors");
+  const std::string gate = kP + "layers.0.mlp.gate_proj.weight", down = kP + "layers.0.mlp.down_proj.weight";
+  const std::vector<int64_t> gate_shape{config.intermediate_size, config.hidden_size};
+  CHECK(ts.at(gate).dtype == "F8_E4M3");
+  CHECK(ts.at(gate).shape == gate_shape);
+  CHECK(ts.at(gate + "_scale_inv").shape == std::vector<int64_t>{3, 1});  // ceil(320/128), ceil(96/128)
+  CHECK(ts.at(down + "_scale_inv").shape == std::vector<int64_t>{1, 3});
+  int fp8_weights = 0;
+  for (const auto& [name, x] : ts) fp8_weights += x.dtype == "F8_E4M3";
+  CHECK(fp8_weights == 50);  // 8 MLPs x 3, 2 attention layers x 4, 6 DeltaNets x 3
+  CHECK(ts.at(kP + "layers.0.linear_attn.in_proj_a.weight").dtype == "BF16");
+  CHECK(ts.at(kP + "embed_tokens.weight").dtype == "BF16");
+}
+
+TEST_CASE("fp8: a corrupt copy of the bundled FP8 fixture names the tensor", "[.fp8-fixture]") {
+  const fs::path fx = t::data_path("tiny-qwen35-fp8");
+  t::TempDir dir;
+  for (const char* f : {"config.json", "generation_config.json"}) fs::copy_file(fx / f, dir / f);
+  const t::StTensors good = t::read_safetensors(fx / "model.safetensors");
+  const std::string gate = kP + "layers.0.mlp.gate_proj.weight", down = kP + "layers.0.mlp.down_proj.weight";
+  auto write = [&](const std::function<void(t::StTensors&)>& edit) {
+    t::StTensors ts = good;
+    edit(ts);
+    t::write_safetensors(dir / "model.safetensors", ts);
+  };
+  SECTION("the copy loads") {
+    write([](t::StTensors&) {});
+    CHECK(load_error(dir.path()) == "no error");
+  }
+  SECTION("scales counted by floor division drop the partial blocks") {
+    write([&](t::StTensors& ts) {
+      auto& s = ts[gate + "_scale_inv"];
+      s.shape = {2, 1};
+      s.bytes.resize(2 * 4);
+    });
+    CHECK_THAT(load_error(dir.path()),
+               Contains("tensor " + gate + "_scale_inv has shape [2, 1], expected [3, 1] (one scale per 128x128 "
+                        "block of [320, 96])"));
+  }
+  SECTION("transposed scales") {
+    write([&](t::StTensors& ts) { ts[down + "_scale_inv"].shape = {3, 1}; });
+    CHECK_THAT(load_error(dir.path()), Contains("tensor " + down + "_scale_inv has shape [3, 1], expected [1, 3]"));
+  }
+  SECTION("codes of a partial-block weight cut short") {
+    write([&](t::StTensors& ts) {
+      auto& w = ts[down];
+      w.shape = {96, 256};
+      w.bytes.resize(96 * 256);
+    });
+    CHECK_THAT(load_error(dir.path()), Contains("tensor " + down + " has shape [96, 256], expected [96, 320]"));
   }
 }
