@@ -28,7 +28,9 @@ LOG=$OUT/make_fp8_fixture.log
 [ -f "$MAKE_REFERENCE" ] || { echo "error: no make_reference.py at $MAKE_REFERENCE (copy /work/shared/scripts/make_reference.py there)"; exit 1; }
 rm -rf "$(dirname "$FX")"
 mkdir -p "$(dirname "$FX")"
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1  # everything is local; never wait on a hub
 rc=0
+t0=$SECONDS
 PYTHONUNBUFFERED=1 timeout 420 python3 "$HERE/make_fp8_fixture.py" --src "$SRC" --out "$FX" \
   --make-reference "$MAKE_REFERENCE" > "$LOG" 2>&1 || rc=$?
 if [ $rc -ne 0 ]; then
@@ -37,7 +39,9 @@ if [ $rc -ne 0 ]; then
   exit 1
 fi
 tar -C "$(dirname "$FX")" -czf "$OUT/tiny-qwen35-fp8.tar.gz" tiny-qwen35-fp8
-grep -E '^(quantised|  |checked|WARNING|wrote)' "$LOG" || true
+t_fix=$((SECONDS - t0))
+echo "make_fp8_fixture.py: $t_fix s"
+grep -E '^(quantised|  |checked|WARNING|reference|wrote)' "$LOG" || true
 
 if [ ! -f "$BUNDLE" ]; then
   echo "no refcheck bundle at $BUNDLE: fixture only"
@@ -47,7 +51,8 @@ R=/tmp/fp8fix/results
 set +e  # a failing refcheck is a result, not the end of the run
 . "$HERE/serve_gpu_common.sh"  # B, left, note, $OUT/summary.txt; packs $R into $OUT/results.tar.gz
 note "$(date -u); bundle commit $(tr '\n' ' ' < "$B/COMMIT"); $(nvidia-smi --query-gpu=name --format=csv,noheader)"
-note "$(grep -E '^(quantised|checked|wrote)' "$LOG" | cut -c1-200)"
+note "make_fp8_fixture.py: $t_fix s; $(python3 -c 'import json, sys; m = json.load(open(sys.argv[1])); print("torch", m["torch"], "transformers", m["transformers"])' "$FX/reference.json" 2>&1 | tail -1)"
+note "$(grep -E '^(quantised|checked|WARNING|wrote)' "$LOG" | cut -c1-200)"
 rows=()
 check() {  # fixture backend chunk
   local fx=$1 be=$2 chunk=$3 log t
