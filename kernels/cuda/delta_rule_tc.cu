@@ -197,6 +197,8 @@ __global__ void __launch_bounds__(kThreads, 2) deltanet_tc_prepare_kernel(const 
   float* egam = bet + kC;                                       // [C] e^gamma
   float* edec = egam + kC;                                      // [C] e^(gamma_last - gamma)
   uint8_t* Vb = Qb;
+  float* Vf = T;  // [C][D] v in f32, until T is computed (T, M, Tw, Tu: 37 KB)
+  static_assert(kC * kC * 4 + 3 * kBlk * kBlk * 4 + 2 * kC * kRowC >= kC * kD * 4, "v's f32 rows fit where T goes");
 
   wait_for_previous_kernel();
   const DeltaNetChunkItem it = items[blockIdx.x];
@@ -205,6 +207,32 @@ __global__ void __launch_bounds__(kThreads, 2) deltanet_tc_prepare_kernel(const 
   const int64_t key_dim = static_cast<int64_t>(a.k_heads) * kD;
   const int64_t conv_dim = 2 * key_dim + static_cast<int64_t>(a.v_heads) * kD;
   uint8_t* out = scratch_of(scratch, blockIdx.x, a.v_heads, j);
+
+  // Every global read is issued up front, so the loads overlap the gates' double-precision
+  // maths instead of following it one dependent step at a time: v (f32) lands by cp.async
+  // where T and the bf16 copies of T go later (padded rows zero-filled), and each warp's
+  // eight rows of q and k go to registers.
+  {
+    const float* v0 = a.qkv + static_cast<int64_t>(it.row0) * conv_dim + 2 * key_dim + static_cast<int64_t>(j) * kD;
+    for (int i = tid; i < kC * kD / 4; i += kThreads) {
+      const int t = i / (kD / 4), c4 = i % (kD / 4);
+      cp_async<16>(smem_addr(Vf) + i * 16, t < it.len ? v0 + static_cast<int64_t>(t) * conv_dim + 4 * c4 : v0,
+                   t < it.len ? 16 : 0);
+    }
+    cp_async_commit();
+  }
+  constexpr int kRowsPerWarp = kC / (kThreads / 32);
+  float4 q4[kRowsPerWarp], k4[kRowsPerWarp];
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    const int t = warp + r * (kThreads / 32);
+    q4[r] = k4[r] = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (t < it.len) {
+      const float* x = a.qkv + (static_cast<int64_t>(it.row0) + t) * conv_dim;
+      q4[r] = reinterpret_cast<const float4*>(x + kh * kD)[lane];
+      k4[r] = reinterpret_cast<const float4*>(x + key_dim + kh * kD)[lane];
+    }
+  }
 
   // Gates and their in-chunk prefix sums (warp 0, two tokens per lane, the sum in double).
   if (warp == 0) {
@@ -242,18 +270,15 @@ __global__ void __launch_bounds__(kThreads, 2) deltanet_tc_prepare_kernel(const 
 
   // Rows, a warp each: L2 norms; k and q in bf16 (for A, P and W); the
   // decayed copies the scan and output passes read, straight to scratch.
-  for (int t = warp; t < kC; t += kThreads / 32) {
-    float4 q4 = make_float4(0.f, 0.f, 0.f, 0.f), k4 = q4;
-    if (t < it.len) {
-      const float* x = a.qkv + (static_cast<int64_t>(it.row0) + t) * conv_dim;
-      q4 = reinterpret_cast<const float4*>(x + kh * kD)[lane];
-      k4 = reinterpret_cast<const float4*>(x + key_dim + kh * kD)[lane];
-    }
-    const float sq = warp_sum(q4.x * q4.x + q4.y * q4.y + q4.z * q4.z + q4.w * q4.w);
-    const float sk = warp_sum(k4.x * k4.x + k4.y * k4.y + k4.z * k4.z + k4.w * k4.w);
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    const int t = warp + r * (kThreads / 32);
+    const float4 qr = q4[r], kr = k4[r];
+    const float sq = warp_sum(qr.x * qr.x + qr.y * qr.y + qr.z * qr.z + qr.w * qr.w);
+    const float sk = warp_sum(kr.x * kr.x + kr.y * kr.y + kr.z * kr.z + kr.w * kr.w);
     const float iq = (1.0f / sqrtf(sq + 1e-6f)), ik = 1.0f / sqrtf(sk + 1e-6f), qs = q_scale();
-    const float4 qn = make_float4((q4.x * iq) * qs, (q4.y * iq) * qs, (q4.z * iq) * qs, (q4.w * iq) * qs);
-    const float4 kn = make_float4(k4.x * ik, k4.y * ik, k4.z * ik, k4.w * ik);
+    const float4 qn = make_float4((qr.x * iq) * qs, (qr.y * iq) * qs, (qr.z * iq) * qs, (qr.w * iq) * qs);
+    const float4 kn = make_float4(kr.x * ik, kr.y * ik, kr.z * ik, kr.w * ik);
     *reinterpret_cast<uint2*>(Kb + t * kRowD + lane * 8) = make_uint2(pack_bf16(kn.x, kn.y), pack_bf16(kn.z, kn.w));
     *reinterpret_cast<uint2*>(Qb + t * kRowD + lane * 8) = make_uint2(pack_bf16(qn.x, qn.y), pack_bf16(qn.z, qn.w));
     const float eg = egam[t], ed = edec[t];
@@ -307,13 +332,13 @@ __global__ void __launch_bounds__(kThreads, 2) deltanet_tc_prepare_kernel(const 
   __syncthreads();
 
   // v in bf16 where q was; beta goes into T's columns instead (padded rows: beta = 0, v = 0).
+  cp_async_wait<0>();
+  __syncthreads();
   for (int t = warp; t < kC; t += kThreads / 32) {
-    float4 v4 = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (t < it.len)
-      v4 = reinterpret_cast<const float4*>(a.qkv + (static_cast<int64_t>(it.row0) + t) * conv_dim + 2 * key_dim +
-                                           static_cast<int64_t>(j) * kD)[lane];
+    const float4 v4 = reinterpret_cast<const float4*>(Vf + t * kD)[lane];
     *reinterpret_cast<uint2*>(Vb + t * kRowD + lane * 8) = make_uint2(pack_bf16(v4.x, v4.y), pack_bf16(v4.z, v4.w));
   }
+  __syncthreads();  // Vf (where T goes) read
   invert_unit_lower(A, T, M);  // its barriers also publish Vb
 
   // W = T diag(beta e^gamma) K and U = T diag(beta) V: the column scalings fold into T's bf16
