@@ -79,16 +79,26 @@ __global__ void conv1d_chunks_kernel(const float* x, const float* w, const float
   }
 #pragma unroll
   for (int j = 0; j < KC; ++j) wt[j] = w[c * KC + j];
-#pragma unroll 4
-  for (int32_t t = 0; t < it.len; ++t) {
-    const int64_t r = static_cast<int64_t>(it.row0) + t;
-    win[kTaps] = x[r * channels + c];
-    float acc = 0.0f;
+  // Eight rows' inputs are loaded before their outputs are stored: loads that follow a store
+  // the compiler cannot prove apart from them would each wait for the one before. (Each row
+  // is read before it is written, so this holds even for out == x.)
+  constexpr int kBatch = 8;
+  for (int32_t t0b = 0; t0b < it.len; t0b += kBatch) {
+    float xs[kBatch];
 #pragma unroll
-    for (int j = 0; j < KC; ++j) acc += wt[j] * win[j];
-    out[r * channels + c] = silu_f(acc);
+    for (int u = 0; u < kBatch; ++u)
+      xs[u] = t0b + u < it.len ? x[(static_cast<int64_t>(it.row0) + t0b + u) * channels + c] : 0.0f;
 #pragma unroll
-    for (int j = 0; j < kTaps; ++j) win[j] = win[j + 1];
+    for (int u = 0; u < kBatch; ++u) {
+      if (t0b + u >= it.len) break;
+      win[kTaps] = xs[u];
+      float acc = 0.0f;
+#pragma unroll
+      for (int j = 0; j < KC; ++j) acc += wt[j] * win[j];
+      out[(static_cast<int64_t>(it.row0) + t0b + u) * channels + c] = silu_f(acc);
+#pragma unroll
+      for (int j = 0; j < kTaps; ++j) win[j] = win[j + 1];
+    }
   }
 }
 

@@ -118,12 +118,15 @@ __global__ void gated_rms_norm_warp_kernel(const float* x, const float* z, const
     wr[k] = i < d ? w[i] : 0.0f;
   }
   wait_for_previous_kernel();
-  float v[kWarpRowMax / 32];
+  // z is loaded with x, before the reduction: read between the stores (which may alias it, as
+  // far as the compiler knows) each load would wait for the one before.
+  float v[kWarpRowMax / 32], zr[kWarpRowMax / 32];
   float ss = 0.0f;
 #pragma unroll
   for (int k = 0; k < kWarpRowMax / 32; ++k) {
     const int i = k * 32 + lane;
     v[k] = i < d ? x[base + i] : 0.0f;
+    zr[k] = i < d ? z[base + i] : 0.0f;
     ss += v[k] * v[k];
   }
   ss = warp_sum(ss);
@@ -131,7 +134,7 @@ __global__ void gated_rms_norm_warp_kernel(const float* x, const float* z, const
 #pragma unroll
   for (int k = 0; k < kWarpRowMax / 32; ++k) {
     const int i = k * 32 + lane;
-    if (i < d) store_act<kOutBf16>(out, base + i, (wr[k] * (v[k] * inv)) * silu_f(z[base + i]));
+    if (i < d) store_act<kOutBf16>(out, base + i, (wr[k] * (v[k] * inv)) * silu_f(zr[k]));
   }
 }
 
