@@ -13,7 +13,8 @@
 // integer image of the floats (counts for top_k, probability mass for top_p), with ties taken
 // in token order exactly as the CPU sampler's order (largest first, ties by token id); the
 // draw is the same kind of search over the cumulative mass in the CPU sampler's draw order
-// (that order when top_k or top_p is set, token order otherwise). Mass sums are in double.
+// when top_k or top_p is set, and in token order otherwise a running sum: per-warp masses of
+// 32 slices of the row, then one warp's scan through its slice. Mass sums are in double.
 // Logprobs are the raw row's log-softmax; the top n come from n passes that each find the
 // next entry in (value desc, id asc) order.
 //
