@@ -27,6 +27,24 @@
 #include "kernels/cuda/backend_ops.h"
 #include "kernels/cuda/delta_rule_common.cuh"
 
+namespace ds::cuda::ops::delta {
+
+// One column of X = (I + A)^-1 B by forward substitution: x_i = b_i - sum_{j<i} A_ij x_j, with A
+// strictly lower triangular, [C][C] row-major in shared memory (every thread of a warp reads
+// the same element: a broadcast), b_i = rhs(i), x in registers.
+template <class Rhs>
+__device__ __forceinline__ void forward_substitute(const float* A, Rhs rhs, float (&x)[kC]) {
+#pragma unroll
+  for (int i = 0; i < kC; ++i) {
+    float acc = rhs(i);
+#pragma unroll
+    for (int jj = 0; jj < i; ++jj) acc -= A[i * kC + jj] * x[jj];
+    x[i] = acc;
+  }
+}
+
+}  // namespace ds::cuda::ops::delta
+
 namespace ds::cuda::ops {
 namespace {
 

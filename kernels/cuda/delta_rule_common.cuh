@@ -30,20 +30,6 @@ __device__ __forceinline__ Gates gates(const DeltaNetArgs& a, int64_t row, int j
 void deltanet_chunked_tc(const DeltaNetArgs& a, const DeltaNetChunkItem* items, int32_t n_items,
                          const DeltaNetChunkSeq* chunk_seqs, int32_t n_chunk_seqs, float* scratch, Stream stream);
 
-// (The fp32 path, delta_rule.cu.) One column of X = (I + A)^-1 B by forward substitution: x_i = b_i - sum_{j<i} A_ij x_j, with A
-// strictly lower triangular, [C][C] row-major in shared memory (every thread of a warp reads
-// the same element: a broadcast), b_i = rhs(i), x in registers.
-template <class Rhs>
-__device__ __forceinline__ void forward_substitute(const float* A, Rhs rhs, float (&x)[kC]) {
-#pragma unroll
-  for (int i = 0; i < kC; ++i) {
-    float acc = rhs(i);
-#pragma unroll
-    for (int jj = 0; jj < i; ++jj) acc -= A[i * kC + jj] * x[jj];
-    x[i] = acc;
-  }
-}
-
 __device__ __forceinline__ float q_scale() { return static_cast<float>(1.0 / sqrt(static_cast<double>(kD))); }
 
 }  // namespace ds::cuda::ops::delta

@@ -124,11 +124,13 @@ __global__ void edits_kernel(const Edit* edits, int32_t n, const float* biases, 
 // leaves the draw past its end the warp's last kept id is taken (the boundary lies within
 // rounding there), and when the draw is past every warp, the row's last kept id.
 template <class Kept>
-__device__ int draw_in_token_order(int n, float m, double u, Kept&& kept, double* seg, int* seg_last) {
+__device__ int draw_in_token_order(int n, float m, double u, Kept&& kept) {
+  constexpr int kWarps = kThreads / 32;
+  __shared__ double seg[kWarps];
+  __shared__ int seg_last[kWarps];
   __shared__ int chosen, sel;
   __shared__ double sel_base, sel_r;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  constexpr int kWarps = kThreads / 32;
   const int per = (n + kWarps - 1) / kWarps;
   const int b = min(n, warp * per), e = min(n, b + per);
   double mass = 0;
@@ -188,8 +190,6 @@ __device__ int draw_in_token_order(int n, float m, double u, Kept&& kept, double
 __global__ void __launch_bounds__(kThreads) sample_kernel(const float* logits, const float* work, const RowDesc* descs,
                                                           const uint32_t* masks, int64_t vocab, RowResult* results) {
   __shared__ Shared sh;
-  __shared__ double seg[kThreads / 32];
-  __shared__ int seg_last[kThreads / 32];
   const int row = blockIdx.x;
   const RowDesc d = descs[row];
   const uint32_t* mask = d.mask_offset >= 0 ? masks + d.mask_offset : nullptr;
@@ -332,7 +332,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const float* logits, c
           token = id_cut([&](int i) { float s; return kept2(i, s) && okey(s) == cut; }, c);
         }
       } else {
-        token = draw_in_token_order(n, m, d.u, kept2, seg, seg_last);
+        token = draw_in_token_order(n, m, d.u, kept2);
       }
     }
   }
