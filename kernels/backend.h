@@ -29,9 +29,11 @@
 
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "kernels/batch_plan.h"
+#include "kernels/step_graph.h"
 #include "kernels/tensor.h"
 
 namespace ds::kernels {
@@ -91,6 +93,26 @@ class Backend {
   void copy_from_host(std::span<const float> src, Tensor& dst);
   // Validates a step's indices and makes them available to the ops.
   virtual std::unique_ptr<BatchPlan> plan(const BatchDesc& desc) = 0;
+
+  // ---- recorded steps (kernels/step_graph.h) ----------------------------------------------
+  // Whether this backend records steps. Only then are the calls below made.
+  virtual bool can_record_steps() const { return false; }
+  // From now until end_recording, ops are recorded instead of run. The ops must behave as on
+  // a step of the same shape that ran just before (nothing allocated or copied to the host
+  // in between): the caller runs one such step eagerly first.
+  virtual void begin_recording() {}
+  // The recording of the ops since begin_recording, or null when recording failed (`why`
+  // says why; the backend is usable again, nothing of the recorded ops has run).
+  virtual std::unique_ptr<StepGraph> end_recording(std::string& why) {
+    why = "this backend does not record steps";
+    return nullptr;
+  }
+  // Runs a recording with the current contents of the memory it reads. false (nothing
+  // queued): the recording reads memory the backend has since reallocated; record again.
+  virtual bool replay(const StepGraph& graph) {
+    (void)graph;
+    return false;
+  }
 
   // ---- ops ----------------------------------------------------------------------------
   // "f32 or act" below: f32 or activation_dtype(). Weights (table, w, gate_up) are what

@@ -19,6 +19,13 @@
 // state after its last row left in state_slot as always. Accepting the first i + 1 tokens of
 // the chunk then means continuing from row_state_slots[i]: nothing is recomputed. Those slots
 // are fully overwritten, and may not be any sequence's state slot or another row's.
+//
+// Recorded steps (kernels/step_graph.h) need a plan whose layout depends only on the step's
+// shape: BatchDesc::table_blocks fixes every sequence's block-table row to one width, and the
+// last BatchDesc::n_padding sequences pad the batch to a recorded batch size. Padding
+// sequences may share state slots and K/V slots with each other (they all point at the pad
+// slot and pad blocks the model reserves), never with the real sequences; what they write
+// is garbage nobody reads, and their logits are ignored.
 #pragma once
 
 #include <algorithm>
@@ -48,6 +55,9 @@ struct BatchDesc {
   int32_t num_blocks = 0;  // size of the K/V pools (block ids must be below)
   int32_t num_slots = 0;   // size of the state pool (slots must be below)
   int64_t vocab_size = 0;  // token ids must be below
+  // Recorded steps (see above): 0 = each table row as wide as the step's longest.
+  int32_t table_blocks = 0;
+  int32_t n_padding = 0;  // the trailing sequences that only pad the batch
 };
 
 class BatchPlan {
@@ -64,14 +74,22 @@ class BatchPlan {
     int64_t n_row_states = 0;
   };
 
-  explicit BatchPlan(const BatchDesc& d) : block_size_(d.block_size) {
+  explicit BatchPlan(const BatchDesc& d)
+      : block_size_(d.block_size), table_blocks_(d.table_blocks), n_padding_(d.n_padding) {
     auto fail = [](const std::string& m) { throw std::invalid_argument("forward batch: " + m); };
     if (d.block_size <= 0) fail("block size must be positive");
     if (d.seqs.empty()) fail("no sequences");
-    int64_t rows = 0;
-    std::vector<int32_t> slots;
+    if (d.table_blocks < 0) fail("negative table width");
+    if (d.n_padding < 0 || static_cast<size_t>(d.n_padding) >= d.seqs.size())
+      fail("padding of " + std::to_string(d.n_padding) + " sequences in a batch of " + std::to_string(d.seqs.size()) +
+           " (at least one real sequence)");
+    const size_t n_real = d.seqs.size() - static_cast<size_t>(d.n_padding);
+    int64_t rows = 0, real_rows = 0;
+    std::vector<int32_t> slots, pad_slots;
     for (size_t s = 0; s < d.seqs.size(); ++s) {
       const SequenceChunk& in = d.seqs[s];
+      const bool padding = s >= n_real;
+      std::vector<int32_t>& seq_slots = padding ? pad_slots : slots;
       const std::string who = "sequence " + std::to_string(s);
       if (in.n_tokens < 1) fail(who + " has no new tokens");
       if (in.n_cached < 0) fail(who + " has a negative cached length");
@@ -89,6 +107,9 @@ class BatchPlan {
       q.state_slot = in.state_slot;
       q.block_begin = static_cast<int64_t>(block_ids_.size());
       q.n_blocks = (end + d.block_size - 1) / d.block_size;  // blocks past the end are not read
+      if (d.table_blocks > 0 && q.n_blocks > d.table_blocks)
+        fail(who + " needs " + std::to_string(q.n_blocks) + " blocks, more than the table width " +
+             std::to_string(d.table_blocks));
       for (int64_t b = 0; b < q.n_blocks; ++b) {
         const int32_t id = in.block_ids[static_cast<size_t>(b)];
         if (id < 0 || id >= d.num_blocks)
@@ -114,13 +135,14 @@ class BatchPlan {
           fail(who + " has row-state slot " + std::to_string(slot) + " outside [0, " + std::to_string(d.num_slots) +
                ")");
         row_state_slots_.push_back(slot);
-        slots.push_back(slot);
+        seq_slots.push_back(slot);
         max_state_slot_ = std::max(max_state_slot_, slot);
       }
       seqs_.push_back(q);
-      slots.push_back(in.state_slot);
+      seq_slots.push_back(in.state_slot);
       max_state_slot_ = std::max(max_state_slot_, in.state_slot);
       rows += in.n_tokens;
+      if (!padding) real_rows = rows;
     }
     if (static_cast<int64_t>(d.token_ids.size()) != rows)
       fail(std::to_string(d.token_ids.size()) + " token ids for " + std::to_string(rows) + " rows");
@@ -136,10 +158,16 @@ class BatchPlan {
     std::sort(slots.begin(), slots.end());
     if (std::adjacent_find(slots.begin(), slots.end()) != slots.end())
       fail("two sequences share a state slot (row-state slots included)");
-    std::vector<int64_t> kv = kv_slots_;
+    std::vector<int64_t> kv(kv_slots_.begin(), kv_slots_.begin() + real_rows);
     std::sort(kv.begin(), kv.end());
     if (std::adjacent_find(kv.begin(), kv.end()) != kv.end())
       fail("two new tokens would be written to the same K/V slot");
+    for (int32_t slot : pad_slots)
+      if (std::binary_search(slots.begin(), slots.end(), slot))
+        fail("a padding sequence uses state slot " + std::to_string(slot) + " of a real sequence");
+    for (int64_t r = real_rows; r < rows; ++r)
+      if (std::binary_search(kv.begin(), kv.end(), kv_slots_[static_cast<size_t>(r)]))
+        fail("a padding row would overwrite a real sequence's K/V slot");
   }
   virtual ~BatchPlan() = default;
   BatchPlan(const BatchPlan&) = delete;
@@ -147,6 +175,9 @@ class BatchPlan {
 
   int64_t num_rows() const { return static_cast<int64_t>(token_ids_.size()); }
   int32_t block_size() const { return block_size_; }
+  // BatchDesc::table_blocks and n_padding.
+  int32_t table_blocks() const { return table_blocks_; }
+  int32_t n_padding() const { return n_padding_; }
   const std::vector<Seq>& seqs() const { return seqs_; }
   const std::vector<int32_t>& token_ids() const { return token_ids_; }
   // Per row: absolute position, K/V pool row (block * block_size + offset), sequence index.
@@ -165,6 +196,8 @@ class BatchPlan {
 
  private:
   int32_t block_size_;
+  int32_t table_blocks_ = 0;
+  int32_t n_padding_ = 0;
   int32_t max_block_id_ = -1;
   int32_t max_state_slot_ = -1;
   std::vector<Seq> seqs_;

@@ -40,6 +40,10 @@ Engine::Engine(ForwardModel& model, EngineConfig config, std::unique_ptr<kernels
   if (vocab_ < 1) throw std::invalid_argument("engine: the model reports an empty vocabulary");
 
   model.allocate_cache(sizes_);
+  if (config_.step_graphs) {
+    const int64_t k = config_.speculative.enabled() ? config_.speculative.num_speculative_tokens : 0;
+    model.enable_step_graphs(max_ctx_ + k + 1, sc.max_num_seqs);
+  }
   token_masks_ = sampler->applies_token_masks();
   core_ = std::make_unique<Core>(model, config_, sizes_, max_ctx_, std::move(sampler));
   {

@@ -49,6 +49,10 @@ struct EngineConfig {
   // and thread-safe; an exception from it is logged and ignored.
   std::function<void(RequestId, FinishReason, const RequestMetrics&)> on_finish;
 
+  // Decode and verify steps replay recorded ones (CUDA graphs, kernels/step_graph.h) where
+  // the model's backend records them; false runs every step eagerly (serve --enforce-eager,
+  // and benchmarks that compare the two).
+  bool step_graphs = true;
   // Checks the scheduler's bookkeeping against the pools after every step (tests); a
   // violation is counted in EngineStats::invariant_violations.
   bool check_invariants = false;

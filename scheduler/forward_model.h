@@ -33,6 +33,13 @@ class ForwardModel {
   virtual kvcache::CacheGeometry cache_geometry() const = 0;
   // Allocates the K/V pools and state slots the engine's BlockPool and StatePool index.
   virtual void allocate_cache(const kvcache::PoolSizes& sizes) = 0;
+  // Recorded steps (kernels/step_graph.h: CUDA graphs) for steps of up to max_batch
+  // sequences of up to max_seq_len tokens, where the model's backend records them; after
+  // allocate_cache. A model without them ignores it.
+  virtual void enable_step_graphs(int64_t max_seq_len, int32_t max_batch) {
+    (void)max_seq_len;
+    (void)max_batch;
+  }
   // Zeroes one state slot; the engine installs it in its StatePool.
   virtual kvcache::StatePool::ZeroFn state_zero_fn() = 0;
   // Copies one state slot into another (prefix-cache snapshots: sizes.num_slots and beyond);

@@ -22,6 +22,9 @@ class Qwen35ForwardModel final : public ForwardModel {
   std::vector<int32_t> eos_token_ids() const override { return model_.config().eos_token_ids; }
   kvcache::CacheGeometry cache_geometry() const override { return model_.cache_geometry(); }
   void allocate_cache(const kvcache::PoolSizes& sizes) override { model_.allocate_cache(sizes); }
+  void enable_step_graphs(int64_t max_seq_len, int32_t max_batch) override {
+    model_.enable_step_graphs({.max_seq_len = max_seq_len, .max_batch = max_batch});
+  }
   kvcache::StatePool::ZeroFn state_zero_fn() override { return model_.state_zero_fn(); }
   void copy_state(kvcache::SlotId from, kvcache::SlotId to) override { model_.copy_state_slot(from, to); }
   const kernels::Tensor& forward(const qwen35::ForwardBatch& batch) override;

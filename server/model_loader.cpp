@@ -229,6 +229,7 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::strin
   ec.prefix_caching = o.prefix_caching && o.paged_attention;
   ec.snapshot_bytes = snapshot_bytes;
   ec.speculative = speculative;
+  ec.step_graphs = !o.enforce_eager;
   const int32_t states_per_seq = 1 + (ec.speculative.enabled() ? ec.speculative.num_speculative_tokens : 0);
   try {
     sizes = kvcache::size_pools(geo, {.block_size = o.block_size,

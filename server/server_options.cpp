@@ -68,6 +68,9 @@ void add_server_options(CLI::App& app, ServerOptions& o) {
   app.add_option("--prefix-cache-state-memory", o.prefix_cache_state_memory,
                  "Bytes of the cache budget for DeltaNet state snapshots of cached prefixes, e.g. 4GiB "
                  "(default: a tenth of the budget)");
+  app.add_flag("--enforce-eager", o.enforce_eager,
+               "Run every step eagerly: no CUDA graphs for decode and verify steps (they are on by default with "
+               "the cuda backend)");
   app.add_option("--speculative-config", o.speculative_config,
                  "Speculative decoding as JSON: '{\"method\": \"ngram\", \"num_speculative_tokens\": 3}' "
                  "(methods: ngram = prompt lookup, with prompt_lookup_min/max; mtp = the checkpoint's MTP module; "

@@ -5,7 +5,7 @@
 // --paged-attention / --no-paged-attention, --max-ctx, --kv-cache-dtype, --block-size,
 // --gpu-memory-utilization / --kv-cache-memory, --max-num-seqs, --max-num-batched-tokens,
 // --max-queue, --enable-prefix-caching / --no-enable-prefix-caching, --prefix-cache-state-memory,
-// --speculative-config, --quantization, --backend, --chat-template, --log-level, --log-format. Combinations that cannot
+// --speculative-config, --enforce-eager, --quantization, --backend, --chat-template, --log-level, --log-format. Combinations that cannot
 // work are refused before anything is loaded (validate_options); checks that need the model
 // (max-ctx against its positions and the cache) happen in the loader.
 #pragma once
@@ -44,6 +44,7 @@ struct ServerOptions {
   bool prefix_caching = true;
   std::string prefix_cache_state_memory;  // bytes; empty = kDefaultSnapshotShare of the budget
   std::string speculative_config;         // JSON (speculative_option.h); empty = off
+  bool enforce_eager = false;             // no recorded steps (EngineConfig::step_graphs)
   std::string quantization = "none";      // none or fp8 (qwen35::LoadOptions)
   std::string fp8_weights = "bf16";       // bf16 (dequantised at load) or resident (CudaBackendOptions::fp8_weights)
   std::string backend = "auto";

@@ -7,9 +7,13 @@
 // decode row that sits behind one -- takes the fused prefill kernel (attention_prefill.cu),
 // one launch per sequence, reading its cached prefix and the chunk just written from the
 // pages.
+// A plan with a fixed decode length (a recorded step's, kernels/step_graph.h) takes a work
+// list planned for full table rows, kept in a workspace of its own so that eager steps in
+// between never rewrite what a recording reads.
 #include <algorithm>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "kernels/cuda/backend_ops.h"
 #include "kernels/cuda/cuda_check.h"
@@ -44,7 +48,21 @@ void AttentionRunner::decode(const kernels::Tensor& q, const KvPoolView& pools, 
   auto it = devices_.find(key);
   if (it == devices_.end()) it = devices_.emplace(key, choose_decode_launch(pools, nq, opts)).first;
   const DecodeLaunchConfig& dev = it->second;
-  if (!ws_valid_ || ws_generation_ != plan.generation || ws_->plan().launch.heads_per_cta != dev.heads_per_cta ||
+  DecodeWorkspace* ws = nullptr;
+  if (plan.decode_plan_len > 0) {
+    const auto fkey =
+        std::make_tuple(plan.n_decode, plan.decode_plan_len, nq, pools.n_kv_heads, pools.head_dim, pools.block_size);
+    auto f = fixed_.find(fkey);
+    if (f == fixed_.end()) {
+      const std::vector<int32_t> lens(static_cast<size_t>(plan.n_decode), plan.decode_plan_len);
+      const DecodePlan dp = plan_decode(dev, pools.n_kv_heads, lens);
+      auto w = std::make_unique<DecodeWorkspace>(std::max<int32_t>(static_cast<int32_t>(dp.items.size()), 1),
+                                                 std::max<int32_t>(plan.n_decode, 1), nq, pools.head_dim);
+      w->upload(dp, ctx_.stream());
+      f = fixed_.emplace(fkey, std::move(w)).first;
+    }
+    ws = f->second.get();
+  } else if (!ws_valid_ || ws_generation_ != plan.generation || ws_->plan().launch.heads_per_cta != dev.heads_per_cta ||
       ws_->n_q_heads() != nq || ws_->head_dim() != pools.head_dim) {
     const DecodePlan dp = plan_decode(dev, pools.n_kv_heads, plan.decode_lens);
     if (!ws_ || static_cast<int32_t>(dp.items.size()) > ws_->max_items() || plan.n_decode > ws_->max_seqs() ||
@@ -58,6 +76,7 @@ void AttentionRunner::decode(const kernels::Tensor& q, const KvPoolView& pools, 
     ws_generation_ = plan.generation;
     ws_valid_ = true;
   }
+  if (!ws) ws = ws_.get();
   DecodeQuery dq;
   dq.q = q.data();
   dq.q_type = DType::f32;
@@ -69,7 +88,7 @@ void AttentionRunner::decode(const kernels::Tensor& q, const KvPoolView& pools, 
   dq.block_table = plan.d_decode_table;
   dq.block_table_stride = plan.table_stride;
   dq.seq_lens = plan.d_decode_lens;
-  paged_attention_decode(pools, dq, *ws_, opts, ctx_.stream());
+  paged_attention_decode(pools, dq, *ws, opts, ctx_.stream());
 }
 
 void AttentionRunner::prefill(int32_t s, const kernels::Tensor& q, const KvPoolView& pools, const CudaBatchPlan& plan,

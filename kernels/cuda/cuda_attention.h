@@ -36,6 +36,10 @@ class AttentionRunner {
   std::unique_ptr<DecodeWorkspace> ws_;
   uint64_t ws_generation_ = 0;  // plan generation whose decode plan ws_ holds
   bool ws_valid_ = false;
+  // Work lists of plans with a fixed decode length (CudaBatchPlan::decode_plan_len), planned
+  // and uploaded once each and never rewritten: recorded steps read them at these addresses.
+  // Key: (decode rows, decode_plan_len, Nq, Nkv, D, block size).
+  std::map<std::tuple<int32_t, int32_t, int32_t, int32_t, int32_t, int32_t>, std::unique_ptr<DecodeWorkspace>> fixed_;
 };
 
 }  // namespace ds::cuda

@@ -18,6 +18,7 @@
 #include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/cuda_attention.h"
 #include "kernels/cuda/cuda_gemm.h"
+#include "kernels/cuda/cuda_graphs.h"
 #include "kernels/cuda/cuda_plan.h"
 
 namespace ds::cuda {
@@ -140,6 +141,24 @@ class CudaBackend final : public kernels::Backend {
     auto p = std::make_unique<CudaBatchPlan>(desc, uploader_, ctx_.stream(), ++generation_);
     after("plan");
     return p;
+  }
+
+  // ---- recorded steps (cuda_graphs.h). Not with sync_each_op, whose waits cannot be captured.
+  bool can_record_steps() const override { return !sync_; }
+
+  void begin_recording() override { begin_step_capture(ctx_.stream()); }
+
+  std::unique_ptr<kernels::StepGraph> end_recording(std::string& why) override {
+    return end_step_capture(ctx_.stream(), memory_epoch(), why);
+  }
+
+  bool replay(const kernels::StepGraph& graph) override {
+    const auto* g = dynamic_cast<const CudaStepGraph*>(&graph);
+    if (!g) fail("replay", "the recording was not made by this backend");
+    if (g->epoch() != memory_epoch()) return false;
+    launch_step_graph(*g, ctx_.stream());
+    after("replay");
+    return true;
   }
 
  protected:
@@ -369,6 +388,10 @@ class CudaBackend final : public kernels::Backend {
     std::memcpy(&h, bytes + 2 * i, 2);  // checkpoint data need not be aligned
     return src.dtype == DType::bf16 ? ds::bf16_to_f32(h) : ds::f16_to_f32(h);
   }
+
+  // Changes whenever memory a recording may read is reallocated: the plan's device buffer and
+  // the scratch slots (the decode attention's fixed work lists are never reallocated).
+  uint64_t memory_epoch() const { return uploader_.reallocations() + ctx_.scratch_reallocations(); }
 
   // In sync mode every op waits for the device so a fault is reported by the op that caused it.
   void after(const char* op) {

@@ -75,6 +75,7 @@ void* CudaContext::scratch(Scratch s, size_t bytes) {
   if (bytes <= scratch_size_[i] && scratch_[i]) return scratch_[i];
   // Kernels queued earlier may still read the old buffer.
   ops::check_cuda(cudaStreamSynchronize(stream_), "scratch growth (an earlier op failed)");
+  ++scratch_reallocations_;
   if (scratch_[i]) cudaFree(scratch_[i]);
   scratch_[i] = nullptr;
   scratch_size_[i] = 0;

@@ -42,6 +42,8 @@ class CudaContext {
   void* scratch(Scratch s, size_t bytes);
   // Bytes held by all scratch slots.
   int64_t scratch_bytes() const;
+  // How many times a scratch slot was reallocated (recorded steps hold its addresses).
+  uint64_t scratch_reallocations() const { return scratch_reallocations_; }
 
   // cudaMalloc that throws a readable out-of-memory error naming `what` instead of failing
   // later with a CUDA fault.
@@ -56,6 +58,7 @@ class CudaContext {
   void* cublas_workspace_ = nullptr;
   std::array<void*, static_cast<size_t>(Scratch::count)> scratch_{};
   std::array<size_t, static_cast<size_t>(Scratch::count)> scratch_size_{};
+  uint64_t scratch_reallocations_ = 0;
 };
 
 // Throws std::runtime_error("cuda backend: <op>: <what> failed: <cuBLAS status>").

@@ -45,6 +45,7 @@ uint8_t* PlanUploader::stage(size_t bytes, void* stream) {
     ok(cudaMallocHost(reinterpret_cast<void**>(&host_), cap), "cudaMallocHost");
     ok(cudaMalloc(reinterpret_cast<void**>(&dev_), cap), "cudaMalloc");
     capacity_ = cap;
+    ++reallocations_;
   }
   return host_;
 }
@@ -70,6 +71,12 @@ CudaBatchPlan::CudaBatchPlan(const kernels::BatchDesc& desc, PlanUploader& uploa
   for (int32_t id : block_ids()) max_block_id = std::max(max_block_id, id);
   for (const Seq& s : sq) table_stride = std::max<int32_t>(table_stride, static_cast<int32_t>(s.n_blocks));
   table_stride = std::max<int32_t>(table_stride, 1);
+  if (table_blocks() > 0) {
+    table_stride = table_blocks();  // BatchPlan checked that every sequence fits
+    if (int64_t{table_stride} * block_size() > std::numeric_limits<int32_t>::max())
+      throw std::invalid_argument("forward batch: table width beyond the cuda backend's 32-bit lengths");
+    decode_plan_len = table_stride * block_size();
+  }
   int32_t n_decode_seqs = 0;
   bool multi_row = false;  // a decode-path sequence with several rows: the table goes per row
   while (n_decode_seqs < n_seqs && sq[static_cast<size_t>(n_decode_seqs)].n_tokens <= kDecodePathMaxTokens) {

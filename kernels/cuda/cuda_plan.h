@@ -37,12 +37,15 @@ class PlanUploader {
   uint8_t* stage(size_t bytes, void* stream);
   // Copies the first `bytes` of the staging memory to the device buffer; returns its address.
   uint8_t* upload(size_t bytes, void* stream);
+  // How many times the device buffer was reallocated (recorded steps hold its address).
+  uint64_t reallocations() const { return reallocations_; }
 
  private:
   uint8_t* host_ = nullptr;
   uint8_t* dev_ = nullptr;
   size_t capacity_ = 0;
   void* event_ = nullptr;
+  uint64_t reallocations_ = 0;
 };
 
 class CudaBatchPlan final : public kernels::BatchPlan {
@@ -78,6 +81,10 @@ class CudaBatchPlan final : public kernels::BatchPlan {
   int32_t max_block_id = -1;              // largest block id of the step (pool bound checks)
   int32_t n_decode = 0;                   // decode rows (of the leading short sequences)
   std::vector<int32_t> decode_lens;       // their seq_lens, on the host (decode planning)
+  // > 0 (a plan with BatchDesc::table_blocks, kernels/step_graph.h): the decode kernel's work
+  // list is planned as if every decode row were this long (a full table row) and is the same
+  // for every step of the shape; chunks past a row's real length are empty.
+  int32_t decode_plan_len = 0;
   std::vector<int32_t> prefill_seqs;      // sequences on the prefill attention path
   int32_t n_rec = 0, n_chunk_items = 0, n_chunk_seqs = 0;
 };

@@ -58,7 +58,12 @@ void Model::allocate_cache(const kvcache::PoolSizes& sizes) {
   v_pools_.clear();
   conv_state_ = Tensor();
   recurrent_state_ = Tensor();
-  const Shape pool{sizes.num_blocks, sizes.block_size, g.n_kv_heads, g.head_dim};
+  // Recorded steps pad their batches with sequences that run on blocks and a state slot of
+  // their own, past the engine's (model.h).
+  const bool pad = backend_->can_record_steps();
+  pad_blocks_ = pad ? static_cast<int32_t>((kernels::kStepGraphMaxChunk + sizes.block_size - 1) / sizes.block_size) : 0;
+  if (graphs_) graphs_->entries.clear();  // they read the pools being replaced
+  const Shape pool{sizes.num_blocks + pad_blocks_, sizes.block_size, g.n_kv_heads, g.head_dim};
   for (int64_t i = 0; i < g.n_attention_layers; ++i) {
     k_pools_.push_back(backend_->alloc(g.k_dtype, pool));
     v_pools_.push_back(backend_->alloc(g.v_dtype, pool));
@@ -67,13 +72,15 @@ void Model::allocate_cache(const kvcache::PoolSizes& sizes) {
   }
   const auto& s = g.state;
   const int64_t slots = int64_t{sizes.num_slots} + sizes.num_snapshots;
-  conv_state_ = backend_->alloc(DType::f32, Shape{slots, s.n_layers, s.conv_dim, s.conv_taps});
-  recurrent_state_ = backend_->alloc(DType::f32, Shape{slots, s.n_layers, s.value_heads, s.key_dim, s.value_dim});
+  const int64_t all_slots = slots + (pad ? 1 : 0);
+  conv_state_ = backend_->alloc(DType::f32, Shape{all_slots, s.n_layers, s.conv_dim, s.conv_taps});
+  recurrent_state_ = backend_->alloc(DType::f32, Shape{all_slots, s.n_layers, s.value_heads, s.key_dim, s.value_dim});
   backend_->fill_zero(conv_state_);
   backend_->fill_zero(recurrent_state_);
   num_blocks_ = sizes.num_blocks;
   block_size_ = sizes.block_size;
   num_slots_ = static_cast<int32_t>(slots);
+  pad_slot_ = pad ? num_slots_ : -1;
 }
 
 void Model::copy_state_slot(kvcache::SlotId from, kvcache::SlotId to) {
@@ -153,12 +160,14 @@ Model::Workspace& Model::workspace(int64_t rows, int64_t logit_rows) {
     w.act = be.alloc(act, Shape{n, c.intermediate_size});
     if (weights_.mtp) w.hidden = be.alloc(f32, Shape{n, c.hidden_size});
     w.rows = n;
+    ++ws_generation_;
   }
   if (logit_rows > w.logit_rows) {
     w.last = be.alloc(DType::f32, Shape{logit_rows, c.hidden_size});
     w.last_n = be.alloc(be.activation_dtype(), Shape{logit_rows, c.hidden_size});
     w.logits = be.alloc(DType::f32, Shape{logit_rows, c.vocab_size});
     w.logit_rows = logit_rows;
+    ++ws_generation_;
   }
   return w;
 }
@@ -167,8 +176,9 @@ std::unique_ptr<kernels::BatchPlan> Model::make_plan(std::span<const int32_t> to
                                                      std::span<const kernels::SequenceChunk> seqs,
                                                      std::span<const int64_t> logit_rows) {
   return backend_->plan(kernels::BatchDesc{.token_ids = tokens, .seqs = seqs, .logit_rows = logit_rows,
-                                           .block_size = block_size_, .num_blocks = num_blocks_,
-                                           .num_slots = num_slots_, .vocab_size = config_.vocab_size});
+                                           .block_size = block_size_, .num_blocks = num_blocks_ + pad_blocks_,
+                                           .num_slots = num_slots_ + (pad_slot_ >= 0 ? 1 : 0),
+                                           .vocab_size = config_.vocab_size});
 }
 
 const Logits& Model::forward(const ForwardBatch& batch) {
@@ -199,24 +209,30 @@ const Logits& Model::forward(const ForwardBatch& batch) {
                                            std::span<const int32_t>(s.block_table->block_ids()),
                                            s.row_state_slots});
   }
+  if (graphs_ && !observer_ && forward_recorded(batch, tokens, spans, logit_rows)) return logits_;
   const std::unique_ptr<kernels::BatchPlan> plan = make_plan(tokens, spans, logit_rows);
-
   const int64_t T = plan->num_rows(), R = static_cast<int64_t>(logit_rows.size());
-  Workspace& ws = workspace(T, R);
+  workspace(T, R);
+  run_step(*plan, T, R);
+  return logits_;
+}
+
+void Model::run_step(const kernels::BatchPlan& plan, int64_t T, int64_t R) {
+  Workspace& ws = *ws_;
   auto& be = *backend_;
   const float eps = static_cast<float>(config_.rms_norm_eps);
   Tensor h = ws.h.rows(0, T);
   Tensor x = ws.x.rows(0, T);
 
-  be.embedding(weights_.embed, *plan, h);
+  be.embedding(weights_.embed, plan, h);
   if (observer_) observer_(0, h);
   for (int64_t i = 0; i < config_.num_layers; ++i) {
     const LayerWeights& L = weights_.layers[static_cast<size_t>(i)];
     be.rms_norm(h, L.input_norm, eps, x);
     if (L.kind == LayerKind::full_attention)
-      run_attention(L.attn, config_.kind_index[static_cast<size_t>(i)], *plan, ws);
+      run_attention(L.attn, config_.kind_index[static_cast<size_t>(i)], plan, ws);
     else
-      run_deltanet(i, *plan, ws);
+      run_deltanet(i, plan, ws);
     be.rms_norm(h, L.post_norm, eps, x);
     run_mlp(L, T, ws);
     if (observer_) observer_(static_cast<int>(i + 1), h);
@@ -237,12 +253,11 @@ const Logits& Model::forward(const ForwardBatch& batch) {
     Tensor last = ws.last.rows(0, R);
     Tensor last_n = ws.last_n.rows(0, R);
     Tensor logits = ws.logits.rows(0, R);
-    be.gather_rows(h, *plan, last);
+    be.gather_rows(h, plan, last);
     be.rms_norm(last, weights_.final_norm, eps, last_n);
     be.gemm(last_n, weights_.lm_head, logits, false);
     logits_.tensor_ = logits;
   }
-  return logits_;
 }
 
 void Model::run_attention(const AttentionWeights& w, int64_t pool, const kernels::BatchPlan& plan, Workspace& ws) {

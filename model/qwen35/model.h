@@ -14,6 +14,14 @@
 // GEMM over all rows, the attention and the DeltaNet recurrence per sequence. Logits are
 // computed only for the rows asked for (final norm + lm_head on those rows alone).
 //
+// Recorded steps (kernels/step_graph.h; CUDA graphs): after enable_step_graphs, on a backend
+// that records, a step whose sequences all bring the same short chunk (decode: 1 token;
+// speculative verify: K + 1) with the same logit rows and row states is padded to the next
+// recorded batch size and planned with fixed-width block tables (step_graphs.cpp). The first
+// step of a shape runs eagerly (it sizes every buffer), the second is recorded, later ones
+// replay the recording. Padding sequences run on a pad block and a pad state slot that
+// allocate_cache reserves beyond the engine's pools. Every other step runs eagerly.
+//
 // Not thread-safe: one engine thread drives a model.
 #pragma once
 
@@ -109,6 +117,30 @@ class Model {
 
   void set_hidden_state_observer(HiddenStateObserver observer) { observer_ = std::move(observer); }
 
+  // Recorded steps (see above). A no-op where the backend cannot record steps.
+  struct StepGraphOptions {
+    // The longest sequence (cached plus new tokens) a recorded step may hold: the width of
+    // its block tables, and the length its decode attention is planned for. Longer ones run
+    // eagerly.
+    int64_t max_seq_len = 4096;
+    // The largest recorded batch (kernels::step_graph_batches).
+    int32_t max_batch = kernels::kStepGraphMaxBatch;
+    // false: steps are padded and planned as recorded ones but always run eagerly (what the
+    // tests compare replays with, bit for bit).
+    bool record = true;
+  };
+  void enable_step_graphs(const StepGraphOptions& options);
+  void disable_step_graphs();
+  bool step_graphs_enabled() const;
+  // Steps so far by how they ran (benchmarks and tests).
+  struct StepGraphStats {
+    int64_t replayed = 0;  // a recording replayed (including the one just recorded)
+    int64_t recorded = 0;  // recordings made
+    int64_t padded_eager = 0;  // a shape's first step, or any with record = false
+    int64_t failed = 0;    // recordings that failed (the shape then runs eagerly, padded)
+  };
+  StepGraphStats step_graph_stats() const;
+
   // Backend views of a slot's DeltaNet state in one DeltaNet layer (tests, debugging):
   // conv [conv_dim, Kc-1] and recurrent [Hv, dk, dv].
   kernels::Tensor conv_state(kvcache::SlotId slot, int64_t deltanet_layer) const;
@@ -132,6 +164,11 @@ class Model {
   void project(const kernels::Tensor& x, const kernels::Tensor& stacked, std::span<kernels::Tensor> outputs,
                Workspace& ws, int64_t proj_offset = 0);
   Workspace& workspace(int64_t rows, int64_t logit_rows);
+  // Embedding to logits over a planned step of T rows with R logit rows (into logits_).
+  void run_step(const kernels::BatchPlan& plan, int64_t T, int64_t R);
+  // The recorded-step path (step_graphs.cpp): false when the batch has no recorded shape.
+  bool forward_recorded(const ForwardBatch& batch, std::span<const int32_t> tokens,
+                        std::span<const kernels::SequenceChunk> spans, std::span<const int64_t> logit_rows);
 
   kernels::Backend* backend_;
   ModelConfig config_;
@@ -144,6 +181,11 @@ class Model {
   kernels::Tensor conv_state_;       // [slots, linear layers, conv_dim, Kc-1]
   kernels::Tensor recurrent_state_;  // [slots, linear layers, Hv, dk, dv]
   std::unique_ptr<Workspace> ws_;
+  uint64_t ws_generation_ = 0;  // bumped when the workspace is reallocated (recordings hold it)
+  struct StepGraphs;
+  std::unique_ptr<StepGraphs> graphs_;
+  int32_t pad_blocks_ = 0;  // blocks [num_blocks_, num_blocks_ + pad_blocks_) and slot
+  int32_t pad_slot_ = -1;   // pad_slot_ (past num_slots_), for padding sequences
   Logits logits_;
   HiddenStateObserver observer_;
   // The MTP module's buffers (mtp_forward.cpp) and the rows each hidden-state source holds.

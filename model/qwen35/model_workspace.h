@@ -1,6 +1,10 @@
 // Model::Workspace, private to the model's sources (model.cpp, mtp_forward.cpp).
 #pragma once
 
+#include <map>
+#include <memory>
+#include <tuple>
+
 #include "model/qwen35/model.h"
 
 namespace ds::qwen35 {
@@ -42,6 +46,22 @@ struct Model::MtpWorkspace {
   Tensor out;     // [rows, H] f32: the module's output after its norm (MtpSource::module)
   Tensor last;    // [logit rows, H] f32
   Tensor logits;  // [logit rows, V] f32
+};
+
+// The recorded steps (step_graphs.cpp), by shape: (batch, tokens per sequence, row states
+// per sequence, logit rows per sequence, table width).
+struct Model::StepGraphs {
+  using Key = std::tuple<int32_t, int64_t, int64_t, int32_t, int32_t>;
+  struct Entry {
+    bool warm = false;    // a step of this shape has run eagerly (every buffer is sized)
+    bool failed = false;  // recording failed: the shape runs eagerly from now on
+    std::unique_ptr<kernels::StepGraph> graph;
+    uint64_t ws_generation = 0;  // the workspace the recording reads
+  };
+  StepGraphOptions options;
+  int32_t table_blocks = 0;  // the widest table (options.max_seq_len)
+  std::map<Key, Entry> entries;
+  StepGraphStats stats;
 };
 
 }  // namespace ds::qwen35

@@ -1,0 +1,122 @@
+// Recorded steps of the Qwen3.5 forward (model.h; kernels/step_graph.h): which steps have a
+// recorded shape, their padding, and when a shape runs eagerly, is recorded or is replayed.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "model/qwen35/model_workspace.h"
+
+namespace ds::qwen35 {
+
+void Model::enable_step_graphs(const StepGraphOptions& options) {
+  if (!backend_->can_record_steps()) return;
+  if (options.max_seq_len < 1 || options.max_batch < 1)
+    throw std::invalid_argument("enable_step_graphs: max_seq_len and max_batch must be positive");
+  if (block_size_ <= 0) throw std::logic_error("enable_step_graphs: allocate_cache() has not been called");
+  graphs_ = std::make_unique<StepGraphs>();
+  graphs_->options = options;
+  graphs_->table_blocks = static_cast<int32_t>((options.max_seq_len + block_size_ - 1) / block_size_);
+}
+
+void Model::disable_step_graphs() { graphs_.reset(); }
+
+bool Model::step_graphs_enabled() const { return graphs_ != nullptr; }
+
+Model::StepGraphStats Model::step_graph_stats() const { return graphs_ ? graphs_->stats : StepGraphStats{}; }
+
+bool Model::forward_recorded(const ForwardBatch& batch, std::span<const int32_t> tokens,
+                             std::span<const kernels::SequenceChunk> spans, std::span<const int64_t> logit_rows) {
+  StepGraphs& g = *graphs_;
+  if (pad_slot_ < 0) return false;
+  // The shape: every sequence the same chunk length, row states and logit rows, and every
+  // one within the fixed table width.
+  const SequenceChunk& first = batch.seqs.front();
+  const auto n = static_cast<int64_t>(first.tokens.size());
+  const auto n_states = static_cast<int64_t>(first.row_state_slots.size());
+  const int32_t n_logits = first.logit_rows;
+  if (n < 1 || n > kernels::kStepGraphMaxChunk) return false;
+  const int64_t max_len = int64_t{g.table_blocks} * block_size_;
+  int64_t longest = 0;
+  for (const SequenceChunk& s : batch.seqs) {
+    if (static_cast<int64_t>(s.tokens.size()) != n || static_cast<int64_t>(s.row_state_slots.size()) != n_states ||
+        s.logit_rows != n_logits || s.n_cached + n > max_len)
+      return false;
+    longest = std::max(longest, s.n_cached + n);
+  }
+  const int32_t table_blocks = kernels::step_table_blocks(longest, block_size_, g.table_blocks);
+  const auto n_real = static_cast<int32_t>(batch.seqs.size());
+  const int32_t bucket = kernels::step_graph_batch(n_real, g.options.max_batch);
+  if (bucket == 0) return false;
+
+  // Padding sequences: token 0 at position 0 on the pad blocks and the pad slot.
+  const int32_t n_pad = bucket - n_real;
+  std::vector<int32_t> pad_ids(static_cast<size_t>(pad_blocks_));
+  for (int32_t b = 0; b < pad_blocks_; ++b) pad_ids[static_cast<size_t>(b)] = num_blocks_ + b;
+  const std::vector<int32_t> pad_states(static_cast<size_t>(n_states), pad_slot_);
+  std::vector<int32_t> all_tokens(tokens.begin(), tokens.end());
+  std::vector<kernels::SequenceChunk> all_spans(spans.begin(), spans.end());
+  std::vector<int64_t> all_logits(logit_rows.begin(), logit_rows.end());
+  for (int32_t p = 0; p < n_pad; ++p) {
+    const auto first_row = static_cast<int64_t>(all_tokens.size());
+    all_tokens.insert(all_tokens.end(), static_cast<size_t>(n), 0);
+    all_spans.push_back(kernels::SequenceChunk{n, 0, pad_slot_, pad_ids, pad_states});
+    for (int64_t r = first_row + n - n_logits; r < first_row + n; ++r) all_logits.push_back(r);
+  }
+  const std::unique_ptr<kernels::BatchPlan> plan = backend_->plan(
+      kernels::BatchDesc{.token_ids = all_tokens, .seqs = all_spans, .logit_rows = all_logits,
+                         .block_size = block_size_, .num_blocks = num_blocks_ + pad_blocks_,
+                         .num_slots = num_slots_ + 1, .vocab_size = config_.vocab_size,
+                         .table_blocks = table_blocks, .n_padding = n_pad});
+  const auto T = static_cast<int64_t>(all_tokens.size());
+  const auto R = static_cast<int64_t>(all_logits.size());
+  workspace(T, R);
+
+  StepGraphs::Entry& e = g.entries[StepGraphs::Key{bucket, n, n_states, n_logits, table_blocks}];
+  auto& be = *backend_;
+  auto eager = [&] {
+    run_step(*plan, T, R);
+    ++g.stats.padded_eager;
+  };
+  if (!g.options.record || e.failed || !e.warm) {
+    // A shape's first step sizes every buffer it needs, so that recording allocates nothing.
+    eager();
+    e.warm = true;
+  } else if (e.graph && e.ws_generation == ws_generation_ && be.replay(*e.graph)) {
+    ++g.stats.replayed;
+  } else {
+    // No recording yet, or a stale one (the memory it reads was reallocated since): record,
+    // then replay it, which runs the step.
+    e.graph.reset();
+    std::string why;
+    be.begin_recording();
+    try {
+      run_step(*plan, T, R);
+    } catch (const std::exception& ex) {
+      be.end_recording(why);
+      why = ex.what();
+    }
+    if (why.empty()) e.graph = be.end_recording(why);
+    if (e.graph) {
+      e.ws_generation = ws_generation_;
+      ++g.stats.recorded;
+      if (!be.replay(*e.graph)) throw std::logic_error("step graphs: a fresh recording is stale");
+      ++g.stats.replayed;
+    } else {
+      spdlog::warn("step graphs: recording a step of {} x {} tokens failed ({}); that shape runs eagerly", bucket, n,
+                   why);
+      e.failed = true;
+      ++g.stats.failed;
+      eager();
+    }
+  }
+  // The real sequences' rows and logits come first; the padding's are dropped.
+  const auto real_logits = static_cast<int64_t>(logit_rows.size());
+  logits_.tensor_ = real_logits > 0 ? ws_->logits.rows(0, real_logits) : kernels::Tensor();
+  if (weights_.mtp) target_rows_ = static_cast<int64_t>(tokens.size());
+  return true;
+}
+
+}  // namespace ds::qwen35
