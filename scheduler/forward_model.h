@@ -35,7 +35,7 @@ class ForwardModel {
   virtual void allocate_cache(const kvcache::PoolSizes& sizes) = 0;
   // Recorded steps (kernels/step_graph.h: CUDA graphs) for steps of up to max_batch
   // sequences of up to max_seq_len tokens, where the model's backend records them; after
-  // allocate_cache. A model without them ignores it.
+  // allocate_cache, which turns them off. A model without them ignores it.
   virtual void enable_step_graphs(int64_t max_seq_len, int32_t max_batch) {
     (void)max_seq_len;
     (void)max_batch;

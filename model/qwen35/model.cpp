@@ -62,7 +62,7 @@ void Model::allocate_cache(const kvcache::PoolSizes& sizes) {
   // their own, past the engine's (model.h).
   const bool pad = backend_->can_record_steps();
   pad_blocks_ = pad ? static_cast<int32_t>((kernels::kStepGraphMaxChunk + sizes.block_size - 1) / sizes.block_size) : 0;
-  if (graphs_) graphs_->entries.clear();  // they read the pools being replaced
+  graphs_.reset();  // recordings read the pools being replaced: enable_step_graphs again
   const Shape pool{sizes.num_blocks + pad_blocks_, sizes.block_size, g.n_kv_heads, g.head_dim};
   for (int64_t i = 0; i < g.n_attention_layers; ++i) {
     k_pools_.push_back(backend_->alloc(g.k_dtype, pool));

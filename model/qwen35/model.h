@@ -117,7 +117,8 @@ class Model {
 
   void set_hidden_state_observer(HiddenStateObserver observer) { observer_ = std::move(observer); }
 
-  // Recorded steps (see above). A no-op where the backend cannot record steps.
+  // Recorded steps (see above), after allocate_cache (which turns them off). A no-op where
+  // the backend cannot record steps.
   struct StepGraphOptions {
     // The longest sequence (cached plus new tokens) a recorded step may hold: the width of
     // its block tables, and the length its decode attention is planned for. Longer ones run

@@ -4,7 +4,7 @@
 //                    [--steps 10] [--layouts paged,contiguous] [--layout-batch 8]
 //                    [--no-chained-launches] [--no-gemv] [--no-skinny-gemm] [--fused-projection-rows N]
 //                    [--no-decode-bulk-copies] [--no-token-rows] [--quantization fp8] [--fp8-skinny-rows N]
-//                    [--no-fp8-weights]
+//                    [--no-fp8-weights] [--graphs on,off]
 //
 // First it measures the GPU's ceilings (device_ceilings.h). Then:
 //  * prefill: one sequence of --prefill tokens in one step (logits for its last token),
@@ -23,15 +23,20 @@
 //    that of the FP8 codes and scales. The device memory the weights took is printed.
 //  * layouts: the same decode at --layout-batch x max(contexts) with each sequence's blocks
 //    shuffled over the pool (paged) or consecutive (contiguous: one region per sequence).
+//  * --graphs: the decode points with recorded steps (CUDA graphs, Model::enable_step_graphs,
+//    as the engine runs them: "on", the default) and/or every step eager ("off"); with both,
+//    a table of the two side by side.
 // The --no-* flags and --fused-projection-rows force a kernel path (CudaBackendOptions) so a
 // run can compare it with what production chooses.
 // Output: one line per measurement, then a markdown table.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <numeric>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -119,10 +124,20 @@ int main(int argc, char** argv) {
   app.add_flag("--no-token-rows", no_rows, "decode never uses token-row tiles (a block per KV head)");
   app.add_option("--quantization", quantization, "none, or fp8: quantise the linear weights at load (FP8 on the device)")
       ->check(CLI::IsMember({"none", "fp8"}));
+  std::string graphs_s = "on";
+  app.add_option("--graphs", graphs_s, "decode with recorded steps (CUDA graphs): on, off, or on,off (both, compared)");
   app.add_flag("--profile", profile, "after each timed point, per-op GPU times of one more run (prefill) or 3 steps");
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines survive a timeout
   const auto batches = bench::parse_list(batches_s), contexts = bench::parse_list(contexts_s);
+  std::vector<bool> graph_modes;
+  for (size_t a = 0; a <= graphs_s.size();) {
+    const size_t b = std::min(graphs_s.find(',', a), graphs_s.size());
+    const std::string m = graphs_s.substr(a, b - a);
+    if (m != "on" && m != "off") return std::fprintf(stderr, "--graphs: on, off or on,off\n"), 2;
+    graph_modes.push_back(m == "on");
+    a = b + 1;
+  }
   const bool layouts = !layouts_s.empty() && layout_batch > 0;
   // The decode points share whole blocks of the prefilled sequences' context.
   for (int64_t v : batches)
@@ -352,8 +367,25 @@ int main(int argc, char** argv) {
       // The fresh blocks go back to where they came from (the shared ones stay with the base).
       for (auto& v : views) release(v, from);
     };
-    for (int64_t L : contexts)
-      for (int64_t B : batches) decode(paged, B, L, shuffled, "paged");
+    // tokens/s per (graphs, batch, context), for the side-by-side table.
+    std::map<std::tuple<bool, int64_t, int64_t>, double> by_mode;
+    for (bool graphs : graph_modes) {
+      if (graphs)
+        model->enable_step_graphs({.max_seq_len = max_l + steps + 16, .max_batch = static_cast<int32_t>(max_b)});
+      else
+        model->disable_step_graphs();
+      for (int64_t L : contexts)
+        for (int64_t B : batches) {
+          decode(paged, B, L, shuffled, graphs ? "paged graphs" : "paged eager");
+          by_mode[{graphs, B, L}] = rows.back().tokens_per_s;
+        }
+      if (graphs) {
+        const auto st = model->step_graph_stats();
+        std::printf("step graphs: %lld replayed, %lld recorded, %lld padded eager, %lld failed\n",
+                    static_cast<long long>(st.replayed), static_cast<long long>(st.recorded),
+                    static_cast<long long>(st.padded_eager), static_cast<long long>(st.failed));
+      }
+    }
     if (layouts) {
       decode(paged, layout_batch, max_l, shuffled, "paged");
       decode(contiguous, layout_batch, max_l, ordered, "contiguous");
@@ -363,6 +395,15 @@ int main(int argc, char** argv) {
     for (const Row& r : rows)
       std::printf("| %s | %.0f | %.0f (%s) | %.0f%% |\n", r.what.c_str(), r.tokens_per_s, r.floor_tokens_per_s,
                   r.floor_kind.c_str(), 100.0 * r.tokens_per_s / r.floor_tokens_per_s);
+    if (graph_modes.size() == 2) {
+      std::printf("\n| decode batch | context | eager tokens/s | graphs tokens/s | graphs / eager |\n|---|---|---|---|---|\n");
+      for (int64_t L : contexts)
+        for (int64_t B : batches) {
+          const double off = by_mode[{false, B, L}], on = by_mode[{true, B, L}];
+          std::printf("| %lld | %lld | %.0f | %.0f | %.2f |\n", static_cast<long long>(B), static_cast<long long>(L), off,
+                      on, on / off);
+        }
+    }
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_cuda_model: error: %s\n", e.what());

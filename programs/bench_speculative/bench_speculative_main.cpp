@@ -4,6 +4,7 @@
 //   bench_speculative [--model DIR] [--backend auto] [--batches 1,8,32] [--ks 1,2,3,4]
 //                     [--acceptance 0.5,0.7,0.9] [--prompt-len 256] [--output-len 256]
 //                     [--kv-cache-memory 8GiB] [--repeat 3] [--method simulate|mtp|ngram]
+//                     [--graphs on|off|on,off]
 //
 // The model is loaded once. For each batch B, an Engine over it decodes B greedy requests
 // (random prompts of --prompt-len, --output-len tokens each, ignore_eos) without
@@ -24,6 +25,8 @@
 // The module's share is printed per step: the engine's drafting time (every module step and
 // its argmax, which waits for the device) over its iterations, and as a fraction of the
 // engine's time in its steps.
+// --graphs runs everything with recorded steps (CUDA graphs: EngineConfig::step_graphs, the
+// default "on") and/or eagerly ("off"); with both, a last table compares the two.
 // Exit status 1 when a request ends other than by length or emits the wrong number of tokens.
 #include <algorithm>
 #include <cstdio>
@@ -58,6 +61,7 @@ struct Setup {
   int32_t batch = 1;
   int64_t prompt_len = 256, output_len = 256, cache_bytes = 0;
   uint64_t seed = 1;
+  bool graphs = true;  // EngineConfig::step_graphs
 };
 
 struct Result {
@@ -76,6 +80,7 @@ Result run_once(ForwardModel& forward, kernels::Backend& backend, const Setup& s
   ec.cache_bytes = s.cache_bytes;
   ec.max_ctx = s.prompt_len + s.output_len + 16;
   ec.speculative = spec;
+  ec.step_graphs = s.graphs;
   Engine engine(forward, ec, server::make_sampler(backend).sampler);
   std::mt19937_64 rng(s.seed);
   std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(forward.vocab_size() - 1));
@@ -129,6 +134,7 @@ Result run(ForwardModel& forward, kernels::Backend& backend, Setup s, const Spec
 }
 
 struct Row {
+  bool graphs;
   int32_t batch, k;
   double acceptance;
   Result r;
@@ -142,7 +148,7 @@ int main(int argc, char** argv) {
   server::ServerOptions o;
   o.model = DELTASERVE_DEFAULT_MODEL;
   std::string batches_s = "1,8,32", ks_s = "1,2,3,4", acceptance_s = "0.5,0.7,0.9", method = "simulate";
-  std::string cache = "8GiB";
+  std::string cache = "8GiB", graphs_s = "on";
   Setup setup;
   int repeat = 3;
   app.add_option("--model", o.model, "Checkpoint directory")->capture_default_str();
@@ -158,10 +164,22 @@ int main(int argc, char** argv) {
   app.add_option("--output-len", setup.output_len)->capture_default_str();
   app.add_option("--kv-cache-memory", cache, "Cache pool bytes per engine")->capture_default_str();
   app.add_option("--repeat", repeat, "Runs per configuration (median)")->capture_default_str();
+  app.add_option("--graphs", graphs_s, "Recorded steps (CUDA graphs): on, off, or on,off (both, compared)")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::warn);
 
   const auto batches = parse_list<int32_t>(batches_s);
+  std::vector<bool> graph_modes;
+  {
+    std::stringstream ss(graphs_s);
+    std::string m;
+    while (std::getline(ss, m, ',')) {
+      if (m != "on" && m != "off") return std::fprintf(stderr, "bench_speculative: --graphs: on, off or on,off\n"), 2;
+      graph_modes.push_back(m == "on");
+    }
+    if (graph_modes.empty()) return std::fprintf(stderr, "bench_speculative: --graphs: on, off or on,off\n"), 2;
+  }
   const auto ks = parse_list<int32_t>(ks_s);
   const bool controlled = method == "simulate" || method == "mtp";
   const auto rates = controlled ? parse_list<double>(acceptance_s) : std::vector<double>{0};
@@ -190,12 +208,16 @@ int main(int argc, char** argv) {
 
   std::vector<Row> rows;
   bool ok = true;
+  for (bool graphs : graph_modes)
   for (int32_t b : batches) {
     Setup s = setup;
     s.batch = b;
+    s.graphs = graphs;
+    const char* mode = graphs ? "graphs" : "eager";
     const Result plain = run(*lm->forward, *lm->backend, s, {}, repeat);
     ok = ok && plain.ok;
-    std::printf("batch %3d plain               %9.1f tok/s\n", b, plain.tokens_per_s);
+    rows.push_back({graphs, b, 0, 0, plain, plain.tokens_per_s});
+    std::printf("%s batch %3d plain               %9.1f tok/s\n", mode, b, plain.tokens_per_s);
     std::fflush(stdout);
     for (int32_t k : ks)
       for (double a : rates) {
@@ -207,23 +229,35 @@ int main(int argc, char** argv) {
         if (std::string e = spec.validate(); !e.empty()) throw std::invalid_argument(e);
         const Result r = run(*lm->forward, *lm->backend, s, spec, repeat);
         ok = ok && r.ok;
-        rows.push_back({b, k, a, r, plain.tokens_per_s});
-        std::printf("batch %3d K %d acceptance %.2f %9.1f tok/s  %.2fx plain  %.2f tokens/step  drafting %.3f ms/step "
+        rows.push_back({graphs, b, k, a, r, plain.tokens_per_s});
+        std::printf("%s batch %3d K %d acceptance %.2f %9.1f tok/s  %.2fx plain  %.2f tokens/step  drafting %.3f ms/step "
                     "(%.0f%%)\n",
-                    b, k, a, r.tokens_per_s, r.tokens_per_s / plain.tokens_per_s, r.tokens_per_verify,
+                    mode, b, k, a, r.tokens_per_s, r.tokens_per_s / plain.tokens_per_s, r.tokens_per_verify,
                     r.draft_ms_per_step, 100 * r.draft_share);
         std::fflush(stdout);
       }
   }
-  std::printf("\n%s drafts\n| batch | K | acceptance | plain tok/s | speculative tok/s | x plain | tokens per verify "
-              "step | verify step in plain steps | drafting ms/step | drafting share |\n"
-              "|---|---|---|---|---|---|---|---|---|---|\n",
+  std::printf("\n%s drafts\n| graphs | batch | K | acceptance | plain tok/s | speculative tok/s | x plain | tokens per "
+              "verify step | verify step in plain steps | drafting ms/step | drafting share |\n"
+              "|---|---|---|---|---|---|---|---|---|---|---|\n",
               method.c_str());
   for (const Row& w : rows) {
+    if (w.k == 0) continue;  // the plain runs
     const double ratio = w.r.tokens_per_s / w.plain;
-    std::printf("| %d | %d | %.2f | %.0f | %.0f | %.2f | %.2f | %.2f | %.3f | %.0f%% |\n", w.batch, w.k, w.acceptance,
-                w.plain, w.r.tokens_per_s, ratio, w.r.tokens_per_verify, w.r.tokens_per_verify / ratio,
-                w.r.draft_ms_per_step, 100 * w.r.draft_share);
+    std::printf("| %s | %d | %d | %.2f | %.0f | %.0f | %.2f | %.2f | %.2f | %.3f | %.0f%% |\n", w.graphs ? "on" : "off",
+                w.batch, w.k, w.acceptance, w.plain, w.r.tokens_per_s, ratio, w.r.tokens_per_verify,
+                w.r.tokens_per_verify / ratio, w.r.draft_ms_per_step, 100 * w.r.draft_share);
+  }
+  if (graph_modes.size() == 2) {
+    // The same configuration with graphs off and on, side by side (K 0: plain decoding).
+    std::printf("\n| batch | K | acceptance | eager tok/s | graphs tok/s | graphs / eager |\n|---|---|---|---|---|---|\n");
+    for (const Row& on : rows) {
+      if (!on.graphs) continue;
+      for (const Row& off : rows)
+        if (!off.graphs && off.batch == on.batch && off.k == on.k && off.acceptance == on.acceptance)
+          std::printf("| %d | %d | %.2f | %.0f | %.0f | %.2f |\n", on.batch, on.k, on.acceptance, off.r.tokens_per_s,
+                      on.r.tokens_per_s, on.r.tokens_per_s / off.r.tokens_per_s);
+    }
   }
   if (!ok) std::fprintf(stderr, "bench_speculative: a request ended early or with the wrong token count\n");
   return ok ? 0 : 1;
