@@ -267,6 +267,11 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::strin
                "--max-num-seqs {}); step budget {} tokens; queue {}",
                ctx, std::min<int64_t>(static_cast<int64_t>(fit), ps.num_slots), fit, ps.num_slots,
                ec.scheduler.max_num_seqs, ec.scheduler.max_num_batched_tokens, ec.max_queue);
+  if (lm->backend->can_record_steps() && o.enforce_eager)
+    spdlog::info("CUDA graphs: off (--enforce-eager)");
+  else if (lm->backend->can_record_steps())
+    spdlog::info("CUDA graphs: decode and verify steps of up to {} sequences are recorded and replayed",
+                 ec.scheduler.max_num_seqs);
   if (!o.prefix_caching)
     spdlog::info("prefix caching: off (--no-enable-prefix-caching)");
   else if (!o.paged_attention)

@@ -30,7 +30,7 @@ Model::StepGraphStats Model::step_graph_stats() const { return graphs_ ? graphs_
 bool Model::forward_recorded(const ForwardBatch& batch, std::span<const int32_t> tokens,
                              std::span<const kernels::SequenceChunk> spans, std::span<const int64_t> logit_rows) {
   StepGraphs& g = *graphs_;
-  if (pad_slot_ < 0) return false;
+  if (pad_slot_ < 0 || batch.seqs.empty()) return false;
   // The shape: every sequence the same chunk length, row states and logit rows, and every
   // one within the fixed table width.
   const SequenceChunk& first = batch.seqs.front();
@@ -91,11 +91,13 @@ bool Model::forward_recorded(const ForwardBatch& batch, std::span<const int32_t>
     // then replay it, which runs the step.
     e.graph.reset();
     std::string why;
-    be.begin_recording();
+    bool recording = false;
     try {
+      be.begin_recording();
+      recording = true;
       run_step(*plan, T, R);
     } catch (const std::exception& ex) {
-      be.end_recording(why);
+      if (recording) be.end_recording(why);
       why = ex.what();
     }
     if (why.empty()) e.graph = be.end_recording(why);

@@ -42,9 +42,13 @@ TEST_CASE("tiny: greedy tokens with step graphs on and off, plain and speculativ
       INFO("graphs " << graphs << ": replayed " << s.replayed << ", recorded " << s.recorded << ", failed "
                      << s.failed);
       CHECK(s.failed == 0);
-      if (graphs) {
+      if (graphs && method != "ngram") {
+        // (ngram drafts only where the text repeats: its verify steps mix chunk lengths and
+        // run eagerly, so only its plain decode steps are sure to be recorded.)
         CHECK(s.recorded >= 3);
         CHECK(s.replayed > s.recorded);
+      } else if (graphs) {
+        CHECK(s.replayed > 0);
       } else {
         CHECK(s.replayed == 0);
       }

@@ -42,6 +42,7 @@ TEST_CASE("serve --help documents every flag", "[process]") {
        {"--model", "--host", "--port", "--served-model-name", "--api-key", "DELTASERVE_API_KEY", "--paged-attention",
         "--no-paged-attention", "--max-ctx", "--kv-cache-dtype", "--block-size", "--gpu-memory-utilization",
         "--kv-cache-memory", "--max-num-seqs", "--max-num-batched-tokens", "--max-queue", "--quantization", "--fp8-weights", "--backend",
+        "--enforce-eager",
         "--chat-template", "--log-level", "--log-format"})
     CHECK(help.find(flag) != std::string::npos);
   // No internal default values of negated flags in the text.
