@@ -60,8 +60,7 @@ void Model::allocate_cache(const kvcache::PoolSizes& sizes) {
   recurrent_state_ = Tensor();
   // Recorded steps pad their batches with sequences that run on blocks and a state slot of
   // their own, past the engine's (model.h).
-  const bool pad = backend_->can_record_steps();
-  pad_blocks_ = pad ? static_cast<int32_t>((kernels::kStepGraphMaxChunk + sizes.block_size - 1) / sizes.block_size) : 0;
+  pad_blocks_ = static_cast<int32_t>((kernels::kStepGraphMaxChunk + sizes.block_size - 1) / sizes.block_size);
   graphs_.reset();  // recordings read the pools being replaced: enable_step_graphs again
   const Shape pool{sizes.num_blocks + pad_blocks_, sizes.block_size, g.n_kv_heads, g.head_dim};
   for (int64_t i = 0; i < g.n_attention_layers; ++i) {
@@ -72,7 +71,7 @@ void Model::allocate_cache(const kvcache::PoolSizes& sizes) {
   }
   const auto& s = g.state;
   const int64_t slots = int64_t{sizes.num_slots} + sizes.num_snapshots;
-  const int64_t all_slots = slots + (pad ? 1 : 0);
+  const int64_t all_slots = slots + 1;
   conv_state_ = backend_->alloc(DType::f32, Shape{all_slots, s.n_layers, s.conv_dim, s.conv_taps});
   recurrent_state_ = backend_->alloc(DType::f32, Shape{all_slots, s.n_layers, s.value_heads, s.key_dim, s.value_dim});
   backend_->fill_zero(conv_state_);
@@ -80,7 +79,7 @@ void Model::allocate_cache(const kvcache::PoolSizes& sizes) {
   num_blocks_ = sizes.num_blocks;
   block_size_ = sizes.block_size;
   num_slots_ = static_cast<int32_t>(slots);
-  pad_slot_ = pad ? num_slots_ : -1;
+  pad_slot_ = num_slots_;
 }
 
 void Model::copy_state_slot(kvcache::SlotId from, kvcache::SlotId to) {
@@ -177,7 +176,7 @@ std::unique_ptr<kernels::BatchPlan> Model::make_plan(std::span<const int32_t> to
                                                      std::span<const int64_t> logit_rows) {
   return backend_->plan(kernels::BatchDesc{.token_ids = tokens, .seqs = seqs, .logit_rows = logit_rows,
                                            .block_size = block_size_, .num_blocks = num_blocks_ + pad_blocks_,
-                                           .num_slots = num_slots_ + (pad_slot_ >= 0 ? 1 : 0),
+                                           .num_slots = num_slots_ + 1,
                                            .vocab_size = config_.vocab_size});
 }
 

@@ -89,8 +89,8 @@ class Model {
 
   // Allocates the K/V pools (sizes.num_blocks blocks of sizes.block_size tokens per
   // full-attention layer, the MTP module's included) and sizes.num_slots + sizes.num_snapshots DeltaNet state slots
-  // (the snapshots follow the running sequences' slots), replacing earlier ones. The state is
-  // zeroed.
+  // (the snapshots follow the running sequences' slots), replacing earlier ones, plus the pad
+  // blocks and pad slot of recorded steps past them. The state is zeroed.
   void allocate_cache(const kvcache::PoolSizes& sizes);
   int32_t num_blocks() const { return num_blocks_; }
   int32_t block_size() const { return block_size_; }
@@ -118,7 +118,8 @@ class Model {
   void set_hidden_state_observer(HiddenStateObserver observer) { observer_ = std::move(observer); }
 
   // Recorded steps (see above), after allocate_cache (which turns them off). A no-op where
-  // the backend cannot record steps.
+  // the backend cannot record steps, unless `record` is false (steps padded, run eagerly:
+  // what the tests compare with, on any backend).
   struct StepGraphOptions {
     // The longest sequence (cached plus new tokens) a recorded step may hold: the width of
     // its block tables, and the length its decode attention is planned for. Longer ones run
@@ -186,7 +187,7 @@ class Model {
   struct StepGraphs;
   std::unique_ptr<StepGraphs> graphs_;
   int32_t pad_blocks_ = 0;  // blocks [num_blocks_, num_blocks_ + pad_blocks_) and slot
-  int32_t pad_slot_ = -1;   // pad_slot_ (past num_slots_), for padding sequences
+  int32_t pad_slot_ = -1;   // pad_slot_ (past num_slots_), for padding sequences (allocate_cache)
   Logits logits_;
   HiddenStateObserver observer_;
   // The MTP module's buffers (mtp_forward.cpp) and the rows each hidden-state source holds.

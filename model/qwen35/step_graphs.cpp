@@ -12,7 +12,7 @@
 namespace ds::qwen35 {
 
 void Model::enable_step_graphs(const StepGraphOptions& options) {
-  if (!backend_->can_record_steps()) return;
+  if (options.record && !backend_->can_record_steps()) return;
   if (options.max_seq_len < 1 || options.max_batch < 1)
     throw std::invalid_argument("enable_step_graphs: max_seq_len and max_batch must be positive");
   if (block_size_ <= 0) throw std::logic_error("enable_step_graphs: allocate_cache() has not been called");
@@ -30,7 +30,7 @@ Model::StepGraphStats Model::step_graph_stats() const { return graphs_ ? graphs_
 bool Model::forward_recorded(const ForwardBatch& batch, std::span<const int32_t> tokens,
                              std::span<const kernels::SequenceChunk> spans, std::span<const int64_t> logit_rows) {
   StepGraphs& g = *graphs_;
-  if (pad_slot_ < 0 || batch.seqs.empty()) return false;
+  if (batch.seqs.empty()) return false;
   // The shape: every sequence the same chunk length, row states and logit rows, and every
   // one within the fixed table width.
   const SequenceChunk& first = batch.seqs.front();
