@@ -175,9 +175,8 @@ std::unique_ptr<kernels::BatchPlan> Model::make_plan(std::span<const int32_t> to
                                                      std::span<const kernels::SequenceChunk> seqs,
                                                      std::span<const int64_t> logit_rows) {
   return backend_->plan(kernels::BatchDesc{.token_ids = tokens, .seqs = seqs, .logit_rows = logit_rows,
-                                           .block_size = block_size_, .num_blocks = num_blocks_ + pad_blocks_,
-                                           .num_slots = num_slots_ + 1,
-                                           .vocab_size = config_.vocab_size});
+                                           .block_size = block_size_, .num_blocks = num_blocks_,
+                                           .num_slots = num_slots_, .vocab_size = config_.vocab_size});
 }
 
 const Logits& Model::forward(const ForwardBatch& batch) {

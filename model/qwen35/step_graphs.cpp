@@ -45,6 +45,15 @@ bool Model::forward_recorded(const ForwardBatch& batch, std::span<const int32_t>
         s.logit_rows != n_logits || s.n_cached + n > max_len)
       return false;
     longest = std::max(longest, s.n_cached + n);
+    // Ids past the engine's pools (the pads') are left to the eager plan to refuse.
+    if (s.state_slot >= num_slots_) return false;
+    for (kvcache::SlotId r : s.row_state_slots)
+      if (r >= num_slots_) return false;
+    const auto& ids = s.block_table->block_ids();
+    const auto used = static_cast<size_t>(std::min<int64_t>((s.n_cached + n + block_size_ - 1) / block_size_,
+                                                            static_cast<int64_t>(ids.size())));
+    for (size_t b = 0; b < used; ++b)
+      if (ids[b] >= num_blocks_) return false;
   }
   const int32_t table_blocks = kernels::step_table_blocks(longest, block_size_, g.table_blocks);
   const auto n_real = static_cast<int32_t>(batch.seqs.size());
