@@ -376,7 +376,8 @@ int main(int argc, char** argv) {
         model->disable_step_graphs();
       for (int64_t L : contexts)
         for (int64_t B : batches) {
-          decode(paged, B, L, shuffled, graphs ? "paged graphs" : "paged eager");
+          // (--profile's wrapper records no steps: its points are eager either way.)
+          decode(paged, B, L, shuffled, model->step_graphs_enabled() ? "paged graphs" : "paged eager");
           by_mode[{graphs, B, L}] = rows.back().tokens_per_s;
         }
       if (graphs) {
