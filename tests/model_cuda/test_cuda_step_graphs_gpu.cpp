@@ -1,146 +1,33 @@
-// Recorded steps (CUDA graphs, kernels/step_graph.h) on the tiny Qwen3.5 model: replays give
-// bit for bit the logits of the same padded steps run eagerly (Model::StepGraphOptions::record
-// = false), across steps whose block tables, lengths and table widths change, for decode and
-// verify steps, padded batches included; sequences outside a padded step keep their K/V and
-// state; and the padded path stays within bf16 rounding of plain eager steps.
+// Recorded steps (CUDA graphs, kernels/step_graph.h) on the tiny Qwen3.5 model, over the
+// script of tests/model/step_graph_script.h: replays give bit for bit the logits of the same
+// padded steps run eagerly (Model::StepGraphOptions::record = false), across steps whose block
+// tables, lengths and table widths change, for decode and verify steps, padded batches
+// included; the bystander (a sequence outside every step) keeps its state in every mode; and
+// the padded path stays within bf16 rounding of plain eager steps.
+// Vectors are compared with first_difference: a failing check names the first differing
+// element instead of printing megabytes of floats.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <deque>
-#include <memory>
-#include <random>
-#include <vector>
+#include <span>
 
 #include "kernels/cuda/cuda_backend.h"
-#include "kvcache/block_pool.h"
-#include "kvcache/state_pool.h"
-#include "model/qwen35/model.h"
 #include "model/qwen35/refcheck.h"
+#include "tests/model/step_graph_script.h"
 #include "tests/test_paths.h"
 
 using namespace ds;
+namespace script = ds::test::step_graph_script;
 
 namespace {
 
-enum class Mode { recorded, padded_eager, eager };
-
-// One run of a fixed script of steps on a fresh cache; everything it observed.
-struct Run {
-  std::vector<std::vector<float>> logits;  // per step
-  std::vector<float> bystander_before, bystander_after;  // a sequence outside the decode steps
-  std::vector<float> bystander_logits;
-  qwen35::Model::StepGraphStats stats;
-};
-
-struct Seq {
-  explicit Seq(int32_t bs) : table(bs) {}
-  kvcache::BlockTable table;
-  kvcache::SlotHandle slot;
-  std::vector<kvcache::SlotHandle> row_slots;  // verify steps' row states
-};
-
-constexpr int32_t kBlockSize = 16;
-constexpr int64_t kMaxSeqLen = 2048;  // table widths 64 and 128 blocks; longer runs eagerly
-
-Run run_script(qwen35::Model& model, kernels::Backend& be, Mode mode) {
-  kvcache::PoolSizes sizes;
-  sizes.num_blocks = 600;
-  sizes.block_size = kBlockSize;
-  sizes.num_slots = 48;
-  model.allocate_cache(sizes);
-  if (mode != Mode::eager)
-    model.enable_step_graphs({.max_seq_len = kMaxSeqLen, .max_batch = 64, .record = mode == Mode::recorded});
-  kvcache::BlockPool blocks(sizes.num_blocks, kBlockSize);
-  kvcache::StatePool slots(sizes.num_slots, model.cache_geometry().state, model.state_zero_fn());
-  std::vector<kvcache::Reservation> spare;
-  for (int32_t b = 0; b < sizes.num_blocks; ++b) spare.push_back(std::move(*blocks.reserve(1)));
-  std::shuffle(spare.begin(), spare.end(), std::mt19937_64(7));  // tables scattered over the pool
-  std::mt19937 rng(11);
-  auto tokens = [&](int64_t n) {
-    std::vector<int32_t> t(static_cast<size_t>(n));
-    for (auto& x : t) x = static_cast<int32_t>(rng() % 1000);
-    return t;
-  };
-  std::deque<Seq> seqs;
-  Run run;
-  // One step: parts = (sequence, new tokens, logit rows, row states).
-  struct Part {
-    int seq;
-    int64_t n;
-    int32_t logit_rows;
-    bool row_states;
-  };
-  auto step = [&](const std::vector<Part>& parts) {
-    std::vector<std::vector<int32_t>> toks;
-    qwen35::ForwardBatch batch;
-    std::vector<std::vector<kvcache::SlotId>> rs(parts.size());
-    for (size_t i = 0; i < parts.size(); ++i) {
-      Seq& s = seqs[static_cast<size_t>(parts[i].seq)];
-      toks.push_back(tokens(parts[i].n));
-      for (int32_t k = s.table.blocks_needed(parts[i].n); k > 0; --k) {
-        blocks.commit(spare.back(), s.table);
-        spare.pop_back();
-      }
-      if (parts[i].row_states) {
-        while (static_cast<int64_t>(s.row_slots.size()) < parts[i].n - 1) s.row_slots.push_back(*slots.acquire());
-        for (int64_t r = 0; r + 1 < parts[i].n; ++r) rs[i].push_back(s.row_slots[static_cast<size_t>(r)].id);
-      }
-    }
-    for (size_t i = 0; i < parts.size(); ++i) {
-      Seq& s = seqs[static_cast<size_t>(parts[i].seq)];
-      batch.seqs.push_back({toks[i], s.table.num_tokens(), &s.table, s.slot.id, parts[i].logit_rows, rs[i]});
-    }
-    std::vector<float> out = model.forward(batch).to_host();
-    for (size_t i = 0; i < parts.size(); ++i)
-      seqs[static_cast<size_t>(parts[i].seq)].table.append_tokens(parts[i].n);
-    return out;
-  };
-  auto state = [&](int i) {
-    std::vector<float> all;
-    const Seq& s = seqs[static_cast<size_t>(i)];
-    for (int64_t l = 0; l < model.config().num_deltanet_layers(); ++l)
-      for (const kernels::Tensor& t : {model.conv_state(s.slot.id, l), model.recurrent_state(s.slot.id, l)}) {
-        std::vector<float> v(static_cast<size_t>(t.numel()));
-        be.copy_to_host(t, v);
-        all.insert(all.end(), v.begin(), v.end());
-      }
-    return all;
-  };
-  // Prompts of very different lengths, prefilled one by one (long chunks run eagerly): 1, 37,
-  // 500 and, near the widest table, 2044 tokens; then the bystander.
-  for (int64_t len : {1, 37, 500, 2044, 300, 45, 9}) {
-    seqs.emplace_back(kBlockSize);
-    seqs.back().slot = *slots.acquire();
-    for (int64_t done = 0; done < len;) {
-      const int64_t n = std::min<int64_t>(256, len - done);
-      step({{static_cast<int>(seqs.size() - 1), n, 1, false}});
-      done += n;
-    }
-  }
-  const int bystander = 4;
-  run.bystander_before = state(bystander);
-  // Decode steps of 3 sequences (padded to 4), crossing block boundaries (37 -> 48 -> 64);
-  // then the 2044-token one joins (width 128 blocks) until it grows past the widest table
-  // (2048: eager steps); then 5 sequences (padded to 8).
-  for (int s = 0; s < 24; ++s) {
-    std::vector<Part> parts{{0, 1, 1, false}, {1, 1, 1, false}, {2, 1, 1, false}};
-    if (s >= 8 && s < 16) parts.push_back({3, 1, 1, false});
-    if (s >= 16) {
-      parts.push_back({5, 1, 1, false});
-      parts.push_back({6, 1, 1, false});
-    }
-    run.logits.push_back(step(parts));
-  }
-  // Verify steps: 4 rows each with 3 row states and 4 logit rows, 3 sequences (padded to 4).
-  for (int s = 0; s < 4; ++s)
-    run.logits.push_back(step({{0, 4, 4, true}, {1, 4, 4, true}, {5, 4, 4, true}}));
-  // One sequence alone (bucket 1: no padding) and a batch of 2.
-  for (int s = 0; s < 3; ++s) run.logits.push_back(step({{2, 1, 1, false}}));
-  for (int s = 0; s < 3; ++s) run.logits.push_back(step({{1, 1, 1, false}, {6, 1, 1, false}}));
-  run.bystander_after = state(bystander);
-  run.bystander_logits = step({{bystander, 1, 1, false}});
-  run.stats = model.step_graph_stats();
-  return run;
+// "equal", or the first difference and where in the state it lies.
+std::string state_difference(const qwen35::Model& model, const std::vector<float>& a, const std::vector<float>& b) {
+  const std::string d = script::first_difference(a, b);
+  if (d == "equal" || a.size() != b.size()) return d;
+  size_t i = 0;
+  while (a[i] == b[i] || (a[i] != a[i] && b[i] != b[i])) ++i;
+  return d + " (" + script::state_location(model, i) + ")";
 }
 
 }  // namespace
@@ -150,11 +37,20 @@ TEST_CASE("step graphs: replays match the same padded steps run eagerly, bit for
   auto be = cuda::make_cuda_backend(o);
   REQUIRE(be->can_record_steps());
   auto model = qwen35::Model::load(*be, test::data_path("tiny-qwen35"));
-  const Run recorded = run_script(*model, *be, Mode::recorded);
-  const Run padded = run_script(*model, *be, Mode::padded_eager);
-  const Run eager = run_script(*model, *be, Mode::eager);
+  const script::Run recorded = script::run_script(*model, *be, script::Mode::recorded);
+  const script::Run padded = script::run_script(*model, *be, script::Mode::padded_eager);
+  const script::Run eager = script::run_script(*model, *be, script::Mode::eager);
   INFO("replayed " << recorded.stats.replayed << ", recorded " << recorded.stats.recorded << ", padded eager "
                    << recorded.stats.padded_eager << ", failed " << recorded.stats.failed);
+  // The bystander's state is untouched by every mode's steps (plain eager included, which
+  // tells a padding or recording fault from one of the script or the kernels).
+  CHECK(state_difference(*model, eager.bystander_after, eager.bystander_before) == "equal");
+  CHECK(state_difference(*model, padded.bystander_after, padded.bystander_before) == "equal");
+  CHECK(state_difference(*model, recorded.bystander_after, recorded.bystander_before) == "equal");
+  CHECK(state_difference(*model, recorded.bystander_before, padded.bystander_before) == "equal");
+  CHECK(script::first_difference(recorded.bystander_logits, padded.bystander_logits) == "equal");
+  CHECK(qwen35::relative_error(recorded.bystander_logits, eager.bystander_logits) < 2e-2);
+
   CHECK(recorded.stats.failed == 0);
   CHECK(recorded.stats.recorded >= 6);  // batch 4 at two widths, 8, verify 4, 1, 2
   CHECK(recorded.stats.replayed >= 20);
@@ -167,7 +63,7 @@ TEST_CASE("step graphs: replays match the same padded steps run eagerly, bit for
   double worst = 0;
   for (size_t s = 0; s < recorded.logits.size(); ++s) {
     INFO("step " << s);
-    CHECK(recorded.logits[s] == padded.logits[s]);
+    CHECK(script::first_difference(recorded.logits[s], padded.logits[s]) == "equal");
     REQUIRE(recorded.logits[s].size() == eager.logits[s].size());
     for (size_t r = 0; r < eager.logits[s].size() / static_cast<size_t>(V); ++r) {
       const auto row = [&](const std::vector<float>& v) {
@@ -180,9 +76,8 @@ TEST_CASE("step graphs: replays match the same padded steps run eagerly, bit for
   // attention splits).
   INFO("worst relative logit difference, recorded vs plain eager: " << worst);
   CHECK(worst < 2e-2);
-  // The bystander's state is untouched by padded steps, and its next step is unchanged.
-  CHECK(recorded.bystander_after == recorded.bystander_before);
-  CHECK(padded.bystander_after == padded.bystander_before);
-  CHECK(recorded.bystander_logits == padded.bystander_logits);
-  CHECK(qwen35::relative_error(recorded.bystander_logits, eager.bystander_logits) < 2e-2);
+  // The numbers the device script's summary quotes (printed without -s too).
+  WARN("replayed " << recorded.stats.replayed << ", recorded " << recorded.stats.recorded << ", padded eager "
+                   << recorded.stats.padded_eager << ", failed " << recorded.stats.failed
+                   << "; worst relative logit difference, recorded vs plain eager: " << worst);
 }
