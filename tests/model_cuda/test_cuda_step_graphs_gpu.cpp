@@ -81,3 +81,22 @@ TEST_CASE("step graphs: replays match the same padded steps run eagerly, bit for
                    << recorded.stats.padded_eager << ", failed " << recorded.stats.failed
                    << "; worst relative logit difference, recorded vs plain eager: " << worst);
 }
+
+// The same script with kernels launched unchained (no programmatic dependent launch): tells a
+// fault of chaining under replay (a kernel reading before griddepcontrol.wait) from one of
+// recording itself.
+TEST_CASE("step graphs: the bystander keeps its state with chained launches off", "[cuda_model][gpu][graphs]") {
+  cuda::CudaBackendOptions o;
+  o.paths.chained_launches = false;
+  auto be = cuda::make_cuda_backend(o);
+  auto model = qwen35::Model::load(*be, test::data_path("tiny-qwen35"));
+  const script::Run recorded = script::run_script(*model, *be, script::Mode::recorded);
+  const script::Run padded = script::run_script(*model, *be, script::Mode::padded_eager);
+  CHECK(state_difference(*model, padded.bystander_after, padded.bystander_before) == "equal");
+  CHECK(state_difference(*model, recorded.bystander_after, recorded.bystander_before) == "equal");
+  REQUIRE(recorded.logits.size() == padded.logits.size());
+  for (size_t s = 0; s < recorded.logits.size(); ++s) {
+    INFO("step " << s);
+    CHECK(script::first_difference(recorded.logits[s], padded.logits[s]) == "equal");
+  }
+}

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -93,6 +94,8 @@ inline EngineConfig config(int32_t num_blocks, int64_t budget = 256, int32_t max
   c.num_blocks = num_blocks;
   c.max_ctx = max_ctx;
   c.check_invariants = true;
+  // A device run can compare a failing case with recorded steps off (test-only switch).
+  c.step_graphs = std::getenv("DELTASERVE_TEST_NO_STEP_GRAPHS") == nullptr;
   return c;
 }
 
@@ -130,7 +133,8 @@ inline std::vector<Request> reference_requests() {
 
 // The speculative decoding tests' requests: the fixture prompts of 1 to 65 tokens (greedy,
 // with a reference), a prompt that repeats itself (ngram finds it), and a seeded sampled
-// request with its twin (n = 2).
+// request with its twin (n = 2), from index kSpeculativeSampled on.
+inline constexpr size_t kSpeculativeSampled = 7;
 inline std::vector<Request> speculative_requests() {
   Tiny& t = tiny();
   std::vector<Request> reqs;
@@ -157,9 +161,15 @@ inline void check_speculative_outputs(const std::vector<Outcome>& got, const std
     CHECK(got[i].finish == FinishReason::length);
     // On a GPU a verify chunk's rows go through other kernels than one-token decode steps (other
     // rounding), so a fixture prompt may leave plain decoding's tokens at one of the reference's
-    // near-ties (H200, cuda-f32: prompt 1, step 18); there the reference decides. On the CPU
-    // the tokens are plain decoding's exactly.
-    if (i >= 6 || test::test_backend_name() == "cpu") CHECK(Tiny::same_run(got[i].tokens, plain[i].tokens));
+    // near-ties (H200, cuda-f32: prompt 1, step 18); there the reference decides. A seeded
+    // sampled request's draws depend on the rounding of its logits too, which on a GPU follows
+    // the batch its rows share (preemption and prefix caching's 16-aligned chunk ends change
+    // those): a draw near a boundary of the distribution flips (H200: request 7's first token,
+    // with step graphs on and off). So on a GPU only the greedy prompt without a reference is
+    // compared with plain decoding; on the CPU every request's tokens are plain decoding's exactly.
+    INFO("got " << ::Catch::Detail::stringify(got[i].tokens) << "\nplain " << ::Catch::Detail::stringify(plain[i].tokens));
+    const bool on_cpu = test::test_backend_name() == "cpu";
+    if (on_cpu || (i >= 6 && i < kSpeculativeSampled)) CHECK(Tiny::same_run(got[i].tokens, plain[i].tokens));
     if (i < 6) CHECK(t.matches_greedy(got[i].tokens, i));
   }
 }
