@@ -53,7 +53,7 @@ timeout $(( $(left) < 180 ? $(left) - 20 : 160 )) "$B/bin/bench_cuda_model" --mo
 note "bench_cuda_model rc=$? ($(left) s left): $(grep -E '^(gpu|step graphs)' "$R/bench_cuda_model.txt" | tr '\n' ' ')"
 [ "$(left)" -gt 40 ] &&
   timeout $(( $(left) < 180 ? $(left) - 20 : 160 )) "$B/bin/bench_speculative" --model "$CKPT" --backend cuda \
-    --method mtp --batches 1,32 --ks 3 --acceptance 0.8 --prompt-len 256 --output-len 128 --repeat 1 \
+    --method mtp --batches 1,8,32 --ks 3 --acceptance 0.8 --prompt-len 256 --output-len 128 --repeat 1 \
     --kv-cache-memory 16GiB --graphs on,off > "$R/bench_speculative.txt" 2>&1
 note "bench_speculative rc=$? ($(left) s left)"
 [ "$(left)" -gt 40 ] && timeout $(( $(left) - 30 )) "$B/bin/test_cuda_model_gpu" "~[graphs]" > "$R/test_cuda_model.log" 2>&1
@@ -69,4 +69,5 @@ grep -A20 '^| decode batch | context | eager' "$R/bench_cuda_model.txt" | grep '
 note ""
 note "bench_speculative --method mtp K=3 a=0.8 (K 0 = plain decoding):"
 grep -A12 '^| batch | K | acceptance | eager' "$R/bench_speculative.txt" | grep '^|' | tee -a "$summary"
+grep -E ' tok/s ' "$R/bench_speculative.txt" | tee -a "$summary"
 cp "$R"/*.txt "$OUT/" 2>/dev/null

@@ -27,6 +27,9 @@
 // engine's time in its steps.
 // --graphs runs everything with recorded steps (CUDA graphs: EngineConfig::step_graphs, the
 // default "on") and/or eagerly ("off"); with both, a last table compares the two.
+// Each measurement runs its batch twice on one engine and times the second pass (the first
+// records the step shapes); each line also prints the model call's time per engine step and
+// the recordings made and replayed in the timed pass.
 // Exit status 1 when a request ends other than by length or emits the wrong number of tokens.
 #include <algorithm>
 #include <cstdio>
@@ -69,10 +72,16 @@ struct Result {
   double tokens_per_verify = 0;  // per sequence and verify step: 1 + accepted drafts
   double draft_ms_per_step = 0;  // the drafter's time (the MTP module's steps) per engine step
   double draft_share = 0;        // and its fraction of the engine's time in steps
+  double forward_ms_per_step = 0;  // the model call per engine step (verify or decode)
+  int64_t graphs_recorded = 0, graphs_replayed = 0;  // during the timed pass
   bool ok = true;
 };
 
-Result run_once(ForwardModel& forward, kernels::Backend& backend, const Setup& s, const SpeculativeConfig& spec) {
+// One measurement: the batch runs twice on one engine and the second pass is timed, so that
+// the recordings of the step shapes (made during the first pass) are not charged to it, as in
+// a server whose engine lives on.
+Result run_once(scheduler::Qwen35ForwardModel& forward, qwen35::Model& model, kernels::Backend& backend, const Setup& s,
+                const SpeculativeConfig& spec) {
   EngineConfig ec;
   ec.scheduler.max_num_seqs = s.batch;
   // Every prompt in one prefill step, so all requests decode together from the start.
@@ -84,49 +93,63 @@ Result run_once(ForwardModel& forward, kernels::Backend& backend, const Setup& s
   Engine engine(forward, ec, server::make_sampler(backend).sampler);
   std::mt19937_64 rng(s.seed);
   std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(forward.vocab_size() - 1));
-  std::vector<RequestHandle> handles;
-  for (int32_t i = 0; i < s.batch; ++i) {
-    std::vector<int32_t> prompt(static_cast<size_t>(s.prompt_len));
-    for (int32_t& t : prompt) t = id(rng);
-    Request r(std::move(prompt));
-    r.max_tokens = s.output_len;
-    r.ignore_eos = true;
-    r.sampling.temperature = 0;
-    SubmitResult sr = engine.submit(std::move(r));
-    if (!sr.ok()) throw std::runtime_error("submit refused: " + sr.message);
-    handles.push_back(std::move(sr.handle));
-  }
   Result res;
-  int64_t tokens = 0;
-  Clock::time_point first{}, last{};
-  for (RequestHandle& h : handles) {
-    int64_t n = 0;
-    for (const RequestEvent& e : h.collect()) {
-      if (e.token >= 0) ++n;
-      if (!e.is_final()) continue;
-      if (*e.finish != FinishReason::length) res.ok = false;
-      first = std::max(first, e.metrics.first_token), last = std::max(last, e.metrics.finished);
+  EngineStats before;
+  for (int pass = 0; pass < 2; ++pass) {
+    res = Result{};
+    before = engine.stats();
+    const qwen35::Model::StepGraphStats g0 = model.step_graph_stats();
+    std::vector<RequestHandle> handles;
+    for (int32_t i = 0; i < s.batch; ++i) {
+      std::vector<int32_t> prompt(static_cast<size_t>(s.prompt_len));
+      for (int32_t& t : prompt) t = id(rng);
+      Request r(std::move(prompt));
+      r.max_tokens = s.output_len;
+      r.ignore_eos = true;
+      r.sampling.temperature = 0;
+      SubmitResult sr = engine.submit(std::move(r));
+      if (!sr.ok()) throw std::runtime_error("submit refused: " + sr.message);
+      handles.push_back(std::move(sr.handle));
     }
-    if (n != s.output_len) res.ok = false;
-    tokens += n - 1;
+    int64_t tokens = 0;
+    Clock::time_point first{}, last{};
+    for (RequestHandle& h : handles) {
+      int64_t n = 0;
+      for (const RequestEvent& e : h.collect()) {
+        if (e.token >= 0) ++n;
+        if (!e.is_final()) continue;
+        if (*e.finish != FinishReason::length) res.ok = false;
+        first = std::max(first, e.metrics.first_token), last = std::max(last, e.metrics.finished);
+      }
+      if (n != s.output_len) res.ok = false;
+      tokens += n - 1;
+    }
+    res.tokens_per_s = static_cast<double>(tokens) / RequestMetrics::seconds(first, last);
+    const qwen35::Model::StepGraphStats g1 = model.step_graph_stats();
+    res.graphs_recorded = g1.recorded - g0.recorded;
+    res.graphs_replayed = g1.replayed - g0.replayed;
   }
-  res.tokens_per_s = static_cast<double>(tokens) / RequestMetrics::seconds(first, last);
   const EngineStats st = engine.stats();
-  if (st.spec_decode_drafts_total > 0)
-    res.tokens_per_verify = 1.0 + static_cast<double>(st.spec_decode_accepted_tokens_total) /
-                                      static_cast<double>(st.spec_decode_drafts_total);
-  if (st.iterations_total > 0) {
-    res.draft_ms_per_step = 1e3 * st.draft_seconds_total / static_cast<double>(st.iterations_total);
-    const double busy = st.draft_seconds_total + st.schedule_seconds_total + st.forward_seconds_total +
-                        st.sample_seconds_total;
-    res.draft_share = busy > 0 ? st.draft_seconds_total / busy : 0;
+  const double steps = static_cast<double>(st.iterations_total - before.iterations_total);
+  const double drafts = static_cast<double>(st.spec_decode_drafts_total - before.spec_decode_drafts_total);
+  if (drafts > 0)
+    res.tokens_per_verify =
+        1.0 + static_cast<double>(st.spec_decode_accepted_tokens_total - before.spec_decode_accepted_tokens_total) / drafts;
+  if (steps > 0) {
+    const double draft = st.draft_seconds_total - before.draft_seconds_total;
+    const double forward_s = st.forward_seconds_total - before.forward_seconds_total;
+    const double busy = draft + st.schedule_seconds_total - before.schedule_seconds_total + forward_s +
+                        st.sample_seconds_total - before.sample_seconds_total;
+    res.draft_ms_per_step = 1e3 * draft / steps;
+    res.forward_ms_per_step = 1e3 * forward_s / steps;
+    res.draft_share = busy > 0 ? draft / busy : 0;
   }
   return res;
 }
 
-Result run(ForwardModel& forward, kernels::Backend& backend, Setup s, const SpeculativeConfig& spec, int repeat) {
+Result run(scheduler::Qwen35ForwardModel& forward, qwen35::Model& model, kernels::Backend& backend, Setup s, const SpeculativeConfig& spec, int repeat) {
   std::vector<Result> rs;
-  for (int i = 0; i < repeat; ++i, ++s.seed) rs.push_back(run_once(forward, backend, s, spec));
+  for (int i = 0; i < repeat; ++i, ++s.seed) rs.push_back(run_once(forward, model, backend, s, spec));
   std::sort(rs.begin(), rs.end(), [](const Result& a, const Result& b) { return a.tokens_per_s < b.tokens_per_s; });
   Result mid = rs[rs.size() / 2];
   for (const Result& r : rs) mid.ok = mid.ok && r.ok;
@@ -204,7 +227,7 @@ int main(int argc, char** argv) {
   Setup warm = setup;
   warm.batch = o.max_num_seqs;
   warm.output_len = std::min<int64_t>(setup.output_len, 16);
-  run_once(*lm->forward, *lm->backend, warm, {});
+  run_once(*lm->forward, *lm->model, *lm->backend, warm, {});
 
   std::vector<Row> rows;
   bool ok = true;
@@ -214,10 +237,12 @@ int main(int argc, char** argv) {
     s.batch = b;
     s.graphs = graphs;
     const char* mode = graphs ? "graphs" : "eager";
-    const Result plain = run(*lm->forward, *lm->backend, s, {}, repeat);
+    const Result plain = run(*lm->forward, *lm->model, *lm->backend, s, {}, repeat);
     ok = ok && plain.ok;
     rows.push_back({graphs, b, 0, 0, plain, plain.tokens_per_s});
-    std::printf("%s batch %3d plain               %9.1f tok/s\n", mode, b, plain.tokens_per_s);
+    std::printf("%s batch %3d plain               %9.1f tok/s  forward %.3f ms/step  graphs recorded %lld replayed %lld\n",
+                mode, b, plain.tokens_per_s, plain.forward_ms_per_step, static_cast<long long>(plain.graphs_recorded),
+                static_cast<long long>(plain.graphs_replayed));
     std::fflush(stdout);
     for (int32_t k : ks)
       for (double a : rates) {
@@ -227,13 +252,14 @@ int main(int argc, char** argv) {
         spec.acceptance_rate = a;
         spec.seed = 3;
         if (std::string e = spec.validate(); !e.empty()) throw std::invalid_argument(e);
-        const Result r = run(*lm->forward, *lm->backend, s, spec, repeat);
+        const Result r = run(*lm->forward, *lm->model, *lm->backend, s, spec, repeat);
         ok = ok && r.ok;
         rows.push_back({graphs, b, k, a, r, plain.tokens_per_s});
         std::printf("%s batch %3d K %d acceptance %.2f %9.1f tok/s  %.2fx plain  %.2f tokens/step  drafting %.3f ms/step "
-                    "(%.0f%%)\n",
+                    "(%.0f%%)  forward %.3f ms/step  graphs recorded %lld replayed %lld\n",
                     mode, b, k, a, r.tokens_per_s, r.tokens_per_s / plain.tokens_per_s, r.tokens_per_verify,
-                    r.draft_ms_per_step, 100 * r.draft_share);
+                    r.draft_ms_per_step, 100 * r.draft_share, r.forward_ms_per_step,
+                    static_cast<long long>(r.graphs_recorded), static_cast<long long>(r.graphs_replayed));
         std::fflush(stdout);
       }
   }
