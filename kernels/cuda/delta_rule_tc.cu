@@ -32,6 +32,8 @@
 // the eight rows an ldmatrix reads in distinct bank groups).
 #include <cuda_bf16.h>
 
+#include <algorithm>
+
 #include "kernels/cuda/backend_common.cuh"
 #include "kernels/cuda/backend_ops.h"
 #include "kernels/cuda/decode_tc_ptx.cuh"
@@ -131,10 +133,32 @@ __device__ __forceinline__ void mma_rows_by_64(float (&o)[8][4], uint32_t a_base
 
 // ---- 1. prepare
 
-// The block inverse's temporaries: M_ij = sum_k A_ik T_kj for up to three 16 x 16 blocks.
+// One block per (chunk, group of value heads that share a key head): what depends only on the
+// key head -- the q and k loads, their L2 norms and bf16 copies, and the raw products K Kᵀ and
+// Q Kᵀ (kept in the mma accumulators) -- is done once for the group; the gates of all its heads
+// in parallel (a warp a head); then, head by head, the gated A and P, T = (I + A)^-1, W and U,
+// while the next head's v loads (cp.async) behind that work. With GQA (16 key / 32 or 48 value
+// heads) this halves or thirds the q/k traffic and the K Kᵀ, Q Kᵀ products of one block per
+// value head, and gives the serial phases of each head a load to hide behind.
 constexpr int kBlk = 16;
-constexpr int kPrepSmem = 2 * kC * kRowD + 2 * kC * kC * 4 + 3 * kBlk * kBlk * 4 + 2 * kC * kRowC + 4 * kC * 4;  // 88 KB
-static_assert(kPrepSmem <= kTwoPerSm);
+constexpr int kMaxGroup = 8;  // value heads per block at most (a warp computes each head's gates)
+// Shared memory: Kb, Qb (bf16 [C][kRowD]; Qb holds v in bf16 once the raw products are done),
+// Vf (the next head's v, f32 [C][D]), T (f32 [C][C]), then A (f32 [C][C]) and the inverse's
+// temporaries M (three 16 x 16 blocks) -- where T's two bf16 copies (Tw, Tu) go once the
+// inverse is done -- and per head of the group its gates (4 x [C] f32).
+constexpr int kPrepFixedSmem = 2 * kC * kRowD + kC * kD * 4 + 2 * kC * kC * 4 + 3 * kBlk * kBlk * 4;  // 101 KB
+constexpr int kPrepGatesSmem = 4 * kC * 4;  // per head of the group
+static_assert(2 * kC * kRowC <= kC * kC * 4 + 3 * kBlk * kBlk * 4, "Tw and Tu fit where A and M were");
+static_assert(kPrepFixedSmem + kMaxGroup * kPrepGatesSmem <= kTwoPerSm);
+
+// Value heads per prepare block: the key head's whole group when it has at most kMaxGroup,
+// else its largest divisor that does.
+int prepare_group(int k_heads, int v_heads) {
+  const int ratio = v_heads / k_heads;
+  int g = std::min(ratio, kMaxGroup);
+  while (ratio % g != 0) --g;
+  return g;
+}
 
 // T = (I + A)^-1 for the strictly lower triangular A ([C][C] f32 in shared memory), into T
 // (lower triangular with a unit diagonal; entries above the diagonal blocks are not written).
@@ -182,45 +206,45 @@ __device__ __forceinline__ void invert_unit_lower(const float* A, float* T, floa
   }
 }
 
+// v of value head j for the chunk's rows, f32, into Vf by cp.async (padded rows zero-filled).
+__device__ __forceinline__ void load_v(float* Vf, const DeltaNetArgs& a, const DeltaNetChunkItem& it, int j) {
+  const int64_t key_dim = static_cast<int64_t>(a.k_heads) * kD;
+  const int64_t conv_dim = 2 * key_dim + static_cast<int64_t>(a.v_heads) * kD;
+  const float* v0 = a.qkv + static_cast<int64_t>(it.row0) * conv_dim + 2 * key_dim + static_cast<int64_t>(j) * kD;
+  for (int i = threadIdx.x; i < kC * kD / 4; i += kThreads) {
+    const int t = i / (kD / 4), c4 = i % (kD / 4);
+    cp_async<16>(smem_addr(Vf) + i * 16, t < it.len ? v0 + static_cast<int64_t>(t) * conv_dim + 4 * c4 : v0,
+                 t < it.len ? 16 : 0);
+  }
+  cp_async_commit();
+}
+
 __global__ void __launch_bounds__(kThreads, 2) deltanet_tc_prepare_kernel(const DeltaNetArgs a, const DeltaNetChunkItem* items,
-                                                                        float* scratch) {
+                                                                        float* scratch, int group) {
   extern __shared__ __align__(16) uint8_t smem[];
-  uint8_t* Kb = smem;                                           // [C][kRowD] normalised k, bf16
-  uint8_t* Qb = Kb + kC * kRowD;                                // [C][kRowD] normalised, scaled q, bf16; then v
-  float* A = reinterpret_cast<float*>(Qb + kC * kRowD);         // [C][C]
-  float* T = A + kC * kC;                                       // [C][C] (I + A)^-1
-  float* M = T + kC * kC;                                       // [3][16][16]
-  uint8_t* Tw = reinterpret_cast<uint8_t*>(M + 3 * kBlk * kBlk);  // [C][kRowC] T diag(beta e^gamma), bf16
-  uint8_t* Tu = Tw + kC * kRowC;                                // [C][kRowC] T diag(beta), bf16
-  float* gam = reinterpret_cast<float*>(Tu + kC * kRowC);       // [C] cumulative log decay
-  float* bet = gam + kC;                                        // [C]
-  float* egam = bet + kC;                                       // [C] e^gamma
-  float* edec = egam + kC;                                      // [C] e^(gamma_last - gamma)
+  uint8_t* Kb = smem;                                            // [C][kRowD] normalised k, bf16
+  uint8_t* Qb = Kb + kC * kRowD;                                 // [C][kRowD] normalised, scaled q, bf16; then v
+  float* Vf = reinterpret_cast<float*>(Qb + kC * kRowD);         // [C][D] the next head's v, f32
+  float* T = Vf + kC * kD;                                       // [C][C] (I + A)^-1
+  float* A = T + kC * kC;                                        // [C][C]
+  float* M = A + kC * kC;                                        // [3][16][16]
+  uint8_t* Tw = reinterpret_cast<uint8_t*>(A);                   // [C][kRowC] T diag(beta e^gamma), bf16 (after the inverse)
+  uint8_t* Tu = Tw + kC * kRowC;                                 // [C][kRowC] T diag(beta), bf16
+  float* G = M + 3 * kBlk * kBlk;                                // per head: gamma, beta, e^gamma, e^(gamma_last - gamma)
   uint8_t* Vb = Qb;
-  float* Vf = T;  // [C][D] v in f32, until T is computed (T, M, Tw, Tu: 37 KB)
-  static_assert(kC * kC * 4 + 3 * kBlk * kBlk * 4 + 2 * kC * kRowC >= kC * kD * 4, "v's f32 rows fit where T goes");
 
   wait_for_previous_kernel();
   const DeltaNetChunkItem it = items[blockIdx.x];
-  const int j = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int kh = j / (a.v_heads / a.k_heads);
+  const int j0 = blockIdx.y * group, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int kh = j0 / (a.v_heads / a.k_heads);
   const int64_t key_dim = static_cast<int64_t>(a.k_heads) * kD;
   const int64_t conv_dim = 2 * key_dim + static_cast<int64_t>(a.v_heads) * kD;
-  uint8_t* out = scratch_of(scratch, blockIdx.x, a.v_heads, j);
+  auto out_of = [&](int h) { return scratch_of(scratch, blockIdx.x, a.v_heads, j0 + h); };
 
-  // Every global read is issued up front, so the loads overlap the gates' double-precision
-  // maths instead of following it one dependent step at a time: v (f32) lands by cp.async
-  // where T and the bf16 copies of T go later (padded rows zero-filled), and each warp's
-  // eight rows of q and k go to registers.
-  {
-    const float* v0 = a.qkv + static_cast<int64_t>(it.row0) * conv_dim + 2 * key_dim + static_cast<int64_t>(j) * kD;
-    for (int i = tid; i < kC * kD / 4; i += kThreads) {
-      const int t = i / (kD / 4), c4 = i % (kD / 4);
-      cp_async<16>(smem_addr(Vf) + i * 16, t < it.len ? v0 + static_cast<int64_t>(t) * conv_dim + 4 * c4 : v0,
-                   t < it.len ? 16 : 0);
-    }
-    cp_async_commit();
-  }
+  // Every global read of the first head is issued up front, so the loads overlap the gates'
+  // double-precision maths instead of following it one dependent step at a time: v by
+  // cp.async, each warp's eight rows of q and k into registers.
+  load_v(Vf, a, it, j0);
   constexpr int kRowsPerWarp = kC / (kThreads / 32);
   float4 q4[kRowsPerWarp], k4[kRowsPerWarp];
 #pragma unroll
@@ -234,14 +258,17 @@ __global__ void __launch_bounds__(kThreads, 2) deltanet_tc_prepare_kernel(const 
     }
   }
 
-  // Gates and their in-chunk prefix sums (warp 0, two tokens per lane, the sum in double).
-  if (warp == 0) {
+  // Gates and their in-chunk prefix sums, a warp per head of the group (two tokens per lane,
+  // the sum in double).
+  for (int h = warp; h < group; h += kThreads / 32) {
+    float* gam = G + h * 4 * kC;
+    float *bet = gam + kC, *egam = bet + kC, *edec = egam + kC;
     float g[2] = {0.0f, 0.0f}, be[2] = {0.0f, 0.0f};
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       const int t = 2 * lane + e;
       if (t < it.len) {
-        const Gates gt = gates(a, static_cast<int64_t>(it.row0) + t, j);
+        const Gates gt = gates(a, static_cast<int64_t>(it.row0) + t, j0 + h);
         g[e] = gt.g;
         be[e] = gt.beta;
       }
@@ -264,12 +291,12 @@ __global__ void __launch_bounds__(kThreads, 2) deltanet_tc_prepare_kernel(const 
     egam[2 * lane + 1] = expf(g1);
     edec[2 * lane] = expf(last - g0);
     edec[2 * lane + 1] = expf(last - g1);
-    if (lane == 0) *reinterpret_cast<float*>(out + kOffDecay) = expf(last);
+    if (lane == 0) *reinterpret_cast<float*>(out_of(h) + kOffDecay) = expf(last);
   }
   __syncthreads();
 
-  // Rows, a warp each: L2 norms; k and q in bf16 (for A, P and W); the
-  // decayed copies the scan and output passes read, straight to scratch.
+  // Rows, a warp each: L2 norms; k and q in bf16 (for A, P and W); each head's decayed
+  // copies the scan and output passes read, straight to scratch.
 #pragma unroll
   for (int r = 0; r < kRowsPerWarp; ++r) {
     const int t = warp + r * (kThreads / 32);
@@ -281,22 +308,26 @@ __global__ void __launch_bounds__(kThreads, 2) deltanet_tc_prepare_kernel(const 
     const float4 kn = make_float4(kr.x * ik, kr.y * ik, kr.z * ik, kr.w * ik);
     *reinterpret_cast<uint2*>(Kb + t * kRowD + lane * 8) = make_uint2(pack_bf16(kn.x, kn.y), pack_bf16(kn.z, kn.w));
     *reinterpret_cast<uint2*>(Qb + t * kRowD + lane * 8) = make_uint2(pack_bf16(qn.x, qn.y), pack_bf16(qn.z, qn.w));
-    const float eg = egam[t], ed = edec[t];
-    *reinterpret_cast<uint2*>(out + kOffQg + t * kD * 2 + lane * 8) =
-        make_uint2(pack_bf16(eg * qn.x, eg * qn.y), pack_bf16(eg * qn.z, eg * qn.w));
-    *reinterpret_cast<uint2*>(out + kOffKd + t * kD * 2 + lane * 8) =
-        make_uint2(pack_bf16(ed * kn.x, ed * kn.y), pack_bf16(ed * kn.z, ed * kn.w));
+    for (int h = 0; h < group; ++h) {
+      const float eg = G[h * 4 * kC + 2 * kC + t], ed = G[h * 4 * kC + 3 * kC + t];
+      uint8_t* out = out_of(h);
+      *reinterpret_cast<uint2*>(out + kOffQg + t * kD * 2 + lane * 8) =
+          make_uint2(pack_bf16(eg * qn.x, eg * qn.y), pack_bf16(eg * qn.z, eg * qn.w));
+      *reinterpret_cast<uint2*>(out + kOffKd + t * kD * 2 + lane * 8) =
+          make_uint2(pack_bf16(ed * kn.x, ed * kn.y), pack_bf16(ed * kn.z, ed * kn.w));
+    }
   }
   __syncthreads();
 
-  // K Kᵀ (warps 0-3) and Q Kᵀ (warps 4-7), 16 rows a warp; tiles above the diagonal are zero.
+  // K Kᵀ (warps 0-3) and Q Kᵀ (warps 4-7), 16 rows a warp, ungated: kept in the accumulators
+  // for every head of the group; tiles above the diagonal stay zero.
+  const int mt = warp & 3, gq = lane >> 2, cq = lane & 3;
+  const bool is_a = warp < 4;
+  float raw[8][4];
   {
-    const int mt = warp & 3;
-    const bool is_a = warp < 4;
     const uint32_t a_base = smem_addr(is_a ? Kb : Qb), k_base = smem_addr(Kb);
-    float acc[8][4];
 #pragma unroll
-    for (int n = 0; n < 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+    for (int n = 0; n < 8; ++n) raw[n][0] = raw[n][1] = raw[n][2] = raw[n][3] = 0.0f;
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks) {
       uint32_t af[4];
@@ -306,17 +337,34 @@ __global__ void __launch_bounds__(kThreads, 2) deltanet_tc_prepare_kernel(const 
         if (np > mt) continue;
         uint32_t bf[4];
         load_b_nk(bf, k_base, kRowD, 16 * np, 16 * ks);
-        mma16816<false>(acc[2 * np], af, bf[0], bf[1]);
-        mma16816<false>(acc[2 * np + 1], af, bf[2], bf[3]);
+        mma16816<false>(raw[2 * np], af, bf[0], bf[1]);
+        mma16816<false>(raw[2 * np + 1], af, bf[2], bf[3]);
       }
     }
-    const int g = lane >> 2, c = lane & 3;
+  }
+
+#pragma unroll 1
+  for (int h = 0; h < group; ++h) {
+    const float* gam = G + h * 4 * kC;
+    const float *bet = gam + kC, *egam = bet + kC;
+    uint8_t* out = out_of(h);
+    cp_async_wait<0>();
+    __syncthreads();  // this head's v in Vf; Qb (the first time) and the last head's Vb, Tw, Tu read
+    // v in bf16 where q was; beta goes into T's columns instead (padded rows: beta = 0, v = 0).
+    for (int t = warp; t < kC; t += kThreads / 32) {
+      const float4 v4 = reinterpret_cast<const float4*>(Vf + t * kD)[lane];
+      *reinterpret_cast<uint2*>(Vb + t * kRowD + lane * 8) = make_uint2(pack_bf16(v4.x, v4.y), pack_bf16(v4.z, v4.w));
+    }
+    __syncthreads();  // Vf read, Vb written
+    if (h + 1 < group) load_v(Vf, a, it, j0 + h + 1);
+
+    // The gated A (to shared memory) and P (to scratch) from the raw products.
 #pragma unroll
     for (int n = 0; n < 8; ++n) {
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int i = 16 * mt + g + 8 * h, jj = 8 * n + 2 * c;
-        const float d0 = acc[n][2 * h], d1 = acc[n][2 * h + 1];
+      for (int hh = 0; hh < 2; ++hh) {
+        const int i = 16 * mt + gq + 8 * hh, jj = 8 * n + 2 * cq;
+        const float d0 = raw[n][2 * hh], d1 = raw[n][2 * hh + 1];
         if (is_a) {
           const float v0 = jj < i ? bet[i] * d0 * expf(gam[i] - gam[jj]) : 0.0f;
           const float v1 = jj + 1 < i ? bet[i] * d1 * expf(gam[i] - gam[jj + 1]) : 0.0f;
@@ -328,36 +376,23 @@ __global__ void __launch_bounds__(kThreads, 2) deltanet_tc_prepare_kernel(const 
         }
       }
     }
-  }
-  __syncthreads();
+    __syncthreads();  // A written
+    invert_unit_lower(A, T, M);  // ends with a barrier: A and M read
 
-  // v in bf16 where q was; beta goes into T's columns instead (padded rows: beta = 0, v = 0).
-  cp_async_wait<0>();
-  __syncthreads();
-  for (int t = warp; t < kC; t += kThreads / 32) {
-    const float4 v4 = reinterpret_cast<const float4*>(Vf + t * kD)[lane];
-    *reinterpret_cast<uint2*>(Vb + t * kRowD + lane * 8) = make_uint2(pack_bf16(v4.x, v4.y), pack_bf16(v4.z, v4.w));
-  }
-  __syncthreads();  // Vf (where T goes) read
-  invert_unit_lower(A, T, M);  // its barriers also publish Vb
+    // W = T diag(beta e^gamma) K and U = T diag(beta) V: the column scalings fold into T's bf16
+    // copies, which are lower triangular (zero above the diagonal).
+    for (int e = tid; e < kC * kC / 2; e += kThreads) {
+      const int i = e / (kC / 2), jj = 2 * (e % (kC / 2));
+      const float t0 = jj <= i ? T[i * kC + jj] : 0.0f, t1 = jj + 1 <= i ? T[i * kC + jj + 1] : 0.0f;
+      const float b0 = bet[jj], b1 = bet[jj + 1];
+      *reinterpret_cast<uint32_t*>(Tw + i * kRowC + jj * 2) = pack_bf16(t0 * b0 * egam[jj], t1 * b1 * egam[jj + 1]);
+      *reinterpret_cast<uint32_t*>(Tu + i * kRowC + jj * 2) = pack_bf16(t0 * b0, t1 * b1);
+    }
+    __syncthreads();
 
-  // W = T diag(beta e^gamma) K and U = T diag(beta) V: the column scalings fold into T's bf16
-  // copies, which are lower triangular (zero above the diagonal).
-  for (int e = tid; e < kC * kC / 2; e += kThreads) {
-    const int i = e / (kC / 2), jj = 2 * (e % (kC / 2));
-    const float t0 = jj <= i ? T[i * kC + jj] : 0.0f, t1 = jj + 1 <= i ? T[i * kC + jj + 1] : 0.0f;
-    const float b0 = bet[jj], b1 = bet[jj + 1];
-    *reinterpret_cast<uint32_t*>(Tw + i * kRowC + jj * 2) = pack_bf16(t0 * b0 * egam[jj], t1 * b1 * egam[jj + 1]);
-    *reinterpret_cast<uint32_t*>(Tu + i * kRowC + jj * 2) = pack_bf16(t0 * b0, t1 * b1);
-  }
-  __syncthreads();
-
-  // Warps 0-3: W's rows 16 (w % 4) .., warps 4-7: U's; 64 columns at a time; T's row tile
-  // only has k-steps up to its own (lower triangular).
-  {
-    const int mt = warp & 3, gq = lane >> 2, c = lane & 3;
-    const bool is_w = warp < 4;
-    const uint32_t t_base = smem_addr(is_w ? Tw : Tu), b_base = smem_addr(is_w ? Kb : Vb);
+    // Warps 0-3: W's rows 16 (w % 4) .., warps 4-7: U's; 64 columns at a time; T's row tile
+    // only has k-steps up to its own (lower triangular).
+    const uint32_t t_base = smem_addr(is_a ? Tw : Tu), b_base = smem_addr(is_a ? Kb : Vb);
 #pragma unroll 1
     for (int n0 = 0; n0 < kD; n0 += 64) {
       float o[8][4];
@@ -365,15 +400,15 @@ __global__ void __launch_bounds__(kThreads, 2) deltanet_tc_prepare_kernel(const 
       for (int n = 0; n < 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
       mma_rows_by_64(o, t_base, kRowC, 16 * mt, b_base, kRowD, n0, mt + 1);
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int i = 16 * mt + gq + 8 * h;
+      for (int hh = 0; hh < 2; ++hh) {
+        const int i = 16 * mt + gq + 8 * hh;
 #pragma unroll
         for (int n = 0; n < 8; ++n) {
-          const int col = n0 + 8 * n + 2 * c;
-          if (is_w)
-            *reinterpret_cast<uint32_t*>(out + kOffW + (i * kD + col) * 2) = pack_bf16(o[n][2 * h], o[n][2 * h + 1]);
+          const int col = n0 + 8 * n + 2 * cq;
+          if (is_a)
+            *reinterpret_cast<uint32_t*>(out + kOffW + (i * kD + col) * 2) = pack_bf16(o[n][2 * hh], o[n][2 * hh + 1]);
           else
-            *reinterpret_cast<float2*>(out + kOffU + (i * kD + col) * 4) = make_float2(o[n][2 * h], o[n][2 * h + 1]);
+            *reinterpret_cast<float2*>(out + kOffU + (i * kD + col) * 4) = make_float2(o[n][2 * hh], o[n][2 * hh + 1]);
         }
       }
     }
@@ -557,7 +592,8 @@ __global__ void __launch_bounds__(kThreads, 2) deltanet_tc_output_kernel(const D
 void deltanet_chunked_tc(const DeltaNetArgs& a, const DeltaNetChunkItem* items, int32_t n_items,
                          const DeltaNetChunkSeq* chunk_seqs, int32_t n_chunk_seqs, float* scratch, Stream stream) {
   static const bool attributes_set = [] {
-    check_cuda(cudaFuncSetAttribute(deltanet_tc_prepare_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kPrepSmem),
+    check_cuda(cudaFuncSetAttribute(deltanet_tc_prepare_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    kPrepFixedSmem + kMaxGroup * kPrepGatesSmem),
                "gated_delta_rule tensor-core prepare kernel attribute");
     check_cuda(cudaFuncSetAttribute(deltanet_tc_scan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kScanSmem),
                "gated_delta_rule tensor-core scan kernel attribute");
@@ -567,8 +603,10 @@ void deltanet_chunked_tc(const DeltaNetArgs& a, const DeltaNetChunkItem* items, 
   }();
   (void)attributes_set;
   const dim3 per_chunk(static_cast<unsigned>(n_items), static_cast<unsigned>(a.v_heads));
-  launch_dependent("deltanet_tc_prepare_kernel", deltanet_tc_prepare_kernel, per_chunk, kThreads, kPrepSmem, stream, a,
-                   items, scratch);
+  const int group = prepare_group(a.k_heads, a.v_heads);
+  launch_dependent("deltanet_tc_prepare_kernel", deltanet_tc_prepare_kernel,
+                   dim3(static_cast<unsigned>(n_items), static_cast<unsigned>(a.v_heads / group)), kThreads,
+                   kPrepFixedSmem + group * kPrepGatesSmem, stream, a, items, scratch, group);
   launch_dependent("deltanet_tc_scan_kernel", deltanet_tc_scan_kernel,
                    dim3(kD / kBV, static_cast<unsigned>(a.v_heads), static_cast<unsigned>(n_chunk_seqs)), kThreads,
                    kScanSmem, stream, a, chunk_seqs, scratch);
