@@ -390,18 +390,21 @@ __global__ void __launch_bounds__(kThreads, 2) deltanet_tc_prepare_kernel(const 
     }
     __syncthreads();
 
-    // Warps 0-3: W's rows 16 (w % 4) .., warps 4-7: U's; 64 columns at a time; T's row tile
-    // only has k-steps up to its own (lower triangular).
+    // Warps 0-3: W, warps 4-7: U; 64 columns and two of the four 16-row tiles a warp. T's row
+    // tile r only has k-steps up to its own (r + 1 of them, lower triangular), so each warp
+    // pairs tile 3 - p with tile p (p = (w % 4) / 2): five k-steps a warp.
     const uint32_t t_base = smem_addr(is_a ? Tw : Tu), b_base = smem_addr(is_a ? Kb : Vb);
+    const int n0 = 64 * (mt & 1);
 #pragma unroll 1
-    for (int n0 = 0; n0 < kD; n0 += 64) {
+    for (int e = 0; e < 2; ++e) {
+      const int rt = e == 0 ? 3 - (mt >> 1) : mt >> 1;
       float o[8][4];
 #pragma unroll
       for (int n = 0; n < 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-      mma_rows_by_64(o, t_base, kRowC, 16 * mt, b_base, kRowD, n0, mt + 1);
+      mma_rows_by_64(o, t_base, kRowC, 16 * rt, b_base, kRowD, n0, rt + 1);
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) {
-        const int i = 16 * mt + gq + 8 * hh;
+        const int i = 16 * rt + gq + 8 * hh;
 #pragma unroll
         for (int n = 0; n < 8; ++n) {
           const int col = n0 + 8 * n + 2 * cq;
