@@ -420,26 +420,19 @@ __global__ void __launch_bounds__(kThreads, 2) deltanet_tc_prepare_kernel(const 
 
 // ---- 2. scan
 
-// One stage of the scan's chunk pipeline: W and Kd (bf16 [C][kRowD]) and U's columns (f32
+// One stage of the scan's double buffer: W and Kd (bf16 [C][kRowD]) and U's columns (f32
 // [C][kBV + 8]: rows 160 bytes apart, so the float2 reads of a C fragment do not conflict).
-// A block's chunk step is bound by how many bytes it has in flight (its next chunks' W, Kd
-// and U come from HBM, ~1 us away, and the step's own work is shorter): with two stages
-// (one chunk ahead) two blocks fit an SM, with four (three chunks ahead) one. The launch takes
-// four when the grid fits the SMs one block each (one long sequence), else two.
 constexpr int kUsRow = kBV + 8;  // floats
 constexpr int kStageBytes = 2 * kC * kRowD + kC * kUsRow * 4;
-template <int kStages>
-constexpr int kScanSmem = kStages * kStageBytes + kD * kRowV + kC * kRowV;  // 103 KB with 2 stages, 191 KB with 4
-static_assert(kScanSmem<2> <= kTwoPerSm);
-static_assert(kScanSmem<4> <= 227 * 1024);
+constexpr int kScanSmem = 2 * kStageBytes + kD * kRowV + kC * kRowV;  // 103 KB
+static_assert(kScanSmem <= kTwoPerSm);
 
-template <int kStages>
-__global__ void __launch_bounds__(kThreads, kStages == 2 ? 2 : 1)
-    deltanet_tc_scan_kernel(const DeltaNetArgs a, const DeltaNetChunkSeq* chunk_seqs, float* scratch) {
+__global__ void __launch_bounds__(kThreads, 2) deltanet_tc_scan_kernel(const DeltaNetArgs a, const DeltaNetChunkSeq* chunk_seqs,
+                                                                     float* scratch) {
   extern __shared__ __align__(16) uint8_t smem[];
-  uint8_t* Ss = smem + kStages * kStageBytes;  // [D][kRowV] the state, bf16
-  uint8_t* Vs = Ss + kD * kRowV;               // [C][kRowV] V', bf16
-  auto stage = [&](int n) { return smem + (n % kStages) * kStageBytes; };  // W, then Kd, then U
+  uint8_t* Ss = smem + 2 * kStageBytes;  // [D][kRowV] the state, bf16
+  uint8_t* Vs = Ss + kD * kRowV;         // [C][kRowV] V', bf16
+  auto stage = [&](int n) { return smem + (n & 1) * kStageBytes; };  // W, then Kd, then U
 
   const int tile = blockIdx.x, j = blockIdx.y;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
@@ -455,14 +448,9 @@ __global__ void __launch_bounds__(kThreads, kStages == 2 ? 2 : 1)
     copy_rows(smem_addr(dst), kRowD, src + kOffW, kD * 2, kC, kD * 2);
     copy_rows(smem_addr(dst + kC * kRowD), kRowD, src + kOffKd, kD * 2, kC, kD * 2);
     copy_rows(smem_addr(dst + 2 * kC * kRowD), kUsRow * 4, src + kOffU + tile * kBV * 4, kD * 4, kC, kBV * 4);
-  };
-  // A commit group per chunk, empty past the sequence's last, so that before chunk n's wait
-  // n + kStages - 1 groups are committed and all but the newest kStages - 2 hold chunks <= n.
-#pragma unroll
-  for (int n = 0; n < kStages - 1; ++n) {
-    if (n < cs.n_items) load_stage(n);
     cp_async_commit();
-  }
+  };
+  load_stage(0);
 
   // The state tile in mma accumulator layout: warp w holds rows 16w .. 16w+15 (dk), n-tile n
   // columns 8n .. 8n+7; s[n][0..1] at row 16w + g, s[n][2..3] at row 16w + g + 8.
@@ -489,10 +477,9 @@ __global__ void __launch_bounds__(kThreads, kStages == 2 ? 2 : 1)
         *reinterpret_cast<uint32_t*>(Ss + (16 * warp + g + 8 * h) * kRowV + (8 * nt + 2 * c) * 2) =
             pack_bf16(s[nt][2 * h], s[nt][2 * h + 1]);
     }
-    cp_async_wait<kStages - 2>();
-    __syncthreads();  // Ss written, this chunk's stage in; every warp done with the last chunk's stage and Vs
-    if (n + kStages - 1 < cs.n_items) load_stage(n + kStages - 1);
-    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();  // Ss written, this chunk's stage in; every warp done with the other stage and Vs
+    if (n + 1 < cs.n_items) load_stage(n + 1);
     // The state this chunk starts from, for the output pass: 128 rows of 64 bytes.
     for (int i = tid; i < kD * (kBV * 2 / 16); i += kThreads) {
       const int r = i / (kBV * 2 / 16), q = i % (kBV * 2 / 16);
@@ -611,9 +598,7 @@ void deltanet_chunked_tc(const DeltaNetArgs& a, const DeltaNetChunkItem* items, 
     check_cuda(cudaFuncSetAttribute(deltanet_tc_prepare_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     kPrepFixedSmem + kMaxGroup * kPrepGatesSmem),
                "gated_delta_rule tensor-core prepare kernel attribute");
-    check_cuda(cudaFuncSetAttribute(deltanet_tc_scan_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, kScanSmem<2>),
-               "gated_delta_rule tensor-core scan kernel attribute");
-    check_cuda(cudaFuncSetAttribute(deltanet_tc_scan_kernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, kScanSmem<4>),
+    check_cuda(cudaFuncSetAttribute(deltanet_tc_scan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kScanSmem),
                "gated_delta_rule tensor-core scan kernel attribute");
     check_cuda(cudaFuncSetAttribute(deltanet_tc_output_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kOutSmem),
                "gated_delta_rule tensor-core output kernel attribute");
@@ -625,16 +610,9 @@ void deltanet_chunked_tc(const DeltaNetArgs& a, const DeltaNetChunkItem* items, 
   launch_dependent("deltanet_tc_prepare_kernel", deltanet_tc_prepare_kernel,
                    dim3(static_cast<unsigned>(n_items), static_cast<unsigned>(a.v_heads / group)), kThreads,
                    kPrepFixedSmem + group * kPrepGatesSmem, stream, a, items, scratch, group);
-  int device = 0, sm_count = 0;
-  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-  check_cuda(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device), "SM count");
-  const dim3 scan_grid(kD / kBV, static_cast<unsigned>(a.v_heads), static_cast<unsigned>(n_chunk_seqs));
-  if (static_cast<int64_t>(scan_grid.x) * scan_grid.y * scan_grid.z <= sm_count)
-    launch_dependent("deltanet_tc_scan_kernel", deltanet_tc_scan_kernel<4>, scan_grid, kThreads, kScanSmem<4>, stream, a,
-                     chunk_seqs, scratch);
-  else
-    launch_dependent("deltanet_tc_scan_kernel", deltanet_tc_scan_kernel<2>, scan_grid, kThreads, kScanSmem<2>, stream, a,
-                     chunk_seqs, scratch);
+  launch_dependent("deltanet_tc_scan_kernel", deltanet_tc_scan_kernel,
+                   dim3(kD / kBV, static_cast<unsigned>(a.v_heads), static_cast<unsigned>(n_chunk_seqs)), kThreads,
+                   kScanSmem, stream, a, chunk_seqs, scratch);
   launch_dependent("deltanet_tc_output_kernel", deltanet_tc_output_kernel, per_chunk, kThreads, kOutSmem, stream, a,
                    items, scratch);
 }

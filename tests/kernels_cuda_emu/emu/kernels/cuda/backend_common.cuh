@@ -14,21 +14,6 @@ cudaError_t cudaFuncSetAttribute(K, int, int) {
   return 0;
 }
 
-// The device's SM count as the emulation reports it (a test sets it to reach a launch's
-// other branch).
-namespace emu {
-inline int sm_count = 132;
-}
-constexpr int cudaDevAttrMultiProcessorCount = 0;
-inline cudaError_t cudaGetDevice(int* device) {
-  *device = 0;
-  return 0;
-}
-inline cudaError_t cudaDeviceGetAttribute(int* value, int, int) {
-  *value = emu::sm_count;
-  return 0;
-}
-
 namespace ds::cuda::ops {
 
 inline void check_cuda(cudaError_t, const char*) {}
