@@ -141,14 +141,17 @@ __device__ __forceinline__ void mma_rows_by_64(float (&o)[8][4], uint32_t a_base
 // heads) this halves or thirds the q/k traffic and the K Kᵀ, Q Kᵀ products of one block per
 // value head, and gives the serial phases of each head a load to hide behind.
 constexpr int kBlk = 16;
+// A and T rows are kC + 8 floats apart, so the eight rows an mma fragment's stores or a
+// warp's row reads touch fall in different banks.
+constexpr int kAT = kC + 8;
 constexpr int kMaxGroup = 8;  // value heads per block at most (a warp computes each head's gates)
 // Shared memory: Kb, Qb (bf16 [C][kRowD]; Qb holds v in bf16 once the raw products are done),
-// Vf (the next head's v, f32 [C][D]), T (f32 [C][C]), then A (f32 [C][C]) and the inverse's
-// temporaries M (three 16 x 16 blocks) -- where T's two bf16 copies (Tw, Tu) go once the
-// inverse is done -- and per head of the group its gates (4 x [C] f32).
-constexpr int kPrepFixedSmem = 2 * kC * kRowD + kC * kD * 4 + 2 * kC * kC * 4 + 3 * kBlk * kBlk * 4;  // 101 KB
+// Vf (the next head's v, f32 [C][D]), T and A (f32 [C][kAT]; T's two bf16 copies Tw, Tu go
+// where A was once the inverse is done), the inverse's temporaries M (three 16 x 16 blocks),
+// and per head of the group its gates (4 x [C] f32).
+constexpr int kPrepFixedSmem = 2 * kC * kRowD + kC * kD * 4 + 2 * kC * kAT * 4 + 3 * kBlk * kBlk * 4;  // 105 KB
 constexpr int kPrepGatesSmem = 4 * kC * 4;  // per head of the group
-static_assert(2 * kC * kRowC <= kC * kC * 4 + 3 * kBlk * kBlk * 4, "Tw and Tu fit where A and M were");
+static_assert(2 * kC * kRowC <= kC * kAT * 4, "Tw and Tu fit where A was");
 static_assert(kPrepFixedSmem + kMaxGroup * kPrepGatesSmem <= kTwoPerSm);
 
 // Value heads per prepare block: the key head's whole group when it has at most kMaxGroup,
@@ -176,9 +179,9 @@ __device__ __forceinline__ void invert_unit_lower(const float* A, float* T, floa
     for (int r = 0; r < kBlk; ++r) {
       float acc = r == c ? 1.0f : 0.0f;
 #pragma unroll
-      for (int k = 0; k < r; ++k) acc -= A[(r0 + r) * kC + r0 + k] * x[k];
+      for (int k = 0; k < r; ++k) acc -= A[(r0 + r) * kAT + r0 + k] * x[k];
       x[r] = acc;  // zero above the diagonal: x_k = 0 for k < c
-      T[(r0 + r) * kC + r0 + c] = acc;
+      T[(r0 + r) * kAT + r0 + c] = acc;
     }
   }
   __syncthreads();
@@ -187,20 +190,23 @@ __device__ __forceinline__ void invert_unit_lower(const float* A, float* T, floa
     const int blocks = kC / kBlk - d;
     for (int e = tid; e < blocks * kBlk * kBlk; e += kThreads) {
       const int bj = e / (kBlk * kBlk), r = (e / kBlk) % kBlk, c = e % kBlk, bi = bj + d;
-      const float* arow = A + (kBlk * bi + r) * kC;
+      const float* arow = A + (kBlk * bi + r) * kAT;
       float acc = 0.0f;
-      for (int k = kBlk * bj; k < kBlk * bi; ++k) acc += arow[k] * T[k * kC + kBlk * bj + c];
+      for (int kb = bj; kb < bi; ++kb) {
+#pragma unroll
+        for (int k = kBlk * kb; k < kBlk * (kb + 1); ++k) acc += arow[k] * T[k * kAT + kBlk * bj + c];
+      }
       M[e] = acc;
     }
     __syncthreads();
     for (int e = tid; e < blocks * kBlk * kBlk; e += kThreads) {
       const int bj = e / (kBlk * kBlk), r = (e / kBlk) % kBlk, c = e % kBlk, bi = bj + d;
-      const float* trow = T + (kBlk * bi + r) * kC + kBlk * bi;
+      const float* trow = T + (kBlk * bi + r) * kAT + kBlk * bi;
       const float* m = M + bj * kBlk * kBlk + c;
       float acc = 0.0f;
 #pragma unroll
       for (int k = 0; k < kBlk; ++k) acc += trow[k] * m[k * kBlk];
-      T[(kBlk * bi + r) * kC + kBlk * bj + c] = -acc;
+      T[(kBlk * bi + r) * kAT + kBlk * bj + c] = -acc;
     }
     __syncthreads();
   }
@@ -225,9 +231,9 @@ __global__ void __launch_bounds__(kThreads, 2) deltanet_tc_prepare_kernel(const 
   uint8_t* Kb = smem;                                            // [C][kRowD] normalised k, bf16
   uint8_t* Qb = Kb + kC * kRowD;                                 // [C][kRowD] normalised, scaled q, bf16; then v
   float* Vf = reinterpret_cast<float*>(Qb + kC * kRowD);         // [C][D] the next head's v, f32
-  float* T = Vf + kC * kD;                                       // [C][C] (I + A)^-1
-  float* A = T + kC * kC;                                        // [C][C]
-  float* M = A + kC * kC;                                        // [3][16][16]
+  float* T = Vf + kC * kD;                                       // [C][kAT] (I + A)^-1
+  float* A = T + kC * kAT;                                       // [C][kAT]
+  float* M = A + kC * kAT;                                       // [3][16][16]
   uint8_t* Tw = reinterpret_cast<uint8_t*>(A);                   // [C][kRowC] T diag(beta e^gamma), bf16 (after the inverse)
   uint8_t* Tu = Tw + kC * kRowC;                                 // [C][kRowC] T diag(beta), bf16
   float* G = M + 3 * kBlk * kBlk;                                // per head: gamma, beta, e^gamma, e^(gamma_last - gamma)
@@ -368,7 +374,7 @@ __global__ void __launch_bounds__(kThreads, 2) deltanet_tc_prepare_kernel(const 
         if (is_a) {
           const float v0 = jj < i ? bet[i] * d0 * expf(gam[i] - gam[jj]) : 0.0f;
           const float v1 = jj + 1 < i ? bet[i] * d1 * expf(gam[i] - gam[jj + 1]) : 0.0f;
-          *reinterpret_cast<float2*>(A + i * kC + jj) = make_float2(v0, v1);
+          *reinterpret_cast<float2*>(A + i * kAT + jj) = make_float2(v0, v1);
         } else {
           const float v0 = jj <= i ? d0 * expf(gam[i] - gam[jj]) : 0.0f;
           const float v1 = jj + 1 <= i ? d1 * expf(gam[i] - gam[jj + 1]) : 0.0f;
@@ -383,7 +389,7 @@ __global__ void __launch_bounds__(kThreads, 2) deltanet_tc_prepare_kernel(const 
     // copies, which are lower triangular (zero above the diagonal).
     for (int e = tid; e < kC * kC / 2; e += kThreads) {
       const int i = e / (kC / 2), jj = 2 * (e % (kC / 2));
-      const float t0 = jj <= i ? T[i * kC + jj] : 0.0f, t1 = jj + 1 <= i ? T[i * kC + jj + 1] : 0.0f;
+      const float t0 = jj <= i ? T[i * kAT + jj] : 0.0f, t1 = jj + 1 <= i ? T[i * kAT + jj + 1] : 0.0f;
       const float b0 = bet[jj], b1 = bet[jj + 1];
       *reinterpret_cast<uint32_t*>(Tw + i * kRowC + jj * 2) = pack_bf16(t0 * b0 * egam[jj], t1 * b1 * egam[jj + 1]);
       *reinterpret_cast<uint32_t*>(Tu + i * kRowC + jj * 2) = pack_bf16(t0 * b0, t1 * b1);
