@@ -6,10 +6,12 @@
 //   W = (I + A)^-1 (beta e^gamma K),  U = (I + A)^-1 (beta V),
 //   V' = U - W S,  O = (e^gamma Q) S + P V',  S <- e^gamma_last S + (e^(gamma_last - gamma) K)ᵀ V'.
 // Three launches, the split of flash-linear-attention's chunk_gated_delta_rule (our own code):
-//  1. prepare, one block per (chunk, value head), all chunks in parallel: the gates and gamma
-//     (double, as the CPU backend), the L2 norms, A and P by mma.sync, T = (I + A)^-1 in fp32
-//     by 16 x 16 blocks, then W and U as two mma products with T (bf16), written to scratch:
-//     W, e^gamma Q, e^(gamma_last - gamma) K and P in bf16, U and e^gamma_last in f32.
+//  1. prepare, one block per (chunk, the value heads of one key head), all chunks in
+//     parallel: the L2 norms and the raw K Kᵀ, Q Kᵀ (mma.sync) once for the key head; per
+//     value head the gates and gamma (double, as the CPU backend), the gated A and P,
+//     T = (I + A)^-1 in fp32 by 16 x 16 blocks, then W and U as two mma products with T
+//     (bf16), written to scratch: W, e^gamma Q, e^(gamma_last - gamma) K and P in bf16, U and
+//     e^gamma_last in f32.
 //  2. scan, one block per (sequence, value head, 32 state columns), the only sequential part:
 //     the state tile lives in fp32 mma accumulators; per chunk V' = U - W S and the state
 //     update run on the tensor cores with S and V' rounded to bf16 as operands; the next
