@@ -16,7 +16,10 @@
 #   TARGETS="bench_deltanet bench_cuda_model test_cuda_backend_ops_gpu test_cuda_model_gpu" \
 #     DEST=/work/main/.devbuild/deltanet scripts/bench_serve_bundle.sh
 # then on the device, carrying .devbuild/deltanet:
-#   [BASE=.devbuild/<old>/bundle.tar.xz] [SKIP_MODEL=1] bash .devbuild/deltanet/deltanet_gpu.sh
+#   [BASE=.devbuild/<old>/bundle.tar.xz] [KBASE=.devbuild/<dir>/bench_deltanet_base.xz] [SKIP_MODEL=1] \
+#     bash .devbuild/deltanet/deltanet_gpu.sh
+# KBASE (an xz of an older bench_deltanet, staged beside the bundle) adds that build's kernel
+# times at the same points, alternating with this bundle's, and its per-kernel times.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 DEADLINE=${DEADLINE:-570}
@@ -38,28 +41,39 @@ if [ -n "${SANITIZE:-}" ] && command -v compute-sanitizer > /dev/null; then
   done
 fi
 K=$B/bin/bench_deltanet
+KB=
+if [ -n "${KBASE:-}" ] && [ -f "$KBASE" ]; then KB=$B/bin/bench_deltanet_base; xz -dc "$KBASE" > "$KB"; chmod +x "$KB"; fi
 if [ -x "$K" ]; then
   { timeout 150 "$K" --tokens "$TOKENS" --v-heads 32,48 --iters 5 --check
-    echo "8 sequences:"; timeout 60 "$K" --tokens 16384 --seqs 8 --v-heads 32,48 --iters 5 | tail -4; } > "$R/kernel.txt" 2>&1
+    echo "8 sequences:"; timeout 60 "$K" --tokens 16384 --seqs 8 --v-heads 32,48 --iters 5 | tail -4
+    if [ -n "$KB" ]; then
+      for bin in "$KB" "$K" "$KB" "$K"; do
+        echo "== $(basename "$bin"), tensor cores"
+        timeout 60 "$bin" --tokens "$TOKENS" --v-heads 32,48 --iters 5 --math tc | grep -E '^[0-9]'
+      done
+    fi; } > "$R/kernel.txt" 2>&1
   note "kernel:"; cat "$R/kernel.txt" >> "$summary"
 fi
 if [ "$(left)" -gt 150 ]; then
   P=/tmp/dn_fla; rm -rf "$P"; mkdir -p "$P"
   xz -dc "$HERE/fla.tar.xz" | tar -C "$P" -xf - 2>/dev/null || note "no fla.tar.xz in $HERE"
-  { PYTHONPATH=$P${PYTHONPATH:+:$PYTHONPATH} timeout 150 python3 "$HERE/deltanet_peer.py" --tokens "$TOKENS" --v-heads 32,48
+  # Unbuffered, so a timeout (Triton compiles and tunes fla's kernels on a fresh machine for
+  # over a minute) still leaves the shapes done.
+  { PYTHONUNBUFFERED=1 PYTHONPATH=$P${PYTHONPATH:+:$PYTHONPATH} timeout 150 python3 "$HERE/deltanet_peer.py" --tokens "$TOKENS" --v-heads 32,48
     echo "8 sequences:"; PYTHONPATH=$P timeout 60 python3 "$HERE/deltanet_peer.py" --tokens 16384 --seqs 8 --v-heads 32,48 | tail -4
   } > "$R/peer.txt" 2>&1
   note "peer:"; grep -vE 'Warning|warn' "$R/peer.txt" | tail -16 >> "$summary"
 fi
 # Each of the three tensor-core kernels' own time at one shape (Nsight Compute's kernel
 # duration; the bench's events time the three together).
-if [ -x "$K" ] && command -v ncu > /dev/null && [ "$(left)" -gt 120 ]; then
+for bin in $KB $K; do
+  [ -x "$bin" ] && command -v ncu > /dev/null && [ "$(left)" -gt 120 ] || continue
   timeout 90 ncu --clock-control none --metrics gpu__time_duration.sum -k regex:deltanet_tc --csv \
-    "$K" --tokens 16384 --v-heads 32 --iters 1 --math tc > "$R/ncu.txt" 2>&1
-  note "per kernel, 16K tokens, 16/32 heads (ncu, ns; warm-up and timed run):"
-  grep -E 'deltanet_tc_(prepare|scan|output)' "$R/ncu.txt" | grep -oE 'deltanet_tc_[a-z]+_kernel|"[0-9.,]+"$' |
+    "$bin" --tokens 16384 --v-heads 32 --iters 1 --math tc > "$R/ncu_$(basename "$bin").txt" 2>&1
+  note "per kernel, $(basename "$bin"), 16K tokens, 16/32 heads (ncu, ns; warm-up and timed run):"
+  grep -E 'deltanet_tc_(prepare|scan|output)' "$R/ncu_$(basename "$bin").txt" | grep -oE 'deltanet_tc_[a-z]+_kernel|"[0-9.,]+"$' |
     paste - - | head -6 >> "$summary"
-fi
+done
 [ -n "${SKIP_MODEL:-}" ] && { echo "==== summary"; cat "$summary"; exit 0; }
 CKPT=/tmp/qwen35-9b-random
 if [ ! -f "$CKPT/config.json" ] && [ "$(left)" -gt 200 ]; then
