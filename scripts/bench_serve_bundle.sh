@@ -34,7 +34,7 @@ tar -C "$stage" -cf - . | xz -T2 -6 > "$DEST/bundle.tar.xz"
 cp scripts/bench_serve_gpu.sh scripts/prefix_cache_gpu.sh scripts/structured_serve_gpu.sh scripts/spec_decode_gpu.sh scripts/long_prefill_gpu.sh \
    scripts/fp8_gpu.sh scripts/cuda_graphs_gpu.sh scripts/cuda_graphs_focus_gpu.sh \
    scripts/serve_gpu_common.sh scripts/prefill_attention_gpu.sh scripts/prefill_attention_peer.py \
-   scripts/deltanet_gpu.sh scripts/deltanet_peer.py \
+   scripts/deltanet_gpu.sh scripts/deltanet_peer.py scripts/prefill_small_gpu.sh \
    scripts/make_random_checkpoint.py scripts/fp8_layout.py scripts/make_fp8_fixture.py scripts/fp8_fixture_gpu.sh \
    scripts/make_checkpoint_tokenizer.py scripts/bench_serve_report.py "$DEST/"
 # flash-linear-attention's source (MIT, the peer of deltanet_peer.py; not installed on the GPU

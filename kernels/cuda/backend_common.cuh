@@ -27,6 +27,10 @@ inline unsigned grid_for(int64_t n, int threads) {
   return static_cast<unsigned>(g < 1 ? 1 : g);
 }
 
+// Whether p allows `bytes`-wide vector accesses (the 16-byte paths need it; views into a
+// buffer need not be aligned).
+inline bool aligned_to(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
 // Element access for activations stored as f32 (kBf16 = false) or bf16 bits.
 template <bool kBf16>
 __device__ __forceinline__ float load_act(const void* p, int64_t i) {

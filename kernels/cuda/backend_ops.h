@@ -72,6 +72,8 @@ void embedding(const void* table, DType table_type, const int32_t* ids, int64_t 
 void gather_rows(const float* x, const int32_t* rows, int64_t n, int64_t width, float* out, Stream stream);
 // out[m, i] = silu(gate_up[m, i]) * gate_up[m, I + i]; out f32 or bf16.
 void swiglu(const float* gate_up, int64_t m, int64_t inter, void* out, DType out_type, Stream stream);
+// The same from a bf16 gate_up [m, 2 * inter] to a bf16 out (inter % 8 == 0, 16-byte aligned).
+void swiglu_bf16(const uint16_t* gate_up, int64_t m, int64_t inter, uint16_t* out, Stream stream);
 // qg [rows*heads, 2D] -> q, gate [rows*heads, D].
 void split_query_gate(const float* qg, int64_t rows_heads, int64_t d, float* q, float* gate, Stream stream);
 // Column ranges of x [m, n] into parts: part i gets columns [first[i], first[i + 1]) as a

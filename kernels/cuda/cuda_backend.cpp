@@ -240,8 +240,13 @@ class CudaBackend final : public kernels::Backend {
   }
 
   // One row (batch-1 decode): the gate and up rows in one weight-streaming kernel that writes
-  // the SwiGLU product; otherwise the GEMM and the elementwise kernel.
+  // the SwiGLU product; steps on cuBLAS: the product in bf16, then the elementwise kernel;
+  // otherwise the GEMM (f32 out) and the elementwise kernel.
   void do_gate_up_swiglu(const Tensor& x, const Tensor& w, Tensor& scratch, Tensor& out) override {
+    if (run_gate_up_swiglu_tiled(ctx_, x, w, scratch, out)) {
+      after("gate_up_swiglu");
+      return;
+    }
     const bool one_row = x.dim(0) == 1 && x.dtype() == DType::bf16 && options_.paths.gemv;
     if (one_row && w.dtype() == DType::fp8_e4m3 && ops::gemv_fp8_supported(1, x.dim(1))) {
       const auto& fs = w.fp8_scales();

@@ -95,4 +95,23 @@ void run_gemm(CudaContext& ctx, const CudaBackendOptions::KernelPaths& paths, co
                "gemm", "cublasGemmEx");
 }
 
+bool run_gate_up_swiglu_tiled(CudaContext& ctx, const kernels::Tensor& x, const kernels::Tensor& w,
+                              kernels::Tensor& scratch, kernels::Tensor& out) {
+  const int64_t M = x.dim(0), K = x.dim(1), N = w.dim(0);
+  if (M <= ops::kSkinnyMaxRows || x.dtype() != DType::bf16 || w.dtype() != DType::bf16 || out.dtype() != DType::bf16 ||
+      (N / 2) % 8 != 0)
+    return false;
+  if (M > 0x7fffffffLL || N > 0x7fffffffLL || K > 0x7fffffffLL)
+    throw std::invalid_argument("gate_up_swiglu: dimension too large for cuBLAS");
+  // The bf16 product fits in the f32 scratch the contract provides ([M, 2I] f32).
+  auto* gate_up = scratch.data_as<uint16_t>();
+  const float alpha = 1.0f, beta = 0.0f;
+  const int m = static_cast<int>(N), n = static_cast<int>(M), k = static_cast<int>(K);
+  check_cublas(cublasGemmEx(ctx.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, w.data(), CUDA_R_16BF, k, x.data(),
+                            CUDA_R_16BF, k, &beta, gate_up, CUDA_R_16BF, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+               "gate_up_swiglu", "cublasGemmEx (bf16 out)");
+  ops::swiglu_bf16(gate_up, M, N / 2, out.data_as<uint16_t>(), ctx.stream());
+  return true;
+}
+
 }  // namespace ds::cuda

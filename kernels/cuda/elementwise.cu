@@ -1,7 +1,8 @@
 // Row gathers and elementwise kernels of the CUDA backend: embedding lookup, logit-row
-// gather, SwiGLU, the q/gate split, the column split of fused projections, the attention
-// output gate, bf16 conversions.
-// Grid-stride loops over 64-bit element indices; one thread per element (or per 4).
+// gather, SwiGLU (from the f32 or the bf16 projection), the q/gate split, the column split of
+// fused projections, the attention output gate, bf16 conversions.
+// Grid-stride loops over 64-bit element indices; one thread per element (or per 4 or 8 where
+// the rows allow 8- and 16-byte accesses: the prefill-sized passes are bandwidth-bound).
 #include "kernels/cuda/backend_common.cuh"
 #include "kernels/cuda/backend_ops.h"
 
@@ -62,6 +63,29 @@ __global__ void swiglu4_kernel(const float* gate_up, int64_t m, int64_t inter, v
   }
 }
 
+// The tiled GEMM's bf16 product (gate_up_swiglu for steps on cuBLAS) to a bf16 product: eight
+// columns per thread, 16-byte loads and stores (inter % 8 == 0).
+__global__ void swiglu8_bf16_kernel(const uint16_t* gate_up, int64_t m, int64_t inter, uint16_t* out) {
+  wait_for_previous_kernel();
+  const int64_t q = inter / 8;
+  for (int64_t r = blockIdx.y; r < m; r += gridDim.y) {
+    const uint4* g = reinterpret_cast<const uint4*>(gate_up + r * 2 * inter);
+    uint4* o = reinterpret_cast<uint4*>(out + r * inter);
+    for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < q; c += int64_t{gridDim.x} * blockDim.x) {
+      const uint4 a = g[c], u = g[q + c];
+      const uint32_t aw[4] = {a.x, a.y, a.z, a.w}, uw[4] = {u.x, u.y, u.z, u.w};
+      uint32_t ow[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float lo = silu_f(detail::bf16_bits_to_f32(aw[j] & 0xffffu)) * detail::bf16_bits_to_f32(uw[j] & 0xffffu);
+        const float hi = silu_f(detail::bf16_bits_to_f32(aw[j] >> 16)) * detail::bf16_bits_to_f32(uw[j] >> 16);
+        ow[j] = detail::f32_to_bf16_bits(lo) | (static_cast<uint32_t>(detail::f32_to_bf16_bits(hi)) << 16);
+      }
+      o[c] = make_uint4(ow[0], ow[1], ow[2], ow[3]);
+    }
+  }
+}
+
 __global__ void split_query_gate_kernel(const float* qg, int64_t rows_heads, int64_t d, float* q, float* gate) {
   wait_for_previous_kernel();
   for (int64_t r = blockIdx.y; r < rows_heads; r += gridDim.y) {
@@ -95,6 +119,23 @@ __global__ void sigmoid_gate_kernel(void* x, const float* gate, int64_t n) {
   wait_for_previous_kernel();
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
     store_act<kBf16>(x, i, load_act<kBf16>(x, i) * sigmoid_f(gate[i]));
+}
+
+// bf16 x (the attention output) with four elements per thread: 8-byte x, 16-byte gate accesses.
+__global__ void sigmoid_gate4_bf16_kernel(uint16_t* x, const float* gate, int64_t n4) {
+  wait_for_previous_kernel();
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n4; i += int64_t{gridDim.x} * blockDim.x) {
+    const uint2 v = reinterpret_cast<const uint2*>(x)[i];
+    const float4 g = reinterpret_cast<const float4*>(gate)[i];
+    const float y0 = detail::bf16_bits_to_f32(v.x & 0xffffu) * sigmoid_f(g.x);
+    const float y1 = detail::bf16_bits_to_f32(v.x >> 16) * sigmoid_f(g.y);
+    const float y2 = detail::bf16_bits_to_f32(v.y & 0xffffu) * sigmoid_f(g.z);
+    const float y3 = detail::bf16_bits_to_f32(v.y >> 16) * sigmoid_f(g.w);
+    uint2 o;
+    o.x = detail::f32_to_bf16_bits(y0) | (static_cast<uint32_t>(detail::f32_to_bf16_bits(y1)) << 16);
+    o.y = detail::f32_to_bf16_bits(y2) | (static_cast<uint32_t>(detail::f32_to_bf16_bits(y3)) << 16);
+    reinterpret_cast<uint2*>(x)[i] = o;
+  }
 }
 
 __global__ void to_bf16_kernel(const float* x, uint16_t* out, int64_t n) {
@@ -146,6 +187,14 @@ void swiglu(const float* gate_up, int64_t m, int64_t inter, void* out, DType out
   }
 }
 
+void swiglu_bf16(const uint16_t* gate_up, int64_t m, int64_t inter, uint16_t* out, Stream stream) {
+  if (m * inter == 0) return;
+  if (inter % 8 != 0 || !aligned_to(gate_up, 16) || !aligned_to(out, 16))
+    throw std::invalid_argument("cuda backend: swiglu_bf16 needs inter % 8 == 0 and 16-byte aligned rows");
+  launch_dependent("swiglu8_bf16_kernel", swiglu8_bf16_kernel, rows_grid(m, inter / 8), kThreads, 0, stream, gate_up, m,
+                   inter, out);
+}
+
 void split_query_gate(const float* qg, int64_t rows_heads, int64_t d, float* q, float* gate, Stream stream) {
   if (rows_heads * d == 0) return;
   launch_dependent("split_query_gate_kernel", split_query_gate_kernel, rows_grid(rows_heads, d), kThreads, 0, stream, qg, rows_heads, d, q, gate);
@@ -158,10 +207,14 @@ void split_columns(const float* x, int64_t m, int64_t n, const SplitParts& parts
 
 void sigmoid_gate(void* x, DType x_type, const float* gate, int64_t n, Stream stream) {
   if (n == 0) return;
-  if (x_type == DType::bf16)
+  if (x_type == DType::bf16 && n % 4 == 0 && aligned_to(x, 8) && aligned_to(gate, 16)) {
+    launch_dependent("sigmoid_gate4_bf16_kernel", sigmoid_gate4_bf16_kernel, blocks_for(n / 4), kThreads, 0, stream,
+                     static_cast<uint16_t*>(x), gate, n / 4);
+  } else if (x_type == DType::bf16) {
     launch_dependent("sigmoid_gate_kernel", sigmoid_gate_kernel<true>, blocks_for(n), kThreads, 0, stream, x, gate, n);
-  else
+  } else {
     launch_dependent("sigmoid_gate_kernel", sigmoid_gate_kernel<false>, blocks_for(n), kThreads, 0, stream, x, gate, n);
+  }
 }
 
 void to_bf16(const float* x, uint16_t* out, int64_t n, Stream stream) {

@@ -1,6 +1,8 @@
 // write_kv: stores new tokens' K and V rows into the pools, converting or quantising them.
 // One thread per (token, KV head, 32-element block); quantisation uses the same device
-// routines as kv_elements.cuh documents (bit-identical to kernels/common/quant.h).
+// routines as kv_elements.cuh documents (bit-identical to kernels/common/quant.h). f32 rows
+// into 16-bit pools (every prefill of a bf16 or f16 cache) take a kernel of 8 elements per
+// thread with 16-byte accesses instead.
 #include <string>
 
 #include "kernels/cuda/kv_elements.cuh"
@@ -71,6 +73,45 @@ __global__ void write_kv_kernel(const WriteArgs a) {
   store_block(a.v_type, x, a.v_pool + row * row_bytes(a.v_type, a.head_dim), b);
 }
 
+// 16-bit pools (bf16, f16) from f32 rows, the prefill case: one thread per 8 elements, two
+// 16-byte loads and one 16-byte store per pool, so a warp reads and writes whole lines (the
+// kernel above gives each thread a 128-byte span of its own, strided across the warp).
+__device__ uint32_t pack16(DType t, float lo, float hi) {
+  if (t == DType::bf16)
+    return detail::f32_to_bf16_bits(lo) | (static_cast<uint32_t>(detail::f32_to_bf16_bits(hi)) << 16);
+  return detail::f32_to_f16_bits(lo) | (static_cast<uint32_t>(detail::f32_to_f16_bits(hi)) << 16);
+}
+
+__device__ void store8(DType t, const float4* src, uint8_t* dst) {
+  const float4 a = src[0], b = src[1];
+  *reinterpret_cast<uint4*>(dst) = make_uint4(pack16(t, a.x, a.y), pack16(t, a.z, a.w), pack16(t, b.x, b.y), pack16(t, b.z, b.w));
+}
+
+__global__ void write_kv16_kernel(const WriteArgs a) {
+  DS_GPU_WAIT_PREVIOUS();
+  DS_GPU_ALLOW_NEXT();
+  const int n8 = a.head_dim / 8;
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= static_cast<int64_t>(a.n_tokens) * a.n_kv_heads * n8) return;
+  const int c = static_cast<int>(idx % n8);
+  const int64_t th = idx / n8;  // token * n_kv_heads + head
+  const int64_t t = th / a.n_kv_heads;
+  const int64_t slot = a.slots[t];
+  if (slot < 0) return;  // padding token
+  if (slot >= a.num_slots) {
+    if (a.bounds_check && atomicCAS(&a.guard[0], 0, 1) == 0)
+      a.guard[1] = static_cast<int32_t>(min(slot / a.block_size, static_cast<int64_t>(0x7fffffff)));
+    return;
+  }
+  const int64_t row = slot * a.n_kv_heads + (th - t * a.n_kv_heads);
+  const int64_t src = th * a.head_dim + 8 * c;
+  const int64_t dst = (row * a.head_dim + 8 * c) * 2;
+  store8(a.k_type, reinterpret_cast<const float4*>(static_cast<const float*>(a.k_src) + src), a.k_pool + dst);
+  store8(a.v_type, reinterpret_cast<const float4*>(static_cast<const float*>(a.v_src) + src), a.v_pool + dst);
+}
+
+bool is16(DType t) { return t == DType::bf16 || t == DType::f16; }
+
 }  // namespace
 
 void write_kv(const KvPoolView& pools, const KvWrite& w, bool bounds_check, int32_t* guard, void* stream) {
@@ -102,8 +143,18 @@ void write_kv(const KvPoolView& pools, const KvWrite& w, bool bounds_check, int3
   a.v_type = pools.v_type;
   // Without the guard a bad slot is still skipped (never written), just not reported.
   a.bounds_check = bounds_check;
-  const int64_t n = int64_t{w.n_tokens} * pools.n_kv_heads * (pools.head_dim / 32);
   const int threads = 128;
+  const auto al = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (w.src_type == DType::f32 && is16(pools.k_type) && is16(pools.v_type) && al(w.k_new) && al(w.v_new) &&
+      al(pools.k) && al(pools.v)) {
+    const int64_t n8 = int64_t{w.n_tokens} * pools.n_kv_heads * (pools.head_dim / 8);
+    const int64_t blocks8 = (n8 + threads - 1) / threads;
+    if (blocks8 > 0x7fffffff) bad("too many tokens for one launch");
+    gpu::launch(write_kv16_kernel, dim3(static_cast<unsigned>(blocks8)), dim3(threads), 0,
+                static_cast<gpuStream_t>(stream), w.chained_launch, a);
+    return;
+  }
+  const int64_t n = int64_t{w.n_tokens} * pools.n_kv_heads * (pools.head_dim / 32);
   const int64_t blocks = (n + threads - 1) / threads;
   if (blocks > 0x7fffffff) bad("too many tokens for one launch");
   gpu::launch(write_kv_kernel, dim3(static_cast<unsigned>(blocks)), dim3(threads), 0, static_cast<gpuStream_t>(stream),

@@ -2,7 +2,9 @@
 // q_norm / k_norm) and the DeltaNet gated RMSNorm with SiLU(z). Hidden-size rows: one thread
 // block per row; head-size rows (<= 512): one warp per row with the row in registers. The
 // sum of squares is f32, then the scaled write (same thread, same element, so out may alias
-// x). Writing bf16 here is what feeds the GEMMs without a conversion pass.
+// x). Writing bf16 here is what feeds the GEMMs without a conversion pass. Rows whose width
+// allows it are read and written in 16-byte chunks (the prefill shapes, where these passes are
+// bandwidth-bound).
 #include "kernels/cuda/backend_common.cuh"
 #include "kernels/cuda/backend_ops.h"
 
@@ -42,6 +44,63 @@ __global__ void __launch_bounds__(kRowThreads) rms_norm_row_kernel(const void* x
     const int i = k * kRowThreads + static_cast<int>(threadIdx.x);
     if (i < d) store_act<kOutBf16>(out, base + i, (v[k] * inv) * (1.0f + wr[k]));
   }
+}
+
+// Hidden-size rows of d = 16 x blockDim.x (4096: 256 threads, 5120: 320), the prefill path:
+// four 16-byte chunks per thread (the weight's too), all loads issued at once. Smaller blocks
+// than rms_norm_row_kernel's and 16-byte accesses: several rows per SM in different phases
+// keep the loads flowing while others reduce and store.
+constexpr int kVecChunks = 4;
+
+template <bool kBf16>
+__device__ __forceinline__ float4 load4(const void* p, int64_t i4) {
+  if constexpr (kBf16) {
+    const uint2 b = static_cast<const uint2*>(p)[i4];
+    return make_float4(detail::bf16_bits_to_f32(b.x & 0xffffu), detail::bf16_bits_to_f32(b.x >> 16),
+                       detail::bf16_bits_to_f32(b.y & 0xffffu), detail::bf16_bits_to_f32(b.y >> 16));
+  } else {
+    return static_cast<const float4*>(p)[i4];
+  }
+}
+template <bool kBf16>
+__device__ __forceinline__ void store4(void* p, int64_t i4, float4 v) {
+  if constexpr (kBf16) {
+    uint2 b;
+    b.x = detail::f32_to_bf16_bits(v.x) | (static_cast<uint32_t>(detail::f32_to_bf16_bits(v.y)) << 16);
+    b.y = detail::f32_to_bf16_bits(v.z) | (static_cast<uint32_t>(detail::f32_to_bf16_bits(v.w)) << 16);
+    static_cast<uint2*>(p)[i4] = b;
+  } else {
+    static_cast<float4*>(p)[i4] = v;
+  }
+}
+
+template <bool kInBf16, bool kOutBf16>
+__global__ void rms_norm_vec_kernel(const void* x, const float* w, int d, float eps, void* out) {
+  __shared__ float red[32];
+  const int64_t base4 = static_cast<int64_t>(blockIdx.x) * (d / 4);
+  float4 wr[kVecChunks], v[kVecChunks];
+#pragma unroll
+  for (int k = 0; k < kVecChunks; ++k) wr[k] = reinterpret_cast<const float4*>(w)[k * blockDim.x + threadIdx.x];
+  wait_for_previous_kernel();
+  float ss = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kVecChunks; ++k) v[k] = load4<kInBf16>(x, base4 + k * blockDim.x + threadIdx.x);
+#pragma unroll
+  for (int k = 0; k < kVecChunks; ++k) ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
+  ss = block_sum(ss, red);
+  const float inv = 1.0f / sqrtf(ss / static_cast<float>(d) + eps);
+#pragma unroll
+  for (int k = 0; k < kVecChunks; ++k) {
+    const float4 o = make_float4((v[k].x * inv) * (1.0f + wr[k].x), (v[k].y * inv) * (1.0f + wr[k].y),
+                                 (v[k].z * inv) * (1.0f + wr[k].z), (v[k].w * inv) * (1.0f + wr[k].w));
+    store4<kOutBf16>(out, base4 + k * blockDim.x + threadIdx.x, o);
+  }
+}
+
+bool vec_row_ok(int64_t d, const void* x, const float* w, const void* out) {
+  const auto al = [](const void* p) { return aligned_to(p, 16); };
+  const int64_t t = d / (4 * kVecChunks);
+  return d % (4 * kVecChunks) == 0 && t % 32 == 0 && t <= 1024 && al(x) && al(w) && al(out);
 }
 
 // Longer rows: two passes over the row.
@@ -138,6 +197,43 @@ __global__ void gated_rms_norm_warp_kernel(const float* x, const float* z, const
   }
 }
 
+// Head-size rows that are whole 128-element chunks (DeltaNet heads of 128, up to 512): one
+// warp per row, 16-byte loads of x and z.
+template <bool kOutBf16>
+__global__ void gated_rms_norm_vec_kernel(const float* x, const float* z, const float* w, int64_t rows, int d,
+                                          float eps, void* out) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * 8 + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  const int chunks = d / 128;
+  float4 wr[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k)
+    if (k < chunks) wr[k] = reinterpret_cast<const float4*>(w)[k * 32 + lane];
+  wait_for_previous_kernel();
+  if (row >= rows) return;
+  const int64_t base4 = row * (d / 4);
+  float4 v[4], zr[4];
+  float ss = 0.0f;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    if (k < chunks) {
+      v[k] = reinterpret_cast<const float4*>(x)[base4 + k * 32 + lane];
+      zr[k] = reinterpret_cast<const float4*>(z)[base4 + k * 32 + lane];
+      ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
+    }
+  }
+  ss = warp_sum(ss);
+  const float inv = 1.0f / sqrtf(ss / static_cast<float>(d) + eps);
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    if (k < chunks) {
+      const float4 o = make_float4((wr[k].x * (v[k].x * inv)) * silu_f(zr[k].x), (wr[k].y * (v[k].y * inv)) * silu_f(zr[k].y),
+                                   (wr[k].z * (v[k].z * inv)) * silu_f(zr[k].z), (wr[k].w * (v[k].w * inv)) * silu_f(zr[k].w));
+      store4<kOutBf16>(out, base4 + k * 32 + lane, o);
+    }
+  }
+}
+
 int threads_for(int64_t d) {
   if (d >= 1024) return 512;
   if (d >= 256) return 256;
@@ -170,6 +266,19 @@ void rms_norm(const void* x, DType x_type, const float* w, int64_t rows, int64_t
     return;
   }
   const dim3 grid(static_cast<unsigned>(rows));
+  if (vec_row_ok(d, x, w, out)) {
+    const int di = static_cast<int>(d);
+    const unsigned t = static_cast<unsigned>(d / (4 * kVecChunks));
+    if (ib && ob)
+      launch_dependent("rms_norm_vec_kernel", rms_norm_vec_kernel<true, true>, grid, t, 0, s, x, w, di, eps, out);
+    else if (ib)
+      launch_dependent("rms_norm_vec_kernel", rms_norm_vec_kernel<true, false>, grid, t, 0, s, x, w, di, eps, out);
+    else if (ob)
+      launch_dependent("rms_norm_vec_kernel", rms_norm_vec_kernel<false, true>, grid, t, 0, s, x, w, di, eps, out);
+    else
+      launch_dependent("rms_norm_vec_kernel", rms_norm_vec_kernel<false, false>, grid, t, 0, s, x, w, di, eps, out);
+    return;
+  }
   if (d <= int64_t{kRowThreads} * kRowRegs) {
     const int di = static_cast<int>(d);
     if (ib && ob)
@@ -197,6 +306,16 @@ void gated_rms_norm(const float* x, const float* z, const float* w, int64_t rows
                     DType out_type, Stream stream) {
   if (rows == 0) return;
   check_rows(rows);
+  const auto al = [](const void* p) { return aligned_to(p, 16); };
+  if (d % 128 == 0 && d <= kWarpRowMax && al(x) && al(z) && al(w) && al(out)) {
+    const dim3 g(grid_for(rows, 8));
+    const int di = static_cast<int>(d);
+    if (out_type == DType::bf16)
+      launch_dependent("gated_rms_norm_vec_kernel", gated_rms_norm_vec_kernel<true>, g, 256, 0, stream, x, z, w, rows, di, eps, out);
+    else
+      launch_dependent("gated_rms_norm_vec_kernel", gated_rms_norm_vec_kernel<false>, g, 256, 0, stream, x, z, w, rows, di, eps, out);
+    return;
+  }
   if (d <= kWarpRowMax) {
     const dim3 g(grid_for(rows, 8));
     const int di = static_cast<int>(d);

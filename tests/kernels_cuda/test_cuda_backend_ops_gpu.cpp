@@ -93,8 +93,9 @@ std::vector<SeqDesc> with_blocks(std::vector<SeqDesc> seqs, int32_t bs, int32_t 
 
 TEST_CASE("cuda ops: rms_norm and gated_rms_norm match the CPU in f32 and bf16 outputs", "[cuda_ops][gpu]") {
   Pair p;
-  // Head-size rows (a warp per row) and hidden-size rows (a block per row).
-  for (const Shape& s : {Shape{5, 3, 256}, Shape{3, 4096}}) {
+  // Head-size rows (a warp per row: 16-byte chunks for 256, scalar for 96) and hidden-size rows
+  // (a block per row: 16-byte chunks for 4096, the register row kernel for 1000).
+  for (const Shape& s : {Shape{5, 3, 256}, Shape{4, 2, 96}, Shape{3, 4096}, Shape{2, 1000}}) {
   const int64_t d = s[s.rank() - 1];
   INFO("shape " << s.str());
   const auto x = test::random_vec(static_cast<size_t>(s.numel()), 1, 2.0f);
@@ -241,9 +242,10 @@ TEST_CASE("cuda ops: the fused decode ops (prepare_qk, gate_up_swiglu) match the
   auto pc = test::plan_of(*p.cpu, s2, 16, 5000, 3, tokens, {8});
   auto pg = test::plan_of(*p.gpu, s2, 16, 5000, 3, tokens, {8});
   const int64_t T = 9;
-  // prepare_qk: one kernel on the GPU for head dims that are multiples of 32 (256, 128); the
-  // five separate ops for others (48). Positions reach 70001.
-  for (auto [d, rot] : std::vector<std::pair<int64_t, int64_t>>{{256, 64}, {128, 128}, {48, 16}}) {
+  // prepare_qk: one kernel on the GPU for head dims that are multiples of 32: a warp per head
+  // where the rotated dims allow a shuffle (256 / 64, 128 / 128), a block per head otherwise
+  // (256 / 48); the five separate ops for others (48). Positions reach 70001.
+  for (auto [d, rot] : std::vector<std::pair<int64_t, int64_t>>{{256, 64}, {128, 128}, {256, 48}, {48, 16}}) {
     INFO("head dim " << d << " rotary " << rot);
     const int64_t nq = 6, nkv = 2;
     const auto qg = test::random_vec(static_cast<size_t>(T * nq * 2 * d), 50 + d, 2.0f);
@@ -264,8 +266,9 @@ TEST_CASE("cuda ops: the fused decode ops (prepare_qk, gate_up_swiglu) match the
     CHECK(rel(test::get(*p.gpu, kg), test::get(*p.cpu, kc)) < 1e-6);
   }
   // gate_up_swiglu: one row takes the fused weight-streaming kernel (K = 4104: unrolled loop
-  // and tail; 384: tail only), three rows the GEMM + swiglu; bf16 and f32 outputs.
-  for (auto [M, K] : std::vector<std::pair<int64_t, int64_t>>{{1, 384}, {1, 4104}, {3, 384}}) {
+  // and tail; 384: tail only), three rows the GEMM + swiglu, 40 rows (cuBLAS) the GEMM into a
+  // bf16 product + swiglu for a bf16 output; bf16 and f32 outputs.
+  for (auto [M, K] : std::vector<std::pair<int64_t, int64_t>>{{1, 384}, {1, 4104}, {3, 384}, {40, 1024}}) {
     const int64_t inter = 160;
     const auto x = test::random_vec(static_cast<size_t>(M * K), 90 + M);
     const auto wb = to_bf16_bits(test::random_vec(static_cast<size_t>(2 * inter * K), 91, 0.05f));
