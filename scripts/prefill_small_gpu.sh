@@ -2,10 +2,11 @@
 # Issue 21's prefill small kernels on the GPU machine (docs/benchmarks.md, "Prefill small
 # kernels"), one command: the GPU tests of the bundle, then bench_cuda_model --prefill 4096
 # --profile on a random 9B for the bundle and a baseline binary in turns (base, new, base,
-# new: the op profile before and after in one call), then --prefill 32768 for both.
+# new: the op profile before and after in one call), bench_prefill_gemm at 4K and 32K rows
+# (cuBLAS's default against cuBLASLt's candidates), then --prefill 32768 for both.
 # Bundle, on the workstation (build the baseline's bench_cuda_model first and keep a copy; the
 # bundle script stages this script beside the bundle):
-#   TARGETS="bench_cuda_model test_cuda_backend_ops_gpu test_cuda_model_gpu test_kernels_cuda_gpu" \
+#   TARGETS="bench_cuda_model bench_prefill_gemm test_cuda_backend_ops_gpu test_cuda_model_gpu test_kernels_cuda_gpu" \
 #     DEST=/work/main/.devbuild/small2 scripts/bench_serve_bundle.sh
 #   xz -c OLD/bench_cuda_model > /work/main/.devbuild/small2/bench_cuda_model_base.xz
 # then on the device, carrying .devbuild/small2: bash .devbuild/small2/prefill_small_gpu.sh
@@ -40,6 +41,12 @@ done
 for lab in base new; do
   note "profile ${lab}_4096:"; sed -n '/^profile: prefill/,/total/p' "$R/${lab}_4096.txt" >> "$summary"
 done
+if [ -x "$B/bin/bench_prefill_gemm" ] && [ "$(left)" -gt 60 ]; then
+  for m in 4096 $LONG; do
+    timeout 60 "$B/bin/bench_prefill_gemm" --tokens "$m" --candidates 12 --iters 10 > "$R/gemm_$m.txt" 2>&1
+    note "gemm shapes, M = $m (rc=$?):"; cat "$R/gemm_$m.txt" >> "$summary"
+  done
+fi
 for n in $LONG; do
   run "new_$n" "$B/bin/bench_cuda_model" "$n"
   run "base_$n" "$BASE_BIN" "$n"
