@@ -13,10 +13,12 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "kernels/common/half.h"
 #include "programs/bench_cuda_model/bench_util.h"
 #include "programs/bench_cuda_model/device_ceilings.h"
 
@@ -74,10 +76,22 @@ int main(int argc, char** argv) {
     check(cudaMalloc(&w, static_cast<size_t>(max_n * max_k) * 2), "cudaMalloc");
     check(cudaMalloc(&x, static_cast<size_t>(M * max_k) * 2), "cudaMalloc");
     check(cudaMalloc(&out, static_cast<size_t>(M * max_n) * 4), "cudaMalloc");
-    // Small values (bf16 0x3c00 = 0.0078) so nothing overflows; the timing does not depend on them.
-    check(cudaMemset(w, 0x3c, static_cast<size_t>(max_n * max_k) * 2), "memset");
-    check(cudaMemset(x, 0x3c, static_cast<size_t>(M * max_k) * 2), "memset");
-    check(cudaMemset(out, 0, static_cast<size_t>(M * max_n) * 4), "memset");
+    // Random operands (uniform in +-1/16 as bf16): constant ones toggle fewer bits and run the
+    // tensor cores at a higher clock than a model's data does.
+    {
+      std::vector<uint16_t> r(size_t{1} << 22);
+      std::mt19937 rng(7);
+      std::uniform_real_distribution<float> u(-0.0625f, 0.0625f);
+      for (auto& v : r) v = ds::f32_to_bf16(u(rng));
+      auto fill = [&](void* p, size_t n) {
+        for (size_t i = 0; i < n; i += r.size())
+          check(cudaMemcpy(static_cast<uint16_t*>(p) + i, r.data(), std::min(r.size(), n - i) * 2, cudaMemcpyHostToDevice),
+                "cudaMemcpy");
+      };
+      fill(w, static_cast<size_t>(max_n * max_k));
+      fill(x, static_cast<size_t>(M * max_k));
+      check(cudaMemset(out, 0, static_cast<size_t>(M * max_n) * 4), "memset");
+    }
     std::printf("| shape | cublasGemmEx ms | TFLOP/s | of GEMM rate | best Lt candidate ms | candidate | default / best |\n");
     std::printf("|---|---|---|---|---|---|---|\n");
     double total_default = 0, total_best = 0;
