@@ -7,7 +7,6 @@
 
 #include "kernels/cuda/backend_ops.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/gemm_tuner.h"
 
 namespace ds::cuda {
 namespace {
@@ -51,19 +50,11 @@ CudaContext::CudaContext(int device, bool chained_launches) : device_(device), c
 
 CudaContext::~CudaContext() {
   if (stream_) cudaStreamSynchronize(stream_);
-  gemm_tuner_.reset();
   for (void* p : scratch_)
     if (p) cudaFree(p);
   if (cublas_) cublasDestroy(cublas_);
   if (cublas_workspace_) cudaFree(cublas_workspace_);
   if (stream_) cudaStreamDestroy(stream_);
-}
-
-size_t CudaContext::cublas_workspace_bytes() const { return kCublasWorkspace; }
-
-GemmTuner& CudaContext::gemm_tuner() {
-  if (!gemm_tuner_) gemm_tuner_ = std::make_unique<GemmTuner>(*this);
-  return *gemm_tuner_;
 }
 
 void* CudaContext::malloc_device(size_t bytes, const std::string& what) {

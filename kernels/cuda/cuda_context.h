@@ -1,6 +1,5 @@
 // CudaContext: what the CUDA backend's ops share -- the device, the stream every op is
-// queued on (with whether its kernels chain as programmatic dependent launches), the cuBLAS
-// handle (bound to that stream, with its own workspace) and the prefill GEMMs' tuner, and grow-only
+// queued on (with whether its kernels chain as programmatic dependent launches), the cuBLAS handle (bound to that stream, with its own workspace), and grow-only
 // scratch buffers (bf16 copies of GEMM inputs, prefill-attention tiles, DeltaNet chunk
 // scratch) that ops reuse from step to step.
 //
@@ -12,14 +11,11 @@
 
 #include <array>
 #include <cstdint>
-#include <memory>
 #include <string>
 
 #include "kernels/cuda/backend_ops.h"
 
 namespace ds::cuda {
-
-class GemmTuner;  // gemm_tuner.h
 
 // Scratch slots (one buffer each; a slot's contents do not outlive the op that fills it).
 enum class Scratch : int {
@@ -41,11 +37,6 @@ class CudaContext {
   int n_sms() const { return n_sms_; }
   ops::Stream stream() const { return {stream_, chained_}; }
   cublasHandle_t cublas() const { return cublas_; }
-  // The cuBLAS handle's workspace, which the cuBLASLt calls of the same stream share.
-  void* cublas_workspace() const { return cublas_workspace_; }
-  size_t cublas_workspace_bytes() const;
-  // The prefill GEMMs' algorithm choice (gemm_tuner.h), made on first use.
-  GemmTuner& gemm_tuner();
 
   // At least `bytes` of device memory for slot s (contents undefined after growth).
   void* scratch(Scratch s, size_t bytes);
@@ -65,7 +56,6 @@ class CudaContext {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   void* cublas_workspace_ = nullptr;
-  std::unique_ptr<GemmTuner> gemm_tuner_;
   std::array<void*, static_cast<size_t>(Scratch::count)> scratch_{};
   std::array<size_t, static_cast<size_t>(Scratch::count)> scratch_size_{};
   uint64_t scratch_reallocations_ = 0;

@@ -1,6 +1,5 @@
 // GEMM of the CUDA backend: x · Wᵀ through cuBLAS with bf16 operands and fp32 accumulation
-// into an f32 output (beta = 1 is the fused residual add); prefill-sized ones through the
-// algorithm gemm_tuner.h chose; FP8 weights through fp8_gemm.cu. Row-major [M, K] x and [N, K] W
+// into an f32 output (beta = 1 is the fused residual add); FP8 weights through fp8_gemm.cu. Row-major [M, K] x and [N, K] W
 // are column-major [K, M] and [K, N], so out (column-major [N, M]) = op_T(W) · x.
 #include <algorithm>
 #include <cstdlib>
@@ -9,7 +8,6 @@
 
 #include "kernels/cuda/backend_ops.h"
 #include "kernels/cuda/cuda_gemm.h"
-#include "kernels/cuda/gemm_tuner.h"
 
 namespace ds::cuda {
 namespace {
@@ -90,9 +88,6 @@ void run_gemm(CudaContext& ctx, const CudaBackendOptions::KernelPaths& paths, co
                           out.data_as<float>(), accumulate, ctx.stream());
     return;
   }
-  // Prefill-sized bf16 GEMMs that overwrite their output: the tuned algorithm (gemm_tuner.h).
-  if (type == CUDA_R_16BF && !accumulate && ctx.gemm_tuner().run(w.data(), xp, M, N, K, out.data(), CUDA_R_32F))
-    return;
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   const int m = static_cast<int>(N), n = static_cast<int>(M), k = static_cast<int>(K);
   check_cublas(cublasGemmEx(ctx.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, w.data(), type, k, xp, type, k,
@@ -110,14 +105,11 @@ bool run_gate_up_swiglu_tiled(CudaContext& ctx, const kernels::Tensor& x, const 
     throw std::invalid_argument("gate_up_swiglu: dimension too large for cuBLAS");
   // The bf16 product fits in the f32 scratch the contract provides ([M, 2I] f32).
   auto* gate_up = scratch.data_as<uint16_t>();
-  if (!ctx.gemm_tuner().run(w.data(), x.data(), M, N, K, gate_up, CUDA_R_16BF)) {
-    const float alpha = 1.0f, beta = 0.0f;
-    const int m = static_cast<int>(N), n = static_cast<int>(M), k = static_cast<int>(K);
-    check_cublas(cublasGemmEx(ctx.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, w.data(), CUDA_R_16BF, k,
-                              x.data(), CUDA_R_16BF, k, &beta, gate_up, CUDA_R_16BF, m, CUBLAS_COMPUTE_32F,
-                              CUBLAS_GEMM_DEFAULT),
-                 "gate_up_swiglu", "cublasGemmEx (bf16 out)");
-  }
+  const float alpha = 1.0f, beta = 0.0f;
+  const int m = static_cast<int>(N), n = static_cast<int>(M), k = static_cast<int>(K);
+  check_cublas(cublasGemmEx(ctx.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, w.data(), CUDA_R_16BF, k, x.data(),
+                            CUDA_R_16BF, k, &beta, gate_up, CUDA_R_16BF, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+               "gate_up_swiglu", "cublasGemmEx (bf16 out)");
   ops::swiglu_bf16(gate_up, M, N / 2, out.data_as<uint16_t>(), ctx.stream());
   return true;
 }

@@ -197,40 +197,47 @@ __global__ void gated_rms_norm_warp_kernel(const float* x, const float* z, const
   }
 }
 
-// Head-size rows that are whole 128-element chunks (DeltaNet heads of 128, up to 512): one
-// warp per row, 16-byte loads of x and z.
-template <bool kOutBf16>
+// Head-size rows of kChunks whole 128-element chunks (DeltaNet heads of 128: one): one warp
+// per row, 16-byte loads of x and z. The chunk count is a template argument so a row of one
+// chunk holds one chunk's registers, and enough warps fit on an SM to keep the loads flowing.
+template <bool kOutBf16, int kChunks>
 __global__ void gated_rms_norm_vec_kernel(const float* x, const float* z, const float* w, int64_t rows, int d,
                                           float eps, void* out) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * 8 + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
-  const int chunks = d / 128;
-  float4 wr[4];
+  float4 wr[kChunks];
 #pragma unroll
-  for (int k = 0; k < 4; ++k)
-    if (k < chunks) wr[k] = reinterpret_cast<const float4*>(w)[k * 32 + lane];
+  for (int k = 0; k < kChunks; ++k) wr[k] = reinterpret_cast<const float4*>(w)[k * 32 + lane];
   wait_for_previous_kernel();
   if (row >= rows) return;
   const int64_t base4 = row * (d / 4);
-  float4 v[4], zr[4];
+  float4 v[kChunks], zr[kChunks];
   float ss = 0.0f;
 #pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    if (k < chunks) {
-      v[k] = reinterpret_cast<const float4*>(x)[base4 + k * 32 + lane];
-      zr[k] = reinterpret_cast<const float4*>(z)[base4 + k * 32 + lane];
-      ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
-    }
+  for (int k = 0; k < kChunks; ++k) {
+    v[k] = reinterpret_cast<const float4*>(x)[base4 + k * 32 + lane];
+    zr[k] = reinterpret_cast<const float4*>(z)[base4 + k * 32 + lane];
+    ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
   }
   ss = warp_sum(ss);
   const float inv = 1.0f / sqrtf(ss / static_cast<float>(d) + eps);
 #pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    if (k < chunks) {
-      const float4 o = make_float4((wr[k].x * (v[k].x * inv)) * silu_f(zr[k].x), (wr[k].y * (v[k].y * inv)) * silu_f(zr[k].y),
-                                   (wr[k].z * (v[k].z * inv)) * silu_f(zr[k].z), (wr[k].w * (v[k].w * inv)) * silu_f(zr[k].w));
-      store4<kOutBf16>(out, base4 + k * 32 + lane, o);
-    }
+  for (int k = 0; k < kChunks; ++k) {
+    const float4 o = make_float4((wr[k].x * (v[k].x * inv)) * silu_f(zr[k].x), (wr[k].y * (v[k].y * inv)) * silu_f(zr[k].y),
+                                 (wr[k].z * (v[k].z * inv)) * silu_f(zr[k].z), (wr[k].w * (v[k].w * inv)) * silu_f(zr[k].w));
+    store4<kOutBf16>(out, base4 + k * 32 + lane, o);
+  }
+}
+
+template <bool kOutBf16>
+void launch_gated_vec(int chunks, dim3 g, Stream stream, const float* x, const float* z, const float* w, int64_t rows,
+                      int d, float eps, void* out) {
+  const char* name = "gated_rms_norm_vec_kernel";
+  switch (chunks) {
+    case 1: launch_dependent(name, gated_rms_norm_vec_kernel<kOutBf16, 1>, g, 256, 0, stream, x, z, w, rows, d, eps, out); break;
+    case 2: launch_dependent(name, gated_rms_norm_vec_kernel<kOutBf16, 2>, g, 256, 0, stream, x, z, w, rows, d, eps, out); break;
+    case 3: launch_dependent(name, gated_rms_norm_vec_kernel<kOutBf16, 3>, g, 256, 0, stream, x, z, w, rows, d, eps, out); break;
+    default: launch_dependent(name, gated_rms_norm_vec_kernel<kOutBf16, 4>, g, 256, 0, stream, x, z, w, rows, d, eps, out); break;
   }
 }
 
@@ -311,9 +318,9 @@ void gated_rms_norm(const float* x, const float* z, const float* w, int64_t rows
     const dim3 g(grid_for(rows, 8));
     const int di = static_cast<int>(d);
     if (out_type == DType::bf16)
-      launch_dependent("gated_rms_norm_vec_kernel", gated_rms_norm_vec_kernel<true>, g, 256, 0, stream, x, z, w, rows, di, eps, out);
+      launch_gated_vec<true>(di / 128, g, stream, x, z, w, rows, di, eps, out);
     else
-      launch_dependent("gated_rms_norm_vec_kernel", gated_rms_norm_vec_kernel<false>, g, 256, 0, stream, x, z, w, rows, di, eps, out);
+      launch_gated_vec<false>(di / 128, g, stream, x, z, w, rows, di, eps, out);
     return;
   }
   if (d <= kWarpRowMax) {

@@ -57,7 +57,7 @@ __global__ void qk_norm_rope_kernel(const float* __restrict__ qg, float* __restr
   dst[i] = o;
 }
 
-// Prefill shapes (d a multiple of 128 up to 512, the rotated dims within the first 128 and
+// Prefill shapes (d = 128 kChunks up to 512, the rotated dims within the first 128 and
 // rotary / 8 a power of two: the 9B's and 27B's 256 / 64): one block per row, one warp per
 // head (heads / warps each), 16-byte accesses. The row's cos / sin are computed once into
 // shared memory (the per-head kernel above recomputes them for every head), and a rotated
@@ -65,6 +65,7 @@ __global__ void qk_norm_rope_kernel(const float* __restrict__ qg, float* __restr
 constexpr int kVecMaxChunks = 4;
 constexpr int kVecMaxHalf = 64;
 
+template <int kChunks>
 __global__ void qk_norm_rope_vec_kernel(const float* __restrict__ qg, float* __restrict__ q, float* __restrict__ gate,
                                         float* __restrict__ k, const float* __restrict__ q_norm,
                                         const float* __restrict__ k_norm, const int32_t* __restrict__ positions,
@@ -73,19 +74,16 @@ __global__ void qk_norm_rope_vec_kernel(const float* __restrict__ qg, float* __r
   __shared__ float cs[2][kVecMaxHalf];
   const int64_t row = blockIdx.x;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  const int chunks = d / 128;
   for (int i = static_cast<int>(threadIdx.x); i < half; i += static_cast<int>(blockDim.x)) {
     const float angle = static_cast<float>(positions[row]) * inv_freq[i];
     cs[0][i] = static_cast<float>(cos(static_cast<double>(angle)));
     cs[1][i] = static_cast<float>(sin(static_cast<double>(angle)));
   }
-  float4 wq[kVecMaxChunks], wk[kVecMaxChunks];
+  float4 wq[kChunks], wk[kChunks];
 #pragma unroll
-  for (int c = 0; c < kVecMaxChunks; ++c) {
-    if (c < chunks) {
-      wq[c] = reinterpret_cast<const float4*>(q_norm)[c * 32 + lane];
-      wk[c] = reinterpret_cast<const float4*>(k_norm)[c * 32 + lane];
-    }
+  for (int c = 0; c < kChunks; ++c) {
+    wq[c] = reinterpret_cast<const float4*>(q_norm)[c * 32 + lane];
+    wk[c] = reinterpret_cast<const float4*>(k_norm)[c * 32 + lane];
   }
   __syncthreads();
   // This lane's four elements of chunk 0 and, where they rotate, their cos / sin.
@@ -102,38 +100,33 @@ __global__ void qk_norm_rope_vec_kernel(const float* __restrict__ qg, float* __r
   wait_for_previous_kernel();
   for (int h = warp; h < nq + nkv; h += warps) {
     const bool is_q = h < nq;
-    float4 x[kVecMaxChunks];
+    float4 x[kChunks];
     float4* dst;
     if (is_q) {
       const float4* src = reinterpret_cast<const float4*>(qg + (row * nq + h) * 2 * d);
       float4* g = reinterpret_cast<float4*>(gate + (row * nq + h) * d);
 #pragma unroll
-      for (int c = 0; c < kVecMaxChunks; ++c) {
-        if (c < chunks) {
-          x[c] = src[c * 32 + lane];
-          g[c * 32 + lane] = src[d / 4 + c * 32 + lane];
-        }
+      for (int c = 0; c < kChunks; ++c) {
+        x[c] = src[c * 32 + lane];
+        g[c * 32 + lane] = src[d / 4 + c * 32 + lane];
       }
       dst = reinterpret_cast<float4*>(q + (row * nq + h) * d);
     } else {
       dst = reinterpret_cast<float4*>(k + (row * nkv + (h - nq)) * d);
 #pragma unroll
-      for (int c = 0; c < kVecMaxChunks; ++c)
-        if (c < chunks) x[c] = dst[c * 32 + lane];
+      for (int c = 0; c < kChunks; ++c) x[c] = dst[c * 32 + lane];
     }
     float ss = 0.0f;
 #pragma unroll
-    for (int c = 0; c < kVecMaxChunks; ++c)
-      if (c < chunks) ss += x[c].x * x[c].x + x[c].y * x[c].y + x[c].z * x[c].z + x[c].w * x[c].w;
+    for (int c = 0; c < kChunks; ++c)
+      ss += x[c].x * x[c].x + x[c].y * x[c].y + x[c].z * x[c].z + x[c].w * x[c].w;
     ss = warp_sum(ss);
     const float inv = 1.0f / sqrtf(ss / static_cast<float>(d) + eps);
 #pragma unroll
-    for (int c = 0; c < kVecMaxChunks; ++c) {
-      if (c < chunks) {
-        const float4 w = is_q ? wq[c] : wk[c];
-        x[c] = make_float4((x[c].x * inv) * (1.0f + w.x), (x[c].y * inv) * (1.0f + w.y), (x[c].z * inv) * (1.0f + w.z),
-                           (x[c].w * inv) * (1.0f + w.w));
-      }
+    for (int c = 0; c < kChunks; ++c) {
+      const float4 w = is_q ? wq[c] : wk[c];
+      x[c] = make_float4((x[c].x * inv) * (1.0f + w.x), (x[c].y * inv) * (1.0f + w.y), (x[c].z * inv) * (1.0f + w.z),
+                         (x[c].w * inv) * (1.0f + w.w));
     }
     // The rotation (chunk 0 only): every lane shuffles, the rotating ones use the result.
     const float v[4] = {x[0].x, x[0].y, x[0].z, x[0].w};
@@ -145,8 +138,7 @@ __global__ void qk_norm_rope_vec_kernel(const float* __restrict__ qg, float* __r
     }
     if (rotates) x[0] = make_float4(o[0], o[1], o[2], o[3]);
 #pragma unroll
-    for (int c = 0; c < kVecMaxChunks; ++c)
-      if (c < chunks) dst[c * 32 + lane] = x[c];
+    for (int c = 0; c < kChunks; ++c) dst[c * 32 + lane] = x[c];
   }
 }
 
@@ -175,7 +167,9 @@ void qk_norm_rope(const float* qg, float* q, float* gate, float* k, const float*
   const auto al = [](const void* p) { return aligned_to(p, 16); };
   if (vec_shape(d, rotary / 2) && al(qg) && al(q) && al(gate) && al(k) && al(q_norm) && al(k_norm) &&
       rows <= 0x7fffffffLL && nq + nkv <= 0x7fffffffLL) {
-    launch_dependent("qk_norm_rope_vec_kernel", qk_norm_rope_vec_kernel, dim3(static_cast<unsigned>(rows)),
+    const auto kernel = d == 128 ? qk_norm_rope_vec_kernel<1> : d == 256 ? qk_norm_rope_vec_kernel<2>
+                        : d == 384 ? qk_norm_rope_vec_kernel<3> : qk_norm_rope_vec_kernel<4>;
+    launch_dependent("qk_norm_rope_vec_kernel", kernel, dim3(static_cast<unsigned>(rows)),
                      dim3(32 * warps_for(nq + nkv)), 0, stream, qg, q, gate, k, q_norm, k_norm, positions,
                      static_cast<int>(nq), static_cast<int>(nkv), static_cast<int>(d), eps, static_cast<int>(rotary / 2),
                      inv_freq);

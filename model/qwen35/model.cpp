@@ -343,25 +343,11 @@ void Model::project(const Tensor& x, const Tensor& stacked, std::span<Tensor> ou
     if (first != stacked.dim(0)) throw std::logic_error("Model::project: outputs do not cover the stacked weight");
     return;
   }
-  // Outputs narrower than this many columns at the end of the stack (the DeltaNet's b and a,
-  // one column per value head) share one GEMM and a split: a GEMM that narrow costs its
-  // latency, not its FLOPs, at any row count (docs/benchmarks.md, "Prefill small kernels").
-  constexpr int64_t kNarrowColumns = 128;
-  size_t n_wide = outputs.size();
-  while (n_wide > 0 && outputs[n_wide - 1].numel() / T < kNarrowColumns) --n_wide;
-  if (outputs.size() - n_wide < 2) n_wide = outputs.size();
   int64_t first = 0;
-  for (size_t i = 0; i < n_wide; ++i) {
-    const int64_t n = outputs[i].numel() / T;
-    Tensor flat = outputs[i].reshape(Shape{T, n});
+  for (auto& out : outputs) {
+    const int64_t n = out.numel() / T;
+    Tensor flat = out.reshape(Shape{T, n});
     be.gemm(x, stacked.rows(first, n), flat, false);
-    first += n;
-  }
-  if (n_wide < outputs.size()) {
-    const int64_t n = stacked.dim(0) - first;
-    Tensor narrow = ws.proj.rows(proj_offset, T * n).reshape(Shape{T, n});
-    be.gemm(x, stacked.rows(first, n), narrow, false);
-    be.split_columns(narrow, outputs.subspan(n_wide));
     first += n;
   }
   if (first != stacked.dim(0)) throw std::logic_error("Model::project: outputs do not cover the stacked weight");
