@@ -3,7 +3,8 @@
 # kernels"), one command: the GPU tests of the bundle, then bench_cuda_model --prefill 4096
 # --profile on a random 9B for the bundle and a baseline binary in turns (base, new, base,
 # new: the op profile before and after in one call), bench_prefill_gemm at 4K and 32K rows
-# (cuBLAS's default against cuBLASLt's candidates), then --prefill 32768 for both.
+# (cuBLAS's default against cuBLASLt's candidates), then --prefill 32768 for both (the new
+# one with --profile).
 # Bundle, on the workstation (build the baseline's bench_cuda_model first and keep a copy; the
 # bundle script stages this script beside the bundle):
 #   TARGETS="bench_cuda_model bench_prefill_gemm test_cuda_backend_ops_gpu test_cuda_model_gpu test_kernels_cuda_gpu" \
@@ -48,7 +49,8 @@ if [ -x "$B/bin/bench_prefill_gemm" ] && [ "$(left)" -gt 60 ]; then
   done
 fi
 for n in $LONG; do
-  run "new_$n" "$B/bin/bench_cuda_model" "$n"
+  run "new_$n" "$B/bin/bench_cuda_model" "$n" --profile
   run "base_$n" "$BASE_BIN" "$n"
+  note "profile new_$n:"; sed -n '/^profile: prefill/,/total/p' "$R/new_$n.txt" >> "$summary"
 done
 echo "==== summary"; cat "$summary"
