@@ -48,6 +48,18 @@ __device__ void store_block(DType t, const float* x, uint8_t* row, int b) {
   }
 }
 
+// False for a padding token (slot < 0) and for a slot past the pool, which is reported through
+// the guard word when bounds_check is on.
+__device__ bool slot_in_pool(const WriteArgs& a, int64_t slot) {
+  if (slot < 0) return false;
+  if (slot >= a.num_slots) {
+    if (a.bounds_check && atomicCAS(&a.guard[0], 0, 1) == 0)
+      a.guard[1] = static_cast<int32_t>(min(slot / a.block_size, static_cast<int64_t>(0x7fffffff)));
+    return false;
+  }
+  return true;
+}
+
 __global__ void write_kv_kernel(const WriteArgs a) {
   DS_GPU_WAIT_PREVIOUS();  // k_new / v_new are the previous kernel's results when chained
   DS_GPU_ALLOW_NEXT();
@@ -58,12 +70,7 @@ __global__ void write_kv_kernel(const WriteArgs a) {
   const int h = static_cast<int>((idx / nb) % a.n_kv_heads);
   const int64_t t = idx / (static_cast<int64_t>(nb) * a.n_kv_heads);
   const int64_t slot = a.slots[t];
-  if (slot < 0) return;  // padding token
-  if (slot >= a.num_slots) {
-    if (a.bounds_check && atomicCAS(&a.guard[0], 0, 1) == 0)
-      a.guard[1] = static_cast<int32_t>(min(slot / a.block_size, static_cast<int64_t>(0x7fffffff)));
-    return;
-  }
+  if (!slot_in_pool(a, slot)) return;
   const int64_t row = slot * a.n_kv_heads + h;
   const int64_t src0 = (t * a.n_kv_heads + h) * a.head_dim + 32 * b;
   float x[32];
@@ -97,12 +104,7 @@ __global__ void write_kv16_kernel(const WriteArgs a) {
   const int64_t th = idx / n8;  // token * n_kv_heads + head
   const int64_t t = th / a.n_kv_heads;
   const int64_t slot = a.slots[t];
-  if (slot < 0) return;  // padding token
-  if (slot >= a.num_slots) {
-    if (a.bounds_check && atomicCAS(&a.guard[0], 0, 1) == 0)
-      a.guard[1] = static_cast<int32_t>(min(slot / a.block_size, static_cast<int64_t>(0x7fffffff)));
-    return;
-  }
+  if (!slot_in_pool(a, slot)) return;
   const int64_t row = slot * a.n_kv_heads + (th - t * a.n_kv_heads);
   const int64_t src = th * a.head_dim + 8 * c;
   const int64_t dst = (row * a.head_dim + 8 * c) * 2;
