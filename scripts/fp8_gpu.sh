@@ -4,10 +4,12 @@
 #  1. the GPU tests: test_cuda_backend_ops_gpu (FP8 GEMV / skinny / tiled cuBLAS against an f64
 #     reference, and every other op) and test_cuda_model_gpu (the tiny model with
 #     --quantization fp8 against the CPU engine and the HF fixture, and the bf16 cases);
+#     then, when the bundle has refcheck, refcheck on tests/data/tiny-qwen35-fp8 with --backend
+#     cuda (FP8 weights resident), whole and in chunks of 7, at the backend's default tolerance;
 #  2. bench_cuda_model on a random checkpoint of SIZE (9b) in bf16 and in Qwen's FP8 layout
 #     (make_random_checkpoint.py --fp8, generated alongside), one after the other with the same
 #     BENCH_ARGS; a table of both, side by side, last.
-# Bundle: TARGETS="test_cuda_backend_ops_gpu test_cuda_model_gpu bench_cuda_model" DEST=.devbuild/<dir>
+# Bundle: TARGETS="test_cuda_backend_ops_gpu test_cuda_model_gpu bench_cuda_model refcheck" DEST=.devbuild/<dir>
 #   scripts/bench_serve_bundle.sh, carried; then [SIZE=9b] [BENCH_ARGS=...] [DEADLINE=330]
 #   bash .devbuild/<dir>/fp8_gpu.sh
 set -uo pipefail
@@ -18,10 +20,12 @@ R=/tmp/fp8_results
 BUNDLE=${BUNDLE:-$HERE/bundle.tar.xz}
 SIZE=${SIZE:-9b}
 BENCH_ARGS=${BENCH_ARGS:---batches 1,8,16,32,64 --contexts 1024 --prefill 4096 --layout-batch 0 --steps 10}
-# The A/B of the FP8 skinny kernel's 9-64-row range (the FP8 run above) against cuBLAS over
-# dequantised tiles (--fp8-skinny-rows AB_ROWS), same checkpoint; AB_ARGS="" skips it.
-AB_ARGS=${AB_ARGS:---batches 16,32,64 --contexts 1024 --prefill 0 --layout-batch 0 --steps 10}
-AB_ROWS=${AB_ROWS:-8}
+# An A/B on the FP8 checkpoint: the run above against the same with AB_FLAGS, e.g. the skinny
+# kernel's 9-64-row range against cuBLAS over dequantised tiles (--fp8-skinny-rows 8) or the
+# one-row tensor-core kernel against the warp-per-row GEMV (--fp8-warp-gemv, the default);
+# AB_ARGS="" skips it.
+AB_ARGS=${AB_ARGS:---batches 1 --contexts 1024 --prefill 0 --layout-batch 0 --steps 10}
+AB_FLAGS=${AB_FLAGS:---fp8-warp-gemv}
 . "$HERE/serve_gpu_common.sh"
 note "$(date -u); bundle commit $(tr '\n' ' ' < "$B/COMMIT"); $(nvidia-smi --query-gpu=name --format=csv,noheader)"
 export DELTASERVE_TEST_DATA_DIR=$PWD/tests/data
@@ -34,6 +38,14 @@ for t in test_cuda_backend_ops_gpu test_cuda_model_gpu; do
   timeout 150 "$B/bin/$t" > "$R/$t.log" 2>&1
   note "$t rc=$?: $(grep -E '^(All tests passed|test cases:)' "$R/$t.log" | tr '\n' ' ')"
 done
+if [ -x "$B/bin/refcheck" ]; then
+  for chunk in whole 7; do
+    log="$R/refcheck_fp8_cuda_$chunk.log"
+    timeout 60 "$B/bin/refcheck" --model tests/data/tiny-qwen35-fp8 --backend cuda \
+      $([ $chunk = whole ] || echo --chunk $chunk) > "$log" 2>&1
+    note "refcheck tiny-qwen35-fp8 cuda $chunk rc=$?: $(grep -E '^refcheck: ' "$log" | tail -1)"
+  done
+fi
 wait
 note "checkpoints: $(tail -qn1 "$R"/ckpt_*.log | tr '\n' ' ')"
 for kind in bf16 fp8; do
@@ -43,11 +55,9 @@ for kind in bf16 fp8; do
   note "bench $kind rc=$?: $(grep -E '^(gpu|weights)' "$R/bench_$kind.txt" | tr '\n' ' ')"
 done
 if [ -n "$AB_ARGS" ] && [ "$(left)" -gt 40 ]; then
-  for rows in $AB_ROWS; do
-    eval "timeout $(( $(left) - 10 )) \"$B/bin/bench_cuda_model\" --model /tmp/ckpt-$SIZE-fp8 $AB_ARGS --fp8-skinny-rows $rows" \
-      > "$R/bench_fp8_skinny$rows.txt" 2>&1
-    note "fp8, --fp8-skinny-rows $rows: $(grep -E '^\| decode' "$R/bench_fp8_skinny$rows.txt" | tr -s ' ' | tr '\n' ' ')"
-  done
+  eval "timeout $(( $(left) - 10 )) \"$B/bin/bench_cuda_model\" --model /tmp/ckpt-$SIZE-fp8 $AB_ARGS $AB_FLAGS" \
+    > "$R/bench_fp8_ab.txt" 2>&1
+  note "fp8, $AB_FLAGS: $(grep -E '^\| decode' "$R/bench_fp8_ab.txt" | tr -s ' ' | tr '\n' ' ')"
 fi
 note ""
 note "| measurement | bf16 tok/s | bf16 of floor | fp8 tok/s | fp8 of floor | fp8 / bf16 |"

@@ -123,19 +123,22 @@ struct Fp8Weight {
   int64_t scale_cols = 0;
   int row_shift = 0;
 };
-// The decode GEMMs of gemv.cu and skinny_gemm.cu over FP8 weights, dequantised in registers:
-// out [M, N] (+)= x [M, K] · wᵀ, x bf16, f32 out. One row: K a multiple of 16; 2 to
-// kSkinnyFp8MaxRows rows (the x rows in up to 8 column tiles of mma.m16n8k16, so the weights
-// are streamed once): K a multiple of 64.
+// The decode GEMMs over FP8 weights, dequantised in registers: out [M, N] (+)= x [M, K] · wᵀ,
+// x bf16, f32 out. The tensor-core kernel (skinny_gemm_fp8) takes 1 to kSkinnyFp8MaxRows rows
+// (the x rows in up to 8 column tiles of mma.m16n8k16, so the weights are streamed once), K a
+// multiple of 64; the warp-per-row GEMV (gemv_fp8, as gemv.cu) one row with K a multiple of 16.
 inline constexpr int64_t kSkinnyFp8MaxRows = 64;
 bool gemv_fp8_supported(int64_t M, int64_t K);
 bool skinny_gemm_fp8_supported(int64_t M, int64_t K);
 void gemv_fp8(const Fp8Weight& w, const uint16_t* x, int64_t N, int64_t K, float* out, bool accumulate, Stream stream);
 void skinny_gemm_fp8(const Fp8Weight& w, const uint16_t* x, int64_t M, int64_t N, int64_t K, float* out,
                      bool accumulate, Stream stream);
-// gemv_swiglu_bf16 over an FP8 [gate; up] weight (K a multiple of 16).
+// gemv_swiglu_bf16 over an FP8 [gate; up] weight: the warp-per-row GEMV (K a multiple of 16)
+// or the tensor-core kernel (skinny_swiglu_fp8; K as skinny_gemm_fp8_supported(1, K)).
 void gemv_swiglu_fp8(const Fp8Weight& w, const uint16_t* x, int64_t inter, int64_t K, void* act, DType act_type,
                      Stream stream);
+void skinny_swiglu_fp8(const Fp8Weight& w, const uint16_t* x, int64_t inter, int64_t K, void* act, DType act_type,
+                       Stream stream);
 // out [N, K] bf16 = code * scale (rounded to nearest even): what cuBLAS reads for larger steps.
 void dequantize_fp8_bf16(const Fp8Weight& w, int64_t N, int64_t K, uint16_t* out, Stream stream);
 

@@ -250,8 +250,13 @@ class CudaBackend final : public kernels::Backend {
     const bool one_row = x.dim(0) == 1 && x.dtype() == DType::bf16 && options_.paths.gemv;
     if (one_row && w.dtype() == DType::fp8_e4m3 && ops::gemv_fp8_supported(1, x.dim(1))) {
       const auto& fs = w.fp8_scales();
-      ops::gemv_swiglu_fp8(ops::Fp8Weight{w.data_as<const uint8_t>(), fs.data, fs.cols, fs.row_shift},
-                           x.data_as<const uint16_t>(), w.dim(0) / 2, x.dim(1), out.data(), out.dtype(), ctx_.stream());
+      const ops::Fp8Weight fw{w.data_as<const uint8_t>(), fs.data, fs.cols, fs.row_shift};
+      if (options_.paths.fp8_tensor_core_gemv && ops::skinny_gemm_fp8_supported(1, x.dim(1)))
+        ops::skinny_swiglu_fp8(fw, x.data_as<const uint16_t>(), w.dim(0) / 2, x.dim(1), out.data(), out.dtype(),
+                               ctx_.stream());
+      else
+        ops::gemv_swiglu_fp8(fw, x.data_as<const uint16_t>(), w.dim(0) / 2, x.dim(1), out.data(), out.dtype(),
+                             ctx_.stream());
       after("gate_up_swiglu");
       return;
     }

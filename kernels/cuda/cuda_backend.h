@@ -58,6 +58,10 @@ struct CudaBackendOptions {
     // skinny kernel (fp8_gemm.cu; when skinny_gemm), larger ones by cuBLAS over the weight
     // dequantised to bf16 tiles.
     int64_t fp8_skinny_rows = 64;
+    // One-row FP8 GEMMs (and the gate_up + SwiGLU) on that tensor-core kernel where K allows
+    // (when gemv); false: the warp-per-row FP8 GEMV (docs/benchmarks.md, "FP8 weights on the
+    // H200": the A/B of the two).
+    bool fp8_tensor_core_gemv = true;
     // Backend::fused_projection_rows (0: never): steps this small run a layer's stacked
     // projections as one GEMM, which saves the launch latency of the small ones.
     int64_t fused_projection_rows = 128;

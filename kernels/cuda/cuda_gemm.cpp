@@ -23,11 +23,13 @@ void run_gemm_fp8(CudaContext& ctx, const CudaBackendOptions::KernelPaths& paths
   const int64_t N = w.dim(0), K = w.dim(1);
   const auto& fs = w.fp8_scales();
   const ops::Fp8Weight fw{w.data_as<const uint8_t>(), fs.data, fs.cols, fs.row_shift};
-  if (paths.gemv && ops::gemv_fp8_supported(M, K)) {
+  const bool tensor_core_row = paths.fp8_tensor_core_gemv && ops::skinny_gemm_fp8_supported(1, K);
+  if (paths.gemv && !tensor_core_row && ops::gemv_fp8_supported(M, K)) {
     ops::gemv_fp8(fw, x, N, K, out.data_as<float>(), accumulate, ctx.stream());
     return;
   }
-  if (paths.skinny_gemm && M <= paths.fp8_skinny_rows && ops::skinny_gemm_fp8_supported(M, K)) {
+  const bool tensor_cores = M == 1 ? paths.gemv : paths.skinny_gemm && M <= paths.fp8_skinny_rows;
+  if (tensor_cores && ops::skinny_gemm_fp8_supported(M, K)) {
     ops::skinny_gemm_fp8(fw, x, M, N, K, out.data_as<float>(), accumulate, ctx.stream());
     return;
   }

@@ -22,6 +22,7 @@
 #include "kernels/cuda/backend_common.cuh"
 #include "kernels/cuda/backend_ops.h"
 #include "kernels/cuda/decode_gemm.cuh"
+#include "kernels/cuda/decode_tc_ptx.cuh"
 
 namespace ds::cuda::ops {
 namespace {
@@ -36,11 +37,6 @@ __device__ __forceinline__ void fp8x4_to_f16x2(uint32_t w, uint32_t& lo, uint32_
 }
 
 __device__ __forceinline__ float2 f16x2_to_f32(uint32_t h) { return __half22float2(*reinterpret_cast<const __half2*>(&h)); }
-
-__device__ __forceinline__ uint32_t f16x2_to_bf16x2(uint32_t h) {
-  const __nv_bfloat162 b = __float22bfloat162_rn(f16x2_to_f32(h));
-  return *reinterpret_cast<const uint32_t*>(&b);
-}
 
 // Sum of 16 codes (values * 2^-8) times 16 bf16 x values (x0: the first 8, x1: the next 8).
 __device__ __forceinline__ float dot16(const uint4& codes, const uint4& x0, const uint4& x1) {
@@ -95,74 +91,273 @@ struct Fp8Rows {
   }
 };
 
-// ---- 2 to 64 rows
+// ---- 1 to 64 rows on the tensor cores
 
-constexpr int kSkinnyWarps = 8;
-constexpr int kChunk = 64;    // k per chunk: 16 codes of each of a lane's two weight rows
+constexpr int kMmaWarps = 8;
+constexpr int kChunk = 64;   // k per chunk: 16 codes of each of a lane's weight rows
+// Chunks of codes in flight per warp (a shared-memory ring per warp): more with two row tiles,
+// whose blocks are fewer (one or two per SM) for the same weight.
+template <int RT>
+constexpr int kStagesFor = RT == 2 ? 6 : 4;
+template <int NT, int RT>
+constexpr int kMinBlocks = RT == 2 && NT <= 4 ? 2 : 1;
 
-// A block owns weight rows n0..n0+15; lane (gid, tig) loads codes 16·tig..16·tig+15 of each
-// 64-column chunk of rows gid and gid + 8, and the same 16 x values of x row gid, so word j
-// of the lane's A and B registers is the same k (the k order inside a chunk only has to
-// agree between A and B). Warp w takes chunks w, w + 8, ...; a chunk lies inside one
-// 128-column block, so its four mma steps go to a fresh tile that is scaled once per row.
-// NT column tiles of 8 x rows (x rows 8t..8t+7 in tile t): the weights are converted once
-// per chunk and used by every tile, so a step of up to 8·NT rows streams them once.
-template <int NT>
-__global__ void __launch_bounds__(kSkinnyWarps * 32, 2) skinny_gemm_fp8_kernel(Fp8Weight w, const uint16_t* __restrict__ x,
-                                                                            int M, int64_t N, int64_t K,
-                                                                            float* __restrict__ out, bool accumulate) {
-  // Chunks of codes in flight per lane: as many as the registers of two blocks per SM allow.
-  constexpr int kInFlight = NT == 1 ? 4 : NT <= 4 ? 2 : 1;
-  __shared__ float part[kSkinnyWarps][NT * 4][32];
+// Codes c0..c3 of a word as the f16 pairs (c0, c1) and (c2, c3), exact (e4m3 fits in f16):
+// one conversion instruction per pair on sm_89+.
+__device__ __forceinline__ void e4m3x4_to_f16x2(uint32_t w, uint32_t& lo, uint32_t& hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  asm("{\n .reg .b16 l, h;\n mov.b32 {l, h}, %2;\n cvt.rn.f16x2.e4m3x2 %0, l;\n cvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
+      : "=r"(lo), "=r"(hi)
+      : "r"(w));
+#else
+  fp8x4_to_f16x2(w, lo, hi);
+  const __half2 unbias = __float2half2_rn(kF16Unbias);
+  const __half2 l = __hmul2(*reinterpret_cast<const __half2*>(&lo), unbias), h = __hmul2(*reinterpret_cast<const __half2*>(&hi), unbias);
+  lo = *reinterpret_cast<const uint32_t*>(&l);
+  hi = *reinterpret_cast<const uint32_t*>(&h);
+#endif
+}
+
+// A bf16 pair as an f16 pair: exact inside f16's normal range; beyond +-65504 it saturates
+// (an activation that large would otherwise become inf).
+__device__ __forceinline__ uint32_t bf16x2_to_f16x2(uint32_t v) {
+  uint32_t r;
+  asm("cvt.rn.satfinite.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(__uint_as_float(v & 0xffff0000u)), "f"(__uint_as_float(v << 16)));
+  return r;
+}
+
+// c (16 x 8, f32) += a (16 x 16, f16 pairs, row major) · b (16 x 8, f16 pairs, column major).
+__device__ __forceinline__ void mma_f16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                        uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#endif
+}
+
+// Uint4s of one warp's ring: per stage, the lane's 16 codes of each of its 2·RT weight rows,
+// and (one x tile) its 16 x values; every lane reads back only what it copied itself.
+template <int NT, int RT>
+constexpr int kRingVectors = 2 * RT + (NT == 1 ? 2 : 0);
+template <int NT, int RT>
+constexpr size_t mma_smem_bytes() {
+  const size_t ring = size_t{kMmaWarps} * kStagesFor<RT> * kRingVectors<NT, RT> * 32 * 16;
+  const size_t part = size_t{kMmaWarps} * NT * 4 * 32 * sizeof(float);
+  return ring > part ? ring : part;
+}
+
+// The partial products of one warp: rows[r][0] and rows[r][1] are the weight rows of lanes'
+// groups gid and gid + 8 in row tile r (16 rows each), x the M <= 8·NT input rows in NT
+// column tiles of 8. Lane (gid, tig) takes codes 16·tig..16·tig+15 of each 64-column chunk
+// and the same 16 x values, so word j of its A and B registers is the same k (the k order
+// inside a chunk only has to agree between A and B). Warp w takes chunks w, w + 8, ...; a
+// chunk lies inside one 128-column block, so its four mma steps go to a fresh tile that is
+// scaled once per row: c[r][t] (+)= scale · (16 rows x 8 x rows). The codes (and, for one x
+// tile, the x values) come through cp.async into the warp's ring, kStages - 1 chunks ahead,
+// so the bytes in flight do not cost registers.
+template <int NT, int RT>
+__device__ __forceinline__ void fp8_mma_rows(const Fp8Weight& w, const uint16_t* __restrict__ x, int M, int64_t K,
+                                             const int64_t (&rows)[RT][2], uint4* smem, float (&c)[RT][NT][4]) {
+  constexpr int V = kRingVectors<NT, RT>, kStages = kStagesFor<RT>;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * 16;
-  const int64_t ra = n0 + gid < N ? n0 + gid : N - 1, rb = n0 + gid + 8 < N ? n0 + gid + 8 : N - 1;
-  const uint4* wa = reinterpret_cast<const uint4*>(w.codes + ra * K) + tig;
-  const uint4* wb = reinterpret_cast<const uint4*>(w.codes + rb * K) + tig;
-  const float* sa = scale_row(w, ra);
-  const float* sb = scale_row(w, rb);
-  const int64_t chunks = K / kChunk;
-  const int64_t mine = chunks > warp ? (chunks - warp + kSkinnyWarps - 1) / kSkinnyWarps : 0;
-  uint4 A[kInFlight][2];
-  auto load = [&](int u, int64_t j) {
-    const int64_t v = (warp + kSkinnyWarps * j) * 4;  // 4 vectors of 16 codes per chunk row
-    A[u][0] = __ldg(wa + v);
-    A[u][1] = __ldg(wb + v);
-  };
-  skinny_start<kInFlight>(mine, load);
-  const SkinnyX<NT> xs = skinny_x_rows<NT>(x, M, K, gid, 2 * tig);
-  float c[NT][4] = {};
-  skinny_chunks<kInFlight>(mine, [&](int u, int64_t j) {
-    const int64_t chunk = warp + kSkinnyWarps * j;
-    const float scale_a = __ldg(sa + chunk / 2), scale_b = __ldg(sb + chunk / 2);
-    // Word s of the codes: pairs 2s and 2s + 1 of the lane's 16 k, as bf16.
-    uint32_t a[8], b[8];
+  const uint8_t* src[RT][2];
+  const float* sc[RT][2];
 #pragma unroll
-    for (int s = 0; s < 4; ++s) {
-      uint32_t lo, hi;
-      fp8x4_to_f16x2(word(A[u][0], s), lo, hi);
-      a[2 * s] = f16x2_to_bf16x2(lo);
-      a[2 * s + 1] = f16x2_to_bf16x2(hi);
-      fp8x4_to_f16x2(word(A[u][1], s), lo, hi);
-      b[2 * s] = f16x2_to_bf16x2(lo);
-      b[2 * s + 1] = f16x2_to_bf16x2(hi);
+  for (int r = 0; r < RT; ++r)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      src[r][h] = w.codes + rows[r][h] * K + 16 * tig;
+      sc[r][h] = scale_row(w, rows[r][h]);
     }
-    if (j + kInFlight < mine) load(u, j + kInFlight);  // refill this slot early
+  const int64_t chunks = K / kChunk;
+  const int mine = static_cast<int>(chunks > warp ? (chunks - warp + kMmaWarps - 1) / kMmaWarps : 0);
+  uint4* ring = smem + warp * (kStages * V * 32) + lane;
+  const SkinnyX<NT> xs = skinny_x_rows<NT>(x, M, K, gid, 2 * tig);
+  // Chunk j into slot j % kStages (an empty group past the warp's last chunk keeps the count).
+  auto issue = [&](int j, bool weights_only) {
+    if (j < mine) {
+      const int64_t col = static_cast<int64_t>(warp + kMmaWarps * j) * kChunk;
+      uint4* slot = ring + (j % kStages) * V * 32;
+#pragma unroll
+      for (int r = 0; r < RT; ++r)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) detail::cp_async<16>(detail::smem_addr(slot + (2 * r + h) * 32), src[r][h] + col, 16);
+      if constexpr (NT == 1) {
+        if (!weights_only) {
+          const uint4* xr = xs.r[0] + col / 8;
+          detail::cp_async<16>(detail::smem_addr(slot + 2 * RT * 32), xr, xs.ok[0] ? 16 : 0);
+          detail::cp_async<16>(detail::smem_addr(slot + (2 * RT + 1) * 32), xr + 1, xs.ok[0] ? 16 : 0);
+        }
+      }
+    }
+    detail::cp_async_commit();
+  };
+  // The first chunks' weights before the wait (no earlier kernel writes them), their x after.
+#pragma unroll
+  for (int j = 0; j < kStages - 1; ++j) issue(j, true);
+  wait_for_previous_kernel();  // x and the residual in out are the previous kernels' results
+  if constexpr (NT == 1) {
+#pragma unroll
+    for (int j = 0; j < kStages - 1; ++j)
+      if (j < mine) {
+        const uint4* xr = xs.r[0] + static_cast<int64_t>(warp + kMmaWarps * j) * kChunk / 8;
+        uint4* slot = ring + j * V * 32;
+        detail::cp_async<16>(detail::smem_addr(slot + 2 * RT * 32), xr, xs.ok[0] ? 16 : 0);
+        detail::cp_async<16>(detail::smem_addr(slot + (2 * RT + 1) * 32), xr + 1, xs.ok[0] ? 16 : 0);
+      }
+    detail::cp_async_commit();  // waited for with the first chunk's group (one more group in flight)
+  }
+#pragma unroll
+  for (int r = 0; r < RT; ++r)
+#pragma unroll
+    for (int t = 0; t < NT; ++t)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) c[r][t][i] = 0.0f;
+  for (int j = 0; j < mine; ++j) {
+    issue(j + kStages - 1, false);
+    // Groups after chunk j's: kStages - 1 chunks; with one x tile the x of the first chunks is
+    // a group after theirs, so the first iterations wait for it too.
+    if constexpr (NT == 1) {
+      detail::cp_async_wait_dyn(j + 1 < kStages - 1 ? j + 1 : kStages - 1);
+    } else {
+      detail::cp_async_wait<kStages - 1>();
+    }
+    const uint4* slot = ring + (j % kStages) * V * 32;
+    const int64_t chunk = warp + kMmaWarps * j;
+    uint32_t a[RT][2][8];
+    float s[RT][2];
+#pragma unroll
+    for (int r = 0; r < RT; ++r)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const uint4 v = slot[(2 * r + h) * 32];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) e4m3x4_to_f16x2(word(v, q), a[r][h][2 * q], a[r][h][2 * q + 1]);
+        s[r][h] = __ldg(sc[r][h] + chunk / 2);
+      }
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
-      const uint4 x0 = xs.ok[t] ? __ldg(xs.r[t] + chunk * 8) : make_uint4(0, 0, 0, 0);
-      const uint4 x1 = xs.ok[t] ? __ldg(xs.r[t] + chunk * 8 + 1) : make_uint4(0, 0, 0, 0);
-      const uint32_t xw[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
-      float acc[4] = {};
+      uint4 x0, x1;
+      if constexpr (NT == 1) {
+        x0 = slot[2 * RT * 32];
+        x1 = slot[(2 * RT + 1) * 32];
+      } else {
+        x0 = xs.ok[t] ? __ldg(xs.r[t] + chunk * 8) : make_uint4(0, 0, 0, 0);
+        x1 = xs.ok[t] ? __ldg(xs.r[t] + chunk * 8 + 1) : make_uint4(0, 0, 0, 0);
+      }
+      uint32_t xw[8];
 #pragma unroll
-      for (int s = 0; s < 4; ++s) mma_bf16(acc, a[2 * s], b[2 * s], a[2 * s + 1], b[2 * s + 1], xw[2 * s], xw[2 * s + 1]);
-      c[t][0] = fmaf(scale_a, acc[0], c[t][0]);
-      c[t][1] = fmaf(scale_a, acc[1], c[t][1]);
-      c[t][2] = fmaf(scale_b, acc[2], c[t][2]);
-      c[t][3] = fmaf(scale_b, acc[3], c[t][3]);
+      for (int q = 0; q < 4; ++q) {
+        xw[q] = bf16x2_to_f16x2(word(x0, q));
+        xw[4 + q] = bf16x2_to_f16x2(word(x1, q));
+      }
+#pragma unroll
+      for (int r = 0; r < RT; ++r) {
+        float acc[4] = {};
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+          mma_f16(acc, a[r][0][2 * q], a[r][1][2 * q], a[r][0][2 * q + 1], a[r][1][2 * q + 1], xw[2 * q], xw[2 * q + 1]);
+        c[r][t][0] = fmaf(s[r][0], acc[0], c[r][t][0]);
+        c[r][t][1] = fmaf(s[r][0], acc[1], c[r][t][1]);
+        c[r][t][2] = fmaf(s[r][1], acc[2], c[r][t][2]);
+        c[r][t][3] = fmaf(s[r][1], acc[3], c[r][t][3]);
+      }
     }
+  }
+  detail::cp_async_wait<0>();  // the ring becomes the epilogue's scratch
+  __syncthreads();
+}
+
+// Sums the warps' tiles of row tile r in warp order (a fixed order: the result does not
+// depend on timing) into part, then calls store(m, g, j, sum) for each sum of x row m and
+// lane group g (weight row gid = g, or g + 8 when j >= 2), spread over the block's threads.
+template <int NT, typename Store>
+__device__ __forceinline__ void fp8_mma_reduce(float* part, const float (&c)[NT][4], Store&& store) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+#pragma unroll
+  for (int t = 0; t < NT; ++t)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) part[(warp * NT * 4 + 4 * t + j) * 32 + lane] = c[t][j];
+  __syncthreads();
+  for (int e = threadIdx.x; e < NT * 4 * 32; e += kMmaWarps * 32) {
+    const int q = e / 32, l = e % 32, t = q / 4, j = q % 4;
+    float sum = 0.0f;
+#pragma unroll
+    for (int v = 0; v < kMmaWarps; ++v) sum += part[(v * NT * 4 + q) * 32 + l];
+    store(8 * t + 2 * (l & 3) + (j & 1), l >> 2, j, sum);
+  }
+  __syncthreads();
+}
+
+// out [M, N] (+)= x [M, K] · wᵀ; a block owns weight rows n0..n0 + 16·RT - 1.
+template <int NT, int RT>
+__global__ void __launch_bounds__(kMmaWarps * 32, (kMinBlocks<NT, RT>)) fp8_mma_gemm_kernel(Fp8Weight w, const uint16_t* __restrict__ x, int M,
+                                                                    int64_t N, int64_t K, float* __restrict__ out,
+                                                                    bool accumulate) {
+  extern __shared__ uint4 smem[];
+  const int gid = (threadIdx.x & 31) >> 2;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * 16 * RT;
+  int64_t rows[RT][2];
+#pragma unroll
+  for (int r = 0; r < RT; ++r)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t n = n0 + 16 * r + 8 * h + gid;
+      rows[r][h] = n < N ? n : N - 1;
+    }
+  float c[RT][NT][4];
+  fp8_mma_rows<NT, RT>(w, x, M, K, rows, smem, c);
+  float* part = reinterpret_cast<float*>(smem);
+#pragma unroll
+  for (int r = 0; r < RT; ++r)
+    fp8_mma_reduce<NT>(part, c[r], [&](int m, int g, int j, float sum) {
+      const int64_t n = n0 + 16 * r + g + 8 * (j >> 1);
+      if (m < M && n < N) {
+        float* o = out + static_cast<int64_t>(m) * N + n;
+        *o = accumulate ? *o + sum : sum;
+      }
+    });
+}
+
+// act[i] = silu(w[i] · x) * (w[I + i] · x) for one x row: a block owns act columns
+// i0..i0 + 7, its lane groups gid the gate rows and gid + 8 the up rows.
+template <bool kBf16Out>
+__global__ void __launch_bounds__(kMmaWarps * 32) fp8_mma_swiglu_kernel(Fp8Weight w, const uint16_t* __restrict__ x,
+                                                                      int64_t inter, int64_t K, void* __restrict__ act) {
+  extern __shared__ uint4 smem[];
+  const int gid = (threadIdx.x & 31) >> 2;
+  const int64_t i0 = static_cast<int64_t>(blockIdx.x) * 8;
+  const int64_t i = i0 + gid < inter ? i0 + gid : inter - 1;
+  const int64_t rows[1][2] = {{i, inter + i}};
+  float c[1][1][4];
+  fp8_mma_rows<1, 1>(w, x, 1, K, rows, smem, c);
+  float* part = reinterpret_cast<float*>(smem);
+  // Gate sums (j = 0) are stored first and read back by the thread of the matching up sum (j = 2).
+  fp8_mma_reduce<1>(part, c[0], [&](int m, int g, int j, float sum) {
+    if (m == 0 && (j == 0 || j == 2)) part[kMmaWarps * 4 * 32 + j * 8 + g] = sum;
   });
-  skinny_epilogue<kSkinnyWarps, NT>(part, c, n0, M, N, out, accumulate, kF16Unbias);
+  if (threadIdx.x < 8 && i0 + threadIdx.x < inter) {
+    const float g = part[kMmaWarps * 4 * 32 + threadIdx.x], u = part[kMmaWarps * 4 * 32 + 16 + threadIdx.x];
+    store_act<kBf16Out>(act, i0 + threadIdx.x, silu_f(g) * u);
+  }
+}
+
+template <typename Kernel>
+void allow_smem(Kernel kernel, size_t bytes) {
+  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
+             "fp8 gemm: shared memory attribute");
+}
+
+template <int NT, int RT>
+void launch_fp8_mma(const Fp8Weight& w, const uint16_t* x, int M, int64_t N, int64_t K, float* out, bool accumulate,
+                    Stream stream) {
+  constexpr size_t smem = mma_smem_bytes<NT, RT>();
+  static const bool attr = (allow_smem(fp8_mma_gemm_kernel<NT, RT>, smem), true);
+  (void)attr;
+  launch_dependent("gemm (fp8, tensor core) kernel", fp8_mma_gemm_kernel<NT, RT>, dim3(grid_for(N, 16 * RT)),
+                   dim3(kMmaWarps * 32), smem, stream, w, x, M, N, K, out, accumulate);
 }
 
 // ---- dequantisation for cuBLAS
@@ -203,7 +398,7 @@ __global__ void dequantize_fp8_kernel(Fp8Weight w, int64_t N, int64_t K, uint16_
 
 bool gemv_fp8_supported(int64_t M, int64_t K) { return M == 1 && K > 0 && K % 16 == 0; }
 bool skinny_gemm_fp8_supported(int64_t M, int64_t K) {
-  return M >= 2 && M <= kSkinnyFp8MaxRows && K > 0 && K % kChunk == 0;
+  return M >= 1 && M <= kSkinnyFp8MaxRows && K > 0 && K % kChunk == 0;
 }
 
 void gemv_fp8(const Fp8Weight& w, const uint16_t* x, int64_t N, int64_t K, float* out, bool accumulate, Stream stream) {
@@ -221,17 +416,32 @@ void gemv_swiglu_fp8(const Fp8Weight& w, const uint16_t* x, int64_t inter, int64
 void skinny_gemm_fp8(const Fp8Weight& w, const uint16_t* x, int64_t M, int64_t N, int64_t K, float* out,
                      bool accumulate, Stream stream) {
   if (!skinny_gemm_fp8_supported(M, K)) throw std::invalid_argument("cuda backend: fp8 skinny gemm: unsupported shape");
-  const dim3 grid(grid_for(N, 16)), block(kSkinnyWarps * 32);
-  const char* name = "gemm (fp8 skinny, tensor core) kernel";
   const int m = static_cast<int>(M);
+  // Two row tiles per block from 17 rows: each block reads x [M, K] through the L2 once, so
+  // more weight rows per block halve that traffic where it outgrows the weights' own.
   if (M <= 8)
-    launch_dependent(name, skinny_gemm_fp8_kernel<1>, grid, block, 0, stream, w, x, m, N, K, out, accumulate);
+    launch_fp8_mma<1, 1>(w, x, m, N, K, out, accumulate, stream);
   else if (M <= 16)
-    launch_dependent(name, skinny_gemm_fp8_kernel<2>, grid, block, 0, stream, w, x, m, N, K, out, accumulate);
+    launch_fp8_mma<2, 1>(w, x, m, N, K, out, accumulate, stream);
   else if (M <= 32)
-    launch_dependent(name, skinny_gemm_fp8_kernel<4>, grid, block, 0, stream, w, x, m, N, K, out, accumulate);
+    launch_fp8_mma<4, 2>(w, x, m, N, K, out, accumulate, stream);
   else
-    launch_dependent(name, skinny_gemm_fp8_kernel<8>, grid, block, 0, stream, w, x, m, N, K, out, accumulate);
+    launch_fp8_mma<8, 2>(w, x, m, N, K, out, accumulate, stream);
+}
+
+void skinny_swiglu_fp8(const Fp8Weight& w, const uint16_t* x, int64_t inter, int64_t K, void* act, DType act_type,
+                       Stream stream) {
+  if (!skinny_gemm_fp8_supported(1, K)) throw std::invalid_argument("cuda backend: fp8 gate_up + swiglu: unsupported shape");
+  if (inter == 0) return;
+  constexpr size_t smem = mma_smem_bytes<1, 1>();
+  static const bool attr = (allow_smem(fp8_mma_swiglu_kernel<true>, smem), allow_smem(fp8_mma_swiglu_kernel<false>, smem), true);
+  (void)attr;
+  const dim3 grid(grid_for(inter, 8)), block(kMmaWarps * 32);
+  const char* name = "gate_up + swiglu (fp8, tensor core) kernel";
+  if (act_type == DType::bf16)
+    launch_dependent(name, fp8_mma_swiglu_kernel<true>, grid, block, smem, stream, w, x, inter, K, act);
+  else
+    launch_dependent(name, fp8_mma_swiglu_kernel<false>, grid, block, smem, stream, w, x, inter, K, act);
 }
 
 void dequantize_fp8_bf16(const Fp8Weight& w, int64_t N, int64_t K, uint16_t* out, Stream stream) {

@@ -118,6 +118,9 @@ int main(int argc, char** argv) {
   app.add_option("--fp8-skinny-rows", bo.paths.fp8_skinny_rows,
                  "FP8 GEMMs of up to this many rows (<= 64) by fp8_gemm.cu's skinny kernel, larger by cuBLAS over "
                  "dequantised tiles");
+  bool fp8_warp_gemv = false;
+  app.add_flag("--fp8-warp-gemv", fp8_warp_gemv,
+               "one-row FP8 GEMMs on the warp-per-row GEMV instead of fp8_gemm.cu's tensor-core kernel");
   app.add_option("--fused-projection-rows", bo.paths.fused_projection_rows,
                  "steps of at most this many rows run stacked projections as one GEMM (0 = never)");
   app.add_flag("--no-decode-bulk-copies", no_bulk, "decode K/V tiles by cp.async instead of bulk tensor copies");
@@ -155,6 +158,7 @@ int main(int argc, char** argv) {
     bo.kv_dtype = parse_dtype(kv_dtype);
     bo.paths.chained_launches = !no_chain;
     bo.paths.gemv = !no_gemv;
+    bo.paths.fp8_tensor_core_gemv = !fp8_warp_gemv;
     bo.paths.skinny_gemm = !no_skinny;
     bo.fp8_weights = !no_fp8_weights;
     bo.decode.bulk_copies = !no_bulk;
