@@ -2,19 +2,20 @@
 // out [M, N] (+)= x [M, K] · wᵀ with w = code * scale, x bf16, fp32 accumulation.
 //
 // Decode steps read the codes directly and dequantise in registers, so a step streams one
-// byte per weight: the one-row GEMV (and its SwiGLU variant) as in gemv.cu, a warp per
-// output row with 16 codes per 16-byte load (gemv_kernel over an FP8 row reader); the skinny
-// GEMM as in skinny_gemm.cu, the x rows as the 8-column side of mma.m16n8k16 and K split
-// over the block's warps, for 2 to 64 rows (up to 8 column tiles share each converted
-// weight fragment, so the weights are still read once). Each
-// 128-column block's products are summed before its scale is applied, so a scale costs one
-// multiply per 16 codes (GEMV) or per 64-column chunk (skinny), not one per weight.
+// byte per weight. Steps of 1 to 64 rows (K a multiple of 64) run one tensor-core kernel: a
+// block owns 16 or 32 weight rows, its warps split K in 64-column chunks, the codes stream
+// through a per-warp cp.async ring, and the x rows are the 8-column side of mma.m16n8k16 in
+// up to 8 column tiles that share each converted weight fragment (so the weights are read
+// once); one-row steps also fuse the MLP's gate_up + SwiGLU. Codes become f16 by the
+// hardware conversion (or bf16 by moving bits, with 8 column tiles: see kBf16Operands).
+// Each chunk's products (inside one 128-column block) are summed before its scale is
+// applied, so a scale costs one multiply per 64-column chunk and row, not one per weight.
 //
-// A code becomes an f16 by moving its bits (sign, then exponent and mantissa one place
-// right): the f16 is the e4m3 value times 2^-8, exactly, subnormals included (an e4m3
-// subnormal lands on an f16 subnormal of the same mantissa), and 2^8 is folded into the
-// scale. From f16 it widens to f32 (GEMV) or to bf16 for the tensor cores (exact: e4m3 has
-// 3 mantissa bits). Larger steps go to cuBLAS over a bf16 copy of the weight
+// The warp-per-row GEMV of gemv.cu over an FP8 row reader (16 codes per 16-byte load) takes
+// one-row steps whose K is only a multiple of 16, and is the benchmark's --fp8-warp-gemv; there
+// a code becomes an f16 by moving its bits (sign, then exponent and mantissa one place right:
+// the e4m3 value times 2^-8, exactly, subnormals included; 2^8 is folded into the scale) and
+// widens to f32. Larger steps go to cuBLAS over a bf16 copy of the weight
 // (dequantize_fp8_bf16, cuda_gemm.cpp).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -94,13 +95,20 @@ struct Fp8Rows {
 // ---- 1 to 64 rows on the tensor cores
 
 constexpr int kMmaWarps = 8;
-constexpr int kChunk = 64;   // k per chunk: 16 codes of each of a lane's weight rows
-// Chunks of codes in flight per warp (a shared-memory ring per warp): more with two row tiles,
-// whose blocks are fewer (one or two per SM) for the same weight.
+constexpr int kChunk = 64;  // k per chunk: 16 codes of each of a lane's weight rows
+// Chunks of codes in flight per warp (a shared-memory ring per warp). A 4096-column row is 8
+// chunks per warp, so with one row tile nearly the whole row is requested at once; two row
+// tiles hold twice the bytes per stage.
 template <int RT>
-constexpr int kStagesFor = RT == 2 ? 6 : 4;
+constexpr int kStagesFor = RT == 2 ? 6 : 8;
 template <int NT, int RT>
 constexpr int kMinBlocks = RT == 2 && NT <= 4 ? 2 : 1;
+// The operand type per column-tile count (docs/benchmarks.md, "FP8 weights on the H200",
+// 2026-12-02 08:39): f16 up to 4 tiles (codes by the hardware's e4m3 -> f16 conversion, one
+// instruction per pair, x converted from bf16 per tile); bf16 with 8 tiles, where converting
+// x (once per tile) costs more than the codes' conversion by bit moves saves.
+template <int NT>
+constexpr bool kBf16Operands = NT == 8;
 
 // Codes c0..c3 of a word as the f16 pairs (c0, c1) and (c2, c3), exact (e4m3 fits in f16):
 // one conversion instruction per pair on sm_89+.
@@ -112,17 +120,32 @@ __device__ __forceinline__ void e4m3x4_to_f16x2(uint32_t w, uint32_t& lo, uint32
 #else
   fp8x4_to_f16x2(w, lo, hi);
   const __half2 unbias = __float2half2_rn(kF16Unbias);
-  const __half2 l = __hmul2(*reinterpret_cast<const __half2*>(&lo), unbias), h = __hmul2(*reinterpret_cast<const __half2*>(&hi), unbias);
+  const __half2 l = __hmul2(*reinterpret_cast<const __half2*>(&lo), unbias);
+  const __half2 h = __hmul2(*reinterpret_cast<const __half2*>(&hi), unbias);
   lo = *reinterpret_cast<const uint32_t*>(&l);
   hi = *reinterpret_cast<const uint32_t*>(&h);
 #endif
+}
+
+// Codes c0..c3 as the bf16 pairs (c0, c1) and (c2, c3), exact: sign, exponent and mantissa
+// moved into place give the value times 2^-120 (an e4m3 subnormal lands on a bf16 subnormal
+// of the same mantissa), and one bf16x2 multiply by 2^120 each (bf16 arithmetic keeps
+// subnormals; the test with subnormal-only codes checks it).
+__device__ __forceinline__ void e4m3x4_to_bf16x2(uint32_t w, uint32_t& lo, uint32_t& hi) {
+  const uint32_t a = __byte_perm(w, 0, 0x1404), b = __byte_perm(w, 0, 0x3424);  // codes in the high bytes
+  const uint32_t l = (a & 0x80008000u) | ((a >> 4) & 0x07f007f0u), h = (b & 0x80008000u) | ((b >> 4) & 0x07f007f0u);
+  constexpr uint32_t k = 0x7b807b80u;  // 2^120 twice
+  asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(lo) : "r"(l), "r"(k));
+  asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(hi) : "r"(h), "r"(k));
 }
 
 // A bf16 pair as an f16 pair: exact inside f16's normal range; beyond +-65504 it saturates
 // (an activation that large would otherwise become inf).
 __device__ __forceinline__ uint32_t bf16x2_to_f16x2(uint32_t v) {
   uint32_t r;
-  asm("cvt.rn.satfinite.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(__uint_as_float(v & 0xffff0000u)), "f"(__uint_as_float(v << 16)));
+  asm("cvt.rn.satfinite.f16x2.f32 %0, %1, %2;\n"
+      : "=r"(r)
+      : "f"(__uint_as_float(v & 0xffff0000u)), "f"(__uint_as_float(v << 16)));
   return r;
 }
 
@@ -137,14 +160,13 @@ __device__ __forceinline__ void mma_f16(float (&c)[4], uint32_t a0, uint32_t a1,
 #endif
 }
 
-// Uint4s of one warp's ring: per stage, the lane's 16 codes of each of its 2·RT weight rows,
-// and (one x tile) its 16 x values; every lane reads back only what it copied itself.
-template <int NT, int RT>
-constexpr int kRingVectors = 2 * RT + (NT == 1 ? 2 : 0);
+// Shared memory of a block: each warp's ring (per stage, the lane's 16 codes of each of its
+// 2·RT weight rows; every lane reads back only what it copied itself), later the epilogue's
+// partial tiles.
 template <int NT, int RT>
 constexpr size_t mma_smem_bytes() {
-  const size_t ring = size_t{kMmaWarps} * kStagesFor<RT> * kRingVectors<NT, RT> * 32 * 16;
-  const size_t part = size_t{kMmaWarps} * NT * 4 * 32 * sizeof(float);
+  const size_t ring = size_t{kMmaWarps} * kStagesFor<RT> * 2 * RT * 32 * 16;
+  const size_t part = size_t{kMmaWarps} * NT * 4 * 32 * sizeof(float) + 32 * sizeof(float);
   return ring > part ? ring : part;
 }
 
@@ -154,13 +176,16 @@ constexpr size_t mma_smem_bytes() {
 // and the same 16 x values, so word j of its A and B registers is the same k (the k order
 // inside a chunk only has to agree between A and B). Warp w takes chunks w, w + 8, ...; a
 // chunk lies inside one 128-column block, so its four mma steps go to a fresh tile that is
-// scaled once per row: c[r][t] (+)= scale · (16 rows x 8 x rows). The codes (and, for one x
-// tile, the x values) come through cp.async into the warp's ring, kStages - 1 chunks ahead,
-// so the bytes in flight do not cost registers.
+// scaled once per row: c[r][t] (+)= scale · (16 rows x 8 x rows). The codes come through
+// cp.async into the warp's ring, kStages - 1 chunks ahead, so the bytes in flight cost no
+// registers; x (a few KiB, read by every block) through the L1 / L2 as ordinary loads
+// (through the ring as well, the one-tile steps ran at half the speed: same benchmarks
+// section, 2026-12-02 08:17 and 08:39).
 template <int NT, int RT>
 __device__ __forceinline__ void fp8_mma_rows(const Fp8Weight& w, const uint16_t* __restrict__ x, int M, int64_t K,
                                              const int64_t (&rows)[RT][2], uint4* smem, float (&c)[RT][NT][4]) {
-  constexpr int V = kRingVectors<NT, RT>, kStages = kStagesFor<RT>;
+  constexpr int V = 2 * RT, kStages = kStagesFor<RT>;
+  constexpr bool kBf16 = kBf16Operands<NT>;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3;
   const uint8_t* src[RT][2];
   const float* sc[RT][2];
@@ -174,9 +199,8 @@ __device__ __forceinline__ void fp8_mma_rows(const Fp8Weight& w, const uint16_t*
   const int64_t chunks = K / kChunk;
   const int mine = static_cast<int>(chunks > warp ? (chunks - warp + kMmaWarps - 1) / kMmaWarps : 0);
   uint4* ring = smem + warp * (kStages * V * 32) + lane;
-  const SkinnyX<NT> xs = skinny_x_rows<NT>(x, M, K, gid, 2 * tig);
   // Chunk j into slot j % kStages (an empty group past the warp's last chunk keeps the count).
-  auto issue = [&](int j, bool weights_only) {
+  auto issue = [&](int j) {
     if (j < mine) {
       const int64_t col = static_cast<int64_t>(warp + kMmaWarps * j) * kChunk;
       uint4* slot = ring + (j % kStages) * V * 32;
@@ -184,31 +208,13 @@ __device__ __forceinline__ void fp8_mma_rows(const Fp8Weight& w, const uint16_t*
       for (int r = 0; r < RT; ++r)
 #pragma unroll
         for (int h = 0; h < 2; ++h) detail::cp_async<16>(detail::smem_addr(slot + (2 * r + h) * 32), src[r][h] + col, 16);
-      if constexpr (NT == 1) {
-        if (!weights_only) {
-          const uint4* xr = xs.r[0] + col / 8;
-          detail::cp_async<16>(detail::smem_addr(slot + 2 * RT * 32), xr, xs.ok[0] ? 16 : 0);
-          detail::cp_async<16>(detail::smem_addr(slot + (2 * RT + 1) * 32), xr + 1, xs.ok[0] ? 16 : 0);
-        }
-      }
     }
     detail::cp_async_commit();
   };
-  // The first chunks' weights before the wait (no earlier kernel writes them), their x after.
 #pragma unroll
-  for (int j = 0; j < kStages - 1; ++j) issue(j, true);
+  for (int j = 0; j < kStages - 1; ++j) issue(j);  // no earlier kernel writes the weights
   wait_for_previous_kernel();  // x and the residual in out are the previous kernels' results
-  if constexpr (NT == 1) {
-#pragma unroll
-    for (int j = 0; j < kStages - 1; ++j)
-      if (j < mine) {
-        const uint4* xr = xs.r[0] + static_cast<int64_t>(warp + kMmaWarps * j) * kChunk / 8;
-        uint4* slot = ring + j * V * 32;
-        detail::cp_async<16>(detail::smem_addr(slot + 2 * RT * 32), xr, xs.ok[0] ? 16 : 0);
-        detail::cp_async<16>(detail::smem_addr(slot + (2 * RT + 1) * 32), xr + 1, xs.ok[0] ? 16 : 0);
-      }
-    detail::cp_async_commit();  // waited for with the first chunk's group (one more group in flight)
-  }
+  const SkinnyX<NT> xs = skinny_x_rows<NT>(x, M, K, gid, 2 * tig);
 #pragma unroll
   for (int r = 0; r < RT; ++r)
 #pragma unroll
@@ -216,14 +222,8 @@ __device__ __forceinline__ void fp8_mma_rows(const Fp8Weight& w, const uint16_t*
 #pragma unroll
       for (int i = 0; i < 4; ++i) c[r][t][i] = 0.0f;
   for (int j = 0; j < mine; ++j) {
-    issue(j + kStages - 1, false);
-    // Groups after chunk j's: kStages - 1 chunks; with one x tile the x of the first chunks is
-    // a group after theirs, so the first iterations wait for it too.
-    if constexpr (NT == 1) {
-      detail::cp_async_wait_dyn(j + 1 < kStages - 1 ? j + 1 : kStages - 1);
-    } else {
-      detail::cp_async_wait<kStages - 1>();
-    }
+    issue(j + kStages - 1);
+    detail::cp_async_wait<kStages - 1>();  // chunk j's group is complete
     const uint4* slot = ring + (j % kStages) * V * 32;
     const int64_t chunk = warp + kMmaWarps * j;
     uint32_t a[RT][2][8];
@@ -234,31 +234,34 @@ __device__ __forceinline__ void fp8_mma_rows(const Fp8Weight& w, const uint16_t*
       for (int h = 0; h < 2; ++h) {
         const uint4 v = slot[(2 * r + h) * 32];
 #pragma unroll
-        for (int q = 0; q < 4; ++q) e4m3x4_to_f16x2(word(v, q), a[r][h][2 * q], a[r][h][2 * q + 1]);
+        for (int q = 0; q < 4; ++q) {
+          if constexpr (kBf16)
+            e4m3x4_to_bf16x2(word(v, q), a[r][h][2 * q], a[r][h][2 * q + 1]);
+          else
+            e4m3x4_to_f16x2(word(v, q), a[r][h][2 * q], a[r][h][2 * q + 1]);
+        }
         s[r][h] = __ldg(sc[r][h] + chunk / 2);
       }
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
-      uint4 x0, x1;
-      if constexpr (NT == 1) {
-        x0 = slot[2 * RT * 32];
-        x1 = slot[(2 * RT + 1) * 32];
-      } else {
-        x0 = xs.ok[t] ? __ldg(xs.r[t] + chunk * 8) : make_uint4(0, 0, 0, 0);
-        x1 = xs.ok[t] ? __ldg(xs.r[t] + chunk * 8 + 1) : make_uint4(0, 0, 0, 0);
-      }
+      const uint4 x0 = xs.ok[t] ? __ldg(xs.r[t] + chunk * 8) : make_uint4(0, 0, 0, 0);
+      const uint4 x1 = xs.ok[t] ? __ldg(xs.r[t] + chunk * 8 + 1) : make_uint4(0, 0, 0, 0);
       uint32_t xw[8];
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
-        xw[q] = bf16x2_to_f16x2(word(x0, q));
-        xw[4 + q] = bf16x2_to_f16x2(word(x1, q));
+        xw[q] = kBf16 ? word(x0, q) : bf16x2_to_f16x2(word(x0, q));
+        xw[4 + q] = kBf16 ? word(x1, q) : bf16x2_to_f16x2(word(x1, q));
       }
 #pragma unroll
       for (int r = 0; r < RT; ++r) {
         float acc[4] = {};
 #pragma unroll
-        for (int q = 0; q < 4; ++q)
-          mma_f16(acc, a[r][0][2 * q], a[r][1][2 * q], a[r][0][2 * q + 1], a[r][1][2 * q + 1], xw[2 * q], xw[2 * q + 1]);
+        for (int q = 0; q < 4; ++q) {
+          if constexpr (kBf16)
+            mma_bf16(acc, a[r][0][2 * q], a[r][1][2 * q], a[r][0][2 * q + 1], a[r][1][2 * q + 1], xw[2 * q], xw[2 * q + 1]);
+          else
+            mma_f16(acc, a[r][0][2 * q], a[r][1][2 * q], a[r][0][2 * q + 1], a[r][1][2 * q + 1], xw[2 * q], xw[2 * q + 1]);
+        }
         c[r][t][0] = fmaf(s[r][0], acc[0], c[r][t][0]);
         c[r][t][1] = fmaf(s[r][0], acc[1], c[r][t][1]);
         c[r][t][2] = fmaf(s[r][1], acc[2], c[r][t][2]);
