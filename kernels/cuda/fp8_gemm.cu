@@ -96,11 +96,10 @@ struct Fp8Rows {
 
 constexpr int kMmaWarps = 8;
 constexpr int kChunk = 64;  // k per chunk: 16 codes of each of a lane's weight rows
-// Chunks of codes in flight per warp (a shared-memory ring per warp). A 4096-column row is 8
-// chunks per warp, so with one row tile nearly the whole row is requested at once; two row
-// tiles hold twice the bytes per stage.
+// Chunks of codes in flight per warp (a shared-memory ring per warp), kStages - 1 at a time:
+// more with two row tiles, whose blocks are fewer (one or two per SM) for the same weight.
 template <int RT>
-constexpr int kStagesFor = RT == 2 ? 6 : 8;
+constexpr int kStagesFor = RT == 2 ? 6 : 4;
 template <int NT, int RT>
 constexpr int kMinBlocks = RT == 2 && NT <= 4 ? 2 : 1;
 // The operand type per column-tile count (docs/benchmarks.md, "FP8 weights on the H200",
