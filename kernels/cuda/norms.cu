@@ -5,6 +5,8 @@
 // x). Writing bf16 here is what feeds the GEMMs without a conversion pass. Rows whose width
 // allows it are read and written in 16-byte chunks (the prefill shapes, where these passes are
 // bandwidth-bound).
+#include <type_traits>
+
 #include "kernels/cuda/backend_common.cuh"
 #include "kernels/cuda/backend_ops.h"
 
@@ -253,60 +255,43 @@ void check_rows(int64_t rows) {
 
 }  // namespace
 
+// Calls f(IB, OB) with std::bool_constant arguments: the kernel instantiation for bf16 (or
+// f32) input and output, chosen once for every launch shape below.
+template <typename F>
+void with_io_types(bool ib, bool ob, F&& f) {
+  if (ib && ob)
+    f(std::true_type{}, std::true_type{});
+  else if (ib)
+    f(std::true_type{}, std::false_type{});
+  else if (ob)
+    f(std::false_type{}, std::true_type{});
+  else
+    f(std::false_type{}, std::false_type{});
+}
+
 void rms_norm(const void* x, DType x_type, const float* w, int64_t rows, int64_t d, float eps, void* out,
               DType out_type, Stream stream) {
   if (rows == 0) return;
   check_rows(rows);
   const Stream s = stream;
   const bool ib = x_type == DType::bf16, ob = out_type == DType::bf16;
-  if (d <= kWarpRowMax) {
-    const dim3 g(grid_for(rows, 8));
-    const int di = static_cast<int>(d);
-    if (ib && ob)
-      launch_dependent("rms_norm_warp_kernel", rms_norm_warp_kernel<true, true>, g, 256, 0, s, x, w, rows, di, eps, out);
-    else if (ib)
-      launch_dependent("rms_norm_warp_kernel", rms_norm_warp_kernel<true, false>, g, 256, 0, s, x, w, rows, di, eps, out);
-    else if (ob)
-      launch_dependent("rms_norm_warp_kernel", rms_norm_warp_kernel<false, true>, g, 256, 0, s, x, w, rows, di, eps, out);
-    else
-      launch_dependent("rms_norm_warp_kernel", rms_norm_warp_kernel<false, false>, g, 256, 0, s, x, w, rows, di, eps, out);
-    return;
-  }
   const dim3 grid(static_cast<unsigned>(rows));
-  if (vec_row_ok(d, x, w, out)) {
-    const int di = static_cast<int>(d);
-    const unsigned t = static_cast<unsigned>(d / (4 * kVecChunks));
-    if (ib && ob)
-      launch_dependent("rms_norm_vec_kernel", rms_norm_vec_kernel<true, true>, grid, t, 0, s, x, w, di, eps, out);
-    else if (ib)
-      launch_dependent("rms_norm_vec_kernel", rms_norm_vec_kernel<true, false>, grid, t, 0, s, x, w, di, eps, out);
-    else if (ob)
-      launch_dependent("rms_norm_vec_kernel", rms_norm_vec_kernel<false, true>, grid, t, 0, s, x, w, di, eps, out);
-    else
-      launch_dependent("rms_norm_vec_kernel", rms_norm_vec_kernel<false, false>, grid, t, 0, s, x, w, di, eps, out);
-    return;
-  }
-  if (d <= int64_t{kRowThreads} * kRowRegs) {
-    const int di = static_cast<int>(d);
-    if (ib && ob)
-      launch_dependent("rms_norm_row_kernel", rms_norm_row_kernel<true, true>, grid, kRowThreads, 0, s, x, w, di, eps, out);
-    else if (ib)
-      launch_dependent("rms_norm_row_kernel", rms_norm_row_kernel<true, false>, grid, kRowThreads, 0, s, x, w, di, eps, out);
-    else if (ob)
-      launch_dependent("rms_norm_row_kernel", rms_norm_row_kernel<false, true>, grid, kRowThreads, 0, s, x, w, di, eps, out);
-    else
-      launch_dependent("rms_norm_row_kernel", rms_norm_row_kernel<false, false>, grid, kRowThreads, 0, s, x, w, di, eps, out);
-    return;
-  }
-  const int t = threads_for(d);
-  if (ib && ob)
-    launch_dependent("rms_norm_kernel", rms_norm_kernel<true, true>, grid, t, 0, s, x, w, d, eps, out);
-  else if (ib)
-    launch_dependent("rms_norm_kernel", rms_norm_kernel<true, false>, grid, t, 0, s, x, w, d, eps, out);
-  else if (ob)
-    launch_dependent("rms_norm_kernel", rms_norm_kernel<false, true>, grid, t, 0, s, x, w, d, eps, out);
-  else
-    launch_dependent("rms_norm_kernel", rms_norm_kernel<false, false>, grid, t, 0, s, x, w, d, eps, out);
+  with_io_types(ib, ob, [&](auto IB, auto OB) {
+    constexpr bool kIn = decltype(IB)::value, kOut = decltype(OB)::value;
+    if (d <= kWarpRowMax) {
+      launch_dependent("rms_norm_warp_kernel", rms_norm_warp_kernel<kIn, kOut>, dim3(grid_for(rows, 8)), 256, 0, s, x,
+                       w, rows, static_cast<int>(d), eps, out);
+    } else if (vec_row_ok(d, x, w, out)) {
+      const auto t = static_cast<unsigned>(d / (4 * kVecChunks));
+      launch_dependent("rms_norm_vec_kernel", rms_norm_vec_kernel<kIn, kOut>, grid, t, 0, s, x, w,
+                       static_cast<int>(d), eps, out);
+    } else if (d <= int64_t{kRowThreads} * kRowRegs) {
+      launch_dependent("rms_norm_row_kernel", rms_norm_row_kernel<kIn, kOut>, grid, kRowThreads, 0, s, x, w,
+                       static_cast<int>(d), eps, out);
+    } else {
+      launch_dependent("rms_norm_kernel", rms_norm_kernel<kIn, kOut>, grid, threads_for(d), 0, s, x, w, d, eps, out);
+    }
+  });
 }
 
 void gated_rms_norm(const float* x, const float* z, const float* w, int64_t rows, int64_t d, float eps, void* out,
