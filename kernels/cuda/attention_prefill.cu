@@ -5,13 +5,16 @@
 // A CTA takes 128 query rows of one KV head. The rows are (token, query head of the KV head's
 // GQA group) pairs, token-major, so the group's heads share every K/V tile the CTA loads, and
 // the causal limit is per row: row R of the chunk (token t = R / G) sees keys
-// [0, n_cached + t]. Eight warps own 16 rows each; per 64-key tile a warp computes
-// S = Q Kᵀ and O += P V with bf16 mma.sync (f32 accumulation), keeping the running max and
-// sum of each row. K and V tiles are double-buffered: tile kt + 1 loads (cp.async for bf16
-// pools; other K/V types are widened to bf16 by the threads on the way in) while the warps
-// work on tile kt. Q rounds to bf16 as it loads. One CTA per SM (192 KiB of shared memory at
-// head_dim 256): 128 rows halve the K/V traffic per FLOP of 64-row tiles, which measured
-// faster than two 64-row CTAs per SM (docs/benchmarks.md, "Fused prefill attention").
+// [0, n_cached + t]. Two warpgroups own 64 rows each; per 64-key tile a warpgroup computes
+// S = Q Kᵀ with Hopper's warpgroup MMA (wgmma, Q and K from shared memory) and O += P V with
+// P from registers and V from shared memory (f32 accumulation), keeping the running max and
+// sum of each row. wgmma reads its operands from shared memory once per warpgroup, where
+// mma.sync fed each warp its own copy through ldmatrix: that shared-memory traffic bounded
+// the mma.sync version of this kernel (docs/benchmarks.md, "Prefill attention on wgmma").
+// K and V tiles are double-buffered in wgmma's 128-byte swizzled layout (wgmma.cuh): tile
+// kt + 1 loads (cp.async for bf16 pools; other K/V types are widened to bf16 by the threads on
+// the way in) while the warpgroups work on tile kt. Q rounds to bf16 as it loads. One CTA per
+// SM (194 KiB of shared memory at head_dim 256).
 //
 // When the chunk has too few rows to fill the GPU (a short chunk after a long cached prefix:
 // a prefix-cache hit, the tail of a chunked prompt), the key range is split across CTAs that
@@ -24,6 +27,7 @@
 #include "kernels/cuda/backend_common.cuh"
 #include "kernels/cuda/backend_ops.h"
 #include "kernels/cuda/decode_tc_ptx.cuh"
+#include "kernels/cuda/wgmma.cuh"
 
 namespace ds::cuda::ops {
 namespace {
@@ -44,13 +48,6 @@ struct Params {
   float* part_o;       // [n_splits, n_kv, rows, D] unnormalised, when n_splits > 1
   float* part_ml;      // [n_splits, n_kv, rows, 2]: running max (log2 domain) and sum
 };
-
-// Byte offset of 16-byte chunk c of row r in a [rows][D] bf16 tile. The XOR keeps the eight
-// rows an ldmatrix reads at one column in distinct bank groups.
-template <int D>
-__device__ __forceinline__ uint32_t swz(int r, int c) {
-  return static_cast<uint32_t>((r * (D / 8) + (c ^ (r & 7))) * 16);
-}
 
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
@@ -110,7 +107,8 @@ __device__ __forceinline__ void widen8(DType t, const uint8_t* row, int c, float
   }
 }
 
-// A tile of keys (pool rows `rows`, from tile_rows) into a swizzled bf16 tile; absent keys are 0.
+// A tile of keys (pool rows `rows`, from tile_rows) into a swizzled bf16 tile (wgmma.cuh's
+// layout); absent keys are 0.
 template <int D, bool kBf16Pool>
 __device__ __forceinline__ void load_kv_tile(const void* pool, DType type, int64_t row_bytes, const int64_t* rows,
                                              uint8_t* tile) {
@@ -119,7 +117,7 @@ __device__ __forceinline__ void load_kv_tile(const void* pool, DType type, int64
     const int64_t row = rows[j];
     if constexpr (kBf16Pool) {
       const auto* src = static_cast<const uint8_t*>(pool) + (row >= 0 ? row * D * 2 + c * 16 : 0);
-      detail::cp_async<16>(detail::smem_addr(tile + swz<D>(j, c)), src, row >= 0 ? 16 : 0);
+      detail::cp_async<16>(detail::smem_addr(tile + detail::sw128_offset<kKeys>(j, c)), src, row >= 0 ? 16 : 0);
     } else {
       uint4 v = make_uint4(0, 0, 0, 0);
       if (row >= 0) {
@@ -127,7 +125,7 @@ __device__ __forceinline__ void load_kv_tile(const void* pool, DType type, int64
         widen8(type, static_cast<const uint8_t*>(pool) + row * row_bytes, c, x);
         v = make_uint4(pack_bf16(x[0], x[1]), pack_bf16(x[2], x[3]), pack_bf16(x[4], x[5]), pack_bf16(x[6], x[7]));
       }
-      *reinterpret_cast<uint4*>(tile + swz<D>(j, c)) = v;
+      *reinterpret_cast<uint4*>(tile + detail::sw128_offset<kKeys>(j, c)) = v;
     }
   }
   if constexpr (kBf16Pool) detail::cp_async_commit();
@@ -135,14 +133,18 @@ __device__ __forceinline__ void load_kv_tile(const void* pool, DType type, int64
 
 template <int D, bool kBf16Pool>
 __global__ void __launch_bounds__(kThreads, kCtasPerSm) prefill_attention_kernel(Params p) {
-  extern __shared__ __align__(128) uint8_t smem[];
+  constexpr int kRegions = D / 64;                  // 64-column regions of a swizzled tile
+  constexpr int kQBytes = kRows * D * 2, kTileBytes = kKeys * D * 2;
+  extern __shared__ uint8_t smem_raw[];
+  // The swizzle is a function of the shared address: regions start at 1024-byte multiples.
+  uint8_t* smem = smem_raw + ((1024 - (detail::smem_addr(smem_raw) & 1023)) & 1023);
   uint8_t* q_s = smem;
   // Two stages of a K and a V tile after Q: tile kt sits in stage kt & 1.
-  auto k_tile = [&](int32_t kt) { return smem + (kRows + 2 * kKeys * (kt & 1)) * D * 2; };
-  auto v_tile = [&](int32_t kt) { return k_tile(kt) + kKeys * D * 2; };
-  __shared__ int64_t rows_s[2][kKeys];  // tile_rows of the tiles in each stage
+  auto k_tile = [&](int32_t kt) { return smem + kQBytes + 2 * kTileBytes * (kt & 1); };
+  auto v_tile = [&](int32_t kt) { return k_tile(kt) + kTileBytes; };
+  auto rows_s = reinterpret_cast<int64_t(*)[kKeys]>(smem + kQBytes + 4 * kTileBytes);  // tile_rows per stage
   const PrefillAttention& a = p.a;
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wg = warp / 4;
   const int64_t r0 = (static_cast<int64_t>(gridDim.x) - 1 - blockIdx.x) * kRows;  // longest rows first
   const int32_t h = static_cast<int32_t>(blockIdx.y), split = static_cast<int32_t>(blockIdx.z);
   const int32_t G = p.group;
@@ -169,18 +171,14 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) prefill_attention_kernel
       const float4 x = src[0], y = src[1];
       v = make_uint4(pack_bf16(x.x, x.y), pack_bf16(x.z, x.w), pack_bf16(y.x, y.y), pack_bf16(y.z, y.w));
     }
-    *reinterpret_cast<uint4*>(q_s + swz<D>(r, c)) = v;
+    *reinterpret_cast<uint4*>(q_s + detail::sw128_offset<kRows>(r, c)) = v;
   }
   const int32_t kend = static_cast<int32_t>(key_end);
-  // Each tile's K and V are one cp.async group each, committed even when empty, so that
-  // "all but the newest n groups" always names the same tiles.
+  // A tile's K and V are one cp.async group each; the loop waits for all of them at once.
   auto load_tile = [&](int32_t kt) {
     if (kt < kt_end) {
       load_kv_tile<D, kBf16Pool>(a.k_pool, a.k_type, a.k_row_bytes, rows_s[kt & 1], k_tile(kt));
       load_kv_tile<D, kBf16Pool>(a.v_pool, a.v_type, a.v_row_bytes, rows_s[kt & 1], v_tile(kt));
-    }
-    if constexpr (kBf16Pool) {
-      if (kt >= kt_end) detail::cp_async_commit(), detail::cp_async_commit();
     }
   };
   if (kt_begin < kt_end) {
@@ -189,56 +187,60 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) prefill_attention_kernel
     load_tile(static_cast<int32_t>(kt_begin));
   }
 
-  // Rows this thread accumulates: lane / 4 and lane / 4 + 8 of the warp's 16.
+  // Rows this thread accumulates: lane / 4 and lane / 4 + 8 of its warp's 16 (warp w of the
+  // CTA owns rows 16w .. 16w + 15; warpgroup g = w / 4 multiplies rows 64g .. 64g + 63).
   const int64_t row_a = r0 + warp * 16 + lane / 4, row_b = row_a + 8;
   const int32_t lim_a = row_a < p.rows ? static_cast<int32_t>(a.n_cached + row_a / G) : -1;
   const int32_t lim_b = row_b < p.rows ? static_cast<int32_t>(a.n_cached + row_b / G) : -1;
-  float o[D / 8][4];
+  // o[c][4i + e]: column 64c + 8i + 2 (lane % 4) + e % 2 of row a (e < 2) or b.
+  float o[kRegions][32];
 #pragma unroll
-  for (int n = 0; n < D / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  for (int c = 0; c < kRegions; ++c)
+#pragma unroll
+    for (int i = 0; i < 32; ++i) o[c][i] = 0.0f;
   float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.0f, l_b = 0.0f;
-  const uint32_t q_base = detail::smem_addr(q_s);
+  const uint32_t q_base = detail::smem_addr(q_s) + wg * 64 * 128;
 
   for (int32_t kt = static_cast<int32_t>(kt_begin); kt < static_cast<int32_t>(kt_end); ++kt) {
     const int32_t k0 = kt * kKeys;
     const uint32_t k_base = detail::smem_addr(k_tile(kt)), v_base = detail::smem_addr(v_tile(kt));
     // The next tile's rows go to the other stage, whose last loads were issued an iteration ago.
     if (kt + 1 < kt_end) tile_rows(a, k0 + kKeys, kend, h, rows_s[(kt + 1) & 1]);
-    if constexpr (kBf16Pool) detail::cp_async_wait<1>();
-    __syncthreads();  // this K tile in; every warp done with the other stage's tiles and rows
+    if constexpr (kBf16Pool) detail::cp_async_wait<0>();
+    detail::fence_proxy_async_shared();
+    __syncthreads();  // this tile in; every warpgroup done with the other stage's tiles and rows
     load_tile(kt + 1);  // overlaps this whole iteration
 
-    float s[kKeys / 8][4];
+    // S = Q Kᵀ: 64 rows x 64 keys per warpgroup, s[4n + e] as o's layout with 8-key tiles n.
+    float s[32];
+    detail::wgmma_fence();
 #pragma unroll
-    for (int n = 0; n < kKeys / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-#pragma unroll 2
     for (int ks = 0; ks < D / 16; ++ks) {
-      uint32_t qa[4];
-      detail::ldsm_x4(qa, q_base + swz<D>(warp * 16 + lane % 16, 2 * ks + lane / 16));
-#pragma unroll
-      for (int np = 0; np < kKeys / 16; ++np) {
-        uint32_t kb[4];
-        detail::ldsm_x4(kb, k_base + swz<D>(16 * np + lane % 8 + (lane / 16) * 8, 2 * ks + (lane / 8) % 2));
-        detail::mma16816<false>(s[2 * np], qa, kb[0], kb[1]);
-        detail::mma16816<false>(s[2 * np + 1], qa, kb[2], kb[3]);
-      }
+      const uint32_t off = (ks % 4) * 32;  // the k step's 32 bytes within the 128-byte rows
+      const uint64_t qd = detail::wgmma_desc_sw128(q_base + (ks / 4) * kRows * 128 + off, 16, 1024);
+      const uint64_t kd = detail::wgmma_desc_sw128(k_base + (ks / 4) * kKeys * 128 + off, 16, 1024);
+      detail::wgmma_m64n64k16_ss(s, qd, kd, ks > 0);
     }
+    detail::wgmma_commit();
+    detail::wgmma_wait<0>();
+    detail::wgmma_hold(s);
+
     if (k0 + kKeys - 1 > min_limit) {
 #pragma unroll
       for (int n = 0; n < kKeys / 8; ++n) {
         const int32_t key = k0 + 8 * n + 2 * (lane % 4);
-        if (key > lim_a) s[n][0] = -INFINITY;
-        if (key + 1 > lim_a) s[n][1] = -INFINITY;
-        if (key > lim_b) s[n][2] = -INFINITY;
-        if (key + 1 > lim_b) s[n][3] = -INFINITY;
+        if (key > lim_a) s[4 * n] = -INFINITY;
+        if (key + 1 > lim_a) s[4 * n + 1] = -INFINITY;
+        if (key > lim_b) s[4 * n + 2] = -INFINITY;
+        if (key + 1 > lim_b) s[4 * n + 3] = -INFINITY;
       }
     }
     // Online softmax: the quad of lanes sharing a row reduces its max.
     float mx_a = -INFINITY, mx_b = -INFINITY;
 #pragma unroll
     for (int n = 0; n < kKeys / 8; ++n) {
-      mx_a = fmaxf(mx_a, fmaxf(s[n][0], s[n][1]));
-      mx_b = fmaxf(mx_b, fmaxf(s[n][2], s[n][3]));
+      mx_a = fmaxf(mx_a, fmaxf(s[4 * n], s[4 * n + 1]));
+      mx_b = fmaxf(mx_b, fmaxf(s[4 * n + 2], s[4 * n + 3]));
     }
 #pragma unroll
     for (int off = 1; off <= 2; off <<= 1) {
@@ -254,39 +256,50 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) prefill_attention_kernel
     float sum_a = 0.0f, sum_b = 0.0f;
 #pragma unroll
     for (int n = 0; n < kKeys / 8; ++n) {
-      s[n][0] = detail::fast_exp2(fmaf(s[n][0], p.scale_log2, -base_a));
-      s[n][1] = detail::fast_exp2(fmaf(s[n][1], p.scale_log2, -base_a));
-      s[n][2] = detail::fast_exp2(fmaf(s[n][2], p.scale_log2, -base_b));
-      s[n][3] = detail::fast_exp2(fmaf(s[n][3], p.scale_log2, -base_b));
-      sum_a += s[n][0] + s[n][1];
-      sum_b += s[n][2] + s[n][3];
+      s[4 * n] = detail::fast_exp2(fmaf(s[4 * n], p.scale_log2, -base_a));
+      s[4 * n + 1] = detail::fast_exp2(fmaf(s[4 * n + 1], p.scale_log2, -base_a));
+      s[4 * n + 2] = detail::fast_exp2(fmaf(s[4 * n + 2], p.scale_log2, -base_b));
+      s[4 * n + 3] = detail::fast_exp2(fmaf(s[4 * n + 3], p.scale_log2, -base_b));
+      sum_a += s[4 * n] + s[4 * n + 1];
+      sum_b += s[4 * n + 2] + s[4 * n + 3];
     }
     l_a = l_a * alpha_a + sum_a;
     l_b = l_b * alpha_b + sum_b;
+    // Most tiles leave every row's max where it was; the warpgroup's rescale is skipped then
+    // (alpha is exactly 1, so skipping changes no bit).
+    if (__any_sync(0xffffffffu, alpha_a != 1.0f || alpha_b != 1.0f)) {
 #pragma unroll
-    for (int n = 0; n < D / 8; ++n) {
-      o[n][0] *= alpha_a;
-      o[n][1] *= alpha_a;
-      o[n][2] *= alpha_b;
-      o[n][3] *= alpha_b;
+      for (int c = 0; c < kRegions; ++c)
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          o[c][4 * i] *= alpha_a;
+          o[c][4 * i + 1] *= alpha_a;
+          o[c][4 * i + 2] *= alpha_b;
+          o[c][4 * i + 3] *= alpha_b;
+        }
     }
 
-    if constexpr (kBf16Pool) detail::cp_async_wait<2>();
-    __syncthreads();  // this V tile in
-
-    // O += P V: the S accumulators of two adjacent 8-key tiles are one A fragment.
+    // O += P V: the S accumulators of two adjacent 8-key tiles are one A fragment; V's tile is
+    // the B operand MN-major (16 keys x 64 head_dim columns per step and region).
+    uint32_t pa[kKeys / 16][4];
 #pragma unroll
     for (int j = 0; j < kKeys / 16; ++j) {
-      const uint32_t pa[4] = {pack_bf16(s[2 * j][0], s[2 * j][1]), pack_bf16(s[2 * j][2], s[2 * j][3]),
-                              pack_bf16(s[2 * j + 1][0], s[2 * j + 1][1]), pack_bf16(s[2 * j + 1][2], s[2 * j + 1][3])};
-#pragma unroll
-      for (int dp = 0; dp < D / 16; ++dp) {
-        uint32_t vb[4];
-        detail::ldsm_x4_trans(vb, v_base + swz<D>(16 * j + lane % 8 + ((lane / 8) % 2) * 8, 2 * dp + lane / 16));
-        detail::mma16816<false>(o[2 * dp], pa, vb[0], vb[1]);
-        detail::mma16816<false>(o[2 * dp + 1], pa, vb[2], vb[3]);
-      }
+      pa[j][0] = pack_bf16(s[8 * j], s[8 * j + 1]);
+      pa[j][1] = pack_bf16(s[8 * j + 2], s[8 * j + 3]);
+      pa[j][2] = pack_bf16(s[8 * j + 4], s[8 * j + 5]);
+      pa[j][3] = pack_bf16(s[8 * j + 6], s[8 * j + 7]);
     }
+    detail::wgmma_fence();
+#pragma unroll
+    for (int j = 0; j < kKeys / 16; ++j)
+#pragma unroll
+      for (int c = 0; c < kRegions; ++c)
+        detail::wgmma_m64n64k16_rs_bt(
+            o[c], pa[j], detail::wgmma_desc_sw128(v_base + c * kKeys * 128 + j * 16 * 128, kKeys * 128, 1024));
+    detail::wgmma_commit();
+    detail::wgmma_wait<0>();
+#pragma unroll
+    for (int c = 0; c < kRegions; ++c) detail::wgmma_hold(o[c]);
   }
 
 #pragma unroll
@@ -305,8 +318,11 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) prefill_attention_kernel
       const int64_t prow = (static_cast<int64_t>(split) * a.n_kv_heads + h) * p.rows + R;
       float* dst = p.part_o + prow * D;
 #pragma unroll
-      for (int n = 0; n < D / 8; ++n)
-        *reinterpret_cast<float2*>(dst + 8 * n + col) = make_float2(o[n][2 * half], o[n][2 * half + 1]);
+      for (int c = 0; c < kRegions; ++c)
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+          *reinterpret_cast<float2*>(dst + 64 * c + 8 * i + col) =
+              make_float2(o[c][4 * i + 2 * half], o[c][4 * i + 2 * half + 1]);
       if (lane % 4 == 0) *reinterpret_cast<float2*>(p.part_ml + prow * 2) = make_float2(m_ab[half], l_ab[half]);
       continue;
     }
@@ -314,13 +330,16 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) prefill_attention_kernel
     const int64_t t = R / G, head = static_cast<int64_t>(h) * G + R % G;
     const int64_t off = (t * a.n_q_heads + head) * D;
 #pragma unroll
-    for (int n = 0; n < D / 8; ++n) {
-      const float x0 = o[n][2 * half] * inv, x1 = o[n][2 * half + 1] * inv;
-      if (a.out_type == DType::bf16)
-        *reinterpret_cast<uint32_t*>(static_cast<uint16_t*>(a.out) + off + 8 * n + col) = pack_bf16(x0, x1);
-      else
-        *reinterpret_cast<float2*>(static_cast<float*>(a.out) + off + 8 * n + col) = make_float2(x0, x1);
-    }
+    for (int c = 0; c < kRegions; ++c)
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const float x0 = o[c][4 * i + 2 * half] * inv, x1 = o[c][4 * i + 2 * half + 1] * inv;
+        const int64_t e = off + 64 * c + 8 * i + col;
+        if (a.out_type == DType::bf16)
+          *reinterpret_cast<uint32_t*>(static_cast<uint16_t*>(a.out) + e) = pack_bf16(x0, x1);
+        else
+          *reinterpret_cast<float2*>(static_cast<float*>(a.out) + e) = make_float2(x0, x1);
+      }
   }
 }
 
@@ -361,7 +380,7 @@ __global__ void prefill_attention_merge_kernel(Params p) {
 
 template <int D, bool kBf16Pool>
 void launch(const Params& p, const Stream& stream) {
-  constexpr size_t smem = static_cast<size_t>(kRows + 4 * kKeys) * D * 2;
+  constexpr size_t smem = static_cast<size_t>(kRows + 4 * kKeys) * D * 2 + 2 * kKeys * sizeof(int64_t) + 1024;
   static const bool attr_set = [] {
     check_cuda(cudaFuncSetAttribute(prefill_attention_kernel<D, kBf16Pool>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),

@@ -304,10 +304,10 @@ std::vector<float> stored_as(DType t, std::vector<float> v, int64_t d) {
 // kv_write + paged_attention of one step over `seqs` (their earlier positions written first
 // through a step of their own) on both backends, compared row by row: the GPU's pools are of
 // type kv, the CPU's are f32 and hold the values the GPU's store.
-void check_paged_attention(const std::vector<SeqDesc>& seq_shapes, int64_t nq, int64_t nkv, DType kv, uint64_t seed) {
+void check_paged_attention(const std::vector<SeqDesc>& seq_shapes, int64_t nq, int64_t nkv, DType kv, uint64_t seed,
+                           int64_t d = 256) {
   Pair p(false, kv);
   const int32_t bs = 16;
-  const int64_t d = 256;
   int32_t num_blocks = 0;
   for (const auto& s : seq_shapes) num_blocks += static_cast<int32_t>((s.n_cached + s.n_tokens + bs - 1) / bs);
   num_blocks += 3;
@@ -358,7 +358,7 @@ void check_paged_attention(const std::vector<SeqDesc>& seq_shapes, int64_t nq, i
     for (const auto& s : seqs) {
       for (int64_t i = 0; i < s.n_tokens; ++i, ++row) {
         const auto b = static_cast<size_t>(row * nq * d), e = b + static_cast<size_t>(nq * d);
-        INFO("kv " << dtype_name(kv) << " out " << dtype_name(t) << " heads " << nq << "/" << nkv << " row " << row
+        INFO("kv " << dtype_name(kv) << " out " << dtype_name(t) << " heads " << nq << "/" << nkv << " of " << d << " row " << row
                    << " (token " << i << " of a chunk of " << s.n_tokens << " after " << s.n_cached << ")");
         CHECK(rel(std::vector<float>(got.begin() + b, got.begin() + e), std::vector<float>(want.begin() + b, want.begin() + e)) <
               2e-2);
@@ -386,6 +386,9 @@ TEST_CASE("cuda ops: prefill attention over several query tiles, split key range
   check_paged_attention(shapes, 6, 2, DType::bf16, 11);
   check_paged_attention(shapes, 8, 2, DType::bf16, 12);
   for (DType kv : {DType::f16, DType::q8_0, DType::q4_0}) check_paged_attention(shapes, 6, 2, kv, 13);
+  // head_dim 128 (two 64-column regions of the swizzled tiles instead of four).
+  check_paged_attention(shapes, 8, 2, DType::bf16, 14, 128);
+  check_paged_attention(shapes, 6, 2, DType::q8_0, 15, 128);
 }
 
 namespace {
