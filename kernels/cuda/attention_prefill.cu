@@ -112,8 +112,12 @@ __device__ __forceinline__ void widen8(DType t, const uint8_t* row, int c, float
 template <int D, bool kBf16Pool>
 __device__ __forceinline__ void load_kv_tile(const void* pool, DType type, int64_t row_bytes, const int64_t* rows,
                                              uint8_t* tile) {
-  for (int i = threadIdx.x; i < kKeys * D / 8; i += kThreads) {
-    const int j = i / (D / 8), c = i % (D / 8);
+  // Each thread copies one 16-byte column chunk of every kRowsPerPass-th key.
+  constexpr int kChunks = D / 8, kRowsPerPass = kThreads / kChunks;
+  const int c = static_cast<int>(threadIdx.x) % kChunks, j0 = static_cast<int>(threadIdx.x) / kChunks;
+#pragma unroll
+  for (int m = 0; m < kKeys / kRowsPerPass; ++m) {
+    const int j = j0 + m * kRowsPerPass;
     const int64_t row = rows[j];
     if constexpr (kBf16Pool) {
       const auto* src = static_cast<const uint8_t*>(pool) + (row >= 0 ? row * D * 2 + c * 16 : 0);
@@ -128,7 +132,6 @@ __device__ __forceinline__ void load_kv_tile(const void* pool, DType type, int64
       *reinterpret_cast<uint4*>(tile + detail::sw128_offset<kKeys>(j, c)) = v;
     }
   }
-  if constexpr (kBf16Pool) detail::cp_async_commit();
 }
 
 template <int D, bool kBf16Pool>
@@ -139,10 +142,13 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) prefill_attention_kernel
   // The swizzle is a function of the shared address: regions start at 1024-byte multiples.
   uint8_t* smem = smem_raw + ((1024 - (detail::smem_addr(smem_raw) & 1023)) & 1023);
   uint8_t* q_s = smem;
-  // Two stages of a K and a V tile after Q: tile kt sits in stage kt & 1.
-  auto k_tile = [&](int32_t kt) { return smem + kQBytes + 2 * kTileBytes * (kt & 1); };
-  auto v_tile = [&](int32_t kt) { return k_tile(kt) + kTileBytes; };
-  auto rows_s = reinterpret_cast<int64_t(*)[kKeys]>(smem + kQBytes + 4 * kTileBytes);  // tile_rows per stage
+  // Two K stages and two V stages after Q: tile t's K and V sit in stage t & 1 of each. An
+  // iteration reads K(kt + 1) and V(kt) while K(kt + 2) and V(kt + 1) load into the others.
+  auto k_tile = [&](int32_t t) { return smem + kQBytes + kTileBytes * (t & 1); };
+  auto v_tile = [&](int32_t t) { return smem + kQBytes + kTileBytes * (2 + (t & 1)); };
+  // Pool rows of tile t (tile_rows) in slot t & 3: a slot is rewritten two iterations after
+  // its V load was issued.
+  auto rows_s = reinterpret_cast<int64_t(*)[kKeys]>(smem + kQBytes + 4 * kTileBytes);
   const PrefillAttention& a = p.a;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wg = warp / 4;
   const int64_t r0 = (static_cast<int64_t>(gridDim.x) - 1 - blockIdx.x) * kRows;  // longest rows first
@@ -154,9 +160,10 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) prefill_attention_kernel
   const int64_t key_end = a.n_cached + last_row / G + 1;
   const int64_t n_tiles = (key_end + kKeys - 1) / kKeys;
   const int64_t per_split = (n_tiles + p.n_splits - 1) / p.n_splits;
-  const int64_t kt_begin = min(n_tiles, split * per_split), kt_end = min(n_tiles, kt_begin + per_split);
   // Positions fit 32 bits (a sequence is at most max-ctx long); in-loop arithmetic stays 32-bit
   // to keep registers for the accumulators.
+  const int32_t kt_begin = static_cast<int32_t>(min(n_tiles, split * per_split));
+  const int32_t kt_end = static_cast<int32_t>(min(n_tiles, kt_begin + per_split));
   const int32_t min_limit = static_cast<int32_t>(a.n_cached + r0 / G);  // the first row's last key: tiles past it need the mask
 
   wait_for_previous_kernel();
@@ -174,18 +181,21 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) prefill_attention_kernel
     *reinterpret_cast<uint4*>(q_s + detail::sw128_offset<kRows>(r, c)) = v;
   }
   const int32_t kend = static_cast<int32_t>(key_end);
-  // A tile's K and V are one cp.async group each; the loop waits for all of them at once.
-  auto load_tile = [&](int32_t kt) {
-    if (kt < kt_end) {
-      load_kv_tile<D, kBf16Pool>(a.k_pool, a.k_type, a.k_row_bytes, rows_s[kt & 1], k_tile(kt));
-      load_kv_tile<D, kBf16Pool>(a.v_pool, a.v_type, a.v_row_bytes, rows_s[kt & 1], v_tile(kt));
-    }
+  auto load_k = [&](int32_t t) {
+    if (t < kt_end) load_kv_tile<D, kBf16Pool>(a.k_pool, a.k_type, a.k_row_bytes, rows_s[t & 3], k_tile(t));
   };
-  if (kt_begin < kt_end) {
-    tile_rows(a, static_cast<int32_t>(kt_begin) * kKeys, kend, h, rows_s[kt_begin & 1]);
+  auto load_v = [&](int32_t t) {
+    if (t < kt_end) load_kv_tile<D, kBf16Pool>(a.v_pool, a.v_type, a.v_row_bytes, rows_s[t & 3], v_tile(t));
+  };
+  // Everything loaded so far in, visible to wgmma (the async proxy) and to every warpgroup.
+  auto loads_landed = [&] {
+    if constexpr (kBf16Pool) {
+      detail::cp_async_commit();
+      detail::cp_async_wait<0>();
+    }
+    detail::fence_proxy_async_shared();
     __syncthreads();
-    load_tile(static_cast<int32_t>(kt_begin));
-  }
+  };
 
   // Rows this thread accumulates: lane / 4 and lane / 4 + 8 of its warp's 16 (warp w of the
   // CTA owns rows 16w .. 16w + 15; warpgroup g = w / 4 multiplies rows 64g .. 64g + 63).
@@ -201,19 +211,10 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) prefill_attention_kernel
   float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.0f, l_b = 0.0f;
   const uint32_t q_base = detail::smem_addr(q_s) + wg * 64 * 128;
 
-  for (int32_t kt = static_cast<int32_t>(kt_begin); kt < static_cast<int32_t>(kt_end); ++kt) {
-    const int32_t k0 = kt * kKeys;
-    const uint32_t k_base = detail::smem_addr(k_tile(kt)), v_base = detail::smem_addr(v_tile(kt));
-    // The next tile's rows go to the other stage, whose last loads were issued an iteration ago.
-    if (kt + 1 < kt_end) tile_rows(a, k0 + kKeys, kend, h, rows_s[(kt + 1) & 1]);
-    if constexpr (kBf16Pool) detail::cp_async_wait<0>();
-    detail::fence_proxy_async_shared();
-    __syncthreads();  // this tile in; every warpgroup done with the other stage's tiles and rows
-    load_tile(kt + 1);  // overlaps this whole iteration
-
-    // S = Q Kᵀ: 64 rows x 64 keys per warpgroup, s[4n + e] as o's layout with 8-key tiles n.
-    float s[32];
-    detail::wgmma_fence();
+  // S = Q K(t)ᵀ for this warpgroup's 64 rows, issued and committed as one wgmma group;
+  // s[4n + e] in o's layout with 8-key tiles n.
+  auto issue_s = [&](float (&s)[32], int32_t t) {
+    const uint32_t k_base = detail::smem_addr(k_tile(t));
 #pragma unroll
     for (int ks = 0; ks < D / 16; ++ks) {
       const uint32_t off = (ks % 4) * 32;  // the k step's 32 bytes within the 128-byte rows
@@ -222,9 +223,12 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) prefill_attention_kernel
       detail::wgmma_m64n64k16_ss(s, qd, kd, ks > 0);
     }
     detail::wgmma_commit();
-    detail::wgmma_wait<0>();
-    detail::wgmma_hold(s);
-
+  };
+  // The causal mask and online softmax of tile t's scores: s becomes P (as bf16 A fragments in
+  // pa: two adjacent 8-key tiles per 16-key step), the running max and sum move on, and the
+  // factor O must be scaled by before P V(t) is added is returned through alpha.
+  auto softmax = [&](float (&s)[32], int32_t t, uint32_t (&pa)[kKeys / 16][4], float& alpha_a, float& alpha_b) {
+    const int32_t k0 = t * kKeys;
     if (k0 + kKeys - 1 > min_limit) {
 #pragma unroll
       for (int n = 0; n < kKeys / 8; ++n) {
@@ -235,7 +239,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) prefill_attention_kernel
         if (key + 1 > lim_b) s[4 * n + 3] = -INFINITY;
       }
     }
-    // Online softmax: the quad of lanes sharing a row reduces its max.
+    // The quad of lanes sharing a row reduces its max.
     float mx_a = -INFINITY, mx_b = -INFINITY;
 #pragma unroll
     for (int n = 0; n < kKeys / 8; ++n) {
@@ -250,7 +254,8 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) prefill_attention_kernel
     const float mn_a = fmaxf(m_a, mx_a * p.scale_log2), mn_b = fmaxf(m_b, mx_b * p.scale_log2);
     // A row with no visible key yet keeps max -inf; subtracting 0 then keeps every term 0.
     const float base_a = mn_a == -INFINITY ? 0.0f : mn_a, base_b = mn_b == -INFINITY ? 0.0f : mn_b;
-    const float alpha_a = detail::fast_exp2(m_a - base_a), alpha_b = detail::fast_exp2(m_b - base_b);
+    alpha_a = detail::fast_exp2(m_a - base_a);
+    alpha_b = detail::fast_exp2(m_b - base_b);
     m_a = mn_a;
     m_b = mn_b;
     float sum_a = 0.0f, sum_b = 0.0f;
@@ -265,23 +270,6 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) prefill_attention_kernel
     }
     l_a = l_a * alpha_a + sum_a;
     l_b = l_b * alpha_b + sum_b;
-    // Most tiles leave every row's max where it was; the warpgroup's rescale is skipped then
-    // (alpha is exactly 1, so skipping changes no bit).
-    if (__any_sync(0xffffffffu, alpha_a != 1.0f || alpha_b != 1.0f)) {
-#pragma unroll
-      for (int c = 0; c < kRegions; ++c)
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          o[c][4 * i] *= alpha_a;
-          o[c][4 * i + 1] *= alpha_a;
-          o[c][4 * i + 2] *= alpha_b;
-          o[c][4 * i + 3] *= alpha_b;
-        }
-    }
-
-    // O += P V: the S accumulators of two adjacent 8-key tiles are one A fragment; V's tile is
-    // the B operand MN-major (16 keys x 64 head_dim columns per step and region).
-    uint32_t pa[kKeys / 16][4];
 #pragma unroll
     for (int j = 0; j < kKeys / 16; ++j) {
       pa[j][0] = pack_bf16(s[8 * j], s[8 * j + 1]);
@@ -289,7 +277,42 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) prefill_attention_kernel
       pa[j][2] = pack_bf16(s[8 * j + 4], s[8 * j + 5]);
       pa[j][3] = pack_bf16(s[8 * j + 6], s[8 * j + 7]);
     }
+  };
+  auto rescale = [&](float alpha_a, float alpha_b) {
+#pragma unroll
+    for (int c = 0; c < kRegions; ++c)
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        o[c][4 * i] *= alpha_a;
+        o[c][4 * i + 1] *= alpha_a;
+        o[c][4 * i + 2] *= alpha_b;
+        o[c][4 * i + 3] *= alpha_b;
+      }
+  };
+
+  // The pipeline (FlashAttention-3's within-warpgroup overlap): iteration kt issues S(kt + 1)
+  // and P(kt) V(kt) together, then computes the softmax of S(kt + 1) while P V runs on the
+  // tensor cores, and rescales O once P V is in. The prologue loads K and V of the first tile
+  // and K of the second, and turns S of the first tile into P.
+  uint32_t pa[kKeys / 16][4];
+  if (kt_begin < kt_end) {
+    for (int32_t t = kt_begin; t < min(kt_begin + 3, kt_end); ++t) tile_rows(a, t * kKeys, kend, h, rows_s[t & 3]);
+    __syncthreads();
+    load_k(kt_begin);
+    load_v(kt_begin);
+    load_k(kt_begin + 1);
+    loads_landed();
+    float s[32];
     detail::wgmma_fence();
+    issue_s(s, kt_begin);
+    detail::wgmma_wait<0>();
+    detail::wgmma_hold(s);
+    float alpha_a, alpha_b;
+    softmax(s, kt_begin, pa, alpha_a, alpha_b);  // O is 0: nothing to rescale
+  }
+  // P(kt) V(kt) as one wgmma group.
+  auto issue_pv = [&](int32_t kt) {
+    const uint32_t v_base = detail::smem_addr(v_tile(kt));
 #pragma unroll
     for (int j = 0; j < kKeys / 16; ++j)
 #pragma unroll
@@ -297,6 +320,46 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) prefill_attention_kernel
         detail::wgmma_m64n64k16_rs_bt(
             o[c], pa[j], detail::wgmma_desc_sw128(v_base + c * kKeys * 128 + j * 16 * 128, kKeys * 128, 1024));
     detail::wgmma_commit();
+  };
+  // wgmma's issue and waits stay out of branches the compiler cannot prove uniform across the
+  // warpgroup (it serialises them otherwise): the last tile is peeled off, and O is rescaled
+  // every tile.
+  int32_t kt = kt_begin;
+  for (; kt + 1 < kt_end; ++kt) {
+    if (kt > kt_begin) {
+      // Rows of tile kt + 2 (its K loads below; the prologue did the first iteration's); slot
+      // (kt + 2) & 3 last held tile kt - 2's, whose loads were issued two barriers ago.
+      if (kt + 2 < kt_end) tile_rows(a, (kt + 2) * kKeys, kend, h, rows_s[(kt + 2) & 3]);
+      loads_landed();  // K(kt + 1), V(kt) in; K stage kt & 1 and V stage (kt + 1) & 1 free
+    }
+    float s[32];
+    detail::wgmma_fence();
+    issue_s(s, kt + 1);
+    issue_pv(kt);
+    load_k(kt + 2);
+    load_v(kt + 1);
+    float alpha_a, alpha_b;
+    uint32_t pn[kKeys / 16][4];
+    detail::wgmma_wait<1>();
+    detail::wgmma_hold(s);
+    softmax(s, kt + 1, pn, alpha_a, alpha_b);
+    detail::wgmma_wait<0>();
+#pragma unroll
+    for (int c = 0; c < kRegions; ++c) detail::wgmma_hold(o[c]);
+#pragma unroll
+    for (int j = 0; j < kKeys / 16; ++j)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(pa[j][i])::"memory");  // read by P V until the wait
+    rescale(alpha_a, alpha_b);
+#pragma unroll
+    for (int j = 0; j < kKeys / 16; ++j)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) pa[j][i] = pn[j][i];
+  }
+  if (kt < kt_end) {
+    if (kt > kt_begin) loads_landed();  // V(kt) in
+    detail::wgmma_fence();
+    issue_pv(kt);
     detail::wgmma_wait<0>();
 #pragma unroll
     for (int c = 0; c < kRegions; ++c) detail::wgmma_hold(o[c]);
