@@ -32,7 +32,7 @@ for t in $targets; do ldd "build-cuda/$t"; done | awk '/=> \//{print $3}' | sort
 mkdir -p "$DEST"
 tar -C "$stage" -cf - . | xz -T2 -6 > "$DEST/bundle.tar.xz"
 cp scripts/bench_serve_gpu.sh scripts/prefix_cache_gpu.sh scripts/structured_serve_gpu.sh scripts/spec_decode_gpu.sh scripts/long_prefill_gpu.sh \
-   scripts/fp8_gpu.sh scripts/gpu_tests_gpu.sh scripts/cuda_graphs_gpu.sh scripts/cuda_graphs_focus_gpu.sh \
+   scripts/fp8_gpu.sh scripts/gpu_tests_gpu.sh scripts/big_model_gpu.sh scripts/cuda_graphs_gpu.sh scripts/cuda_graphs_focus_gpu.sh \
    scripts/serve_gpu_common.sh scripts/prefill_attention_gpu.sh scripts/prefill_attention_peer.py \
    scripts/deltanet_gpu.sh scripts/deltanet_peer.py scripts/prefill_small_gpu.sh \
    scripts/make_random_checkpoint.py scripts/fp8_layout.py scripts/make_fp8_fixture.py scripts/fp8_fixture_gpu.sh \
