@@ -9,7 +9,9 @@
 #  3. MTP drafting for real at K 3, acceptance 0.8, batch 1 and 8, against plain decoding
 #     (bench_speculative --method mtp; issue 24).
 # Bundle: TARGETS="bench_cuda_model bench_speculative" DEST=.devbuild/<dir> scripts/bench_serve_bundle.sh,
-#   carried; then [SIZE=27b] [DEADLINE=540] [STEPS=...] bash .devbuild/<dir>/big_model_gpu.sh
+#   carried; then [SIZE=27b] [DEADLINE=540] [STEPS="prefill decode mtp"] [PREFILLS="4096 32768"]
+#   [PREFILL_STEPS=3] bash .devbuild/<dir>/big_model_gpu.sh (bench_cuda_model reports the median of
+#   PREFILL_STEPS prompts, the first of them a warm-up)
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 DEADLINE=${DEADLINE:-540}
@@ -18,12 +20,15 @@ R=/tmp/big_results
 BUNDLE=${BUNDLE:-$HERE/bundle.tar.xz}
 SIZE=${SIZE:-27b}
 STEPS=${STEPS:-prefill decode mtp}
+PREFILLS=${PREFILLS:-4096 32768}
+PREFILL_STEPS=${PREFILL_STEPS:-3}
 . "$HERE/serve_gpu_common.sh"
 note "$(date -u); bundle commit $(tr '\n' ' ' < "$B/COMMIT"); $(nvidia-smi --query-gpu=name --format=csv,noheader)"
 CKPT=/tmp/qwen35-$SIZE-random
 t0=$SECONDS
 if [ ! -f "$CKPT/config.json" ]; then
-  ( PYTHONUNBUFFERED=1 timeout 300 python3 "$HERE/make_random_checkpoint.py" --size "$SIZE" --out "$CKPT" ) \
+  ( PYTHONUNBUFFERED=1 timeout 300 python3 "$HERE/make_random_checkpoint.py" --size "$SIZE" --out "$CKPT" &&
+    timeout 60 python3 "$HERE/make_checkpoint_tokenizer.py" --out "$CKPT" ) \
     > "$R/ckpt.log" 2>&1 || { note "checkpoint failed: $(tail -2 "$R/ckpt.log")"; exit 1; }
 fi
 note "checkpoint in $((SECONDS - t0)) s: $(tail -1 "$R/ckpt.log")"
@@ -37,8 +42,8 @@ bench() {  # label, bench_cuda_model args...
 for step in $STEPS; do
   case $step in
     prefill)
-      for n in 4096 32768; do
-        bench prefill_$n --batches 1 --contexts 1024 --prefill $n --steps 3 --layouts "" --profile
+      for n in $PREFILLS; do
+        bench prefill_$n --batches 1 --contexts 1024 --prefill $n --steps "$PREFILL_STEPS" --layouts "" --profile
         grep -E 'paged_attention\(with prefill\)|gated_delta_rule\(with chunks\)|gate_up_swiglu|total' "$R/prefill_$n.txt" |
           head -4 | tr -s ' ' | tee -a "$summary"
       done ;;
