@@ -5,8 +5,26 @@
 #include <cstring>
 #include <limits>
 #include <stdexcept>
+#include <thread>
+#include <vector>
 
 namespace ds::qwen35::fp8 {
+
+void for_ranges(int64_t n, int64_t min_per_thread, const std::function<void(int64_t, int64_t)>& fn) {
+  const int64_t hw = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  const int64_t threads = std::clamp<int64_t>(n / std::max<int64_t>(1, min_per_thread), 1, std::min<int64_t>(hw, 64));
+  if (threads <= 1) return fn(0, n);
+  std::vector<std::thread> pool;
+  pool.reserve(static_cast<size_t>(threads - 1));
+  const auto range = [&](int64_t t) { return std::pair{n * t / threads, n * (t + 1) / threads}; };
+  for (int64_t t = 1; t < threads; ++t) {
+    const auto [b, e] = range(t);
+    pool.emplace_back([&fn, b, e] { fn(b, e); });
+  }
+  const auto [b, e] = range(0);
+  fn(b, e);
+  for (auto& th : pool) th.join();
+}
 
 float e4m3_to_f32(uint8_t code) {
   const int exp = (code >> 3) & 0xf, mant = code & 0x7;
@@ -62,22 +80,26 @@ Quantized quantize(const BlockShape& s, std::span<const float> values) {
   Quantized out;
   out.codes.resize(values.size());
   out.scales.resize(static_cast<size_t>(s.scale_rows() * s.scale_cols()));
-  for (int64_t bi = 0; bi < s.scale_rows(); ++bi) {
-    const int64_t r0 = bi * s.block_rows, r1 = std::min(r0 + s.block_rows, s.rows);
-    for (int64_t bj = 0; bj < s.scale_cols(); ++bj) {
-      const int64_t c0 = bj * s.block_cols, c1 = std::min(c0 + s.block_cols, s.cols);
-      float amax = 0;
-      for (int64_t i = r0; i < r1; ++i)
-        for (int64_t j = c0; j < c1; ++j) amax = std::max(amax, std::fabs(values[static_cast<size_t>(i * s.cols + j)]));
-      const float scale = amax > 0 ? amax / kE4m3Max : 1.0f;
-      out.scales[static_cast<size_t>(bi * s.scale_cols() + bj)] = scale;
-      for (int64_t i = r0; i < r1; ++i)
-        for (int64_t j = c0; j < c1; ++j) {
-          const auto k = static_cast<size_t>(i * s.cols + j);
-          out.codes[k] = f32_to_e4m3(values[k] / scale);
-        }
+  // Bands of block rows are independent: each writes its own codes and scales.
+  const int64_t band_elems = std::max<int64_t>(1, s.block_rows * s.cols);
+  for_ranges(s.scale_rows(), std::max<int64_t>(1, (int64_t{1} << 20) / band_elems), [&](int64_t b0, int64_t b1) {
+    for (int64_t bi = b0; bi < b1; ++bi) {
+      const int64_t r0 = bi * s.block_rows, r1 = std::min(r0 + s.block_rows, s.rows);
+      for (int64_t bj = 0; bj < s.scale_cols(); ++bj) {
+        const int64_t c0 = bj * s.block_cols, c1 = std::min(c0 + s.block_cols, s.cols);
+        float amax = 0;
+        for (int64_t i = r0; i < r1; ++i)
+          for (int64_t j = c0; j < c1; ++j) amax = std::max(amax, std::fabs(values[static_cast<size_t>(i * s.cols + j)]));
+        const float scale = amax > 0 ? amax / kE4m3Max : 1.0f;
+        out.scales[static_cast<size_t>(bi * s.scale_cols() + bj)] = scale;
+        for (int64_t i = r0; i < r1; ++i)
+          for (int64_t j = c0; j < c1; ++j) {
+            const auto k = static_cast<size_t>(i * s.cols + j);
+            out.codes[k] = f32_to_e4m3(values[k] / scale);
+          }
+      }
     }
-  }
+  });
   return out;
 }
 

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -46,6 +47,13 @@ struct Quantized {
   std::vector<uint8_t> codes;  // [rows * cols]
   std::vector<float> scales;   // [scale_rows * scale_cols]
 };
+// On up to the machine's hardware threads (bands of block rows; the result does not depend on
+// the split): --quantization fp8 runs it over every linear weight of the model at load.
 Quantized quantize(const BlockShape& shape, std::span<const float> values);
+
+// fn(begin, end) over contiguous ranges covering [0, n), on up to the machine's hardware
+// threads (the caller runs the first), at least min_per_thread items each; returns when all
+// are done.
+void for_ranges(int64_t n, int64_t min_per_thread, const std::function<void(int64_t, int64_t)>& fn);
 
 }  // namespace ds::qwen35::fp8

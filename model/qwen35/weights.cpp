@@ -142,6 +142,15 @@ class Loader {
     std::vector<float> values(static_cast<size_t>(stored.shape.numel()));
     if (stored.dtype == DType::f32) {
       std::memcpy(values.data(), stored.data, values.size() * 4);
+    } else if (stored.dtype == DType::bf16) {
+      // bf16 is f32's upper half: widened on the host threads.
+      const auto* src = static_cast<const uint16_t*>(stored.data);
+      fp8::for_ranges(static_cast<int64_t>(values.size()), int64_t{1} << 20, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) {
+          const uint32_t bits = static_cast<uint32_t>(src[i]) << 16;
+          std::memcpy(&values[static_cast<size_t>(i)], &bits, 4);
+        }
+      });
     } else {
       // Widened by the backend, as load_stacked does for mixed types (exact for bf16).
       backend_.copy_to_host(backend_.upload(stored), values);

@@ -225,6 +225,32 @@ TEST_CASE("fp8: block quantisation with partial edge blocks", "[fp8]") {
     }
 }
 
+TEST_CASE("fp8: quantising on several threads gives each band of block rows what it gives alone", "[fp8]") {
+  // 200 bands of 128 rows x 130 columns (a partial column block): large enough that quantize
+  // splits the bands over the machine's threads (two on CI).
+  const int64_t rows = 128 * 200, cols = 130;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 0.05f);
+  std::vector<float> w(static_cast<size_t>(rows * cols));
+  for (auto& x : w) x = nd(rng);
+  const fp8::Quantized whole = fp8::quantize(fp8::BlockShape{rows, cols}, w);
+  bool same = true;
+  for (int64_t b = 0; b < 200; ++b) {
+    const auto first = w.begin() + b * 128 * cols;
+    const std::vector<float> band(first, first + 128 * cols);
+    const fp8::Quantized alone = fp8::quantize(fp8::BlockShape{128, cols}, band);
+    same = same && std::equal(alone.codes.begin(), alone.codes.end(), whole.codes.begin() + b * 128 * cols) &&
+           std::equal(alone.scales.begin(), alone.scales.end(), whole.scales.begin() + b * 2);
+  }
+  CHECK(same);
+
+  std::vector<int> hits(1000, 0);
+  fp8::for_ranges(1000, 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) ++hits[static_cast<size_t>(i)];
+  });
+  CHECK(std::all_of(hits.begin(), hits.end(), [](int h) { return h == 1; }));
+}
+
 TEST_CASE("fp8: the loader dequantises an FP8 checkpoint exactly, partial blocks included", "[fp8][loading]") {
   t::TempDir dir;
   // intermediate_size 320 (of the tiny model's 384) makes gate/up [320, 128] and down
