@@ -14,7 +14,7 @@
 // K and V tiles are double-buffered in wgmma's 128-byte swizzled layout (wgmma.cuh): tile
 // kt + 1 loads (cp.async for bf16 pools; other K/V types are widened to bf16 by the threads on
 // the way in) while the warpgroups work on tile kt. Q rounds to bf16 as it loads. One CTA per
-// SM (194 KiB of shared memory at head_dim 256).
+// SM (195 KiB of shared memory at head_dim 256).
 //
 // When the chunk has too few rows to fill the GPU (a short chunk after a long cached prefix:
 // a prefix-cache hit, the tail of a chunked prompt), the key range is split across CTAs that
@@ -37,6 +37,7 @@ constexpr int kCtasPerSm = 1;
 constexpr int kRows = 16 * kWarps;  // query rows per CTA
 constexpr int kKeys = 64;  // keys per tile
 constexpr int kThreads = 32 * kWarps;
+constexpr int kRowSlots = 4;  // pool rows of this many tiles are held at once (a ring; a power of 2)
 constexpr float kLog2e = 1.4426950408889634f;
 
 struct Params {
@@ -146,9 +147,9 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) prefill_attention_kernel
   // iteration reads K(kt + 1) and V(kt) while K(kt + 2) and V(kt + 1) load into the others.
   auto k_tile = [&](int32_t t) { return smem + kQBytes + kTileBytes * (t & 1); };
   auto v_tile = [&](int32_t t) { return smem + kQBytes + kTileBytes * (2 + (t & 1)); };
-  // Pool rows of tile t (tile_rows) in slot t & 3: a slot is rewritten two iterations after
-  // its V load was issued.
-  auto rows_s = reinterpret_cast<int64_t(*)[kKeys]>(smem + kQBytes + 4 * kTileBytes);
+  // Pool rows of tile t (tile_rows) in slot t & (kRowSlots - 1): a slot is rewritten two
+  // iterations after its V load was issued.
+  auto rows_s = reinterpret_cast<int64_t(*)[kKeys]>(smem + kQBytes + 4 * kTileBytes);  // kRowSlots of them
   const PrefillAttention& a = p.a;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wg = warp / 4;
   const int64_t r0 = (static_cast<int64_t>(gridDim.x) - 1 - blockIdx.x) * kRows;  // longest rows first
@@ -182,10 +183,10 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) prefill_attention_kernel
   }
   const int32_t kend = static_cast<int32_t>(key_end);
   auto load_k = [&](int32_t t) {
-    if (t < kt_end) load_kv_tile<D, kBf16Pool>(a.k_pool, a.k_type, a.k_row_bytes, rows_s[t & 3], k_tile(t));
+    if (t < kt_end) load_kv_tile<D, kBf16Pool>(a.k_pool, a.k_type, a.k_row_bytes, rows_s[t & (kRowSlots - 1)], k_tile(t));
   };
   auto load_v = [&](int32_t t) {
-    if (t < kt_end) load_kv_tile<D, kBf16Pool>(a.v_pool, a.v_type, a.v_row_bytes, rows_s[t & 3], v_tile(t));
+    if (t < kt_end) load_kv_tile<D, kBf16Pool>(a.v_pool, a.v_type, a.v_row_bytes, rows_s[t & (kRowSlots - 1)], v_tile(t));
   };
   // Everything loaded so far in, visible to wgmma (the async proxy) and to every warpgroup.
   auto loads_landed = [&] {
@@ -296,7 +297,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) prefill_attention_kernel
   // and K of the second, and turns S of the first tile into P.
   uint32_t pa[kKeys / 16][4];
   if (kt_begin < kt_end) {
-    for (int32_t t = kt_begin; t < min(kt_begin + 3, kt_end); ++t) tile_rows(a, t * kKeys, kend, h, rows_s[t & 3]);
+    for (int32_t t = kt_begin; t < min(kt_begin + 3, kt_end); ++t) tile_rows(a, t * kKeys, kend, h, rows_s[t & (kRowSlots - 1)]);
     __syncthreads();
     load_k(kt_begin);
     load_v(kt_begin);
@@ -328,8 +329,8 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) prefill_attention_kernel
   for (; kt + 1 < kt_end; ++kt) {
     if (kt > kt_begin) {
       // Rows of tile kt + 2 (its K loads below; the prologue did the first iteration's); slot
-      // (kt + 2) & 3 last held tile kt - 2's, whose loads were issued two barriers ago.
-      if (kt + 2 < kt_end) tile_rows(a, (kt + 2) * kKeys, kend, h, rows_s[(kt + 2) & 3]);
+      // of tile kt + 2 last held tile kt - 2's, whose loads were issued two barriers ago.
+      if (kt + 2 < kt_end) tile_rows(a, (kt + 2) * kKeys, kend, h, rows_s[(kt + 2) & (kRowSlots - 1)]);
       loads_landed();  // K(kt + 1), V(kt) in; K stage kt & 1 and V stage (kt + 1) & 1 free
     }
     float s[32];
@@ -443,7 +444,8 @@ __global__ void prefill_attention_merge_kernel(Params p) {
 
 template <int D, bool kBf16Pool>
 void launch(const Params& p, const Stream& stream) {
-  constexpr size_t smem = static_cast<size_t>(kRows + 4 * kKeys) * D * 2 + 2 * kKeys * sizeof(int64_t) + 1024;
+  // Q, two K and two V tiles, the ring of pool rows, and room to align the tiles to 1024 bytes.
+  constexpr size_t smem = static_cast<size_t>(kRows + 4 * kKeys) * D * 2 + kRowSlots * kKeys * sizeof(int64_t) + 1024;
   static const bool attr_set = [] {
     check_cuda(cudaFuncSetAttribute(prefill_attention_kernel<D, kBf16Pool>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
