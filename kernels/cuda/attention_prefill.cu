@@ -327,12 +327,12 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) prefill_attention_kernel
   // every tile.
   int32_t kt = kt_begin;
   for (; kt + 1 < kt_end; ++kt) {
-    if (kt > kt_begin) {
-      // Rows of tile kt + 2 (its K loads below; the prologue did the first iteration's); slot
-      // of tile kt + 2 last held tile kt - 2's, whose loads were issued two barriers ago.
-      if (kt + 2 < kt_end) tile_rows(a, (kt + 2) * kKeys, kend, h, rows_s[(kt + 2) & (kRowSlots - 1)]);
-      loads_landed();  // K(kt + 1), V(kt) in; K stage kt & 1 and V stage (kt + 1) & 1 free
-    }
+    // Rows of tile kt + 2 (its K loads below; the prologue did the first iteration's); the
+    // slot of tile kt + 2 last held tile kt - 2's, whose loads were issued two barriers ago.
+    if (kt > kt_begin && kt + 2 < kt_end) tile_rows(a, (kt + 2) * kKeys, kend, h, rows_s[(kt + 2) & (kRowSlots - 1)]);
+    // K(kt + 1) and V(kt) in; K stage kt & 1 and V stage (kt + 1) & 1 free: every warpgroup
+    // has waited for its S(kt) (in the prologue, for the first tile) and its P V(kt - 1).
+    loads_landed();
     float s[32];
     detail::wgmma_fence();
     issue_s(s, kt + 1);
