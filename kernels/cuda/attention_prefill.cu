@@ -11,10 +11,12 @@
 // sum of each row. wgmma reads its operands from shared memory once per warpgroup, where
 // mma.sync fed each warp its own copy through ldmatrix: that shared-memory traffic bounded
 // the mma.sync version of this kernel (docs/benchmarks.md, "Prefill attention on wgmma").
-// K and V tiles are double-buffered in wgmma's 128-byte swizzled layout (wgmma.cuh): tile
-// kt + 1 loads (cp.async for bf16 pools; other K/V types are widened to bf16 by the threads on
-// the way in) while the warpgroups work on tile kt. Q rounds to bf16 as it loads. One CTA per
-// SM (195 KiB of shared memory at head_dim 256).
+// Each iteration issues S of tile kt + 1 and P V of tile kt together and computes the softmax
+// of tile kt + 1 while the tensor cores do P V (FlashAttention-3's in-warpgroup overlap).
+// K and V tiles are double-buffered in wgmma's 128-byte swizzled layout (wgmma.cuh): K of tile
+// kt + 2 and V of tile kt + 1 load meanwhile (cp.async for bf16 pools; other K/V types are
+// widened to bf16 by the threads on the way in). Q rounds to bf16 as it loads. One CTA per SM
+// (195 KiB of shared memory at head_dim 256).
 //
 // When the chunk has too few rows to fill the GPU (a short chunk after a long cached prefix:
 // a prefix-cache hit, the tail of a chunked prompt), the key range is split across CTAs that
