@@ -350,9 +350,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) prefill_attention_kernel
 #pragma unroll
     for (int c = 0; c < kRegions; ++c) detail::wgmma_hold(o[c]);
 #pragma unroll
-    for (int j = 0; j < kKeys / 16; ++j)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(pa[j][i])::"memory");  // read by P V until the wait
+    for (int j = 0; j < kKeys / 16; ++j) detail::wgmma_hold(pa[j]);  // read by P V until the wait
     rescale(alpha_a, alpha_b);
 #pragma unroll
     for (int j = 0; j < kKeys / 16; ++j)

@@ -40,12 +40,18 @@ template <int N>
 __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
-// Pins an accumulator register in program order around the asynchronous MMAs: the compiler
-// sees the asm write it, so no read moves before the wait, and no write after the issue.
+// Pins registers an asynchronous MMA writes (accumulators) or reads (register A fragments)
+// in program order after its wait: the compiler sees the asm rewrite them, so no read moves
+// before the wait and the registers are not reused while the MMA may still touch them.
 template <int N>
 __device__ __forceinline__ void wgmma_hold(float (&d)[N]) {
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+template <int N>
+__device__ __forceinline__ void wgmma_hold(uint32_t (&a)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+r"(a[i])::"memory");
 }
 
 // d (+)= A B for a 64 x 64 x 16 step: A (64 x 16, K-major) and B (64 x 16 as N x K, K-major)

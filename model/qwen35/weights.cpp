@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "kernels/common/half.h"
 #include "model/qwen35/fp8.h"
 
 namespace ds::qwen35 {
@@ -104,8 +105,7 @@ class Loader {
       for (size_t i = 0; i < scales.size(); ++i) {
         uint16_t half;
         std::memcpy(&half, h + 2 * i, 2);
-        const uint32_t bits = static_cast<uint32_t>(half) << 16;  // bf16 is the top half of an f32
-        std::memcpy(&scales[i], &bits, 4);
+        scales[i] = bf16_to_f32(half);
       }
     } else {
       throw std::runtime_error(scale_where + " has dtype " + dtype_name(si.dtype) + ", expected F32 or BF16");
@@ -143,12 +143,13 @@ class Loader {
     if (stored.dtype == DType::f32) {
       std::memcpy(values.data(), stored.data, values.size() * 4);
     } else if (stored.dtype == DType::bf16) {
-      // bf16 is f32's upper half: widened on the host threads.
-      const auto* src = static_cast<const uint16_t*>(stored.data);
+      // Widened on the host threads (the tensor need not be 2-byte aligned in its file).
+      const auto* src = static_cast<const unsigned char*>(stored.data);
       fp8::for_ranges(static_cast<int64_t>(values.size()), int64_t{1} << 20, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) {
-          const uint32_t bits = static_cast<uint32_t>(src[i]) << 16;
-          std::memcpy(&values[static_cast<size_t>(i)], &bits, 4);
+          uint16_t half;
+          std::memcpy(&half, src + 2 * i, 2);
+          values[static_cast<size_t>(i)] = bf16_to_f32(half);
         }
       });
     } else {
