@@ -9,7 +9,6 @@
 #include <stdexcept>
 #include <utility>
 
-#include "kernels/common/half.h"
 #include "model/qwen35/fp8.h"
 
 namespace ds::qwen35 {
@@ -27,6 +26,17 @@ Shape to_shape(const std::vector<int64_t>& dims) {
     case 3: return Shape{dims[0], dims[1], dims[2]};
     default: return Shape{};
   }
+}
+
+// Element i of a bf16 array that need not be 2-byte aligned in its file; bf16 is the top half
+// of an f32.
+float bf16_at(const unsigned char* p, size_t i) {
+  uint16_t half;
+  std::memcpy(&half, p + 2 * i, 2);
+  const uint32_t bits = static_cast<uint32_t>(half) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
 }
 
 bool is_skipped(const std::string& name, bool mtp_loaded) {
@@ -102,11 +112,7 @@ class Loader {
       std::memcpy(scales.data(), si.data, si.bytes);
     } else if (si.dtype == StDType::bf16) {
       const auto* h = static_cast<const unsigned char*>(si.data);  // tensors need not be aligned
-      for (size_t i = 0; i < scales.size(); ++i) {
-        uint16_t half;
-        std::memcpy(&half, h + 2 * i, 2);
-        scales[i] = bf16_to_f32(half);
-      }
+      for (size_t i = 0; i < scales.size(); ++i) scales[i] = bf16_at(h, i);
     } else {
       throw std::runtime_error(scale_where + " has dtype " + dtype_name(si.dtype) + ", expected F32 or BF16");
     }
@@ -146,11 +152,7 @@ class Loader {
       // Widened on the host threads (the tensor need not be 2-byte aligned in its file).
       const auto* src = static_cast<const unsigned char*>(stored.data);
       fp8::for_ranges(static_cast<int64_t>(values.size()), int64_t{1} << 20, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) {
-          uint16_t half;
-          std::memcpy(&half, src + 2 * i, 2);
-          values[static_cast<size_t>(i)] = bf16_to_f32(half);
-        }
+        for (int64_t i = b; i < e; ++i) values[static_cast<size_t>(i)] = bf16_at(src, static_cast<size_t>(i));
       });
     } else {
       // Widened by the backend, as load_stacked does for mixed types (exact for bf16).
