@@ -20,6 +20,12 @@
 // the chunk then means continuing from row_state_slots[i]: nothing is recomputed. Those slots
 // are fully overwritten, and may not be any sequence's state slot or another row's.
 //
+// Snapshot rows (prefix caching's state snapshots, scheduler/scheduler.h): a prefill chunk may
+// name one row and a slot that receives the state after that row, so the state at a block
+// boundary inside the chunk is kept without ending the chunk there (which would cost the
+// request a step). Same rules as a row state; a chunk has row states or a snapshot row, not
+// both.
+//
 // Recorded steps (kernels/step_graph.h) need a plan whose layout depends only on the step's
 // shape: BatchDesc::table_blocks fixes every sequence's block-table row to one width, and the
 // last BatchDesc::n_padding sequences pad the batch to a recorded batch size. Padding
@@ -45,6 +51,8 @@ struct SequenceChunk {
   int32_t state_slot = -1;             // its DeltaNet state slot
   std::span<const int32_t> block_ids;  // its block table; capacity >= n_cached + n_tokens
   std::span<const int32_t> row_state_slots = {};  // < n_tokens slots: the state after rows 0, 1, ...
+  int64_t snapshot_row = -1;   // in [0, n_tokens - 1): the state after this row also goes to
+  int32_t snapshot_slot = -1;  // this slot (-1, -1: none)
 };
 
 struct BatchDesc {
@@ -72,6 +80,9 @@ class BatchPlan {
     // Its row-state slots: row_state_slots()[row_state_begin, row_state_begin + n_row_states).
     int64_t row_state_begin = 0;
     int64_t n_row_states = 0;
+    // Its snapshot row and slot (-1: none).
+    int64_t snapshot_row = -1;
+    int32_t snapshot_slot = -1;
   };
 
   explicit BatchPlan(const BatchDesc& d)
@@ -138,6 +149,19 @@ class BatchPlan {
         seq_slots.push_back(slot);
         max_state_slot_ = std::max(max_state_slot_, slot);
       }
+      if (in.snapshot_row >= 0 || in.snapshot_slot >= 0) {
+        if (in.snapshot_row < 0 || in.snapshot_row >= in.n_tokens - 1)
+          fail(who + " asks for a snapshot after row " + std::to_string(in.snapshot_row) + " of a chunk of " +
+               std::to_string(in.n_tokens) + " (rows 0 .. n_tokens - 2)");
+        if (in.snapshot_slot < 0 || in.snapshot_slot >= d.num_slots)
+          fail(who + " has snapshot slot " + std::to_string(in.snapshot_slot) + " outside [0, " +
+               std::to_string(d.num_slots) + ")");
+        if (!in.row_state_slots.empty()) fail(who + " has both row states and a snapshot row");
+        q.snapshot_row = in.snapshot_row;
+        q.snapshot_slot = in.snapshot_slot;
+        seq_slots.push_back(in.snapshot_slot);
+        max_state_slot_ = std::max(max_state_slot_, in.snapshot_slot);
+      }
       seqs_.push_back(q);
       seq_slots.push_back(in.state_slot);
       max_state_slot_ = std::max(max_state_slot_, in.state_slot);
@@ -190,6 +214,9 @@ class BatchPlan {
   // Every sequence's row-state slots, concatenated (see Seq::row_state_begin).
   const std::vector<int32_t>& row_state_slots() const { return row_state_slots_; }
   bool has_row_states() const { return !row_state_slots_.empty(); }
+  bool has_snapshot_rows() const {
+    return std::any_of(seqs_.begin(), seqs_.end(), [](const Seq& q) { return q.snapshot_row >= 0; });
+  }
   // The largest block id and state slot the step touches (-1: none), for the ops' pool checks.
   int32_t max_block_id() const { return max_block_id_; }
   int32_t max_state_slot() const { return max_state_slot_; }

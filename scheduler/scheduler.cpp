@@ -26,6 +26,7 @@ Scheduler::~Scheduler() {
         blocks_.free_table(seq->table);
       if (seq->slot) slots_.release(*seq->slot);
       release_spare_slots(*seq);
+      drop_staged_snapshot(*seq);
     }
   }
 }
@@ -98,9 +99,7 @@ void Scheduler::schedule_decodes(int64_t& budget) {
 
 void Scheduler::schedule_drafts(int64_t& budget) {
   // Free slots that sequences waiting for admission may need are not drafted with.
-  const int64_t slots_kept = std::max<int64_t>(
-      0, std::min<int64_t>(static_cast<int64_t>(waiting_.size()),
-                           config_.max_num_seqs - static_cast<int64_t>(running_.size())));
+  const int64_t kept = slots_kept();
   bool any = false;
   for (SequenceChunk& c : plan_.chunks) {  // the decodes: nothing else is planned yet
     Sequence& s = *c.seq;
@@ -108,7 +107,7 @@ void Scheduler::schedule_drafts(int64_t& budget) {
       s.draft.clear();
       continue;
     }
-    const int32_t k = plan_draft(s, budget, slots_kept);
+    const int32_t k = plan_draft(s, budget, kept);
     if (k == 0) continue;
     grow_table(s, 1 + k);
     c.length += k;
@@ -215,6 +214,7 @@ void Scheduler::schedule_admissions(int64_t& budget) {
       if (cache_) cache_->release(s.table);
       s.num_computed = 0;
       s.snapshot_due = 0;
+      drop_staged_snapshot(s);
       break;
     }
     blocks_.commit(*blocks, s.table);
@@ -279,6 +279,7 @@ int64_t Scheduler::shorten_chunk(Sequence& r, int64_t end) {
     }
     r.planned_end = end;
     r.snapshot_due = end;
+    if (r.snapshot_inside >= end) drop_staged_snapshot(r);
     return cut;
   }
   return 0;
@@ -315,6 +316,7 @@ void Scheduler::track_cache_points(const Sequence& s, int delta) {
 
 int64_t Scheduler::cut_at_cache_point(Sequence& s, int64_t n) {
   s.snapshot_due = 0;
+  drop_staged_snapshot(s);
   if (!cache_) return n;
   const int64_t start = s.num_computed;
   for (size_t i = 0; i < s.cache_points.size(); ++i) {
@@ -322,10 +324,31 @@ int64_t Scheduler::cut_at_cache_point(Sequence& s, int64_t n) {
     if (p <= start) continue;
     if (p > start + n) break;
     if (cache_->has_snapshot(s.tokens, s.keys, p)) continue;  // another sequence cached it
+    if (p < start + n && s.snapshot_inside == 0 && stage_snapshot(s)) {
+      s.snapshot_inside = p;
+      continue;
+    }
     s.snapshot_due = p;
     return p - start;
   }
   return n;
+}
+
+int64_t Scheduler::slots_kept() const {
+  return std::max<int64_t>(0, std::min<int64_t>(static_cast<int64_t>(waiting_.size()),
+                                                config_.max_num_seqs - static_cast<int64_t>(running_.size())));
+}
+
+bool Scheduler::stage_snapshot(Sequence& s) {
+  if (slots_.num_free() <= slots_kept()) return false;
+  s.snapshot_staging = slots_.acquire();
+  return s.snapshot_staging.has_value();
+}
+
+void Scheduler::drop_staged_snapshot(Sequence& s) {
+  if (s.snapshot_staging) slots_.release(*s.snapshot_staging);
+  s.snapshot_staging.reset();
+  s.snapshot_inside = 0;
 }
 
 int32_t Scheduler::available_blocks() const {
@@ -377,6 +400,7 @@ void Scheduler::release_cache(Sequence& s) {
   if (s.slot) slots_.release(*s.slot);
   s.slot.reset();
   release_spare_slots(s);
+  drop_staged_snapshot(s);
   s.snapshot_due = 0;
 }
 
@@ -407,6 +431,14 @@ void Scheduler::complete(const SequenceChunk& c) {
   // this one decodes finds them (and the point where it parts from them: a branch point).
   if (c.start < s.prompt_len && s.num_computed >= s.prompt_len)
     cache_->insert(s.table, s.tokens, s.keys, std::min(s.num_computed, s.prompt_len));
+  if (s.snapshot_inside > c.start && s.snapshot_inside < s.num_computed && s.snapshot_staging) {
+    cache_->insert(s.table, s.tokens, s.keys, s.snapshot_inside);
+    if (auto slot = cache_->add_snapshot(s.tokens, s.keys, s.snapshot_inside))
+      saves_.push_back({s.snapshot_staging->id, *slot});
+  }
+  // The staging slot goes back now: the copy is queued before anything can acquire (and
+  // zero) it, which happens in the next schedule().
+  drop_staged_snapshot(s);
   if (s.snapshot_due > 0 && s.snapshot_due == s.num_computed) {
     cache_->insert(s.table, s.tokens, s.keys, s.snapshot_due);
     if (auto slot = cache_->add_snapshot(s.tokens, s.keys, s.snapshot_due)) saves_.push_back({s.slot->id, *slot});
@@ -472,6 +504,8 @@ void Scheduler::check_invariants() const {
     if (s->table.capacity() < s->num_computed) fail(who + "'s table is too small");
     for (const kvcache::SlotHandle& h : s->spare_slots)
       if (!slots_.is_live(h)) fail(who + " holds a spare state slot that is not live");
+    if (s->snapshot_staging && !slots_.is_live(*s->snapshot_staging))
+      fail(who + " holds a snapshot staging slot that is not live");
     for (const auto& h : s->table.blocks()) {
       if (!blocks_.is_live(h)) fail(who + " holds a block that is not live");
       auto& [handle, refs] = held[h.id];
@@ -482,7 +516,8 @@ void Scheduler::check_invariants() const {
   for (const Sequence* s : waiting_) {
     const std::string who = "request " + std::to_string(s->id);
     if (s->state != SeqState::waiting) fail(who + " is queued but not waiting");
-    if (s->slot || s->table.num_blocks() != 0 || s->num_computed != 0 || !s->spare_slots.empty())
+    if (s->slot || s->table.num_blocks() != 0 || s->num_computed != 0 || !s->spare_slots.empty() ||
+        s->snapshot_staging)
       fail(who + " waits while holding cache");
   }
   if (running_.size() + waiting_.size() != seqs_.size()) fail("a sequence is neither running nor waiting");
@@ -508,7 +543,8 @@ void Scheduler::check_invariants() const {
     fail("pool has " + std::to_string(blocks_.num_used()) + " blocks in use, tables and the cache hold " +
          std::to_string(used));
   int64_t held_slots = 0;
-  for (const Sequence* s : running_) held_slots += 1 + static_cast<int64_t>(s->spare_slots.size());
+  for (const Sequence* s : running_)
+    held_slots += 1 + static_cast<int64_t>(s->spare_slots.size()) + (s->snapshot_staging ? 1 : 0);
   if (held_slots != slots_.num_used())
     fail("pool has " + std::to_string(slots_.num_used()) + " slots in use, " + std::to_string(running_.size()) +
          " running sequences hold " + std::to_string(held_slots));

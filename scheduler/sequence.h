@@ -77,6 +77,10 @@ struct Sequence {
   std::vector<kvcache::PrefixKey> keys;
   std::vector<int64_t> cache_points;
   int64_t snapshot_due = 0;
+  // A cache point inside the current chunk (0 = none), whose state the chunk leaves in the
+  // staging slot (a snapshot row, kernels/batch_plan.h) until complete() saves it.
+  int64_t snapshot_inside = 0;
+  std::optional<kvcache::SlotHandle> snapshot_staging;
   int64_t planned_end = 0;  // num_computed after this step's chunk (when it has one)
   int64_t cached_tokens = 0;
   int32_t deferred_steps = 0;

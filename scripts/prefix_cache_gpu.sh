@@ -2,7 +2,8 @@
 # Prefix caching on the GPU machine (docs/benchmarks.md, "Prefix caching"), in one command:
 #   1. the prefix-cache equality tests of the engine on the CUDA backend (bf16 and f32
 #      weights): test_engine_tiny "[prefix]";
-#   2. the random 9B checkpoint (make_random_checkpoint.py + make_checkpoint_tokenizer.py);
+#   2. the random 9B (or SIZE=27b) checkpoint (make_random_checkpoint.py +
+#      make_checkpoint_tokenizer.py);
 #   3. serve with prefix caching on, then off, the same bench_serve runs against each:
 #      (a) multi-turn chat: 32 conversations x 8 turns, ~1,700-token system prompt, ~270-token
 #          user messages, 200-token replies (TTFT per turn);
@@ -10,7 +11,7 @@
 #      (c) no reuse: random 1,024-token prompts, 256 out, concurrency 64 (throughput).
 # The binaries come from scripts/bench_serve_bundle.sh with TARGETS including test_engine_tiny,
 # staged in .devbuild/prefix (carry it). Results: $OUT/summary.txt and $OUT/results.tar.gz.
-#   [MODES="on off"] [RUNS="a b c"] [RUNS_OFF=...] [SERVE_ARGS="--max-num-batched-tokens 8192"]
+#   [SIZE=27b] [MODES="on off"] [RUNS="a b c"] [RUNS_OFF=...] [SERVE_ARGS="--max-num-batched-tokens 8192"]
 #   bash .devbuild/prefix/prefix_cache_gpu.sh
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -20,12 +21,13 @@ R=/tmp/prefix_results
 BUNDLE=${BUNDLE:-$HERE/bundle.tar.xz}
 MODES=${MODES:-on off}
 RUNS=${RUNS:-a b c}
+SIZE=${SIZE:-9b}
 PORT=18080
 . "$HERE/serve_gpu_common.sh"
 note "bundle commit $(tr '\n' ' ' < "$B/COMMIT"); $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
 
-CKPT=/tmp/qwen35-9b-random
-( PYTHONUNBUFFERED=1 python3 "$HERE/make_random_checkpoint.py" --size 9b --out "$CKPT" &&
+CKPT=/tmp/qwen35-$SIZE-random
+( PYTHONUNBUFFERED=1 python3 "$HERE/make_random_checkpoint.py" --size "$SIZE" --out "$CKPT" &&
   python3 "$HERE/make_checkpoint_tokenizer.py" --out "$CKPT" ) > "$R/ckpt.log" 2>&1 &
 CKPT_PID=$!
 

@@ -2,8 +2,9 @@
 // state. For a channel, output t = silu(sum_j w[j] * u[t - (Kc-1) + j]) where u is the state's
 // Kc-1 earlier inputs (oldest first; zeros at sequence start) followed by the new rows; the
 // state then keeps the last Kc-1 inputs. A chunk and the same tokens fed one at a time run
-// the identical arithmetic, so they leave bit-identical state. Row-state slots (batch_plan.h)
-// get the window after their row: the state per-token decode would have left there.
+// the identical arithmetic, so they leave bit-identical state. Row-state slots and the
+// snapshot slot (batch_plan.h) get the window after their row: the state per-token decode
+// would have left there.
 //
 // Work item = (sequence, block of 64 channels): the block's window is laid out token-major
 // so the inner loop runs over contiguous channels.
@@ -66,6 +67,7 @@ void causal_conv1d(ThreadPool& pool, const Tensor& x, const Tensor& weight, Tens
         const int64_t slot = plan.row_state_slots()[static_cast<size_t>(seq.row_state_begin + t)];
         store(states + ((slot * n_layers + layer) * ch + c0) * taps, t);
       }
+      if (seq.snapshot_row >= 0) store(states + ((seq.snapshot_slot * n_layers + layer) * ch + c0) * taps, seq.snapshot_row);
       store(st, n - 1);
     }
   });

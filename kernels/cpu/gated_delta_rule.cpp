@@ -7,8 +7,8 @@
 //   S <- exp(g) S;  u = Sᵀk;  S <- S + k (beta (v - u))ᵀ;  o = Sᵀq   (decay first, read after update)
 // Prefill runs this same loop over the chunk rather than HF's chunked (WY) form: on a CPU the
 // recurrence is a small share of the work, and it makes a prefilled state identical to the
-// one per-token decode leaves. The scalar gate maths is done in double. Row-state slots
-// (batch_plan.h) get a copy of S after their row.
+// one per-token decode leaves. The scalar gate maths is done in double. Row-state slots and
+// the snapshot slot (batch_plan.h) get a copy of S after their row.
 //
 // Work item = (sequence, value head), each owning its state matrix.
 #include <algorithm>
@@ -91,10 +91,10 @@ void gated_delta_rule(ThreadPool& pool, const Tensor& qkv, const Tensor& a, cons
         const float decay = static_cast<float>(std::exp(-decay_scale * softplus));
 
         delta_step(state, qn, kn, v, beta, decay, dk, dv, u, delta, os + (r * hv + j) * dv);
-        if (t < seq.n_row_states) {
-          const int64_t slot = plan.row_state_slots()[static_cast<size_t>(seq.row_state_begin + t)];
-          std::copy(state, state + dk * dv, states + ((slot * n_layers + layer) * hv + j) * dk * dv);
-        }
+        int64_t copy_to = -1;
+        if (t < seq.n_row_states) copy_to = plan.row_state_slots()[static_cast<size_t>(seq.row_state_begin + t)];
+        if (t == seq.snapshot_row) copy_to = seq.snapshot_slot;
+        if (copy_to >= 0) std::copy(state, state + dk * dv, states + ((copy_to * n_layers + layer) * hv + j) * dk * dv);
       }
     }
   });

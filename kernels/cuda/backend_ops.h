@@ -7,7 +7,9 @@
 // Everything that indexes rows, pools or state is 64-bit inside the kernels.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "kernels/dtype.h"
 
@@ -25,6 +27,11 @@ struct DevSeq {
   // row_state_slots[row_state_begin + i] for i < n_row_states (token-by-token path only).
   int32_t row_state_begin;
   int32_t n_row_states;
+  // The snapshot row (batch_plan.h): the state after it also goes to snapshot_slot. The
+  // token-by-token kernels read these; on the chunked path the item that starts after the
+  // row carries the slot instead (append_chunk_items).
+  int32_t snapshot_row = -1;
+  int32_t snapshot_slot = -1;
 };
 
 // One chunk (<= kDeltaNetChunk tokens) of a sequence handled by the chunked DeltaNet path; the
@@ -33,7 +40,7 @@ struct DeltaNetChunkItem {
   int32_t seq;
   int32_t row0;
   int32_t len;
-  int32_t pad;
+  int32_t snapshot_slot = -1;  // the state the item starts from also goes to this slot
 };
 
 // A sequence on the chunked DeltaNet path: its items are [first_item, first_item + n_items).
@@ -49,6 +56,23 @@ inline constexpr int kDeltaNetChunk = 64;
 // ones the chunked (WY) form, except those with row states (verify chunks), which always go
 // token by token.
 inline constexpr int kDeltaNetRecurrentMaxTokens = 8;
+
+// The chunk items of sequence `seq` (rows [first_row, first_row + n_tokens)), appended to
+// items: kDeltaNetChunk rows each from its first row, except that with a snapshot row the
+// items restart after it, so that one item starts exactly at the snapshot's position and
+// carries its slot (a short item in the middle of a sequence is as valid as a short last one).
+inline DeltaNetChunkSeq append_chunk_items(std::vector<DeltaNetChunkItem>& items, int32_t seq, int32_t first_row,
+                                           int32_t n_tokens, int32_t snapshot_row = -1, int32_t snapshot_slot = -1) {
+  DeltaNetChunkSeq cs{seq, static_cast<int32_t>(items.size()), 0, 0};
+  const int32_t split = snapshot_row >= 0 ? snapshot_row + 1 : 0;
+  auto run = [&](int32_t from, int32_t to, int32_t slot) {
+    for (int32_t t = from; t < to; t += kDeltaNetChunk, ++cs.n_items, slot = -1)
+      items.push_back({seq, first_row + t, std::min(kDeltaNetChunk, to - t), slot});
+  };
+  run(0, split, -1);
+  run(split, n_tokens, snapshot_row >= 0 ? snapshot_slot : -1);
+  return cs;
+}
 // Floats of chunk scratch per (chunk item, value head), enough for either chunked path: the
 // fp32 one's Wt, Qgt, Kd, U (4 x 64 x 128 f32), Pt (64 x 64 f32) and the chunk's decay
 // (padded to 16 bytes), which is more than the tensor-core one's (delta_rule_tc.cu).

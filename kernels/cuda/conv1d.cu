@@ -3,10 +3,12 @@
 // conv state or from earlier rows, so a chunk and the same tokens fed one at a time do the
 // same arithmetic. Decode rows and short chunks: one thread per (sequence, channel) walks the
 // rows with the window in registers and stores the last Kc-1 inputs back (and, for a verify
-// chunk, the window after each of its first rows into its row-state slots). Prefill chunks:
-// one thread per (64-row chunk item, channel), all items in parallel, then a second kernel
-// writes each such sequence's state (its last Kc-1 rows). Loads of a row are coalesced
-// across the channels.
+// chunk, the window after each of its first rows into its row-state slots; the window after
+// a snapshot row into the snapshot slot). Prefill chunks: one thread per (64-row chunk item,
+// channel), all items in parallel, then a second kernel writes each such sequence's state
+// (its last Kc-1 rows); an item that starts at a snapshot's position writes the window it
+// starts from (the state after the row before it) into the snapshot slot. Loads of a row are
+// coalesced across the channels.
 #include "kernels/cuda/backend_common.cuh"
 #include "kernels/cuda/backend_ops.h"
 
@@ -44,8 +46,10 @@ __global__ void conv1d_kernel(const float* x, const float* w, float* conv_state,
     out[r * channels + c] = silu_f(acc);
 #pragma unroll
     for (int j = 0; j < kTaps; ++j) win[j] = win[j + 1];
-    if (t < sq.n_row_states) {
-      const int64_t slot = row_state_slots[sq.row_state_begin + t];
+    const int64_t slot = t < sq.n_row_states ? row_state_slots[sq.row_state_begin + t]
+                         : t == sq.snapshot_row  ? sq.snapshot_slot
+                                                 : -1;
+    if (slot >= 0) {
       float* rs = conv_state + ((slot * n_layers + layer) * channels + c) * kTaps;
 #pragma unroll
       for (int j = 0; j < kTaps; ++j) rs[j] = win[j];
@@ -57,9 +61,10 @@ __global__ void conv1d_kernel(const float* x, const float* w, float* conv_state,
 
 // Prefill chunks: one thread per (chunk item, channel) over the item's <= 64 rows, its first
 // Kc-1 inputs taken from the rows before it or, at the sequence start, from the conv state,
-// which this kernel only reads (the state update runs after it, below).
+// which this kernel only reads (the state update runs after it, below); it writes only
+// snapshot slots, which no sequence reads in this step.
 template <int KC>
-__global__ void conv1d_chunks_kernel(const float* x, const float* w, const float* conv_state, int64_t n_layers,
+__global__ void conv1d_chunks_kernel(const float* x, const float* w, float* conv_state, int64_t n_layers,
                                      int64_t layer, const DevSeq* seqs, const DeltaNetChunkItem* items, int64_t channels,
                                      float* out) {
   wait_for_previous_kernel();
@@ -76,6 +81,11 @@ __global__ void conv1d_chunks_kernel(const float* x, const float* w, const float
   for (int j = 0; j < kTaps; ++j) {
     const int64_t pos = t0 - kTaps + j;
     win[j] = pos >= 0 ? x[(static_cast<int64_t>(sq.first_row) + pos) * channels + c] : st[kTaps + pos];
+  }
+  if (it.snapshot_slot >= 0) {
+    float* ss = conv_state + ((static_cast<int64_t>(it.snapshot_slot) * n_layers + layer) * channels + c) * kTaps;
+#pragma unroll
+    for (int j = 0; j < kTaps; ++j) ss[j] = win[j];
   }
 #pragma unroll
   for (int j = 0; j < KC; ++j) wt[j] = w[c * KC + j];

@@ -97,13 +97,9 @@ CudaBatchPlan::CudaBatchPlan(const kernels::BatchDesc& desc, PlanUploader& uploa
       rec.push_back(s);
       continue;
     }
-    ops::DeltaNetChunkSeq cs{s, static_cast<int32_t>(items.size()), 0, 0};
-    for (int64_t t = 0; t < q.n_tokens; t += ops::kDeltaNetChunk) {
-      const auto len = static_cast<int32_t>(std::min<int64_t>(ops::kDeltaNetChunk, q.n_tokens - t));
-      items.push_back({s, static_cast<int32_t>(q.first_row + t), len, 0});
-      ++cs.n_items;
-    }
-    chunk_seqs.push_back(cs);
+    chunk_seqs.push_back(ops::append_chunk_items(items, s, static_cast<int32_t>(q.first_row),
+                                                 static_cast<int32_t>(q.n_tokens), static_cast<int32_t>(q.snapshot_row),
+                                                 q.snapshot_slot));
   }
   n_rec = static_cast<int32_t>(rec.size());
   n_chunk_items = static_cast<int32_t>(items.size());
@@ -144,8 +140,9 @@ CudaBatchPlan::CudaBatchPlan(const kernels::BatchDesc& desc, PlanUploader& uploa
   auto* lens = reinterpret_cast<int32_t*>(h + o_lens);
   for (int32_t s = 0; s < n_seqs; ++s) {
     const Seq& q = sq[static_cast<size_t>(s)];
-    ds[s] = {static_cast<int32_t>(q.first_row), static_cast<int32_t>(q.n_tokens), static_cast<int32_t>(q.n_cached),
-             q.state_slot, static_cast<int32_t>(q.row_state_begin), static_cast<int32_t>(q.n_row_states)};
+    ds[s] = {static_cast<int32_t>(q.first_row), static_cast<int32_t>(q.n_tokens),      static_cast<int32_t>(q.n_cached),
+             q.state_slot,                         static_cast<int32_t>(q.row_state_begin), static_cast<int32_t>(q.n_row_states),
+             static_cast<int32_t>(q.snapshot_row), q.snapshot_slot};
     int32_t* trow = table + static_cast<int64_t>(s) * table_stride;
     for (int32_t b = 0; b < table_stride; ++b)
       trow[b] = b < q.n_blocks ? block_ids()[static_cast<size_t>(q.block_begin + b)] : 0;

@@ -14,7 +14,7 @@
 //    anything behind one) to the prefill path.
 //  * DeltaNet: sequences with at most ops::kDeltaNetRecurrentMaxTokens new tokens, or with row
 //    states, run token by token (rec_seq_ids), longer ones in 64-token chunks (chunk_items,
-//    chunk_seqs).
+//    chunk_seqs; a snapshot row restarts the chunks after it, ops::append_chunk_items).
 #pragma once
 
 #include <cstdint>

@@ -6,7 +6,7 @@
 // head, 32 state columns); thread (lane c, warp w) keeps S[32w .. 32w+31][c] in registers for
 // the whole chunk, the decay, the delta correction and the read with q reduce over the four
 // warps through shared memory. A verify chunk's row-state slots get S after each of its first
-// rows, stored from the same registers.
+// rows, and a snapshot slot S after the snapshot row, stored from the same registers.
 //
 // Chunked (prefill chunks longer than kDeltaNetRecurrentMaxTokens), the WY form of kernel-notes
 // 3.2 / model spec 3.6 with C = 64. Production runs it on the tensor cores (delta_rule_tc.cu);
@@ -19,7 +19,8 @@
 //     with broadcast 16-byte loads: Wt, (e^gamma Q)ᵀ, e^(gamma_last - gamma) K, U, Pᵀ, e^gamma_last.
 //  2. scan, one block per (sequence, value head, 32 state columns), chunks in order with the
 //     state tile in shared memory: V' = U - W S; O = (e^gamma Q) S + P V'; S = e^gamma_last S +
-//     (e^(gamma_last - gamma) K)ᵀ V'.
+//     (e^(gamma_last - gamma) K)ᵀ V'. An item that carries a snapshot slot (it starts right
+//     after a snapshot row: append_chunk_items) first stores the state it starts from there.
 // Padded rows of a short last chunk have beta = g = 0 and zero q, k, v, so they change nothing.
 // All arithmetic is fp32 (the scalar gates in double, as the CPU backend computes them), so
 // a prefilled state equals the token-by-token one to fp32 rounding.
@@ -110,8 +111,10 @@ __global__ void __launch_bounds__(128) deltanet_recurrent_kernel(const DeltaNetA
     __syncthreads();
     if (warp == 0)
       a.out[(row * a.v_heads + j) * kD + col] = part[0][lane] + part[1][lane] + part[2][lane] + part[3][lane];
-    if (t < sq.n_row_states) {
-      const int64_t slot = a.row_state_slots[sq.row_state_begin + t];
+    const int64_t slot = t < sq.n_row_states ? a.row_state_slots[sq.row_state_begin + t]
+                         : t == sq.snapshot_row  ? sq.snapshot_slot
+                                                 : -1;
+    if (slot >= 0) {
       float* R = a.state + ((slot * a.n_layers + a.layer) * a.v_heads + j) * kD * kD;
 #pragma unroll
       for (int r = 0; r < 32; ++r) R[static_cast<int64_t>(warp * 32 + r) * kD + col] = s[r];
@@ -323,6 +326,11 @@ __global__ void __launch_bounds__(256) deltanet_scan_kernel(const DeltaNetArgs a
 
   for (int item = cs.first_item; item < cs.first_item + cs.n_items; ++item) {
     const DeltaNetChunkItem it = items[item];
+    if (it.snapshot_slot >= 0) {
+      float* R = a.state + ((static_cast<int64_t>(it.snapshot_slot) * a.n_layers + a.layer) * a.v_heads + j) * kD * kD;
+#pragma unroll
+      for (int m = 0; m < 16; ++m) R[static_cast<int64_t>(rg * 16 + m) * kD + tile * 32 + c] = s16[m];
+    }
     const float* src = scratch + (static_cast<int64_t>(item) * a.v_heads + j) * kDeltaNetScratchFloats;
     // Two groups: what V' and the inter-chunk output need first, then P and the state update's K.
     copy4(Wt, src + kOffWt, kD * kC);

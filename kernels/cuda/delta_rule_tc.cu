@@ -16,7 +16,8 @@
 //     the state tile lives in fp32 mma accumulators; per chunk V' = U - W S and the state
 //     update run on the tensor cores with S and V' rounded to bf16 as operands; the next
 //     chunk's W, K and U load (cp.async, double-buffered) while this one computes. It leaves,
-//     per chunk, V' and the state the chunk started from (bf16) for the output pass.
+//     per chunk, V' and the state the chunk started from (bf16) for the output pass; a chunk
+//     that carries a snapshot slot (append_chunk_items) also gets that state, in fp32, there.
 //  3. output, one block per (chunk, value head), in parallel again: O = (e^gamma Q) S + P V'.
 // Padded rows of a short last chunk have beta = g = 0 and zero q, k, v, so they change nothing.
 //
@@ -435,8 +436,8 @@ constexpr int kStageBytes = 2 * kC * kRowD + kC * kUsRow * 4;
 constexpr int kScanSmem = 2 * kStageBytes + kD * kRowV + kC * kRowV;  // 103 KB
 static_assert(kScanSmem <= kTwoPerSm);
 
-__global__ void __launch_bounds__(kThreads, 2) deltanet_tc_scan_kernel(const DeltaNetArgs a, const DeltaNetChunkSeq* chunk_seqs,
-                                                                     float* scratch) {
+__global__ void __launch_bounds__(kThreads, 2) deltanet_tc_scan_kernel(const DeltaNetArgs a, const DeltaNetChunkItem* items,
+                                                                     const DeltaNetChunkSeq* chunk_seqs, float* scratch) {
   extern __shared__ __align__(16) uint8_t smem[];
   uint8_t* Ss = smem + 2 * kStageBytes;  // [D][kRowV] the state, bf16
   uint8_t* Vs = Ss + kD * kRowV;         // [C][kRowV] V', bf16
@@ -474,7 +475,21 @@ __global__ void __launch_bounds__(kThreads, 2) deltanet_tc_scan_kernel(const Del
   }
 
   const uint32_t ss_base = smem_addr(Ss), vs_base = smem_addr(Vs);
+  // The state tile to `to` (the sequence's slot at the end, a snapshot slot on the way).
+  auto store_state = [&](float* to) {
+#pragma unroll
+    for (int n = 0; n < 4; ++n) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        *reinterpret_cast<float2*>(to + static_cast<int64_t>(16 * warp + g + 8 * h) * kD + 8 * n + 2 * c) =
+            make_float2(s[n][2 * h], s[n][2 * h + 1]);
+    }
+  };
   for (int n = 0; n < cs.n_items; ++n) {
+    const int32_t snapshot_slot = items[cs.first_item + n].snapshot_slot;
+    if (snapshot_slot >= 0)
+      store_state(a.state + ((static_cast<int64_t>(snapshot_slot) * a.n_layers + a.layer) * a.v_heads + j) * kD * kD +
+                  tile * kBV);
     uint8_t* scr = scratch_of(scratch, cs.first_item + n, a.v_heads, j);
     const float decay = *reinterpret_cast<const float*>(scr + kOffDecay);
     // The state as the B operand of W S, in bf16.
@@ -546,13 +561,7 @@ __global__ void __launch_bounds__(kThreads, 2) deltanet_tc_scan_kernel(const Del
       }
     }
   }
-#pragma unroll
-  for (int n = 0; n < 4; ++n) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-      *reinterpret_cast<float2*>(S + static_cast<int64_t>(16 * warp + g + 8 * h) * kD + 8 * n + 2 * c) =
-          make_float2(s[n][2 * h], s[n][2 * h + 1]);
-  }
+  store_state(S);
 }
 
 // ---- 3. output
@@ -620,7 +629,7 @@ void deltanet_chunked_tc(const DeltaNetArgs& a, const DeltaNetChunkItem* items, 
                    kPrepFixedSmem + group * kPrepGatesSmem, stream, a, items, scratch, group);
   launch_dependent("deltanet_tc_scan_kernel", deltanet_tc_scan_kernel,
                    dim3(kD / kBV, static_cast<unsigned>(a.v_heads), static_cast<unsigned>(n_chunk_seqs)), kThreads,
-                   kScanSmem, stream, a, chunk_seqs, scratch);
+                   kScanSmem, stream, a, items, chunk_seqs, scratch);
   launch_dependent("deltanet_tc_output_kernel", deltanet_tc_output_kernel, per_chunk, kThreads, kOutSmem, stream, a,
                    items, scratch);
 }

@@ -85,10 +85,7 @@ int main(int argc, char** argv) {
         std::vector<ops::DeltaNetChunkSeq> cseqs;
         for (int32_t s = 0; s < seqs; ++s) {
           dseqs.push_back({static_cast<int32_t>(s * per), static_cast<int32_t>(per), 0, s, 0, 0});
-          ops::DeltaNetChunkSeq cs{s, static_cast<int32_t>(items.size()), 0, 0};
-          for (int64_t t = 0; t < per; t += C, ++cs.n_items)
-            items.push_back({s, static_cast<int32_t>(s * per + t), static_cast<int32_t>(std::min<int64_t>(C, per - t)), 0});
-          cseqs.push_back(cs);
+          cseqs.push_back(ops::append_chunk_items(items, s, static_cast<int32_t>(s * per), static_cast<int32_t>(per)));
         }
         const int64_t state_floats = seqs * hv * D * D;
         float* qkv = random_floats(T * conv_dim, 1.0f, 1);

@@ -1,7 +1,8 @@
 // Row states (kernels/batch_plan.h), what speculative decoding's rollback rests on: a chunk
 // that names row-state slots leaves in slot i exactly (bit for bit) the DeltaNet state that
 // feeding its first i + 1 tokens leaves, in the conv window and in the delta-rule matrix, and
-// touches nothing else; the plan refuses row states that would collide.
+// touches nothing else; the plan refuses row states that would collide. A snapshot row (prefix
+// caching) is the same contract for one row of a prefill chunk.
 #include <catch2/catch.hpp>
 
 #include "tests/kernels_cpu/kernel_test_util.h"
@@ -45,6 +46,30 @@ void check_row_states(ds::kernels::Backend& be, const std::vector<float>& state0
   CHECK(part(got, 4, kLayer, per) == part(state0, 4, kLayer, per));
 }
 
+// The same for a snapshot row: for every row r but the last, a chunk naming r leaves in the
+// snapshot slot the state the first r + 1 tokens leave, and its own slot as without it.
+template <class Op>
+void check_snapshot_rows(ds::kernels::Backend& be, const std::vector<float>& state0, int64_t per, Op op) {
+  constexpr int32_t kSnap = 3;
+  auto full = t::make(be, Shape{kSlots, kLayers, per}, state0);
+  op(*t::plan_of(be, {{kN, 7, kSlot, {0, 1, 2, 3}}}, 4, 4, kSlots), full, 0, kN);
+  const auto want_end = t::get(be, full);
+  for (int64_t r = 0; r + 1 < kN; ++r) {
+    auto state = t::make(be, Shape{kSlots, kLayers, per}, state0);
+    op(*t::plan_of(be, {{kN, 7, kSlot, {0, 1, 2, 3}, {}, r, kSnap}}, 4, 4, kSlots), state, 0, kN);
+    const auto got = t::get(be, state);
+    auto prefix = t::make(be, Shape{kSlots, kLayers, per}, state0);
+    op(*t::plan_of(be, {{r + 1, 7, kSlot, {0, 1, 2, 3}}}, 4, 4, kSlots), prefix, 0, r + 1);
+    INFO("snapshot after row " << r);
+    CHECK(part(got, kSnap, kLayer, per) == part(t::get(be, prefix), kSlot, kLayer, per));
+    CHECK(part(got, kSlot, kLayer, per) == part(want_end, kSlot, kLayer, per));
+    for (int64_t s = 0; s < kSlots; ++s) {
+      CHECK(part(got, s, 0, per) == part(state0, s, 0, per));
+      if (s != kSnap && s != kSlot) CHECK(part(got, s, kLayer, per) == part(state0, s, kLayer, per));
+    }
+  }
+}
+
 }  // namespace
 
 TEST_CASE("row states: causal conv1d leaves the window after each verified row", "[kernels]") {
@@ -53,13 +78,14 @@ TEST_CASE("row states: causal conv1d leaves the window after each verified row",
   const auto x = t::random_vec(kN * kC, 1);
   auto w = t::make(*be, Shape{kC, 1, kKc}, t::random_vec(kC * kKc, 2, 0.5f));
   const auto state0 = t::random_vec(kSlots * kLayers * kC * kTaps, 3);
-  check_row_states(*be, state0, kC * kTaps, [&](const ds::kernels::BatchPlan& plan, ds::kernels::Tensor& st,
-                                                 int64_t first, int64_t n) {
+  auto op = [&](const ds::kernels::BatchPlan& plan, ds::kernels::Tensor& st, int64_t first, int64_t n) {
     auto xt = t::make(*be, Shape{n, kC}, std::vector<float>(x.begin() + first * kC, x.begin() + (first + n) * kC));
     auto out = t::zeros(*be, Shape{n, kC});
     ds::kernels::Tensor st4 = st.reshape(Shape{kSlots, kLayers, kC, kTaps});
     be->causal_conv1d(xt, w, st4, kLayer, plan, out);
-  });
+  };
+  check_row_states(*be, state0, kC * kTaps, op);
+  check_snapshot_rows(*be, state0, kC * kTaps, op);
 }
 
 TEST_CASE("row states: the gated delta rule leaves S after each verified row", "[kernels]") {
@@ -70,15 +96,16 @@ TEST_CASE("row states: the gated delta rule leaves S after each verified row", "
   auto al = t::make(*be, Shape{kHv}, {-0.5f, 0.2f, 0.9f, -1.5f});
   auto dt = t::make(*be, Shape{kHv}, {0.3f, -0.2f, 1.0f, 0.0f});
   const auto state0 = t::random_vec(kSlots * kLayers * kHv * kDk * kDv, 40, 0.3f);
-  check_row_states(*be, state0, kHv * kDk * kDv, [&](const ds::kernels::BatchPlan& plan, ds::kernels::Tensor& st,
-                                                       int64_t first, int64_t n) {
+  auto op = [&](const ds::kernels::BatchPlan& plan, ds::kernels::Tensor& st, int64_t first, int64_t n) {
     auto xt = t::make(*be, Shape{n, kConv}, std::vector<float>(qkv.begin() + first * kConv, qkv.begin() + (first + n) * kConv));
     auto at = t::make(*be, Shape{n, kHv}, std::vector<float>(a.begin() + first * kHv, a.begin() + (first + n) * kHv));
     auto bt = t::make(*be, Shape{n, kHv}, std::vector<float>(b.begin() + first * kHv, b.begin() + (first + n) * kHv));
     auto out = t::zeros(*be, Shape{n, kHv, kDv});
     ds::kernels::Tensor st5 = st.reshape(Shape{kSlots, kLayers, kHv, kDk, kDv});
     be->gated_delta_rule(xt, at, bt, al, dt, st5, kLayer, plan, DeltaNetDims{kHk, kHv, kDk, kDv}, out);
-  });
+  };
+  check_row_states(*be, state0, kHv * kDk * kDv, op);
+  check_snapshot_rows(*be, state0, kHv * kDk * kDv, op);
 }
 
 TEST_CASE("row states: the plan refuses slots that collide or overflow", "[kernels]") {
@@ -97,4 +124,12 @@ TEST_CASE("row states: the plan refuses slots that collide or overflow", "[kerne
   CHECK_THAT(err({{3, 0, 0, {1}, {2, 0}}}), Contains("share a state slot"));
   CHECK_THAT(err({{3, 0, 0, {1}, {2}}, {1, 0, 2, {2}}}), Contains("share a state slot"));
   CHECK_THAT(err({{3, 0, 0, {1}, {2, 2}}}), Contains("share a state slot"));
+  // Snapshot rows: inside the chunk but the last row, a slot of the pool no one else uses.
+  CHECK(err({{3, 0, 0, {1}, {}, 1, 2}}) == "accepted");
+  CHECK_THAT(err({{3, 0, 0, {1}, {}, 2, 2}}), Contains("snapshot after row 2 of a chunk of 3"));
+  CHECK_THAT(err({{3, 0, 0, {1}, {}, -1, 2}}), Contains("snapshot after row -1"));
+  CHECK_THAT(err({{3, 0, 0, {1}, {}, 0, 4}}), Contains("snapshot slot 4 outside [0, 4)"));
+  CHECK_THAT(err({{3, 0, 0, {1}, {}, 0, 0}}), Contains("share a state slot"));
+  CHECK_THAT(err({{3, 0, 0, {1}, {2}, 1, 3}}), Contains("both row states and a snapshot row"));
+  CHECK_THAT(err({{3, 0, 0, {1}, {}, 0, 2}, {1, 0, 2, {2}}}), Contains("share a state slot"));
 }

@@ -56,10 +56,14 @@ double row_error(const float* got, const float* want, int64_t d, double mean_nor
 
 // Sequences of `lens` tokens (slot i each) from random states, one step, emulated kernels vs
 // the CPU backend; checks each sequence's output, its worst (token, head) row and the states.
-void check_emulated(int64_t hk, int64_t hv, const std::vector<int64_t>& lens, uint64_t seed, bool strong_decays = false) {
+// snapshots[i] >= 0: sequence i also leaves the state after that row in slot lens.size() + i.
+void check_emulated(int64_t hk, int64_t hv, const std::vector<int64_t>& lens, uint64_t seed, bool strong_decays = false,
+                    const std::vector<int64_t>& snapshots = {}) {
   emu::shared_mem = ds::cuda::ops::delta::smem;
   constexpr int64_t D = 128;
-  const int64_t C = 2 * hk * D + hv * D, slots = static_cast<int64_t>(lens.size()) + 1, layers = 1;
+  const int64_t C = 2 * hk * D + hv * D, slots = 2 * static_cast<int64_t>(lens.size()) + 1, layers = 1;
+  const auto n_seqs = static_cast<int32_t>(lens.size());
+  auto snapshot_row = [&](size_t i) { return i < snapshots.size() ? snapshots[i] : int64_t{-1}; };
   int64_t T = 0;
   for (int64_t n : lens) T += n;
   const auto qkv = test::random_vec(static_cast<size_t>(T * C), seed);
@@ -76,7 +80,9 @@ void check_emulated(int64_t hk, int64_t hv, const std::vector<int64_t>& lens, ui
   // The CPU backend, token by token.
   auto cpu = test::cpu(2);
   std::vector<test::SeqDesc> seqs;
-  for (size_t i = 0; i < lens.size(); ++i) seqs.push_back({lens[i], 3, static_cast<int32_t>(i), {}});
+  for (size_t i = 0; i < lens.size(); ++i)
+    seqs.push_back({lens[i], 3, static_cast<int32_t>(i), {}, {}, snapshot_row(i),
+                    snapshot_row(i) >= 0 ? n_seqs + static_cast<int32_t>(i) : -1});
   for (auto& s : seqs)
     for (int64_t b = 0; b < (s.n_cached + s.n_tokens + 15) / 16; ++b) s.blocks.push_back(static_cast<int32_t>(100 * s.slot + b));
   auto plan = test::plan_of(*cpu, seqs, 16, 1000, static_cast<int32_t>(slots));
@@ -94,12 +100,9 @@ void check_emulated(int64_t hk, int64_t hv, const std::vector<int64_t>& lens, ui
   int32_t row = 0;
   for (size_t i = 0; i < lens.size(); ++i) {
     const auto s = static_cast<int32_t>(i);
-    dseqs.push_back({row, static_cast<int32_t>(lens[i]), 3, s, 0, 0});
-    cuda::ops::DeltaNetChunkSeq cs{s, static_cast<int32_t>(items.size()), 0, 0};
-    for (int64_t t = 0; t < lens[i]; t += cuda::ops::kDeltaNetChunk, ++cs.n_items)
-      items.push_back({s, static_cast<int32_t>(row + t),
-                       static_cast<int32_t>(std::min<int64_t>(cuda::ops::kDeltaNetChunk, lens[i] - t)), 0});
-    cseqs.push_back(cs);
+    const auto snap = static_cast<int32_t>(snapshot_row(i));
+    dseqs.push_back({row, static_cast<int32_t>(lens[i]), 3, s, 0, 0, snap, snap >= 0 ? n_seqs + s : -1});
+    cseqs.push_back(cuda::ops::append_chunk_items(items, s, row, static_cast<int32_t>(lens[i]), snap, n_seqs + s));
     row += static_cast<int32_t>(lens[i]);
   }
   std::vector<float> state = state0, got(static_cast<size_t>(T * hv * D), -12345.0f);
@@ -145,8 +148,17 @@ void check_emulated(int64_t hk, int64_t hv, const std::vector<int64_t>& lens, ui
   std::printf("emulated tensor-core delta rule, %lld/%lld heads: states rel %.2e\n", static_cast<long long>(hk),
               static_cast<long long>(hv), st);
   CHECK(st < 1e-2);
-  // The last slot is in no sequence.
   const size_t per = state.size() / static_cast<size_t>(slots);
+  for (size_t i = 0; i < lens.size(); ++i) {
+    if (snapshot_row(i) < 0) continue;
+    const size_t at_slot = (lens.size() + i) * per;
+    INFO("snapshot of sequence " << i << " after row " << snapshot_row(i));
+    CHECK(rel(state.data() + at_slot, want_state.data() + at_slot, per) < 1e-2);
+    CHECK(!std::equal(state.begin() + static_cast<std::ptrdiff_t>(at_slot),
+                      state.begin() + static_cast<std::ptrdiff_t>(at_slot + per),
+                      state0.begin() + static_cast<std::ptrdiff_t>(at_slot)));
+  }
+  // The last slot is in no sequence.
   CHECK(std::equal(state.end() - static_cast<std::ptrdiff_t>(per), state.end(), state0.end() - static_cast<std::ptrdiff_t>(per)));
 }
 
@@ -170,6 +182,13 @@ TEST_CASE("emulated tensor-core delta rule: asynchronous copies land as late as 
   emu::late_copies = true;
   check_emulated(1, 2, {200, 30}, 13);
   emu::late_copies = false;
+}
+
+TEST_CASE("emulated tensor-core delta rule: snapshot rows split the chunks and leave the state there",
+          "[delta_tc_emu]") {
+  // 150 tokens with a snapshot after row 37: items of 38, 64, 48; 70 after row 63: 64, 6;
+  // 20 with one after row 0: items of 1 and 19.
+  check_emulated(1, 2, {150, 70, 20}, 17, false, {37, 63, 0});
 }
 
 TEST_CASE("emulated tensor-core delta rule: twelve value heads per key head (two prepare blocks of six)",

@@ -103,6 +103,13 @@ const kernels::Tensor& FakeModel::forward(const qwen35::ForwardBatch& batch) {
       if (r < 0 || r >= num_slots_) throw std::invalid_argument("fake model: row-state slot outside the pool");
       slots.push_back(r);
     }
+    if (c.snapshot_row >= 0 || c.snapshot_slot >= 0) {
+      if (c.snapshot_row < 0 || c.snapshot_row + 1 >= static_cast<int64_t>(c.tokens.size()) || c.snapshot_slot < 0 ||
+          c.snapshot_slot >= num_slots_ || !c.row_state_slots.empty())
+        throw std::invalid_argument("fake model: bad snapshot row");
+      slots.push_back(c.snapshot_slot);
+      ++snapshot_rows_;
+    }
     slots.push_back(c.state_slot);
   }
   std::sort(slots.begin(), slots.end());
@@ -136,6 +143,10 @@ const kernels::Tensor& FakeModel::forward(const qwen35::ForwardBatch& batch) {
         const auto r = static_cast<size_t>(c.row_state_slots[static_cast<size_t>(i)]);
         slot_hash_[r] = h;
         slot_count_[r] = c.n_cached + i + 1;
+      }
+      if (i == c.snapshot_row) {
+        slot_hash_[static_cast<size_t>(c.snapshot_slot)] = h;
+        slot_count_[static_cast<size_t>(c.snapshot_slot)] = c.n_cached + i + 1;
       }
       if (i >= n - c.logit_rows) {
         std::span<float> out(logits_.data() + row * static_cast<size_t>(vocab_), static_cast<size_t>(vocab_));

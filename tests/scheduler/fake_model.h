@@ -59,6 +59,8 @@ class FakeModel final : public scheduler::ForwardModel {
   int64_t forward_calls() const { return forward_calls_; }
   int64_t zero_calls() const { return zero_calls_; }
   int64_t copy_calls() const { return copy_calls_; }
+  // Chunks that named a snapshot row (prefix caching's state inside a prefill chunk).
+  int64_t snapshot_rows() const { return snapshot_rows_; }
   int64_t max_batch_seqs() const { return max_batch_seqs_; }
   int64_t max_batch_tokens() const { return max_batch_tokens_; }
 
@@ -76,6 +78,7 @@ class FakeModel final : public scheduler::ForwardModel {
   int64_t violations_ = 0;
   std::string first_violation_;
   int64_t forward_calls_ = 0, zero_calls_ = 0, copy_calls_ = 0, max_batch_seqs_ = 0, max_batch_tokens_ = 0;
+  int64_t snapshot_rows_ = 0;
 };
 
 }  // namespace ds::test

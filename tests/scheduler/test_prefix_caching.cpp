@@ -94,6 +94,33 @@ TEST_CASE("prefix caching: later turns resume from the previous prompt's last bl
   check_quiet(engine);
 }
 
+TEST_CASE("prefix caching: the snapshot inside a prompt's last chunk costs no step; without a free slot the chunk ends there",
+          "[prefix]") {
+  std::mt19937 rng(9);
+  for (int32_t max_seqs : {4, 1}) {
+    // max_seqs 1: the only state slot is the sequence's own, none to stage the snapshot in.
+    const bool staged = max_seqs > 1;
+    INFO((staged ? "a free slot stages the snapshot" : "no free slot"));
+    FakeModel model(64);
+    Engine engine(model, cached_config(256, 16, max_seqs, 64), kernels::cpu::make_cpu_sampler());
+    const auto prompt = random_tokens(rng, 40);
+    Request r = greedy(prompt, 1);
+    r.cache_points = {39};  // snapshot at 32, inside the one 40-token chunk
+    const Outcome cold = run(engine, r);
+    CHECK(cold.tokens == model.reference_tokens(prompt, 1, {}, 1 << 20, r.sampling, 0));
+    CHECK(model.forward_calls() == (staged ? 1 : 2));
+    CHECK(model.snapshot_rows() == (staged ? 1 : 0));
+    // Either way the next request resumes from the snapshot at 32.
+    const auto longer = concat(prompt, random_tokens(rng, 30));
+    Request r2 = greedy(longer, 4);
+    const Outcome warm = run(engine, r2);
+    CHECK(warm.last.metrics.cached_tokens == 32);
+    CHECK(warm.tokens == model.reference_tokens(longer, 4, {}, 1 << 20, r2.sampling, 0));
+    CHECK(model.violations() == 0);
+    check_quiet(engine);
+  }
+}
+
 TEST_CASE("prefix caching: a repeated prompt hits all whole blocks but the last token's", "[prefix]") {
   FakeModel model(64);
   Engine engine(model, cached_config(), kernels::cpu::make_cpu_sampler());
