@@ -67,6 +67,7 @@ void PrefixCache::use(const PrefixHit& hit, BlockTable& table) {
   if (hit.snapshot >= 0) {
     Snapshot& s = snapshot_of(hit.snapshot);
     snapshot_lru_.splice(snapshot_lru_.end(), snapshot_lru_, s.lru);
+    ++s.uses;
   }
 }
 
@@ -121,13 +122,22 @@ std::optional<SlotId> PrefixCache::add_snapshot(std::span<const int32_t> tokens,
   if (n > keys.size() || n * static_cast<size_t>(block_size_) > tokens.size()) return std::nullopt;
   BlockHandle parent;
   const Entry* last = nullptr;
+  SlotId ancestor = -1;  // the deepest snapshot before this one on the chain
   for (size_t i = 0; i < n; ++i) {
     last = match(keys[i], block_tokens(tokens, i, block_size_), parent);
     if (!last) return std::nullopt;
     parent = last->self;
+    if (i + 1 < n && last->snapshot >= 0) ancestor = last->snapshot;
   }
   Entry& e = entries_[static_cast<size_t>(last->self.id)];
   if (e.snapshot >= 0) return std::nullopt;
+  // Superseded: a request that extends this chain will now hit the new snapshot. An ancestor
+  // that at most one request resumed from (a conversation's previous turn) goes to the front
+  // of the eviction order; one that several shared (a system prompt) keeps its place.
+  if (ancestor >= 0 && snapshot_of(ancestor).uses <= 1) {
+    Snapshot& a = snapshot_of(ancestor);
+    snapshot_lru_.splice(snapshot_lru_.begin(), snapshot_lru_, a.lru);
+  }
   if (free_snapshots_.empty()) {
     if (snapshot_lru_.empty()) return std::nullopt;  // no snapshot slots at all
     const SlotId victim = snapshot_lru_.front();
@@ -138,6 +148,7 @@ std::optional<SlotId> PrefixCache::add_snapshot(std::span<const int32_t> tokens,
   free_snapshots_.pop_back();
   Snapshot& s = snapshot_of(slot);
   s.block = e.self.id;
+  s.uses = 0;
   s.lru = snapshot_lru_.insert(snapshot_lru_.end(), slot);
   e.snapshot = slot;
   return slot;

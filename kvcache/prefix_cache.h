@@ -14,7 +14,11 @@
 // end, which the blocks cannot rebuild. Snapshot slots are state slots of their own (ids
 // first_snapshot_slot.. in the model's state arrays), each attached to the cached block that
 // ends at the snapshot's position, with their own LRU; a hit is the longest cached chain
-// whose last block carries a snapshot. Evicting a block drops its snapshot.
+// whose last block carries a snapshot. Evicting a block drops its snapshot. A snapshot that a
+// deeper one on the same chain supersedes, and that at most one hit used (a conversation's
+// previous turn: its next turn will hit the new one), is evicted first; LRU otherwise. Plain
+// LRU thrashes when the conversations in flight need more snapshots than there are slots
+// (docs/benchmarks.md, "Prefix caching on the 27B").
 //
 // The cache does bookkeeping only: the scheduler copies states between slots (through the
 // model) and shares blocks into tables. Not thread-safe: the engine thread owns it.
@@ -115,6 +119,7 @@ class PrefixCache {
   };
   struct Snapshot {
     BlockId block = -1;  // -1 = free
+    int32_t uses = 0;    // hits that resumed from it
     std::list<SlotId>::iterator lru;
   };
 

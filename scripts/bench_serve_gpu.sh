@@ -14,7 +14,9 @@
 # Results: $OUT/summary.txt (tables, printed last) and $OUT/results.tar.gz (the result JSONs,
 # bench_serve tables, server and benchmark logs).
 #   [SIZES="9b 27b"] [SWEEP_9B="1:8 16:64 64:128 256:512"] [SWEEP_27B="1:4 16:32"] [HOST_STEP=1]
-#   [BUNDLE=.devbuild/bench-serve/bundle.tar.xz] scripts/bench_serve_gpu.sh
+#   [WEIGHTS="bf16 fp8"] [BUNDLE=.devbuild/bench-serve/bundle.tar.xz] scripts/bench_serve_gpu.sh
+# WEIGHTS: the sweep once per weight format on the same checkpoint, in turns: bf16 as stored,
+# fp8 with `--quantization fp8` (issue 22; "serve ... up in N s" is then the quantising load).
 # A sweep point is CONCURRENCY:PROMPTS[:greedy]. Shapes: 9B 1024 in / 256 out, 27B 8192 in / 1024 out
 # (the issue's standard sweep; 27B is SGLang's published Qwen3.5-27B H200 workload).
 set -uo pipefail
@@ -49,47 +51,52 @@ for size in $SIZES; do
   CKPT=/tmp/qwen35-$size-random
   if [ "$size" = 27b ]; then IN=8192; OUTLEN=1024; SWEEP=${SWEEP_27B:-1:4 16:32}
   else IN=1024; OUTLEN=256; SWEEP=${SWEEP_9B:-1:8 16:64 64:128 256:512}; fi
+  for weights in ${WEIGHTS:-bf16}; do
+  wargs=(); [ "$weights" = fp8 ] && wargs=(--quantization fp8)
+  tag=$size; [ -n "${WEIGHTS:-}" ] && tag=${size}_$weights
+  [ "$(left)" -gt 90 ] || { note "no time left for $tag"; continue; }
   t0=$SECONDS
   "$B/bin/serve" --model "$CKPT" --backend cuda --port $PORT --gpu-memory-utilization 0.9 --max-num-seqs 256 \
-    ${SERVE_ARGS:-} > "$R/serve_$size.log" 2>&1 &
+    "${wargs[@]}" ${SERVE_ARGS:-} > "$R/serve_$tag.log" 2>&1 &
   SERVE_PID=$!
   until curl -sf -m 2 http://127.0.0.1:$PORT/health > /dev/null; do
     kill -0 $SERVE_PID 2>/dev/null || break
     [ "$(left)" -gt 60 ] || break
     sleep 1
   done
-  note "serve $size up in $((SECONDS - t0)) s: $(grep -E 'K/V cache|state slots|fit at once' "$R/serve_$size.log" | head -3 | tr '\n' ' ')"
+  note "serve $tag up in $((SECONDS - t0)) s: $(grep -E 'weights|K/V cache|state slots|fit at once' "$R/serve_$tag.log" | head -4 | tr '\n' ' ')"
   # Every run: random token-id prompts (ids of real Qwen3 BPE tokens), replies of exactly max_tokens.
   bench=("$B/bin/bench_serve" --base-url "http://127.0.0.1:$PORT" --dataset random --random-vocab-size 151643
          --ignore-eos --no-progress)
   # Warm-up: the first steps of a fresh server pay one-time costs (cuBLAS, workspaces); 32
   # prompts of 1024 tokens fill whole 2048-token steps.
   "${bench[@]}" --num-prompts 32 --max-concurrency 32 --random-input-len 1024 --random-output-len 16 \
-    > "$R/${size}_warmup.txt" 2>&1
-  note "warm-up $size rc=$?"
+    > "$R/${tag}_warmup.txt" 2>&1
+  note "warm-up $tag rc=$?"
   for point in $SWEEP; do
     IFS=: read -r c n mode <<< "$point"
     # mode "greedy": --temperature 0 (the device sampler's argmax path) instead of the
     # server's default sampling (temperature 1 over the whole vocabulary).
-    name=${size}_c$c${mode:+_$mode}; extra=(); [ "$mode" = greedy ] && extra=(--temperature 0)
+    name=${tag}_c$c${mode:+_$mode}; extra=(); [ "$mode" = greedy ] && extra=(--temperature 0)
     [ "$(left)" -gt 40 ] || { note "no time left for $name"; continue; }
     timeout $(( $(left) - 20 )) "${bench[@]}" --random-input-len $IN --random-output-len $OUTLEN \
-      --max-concurrency "$c" --num-prompts "$n" --seed "$c" "${extra[@]}" --label "$size c=$c${mode:+ $mode}" \
+      --max-concurrency "$c" --num-prompts "$n" --seed "$c" "${extra[@]}" --label "$tag c=$c${mode:+ $mode}" \
       --result-json "$R/$name.json" > "$R/$name.txt" 2>&1
     note "$name n=$n rc=$? ($(left) s left)"
   done
   # The server's own counters (preemptions, tokens) after the sweep; not into its log, which
   # it still writes.
   curl -s "http://127.0.0.1:$PORT/metrics" | grep -E '^vllm:(num_preemptions|prompt_tokens|generation_tokens)_total' \
-    > "$R/metrics_$size.txt"
-  note "$size server counters: $(tr '\n' ' ' < "$R/metrics_$size.txt")"
+    > "$R/metrics_$tag.txt"
+  note "$tag server counters: $(tr '\n' ' ' < "$R/metrics_$tag.txt")"
   kill $SERVE_PID 2>/dev/null; wait $SERVE_PID 2>/dev/null
+  done
   if [ "$size" = 9b ] && [ "${HOST_STEP:-0}" = 1 ] && [ "$(left)" -gt 90 ]; then
     timeout $(( $(left) - 20 )) "$B/bin/bench_cuda_model" --model "$CKPT" --batches 256 --contexts 1024 \
       --prefill 0 --layouts "" > "$R/bench_cuda_model_b256.txt" 2>&1
     note "bench_cuda_model b256 ctx1K rc=$?: $(grep -E '^decode' "$R/bench_cuda_model_b256.txt" | tr '\n' ' ')"
   fi
   rm -rf "$CKPT"
-  python3 "$HERE/bench_serve_report.py" $(ls -v "$R/${size}"_c*.json) | tee -a "$summary"
+  python3 "$HERE/bench_serve_report.py" $(ls -v "$R/${size}"*_c*.json) | tee -a "$summary"
 done
 echo "==== summary"; cat "$summary"

@@ -160,6 +160,45 @@ TEST_CASE("prefix cache: snapshots are evicted least recently used first", "[pre
   CHECK(pool.num_free() == 16);
 }
 
+TEST_CASE("prefix cache: a snapshot superseded on its chain after one hit is evicted first; a shared one is not",
+          "[prefix_cache]") {
+  for (int32_t hits : {1, 2}) {
+    INFO(hits << " hit(s) on the first turn's snapshot");
+    BlockPool pool(32, kBs);
+    PrefixCache cache(pool, 10, 3);
+    // A conversation: turn 1's prompt (8 tokens), turn 2's extends it (12); an older, unrelated
+    // prompt; then a new prompt that needs a snapshot slot.
+    const auto turn1 = seq(0, 8), other = seq(100, 4), fresh = seq(200, 4);
+    auto turn2 = turn1;
+    for (int32_t t : seq(50, 4)) turn2.push_back(t);
+    std::vector<BlockTable> tables;
+    for (const auto& p : {other, turn2, fresh}) {
+      tables.push_back(computed(pool, p));
+      cache.insert(tables.back(), p, prefix_keys(p, kBs), static_cast<int64_t>(p.size()));
+    }
+    REQUIRE(cache.add_snapshot(other, prefix_keys(other, kBs), 4));
+    REQUIRE(cache.add_snapshot(turn1, prefix_keys(turn1, kBs), 8));
+    std::vector<BlockTable> users;
+    for (int32_t h = 0; h < hits; ++h) {
+      users.emplace_back(kBs);
+      const PrefixHit hit = cache.lookup(turn2, prefix_keys(turn2, kBs), 11);
+      REQUIRE(hit.tokens == 8);
+      cache.use(hit, users.back());
+    }
+    REQUIRE(cache.add_snapshot(turn2, prefix_keys(turn2, kBs), 12));  // supersedes turn 1's
+    REQUIRE(cache.add_snapshot(fresh, prefix_keys(fresh, kBs), 4));  // one must go
+    // One hit: turn 1's snapshot goes although `other` is older. Two (a shared prefix): LRU.
+    CHECK(cache.has_snapshot(turn1, prefix_keys(turn1, kBs), 8) == (hits > 1));
+    CHECK(cache.has_snapshot(other, prefix_keys(other, kBs), 4) == (hits == 1));
+    CHECK(cache.has_snapshot(turn2, prefix_keys(turn2, kBs), 12));
+    cache.check_invariants();
+    for (auto& u : users) cache.release(u);
+    for (auto& t : tables) cache.release(t);
+    cache.clear();
+    CHECK(pool.num_free() == 32);
+  }
+}
+
 TEST_CASE("prefix cache: a block whose cached parent was evicted is relinked to its own chain", "[prefix_cache]") {
   BlockPool pool(8, kBs);
   PrefixCache cache(pool, 10, 2);
