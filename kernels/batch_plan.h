@@ -21,10 +21,10 @@
 // are fully overwritten, and may not be any sequence's state slot or another row's.
 //
 // Snapshot rows (prefix caching's state snapshots, scheduler/scheduler.h): a prefill chunk may
-// name one row and a slot that receives the state after that row, so the state at a block
-// boundary inside the chunk is kept without ending the chunk there (which would cost the
-// request a step). Same rules as a row state; a chunk has row states or a snapshot row, not
-// both.
+// name rows (ascending, not its last) and slots that receive the state after them, so the
+// state at block boundaries inside the chunk is kept without ending the chunk there (which
+// would cost the request a step). Same rules for the slots as for row states; a chunk has row
+// states or snapshot rows, not both.
 //
 // Recorded steps (kernels/step_graph.h) need a plan whose layout depends only on the step's
 // shape: BatchDesc::table_blocks fixes every sequence's block-table row to one width, and the
@@ -45,14 +45,19 @@ namespace ds::kernels {
 
 // A sequence's chunk of a step, as the backend sees it (scheduler::SequenceChunk plans it,
 // qwen35::SequenceChunk carries it into the forward).
+// A snapshot row of a chunk: the state after row `row` also goes to `slot`.
+struct SnapshotRow {
+  int64_t row = 0;
+  int32_t slot = -1;
+};
+
 struct SequenceChunk {
   int64_t n_tokens = 0;                // new tokens (>= 1); rows follow the previous sequence's
   int64_t n_cached = 0;                // tokens already cached = position of the first new token
   int32_t state_slot = -1;             // its DeltaNet state slot
   std::span<const int32_t> block_ids;  // its block table; capacity >= n_cached + n_tokens
   std::span<const int32_t> row_state_slots = {};  // < n_tokens slots: the state after rows 0, 1, ...
-  int64_t snapshot_row = -1;   // in [0, n_tokens - 1): the state after this row also goes to
-  int32_t snapshot_slot = -1;  // this slot (-1, -1: none)
+  std::span<const SnapshotRow> snapshot_rows = {};  // rows ascending, each < n_tokens - 1
 };
 
 struct BatchDesc {
@@ -80,9 +85,9 @@ class BatchPlan {
     // Its row-state slots: row_state_slots()[row_state_begin, row_state_begin + n_row_states).
     int64_t row_state_begin = 0;
     int64_t n_row_states = 0;
-    // Its snapshot row and slot (-1: none).
-    int64_t snapshot_row = -1;
-    int32_t snapshot_slot = -1;
+    // Its snapshot rows: snapshot_rows()[snapshot_begin, snapshot_begin + n_snapshots).
+    int64_t snapshot_begin = 0;
+    int64_t n_snapshots = 0;
   };
 
   explicit BatchPlan(const BatchDesc& d)
@@ -149,18 +154,22 @@ class BatchPlan {
         seq_slots.push_back(slot);
         max_state_slot_ = std::max(max_state_slot_, slot);
       }
-      if (in.snapshot_row >= 0 || in.snapshot_slot >= 0) {
-        if (in.snapshot_row < 0 || in.snapshot_row >= in.n_tokens - 1)
-          fail(who + " asks for a snapshot after row " + std::to_string(in.snapshot_row) + " of a chunk of " +
-               std::to_string(in.n_tokens) + " (rows 0 .. n_tokens - 2)");
-        if (in.snapshot_slot < 0 || in.snapshot_slot >= d.num_slots)
-          fail(who + " has snapshot slot " + std::to_string(in.snapshot_slot) + " outside [0, " +
-               std::to_string(d.num_slots) + ")");
-        if (!in.row_state_slots.empty()) fail(who + " has both row states and a snapshot row");
-        q.snapshot_row = in.snapshot_row;
-        q.snapshot_slot = in.snapshot_slot;
-        seq_slots.push_back(in.snapshot_slot);
-        max_state_slot_ = std::max(max_state_slot_, in.snapshot_slot);
+      if (!in.snapshot_rows.empty() && !in.row_state_slots.empty())
+        fail(who + " has both row states and snapshot rows");
+      q.snapshot_begin = static_cast<int64_t>(snapshot_rows_.size());
+      q.n_snapshots = static_cast<int64_t>(in.snapshot_rows.size());
+      int64_t previous = -1;
+      for (const SnapshotRow& sr : in.snapshot_rows) {
+        if (sr.row <= previous || sr.row >= in.n_tokens - 1)
+          fail(who + " asks for a snapshot after row " + std::to_string(sr.row) + " of a chunk of " +
+               std::to_string(in.n_tokens) + " (rows ascending, 0 .. n_tokens - 2)");
+        if (sr.slot < 0 || sr.slot >= d.num_slots)
+          fail(who + " has snapshot slot " + std::to_string(sr.slot) + " outside [0, " + std::to_string(d.num_slots) +
+               ")");
+        previous = sr.row;
+        snapshot_rows_.push_back(sr);
+        seq_slots.push_back(sr.slot);
+        max_state_slot_ = std::max(max_state_slot_, sr.slot);
       }
       seqs_.push_back(q);
       seq_slots.push_back(in.state_slot);
@@ -214,9 +223,8 @@ class BatchPlan {
   // Every sequence's row-state slots, concatenated (see Seq::row_state_begin).
   const std::vector<int32_t>& row_state_slots() const { return row_state_slots_; }
   bool has_row_states() const { return !row_state_slots_.empty(); }
-  bool has_snapshot_rows() const {
-    return std::any_of(seqs_.begin(), seqs_.end(), [](const Seq& q) { return q.snapshot_row >= 0; });
-  }
+  // Every sequence's snapshot rows, concatenated (see Seq::snapshot_begin).
+  const std::vector<SnapshotRow>& snapshot_rows() const { return snapshot_rows_; }
   // The largest block id and state slot the step touches (-1: none), for the ops' pool checks.
   int32_t max_block_id() const { return max_block_id_; }
   int32_t max_state_slot() const { return max_state_slot_; }
@@ -235,6 +243,7 @@ class BatchPlan {
   std::vector<int32_t> block_ids_;
   std::vector<int64_t> logit_rows_;
   std::vector<int32_t> row_state_slots_;
+  std::vector<SnapshotRow> snapshot_rows_;
 };
 
 }  // namespace ds::kernels

@@ -165,8 +165,7 @@ qwen35::SequenceChunk model_chunk(const SequenceChunk& c) {
   sc.state_slot = c.seq->slot->id;
   sc.logit_rows = c.logit_rows();
   sc.row_state_slots = c.row_state_slots();
-  sc.snapshot_row = c.snapshot_row();
-  sc.snapshot_slot = c.snapshot_slot();
+  sc.snapshot_rows = c.snapshot_rows();
   return sc;
 }
 

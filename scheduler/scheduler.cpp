@@ -26,7 +26,7 @@ Scheduler::~Scheduler() {
         blocks_.free_table(seq->table);
       if (seq->slot) slots_.release(*seq->slot);
       release_spare_slots(*seq);
-      drop_staged_snapshot(*seq);
+      drop_staged_snapshots(*seq);
     }
   }
 }
@@ -214,7 +214,7 @@ void Scheduler::schedule_admissions(int64_t& budget) {
       if (cache_) cache_->release(s.table);
       s.num_computed = 0;
       s.snapshot_due = 0;
-      drop_staged_snapshot(s);
+      drop_staged_snapshots(s);
       break;
     }
     blocks_.commit(*blocks, s.table);
@@ -279,7 +279,7 @@ int64_t Scheduler::shorten_chunk(Sequence& r, int64_t end) {
     }
     r.planned_end = end;
     r.snapshot_due = end;
-    if (r.snapshot_inside >= end) drop_staged_snapshot(r);
+    drop_staged_snapshots(r, end);
     return cut;
   }
   return 0;
@@ -316,7 +316,7 @@ void Scheduler::track_cache_points(const Sequence& s, int delta) {
 
 int64_t Scheduler::cut_at_cache_point(Sequence& s, int64_t n) {
   s.snapshot_due = 0;
-  drop_staged_snapshot(s);
+  drop_staged_snapshots(s);
   if (!cache_) return n;
   const int64_t start = s.num_computed;
   for (size_t i = 0; i < s.cache_points.size(); ++i) {
@@ -324,10 +324,7 @@ int64_t Scheduler::cut_at_cache_point(Sequence& s, int64_t n) {
     if (p <= start) continue;
     if (p > start + n) break;
     if (cache_->has_snapshot(s.tokens, s.keys, p)) continue;  // another sequence cached it
-    if (p < start + n && s.snapshot_inside == 0 && stage_snapshot(s)) {
-      s.snapshot_inside = p;
-      continue;
-    }
+    if (p < start + n && stage_snapshot(s, p - start - 1)) continue;
     s.snapshot_due = p;
     return p - start;
   }
@@ -339,16 +336,22 @@ int64_t Scheduler::slots_kept() const {
                                                 config_.max_num_seqs - static_cast<int64_t>(running_.size())));
 }
 
-bool Scheduler::stage_snapshot(Sequence& s) {
+bool Scheduler::stage_snapshot(Sequence& s, int64_t row) {
   if (slots_.num_free() <= slots_kept()) return false;
-  s.snapshot_staging = slots_.acquire();
-  return s.snapshot_staging.has_value();
+  std::optional<kvcache::SlotHandle> h = slots_.acquire();
+  if (!h) return false;
+  s.staging_slots.push_back(*h);
+  s.snapshot_rows.push_back({row, h->id});
+  return true;
 }
 
-void Scheduler::drop_staged_snapshot(Sequence& s) {
-  if (s.snapshot_staging) slots_.release(*s.snapshot_staging);
-  s.snapshot_staging.reset();
-  s.snapshot_inside = 0;
+void Scheduler::drop_staged_snapshots(Sequence& s, int64_t from) {
+  // Rows count from num_computed, where the chunk starts: point = num_computed + row + 1.
+  while (!s.snapshot_rows.empty() && s.num_computed + s.snapshot_rows.back().row + 1 >= from) {
+    slots_.release(s.staging_slots.back());
+    s.staging_slots.pop_back();
+    s.snapshot_rows.pop_back();
+  }
 }
 
 int32_t Scheduler::available_blocks() const {
@@ -400,7 +403,7 @@ void Scheduler::release_cache(Sequence& s) {
   if (s.slot) slots_.release(*s.slot);
   s.slot.reset();
   release_spare_slots(s);
-  drop_staged_snapshot(s);
+  drop_staged_snapshots(s);
   s.snapshot_due = 0;
 }
 
@@ -431,14 +434,17 @@ void Scheduler::complete(const SequenceChunk& c) {
   // this one decodes finds them (and the point where it parts from them: a branch point).
   if (c.start < s.prompt_len && s.num_computed >= s.prompt_len)
     cache_->insert(s.table, s.tokens, s.keys, std::min(s.num_computed, s.prompt_len));
-  if (s.snapshot_inside > c.start && s.snapshot_inside < s.num_computed && s.snapshot_staging) {
-    cache_->insert(s.table, s.tokens, s.keys, s.snapshot_inside);
-    if (auto slot = cache_->add_snapshot(s.tokens, s.keys, s.snapshot_inside))
-      saves_.push_back({s.snapshot_staging->id, *slot});
+  for (size_t k = 0; k < s.snapshot_rows.size(); ++k) {
+    const int64_t p = c.start + s.snapshot_rows[k].row + 1;
+    cache_->insert(s.table, s.tokens, s.keys, p);
+    if (auto slot = cache_->add_snapshot(s.tokens, s.keys, p)) saves_.push_back({s.staging_slots[k].id, *slot});
   }
-  // The staging slot goes back now: the copy is queued before anything can acquire (and
-  // zero) it, which happens in the next schedule().
-  drop_staged_snapshot(s);
+  // The staging slots go back now: the copies are queued before anything can acquire (and
+  // zero) them, which happens in the next schedule(). (Rows count from c.start, which
+  // num_computed has just passed: release them all.)
+  for (const kvcache::SlotHandle& h : s.staging_slots) slots_.release(h);
+  s.staging_slots.clear();
+  s.snapshot_rows.clear();
   if (s.snapshot_due > 0 && s.snapshot_due == s.num_computed) {
     cache_->insert(s.table, s.tokens, s.keys, s.snapshot_due);
     if (auto slot = cache_->add_snapshot(s.tokens, s.keys, s.snapshot_due)) saves_.push_back({s.slot->id, *slot});
@@ -504,8 +510,8 @@ void Scheduler::check_invariants() const {
     if (s->table.capacity() < s->num_computed) fail(who + "'s table is too small");
     for (const kvcache::SlotHandle& h : s->spare_slots)
       if (!slots_.is_live(h)) fail(who + " holds a spare state slot that is not live");
-    if (s->snapshot_staging && !slots_.is_live(*s->snapshot_staging))
-      fail(who + " holds a snapshot staging slot that is not live");
+    for (const kvcache::SlotHandle& h : s->staging_slots)
+      if (!slots_.is_live(h)) fail(who + " holds a snapshot staging slot that is not live");
     for (const auto& h : s->table.blocks()) {
       if (!blocks_.is_live(h)) fail(who + " holds a block that is not live");
       auto& [handle, refs] = held[h.id];
@@ -517,7 +523,7 @@ void Scheduler::check_invariants() const {
     const std::string who = "request " + std::to_string(s->id);
     if (s->state != SeqState::waiting) fail(who + " is queued but not waiting");
     if (s->slot || s->table.num_blocks() != 0 || s->num_computed != 0 || !s->spare_slots.empty() ||
-        s->snapshot_staging)
+        !s->staging_slots.empty())
       fail(who + " waits while holding cache");
   }
   if (running_.size() + waiting_.size() != seqs_.size()) fail("a sequence is neither running nor waiting");
@@ -544,7 +550,7 @@ void Scheduler::check_invariants() const {
          std::to_string(used));
   int64_t held_slots = 0;
   for (const Sequence* s : running_)
-    held_slots += 1 + static_cast<int64_t>(s->spare_slots.size()) + (s->snapshot_staging ? 1 : 0);
+    held_slots += 1 + static_cast<int64_t>(s->spare_slots.size() + s->staging_slots.size());
   if (held_slots != slots_.num_used())
     fail("pool has " + std::to_string(slots_.num_used()) + " slots in use, " + std::to_string(running_.size()) +
          " running sequences hold " + std::to_string(held_slots));

@@ -31,10 +31,10 @@
 // turn of the conversation extends, and the end of its system messages, which other requests
 // share). A prefill chunk that runs past a point not yet cached leaves the state there in a
 // staging slot (a snapshot row of the chunk, kernels/batch_plan.h), taken from the free state
-// slots that waiting sequences do not need; without one (or for a second point in the same
-// chunk) the chunk is cut to end at the point (so its first token would come a step later).
-// Once the chunk has run its blocks are recorded and the state copied from the staging slot,
-// or the sequence's own when the chunk ended there, into a snapshot slot (take_saves()). Branch points become cache points too: where an admitted
+// slots that waiting sequences do not need; without one the chunk is cut to end at the point
+// (so its first token would come a step later). Once the chunk has run its blocks are
+// recorded and the states copied from the staging slots, or the sequence's own slot when the
+// chunk ended at a point, into snapshot slots (take_saves()). Branch points become cache points too: where an admitted
 // prompt stops matching cached blocks (beyond its snapshot hit), and where it stops matching
 // the prompt of a sequence still prefilling (that one snapshots there, if it has not planned
 // past it; a chunk planned in the same step is shortened to end there) -- so requests sharing
@@ -110,13 +110,12 @@ struct SequenceChunk {
   std::span<const kvcache::SlotId> row_state_slots() const {
     return num_draft > 0 ? std::span<const kvcache::SlotId>(seq->row_slots) : std::span<const kvcache::SlotId>();
   }
-  // A prefill chunk's snapshot row (the row ending at the cache point inside it) and the slot
-  // that gets the state there; -1 when it has none.
-  int64_t snapshot_row() const {
-    const int64_t p = seq->snapshot_inside;
-    return num_draft == 0 && seq->snapshot_staging && p > start && p < start + length ? p - start - 1 : -1;
+  // A prefill chunk's snapshot rows (the rows ending at the cache points inside it) and the
+  // staging slots that get the states there.
+  std::span<const kernels::SnapshotRow> snapshot_rows() const {
+    return num_draft == 0 ? std::span<const kernels::SnapshotRow>(seq->snapshot_rows)
+                          : std::span<const kernels::SnapshotRow>();
   }
-  kvcache::SlotId snapshot_slot() const { return snapshot_row() >= 0 ? seq->snapshot_staging->id : -1; }
   int32_t logit_rows() const { return samples ? 1 + num_draft : 0; }
 };
 
@@ -209,11 +208,12 @@ class Scheduler {
   int32_t available_blocks() const;
   // Reserves n blocks, evicting cached ones when the free list is short.
   std::optional<kvcache::Reservation> reserve_blocks(int32_t n);
-  // A chunk of seq from num_computed of at most n tokens: the first cache point inside it is
-  // staged when a slot can be had (see above), the next one ends it.
+  // A chunk of seq from num_computed of at most n tokens: the cache points inside it are
+  // staged while slots can be had (see above); the first one that cannot be ends it.
   int64_t cut_at_cache_point(Sequence& seq, int64_t n);
-  bool stage_snapshot(Sequence& seq);
-  void drop_staged_snapshot(Sequence& seq);
+  bool stage_snapshot(Sequence& seq, int64_t row);
+  // Gives back the staging slots of the points at or after `from` (all by default).
+  void drop_staged_snapshots(Sequence& seq, int64_t from = 0);
   // Free state slots that sequences waiting for admission may need.
   int64_t slots_kept() const;
   // Branch points: where seq's prompt stops sharing cached blocks, or the prompt of a running

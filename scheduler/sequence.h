@@ -19,6 +19,7 @@
 #include <span>
 #include <vector>
 
+#include "kernels/batch_plan.h"
 #include "kvcache/block_table.h"
 #include "kvcache/prefix_key.h"
 #include "kvcache/state_pool.h"
@@ -77,10 +78,11 @@ struct Sequence {
   std::vector<kvcache::PrefixKey> keys;
   std::vector<int64_t> cache_points;
   int64_t snapshot_due = 0;
-  // A cache point inside the current chunk (0 = none), whose state the chunk leaves in the
-  // staging slot (a snapshot row, kernels/batch_plan.h) until complete() saves it.
-  int64_t snapshot_inside = 0;
-  std::optional<kvcache::SlotHandle> snapshot_staging;
+  // Cache points inside the current chunk: the chunk's snapshot rows (kernels/batch_plan.h;
+  // row = point - chunk start - 1) and the staging slots they name, held until complete()
+  // has the states saved.
+  std::vector<kernels::SnapshotRow> snapshot_rows;
+  std::vector<kvcache::SlotHandle> staging_slots;
   int64_t planned_end = 0;  // num_computed after this step's chunk (when it has one)
   int64_t cached_tokens = 0;
   int32_t deferred_steps = 0;

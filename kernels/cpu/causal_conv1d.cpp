@@ -67,7 +67,10 @@ void causal_conv1d(ThreadPool& pool, const Tensor& x, const Tensor& weight, Tens
         const int64_t slot = plan.row_state_slots()[static_cast<size_t>(seq.row_state_begin + t)];
         store(states + ((slot * n_layers + layer) * ch + c0) * taps, t);
       }
-      if (seq.snapshot_row >= 0) store(states + ((seq.snapshot_slot * n_layers + layer) * ch + c0) * taps, seq.snapshot_row);
+      for (int64_t k = 0; k < seq.n_snapshots; ++k) {
+        const SnapshotRow& sr = plan.snapshot_rows()[static_cast<size_t>(seq.snapshot_begin + k)];
+        store(states + ((sr.slot * n_layers + layer) * ch + c0) * taps, sr.row);
+      }
       store(st, n - 1);
     }
   });

@@ -73,6 +73,8 @@ void gated_delta_rule(ThreadPool& pool, const Tensor& qkv, const Tensor& a, cons
       const int64_t j = item % hv, kh = j / ratio;
       float* state = states + ((seq.state_slot * n_layers + layer) * hv + j) * dk * dv;
       const double decay_scale = std::exp(static_cast<double>(alog[j]));
+      const SnapshotRow* snapshots = plan.snapshot_rows().data() + seq.snapshot_begin;
+      int64_t next_snapshot = 0;
       for (int64_t t = 0; t < seq.n_tokens; ++t) {
         const int64_t r = seq.first_row + t;
         const float* q = xs + r * conv_dim + kh * dk;
@@ -93,7 +95,7 @@ void gated_delta_rule(ThreadPool& pool, const Tensor& qkv, const Tensor& a, cons
         delta_step(state, qn, kn, v, beta, decay, dk, dv, u, delta, os + (r * hv + j) * dv);
         int64_t copy_to = -1;
         if (t < seq.n_row_states) copy_to = plan.row_state_slots()[static_cast<size_t>(seq.row_state_begin + t)];
-        if (t == seq.snapshot_row) copy_to = seq.snapshot_slot;
+        if (next_snapshot < seq.n_snapshots && snapshots[next_snapshot].row == t) copy_to = snapshots[next_snapshot++].slot;
         if (copy_to >= 0) std::copy(state, state + dk * dv, states + ((copy_to * n_layers + layer) * hv + j) * dk * dv);
       }
     }

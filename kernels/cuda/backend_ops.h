@@ -27,11 +27,17 @@ struct DevSeq {
   // row_state_slots[row_state_begin + i] for i < n_row_states (token-by-token path only).
   int32_t row_state_begin;
   int32_t n_row_states;
-  // The snapshot row (batch_plan.h): the state after it also goes to snapshot_slot. The
-  // token-by-token kernels read these; on the chunked path the item that starts after the
-  // row carries the slot instead (append_chunk_items).
-  int32_t snapshot_row = -1;
-  int32_t snapshot_slot = -1;
+  // Snapshot rows (batch_plan.h): snapshots[snapshot_begin + k] for k < n_snapshots, rows
+  // ascending. The token-by-token kernels read these; on the chunked path the item that starts
+  // after each row carries its slot instead (append_chunk_items).
+  int32_t snapshot_begin = 0;
+  int32_t n_snapshots = 0;
+};
+
+// A snapshot row: the state after row `row` of the sequence's chunk also goes to `slot`.
+struct DevSnapshot {
+  int32_t row;
+  int32_t slot;
 };
 
 // One chunk (<= kDeltaNetChunk tokens) of a sequence handled by the chunked DeltaNet path; the
@@ -58,19 +64,22 @@ inline constexpr int kDeltaNetChunk = 64;
 inline constexpr int kDeltaNetRecurrentMaxTokens = 8;
 
 // The chunk items of sequence `seq` (rows [first_row, first_row + n_tokens)), appended to
-// items: kDeltaNetChunk rows each from its first row, except that with a snapshot row the
-// items restart after it, so that one item starts exactly at the snapshot's position and
-// carries its slot (a short item in the middle of a sequence is as valid as a short last one).
+// items: kDeltaNetChunk rows each from its first row, except that the items restart after
+// each snapshot row (ascending), so that an item starts exactly at each snapshot's position
+// and carries its slot (a short item in the middle of a sequence is as valid as a short last
+// one).
 inline DeltaNetChunkSeq append_chunk_items(std::vector<DeltaNetChunkItem>& items, int32_t seq, int32_t first_row,
-                                           int32_t n_tokens, int32_t snapshot_row = -1, int32_t snapshot_slot = -1) {
+                                           int32_t n_tokens, const DevSnapshot* snapshots = nullptr,
+                                           int32_t n_snapshots = 0) {
   DeltaNetChunkSeq cs{seq, static_cast<int32_t>(items.size()), 0, 0};
-  const int32_t split = snapshot_row >= 0 ? snapshot_row + 1 : 0;
-  auto run = [&](int32_t from, int32_t to, int32_t slot) {
+  int32_t from = 0, slot = -1;
+  for (int32_t k = 0; k <= n_snapshots; ++k) {
+    const int32_t to = k < n_snapshots ? snapshots[k].row + 1 : n_tokens;
     for (int32_t t = from; t < to; t += kDeltaNetChunk, ++cs.n_items, slot = -1)
       items.push_back({seq, first_row + t, std::min(kDeltaNetChunk, to - t), slot});
-  };
-  run(0, split, -1);
-  run(split, n_tokens, snapshot_row >= 0 ? snapshot_slot : -1);
+    if (k < n_snapshots) slot = snapshots[k].slot;
+    from = to;
+  }
   return cs;
 }
 // Floats of chunk scratch per (chunk item, value head), enough for either chunked path: the
@@ -192,10 +201,11 @@ void qk_norm_rope(const float* qg, float* q, float* gate, float* k, const float*
 // leaving the last kc-1 inputs there. x, out [rows, C] f32, w [C, kc] f32. For the sequences
 // seq_ids[0, n) (all n when seq_ids is null), token by token, also leaving the window after
 // row i in the row-state slots (row_state_slots: the plan's concatenated list; may be null
-// when no sequence has row states):
+// when no sequence has row states) and after each snapshot row in its slot (snapshots: the
+// plan's list; may be null when none):
 void causal_conv1d(const float* x, const float* w, float* conv_state, int64_t n_layers, int64_t layer,
                    const DevSeq* seqs, const int32_t* seq_ids, int32_t n_seqs, const int32_t* row_state_slots,
-                   int64_t channels, int32_t kc, float* out, Stream stream);
+                   const DevSnapshot* snapshots, int64_t channels, int32_t kc, float* out, Stream stream);
 // For the sequences of a chunk list (more than kc-1 new rows each), all chunks in parallel:
 void causal_conv1d_chunks(const float* x, const float* w, float* conv_state, int64_t n_layers, int64_t layer,
                           const DevSeq* seqs, const DeltaNetChunkItem* items, int32_t n_items, const DeltaNetChunkSeq* chunk_seqs,
@@ -215,6 +225,7 @@ struct DeltaNetArgs {
   int32_t k_heads, v_heads, k_dim, v_dim;
   const DevSeq* seqs;
   const int32_t* row_state_slots;  // the plan's row-state slots (DevSeq::row_state_begin)
+  const DevSnapshot* snapshots;    // the plan's snapshot rows (DevSeq::snapshot_begin)
 };
 // Token by token for the sequences seq_ids[0, n) (dk = dv = 128), S after row i also stored
 // in the sequence's row-state slot i.

@@ -18,7 +18,7 @@ namespace {
 template <int KC>
 __global__ void conv1d_kernel(const float* x, const float* w, float* conv_state, int64_t n_layers, int64_t layer,
                               const DevSeq* seqs, const int32_t* seq_ids, const int32_t* row_state_slots,
-                              int64_t channels, float* out) {
+                              const DevSnapshot* snapshots, int64_t channels, float* out) {
   constexpr int kTaps = KC - 1;
   const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (c >= channels) {
@@ -37,6 +37,7 @@ __global__ void conv1d_kernel(const float* x, const float* w, float* conv_state,
 #pragma unroll
   for (int j = 0; j < KC; ++j) wt[j] = w[c * KC + j];
   wait_for_previous_kernel();
+  int32_t next_snapshot = 0;
   for (int32_t t = 0; t < sq.n_tokens; ++t) {
     const int64_t r = static_cast<int64_t>(sq.first_row) + t;
     win[kTaps] = x[r * channels + c];
@@ -46,9 +47,9 @@ __global__ void conv1d_kernel(const float* x, const float* w, float* conv_state,
     out[r * channels + c] = silu_f(acc);
 #pragma unroll
     for (int j = 0; j < kTaps; ++j) win[j] = win[j + 1];
-    const int64_t slot = t < sq.n_row_states ? row_state_slots[sq.row_state_begin + t]
-                         : t == sq.snapshot_row  ? sq.snapshot_slot
-                                                 : -1;
+    int64_t slot = t < sq.n_row_states ? row_state_slots[sq.row_state_begin + t] : -1;
+    if (next_snapshot < sq.n_snapshots && snapshots[sq.snapshot_begin + next_snapshot].row == t)
+      slot = snapshots[sq.snapshot_begin + next_snapshot++].slot;
     if (slot >= 0) {
       float* rs = conv_state + ((slot * n_layers + layer) * channels + c) * kTaps;
 #pragma unroll
@@ -156,17 +157,17 @@ void causal_conv1d_chunks(const float* x, const float* w, float* conv_state, int
 
 void causal_conv1d(const float* x, const float* w, float* conv_state, int64_t n_layers, int64_t layer,
                    const DevSeq* seqs, const int32_t* seq_ids, int32_t n_seqs, const int32_t* row_state_slots,
-                   int64_t channels, int32_t kc, float* out, Stream stream) {
+                   const DevSnapshot* snapshots, int64_t channels, int32_t kc, float* out, Stream stream) {
   if (n_seqs == 0 || channels == 0) return;
   if (n_seqs > 65535) throw std::invalid_argument("cuda backend: causal_conv1d: more than 65535 sequences");
   const int threads = 128;
   const dim3 grid(grid_for(channels, threads), static_cast<unsigned>(n_seqs));
   const Stream s = stream;
   switch (kc) {
-    case 2: launch_dependent("conv1d_kernel", conv1d_kernel<2>, grid, threads, 0, s, x, w, conv_state, n_layers, layer, seqs, seq_ids, row_state_slots, channels, out); break;
-    case 3: launch_dependent("conv1d_kernel", conv1d_kernel<3>, grid, threads, 0, s, x, w, conv_state, n_layers, layer, seqs, seq_ids, row_state_slots, channels, out); break;
-    case 4: launch_dependent("conv1d_kernel", conv1d_kernel<4>, grid, threads, 0, s, x, w, conv_state, n_layers, layer, seqs, seq_ids, row_state_slots, channels, out); break;
-    case 5: launch_dependent("conv1d_kernel", conv1d_kernel<5>, grid, threads, 0, s, x, w, conv_state, n_layers, layer, seqs, seq_ids, row_state_slots, channels, out); break;
+    case 2: launch_dependent("conv1d_kernel", conv1d_kernel<2>, grid, threads, 0, s, x, w, conv_state, n_layers, layer, seqs, seq_ids, row_state_slots, snapshots, channels, out); break;
+    case 3: launch_dependent("conv1d_kernel", conv1d_kernel<3>, grid, threads, 0, s, x, w, conv_state, n_layers, layer, seqs, seq_ids, row_state_slots, snapshots, channels, out); break;
+    case 4: launch_dependent("conv1d_kernel", conv1d_kernel<4>, grid, threads, 0, s, x, w, conv_state, n_layers, layer, seqs, seq_ids, row_state_slots, snapshots, channels, out); break;
+    case 5: launch_dependent("conv1d_kernel", conv1d_kernel<5>, grid, threads, 0, s, x, w, conv_state, n_layers, layer, seqs, seq_ids, row_state_slots, snapshots, channels, out); break;
     default: throw std::invalid_argument("cuda backend: causal_conv1d: kernel size must be 2..5");
   }
 }

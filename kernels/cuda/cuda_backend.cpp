@@ -338,7 +338,8 @@ class CudaBackend final : public kernels::Backend {
     if (kc < 2 || kc > 5) fail(op, "kernel size must be 2..5, got " + std::to_string(kc));
     // Short sequences token by token; prefill chunks (the DeltaNet chunk list) in parallel.
     ops::causal_conv1d(x.data_as<const float>(), weight.data_as<const float>(), conv_state.data_as<float>(),
-                       conv_state.dim(1), layer, p.d_seqs, p.d_rec_seq_ids, p.n_rec, p.d_row_state_slots, ch,
+                       conv_state.dim(1), layer, p.d_seqs, p.d_rec_seq_ids, p.n_rec, p.d_row_state_slots,
+                       p.d_snapshots, ch,
                        static_cast<int32_t>(kc),
                        out.data_as<float>(), ctx_.stream());
     if (p.n_chunk_items > 0 && kc - 1 > ops::kDeltaNetRecurrentMaxTokens) fail(op, "kernel size too large");
@@ -368,6 +369,7 @@ class CudaBackend final : public kernels::Backend {
     g.v_dim = static_cast<int32_t>(dims.v_dim);
     g.seqs = p.d_seqs;
     g.row_state_slots = p.d_row_state_slots;
+    g.snapshots = p.d_snapshots;
     ops::deltanet_recurrent(g, p.d_rec_seq_ids, p.n_rec, ctx_.stream());
     if (p.n_chunk_items > 0) {
       const auto bytes = static_cast<size_t>(int64_t{p.n_chunk_items} * dims.v_heads * ops::kDeltaNetScratchFloats * 4);

@@ -88,6 +88,8 @@ CudaBatchPlan::CudaBatchPlan(const kernels::BatchDesc& desc, PlanUploader& uploa
   n_decode = static_cast<int32_t>(decode_lens.size());
   for (int32_t s = n_decode_seqs; s < n_seqs; ++s) prefill_seqs.push_back(s);
 
+  std::vector<ops::DevSnapshot> snapshots;
+  for (const kernels::SnapshotRow& sr : snapshot_rows()) snapshots.push_back({static_cast<int32_t>(sr.row), sr.slot});
   std::vector<int32_t> rec;
   std::vector<ops::DeltaNetChunkItem> items;
   std::vector<ops::DeltaNetChunkSeq> chunk_seqs;
@@ -98,8 +100,8 @@ CudaBatchPlan::CudaBatchPlan(const kernels::BatchDesc& desc, PlanUploader& uploa
       continue;
     }
     chunk_seqs.push_back(ops::append_chunk_items(items, s, static_cast<int32_t>(q.first_row),
-                                                 static_cast<int32_t>(q.n_tokens), static_cast<int32_t>(q.snapshot_row),
-                                                 q.snapshot_slot));
+                                                 static_cast<int32_t>(q.n_tokens), snapshots.data() + q.snapshot_begin,
+                                                 static_cast<int32_t>(q.n_snapshots)));
   }
   n_rec = static_cast<int32_t>(rec.size());
   n_chunk_items = static_cast<int32_t>(items.size());
@@ -123,6 +125,7 @@ CudaBatchPlan::CudaBatchPlan(const kernels::BatchDesc& desc, PlanUploader& uploa
   const size_t o_items = place(items.size() * sizeof(ops::DeltaNetChunkItem));
   const size_t o_cseqs = place(chunk_seqs.size() * sizeof(ops::DeltaNetChunkSeq));
   const size_t o_rstates = place(row_state_slots().size() * 4);
+  const size_t o_snaps = place(snapshots.size() * sizeof(ops::DevSnapshot));
   const size_t n_row_table = multi_row ? static_cast<size_t>(n_decode) : 0;
   const size_t o_dtable = place(n_row_table * static_cast<size_t>(table_stride) * 4);
   const size_t o_dlens = place(n_row_table * 4);
@@ -142,7 +145,7 @@ CudaBatchPlan::CudaBatchPlan(const kernels::BatchDesc& desc, PlanUploader& uploa
     const Seq& q = sq[static_cast<size_t>(s)];
     ds[s] = {static_cast<int32_t>(q.first_row), static_cast<int32_t>(q.n_tokens),      static_cast<int32_t>(q.n_cached),
              q.state_slot,                         static_cast<int32_t>(q.row_state_begin), static_cast<int32_t>(q.n_row_states),
-             static_cast<int32_t>(q.snapshot_row), q.snapshot_slot};
+             static_cast<int32_t>(q.snapshot_begin), static_cast<int32_t>(q.n_snapshots)};
     int32_t* trow = table + static_cast<int64_t>(s) * table_stride;
     for (int32_t b = 0; b < table_stride; ++b)
       trow[b] = b < q.n_blocks ? block_ids()[static_cast<size_t>(q.block_begin + b)] : 0;
@@ -152,6 +155,7 @@ CudaBatchPlan::CudaBatchPlan(const kernels::BatchDesc& desc, PlanUploader& uploa
   if (!items.empty()) std::memcpy(h + o_items, items.data(), items.size() * sizeof(ops::DeltaNetChunkItem));
   if (!chunk_seqs.empty()) std::memcpy(h + o_cseqs, chunk_seqs.data(), chunk_seqs.size() * sizeof(ops::DeltaNetChunkSeq));
   if (has_row_states()) std::memcpy(h + o_rstates, row_state_slots().data(), row_state_slots().size() * 4);
+  if (!snapshots.empty()) std::memcpy(h + o_snaps, snapshots.data(), snapshots.size() * sizeof(ops::DevSnapshot));
   if (multi_row) {
     // Row r of a decode-path chunk is a query at position n_cached + r over its sequence's
     // table: its own table row, and seq_len n_cached + r + 1 (causal within the chunk).
@@ -175,6 +179,7 @@ CudaBatchPlan::CudaBatchPlan(const kernels::BatchDesc& desc, PlanUploader& uploa
   d_chunk_items = reinterpret_cast<const ops::DeltaNetChunkItem*>(d + o_items);
   d_chunk_seqs = reinterpret_cast<const ops::DeltaNetChunkSeq*>(d + o_cseqs);
   d_row_state_slots = reinterpret_cast<const int32_t*>(d + o_rstates);
+  d_snapshots = reinterpret_cast<const ops::DevSnapshot*>(d + o_snaps);
   d_decode_table = multi_row ? reinterpret_cast<const int32_t*>(d + o_dtable) : d_table;
   d_decode_lens = multi_row ? reinterpret_cast<const int32_t*>(d + o_dlens) : d_seq_lens;
 }

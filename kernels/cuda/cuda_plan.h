@@ -72,6 +72,7 @@ class CudaBatchPlan final : public kernels::BatchPlan {
   const ops::DeltaNetChunkItem* d_chunk_items = nullptr;
   const ops::DeltaNetChunkSeq* d_chunk_seqs = nullptr;
   const int32_t* d_row_state_slots = nullptr;  // BatchPlan::row_state_slots()
+  const ops::DevSnapshot* d_snapshots = nullptr;  // BatchPlan::snapshot_rows()
   // The decode kernel's view, per decode row: [n_decode, table_stride] and seq_lens (d_table
   // and d_seq_lens themselves when every decode-path sequence has one row).
   const int32_t* d_decode_table = nullptr;

@@ -6,7 +6,7 @@
 // head, 32 state columns); thread (lane c, warp w) keeps S[32w .. 32w+31][c] in registers for
 // the whole chunk, the decay, the delta correction and the read with q reduce over the four
 // warps through shared memory. A verify chunk's row-state slots get S after each of its first
-// rows, and a snapshot slot S after the snapshot row, stored from the same registers.
+// rows, and snapshot slots S after their snapshot rows, stored from the same registers.
 //
 // Chunked (prefill chunks longer than kDeltaNetRecurrentMaxTokens), the WY form of kernel-notes
 // 3.2 / model spec 3.6 with C = 64. Production runs it on the tensor cores (delta_rule_tc.cu);
@@ -79,6 +79,7 @@ __global__ void __launch_bounds__(128) deltanet_recurrent_kernel(const DeltaNetA
   // qkv, a and b are its results.
   wait_for_previous_kernel();
 
+  int32_t next_snapshot = 0;
   for (int32_t t = 0; t < sq.n_tokens; ++t) {
     const int64_t row = static_cast<int64_t>(sq.first_row) + t;
     const float* x = a.qkv + row * conv_dim;
@@ -111,9 +112,9 @@ __global__ void __launch_bounds__(128) deltanet_recurrent_kernel(const DeltaNetA
     __syncthreads();
     if (warp == 0)
       a.out[(row * a.v_heads + j) * kD + col] = part[0][lane] + part[1][lane] + part[2][lane] + part[3][lane];
-    const int64_t slot = t < sq.n_row_states ? a.row_state_slots[sq.row_state_begin + t]
-                         : t == sq.snapshot_row  ? sq.snapshot_slot
-                                                 : -1;
+    int64_t slot = t < sq.n_row_states ? a.row_state_slots[sq.row_state_begin + t] : -1;
+    if (next_snapshot < sq.n_snapshots && a.snapshots[sq.snapshot_begin + next_snapshot].row == t)
+      slot = a.snapshots[sq.snapshot_begin + next_snapshot++].slot;
     if (slot >= 0) {
       float* R = a.state + ((slot * a.n_layers + a.layer) * a.v_heads + j) * kD * kD;
 #pragma unroll

@@ -21,6 +21,7 @@
 #include <span>
 #include <vector>
 
+#include "kernels/batch_plan.h"
 #include "kvcache/block_table.h"
 #include "kvcache/state_pool.h"
 
@@ -39,10 +40,9 @@ struct SequenceChunk {
   int32_t logit_rows = 0;
   // Slots that get the state after rows 0, 1, ... (fewer than tokens.size(); none = empty).
   std::span<const kvcache::SlotId> row_state_slots = {};
-  // A slot that gets the state after row snapshot_row (< tokens.size() - 1) too: prefix
-  // caching's snapshot inside a prefill chunk (-1: none).
-  int64_t snapshot_row = -1;
-  kvcache::SlotId snapshot_slot = -1;
+  // Rows whose state also goes to a slot: prefix caching's snapshots inside a prefill chunk
+  // (ascending, each < tokens.size() - 1; kernels/batch_plan.h).
+  std::span<const kernels::SnapshotRow> snapshot_rows = {};
 };
 
 struct ForwardBatch {

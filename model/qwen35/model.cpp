@@ -205,7 +205,7 @@ const Logits& Model::forward(const ForwardBatch& batch) {
     tokens.insert(tokens.end(), s.tokens.begin(), s.tokens.end());
     spans.push_back(kernels::SequenceChunk{n, s.n_cached, s.state_slot,
                                            std::span<const int32_t>(s.block_table->block_ids()),
-                                           s.row_state_slots, s.snapshot_row, s.snapshot_slot});
+                                           s.row_state_slots, s.snapshot_rows});
   }
   if (graphs_ && !observer_ && forward_recorded(batch, tokens, spans, logit_rows)) return logits_;
   const std::unique_ptr<kernels::BatchPlan> plan = make_plan(tokens, spans, logit_rows);

@@ -42,7 +42,7 @@ bool Model::forward_recorded(const ForwardBatch& batch, std::span<const int32_t>
   int64_t longest = 0;
   for (const SequenceChunk& s : batch.seqs) {
     if (static_cast<int64_t>(s.tokens.size()) != n || static_cast<int64_t>(s.row_state_slots.size()) != n_states ||
-        s.logit_rows != n_logits || s.n_cached + n > max_len || s.snapshot_row >= 0)
+        s.logit_rows != n_logits || s.n_cached + n > max_len || !s.snapshot_rows.empty())
       return false;
     longest = std::max(longest, s.n_cached + n);
     // Ids past the engine's pools (the pads') are left to the eager plan to refuse.

@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
         const ops::DeltaNetArgs g{.qkv = qkv, .a = av, .b = bv, .a_log = alog_d, .dt_bias = dt_d, .state = state,
                                   .out = out, .n_layers = 1, .layer = 0, .k_heads = hk,
                                   .v_heads = static_cast<int32_t>(hv), .k_dim = static_cast<int32_t>(D),
-                                  .v_dim = static_cast<int32_t>(D), .seqs = seqs_d, .row_state_slots = nullptr};
+                                  .v_dim = static_cast<int32_t>(D), .seqs = seqs_d, .row_state_slots = nullptr, .snapshots = nullptr};
 
         // Floors: bytes (q, k, v in f32, a and b, the output, the state in and out) and FLOPs.
         const double bytes = static_cast<double>(T) * (conv_dim + 2 * hv + hv * D) * 4 + 2.0 * state_floats * 4;

@@ -56,8 +56,7 @@ struct SeqDesc {
   int32_t slot;
   std::vector<int32_t> blocks;
   std::vector<int32_t> row_states = {};  // row-state slots (batch_plan.h)
-  int64_t snapshot_row = -1;             // snapshot row and slot (batch_plan.h)
-  int32_t snapshot_slot = -1;
+  std::vector<kernels::SnapshotRow> snapshots = {};  // snapshot rows (batch_plan.h)
 };
 
 // A plan over seqs (token ids all zero unless given).
@@ -68,7 +67,7 @@ inline std::unique_ptr<kernels::BatchPlan> plan_of(kernels::Backend& be, const s
   std::vector<kernels::SequenceChunk> spans;
   int64_t rows = 0;
   for (const auto& s : seqs) {
-    spans.push_back({s.n_tokens, s.n_cached, s.slot, s.blocks, s.row_states, s.snapshot_row, s.snapshot_slot});
+    spans.push_back({s.n_tokens, s.n_cached, s.slot, s.blocks, s.row_states, s.snapshots});
     rows += s.n_tokens;
   }
   if (tokens.empty()) tokens.assign(static_cast<size_t>(rows), 0);

@@ -46,26 +46,34 @@ void check_row_states(ds::kernels::Backend& be, const std::vector<float>& state0
   CHECK(part(got, 4, kLayer, per) == part(state0, 4, kLayer, per));
 }
 
-// The same for a snapshot row: for every row r but the last, a chunk naming r leaves in the
-// snapshot slot the state the first r + 1 tokens leave, and its own slot as without it.
+// The same for snapshot rows: a chunk naming rows leaves in each one's slot the state the
+// tokens up to that row leave, and its own slot as without them; every single row but the
+// last, then three rows at once.
 template <class Op>
 void check_snapshot_rows(ds::kernels::Backend& be, const std::vector<float>& state0, int64_t per, Op op) {
-  constexpr int32_t kSnap = 3;
   auto full = t::make(be, Shape{kSlots, kLayers, per}, state0);
   op(*t::plan_of(be, {{kN, 7, kSlot, {0, 1, 2, 3}}}, 4, 4, kSlots), full, 0, kN);
   const auto want_end = t::get(be, full);
-  for (int64_t r = 0; r + 1 < kN; ++r) {
+  std::vector<std::vector<ds::kernels::SnapshotRow>> cases;
+  for (int64_t r = 0; r + 1 < kN; ++r) cases.push_back({{r, 3}});
+  cases.push_back({{0, 3}, {2, 5}, {3, 0}});
+  for (const auto& rows : cases) {
     auto state = t::make(be, Shape{kSlots, kLayers, per}, state0);
-    op(*t::plan_of(be, {{kN, 7, kSlot, {0, 1, 2, 3}, {}, r, kSnap}}, 4, 4, kSlots), state, 0, kN);
+    op(*t::plan_of(be, {{kN, 7, kSlot, {0, 1, 2, 3}, {}, rows}}, 4, 4, kSlots), state, 0, kN);
     const auto got = t::get(be, state);
-    auto prefix = t::make(be, Shape{kSlots, kLayers, per}, state0);
-    op(*t::plan_of(be, {{r + 1, 7, kSlot, {0, 1, 2, 3}}}, 4, 4, kSlots), prefix, 0, r + 1);
-    INFO("snapshot after row " << r);
-    CHECK(part(got, kSnap, kLayer, per) == part(t::get(be, prefix), kSlot, kLayer, per));
+    std::vector<bool> named(kSlots, false);
+    named[kSlot] = true;
+    for (const auto& sr : rows) {
+      auto prefix = t::make(be, Shape{kSlots, kLayers, per}, state0);
+      op(*t::plan_of(be, {{sr.row + 1, 7, kSlot, {0, 1, 2, 3}}}, 4, 4, kSlots), prefix, 0, sr.row + 1);
+      INFO("snapshot after row " << sr.row << " in slot " << sr.slot << " (" << rows.size() << " rows)");
+      CHECK(part(got, sr.slot, kLayer, per) == part(t::get(be, prefix), kSlot, kLayer, per));
+      named[static_cast<size_t>(sr.slot)] = true;
+    }
     CHECK(part(got, kSlot, kLayer, per) == part(want_end, kSlot, kLayer, per));
     for (int64_t s = 0; s < kSlots; ++s) {
       CHECK(part(got, s, 0, per) == part(state0, s, 0, per));
-      if (s != kSnap && s != kSlot) CHECK(part(got, s, kLayer, per) == part(state0, s, kLayer, per));
+      if (!named[static_cast<size_t>(s)]) CHECK(part(got, s, kLayer, per) == part(state0, s, kLayer, per));
     }
   }
 }
@@ -124,12 +132,16 @@ TEST_CASE("row states: the plan refuses slots that collide or overflow", "[kerne
   CHECK_THAT(err({{3, 0, 0, {1}, {2, 0}}}), Contains("share a state slot"));
   CHECK_THAT(err({{3, 0, 0, {1}, {2}}, {1, 0, 2, {2}}}), Contains("share a state slot"));
   CHECK_THAT(err({{3, 0, 0, {1}, {2, 2}}}), Contains("share a state slot"));
-  // Snapshot rows: inside the chunk but the last row, a slot of the pool no one else uses.
-  CHECK(err({{3, 0, 0, {1}, {}, 1, 2}}) == "accepted");
-  CHECK_THAT(err({{3, 0, 0, {1}, {}, 2, 2}}), Contains("snapshot after row 2 of a chunk of 3"));
-  CHECK_THAT(err({{3, 0, 0, {1}, {}, -1, 2}}), Contains("snapshot after row -1"));
-  CHECK_THAT(err({{3, 0, 0, {1}, {}, 0, 4}}), Contains("snapshot slot 4 outside [0, 4)"));
-  CHECK_THAT(err({{3, 0, 0, {1}, {}, 0, 0}}), Contains("share a state slot"));
-  CHECK_THAT(err({{3, 0, 0, {1}, {2}, 1, 3}}), Contains("both row states and a snapshot row"));
-  CHECK_THAT(err({{3, 0, 0, {1}, {}, 0, 2}, {1, 0, 2, {2}}}), Contains("share a state slot"));
+  // Snapshot rows: ascending inside the chunk but its last row, slots of the pool no one else uses.
+  CHECK(err({{3, 0, 0, {1}, {}, {{1, 2}}}}) == "accepted");
+  CHECK(err({{4, 0, 0, {1}, {}, {{0, 2}, {2, 3}}}}) == "accepted");
+  CHECK_THAT(err({{3, 0, 0, {1}, {}, {{2, 2}}}}), Contains("snapshot after row 2 of a chunk of 3"));
+  CHECK_THAT(err({{3, 0, 0, {1}, {}, {{-1, 2}}}}), Contains("snapshot after row -1"));
+  CHECK_THAT(err({{4, 0, 0, {1}, {}, {{1, 2}, {1, 3}}}}), Contains("snapshot after row 1"));
+  CHECK_THAT(err({{4, 0, 0, {1}, {}, {{2, 2}, {0, 3}}}}), Contains("snapshot after row 0"));
+  CHECK_THAT(err({{3, 0, 0, {1}, {}, {{0, 4}}}}), Contains("snapshot slot 4 outside [0, 4)"));
+  CHECK_THAT(err({{3, 0, 0, {1}, {}, {{0, 0}}}}), Contains("share a state slot"));
+  CHECK_THAT(err({{4, 0, 0, {1}, {}, {{0, 2}, {1, 2}}}}), Contains("share a state slot"));
+  CHECK_THAT(err({{3, 0, 0, {1}, {2}, {{1, 3}}}}), Contains("both row states and snapshot rows"));
+  CHECK_THAT(err({{3, 0, 0, {1}, {}, {{0, 2}}}, {1, 0, 2, {2}}}), Contains("share a state slot"));
 }

@@ -482,16 +482,17 @@ TEST_CASE("cuda ops: causal_conv1d and gated_delta_rule (recurrent and chunked) 
     INFO((f32w ? "f32 reference mode (fp32 chunks)" : "production mode (tensor-core chunks)"));
     Pair p(f32w);
     const kernels::DeltaNetDims dims{2, 4, 128, 128};
-    const int64_t C = dims.conv_dim(), hv = dims.v_heads, kc = 4, slots = 9, layers = 2, layer = 1;
+    const int64_t C = dims.conv_dim(), hv = dims.v_heads, kc = 4, slots = 10, layers = 2, layer = 1;
     // Two steps over the same slots: sequence lengths cover the recurrent path (1, 5 tokens) and
     // the chunked one (64, 150 = 64 + 64 + 22, 65), starting from random states. Snapshot rows
-    // (slots 6-8; prefix caching) on both paths: after row 37 of 150 (chunk items 38, 64, 48),
-    // row 2 of 5, row 63 of 65 (items 64, 1), row 15 of 130, row 10 of 20 (items 11, 9).
+    // (slots 6-9; prefix caching) on both paths: after rows 37 and 100 of 150 (chunk items 38,
+    // 63, 49), row 2 of 5, row 63 of 65 (items 64, 1), row 15 of 130, row 10 of 20 (items 11, 9).
     const std::vector<std::vector<SeqDesc>> steps = {
-        with_blocks({{1, 10, 0, {}}, {150, 0, 1, {}, {}, 37, 6}, {5, 3, 2, {}, {}, 2, 7}, {64, 0, 3, {}},
-                     {65, 7, 5, {}, {}, 63, 8}},
+        with_blocks({{1, 10, 0, {}}, {150, 0, 1, {}, {}, {{37, 6}, {100, 9}}}, {5, 3, 2, {}, {}, {{2, 7}}}, {64, 0, 3, {}},
+                     {65, 7, 5, {}, {}, {{63, 8}}}},
                     16, 200, 1),
-        with_blocks({{1, 11, 0, {}}, {1, 150, 1, {}}, {20, 8, 2, {}, {}, 10, 7}, {130, 64, 3, {}, {}, 15, 6}, {9, 72, 5, {}}},
+        with_blocks({{1, 11, 0, {}}, {1, 150, 1, {}}, {20, 8, 2, {}, {}, {{10, 7}}}, {130, 64, 3, {}, {}, {{15, 6}}},
+                     {9, 72, 5, {}}},
                     16, 200, 2)};
     const auto w = test::random_vec(static_cast<size_t>(C * kc), 60, 0.5f);
     const Shape cs{slots, layers, C, kc - 1}, rs{slots, layers, hv, 128, 128};

@@ -56,14 +56,22 @@ double row_error(const float* got, const float* want, int64_t d, double mean_nor
 
 // Sequences of `lens` tokens (slot i each) from random states, one step, emulated kernels vs
 // the CPU backend; checks each sequence's output, its worst (token, head) row and the states.
-// snapshots[i] >= 0: sequence i also leaves the state after that row in slot lens.size() + i.
+// snapshots[i] >= 0: sequence i also leaves the state after that row in slot lens.size() + i
+// (and, with second[i] >= 0, after that later row in slot 2 lens.size() + 1 + i).
 void check_emulated(int64_t hk, int64_t hv, const std::vector<int64_t>& lens, uint64_t seed, bool strong_decays = false,
-                    const std::vector<int64_t>& snapshots = {}) {
+                    const std::vector<int64_t>& snapshots = {}, const std::vector<int64_t>& second = {}) {
   emu::shared_mem = ds::cuda::ops::delta::smem;
   constexpr int64_t D = 128;
-  const int64_t C = 2 * hk * D + hv * D, slots = 2 * static_cast<int64_t>(lens.size()) + 1, layers = 1;
+  const int64_t C = 2 * hk * D + hv * D, slots = 3 * static_cast<int64_t>(lens.size()) + 2, layers = 1;
   const auto n_seqs = static_cast<int32_t>(lens.size());
   auto snapshot_row = [&](size_t i) { return i < snapshots.size() ? snapshots[i] : int64_t{-1}; };
+  auto second_row = [&](size_t i) { return i < second.size() ? second[i] : int64_t{-1}; };
+  auto rows_of = [&](size_t i) {
+    std::vector<kernels::SnapshotRow> r;
+    if (snapshot_row(i) >= 0) r.push_back({snapshot_row(i), n_seqs + static_cast<int32_t>(i)});
+    if (second_row(i) >= 0) r.push_back({second_row(i), 2 * n_seqs + 1 + static_cast<int32_t>(i)});
+    return r;
+  };
   int64_t T = 0;
   for (int64_t n : lens) T += n;
   const auto qkv = test::random_vec(static_cast<size_t>(T * C), seed);
@@ -81,8 +89,7 @@ void check_emulated(int64_t hk, int64_t hv, const std::vector<int64_t>& lens, ui
   auto cpu = test::cpu(2);
   std::vector<test::SeqDesc> seqs;
   for (size_t i = 0; i < lens.size(); ++i)
-    seqs.push_back({lens[i], 3, static_cast<int32_t>(i), {}, {}, snapshot_row(i),
-                    snapshot_row(i) >= 0 ? n_seqs + static_cast<int32_t>(i) : -1});
+    seqs.push_back({lens[i], 3, static_cast<int32_t>(i), {}, {}, rows_of(i)});
   for (auto& s : seqs)
     for (int64_t b = 0; b < (s.n_cached + s.n_tokens + 15) / 16; ++b) s.blocks.push_back(static_cast<int32_t>(100 * s.slot + b));
   auto plan = test::plan_of(*cpu, seqs, 16, 1000, static_cast<int32_t>(slots));
@@ -100,9 +107,11 @@ void check_emulated(int64_t hk, int64_t hv, const std::vector<int64_t>& lens, ui
   int32_t row = 0;
   for (size_t i = 0; i < lens.size(); ++i) {
     const auto s = static_cast<int32_t>(i);
-    const auto snap = static_cast<int32_t>(snapshot_row(i));
-    dseqs.push_back({row, static_cast<int32_t>(lens[i]), 3, s, 0, 0, snap, snap >= 0 ? n_seqs + s : -1});
-    cseqs.push_back(cuda::ops::append_chunk_items(items, s, row, static_cast<int32_t>(lens[i]), snap, n_seqs + s));
+    std::vector<cuda::ops::DevSnapshot> snaps;
+    for (const auto& sr : rows_of(i)) snaps.push_back({static_cast<int32_t>(sr.row), sr.slot});
+    dseqs.push_back({row, static_cast<int32_t>(lens[i]), 3, s, 0, 0});
+    cseqs.push_back(cuda::ops::append_chunk_items(items, s, row, static_cast<int32_t>(lens[i]), snaps.data(),
+                                                  static_cast<int32_t>(snaps.size())));
     row += static_cast<int32_t>(lens[i]);
   }
   std::vector<float> state = state0, got(static_cast<size_t>(T * hv * D), -12345.0f);
@@ -150,13 +159,14 @@ void check_emulated(int64_t hk, int64_t hv, const std::vector<int64_t>& lens, ui
   CHECK(st < 1e-2);
   const size_t per = state.size() / static_cast<size_t>(slots);
   for (size_t i = 0; i < lens.size(); ++i) {
-    if (snapshot_row(i) < 0) continue;
-    const size_t at_slot = (lens.size() + i) * per;
-    INFO("snapshot of sequence " << i << " after row " << snapshot_row(i));
-    CHECK(rel(state.data() + at_slot, want_state.data() + at_slot, per) < 1e-2);
-    CHECK(!std::equal(state.begin() + static_cast<std::ptrdiff_t>(at_slot),
-                      state.begin() + static_cast<std::ptrdiff_t>(at_slot + per),
-                      state0.begin() + static_cast<std::ptrdiff_t>(at_slot)));
+    for (const auto& sr : rows_of(i)) {
+      const size_t at_slot = static_cast<size_t>(sr.slot) * per;
+      INFO("snapshot of sequence " << i << " after row " << sr.row);
+      CHECK(rel(state.data() + at_slot, want_state.data() + at_slot, per) < 1e-2);
+      CHECK(!std::equal(state.begin() + static_cast<std::ptrdiff_t>(at_slot),
+                        state.begin() + static_cast<std::ptrdiff_t>(at_slot + per),
+                        state0.begin() + static_cast<std::ptrdiff_t>(at_slot)));
+    }
   }
   // The last slot is in no sequence.
   CHECK(std::equal(state.end() - static_cast<std::ptrdiff_t>(per), state.end(), state0.end() - static_cast<std::ptrdiff_t>(per)));
@@ -186,9 +196,9 @@ TEST_CASE("emulated tensor-core delta rule: asynchronous copies land as late as 
 
 TEST_CASE("emulated tensor-core delta rule: snapshot rows split the chunks and leave the state there",
           "[delta_tc_emu]") {
-  // 150 tokens with a snapshot after row 37: items of 38, 64, 48; 70 after row 63: 64, 6;
-  // 20 with one after row 0: items of 1 and 19.
-  check_emulated(1, 2, {150, 70, 20}, 17, false, {37, 63, 0});
+  // 150 tokens with snapshots after rows 37 and 101: items of 38, 64, 48; 70 after row 63: 64,
+  // 6; 20 after rows 0 and 17: items of 1, 17 and 2.
+  check_emulated(1, 2, {150, 70, 20}, 17, false, {37, 63, 0}, {101, -1, 17});
 }
 
 TEST_CASE("emulated tensor-core delta rule: twelve value heads per key head (two prepare blocks of six)",

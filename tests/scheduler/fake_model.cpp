@@ -103,11 +103,13 @@ const kernels::Tensor& FakeModel::forward(const qwen35::ForwardBatch& batch) {
       if (r < 0 || r >= num_slots_) throw std::invalid_argument("fake model: row-state slot outside the pool");
       slots.push_back(r);
     }
-    if (c.snapshot_row >= 0 || c.snapshot_slot >= 0) {
-      if (c.snapshot_row < 0 || c.snapshot_row + 1 >= static_cast<int64_t>(c.tokens.size()) || c.snapshot_slot < 0 ||
-          c.snapshot_slot >= num_slots_ || !c.row_state_slots.empty())
+    int64_t previous = -1;
+    for (const kernels::SnapshotRow& sr : c.snapshot_rows) {
+      if (sr.row <= previous || sr.row + 1 >= static_cast<int64_t>(c.tokens.size()) || sr.slot < 0 ||
+          sr.slot >= num_slots_ || !c.row_state_slots.empty())
         throw std::invalid_argument("fake model: bad snapshot row");
-      slots.push_back(c.snapshot_slot);
+      previous = sr.row;
+      slots.push_back(sr.slot);
       ++snapshot_rows_;
     }
     slots.push_back(c.state_slot);
@@ -144,9 +146,10 @@ const kernels::Tensor& FakeModel::forward(const qwen35::ForwardBatch& batch) {
         slot_hash_[r] = h;
         slot_count_[r] = c.n_cached + i + 1;
       }
-      if (i == c.snapshot_row) {
-        slot_hash_[static_cast<size_t>(c.snapshot_slot)] = h;
-        slot_count_[static_cast<size_t>(c.snapshot_slot)] = c.n_cached + i + 1;
+      for (const kernels::SnapshotRow& sr : c.snapshot_rows) {
+        if (sr.row != i) continue;
+        slot_hash_[static_cast<size_t>(sr.slot)] = h;
+        slot_count_[static_cast<size_t>(sr.slot)] = c.n_cached + i + 1;
       }
       if (i >= n - c.logit_rows) {
         std::span<float> out(logits_.data() + row * static_cast<size_t>(vocab_), static_cast<size_t>(vocab_));

@@ -121,6 +121,36 @@ TEST_CASE("prefix caching: the snapshot inside a prompt's last chunk costs no st
   }
 }
 
+TEST_CASE("prefix caching: a chat turn snapshots its branch point and its prompt's end in one chunk", "[prefix]") {
+  FakeModel model(64);
+  Engine engine(model, cached_config(256, 16, 4, 64), kernels::cpu::make_cpu_sampler());
+  std::mt19937 rng(10);
+  // Turn 1: 40 tokens, 20 generated; its blocks up to 48 stay cached, its snapshot is at 32.
+  const auto prompt1 = random_tokens(rng, 40);
+  Request r1 = greedy(prompt1, 20);
+  r1.cache_points = {39};
+  const Outcome o1 = run(engine, r1);
+  // Turn 2 = turn 1 + its reply + 30 new tokens (90): it resumes at 32 and its one chunk holds
+  // two points: 48, where it parts from turn 1's cached blocks, and 80, its prompt's end.
+  const auto prompt2 = concat(concat(prompt1, o1.tokens), random_tokens(rng, 30));
+  const int64_t calls = model.forward_calls(), rows = model.snapshot_rows();
+  Request r2 = greedy(prompt2, 1);
+  r2.cache_points = {89};
+  const Outcome o2 = run(engine, r2);
+  CHECK(o2.last.metrics.cached_tokens == 32);
+  CHECK(o2.tokens == model.reference_tokens(prompt2, 1, {}, 1 << 20, r2.sampling, 0));
+  CHECK(model.forward_calls() - calls == 1);
+  CHECK(model.snapshot_rows() - rows == 2);
+  // Turn 3 resumes at turn 2's prompt end; a sibling of turn 2 that parts at 48 from there.
+  const auto prompt3 = concat(concat(prompt2, o2.tokens), random_tokens(rng, 10));
+  CHECK(run(engine, greedy(prompt3, 2)).last.metrics.cached_tokens == 80);
+  auto sibling = std::vector<int32_t>(prompt2.begin(), prompt2.begin() + 50);
+  sibling[49] = (sibling[49] + 1) % 64;
+  CHECK(run(engine, greedy(sibling, 2)).last.metrics.cached_tokens == 48);
+  CHECK(model.violations() == 0);
+  check_quiet(engine);
+}
+
 TEST_CASE("prefix caching: a repeated prompt hits all whole blocks but the last token's", "[prefix]") {
   FakeModel model(64);
   Engine engine(model, cached_config(), kernels::cpu::make_cpu_sampler());
