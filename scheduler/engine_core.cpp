@@ -229,6 +229,8 @@ bool Engine::Core::step() {
   batch_.seqs.clear();
   for (const SequenceChunk& c : plan.chunks) batch_.seqs.push_back(model_chunk(c));
 
+  // Read before the step completes the chunks (which clears their snapshot rows).
+  const std::string step_trace = spdlog::should_log(spdlog::level::debug) ? describe_step(plan) : std::string();
   const kernels::Tensor* logits = nullptr;
   try {
     // Prefix hits start from their snapshots: copied in before the forward reads the slots.
@@ -255,6 +257,8 @@ bool Engine::Core::step() {
   const double drafted = counters_.draft_seconds_total;
   if (logits) after_forward(plan.chunks, *logits);
   counters_.sample_seconds_total += seconds_between(t2, Clock::now()) - (counters_.draft_seconds_total - drafted);
+  if (!step_trace.empty())
+    spdlog::debug("step {}: {:.1f} ms, {}", counters_.iterations_total, seconds_between(t1, Clock::now()) * 1e3, step_trace);
 
   if (config_.check_invariants) {
     try {
@@ -266,6 +270,24 @@ bool Engine::Core::step() {
     }
   }
   return true;
+}
+
+std::string Engine::Core::describe_step(const StepPlan& plan) const {
+  // One line per step at --log-level debug, so a serving run's scheduling can be read back
+  // (which prompts ran in which step, and what each step cost).
+  std::string prefills;
+  int64_t verify = 0;
+  for (const SequenceChunk& c : plan.chunks) {
+    if (c.num_draft > 0) ++verify;
+    if (c.length == 1 + c.num_draft && c.start + c.length >= c.seq->prompt_len) continue;  // a decode or verify
+    prefills += fmt::format(" {}:{}+{}{}{}", c.seq->id, c.start, c.length,
+                            c.snapshot_rows().empty() ? "" : fmt::format("s{}", c.snapshot_rows().size()),
+                            c.samples ? "*" : "");
+  }
+  return fmt::format("{} tokens, {} decodes ({} verify), {} admitted, {} preempted, {} waiting; prefill "
+                     "id:start+len (sN: N snapshot rows, *: samples):{}",
+                     plan.num_tokens, plan.num_decodes, verify, plan.admitted.size(), plan.preempted.size(),
+                     scheduler_.num_waiting(), prefills);
 }
 
 void Engine::Core::retry_chunks_alone(std::vector<SequenceChunk> chunks) {

@@ -85,6 +85,7 @@ struct Engine::Core {
   // Asks the drafter for the decoding sequences' drafts (speculative decoding).
   void draft();
   void retry_chunks_alone(std::vector<SequenceChunk> chunks);
+  std::string describe_step(const StepPlan& plan) const;
   // After a forward over `chunks`: completes them, takes snapshots, samples and emits.
   void after_forward(std::span<const SequenceChunk> chunks, const kernels::Tensor& logits);
   void sample_and_emit(std::span<const SequenceChunk> chunks, const kernels::Tensor& logits);
