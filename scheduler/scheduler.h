@@ -34,15 +34,15 @@
 // slots that waiting sequences do not need; without one the chunk is cut to end at the point
 // (so its first token would come a step later). Once the chunk has run its blocks are
 // recorded and the states copied from the staging slots, or the sequence's own slot when the
-// chunk ended at a point, into snapshot slots (take_saves()). Branch points become cache points too: where an admitted
-// prompt stops matching cached blocks (beyond its snapshot hit), and where it stops matching
-// the prompt of a sequence still prefilling (that one snapshots there, if it has not planned
-// past it; a chunk planned in the same step is shortened to end there) -- so requests sharing
-// a prefix nobody named (the same long document, few-shot examples, the choices of n > 1) hit
-// from the third, or from the second when they arrive together. A waiting sequence
-// whose prompt a running one is about to
-// cache at a point beyond the current hit waits (admission stops) for up to
-// kMaxDeferredSteps steps, so n > 1 choices and requests arriving together share one prefill.
+// chunk ended at a point, into snapshot slots (take_saves()). Branch points become cache
+// points too: where an admitted prompt stops matching cached blocks (beyond its snapshot hit),
+// and where it stops matching the prompt of a sequence still prefilling (that one snapshots
+// there, if it has not planned past it; a chunk planned in the same step is shortened to end
+// there) -- so requests sharing a prefix nobody named (the same long document, few-shot
+// examples, the choices of n > 1) hit from the third, or from the second when they arrive
+// together. A waiting sequence whose prompt a running one is about to cache at a point beyond
+// the current hit waits (admission stops) for up to kMaxDeferredSteps steps, so n > 1 choices
+// and requests arriving together share one prefill.
 // Finished and preempted sequences leave their full blocks cached; blocks are taken from the
 // cache's evictable ones whenever the free list runs short.
 //
