@@ -170,7 +170,7 @@ class Backend {
   // Depthwise causal conv1d + SiLU over each sequence's rows, continuing from its conv state
   // in `layer` (the DeltaNet layer index) and leaving the last Kc-1 inputs there; a chunk
   // with row-state slots (batch_plan.h) also leaves the last Kc-1 inputs up to row i in
-  // row_state_slots[i], and one with a snapshot row those up to that row in its snapshot slot.
+  // row_state_slots[i], and one with snapshot rows those up to each row in its slot.
   // x [rows, C], weight [C, 1, Kc], conv_state [slots, layers, C, Kc-1], out [rows, C]; all f32.
   void causal_conv1d(const Tensor& x, const Tensor& weight, Tensor& conv_state, int64_t layer, const BatchPlan& plan,
                      Tensor& out);
@@ -180,7 +180,7 @@ class Backend {
   //   beta = sigmoid(b), g = -exp(A_log) * softplus(a + dt_bias);
   //   S = exp(g) S; S += k (beta (v - Sᵀk))ᵀ; out = Sᵀ q.
   // A chunk with row-state slots also leaves S after row i in row_state_slots[i], and one with
-  // a snapshot row S after that row in its snapshot slot.
+  // snapshot rows S after each of them in its slot.
   // qkv [rows, conv_dim] (after the conv), a, b [rows, Hv], a_log, dt_bias [Hv],
   // recurrent_state [slots, layers, Hv, dk, dv], out [rows, Hv, dv]; all f32.
   void gated_delta_rule(const Tensor& qkv, const Tensor& a, const Tensor& b, const Tensor& a_log,

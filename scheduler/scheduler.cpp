@@ -346,7 +346,8 @@ bool Scheduler::stage_snapshot(Sequence& s, int64_t row) {
 }
 
 void Scheduler::drop_staged_snapshots(Sequence& s, int64_t from) {
-  // Rows count from num_computed, where the chunk starts: point = num_computed + row + 1.
+  // Before the chunk completes its rows count from num_computed: point = num_computed + row + 1.
+  // from = 0 drops them all at any time.
   while (!s.snapshot_rows.empty() && s.num_computed + s.snapshot_rows.back().row + 1 >= from) {
     slots_.release(s.staging_slots.back());
     s.staging_slots.pop_back();
@@ -440,11 +441,8 @@ void Scheduler::complete(const SequenceChunk& c) {
     if (auto slot = cache_->add_snapshot(s.tokens, s.keys, p)) saves_.push_back({s.staging_slots[k].id, *slot});
   }
   // The staging slots go back now: the copies are queued before anything can acquire (and
-  // zero) them, which happens in the next schedule(). (Rows count from c.start, which
-  // num_computed has just passed: release them all.)
-  for (const kvcache::SlotHandle& h : s.staging_slots) slots_.release(h);
-  s.staging_slots.clear();
-  s.snapshot_rows.clear();
+  // zero) them, which happens in the next schedule().
+  drop_staged_snapshots(s);
   if (s.snapshot_due > 0 && s.snapshot_due == s.num_computed) {
     cache_->insert(s.table, s.tokens, s.keys, s.snapshot_due);
     if (auto slot = cache_->add_snapshot(s.tokens, s.keys, s.snapshot_due)) saves_.push_back({s.slot->id, *slot});

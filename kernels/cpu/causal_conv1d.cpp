@@ -2,8 +2,8 @@
 // state. For a channel, output t = silu(sum_j w[j] * u[t - (Kc-1) + j]) where u is the state's
 // Kc-1 earlier inputs (oldest first; zeros at sequence start) followed by the new rows; the
 // state then keeps the last Kc-1 inputs. A chunk and the same tokens fed one at a time run
-// the identical arithmetic, so they leave bit-identical state. Row-state slots and the
-// snapshot slot (batch_plan.h) get the window after their row: the state per-token decode
+// the identical arithmetic, so they leave bit-identical state. Row-state slots and snapshot
+// slots (batch_plan.h) get the window after their row: the state per-token decode
 // would have left there.
 //
 // Work item = (sequence, block of 64 channels): the block's window is laid out token-major

@@ -8,7 +8,7 @@
 // Prefill runs this same loop over the chunk rather than HF's chunked (WY) form: on a CPU the
 // recurrence is a small share of the work, and it makes a prefilled state identical to the
 // one per-token decode leaves. The scalar gate maths is done in double. Row-state slots and
-// the snapshot slot (batch_plan.h) get a copy of S after their row.
+// snapshot slots (batch_plan.h) get a copy of S after their row.
 //
 // Work item = (sequence, value head), each owning its state matrix.
 #include <algorithm>

@@ -4,7 +4,7 @@
 // same arithmetic. Decode rows and short chunks: one thread per (sequence, channel) walks the
 // rows with the window in registers and stores the last Kc-1 inputs back (and, for a verify
 // chunk, the window after each of its first rows into its row-state slots; the window after
-// a snapshot row into the snapshot slot). Prefill chunks: one thread per (64-row chunk item,
+// each snapshot row into its slot). Prefill chunks: one thread per (64-row chunk item,
 // channel), all items in parallel, then a second kernel writes each such sequence's state
 // (its last Kc-1 rows); an item that starts at a snapshot's position writes the window it
 // starts from (the state after the row before it) into the snapshot slot. Loads of a row are
