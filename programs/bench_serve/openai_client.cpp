@@ -44,6 +44,10 @@ OpenAiClient::OpenAiClient(const ServerAddress& address, const std::string& api_
   http_->set_read_timeout(whole, micros);
   http_->set_write_timeout(whole, micros);
   http_->set_keep_alive(true);
+  // httplib writes the head and the body in separate sends; with Nagle's algorithm on, the
+  // body's last segment waits for the server's (delayed, ~40 ms) ACK of the head, which every
+  // TTFT would then include. vLLM's client (aiohttp) and the OpenAI SDKs send without delay.
+  http_->set_tcp_nodelay(true);
   if (!api_key.empty()) http_->set_bearer_token_auth(api_key);
 }
 

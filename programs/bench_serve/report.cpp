@@ -159,7 +159,8 @@ Json result_json(const RunInfo& info, const ServingMetrics& m, const std::vector
   j["error_counts"] = counts;
   // Per request, in workload order; vLLM's lists hold failed requests too (zeros, error set).
   Json input_lens = Json::array(), output_lens = Json::array(), ttfts = Json::array(), itls = Json::array(),
-       errors = Json::array(), structured = Json::array(), finish_reasons = Json::array();
+       errors = Json::array(), structured = Json::array(), finish_reasons = Json::array(), starts = Json::array(),
+       turns_of = Json::array();
   for (const RequestResult& r : results) {
     input_lens.push_back(r.prompt_tokens);
     output_lens.push_back(r.completion_tokens);
@@ -168,6 +169,8 @@ Json result_json(const RunInfo& info, const ServingMetrics& m, const std::vector
     errors.push_back(r.error);
     structured.push_back(r.structured);
     finish_reasons.push_back(r.finish_reason);
+    starts.push_back(r.start);
+    turns_of.push_back(r.turn);
   }
   j["input_lens"] = input_lens;
   j["output_lens"] = output_lens;
@@ -176,6 +179,10 @@ Json result_json(const RunInfo& info, const ServingMetrics& m, const std::vector
   j["errors"] = errors;
   j["structured_flags"] = structured;
   j["finish_reasons"] = finish_reasons;
+  // Beyond vLLM's lists: when each request was sent and its turn, to line a run up against
+  // the server's per-step trace (--log-level debug).
+  j["start_times"] = starts;
+  j["turns"] = turns_of;
   return j;
 }
 

@@ -172,6 +172,13 @@ TEST_CASE("multi-turn: conversations resend their history; TTFT per turn", "[mul
   for (int t = 1; t < 3; ++t)
     CHECK(turns[t]["mean_input_tokens"].get<double>() > turns[t - 1]["mean_input_tokens"].get<double>() + 4 + 8);
   CHECK(r.output.find("TTFT by turn") != std::string::npos);
+  // Per request, in workload order (conversation by conversation): its turn and when it was
+  // sent; a turn goes out after the previous one's reply has ended.
+  CHECK(r.result["turns"] == Json({0, 1, 2, 0, 1, 2}));
+  const Json& start = r.result["start_times"];
+  REQUIRE(start.size() == 6);
+  for (size_t i : {1, 2, 4, 5})
+    CHECK(start[i].get<double>() >= start[i - 1].get<double>() + r.result["ttfts"][i - 1].get<double>());
 }
 
 TEST_CASE("file: replayed JSONL requests, prompts and messages", "[file]") {
