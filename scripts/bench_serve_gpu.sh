@@ -14,7 +14,7 @@
 # Results: $OUT/summary.txt (tables, printed last) and $OUT/results.tar.gz (the result JSONs,
 # bench_serve tables, server and benchmark logs).
 #   [SIZES="9b 27b"] [SWEEP_9B="1:8 16:64 64:128 256:512"] [SWEEP_27B="1:4 16:32"] [HOST_STEP=1]
-#   [WEIGHTS="bf16 fp8"] [BUNDLE=.devbuild/bench-serve/bundle.tar.xz] scripts/bench_serve_gpu.sh
+#   [WEIGHTS="bf16 fp8"] [REUSE_CKPT=1] [BUNDLE=.devbuild/bench-serve/bundle.tar.xz] scripts/bench_serve_gpu.sh
 # WEIGHTS: the sweep once per weight format on the same checkpoint, in turns: bf16 as stored,
 # fp8 with `--quantization fp8 --fp8-weights resident` (issue 22: e4m3 codes in device memory),
 # fp8-bf16 with `--quantization fp8` alone (dequantised to bf16 at load). "serve ... up in N s"
@@ -36,6 +36,8 @@ tee -a "$summary" < "$R/machine.txt"
 
 checkpoint() {  # size -> generates /tmp/qwen35-$1-random with its tokenizer (log in $R)
   local dir=/tmp/qwen35-$1-random
+  # REUSE_CKPT=1: one an earlier call on this machine left (prefix_cache_gpu.sh keeps its own).
+  if [ "${REUSE_CKPT:-0}" = 1 ] && [ -f "$dir/tokenizer.json" ]; then echo "reused $dir" > "$R/ckpt_$1.log"; return 0; fi
   PYTHONUNBUFFERED=1 python3 "$HERE/make_random_checkpoint.py" --size "$1" --out "$dir" > "$R/ckpt_$1.log" 2>&1 &&
     python3 "$HERE/make_checkpoint_tokenizer.py" --out "$dir" >> "$R/ckpt_$1.log" 2>&1
 }
