@@ -186,7 +186,10 @@ void HttpServer::set_model(const ServedModel* model) {
   impl_->state.store(model ? State::ready : State::loading);
 }
 
-void HttpServer::begin_shutdown() { impl_->state.store(State::stopping); }
+void HttpServer::begin_shutdown() {
+  impl_->state.store(State::stopping);
+  impl_->transport.close_connections_after_replies();
+}
 
 void HttpServer::cancel_all() { impl_->active.cancel_all(); }
 

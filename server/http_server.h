@@ -14,7 +14,8 @@
 //
 // Life cycle: bind() (port 0 picks a free one) and start() listen at once, answering 503
 // ("model is loading") and /health 503 until set_model(); begin_shutdown() stops admitting
-// generation requests (503) and turns /health to 503 while in-flight requests finish;
+// generation requests (503), turns /health to 503 and closes each connection after its reply
+// (HttpTransport::close_connections_after_replies) while in-flight requests finish;
 // cancel_all() cancels those; stop() closes the listener and joins every connection thread.
 // A client that disconnects while its request generates has it cancelled at once
 // (disconnect_watcher.h).

@@ -67,6 +67,7 @@ struct Connection {
   std::string out;  // an error reply still being flushed while lingering
   size_t out_off = 0;
   size_t discarded = 0;  // bytes read and dropped while lingering
+  bool kept_alive = false;  // back from a reply, waiting for its next request
 };
 using ConnectionPtr = std::shared_ptr<Connection>;
 
@@ -123,6 +124,7 @@ struct HttpTransport::Impl {
   std::thread loop;
   std::atomic<bool> stopping{false};
   std::atomic<bool> stopped{false};
+  std::atomic<bool> closing_connections{false};  // close_connections_after_replies()
   std::atomic<size_t> open{0};
 
   // Owned by the event-loop thread.
@@ -178,6 +180,7 @@ struct HttpTransport::Impl {
         }
       }
       adopt_returned();
+      if (closing_connections.load()) close_idle();
       const auto now = Clock::now();
       if (now >= next_sweep) {
         sweep(now);
@@ -370,6 +373,16 @@ struct HttpTransport::Impl {
     }
   }
 
+  // Connections between requests close at once while draining: a load balancer must not send
+  // its next request down a connection that stop() is about to close under it. (A new one,
+  // whose first request is on its way, stays.)
+  void close_idle() {
+    std::vector<int> idle;
+    for (auto& [fd, c] : conns)
+      if (c->phase == Phase::idle && c->kept_alive) idle.push_back(fd);
+    for (int fd : idle) close_connection(fd);
+  }
+
   void adopt_returned() {
     std::vector<ConnectionPtr> back;
     {
@@ -378,6 +391,7 @@ struct HttpTransport::Impl {
     }
     const auto now = Clock::now();
     for (auto& c : back) {
+      c->kept_alive = true;
       c->last_active = now;
       c->phase = c->parser.in_request() ? Phase::reading : Phase::idle;
       c->head_deadline = now + opt.head_timeout;
@@ -416,7 +430,7 @@ struct HttpTransport::Impl {
           render_error(500, std::string("internal error: ") + e.what(), res);
           res.status = 500;
         }
-        keep = req.keep_alive && !stopping.load();
+        keep = req.keep_alive && !stopping.load() && !closing_connections.load();
         keep = write_response(c->fd, req, res, keep);
         status = res.status;
       }  // the response (and whatever its stream held) goes before the socket is reused or closed
@@ -547,6 +561,11 @@ void HttpTransport::stop() {
   if (i.epoll_fd >= 0) ::close(i.epoll_fd);
   if (i.wake_fd >= 0) ::close(i.wake_fd);
   i.epoll_fd = i.wake_fd = -1;
+}
+
+void HttpTransport::close_connections_after_replies() {
+  impl_->closing_connections.store(true);
+  impl_->wake();
 }
 
 int HttpTransport::port() const { return impl_->bound_port; }

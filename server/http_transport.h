@@ -17,6 +17,11 @@
 // * The listen backlog is large (SOMAXCONN) and accept runs until the queue is empty, so a
 //   burst of connections sees responses (200s, 429s), not resets. TCP_NODELAY is set on every
 //   connection: replies go out when written, not after a delayed ACK.
+// * close_connections_after_replies() (a drain before stop()) ends every reply with
+//   "Connection: close" and closes connections idle between requests, so that a proxy opens a
+//   new connection per request from then on: once stop() closes the listener, those fail to
+//   connect (which a proxy retries elsewhere) instead of a reused connection dying under a
+//   request.
 // * stop() closes the listener and every connection not being served at once (idle, half-read,
 //   or flushing an error), shuts down those being served, and joins the handler threads.
 // Errors found by the transport itself (malformed request, limits, timeouts, overload) are
@@ -68,6 +73,7 @@ class HttpTransport {
   void add_default_header(std::string name, std::string value);
   // Runs the event loop on a background thread.
   void start();
+  void close_connections_after_replies();
   void stop();
 
   int port() const;

@@ -409,11 +409,24 @@ TEST_CASE("errors: 503 while loading and while shutting down; 500 when the model
     cfg.scripted = true;
     cfg.script = encode("ok");
     TestServer srv(cfg);
+    auto kept = srv.client();
+    kept.set_keep_alive(true);
+    auto before = kept.Get("/health");
+    REQUIRE(before);
+    CHECK(before->get_header_value("Connection") != "close");
     srv.http().begin_shutdown();
     CHECK(srv.get("/health").status == 503);
     auto c = srv.post("/v1/chat/completions", chat_body(hello(), 2));
     CHECK(c.status == 503);
     CHECK(c.body["error"]["code"] == "shutting_down");
+    // Draining: every reply closes its connection (a proxy must not reuse one that stop() is
+    // about to close), and so does the idle kept-alive one.
+    CHECK(c.headers.count("Connection") == 1);
+    CHECK(c.headers.find("Connection")->second == "close");
+    auto after = kept.Get("/health");
+    REQUIRE(after);
+    CHECK(after->status == 503);
+    CHECK(after->get_header_value("Connection") == "close");
   }
   {
     TestServerConfig cfg;
