@@ -374,12 +374,17 @@ struct HttpTransport::Impl {
   }
 
   // Connections between requests close at once while draining: a load balancer must not send
-  // its next request down a connection that stop() is about to close under it. (A new one,
-  // whose first request is on its way, stays.)
+  // its next request down a connection that stop() is about to close under it. A new one,
+  // whose first request is on its way, stays, and so does one whose next request has begun
+  // to arrive (it is read, answered and then closed).
   void close_idle() {
     std::vector<int> idle;
-    for (auto& [fd, c] : conns)
-      if (c->phase == Phase::idle && c->kept_alive) idle.push_back(fd);
+    for (auto& [fd, c] : conns) {
+      if (c->phase != Phase::idle || !c->kept_alive) continue;
+      char b;
+      if (::recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) > 0) continue;
+      idle.push_back(fd);
+    }
     for (int fd : idle) close_connection(fd);
   }
 
