@@ -6,6 +6,7 @@
 #  2. batch 1 / 8 / 32 decode at context 1K, bf16 weights and FP8 weights quantised at load
 #     (--quantization fp8, the layout and kernels of Qwen's FP8 checkpoints; issue 22), the
 #     weight memory of each;
+#     `weights` does both with one argument list (WEIGHT_ARGS), prefill included;
 #  3. MTP drafting for real at K 3, acceptance 0.8, batch 1 and 8, against plain decoding
 #     (bench_speculative --method mtp; issue 24).
 # Bundle: TARGETS="bench_cuda_model bench_speculative" DEST=.devbuild/<dir> scripts/bench_serve_bundle.sh,
@@ -22,6 +23,7 @@ SIZE=${SIZE:-27b}
 STEPS=${STEPS:-prefill decode mtp}
 PREFILLS=${PREFILLS:-4096 32768}
 PREFILL_STEPS=${PREFILL_STEPS:-3}
+WEIGHT_ARGS=${WEIGHT_ARGS:---batches 1,8,16,32,64 --contexts 1024 --prefill 4096 --layout-batch 0 --steps 10}
 . "$HERE/serve_gpu_common.sh"
 note "$(date -u); bundle commit $(tr '\n' ' ' < "$B/COMMIT"); $(nvidia-smi --query-gpu=name --format=csv,noheader)"
 CKPT=/tmp/qwen35-$SIZE-random
@@ -50,6 +52,9 @@ for step in $STEPS; do
     decode)
       bench decode_bf16 --batches 1,8,32 --contexts 1024 --prefill 0 --layout-batch 0 --steps 10
       bench decode_fp8 --batches 1,8,32 --contexts 1024 --prefill 0 --layout-batch 0 --steps 10 --quantization fp8 ;;
+    weights)  # bf16 against FP8 quantised at load, prefill and decode in one list (issue 22)
+      bench weights_bf16 $WEIGHT_ARGS
+      bench weights_fp8 $WEIGHT_ARGS --quantization fp8 ;;
     mtp)
       [ "$(left)" -gt 60 ] || { note "no time left for mtp"; continue; }
       timeout $(( $(left) - 15 )) "$B/bin/bench_speculative" --model "$CKPT" --backend cuda --method mtp \

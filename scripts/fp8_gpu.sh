@@ -26,6 +26,8 @@ BENCH_ARGS=${BENCH_ARGS:---batches 1,8,16,32,64 --contexts 1024 --prefill 4096 -
 # AB_ARGS="" skips it.
 AB_ARGS=${AB_ARGS:---batches 1 --contexts 1024 --prefill 0 --layout-batch 0 --steps 10}
 AB_FLAGS=${AB_FLAGS:---fp8-warp-gemv}
+# The op-level table of bench_fp8_gemm (when the bundle has it), after its layout probe.
+FP8_GEMM_ARGS=${FP8_GEMM_ARGS:-}
 . "$HERE/serve_gpu_common.sh"
 note "$(date -u); bundle commit $(tr '\n' ' ' < "$B/COMMIT"); $(nvidia-smi --query-gpu=name --format=csv,noheader)"
 export DELTASERVE_TEST_DATA_DIR=$PWD/tests/data
@@ -38,6 +40,11 @@ for t in test_cuda_backend_ops_gpu test_cuda_model_gpu; do
   timeout 150 "$B/bin/$t" > "$R/$t.log" 2>&1
   note "$t rc=$?: $(grep -E '^(All tests passed|test cases:)' "$R/$t.log" | tr '\n' ' ')"
 done
+if [ -x "$B/bin/bench_fp8_gemm" ]; then
+  timeout 150 "$B/bin/bench_fp8_gemm" --probe $FP8_GEMM_ARGS > "$R/bench_fp8_gemm.txt" 2>&1
+  note "bench_fp8_gemm rc=$?: $(grep -c MATCH "$R/bench_fp8_gemm.txt") layout matches"
+  grep -E 'probe|^\| [0-9]' "$R/bench_fp8_gemm.txt" | tee -a "$summary"
+fi
 if [ -x "$B/bin/refcheck" ]; then
   for chunk in whole 7; do
     log="$R/refcheck_fp8_cuda_$chunk.log"
@@ -54,11 +61,14 @@ for kind in bf16 fp8; do
     > "$R/bench_$kind.txt" 2>&1
   note "bench $kind rc=$?: $(grep -E '^(gpu|weights)' "$R/bench_$kind.txt" | tr '\n' ' ')"
 done
-if [ -n "$AB_ARGS" ] && [ "$(left)" -gt 40 ]; then
-  eval "timeout $(( $(left) - 10 )) \"$B/bin/bench_cuda_model\" --model /tmp/ckpt-$SIZE-fp8 $AB_ARGS $AB_FLAGS" \
-    > "$R/bench_fp8_ab.txt" 2>&1
-  note "fp8, $AB_FLAGS: $(grep -E '^\| decode' "$R/bench_fp8_ab.txt" | tr -s ' ' | tr '\n' ' ')"
-fi
+# AB2_FLAGS (optional): a second A/B with the same AB_ARGS.
+for ab in "$AB_FLAGS" ${AB2_FLAGS:+"$AB2_FLAGS"}; do
+  [ -n "$AB_ARGS" ] && [ "$(left)" -gt 40 ] || continue
+  tag=$(echo "$ab" | tr -c 'a-z0-9\n' '_')
+  eval "timeout $(( $(left) - 10 )) \"$B/bin/bench_cuda_model\" --model /tmp/ckpt-$SIZE-fp8 $AB_ARGS $ab" \
+    > "$R/bench_fp8_ab$tag.txt" 2>&1
+  note "fp8, $ab: $(grep -E '^\| (decode|prefill)' "$R/bench_fp8_ab$tag.txt" | tr -s ' ' | tr '\n' ' ')"
+done
 note ""
 note "| measurement | bf16 tok/s | bf16 of floor | fp8 tok/s | fp8 of floor | fp8 / bf16 |"
 note "|---|---|---|---|---|---|"

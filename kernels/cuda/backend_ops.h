@@ -174,6 +174,12 @@ void skinny_swiglu_fp8(const Fp8Weight& w, const uint16_t* x, int64_t inter, int
                        Stream stream);
 // out [N, K] bf16 = code * scale (rounded to nearest even): what cuBLAS reads for larger steps.
 void dequantize_fp8_bf16(const Fp8Weight& w, int64_t N, int64_t K, uint16_t* out, Stream stream);
+// x bf16 [M, K] (K a multiple of 128) as e4m3 codes [M, K] (row-major, rounded to nearest,
+// saturating) and one f32 scale per row and 128 columns, amax / 448 (1 where the group is all
+// zero), at scales[m * scale_row_stride + (k / 128) * scale_col_stride]: the activations of the
+// block-scaled FP8 GEMM (fp8_block_gemm.h).
+void quantize_rows_fp8(const uint16_t* x, int64_t M, int64_t K, uint8_t* codes, float* scales, int64_t scale_row_stride,
+                       int64_t scale_col_stride, Stream stream);
 
 // ---- norms.cu
 // Zero-centred RMSNorm over rows of d: out = x * rsqrt(mean(x²) + eps) * (1 + w). x and out f32

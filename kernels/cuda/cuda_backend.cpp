@@ -243,7 +243,8 @@ class CudaBackend final : public kernels::Backend {
   // the SwiGLU product; steps on cuBLAS: the product in bf16, then the elementwise kernel;
   // otherwise the GEMM (f32 out) and the elementwise kernel.
   void do_gate_up_swiglu(const Tensor& x, const Tensor& w, Tensor& scratch, Tensor& out) override {
-    if (run_gate_up_swiglu_tiled(ctx_, x, w, scratch, out)) {
+    if (run_gate_up_swiglu_tiled(ctx_, x, w, scratch, out) ||
+        run_gate_up_swiglu_fp8_blocks(ctx_, options_.paths, x, w, scratch, out)) {
       after("gate_up_swiglu");
       return;
     }

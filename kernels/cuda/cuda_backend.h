@@ -55,13 +55,20 @@ struct CudaBackendOptions {
     bool gemv = true;         // one-row GEMMs by the weight-streaming kernel (gemv.cu), else cuBLAS
     bool skinny_gemm = true;  // 2-8-row GEMMs by the tensor-core skinny kernel (skinny_gemm.cu), else cuBLAS
     // FP8-weight GEMMs of 2 to this many rows (at most ops::kSkinnyFp8MaxRows = 64) by the FP8
-    // skinny kernel (fp8_gemm.cu; when skinny_gemm), larger ones by cuBLAS over the weight
-    // dequantised to bf16 tiles.
-    int64_t fp8_skinny_rows = 64;
+    // skinny kernel (fp8_gemm.cu; when skinny_gemm), larger ones by the block-scaled FP8 GEMM
+    // (fp8_block_gemm) where it applies, else cuBLAS over the weight dequantised to bf16 tiles.
+    // 8: from 16 rows the block-scaled GEMM decodes faster (docs/benchmarks.md, "FP8 prefill on
+    // block-scaled FP8 GEMMs").
+    int64_t fp8_skinny_rows = 8;
     // One-row FP8 GEMMs (and the gate_up + SwiGLU) on that tensor-core kernel where K allows
     // (when gemv); false: the warp-per-row FP8 GEMV (docs/benchmarks.md, "FP8 weights on the
     // H200": the A/B of the two).
     bool fp8_tensor_core_gemv = true;
+    // FP8-weight GEMMs above fp8_skinny_rows (weights with 128 x 128 block scales, K a multiple
+    // of 128) by cuBLASLt's block-scaled FP8 GEMM, the activations quantised per row and 128
+    // columns (fp8_block_gemm.h); false: cuBLAS over the weight dequantised to bf16 tiles
+    // (docs/benchmarks.md, "FP8 prefill on block-scaled FP8 GEMMs": the A/B of the two).
+    bool fp8_block_gemm = true;
     // Backend::fused_projection_rows (0: never): steps this small run a layer's stacked
     // projections as one GEMM, which saves the launch latency of the small ones.
     int64_t fused_projection_rows = 128;

@@ -7,6 +7,7 @@
 
 #include "kernels/cuda/backend_ops.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/fp8_block_gemm.h"
 
 namespace ds::cuda {
 namespace {
@@ -50,11 +51,17 @@ CudaContext::CudaContext(int device, bool chained_launches) : device_(device), c
 
 CudaContext::~CudaContext() {
   if (stream_) cudaStreamSynchronize(stream_);
+  fp8_block_gemm_.reset();
   for (void* p : scratch_)
     if (p) cudaFree(p);
   if (cublas_) cublasDestroy(cublas_);
   if (cublas_workspace_) cudaFree(cublas_workspace_);
   if (stream_) cudaStreamDestroy(stream_);
+}
+
+Fp8BlockGemm& CudaContext::fp8_block_gemm() {
+  if (!fp8_block_gemm_) fp8_block_gemm_ = std::make_unique<Fp8BlockGemm>(stream_, cublas_workspace_, kCublasWorkspace);
+  return *fp8_block_gemm_;
 }
 
 void* CudaContext::malloc_device(size_t bytes, const std::string& what) {

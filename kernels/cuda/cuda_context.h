@@ -11,17 +11,21 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "kernels/cuda/backend_ops.h"
 
 namespace ds::cuda {
 
+class Fp8BlockGemm;
+
 // Scratch slots (one buffer each; a slot's contents do not outlive the op that fills it).
 enum class Scratch : int {
   gemm_input,   // x converted for a GEMM
   attn_partial,  // prefill attention: the partial outputs of a split key range
   gemm_weight,  // a tile of an FP8 weight dequantised to bf16 for cuBLAS
+  fp8_activations,  // x quantised to e4m3 with its scales for the block-scaled FP8 GEMM
   deltanet_chunks,   // chunked DeltaNet scratch
   count
 };
@@ -37,6 +41,9 @@ class CudaContext {
   int n_sms() const { return n_sms_; }
   ops::Stream stream() const { return {stream_, chained_}; }
   cublasHandle_t cublas() const { return cublas_; }
+  // cuBLASLt's block-scaled FP8 GEMM on this stream (created on first use; shares the cuBLAS
+  // workspace, which the stream's order keeps from being used twice at once).
+  Fp8BlockGemm& fp8_block_gemm();
 
   // At least `bytes` of device memory for slot s (contents undefined after growth).
   void* scratch(Scratch s, size_t bytes);
@@ -56,6 +63,7 @@ class CudaContext {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   void* cublas_workspace_ = nullptr;
+  std::unique_ptr<Fp8BlockGemm> fp8_block_gemm_;
   std::array<void*, static_cast<size_t>(Scratch::count)> scratch_{};
   std::array<size_t, static_cast<size_t>(Scratch::count)> scratch_size_{};
   uint64_t scratch_reallocations_ = 0;

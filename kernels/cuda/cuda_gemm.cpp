@@ -8,6 +8,7 @@
 
 #include "kernels/cuda/backend_ops.h"
 #include "kernels/cuda/cuda_gemm.h"
+#include "kernels/cuda/fp8_block_gemm.h"
 
 namespace ds::cuda {
 namespace {
@@ -15,6 +16,42 @@ namespace {
 // Bf16 elements of an FP8 weight dequantised per cuBLAS call: whole weights up to this size,
 // else tiles of rows (whole 128-row blocks) about this large, so the scratch stays bounded.
 constexpr int64_t kFp8TileElements = int64_t{32} << 20;
+
+// What cuBLASLt's block-scaled FP8 GEMM takes (CUDA 13.1 on the H200; `bench_fp8_gemm
+// --probe` checks each against the host, docs/benchmarks.md "FP8 prefill on block-scaled FP8
+// GEMMs"): the activations' VEC128_32F scales M-major, scale (m, k / 128) at
+// (k / 128) * M + m; the weight's BLK128x128_32F scales row-major with rows padded to a
+// multiple of 4, [N / 128][roundup(K / 128, 4)], which is the checkpoint's own layout when K is
+// a multiple of 512 (every projection of the real models); and M a multiple of 4 (the
+// heuristic refuses other M).
+constexpr int64_t kBlockGemmK = 512;
+constexpr int64_t kBlockGemmRows = 4;
+
+// out (f32 or bf16, [M, N]) (+)= x · wᵀ on cuBLASLt's block-scaled FP8 GEMM, x quantised per
+// row and 128 columns into scratch first. The rows past the last multiple of 4 go to the FP8
+// skinny kernel (f32 out only; bf16 out needs M a multiple of 4). False, having queued no
+// GEMM, where it does not apply: a weight without 128 x 128 block scales, K not a multiple of
+// 512, or no cuBLASLt algorithm for the shape.
+bool run_gemm_fp8_blocks(CudaContext& ctx, const uint16_t* x, const ops::Fp8Weight& fw, int64_t M, int64_t N,
+                         int64_t K, void* out, DType out_type, bool accumulate) {
+  const int64_t M4 = M / kBlockGemmRows * kBlockGemmRows, rest = M - M4;
+  if (fw.row_shift != kernels::Fp8Scales::kBlockRowShift || K % kBlockGemmK != 0 || M4 == 0) return false;
+  if (rest > 0 && (out_type != DType::f32 || !ops::skinny_gemm_fp8_supported(rest, K))) return false;
+  auto& lt = ctx.fp8_block_gemm();
+  constexpr auto w_mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F, x_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+  if (!lt.available(w_mode, x_mode, M4, N, K, out_type, N, accumulate)) return false;
+  const size_t code_bytes = (static_cast<size_t>(M4 * K) + 15) / 16 * 16;
+  auto* codes = static_cast<uint8_t*>(
+      ctx.scratch(Scratch::fp8_activations, code_bytes + static_cast<size_t>(M4 * (K / 128)) * sizeof(float)));
+  auto* scales = reinterpret_cast<float*>(codes + code_bytes);
+  ops::quantize_rows_fp8(x, M4, K, codes, scales, 1, M4, ctx.stream());
+  // False only on a shape's first call (then available() is false): the quantised x is unused.
+  if (!lt.matmul({fw.codes, fw.scales, w_mode}, {codes, scales, x_mode}, M4, N, K, out, out_type, N, accumulate))
+    return false;
+  if (rest > 0)
+    ops::skinny_gemm_fp8(fw, x + M4 * K, rest, N, K, static_cast<float*>(out) + M4 * N, accumulate, ctx.stream());
+  return true;
+}
 
 // out (+)= x · wᵀ for an FP8 weight and bf16 x: the decode kernels dequantise in registers
 // (fp8_gemm.cu); larger steps run cuBLAS over the weight dequantised to bf16, tile by tile.
@@ -33,6 +70,8 @@ void run_gemm_fp8(CudaContext& ctx, const CudaBackendOptions::KernelPaths& paths
     ops::skinny_gemm_fp8(fw, x, M, N, K, out.data_as<float>(), accumulate, ctx.stream());
     return;
   }
+  if (paths.fp8_block_gemm && M > 1 && run_gemm_fp8_blocks(ctx, x, fw, M, N, K, out.data(), DType::f32, accumulate))
+    return;
   const int64_t block = int64_t{1} << kernels::Fp8Scales::kBlockRowShift;
   int64_t tile = N;
   if (N * K > kFp8TileElements) tile = std::max<int64_t>(block, kFp8TileElements / K / block * block);
@@ -52,6 +91,21 @@ void run_gemm_fp8(CudaContext& ctx, const CudaBackendOptions::KernelPaths& paths
 }
 
 }  // namespace
+
+bool run_gate_up_swiglu_fp8_blocks(CudaContext& ctx, const CudaBackendOptions::KernelPaths& paths,
+                                   const kernels::Tensor& x, const kernels::Tensor& w, kernels::Tensor& scratch,
+                                   kernels::Tensor& out) {
+  const int64_t M = x.dim(0), K = x.dim(1), N = w.dim(0);
+  if (!paths.fp8_block_gemm || M <= paths.fp8_skinny_rows || M % kBlockGemmRows != 0 || x.dtype() != DType::bf16 ||
+      w.dtype() != DType::fp8_e4m3 || out.dtype() != DType::bf16 || (N / 2) % 8 != 0)
+    return false;
+  const auto& fs = w.fp8_scales();
+  const ops::Fp8Weight fw{w.data_as<const uint8_t>(), fs.data, fs.cols, fs.row_shift};
+  auto* gate_up = scratch.data_as<uint16_t>();  // bf16 [M, 2I] in the f32 scratch the contract provides
+  if (!run_gemm_fp8_blocks(ctx, x.data_as<const uint16_t>(), fw, M, N, K, gate_up, DType::bf16, false)) return false;
+  ops::swiglu_bf16(gate_up, M, N / 2, out.data_as<uint16_t>(), ctx.stream());
+  return true;
+}
 
 void run_gemm(CudaContext& ctx, const CudaBackendOptions::KernelPaths& paths, const kernels::Tensor& x,
               const kernels::Tensor& w, kernels::Tensor& out, bool accumulate) {

@@ -26,5 +26,10 @@ void run_gemm(CudaContext& ctx, const CudaBackendOptions::KernelPaths& paths, co
 // either way. Returns false, having done nothing, for steps that take another path.
 bool run_gate_up_swiglu_tiled(CudaContext& ctx, const kernels::Tensor& x, const kernels::Tensor& w,
                               kernels::Tensor& scratch, kernels::Tensor& out);
+// The same for an FP8 weight on the block-scaled FP8 GEMM (paths.fp8_block_gemm, more than
+// paths.fp8_skinny_rows rows): the bf16 [M, 2I] product straight from cuBLASLt.
+bool run_gate_up_swiglu_fp8_blocks(CudaContext& ctx, const CudaBackendOptions::KernelPaths& paths,
+                                   const kernels::Tensor& x, const kernels::Tensor& w, kernels::Tensor& scratch,
+                                   kernels::Tensor& out);
 
 }  // namespace ds::cuda

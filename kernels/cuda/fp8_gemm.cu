@@ -19,6 +19,7 @@
 // (dequantize_fp8_bf16, cuda_gemm.cpp).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include "kernels/cuda/backend_common.cuh"
 #include "kernels/cuda/backend_ops.h"
@@ -396,6 +397,31 @@ __global__ void dequantize_fp8_kernel(Fp8Weight w, int64_t N, int64_t K, uint16_
   }
 }
 
+// ---- activations for the block-scaled FP8 GEMM
+
+// A warp per (row, 128 columns): four bf16 a lane, the group's amax by shuffles.
+__global__ void quantize_rows_fp8_kernel(const uint16_t* __restrict__ x, int64_t M, int64_t K, uint8_t* __restrict__ codes,
+                                         float* __restrict__ scales, int64_t scale_row_stride, int64_t scale_col_stride) {
+  wait_for_previous_kernel();
+  const int lane = threadIdx.x & 31;
+  const int64_t groups = K / 128;
+  const int64_t g = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  if (g >= M * groups) return;
+  const int64_t m = g / groups, kb = g % groups;
+  const int64_t at = m * K + kb * 128 + 4 * lane;
+  const uint2 raw = *reinterpret_cast<const uint2*>(x + at);
+  const float v[4] = {__uint_as_float(raw.x << 16), __uint_as_float(raw.x & 0xffff0000u), __uint_as_float(raw.y << 16),
+                      __uint_as_float(raw.y & 0xffff0000u)};
+  float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+  const float scale = amax > 0.0f ? amax / 448.0f : 1.0f, inv = amax > 0.0f ? 448.0f / amax : 1.0f;
+  const __nv_fp8x2_storage_t lo = __nv_cvt_float2_to_fp8x2(make_float2(v[0] * inv, v[1] * inv), __NV_SATFINITE, __NV_E4M3);
+  const __nv_fp8x2_storage_t hi = __nv_cvt_float2_to_fp8x2(make_float2(v[2] * inv, v[3] * inv), __NV_SATFINITE, __NV_E4M3);
+  *reinterpret_cast<uint32_t*>(codes + at) = static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
+  if (lane == 0) scales[m * scale_row_stride + kb * scale_col_stride] = scale;
+}
+
 }  // namespace
 
 bool gemv_fp8_supported(int64_t M, int64_t K) { return M == 1 && K > 0 && K % 16 == 0; }
@@ -458,6 +484,15 @@ void dequantize_fp8_bf16(const Fp8Weight& w, int64_t N, int64_t K, uint16_t* out
   else
     launch_dependent("fp8 dequantise kernel", dequantize_fp8_kernel<1>, dim3(blocks), dim3(threads), 0, stream, w, N, K,
                      out);
+}
+
+void quantize_rows_fp8(const uint16_t* x, int64_t M, int64_t K, uint8_t* codes, float* scales, int64_t scale_row_stride,
+                       int64_t scale_col_stride, Stream stream) {
+  if (K % 128 != 0) throw std::invalid_argument("cuda backend: fp8 activation quantisation: K not a multiple of 128");
+  if (M == 0 || K == 0) return;
+  constexpr int kWarps = 8;
+  launch_dependent("fp8 activation quantise kernel", quantize_rows_fp8_kernel, dim3(grid_for(M * (K / 128), kWarps)),
+                   dim3(kWarps * 32), 0, stream, x, M, K, codes, scales, scale_row_stride, scale_col_stride);
 }
 
 }  // namespace ds::cuda::ops

@@ -4,6 +4,7 @@
 //                    [--steps 10] [--layouts paged,contiguous] [--layout-batch 8]
 //                    [--no-chained-launches] [--no-gemv] [--no-skinny-gemm] [--fused-projection-rows N]
 //                    [--no-decode-bulk-copies] [--no-token-rows] [--quantization fp8] [--fp8-skinny-rows N]
+//                    [--no-fp8-block-gemm]
 //                    [--no-fp8-weights] [--graphs on,off]
 //
 // First it measures the GPU's ceilings (device_ceilings.h). Then:
@@ -116,9 +117,12 @@ int main(int argc, char** argv) {
   bool no_fp8_weights = false;
   app.add_flag("--no-fp8-weights", no_fp8_weights, "FP8 weights dequantised to bf16 at load (the backend's fp8_weights off)");
   app.add_option("--fp8-skinny-rows", bo.paths.fp8_skinny_rows,
-                 "FP8 GEMMs of up to this many rows (<= 64) by fp8_gemm.cu's skinny kernel, larger by cuBLAS over "
-                 "dequantised tiles");
-  bool fp8_warp_gemv = false;
+                 "FP8 GEMMs of up to this many rows (<= 64) by fp8_gemm.cu's skinny kernel, larger by the "
+                 "block-scaled FP8 GEMM (or cuBLAS over dequantised tiles)");
+  bool fp8_warp_gemv = false, no_fp8_block_gemm = false;
+  app.add_flag("--no-fp8-block-gemm", no_fp8_block_gemm,
+               "FP8 GEMMs above the skinny range by cuBLAS over dequantised bf16 tiles instead of the block-scaled "
+               "FP8 GEMM (activations quantised)");
   app.add_flag("--fp8-warp-gemv", fp8_warp_gemv,
                "one-row FP8 GEMMs on the warp-per-row GEMV instead of fp8_gemm.cu's tensor-core kernel");
   app.add_option("--fused-projection-rows", bo.paths.fused_projection_rows,
@@ -159,6 +163,7 @@ int main(int argc, char** argv) {
     bo.paths.chained_launches = !no_chain;
     bo.paths.gemv = !no_gemv;
     bo.paths.fp8_tensor_core_gemv = !fp8_warp_gemv;
+    bo.paths.fp8_block_gemm = !no_fp8_block_gemm;
     bo.paths.skinny_gemm = !no_skinny;
     bo.fp8_weights = !no_fp8_weights;
     bo.decode.bulk_copies = !no_bulk;

@@ -28,10 +28,13 @@ namespace {
 struct Pair {
   std::unique_ptr<Backend> cpu = test::cpu(2);
   std::unique_ptr<Backend> gpu;
-  explicit Pair(bool f32_weights = false, DType kv = DType::bf16) {
+  explicit Pair(bool f32_weights = false, DType kv = DType::bf16, bool fp8_block_gemm = true,
+                int64_t fp8_skinny_rows = cuda::CudaBackendOptions{}.paths.fp8_skinny_rows) {
     cuda::CudaBackendOptions o;
     o.f32_weights = f32_weights;
     o.kv_dtype = kv;
+    o.paths.fp8_block_gemm = fp8_block_gemm;
+    o.paths.fp8_skinny_rows = fp8_skinny_rows;
     o.sync_each_op = true;
     gpu = cuda::make_cuda_backend(o);
   }
@@ -654,7 +657,10 @@ double rel64(const std::vector<float>& a, const std::vector<double>& b) {
 }  // namespace
 
 TEST_CASE("cuda ops: gemm with FP8 weights against an f64 reference of the dequantised weights", "[cuda_ops][gpu][fp8]") {
-  Pair p;
+  // The skinny kernel over its whole range (production hands it up to 8 rows, the block-scaled
+  // GEMM more: the next test case); K here is no multiple of 512, so the block-scaled GEMM
+  // never takes these shapes.
+  Pair p(false, DType::bf16, true, 64);
   REQUIRE(p.gpu->fp8_weights());
   REQUIRE_FALSE(Pair(true).gpu->fp8_weights());
   // One row: the FP8 GEMV (K % 16 == 0; K = 400 its tail alone, 4224 the unrolled loop and a
@@ -713,15 +719,17 @@ TEST_CASE("cuda ops: gemm with FP8 weights against an f64 reference of the dequa
     p.gpu->gemm(xg, wg, og, false);
     CHECK(rel64(test::get(*p.gpu, og), fp8_reference(w, x, M, 0, w.N, {})) < in_regs);
   }
-  // A weight over 32M elements: cuBLAS in two tiles of dequantised rows (8192 + 128).
+  // A weight over 32M elements: cuBLAS in two tiles of dequantised rows (8192 + 128), with the
+  // block-scaled FP8 GEMM (which would take this shape) turned off.
   {
     const int64_t M = 65, N = 8320, K = 4096;
+    Pair tiles(false, DType::bf16, false);
     const Fp8Host w(N, K, 7, 43);
     const auto x = bf16_exact(test::random_vec(static_cast<size_t>(M * K), 44));
-    Tensor wg = w.upload(*p.gpu), xg = act(*p.gpu, DType::bf16, {M, K}, x);
-    Tensor og = poisoned(*p.gpu, DType::f32, {M, N});
-    p.gpu->gemm(xg, wg, og, false);
-    CHECK(rel64(test::get(*p.gpu, og), fp8_reference(w, x, M, 0, N, {})) < via_bf16);
+    Tensor wg = w.upload(*tiles.gpu), xg = act(*tiles.gpu, DType::bf16, {M, K}, x);
+    Tensor og = poisoned(*tiles.gpu, DType::f32, {M, N});
+    tiles.gpu->gemm(xg, wg, og, false);
+    CHECK(rel64(test::get(*tiles.gpu, og), fp8_reference(w, x, M, 0, N, {})) < via_bf16);
   }
   // The one-row gate_up + SwiGLU over an FP8 [gate; up] (the up rows start inside a block of
   // scales when I = 160), bf16 and f32 outputs; three rows take the GEMM + swiglu.
@@ -744,5 +752,91 @@ TEST_CASE("cuda ops: gemm with FP8 weights against an f64 reference of the dequa
       p.gpu->gate_up_swiglu(xg, wg, scratch, og);
       CHECK(rel64(test::get(*p.gpu, og), want) < (t == DType::f32 ? 1e-4 : 5e-3));
     }
+  }
+}
+
+namespace {
+
+// x as quantize_rows_fp8 writes it: per row and 128 columns, scale amax / 448, codes the
+// nearest e4m3 of x / scale (the host's rounding is the device's: ties to even, saturating).
+std::vector<float> fp8_activations(const std::vector<float>& x, int64_t M, int64_t K) {
+  std::vector<float> q(x.size());
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t k0 = 0; k0 < K; k0 += 128) {
+      float amax = 0.0f;
+      for (int64_t k = k0; k < k0 + 128; ++k) amax = std::max(amax, std::fabs(x[static_cast<size_t>(m * K + k)]));
+      const float scale = amax > 0.0f ? amax / 448.0f : 1.0f, inv = amax > 0.0f ? 448.0f / amax : 1.0f;
+      for (int64_t k = k0; k < k0 + 128; ++k) {
+        const size_t i = static_cast<size_t>(m * K + k);
+        q[i] = qwen35::fp8::e4m3_to_f32(qwen35::fp8::f32_to_e4m3(x[i] * inv)) * scale;
+      }
+    }
+  return q;
+}
+
+}  // namespace
+
+TEST_CASE("cuda ops: FP8 GEMMs above the skinny range on the block-scaled FP8 GEMM", "[cuda_ops][gpu][fp8]") {
+  // More than 64 rows, 128 x 128 weight scales, K a multiple of 512: x is quantised to e4m3 per
+  // row and 128 columns and cuBLASLt multiplies codes, for the rows up to the last multiple of
+  // 4; the rest take the FP8 skinny kernel with x in bf16. Against an f64 reference over the
+  // dequantised weight and x as the two paths see it (only the order and precision of the sums
+  // differ: the FP8 tensor cores' sums carry fewer bits than fp32), and farther from the
+  // reference of x unquantised (so the path really is the quantised one). M = 65 and 1001 leave
+  // rows to the skinny kernel; N = 200 ends in a partial block of rows.
+  Pair p;
+  struct Case {
+    int64_t M, N, K;
+  };
+  const double tol = 1e-3;
+  for (const Case c : std::vector<Case>{{65, 200, 512}, {300, 384, 4096}, {1001, 200, 512}}) {
+    INFO("M " << c.M << " N " << c.N << " K " << c.K);
+    const Fp8Host w(c.N, c.K, 7, 50 + static_cast<uint64_t>(c.K));
+    const auto x = bf16_exact(test::random_vec(static_cast<size_t>(c.M * c.K), 51 + c.M));
+    auto xq = fp8_activations(x, c.M, c.K);
+    const int64_t quantised_rows = c.M / 4 * 4;
+    std::copy(x.begin() + quantised_rows * c.K, x.end(), xq.begin() + quantised_rows * c.K);
+    const auto acc0 = test::random_vec(static_cast<size_t>(c.M * c.N), 52);
+    Tensor wg = w.upload(*p.gpu), xg = act(*p.gpu, DType::bf16, {c.M, c.K}, x);
+    for (bool accumulate : {false, true}) {
+      INFO("accumulate " << accumulate);
+      const std::vector<float> acc = accumulate ? acc0 : std::vector<float>{};
+      Tensor og = accumulate ? act(*p.gpu, DType::f32, {c.M, c.N}, acc0) : poisoned(*p.gpu, DType::f32, {c.M, c.N});
+      p.gpu->gemm(xg, wg, og, accumulate);
+      const auto got = test::get(*p.gpu, og);
+      CHECK(rel64(got, fp8_reference(w, xq, c.M, 0, c.N, acc)) < tol);
+      if (!accumulate) {
+        const double vs_unquantised = rel64(got, fp8_reference(w, x, c.M, 0, c.N, {}));
+        CHECK(vs_unquantised > 1e-3);
+        CHECK(vs_unquantised < 0.06);
+      }
+    }
+    // A row view from the second block of rows keeps its scales; an f32 x is rounded to bf16 first.
+    Tensor view = wg.rows(128, c.N - 128);
+    Tensor ov = poisoned(*p.gpu, DType::f32, {c.M, c.N - 128});
+    p.gpu->gemm(xg, view, ov, false);
+    CHECK(rel64(test::get(*p.gpu, ov), fp8_reference(w, xq, c.M, 128, c.N - 128, {})) < tol);
+    Tensor xf = act(*p.gpu, DType::f32, {c.M, c.K}, x);
+    Tensor of = poisoned(*p.gpu, DType::f32, {c.M, c.N});
+    p.gpu->gemm(xf, wg, of, false);
+    CHECK(rel64(test::get(*p.gpu, of), fp8_reference(w, xq, c.M, 0, c.N, {})) < tol);
+  }
+  // gate_up + SwiGLU: the [M, 2I] product in bf16 straight from cuBLASLt, then SwiGLU.
+  {
+    const int64_t M = 100, inter = 256, K = 512;
+    const Fp8Host w(2 * inter, K, 7, 53);
+    const auto x = bf16_exact(test::random_vec(static_cast<size_t>(M * K), 54));
+    const auto proj = fp8_reference(w, fp8_activations(x, M, K), M, 0, 2 * inter, {});
+    std::vector<double> want(static_cast<size_t>(M * inter));
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t i = 0; i < inter; ++i) {
+        const double g = proj[static_cast<size_t>(m * 2 * inter + i)], u = proj[static_cast<size_t>(m * 2 * inter + inter + i)];
+        want[static_cast<size_t>(m * inter + i)] = g / (1 + std::exp(-g)) * u;
+      }
+    Tensor wg = w.upload(*p.gpu), xg = act(*p.gpu, DType::bf16, {M, K}, x);
+    Tensor scratch = p.gpu->alloc(DType::f32, {M, 2 * inter});
+    Tensor og = poisoned(*p.gpu, DType::bf16, {M, inter});
+    p.gpu->gate_up_swiglu(xg, wg, scratch, og);
+    CHECK(rel64(test::get(*p.gpu, og), want) < 1e-2);
   }
 }

@@ -1,0 +1,123 @@
+// cuBLASLt's block-scaled FP8 GEMM (fp8_block_gemm.h). Row-major [N, K] w and [M, K] x are
+// column-major K x N and K x M, so out (column-major N x M, i.e. row-major [M, N]) =
+// op_T(w) · x: cuBLAS's "TN" form, the only one its FP8 GEMMs take. One plan (descriptors and
+// the heuristic's algorithm) per shape, kept for the context's life: a prefill step's shapes
+// repeat every layer and step.
+#include "kernels/cuda/fp8_block_gemm.h"
+
+#include <stdexcept>
+#include <string>
+
+namespace ds::cuda {
+namespace {
+
+void check_lt(cublasStatus_t st, const char* what) {
+  if (st != CUBLAS_STATUS_SUCCESS)
+    throw std::runtime_error(std::string("cuda backend: fp8 block gemm: ") + what + " failed: " +
+                             cublasGetStatusString(st));
+}
+
+}  // namespace
+
+struct Fp8BlockGemm::Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  bool usable = false;
+  ~Plan() {
+    if (d) cublasLtMatrixLayoutDestroy(d);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (desc) cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+Fp8BlockGemm::Fp8BlockGemm(cudaStream_t stream, void* workspace, size_t workspace_bytes)
+    : stream_(stream), workspace_(workspace), workspace_bytes_(workspace_bytes) {
+  check_lt(cublasLtCreate(&lt_), "cublasLtCreate");
+}
+
+Fp8BlockGemm::~Fp8BlockGemm() {
+  for (auto& [key, plan] : plans_) delete plan;
+  if (lt_) cublasLtDestroy(lt_);
+}
+
+Fp8BlockGemm::Plan* Fp8BlockGemm::plan_for(const Key& key, const float* w_scales, const float* x_scales) {
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return it->second;
+  const auto [M, N, K, ld_out, a_mode, b_mode, out_type, accumulate] = key;
+  auto* p = new Plan;
+  plans_.emplace(key, p);
+  const cudaDataType_t dt = static_cast<DType>(out_type) == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  check_lt(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
+  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  const auto am = static_cast<cublasLtMatmulMatrixScale_t>(a_mode), bm = static_cast<cublasLtMatmulMatrixScale_t>(b_mode);
+  check_lt(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "set transa");
+  check_lt(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "set transb");
+  check_lt(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &am, sizeof am), "set a scale mode");
+  check_lt(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &bm, sizeof bm), "set b scale mode");
+  // The heuristic sees the scale pointers of the first call (the block-scaled kernels check them).
+  check_lt(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_scales, sizeof w_scales),
+           "set w scales");
+  check_lt(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &x_scales, sizeof x_scales),
+           "set x scales");
+  check_lt(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_8F_E4M3, static_cast<uint64_t>(K), static_cast<uint64_t>(N), K),
+           "layout of w");
+  check_lt(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_8F_E4M3, static_cast<uint64_t>(K), static_cast<uint64_t>(M), K),
+           "layout of x");
+  check_lt(cublasLtMatrixLayoutCreate(&p->d, dt, static_cast<uint64_t>(N), static_cast<uint64_t>(M), ld_out),
+           "layout of out");
+  cublasLtMatmulPreference_t pref = nullptr;
+  check_lt(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
+  check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
+                                                sizeof workspace_bytes_),
+           "set workspace");
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(lt_, p->desc, p->a, p->b, p->d, p->d, pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  // NOT_SUPPORTED / INVALID_VALUE: no kernel for this shape, types or scale modes on this
+  // device and library (the caller falls back).
+  if (st != CUBLAS_STATUS_NOT_SUPPORTED && st != CUBLAS_STATUS_INVALID_VALUE)
+    check_lt(st, "cublasLtMatmulAlgoGetHeuristic");
+  p->usable = st == CUBLAS_STATUS_SUCCESS && found > 0;
+  if (p->usable) p->algo = result.algo;
+  (void)accumulate;
+  return p;
+}
+
+bool Fp8BlockGemm::available(cublasLtMatmulMatrixScale_t w_mode, cublasLtMatmulMatrixScale_t x_mode, int64_t M,
+                             int64_t N, int64_t K, DType out_type, int64_t ld_out, bool accumulate) {
+  if (M <= 0 || N <= 0) return true;
+  if (K % 16 != 0 || (out_type != DType::f32 && out_type != DType::bf16)) return false;
+  const auto it = plans_.find(Key{M, N, K, ld_out, static_cast<int>(w_mode), static_cast<int>(x_mode),
+                                  static_cast<int>(out_type), accumulate});
+  return it == plans_.end() || it->second->usable;
+}
+
+bool Fp8BlockGemm::matmul(const Fp8BlockOperand& w, const Fp8BlockOperand& x, int64_t M, int64_t N, int64_t K,
+                          void* out, DType out_type, int64_t ld_out, bool accumulate) {
+  if (M <= 0 || N <= 0) return true;
+  if (K % 16 != 0 || (out_type != DType::f32 && out_type != DType::bf16)) return false;
+  Plan* p = plan_for(Key{M, N, K, ld_out, static_cast<int>(w.mode), static_cast<int>(x.mode),
+                         static_cast<int>(out_type), accumulate},
+                     w.scales, x.scales);
+  if (!p->usable) return false;
+  check_lt(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w.scales, sizeof w.scales),
+           "set w scales");
+  check_lt(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &x.scales, sizeof x.scales),
+           "set x scales");
+  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+  const cublasStatus_t st = cublasLtMatmul(lt_, p->desc, &alpha, w.codes, p->a, x.codes, p->b, &beta, out, p->d, out,
+                                           p->d, &p->algo, workspace_, workspace_bytes_, stream_);
+  // Refused at the call although the heuristic offered an algorithm: never again for this shape.
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
+    p->usable = false;
+    return false;
+  }
+  check_lt(st, "cublasLtMatmul");
+  return true;
+}
+
+}  // namespace ds::cuda
