@@ -82,9 +82,10 @@ void add_server_options(CLI::App& app, ServerOptions& o) {
                  "as Qwen's -FP8 releases; a no-op on an FP8 checkpoint, which loads as stored)")
       ->capture_default_str();
   app.add_option("--fp8-weights", o.fp8_weights,
-                 "How the CUDA backend stores FP8 weights: bf16 (dequantised at load: bf16's memory and "
-                 "speed) or resident (kept e4m3: ~40% less weight memory and faster decode at 1-16 "
-                 "sequences, slower steps from 32 sequences and in prefill; docs/benchmarks.md)")
+                 "How the CUDA backend stores FP8 weights: resident (kept e4m3: ~40% less weight memory, "
+                 "faster decode and prefill than bf16; prefill and steps of more than 8 sequences quantise "
+                 "the activations to e4m3 per 128 columns) or bf16 (dequantised at load: bf16's memory, "
+                 "speed and activations; docs/benchmarks.md)")
       ->capture_default_str();
   app.add_option("--backend", o.backend, "Compute backend: cpu, cuda, hip or auto")->capture_default_str();
   app.add_option("--chat-template", o.chat_template,

@@ -46,7 +46,7 @@ struct ServerOptions {
   std::string speculative_config;         // JSON (speculative_option.h); empty = off
   bool enforce_eager = false;             // no recorded steps (EngineConfig::step_graphs)
   std::string quantization = "none";      // none or fp8 (qwen35::LoadOptions)
-  std::string fp8_weights = "bf16";       // bf16 (dequantised at load) or resident (CudaBackendOptions::fp8_weights)
+  std::string fp8_weights = "resident";   // resident (CudaBackendOptions::fp8_weights) or bf16 (dequantised at load)
   std::string backend = "auto";
   std::string chat_template;
   std::string log_level = "info";
