@@ -54,7 +54,8 @@ bool run_gemm_fp8_blocks(CudaContext& ctx, const uint16_t* x, const ops::Fp8Weig
 }
 
 // out (+)= x · wᵀ for an FP8 weight and bf16 x: the decode kernels dequantise in registers
-// (fp8_gemm.cu); larger steps run cuBLAS over the weight dequantised to bf16, tile by tile.
+// (fp8_gemm.cu); larger steps run the block-scaled FP8 GEMM where it applies, else cuBLAS
+// over the weight dequantised to bf16, tile by tile.
 void run_gemm_fp8(CudaContext& ctx, const CudaBackendOptions::KernelPaths& paths, const uint16_t* x,
                   const kernels::Tensor& w, int64_t M, kernels::Tensor& out, bool accumulate) {
   const int64_t N = w.dim(0), K = w.dim(1);

@@ -13,8 +13,9 @@ namespace ds::cuda {
 // out [M, N] (f32) = x [M, K] · w [N, K]ᵀ (+ out when accumulate). w bf16 or fp8_e4m3 with x
 // bf16 (an f32 x is converted first), or w f32 with x f32: fp32 accumulation either way.
 // Decode-sized steps take gemv.cu (one row) or skinny_gemm.cu (2-8 rows), or their FP8 forms
-// in fp8_gemm.cu, where `paths` allows them; larger FP8 steps run cuBLAS over bf16 tiles of
-// the weight dequantised into scratch.
+// in fp8_gemm.cu, where `paths` allows them; larger FP8 steps run cuBLASLt's block-scaled FP8
+// GEMM on x quantised per row and 128 columns (fp8_block_gemm.h), or where that does not
+// apply cuBLAS over bf16 tiles of the weight dequantised into scratch.
 // Arguments satisfy the Backend contract (kernels/backend.cpp).
 void run_gemm(CudaContext& ctx, const CudaBackendOptions::KernelPaths& paths, const kernels::Tensor& x,
               const kernels::Tensor& w, kernels::Tensor& out, bool accumulate);

@@ -15,7 +15,8 @@
 // one-row steps whose K is only a multiple of 16, and is the benchmark's --fp8-warp-gemv; there
 // a code becomes an f16 by moving its bits (sign, then exponent and mantissa one place right:
 // the e4m3 value times 2^-8, exactly, subnormals included; 2^8 is folded into the scale) and
-// widens to f32. Larger steps go to cuBLAS over a bf16 copy of the weight
+// widens to f32. Larger steps go to cuBLASLt's block-scaled FP8 GEMM over x quantised here
+// (quantize_rows_fp8; fp8_block_gemm.h), or to cuBLAS over a bf16 copy of the weight
 // (dequantize_fp8_bf16, cuda_gemm.cpp).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

@@ -644,6 +644,17 @@ std::vector<double> fp8_reference(const Fp8Host& w, const std::vector<float>& x,
   return out;
 }
 
+// silu(gate) * up of a [M, 2I] projection (gate columns first).
+std::vector<double> swiglu_reference(const std::vector<double>& proj, int64_t M, int64_t inter) {
+  std::vector<double> out(static_cast<size_t>(M * inter));
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t i = 0; i < inter; ++i) {
+      const double g = proj[static_cast<size_t>(m * 2 * inter + i)], u = proj[static_cast<size_t>(m * 2 * inter + inter + i)];
+      out[static_cast<size_t>(m * inter + i)] = g / (1 + std::exp(-g)) * u;
+    }
+  return out;
+}
+
 double rel64(const std::vector<float>& a, const std::vector<double>& b) {
   double d = 0, r = 0;
   for (size_t i = 0; i < b.size(); ++i) {
@@ -737,13 +748,7 @@ TEST_CASE("cuda ops: gemm with FP8 weights against an f64 reference of the dequa
     const int64_t inter = 160;
     const Fp8Host w(2 * inter, K, 7, 45);
     const auto x = bf16_exact(test::random_vec(static_cast<size_t>(M * K), 46));
-    const auto proj = fp8_reference(w, x, M, 0, 2 * inter, {});
-    std::vector<double> want(static_cast<size_t>(M * inter));
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t i = 0; i < inter; ++i) {
-        const double g = proj[static_cast<size_t>(m * 2 * inter + i)], u = proj[static_cast<size_t>(m * 2 * inter + inter + i)];
-        want[static_cast<size_t>(m * inter + i)] = g / (1 + std::exp(-g)) * u;
-      }
+    const auto want = swiglu_reference(fp8_reference(w, x, M, 0, 2 * inter, {}), M, inter);
     Tensor wg = w.upload(*p.gpu), xg = act(*p.gpu, DType::bf16, {M, K}, x);
     Tensor scratch = p.gpu->alloc(DType::f32, {M, 2 * inter});
     for (DType t : {DType::f32, DType::bf16}) {
@@ -826,13 +831,7 @@ TEST_CASE("cuda ops: FP8 GEMMs above the skinny range on the block-scaled FP8 GE
     const int64_t M = 100, inter = 256, K = 512;
     const Fp8Host w(2 * inter, K, 7, 53);
     const auto x = bf16_exact(test::random_vec(static_cast<size_t>(M * K), 54));
-    const auto proj = fp8_reference(w, fp8_activations(x, M, K), M, 0, 2 * inter, {});
-    std::vector<double> want(static_cast<size_t>(M * inter));
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t i = 0; i < inter; ++i) {
-        const double g = proj[static_cast<size_t>(m * 2 * inter + i)], u = proj[static_cast<size_t>(m * 2 * inter + inter + i)];
-        want[static_cast<size_t>(m * inter + i)] = g / (1 + std::exp(-g)) * u;
-      }
+    const auto want = swiglu_reference(fp8_reference(w, fp8_activations(x, M, K), M, 0, 2 * inter, {}), M, inter);
     Tensor wg = w.upload(*p.gpu), xg = act(*p.gpu, DType::bf16, {M, K}, x);
     Tensor scratch = p.gpu->alloc(DType::f32, {M, 2 * inter});
     Tensor og = poisoned(*p.gpu, DType::bf16, {M, inter});
