@@ -39,7 +39,7 @@ bool run_gemm_fp8_blocks(CudaContext& ctx, const uint16_t* x, const ops::Fp8Weig
   if (rest > 0 && (out_type != DType::f32 || !ops::skinny_gemm_fp8_supported(rest, K))) return false;
   auto& lt = ctx.fp8_block_gemm();
   constexpr auto w_mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F, x_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
-  if (!lt.available(w_mode, x_mode, M4, N, K, out_type, N, accumulate)) return false;
+  if (!lt.available(w_mode, x_mode, M4, N, K, out_type, N)) return false;
   const size_t code_bytes = (static_cast<size_t>(M4 * K) + 15) / 16 * 16;
   auto* codes = static_cast<uint8_t*>(
       ctx.scratch(Scratch::fp8_activations, code_bytes + static_cast<size_t>(M4 * (K / 128)) * sizeof(float)));

@@ -5,6 +5,7 @@
 // repeat every layer and step.
 #include "kernels/cuda/fp8_block_gemm.h"
 
+#include <memory>
 #include <stdexcept>
 #include <string>
 
@@ -38,16 +39,15 @@ Fp8BlockGemm::Fp8BlockGemm(cudaStream_t stream, void* workspace, size_t workspac
 }
 
 Fp8BlockGemm::~Fp8BlockGemm() {
-  for (auto& [key, plan] : plans_) delete plan;
+  plans_.clear();
   if (lt_) cublasLtDestroy(lt_);
 }
 
 Fp8BlockGemm::Plan* Fp8BlockGemm::plan_for(const Key& key, const float* w_scales, const float* x_scales) {
   auto it = plans_.find(key);
-  if (it != plans_.end()) return it->second;
-  const auto [M, N, K, ld_out, a_mode, b_mode, out_type, accumulate] = key;
-  auto* p = new Plan;
-  plans_.emplace(key, p);
+  if (it != plans_.end()) return it->second.get();
+  const auto [M, N, K, ld_out, a_mode, b_mode, out_type] = key;
+  Plan* p = plans_.emplace(key, std::make_unique<Plan>()).first->second.get();
   const cudaDataType_t dt = static_cast<DType>(out_type) == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F;
   check_lt(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
@@ -83,16 +83,15 @@ Fp8BlockGemm::Plan* Fp8BlockGemm::plan_for(const Key& key, const float* w_scales
     check_lt(st, "cublasLtMatmulAlgoGetHeuristic");
   p->usable = st == CUBLAS_STATUS_SUCCESS && found > 0;
   if (p->usable) p->algo = result.algo;
-  (void)accumulate;
   return p;
 }
 
 bool Fp8BlockGemm::available(cublasLtMatmulMatrixScale_t w_mode, cublasLtMatmulMatrixScale_t x_mode, int64_t M,
-                             int64_t N, int64_t K, DType out_type, int64_t ld_out, bool accumulate) {
+                             int64_t N, int64_t K, DType out_type, int64_t ld_out) {
   if (M <= 0 || N <= 0) return true;
   if (K % 16 != 0 || (out_type != DType::f32 && out_type != DType::bf16)) return false;
-  const auto it = plans_.find(Key{M, N, K, ld_out, static_cast<int>(w_mode), static_cast<int>(x_mode),
-                                  static_cast<int>(out_type), accumulate});
+  const auto it = plans_.find(
+      Key{M, N, K, ld_out, static_cast<int>(w_mode), static_cast<int>(x_mode), static_cast<int>(out_type)});
   return it == plans_.end() || it->second->usable;
 }
 
@@ -100,8 +99,7 @@ bool Fp8BlockGemm::matmul(const Fp8BlockOperand& w, const Fp8BlockOperand& x, in
                           void* out, DType out_type, int64_t ld_out, bool accumulate) {
   if (M <= 0 || N <= 0) return true;
   if (K % 16 != 0 || (out_type != DType::f32 && out_type != DType::bf16)) return false;
-  Plan* p = plan_for(Key{M, N, K, ld_out, static_cast<int>(w.mode), static_cast<int>(x.mode),
-                         static_cast<int>(out_type), accumulate},
+  Plan* p = plan_for(Key{M, N, K, ld_out, static_cast<int>(w.mode), static_cast<int>(x.mode), static_cast<int>(out_type)},
                      w.scales, x.scales);
   if (!p->usable) return false;
   check_lt(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w.scales, sizeof w.scales),

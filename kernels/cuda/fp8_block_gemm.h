@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <tuple>
 
 #include "kernels/dtype.h"
@@ -22,7 +23,7 @@ namespace ds::cuda {
 
 // One FP8 operand of a block-scaled GEMM as cuBLASLt stores it: `rows` x k codes (k
 // contiguous per row: a row-major [rows, k] matrix, cuBLAS's column-major k x rows), and
-// f32 scales in `mode`'s layout (fp8_block_gemm.cpp says which layouts the library reads).
+// f32 scales in `mode`'s layout (cuda_gemm.cpp says which layouts the library reads).
 struct Fp8BlockOperand {
   const uint8_t* codes = nullptr;
   const float* scales = nullptr;
@@ -44,20 +45,22 @@ class Fp8BlockGemm {
   // failed call. available() is false where an earlier call found none (a shape is tried,
   // and its plan kept, on its first matmul).
   bool available(cublasLtMatmulMatrixScale_t w_mode, cublasLtMatmulMatrixScale_t x_mode, int64_t M, int64_t N, int64_t K,
-                 DType out_type, int64_t ld_out, bool accumulate);
+                 DType out_type, int64_t ld_out);
   bool matmul(const Fp8BlockOperand& w, const Fp8BlockOperand& x, int64_t M, int64_t N, int64_t K, void* out,
               DType out_type, int64_t ld_out, bool accumulate);
 
  private:
   struct Plan;
-  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int, int, int, bool>;
+  // M, N, K, ld_out, the two scale modes, the output type (beta is a call argument: one plan
+  // serves accumulating and overwriting calls).
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int, int, int>;
   Plan* plan_for(const Key& key, const float* w_scales, const float* x_scales);
 
   cudaStream_t stream_;
   void* workspace_;
   size_t workspace_bytes_;
   cublasLtHandle_t lt_ = nullptr;
-  std::map<Key, Plan*> plans_;
+  std::map<Key, std::unique_ptr<Plan>> plans_;
 };
 
 }  // namespace ds::cuda
