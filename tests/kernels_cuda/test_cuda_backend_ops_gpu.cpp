@@ -839,3 +839,71 @@ TEST_CASE("cuda ops: FP8 GEMMs above the skinny range on the block-scaled FP8 GE
     CHECK(rel64(test::get(*p.gpu, og), want) < 1e-2);
   }
 }
+
+TEST_CASE("cuda ops: FP8 decode steps of up to 64 rows on the FP8 wgmma GEMM", "[cuda_ops][gpu][fp8]") {
+  // Above the skinny range (8 rows) and up to 64, 128 x 128 weight scales, K a multiple of 128:
+  // x quantised per row and 128 columns, then the wgmma kernel (x rows padded to 8, 16, 32 or
+  // 64). Against the f64 reference over the dequantised weight and x as quantised (and farther
+  // from x unquantised, so the path really is the quantised one). The plan splits K where the
+  // 128-row tiles are few: N = 200 and 384 (2 and 3 tiles) split K = 4096 in 16 and K = 512 in
+  // 2; N = 34,000 (266 tiles, the last partial) is not split. A second run must give the same
+  // bits (the splits are summed in a fixed order).
+  struct Case {
+    int64_t M, N, K;
+  };
+  const double tol = 1e-3;
+  Pair p;
+  Pair wide(false, DType::bf16, true, 1);  // 2-8 rows on the wgmma kernel too (the benchmarks' A/B)
+  for (const Case c : std::vector<Case>{{9, 200, 512},
+                                        {16, 384, 4096},
+                                        {17, 200, 4224},
+                                        {33, 384, 512},
+                                        {64, 200, 4096},
+                                        {9, 34000, 512},
+                                        {2, 200, 4096},
+                                        {8, 384, 512}}) {
+    Backend& be = c.M > 8 ? *p.gpu : *wide.gpu;
+    INFO("M " << c.M << " N " << c.N << " K " << c.K);
+    const Fp8Host w(c.N, c.K, 7, 60 + static_cast<uint64_t>(c.K + c.N));
+    const auto x = bf16_exact(test::random_vec(static_cast<size_t>(c.M * c.K), 61 + c.M));
+    const auto xq = fp8_activations(x, c.M, c.K);
+    const auto acc0 = test::random_vec(static_cast<size_t>(c.M * c.N), 62);
+    Tensor wg = w.upload(be), xg = act(be, DType::bf16, {c.M, c.K}, x);
+    for (bool accumulate : {false, true}) {
+      INFO("accumulate " << accumulate);
+      const std::vector<float> acc = accumulate ? acc0 : std::vector<float>{};
+      Tensor og = accumulate ? act(be, DType::f32, {c.M, c.N}, acc0) : poisoned(be, DType::f32, {c.M, c.N});
+      be.gemm(xg, wg, og, accumulate);
+      const auto got = test::get(be, og);
+      CHECK(rel64(got, fp8_reference(w, xq, c.M, 0, c.N, acc)) < tol);
+      if (!accumulate) {
+        const double vs_unquantised = rel64(got, fp8_reference(w, x, c.M, 0, c.N, {}));
+        CHECK(vs_unquantised > 1e-3);
+        CHECK(vs_unquantised < 0.06);
+        Tensor again = poisoned(be, DType::f32, {c.M, c.N});
+        be.gemm(xg, wg, again, false);
+        CHECK(test::get(be, again) == got);
+      }
+    }
+    // A row view from the second block of rows keeps its scales.
+    Tensor view = wg.rows(128, c.N - 128);
+    Tensor ov = poisoned(be, DType::f32, {c.M, c.N - 128});
+    be.gemm(xg, view, ov, false);
+    CHECK(rel64(test::get(be, ov), fp8_reference(w, xq, c.M, 128, c.N - 128, {})) < tol);
+  }
+  // gate_up + SwiGLU: the f32 product from the wgmma kernel, then SwiGLU.
+  {
+    const int64_t M = 24, inter = 256, K = 512;
+    const Fp8Host w(2 * inter, K, 7, 63);
+    const auto x = bf16_exact(test::random_vec(static_cast<size_t>(M * K), 64));
+    const auto want = swiglu_reference(fp8_reference(w, fp8_activations(x, M, K), M, 0, 2 * inter, {}), M, inter);
+    Tensor wg = w.upload(*p.gpu), xg = act(*p.gpu, DType::bf16, {M, K}, x);
+    Tensor scratch = p.gpu->alloc(DType::f32, {M, 2 * inter});
+    for (DType t : {DType::f32, DType::bf16}) {
+      INFO("out " << dtype_name(t));
+      Tensor og = poisoned(*p.gpu, t, {M, inter});
+      p.gpu->gate_up_swiglu(xg, wg, scratch, og);
+      CHECK(rel64(test::get(*p.gpu, og), want) < (t == DType::f32 ? 1e-3 : 1e-2));
+    }
+  }
+}
