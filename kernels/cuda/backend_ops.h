@@ -172,29 +172,6 @@ void gemv_swiglu_fp8(const Fp8Weight& w, const uint16_t* x, int64_t inter, int64
                      Stream stream);
 void skinny_swiglu_fp8(const Fp8Weight& w, const uint16_t* x, int64_t inter, int64_t K, void* act, DType act_type,
                        Stream stream);
-// ---- fp8_wgmma_gemm.cu
-// out [M, N] (+)= x · wᵀ for decode-sized steps (1 to kFp8WgmmaMaxRows rows) on the FP8
-// tensor cores: x as quantize_rows_fp8 writes it (codes [M, K]; scales with row stride 1 and
-// column stride M), w with 128 x 128 block scales (row_shift 7), K a multiple of 128. The
-// plan splits K over several CTAs per 128-row tile where the tiles are too few for the SMs;
-// then the call needs plan.partial_floats of workspace and counters for plan.tiles tiles
-// (at most kFp8WgmmaMaxTiles; zero before the first call, left zero by every call).
-inline constexpr int64_t kFp8WgmmaMaxRows = 64;
-inline constexpr int64_t kFp8WgmmaMaxTiles = 1024;
-struct Fp8WgmmaPlan {
-  int64_t tiles = 0;
-  int splits = 1;
-  int kblocks_per_split = 0;
-  int64_t partial_floats = 0;
-};
-bool fp8_wgmma_gemm_supported(int64_t M, int64_t K, int row_shift);
-// ctas_per_sm: the CTAs per SM below which K is split (kFp8WgmmaCtasPerSm; the benchmark varies it).
-inline constexpr int kFp8WgmmaCtasPerSm = 2;
-Fp8WgmmaPlan plan_fp8_wgmma_gemm(int64_t M, int64_t N, int64_t K, int n_sms, int ctas_per_sm = kFp8WgmmaCtasPerSm);
-void fp8_wgmma_gemm(const Fp8Weight& w, const uint8_t* x_codes, const float* x_scales, int64_t M, int64_t N, int64_t K,
-                    float* out, bool accumulate, const Fp8WgmmaPlan& plan, float* partials, int* counters,
-                    Stream stream);
-
 // out [N, K] bf16 = code * scale (rounded to nearest even): what cuBLAS reads for larger steps.
 void dequantize_fp8_bf16(const Fp8Weight& w, int64_t N, int64_t K, uint16_t* out, Stream stream);
 // x bf16 [M, K] (K a multiple of 128) as e4m3 codes [M, K] (row-major, rounded to nearest,

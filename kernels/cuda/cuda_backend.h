@@ -69,11 +69,6 @@ struct CudaBackendOptions {
     // columns (fp8_block_gemm.h); false: cuBLAS over the weight dequantised to bf16 tiles
     // (docs/benchmarks.md, "FP8 prefill on block-scaled FP8 GEMMs": the A/B of the two).
     bool fp8_block_gemm = true;
-    // FP8-weight GEMMs above fp8_skinny_rows up to ops::kFp8WgmmaMaxRows rows (128 x 128 block
-    // scales, K a multiple of 128) by the FP8 wgmma GEMM (fp8_wgmma_gemm.cu), x quantised as for
-    // the block-scaled GEMM; false: those steps as larger ones (docs/benchmarks.md, "FP8 decode
-    // steps on wgmma": the A/B).
-    bool fp8_wgmma_gemm = true;
     // Backend::fused_projection_rows (0: never): steps this small run a layer's stacked
     // projections as one GEMM, which saves the launch latency of the small ones.
     int64_t fused_projection_rows = 128;

@@ -52,7 +52,6 @@ CudaContext::CudaContext(int device, bool chained_launches) : device_(device), c
 CudaContext::~CudaContext() {
   if (stream_) cudaStreamSynchronize(stream_);
   fp8_block_gemm_.reset();
-  if (fp8_split_counters_) cudaFree(fp8_split_counters_);
   for (void* p : scratch_)
     if (p) cudaFree(p);
   if (cublas_) cublasDestroy(cublas_);
@@ -63,15 +62,6 @@ CudaContext::~CudaContext() {
 Fp8BlockGemm& CudaContext::fp8_block_gemm() {
   if (!fp8_block_gemm_) fp8_block_gemm_ = std::make_unique<Fp8BlockGemm>(stream_, cublas_workspace_, kCublasWorkspace);
   return *fp8_block_gemm_;
-}
-
-int* CudaContext::fp8_split_counters() {
-  if (!fp8_split_counters_) {
-    const size_t bytes = static_cast<size_t>(ops::kFp8WgmmaMaxTiles) * sizeof(int);
-    fp8_split_counters_ = static_cast<int*>(malloc_device(bytes, "the FP8 GEMM's split counters"));
-    ops::check_cuda(cudaMemsetAsync(fp8_split_counters_, 0, bytes, stream_), "cudaMemsetAsync (split counters)");
-  }
-  return fp8_split_counters_;
 }
 
 void* CudaContext::malloc_device(size_t bytes, const std::string& what) {

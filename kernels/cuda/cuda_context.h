@@ -25,8 +25,7 @@ enum class Scratch : int {
   gemm_input,   // x converted for a GEMM
   attn_partial,  // prefill attention: the partial outputs of a split key range
   gemm_weight,  // a tile of an FP8 weight dequantised to bf16 for cuBLAS
-  fp8_activations,  // x quantised to e4m3 with its scales for the FP8 x FP8 GEMMs
-  fp8_partials,     // partial sums of the FP8 wgmma GEMM's K splits
+  fp8_activations,  // x quantised to e4m3 with its scales for the block-scaled FP8 GEMM
   deltanet_chunks,   // chunked DeltaNet scratch
   count
 };
@@ -45,10 +44,6 @@ class CudaContext {
   // cuBLASLt's block-scaled FP8 GEMM on this stream (created on first use; shares the cuBLAS
   // workspace, which the stream's order keeps from being used twice at once).
   Fp8BlockGemm& fp8_block_gemm();
-
-  // The FP8 wgmma GEMM's per-tile counters (ops::kFp8WgmmaMaxTiles, zeroed once; every call
-  // leaves them zero).
-  int* fp8_split_counters();
 
   // At least `bytes` of device memory for slot s (contents undefined after growth).
   void* scratch(Scratch s, size_t bytes);
@@ -69,7 +64,6 @@ class CudaContext {
   cublasHandle_t cublas_ = nullptr;
   void* cublas_workspace_ = nullptr;
   std::unique_ptr<Fp8BlockGemm> fp8_block_gemm_;
-  int* fp8_split_counters_ = nullptr;
   std::array<void*, static_cast<size_t>(Scratch::count)> scratch_{};
   std::array<size_t, static_cast<size_t>(Scratch::count)> scratch_size_{};
   uint64_t scratch_reallocations_ = 0;

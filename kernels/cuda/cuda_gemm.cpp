@@ -53,25 +53,6 @@ bool run_gemm_fp8_blocks(CudaContext& ctx, const uint16_t* x, const ops::Fp8Weig
   return true;
 }
 
-// out [M, N] (+)= x · wᵀ on the FP8 wgmma GEMM (fp8_wgmma_gemm.cu), x quantised per row and 128
-// columns into scratch first; the K splits' partial sums in scratch too.
-void run_gemm_fp8_wgmma(CudaContext& ctx, const uint16_t* x, const ops::Fp8Weight& fw, int64_t M, int64_t N, int64_t K,
-                        float* out, bool accumulate) {
-  const ops::Fp8WgmmaPlan plan = ops::plan_fp8_wgmma_gemm(M, N, K, ctx.n_sms());
-  const size_t code_bytes = (static_cast<size_t>(M * K) + 15) / 16 * 16;
-  auto* codes = static_cast<uint8_t*>(
-      ctx.scratch(Scratch::fp8_activations, code_bytes + static_cast<size_t>(M * (K / 128)) * sizeof(float)));
-  auto* scales = reinterpret_cast<float*>(codes + code_bytes);
-  float* partials = nullptr;
-  int* counters = nullptr;
-  if (plan.splits > 1) {
-    partials = static_cast<float*>(ctx.scratch(Scratch::fp8_partials, static_cast<size_t>(plan.partial_floats) * 4));
-    counters = ctx.fp8_split_counters();
-  }
-  ops::quantize_rows_fp8(x, M, K, codes, scales, 1, M, ctx.stream());
-  ops::fp8_wgmma_gemm(fw, codes, scales, M, N, K, out, accumulate, plan, partials, counters, ctx.stream());
-}
-
 // out (+)= x · wᵀ for an FP8 weight and bf16 x: the decode kernels dequantise in registers
 // (fp8_gemm.cu); larger steps run the block-scaled FP8 GEMM where it applies, else cuBLAS
 // over the weight dequantised to bf16, tile by tile.
@@ -88,10 +69,6 @@ void run_gemm_fp8(CudaContext& ctx, const CudaBackendOptions::KernelPaths& paths
   const bool tensor_cores = M == 1 ? paths.gemv : paths.skinny_gemm && M <= paths.fp8_skinny_rows;
   if (tensor_cores && ops::skinny_gemm_fp8_supported(M, K)) {
     ops::skinny_gemm_fp8(fw, x, M, N, K, out.data_as<float>(), accumulate, ctx.stream());
-    return;
-  }
-  if (paths.fp8_wgmma_gemm && ops::fp8_wgmma_gemm_supported(M, K, fw.row_shift)) {
-    run_gemm_fp8_wgmma(ctx, x, fw, M, N, K, out.data_as<float>(), accumulate);
     return;
   }
   if (paths.fp8_block_gemm && M > 1 && run_gemm_fp8_blocks(ctx, x, fw, M, N, K, out.data(), DType::f32, accumulate))
@@ -124,8 +101,6 @@ bool run_gate_up_swiglu_fp8_blocks(CudaContext& ctx, const CudaBackendOptions::K
       w.dtype() != DType::fp8_e4m3 || out.dtype() != DType::bf16 || (N / 2) % 8 != 0)
     return false;
   const auto& fs = w.fp8_scales();
-  // Steps the wgmma GEMM takes: its f32 product, then SwiGLU (Backend::do_gate_up_swiglu).
-  if (paths.fp8_wgmma_gemm && ops::fp8_wgmma_gemm_supported(M, K, fs.row_shift)) return false;
   const ops::Fp8Weight fw{w.data_as<const uint8_t>(), fs.data, fs.cols, fs.row_shift};
   auto* gate_up = scratch.data_as<uint16_t>();  // bf16 [M, 2I] in the f32 scratch the contract provides
   if (!run_gemm_fp8_blocks(ctx, x.data_as<const uint16_t>(), fw, M, N, K, gate_up, DType::bf16, false)) return false;

@@ -3,7 +3,7 @@
 //   bench_cuda_model --model DIR [--batches 1,8,32,64] [--contexts 1024,8192] [--prefill 4096]
 //                    [--steps 10] [--layouts paged,contiguous] [--layout-batch 8]
 //                    [--no-chained-launches] [--no-gemv] [--no-skinny-gemm] [--fused-projection-rows N]
-//                    [--no-decode-bulk-copies] [--no-token-rows] [--quantization fp8] [--fp8-skinny-rows N] [--no-fp8-wgmma-gemm]
+//                    [--no-decode-bulk-copies] [--no-token-rows] [--quantization fp8] [--fp8-skinny-rows N]
 //                    [--no-fp8-block-gemm]
 //                    [--no-fp8-weights] [--graphs on,off]
 //
@@ -119,9 +119,7 @@ int main(int argc, char** argv) {
   app.add_option("--fp8-skinny-rows", bo.paths.fp8_skinny_rows,
                  "FP8 GEMMs of up to this many rows (<= 64) by fp8_gemm.cu's skinny kernel, larger by the "
                  "block-scaled FP8 GEMM (or cuBLAS over dequantised tiles)");
-  bool fp8_warp_gemv = false, no_fp8_block_gemm = false, no_fp8_wgmma = false;
-  app.add_flag("--no-fp8-wgmma-gemm", no_fp8_wgmma,
-               "FP8 GEMMs of up to 64 rows above the skinny range as larger ones, not on the FP8 wgmma GEMM");
+  bool fp8_warp_gemv = false, no_fp8_block_gemm = false;
   app.add_flag("--no-fp8-block-gemm", no_fp8_block_gemm,
                "FP8 GEMMs above the skinny range by cuBLAS over dequantised bf16 tiles instead of the block-scaled "
                "FP8 GEMM (activations quantised)");
@@ -166,7 +164,6 @@ int main(int argc, char** argv) {
     bo.paths.gemv = !no_gemv;
     bo.paths.fp8_tensor_core_gemv = !fp8_warp_gemv;
     bo.paths.fp8_block_gemm = !no_fp8_block_gemm;
-    bo.paths.fp8_wgmma_gemm = !no_fp8_wgmma;
     bo.paths.skinny_gemm = !no_skinny;
     bo.fp8_weights = !no_fp8_weights;
     bo.decode.bulk_copies = !no_bulk;

@@ -1,13 +1,11 @@
 // bench_fp8_gemm: one FP8-weight GEMM at a time, out [M, N] f32 = x [M, K] · wᵀ, four ways in
 // one run: bf16 weights on cuBLAS (the bf16 model's path), FP8 weights dequantised to bf16 and
 // cuBLAS (the FP8 path before the block-scaled GEMM), the FP8 skinny kernel (up to 64 rows),
-// x quantised per row and 128 columns + cuBLASLt's block-scaled FP8 GEMM, and the same x on
-// the FP8 wgmma GEMM of decode-sized steps (up to 64 rows; quantisation included in both
-// times; the largest relative difference of the two outputs is printed as a check). Median of
-// --reps after warm-up, as TFLOP/s and as a share of the bytes floor (weights as stored + x +
-// out, over the measured copy rate).
+// and x quantised per row and 128 columns + cuBLASLt's block-scaled FP8 GEMM (quantisation
+// included in its time). Median of --reps after warm-up, as TFLOP/s and as a share of the
+// bytes floor (weights as stored + x + out, over the measured copy rate).
 //
-//   bench_fp8_gemm [--rows 1,8,16,32,64,128,512,1024,4096] [--shapes 24576x4096,4096x12288,12288x4096]
+//   bench_fp8_gemm [--rows 16,32,64,128,512,1024,4096] [--shapes 24576x4096,4096x12288,12288x4096]
 //                  [--reps 20] [--probe]
 //
 // --probe (first): which scale layouts cuBLASLt's VEC128_32F / BLK128x128_32F modes read, by
@@ -274,17 +272,13 @@ double median_us(cudaStream_t stream, int reps, F&& f) {
 
 int main(int argc, char** argv) {
   CLI::App app{"bench_fp8_gemm"};
-  std::string rows_s = "1,8,16,32,64,128,512,1024,4096", shapes_s = "24576x4096,4096x12288,12288x4096";
+  std::string rows_s = "16,32,64,128,512,1024,4096", shapes_s = "24576x4096,4096x12288,12288x4096";
   int reps = 20;
   bool do_probe = false;
   app.add_option("--rows", rows_s, "rows of x (M)");
   app.add_option("--shapes", shapes_s, "weights NxK");
   app.add_option("--reps", reps, "timed repetitions")->check(CLI::PositiveNumber);
   app.add_flag("--probe", do_probe, "check the scale layouts cuBLASLt reads first");
-  std::string ctas_s = std::to_string(ops::kFp8WgmmaCtasPerSm);
-  app.add_option("--wgmma-ctas-per-sm", ctas_s,
-                 "the wgmma GEMM's split-K target (CTAs per SM): the first value's time in the table, the others' in "
-                 "its last column");
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
 
@@ -302,7 +296,7 @@ int main(int argc, char** argv) {
   const auto ceil = measure_device_ceilings();
   std::printf("gpu %s, %d SMs: copy %.0f GB/s, bf16 GEMM %.0f TFLOP/s\n", ceil.gpu.c_str(), ceil.sm_count,
               ceil.copy_bytes_per_s / 1e9, ceil.bf16_flops / 1e12);
-  const auto rows = bench::parse_list(rows_s), ctas_list = bench::parse_list(ctas_s);
+  const auto rows = bench::parse_list(rows_s);
   std::vector<std::pair<int64_t, int64_t>> shapes;
   for (size_t a = 0; a < shapes_s.size();) {
     const size_t b = std::min(shapes_s.find(',', a), shapes_s.size());
@@ -314,14 +308,7 @@ int main(int argc, char** argv) {
   const int64_t max_m = *std::max_element(rows.begin(), rows.end());
   Fp8BlockGemm lt(stream, ws, ws_bytes);
   std::printf("\n| N x K | M | bf16 cuBLAS us | fp8 dequant+cuBLAS us | fp8 skinny us | fp8 block (quant+Lt) us | "
-              "block TFLOP/s | block vs bf16 | block of bytes floor | fp8 wgmma (quant+wgmma) us | wgmma of bytes floor | "
-              "wgmma vs block | wgmma splits | wgmma vs block, rel diff | wgmma us at other targets |\n"
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-  int n_sms = 0;
-  ck(cudaDeviceGetAttribute(&n_sms, cudaDevAttrMultiProcessorCount, 0), "sm count");
-  int* counters = nullptr;
-  ck(cudaMalloc(&counters, ops::kFp8WgmmaMaxTiles * sizeof(int)), "counters");
-  ck(cudaMemset(counters, 0, ops::kFp8WgmmaMaxTiles * sizeof(int)), "counters");
+              "block TFLOP/s | block vs bf16 | block of bytes floor |\n|---|---|---|---|---|---|---|---|---|\n");
   std::mt19937 rng(1);
   for (const auto& [N, K] : shapes) {
     std::vector<uint8_t> wc(N * K);
@@ -376,62 +363,14 @@ int main(int argc, char** argv) {
           lt.matmul({dwc, dws, wm}, {xq, xs, xm}, M, N, K, dout, dt, N, false);
         });
       }
-      double t_wgmma = 0, diff = -1;
-      std::string others;
-      ops::Fp8WgmmaPlan plan;
-      for (size_t ci = 0; ci < ctas_list.size() && ops::fp8_wgmma_gemm_supported(M, K, fw.row_shift); ++ci) {
-        const auto p = ops::plan_fp8_wgmma_gemm(M, N, K, n_sms, static_cast<int>(ctas_list[ci]));
-        float* partials = nullptr;
-        if (p.partial_floats > 0) ck(cudaMalloc(&partials, p.partial_floats * 4), "partials");
-        const double t = median_us(stream, reps, [&] {
-          ops::quantize_rows_fp8(dx, M, K, xq, xs, 1, M, st);
-          ops::fp8_wgmma_gemm(fw, xq, xs, M, N, K, dout, false, p, partials, counters, st);
-        });
-        cudaFree(partials);
-        if (ci == 0) {
-          plan = p;
-          continue;
-        }
-        char buf[64];
-        std::snprintf(buf, sizeof buf, "%s%lld: %.1f (%d)", others.empty() ? "" : ", ", static_cast<long long>(ctas_list[ci]),
-                      t, p.splits);
-        others += buf;
-      }
-      if (ops::fp8_wgmma_gemm_supported(M, K, fw.row_shift)) {
-        float* partials = nullptr;
-        if (plan.partial_floats > 0) ck(cudaMalloc(&partials, plan.partial_floats * 4), "partials");
-        auto run = [&] {
-          ops::quantize_rows_fp8(dx, M, K, xq, xs, 1, M, st);
-          ops::fp8_wgmma_gemm(fw, xq, xs, M, N, K, dout, false, plan, partials, counters, st);
-        };
-        ops::quantize_rows_fp8(dx, M, K, xq, xs, 1, M, st);
-        if (t_block > 0 && lt.matmul({dwc, dws, wm}, {xq, xs, xm}, M, N, K, dout, DType::f32, N, false)) {
-          std::vector<float> a(M * N), b(M * N);
-          ck(cudaMemcpyAsync(a.data(), dout, M * N * 4, cudaMemcpyDeviceToHost, stream), "copy");
-          run();
-          ck(cudaMemcpyAsync(b.data(), dout, M * N * 4, cudaMemcpyDeviceToHost, stream), "copy");
-          ck(cudaStreamSynchronize(stream), "sync");
-          double d = 0, r = 0;
-          for (size_t i = 0; i < a.size(); ++i) {
-            d = std::max(d, std::fabs(static_cast<double>(a[i]) - b[i]));
-            r = std::max(r, std::fabs(static_cast<double>(a[i])));
-          }
-          diff = d / std::max(r, 1e-30);
-        }
-        t_wgmma = median_us(stream, reps, run);
-        cudaFree(partials);
-      }
       const double flops = 2.0 * M * N * K;
       const double floor_us = (N * K + M * K * 2.0 + M * N * 4.0) / ceil.copy_bytes_per_s * 1e6;
-      std::printf("| %lldx%lld | %lld | %.1f | %.1f | %s | %s | %.0f | %.2fx | %.0f%% | %.1f | %.0f%% | %.2fx | %d | %.1e | %s |\n",
-                  static_cast<long long>(N),
+      std::printf("| %lldx%lld | %lld | %.1f | %.1f | %s | %s | %.0f | %.2fx | %.0f%% |\n", static_cast<long long>(N),
                   static_cast<long long>(K), static_cast<long long>(M), t_bf16, t_deq,
                   t_skinny > 0 ? std::to_string(t_skinny).substr(0, 6).c_str() : "-",
                   t_block > 0 ? (std::to_string(t_block).substr(0, 6) + " (" + block_out + " out)").c_str() : "no algorithm",
                   t_block > 0 ? flops / t_block / 1e6 : 0.0, t_block > 0 ? t_bf16 / t_block : 0.0,
-                  t_block > 0 ? 100.0 * floor_us / t_block : 0.0, t_wgmma, t_wgmma > 0 ? 100.0 * floor_us / t_wgmma : 0.0,
-                  t_wgmma > 0 && t_block > 0 ? t_block / t_wgmma : 0.0, plan.splits, diff,
-                  others.empty() ? "-" : others.c_str());
+                  t_block > 0 ? 100.0 * floor_us / t_block : 0.0);
     }
     ck(cudaStreamSynchronize(stream), "sync");
     for (void* p : {static_cast<void*>(dwc), static_cast<void*>(dws), static_cast<void*>(dwb), static_cast<void*>(dx),
