@@ -164,16 +164,14 @@ inline constexpr int64_t kSkinnyFp8MaxRows = 64;
 bool gemv_fp8_supported(int64_t M, int64_t K);
 bool skinny_gemm_fp8_supported(int64_t M, int64_t K);
 void gemv_fp8(const Fp8Weight& w, const uint16_t* x, int64_t N, int64_t K, float* out, bool accumulate, Stream stream);
-// l2_prefetch: each block asks the L2 for its whole weight slice before waiting for the previous
-// kernel (fp8_gemm.cu).
 void skinny_gemm_fp8(const Fp8Weight& w, const uint16_t* x, int64_t M, int64_t N, int64_t K, float* out,
-                     bool accumulate, bool l2_prefetch, Stream stream);
+                     bool accumulate, Stream stream);
 // gemv_swiglu_bf16 over an FP8 [gate; up] weight: the warp-per-row GEMV (K a multiple of 16)
 // or the tensor-core kernel (skinny_swiglu_fp8; K as skinny_gemm_fp8_supported(1, K)).
 void gemv_swiglu_fp8(const Fp8Weight& w, const uint16_t* x, int64_t inter, int64_t K, void* act, DType act_type,
                      Stream stream);
 void skinny_swiglu_fp8(const Fp8Weight& w, const uint16_t* x, int64_t inter, int64_t K, void* act, DType act_type,
-                       bool l2_prefetch, Stream stream);
+                       Stream stream);
 // out [N, K] bf16 = code * scale (rounded to nearest even): what cuBLAS reads for larger steps.
 void dequantize_fp8_bf16(const Fp8Weight& w, int64_t N, int64_t K, uint16_t* out, Stream stream);
 // x bf16 [M, K] (K a multiple of 128) as e4m3 codes [M, K] (row-major, rounded to nearest,

@@ -254,7 +254,7 @@ class CudaBackend final : public kernels::Backend {
       const ops::Fp8Weight fw{w.data_as<const uint8_t>(), fs.data, fs.cols, fs.row_shift};
       if (options_.paths.fp8_tensor_core_gemv && ops::skinny_gemm_fp8_supported(1, x.dim(1)))
         ops::skinny_swiglu_fp8(fw, x.data_as<const uint16_t>(), w.dim(0) / 2, x.dim(1), out.data(), out.dtype(),
-                               options_.paths.fp8_l2_prefetch, ctx_.stream());
+                               ctx_.stream());
       else
         ops::gemv_swiglu_fp8(fw, x.data_as<const uint16_t>(), w.dim(0) / 2, x.dim(1), out.data(), out.dtype(),
                              ctx_.stream());

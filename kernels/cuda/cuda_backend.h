@@ -64,10 +64,6 @@ struct CudaBackendOptions {
     // (when gemv); false: the warp-per-row FP8 GEMV (docs/benchmarks.md, "FP8 weights on the
     // H200": the A/B of the two).
     bool fp8_tensor_core_gemv = true;
-    // That kernel's blocks ask the L2 for their whole weight slice before waiting for the
-    // previous kernel, so blocks placed while it drains fetch more than their ring's first
-    // chunks (docs/benchmarks.md, "FP8 decode: L2 prefetch": the A/B).
-    bool fp8_l2_prefetch = false;
     // FP8-weight GEMMs above fp8_skinny_rows (weights with 128 x 128 block scales, K a multiple
     // of 128) by cuBLASLt's block-scaled FP8 GEMM, the activations quantised per row and 128
     // columns (fp8_block_gemm.h); false: cuBLAS over the weight dequantised to bf16 tiles

@@ -49,7 +49,7 @@ bool run_gemm_fp8_blocks(CudaContext& ctx, const uint16_t* x, const ops::Fp8Weig
   if (!lt.matmul({fw.codes, fw.scales, w_mode}, {codes, scales, x_mode}, M4, N, K, out, out_type, N, accumulate))
     return false;
   if (rest > 0)
-    ops::skinny_gemm_fp8(fw, x + M4 * K, rest, N, K, static_cast<float*>(out) + M4 * N, accumulate, false, ctx.stream());
+    ops::skinny_gemm_fp8(fw, x + M4 * K, rest, N, K, static_cast<float*>(out) + M4 * N, accumulate, ctx.stream());
   return true;
 }
 
@@ -68,7 +68,7 @@ void run_gemm_fp8(CudaContext& ctx, const CudaBackendOptions::KernelPaths& paths
   }
   const bool tensor_cores = M == 1 ? paths.gemv : paths.skinny_gemm && M <= paths.fp8_skinny_rows;
   if (tensor_cores && ops::skinny_gemm_fp8_supported(M, K)) {
-    ops::skinny_gemm_fp8(fw, x, M, N, K, out.data_as<float>(), accumulate, paths.fp8_l2_prefetch, ctx.stream());
+    ops::skinny_gemm_fp8(fw, x, M, N, K, out.data_as<float>(), accumulate, ctx.stream());
     return;
   }
   if (paths.fp8_block_gemm && M > 1 && run_gemm_fp8_blocks(ctx, x, fw, M, N, K, out.data(), DType::f32, accumulate))

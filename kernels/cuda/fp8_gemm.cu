@@ -182,15 +182,9 @@ constexpr size_t mma_smem_bytes() {
 // registers; x (a few KiB, read by every block) through the L1 / L2 as ordinary loads
 // (through the ring as well, the one-tile steps ran at half the speed: same benchmarks
 // section, 2026-12-02 08:17 and 08:39).
-//
-// With l2_prefetch, the block also asks the L2 for all of its weight rows before that wait
-// (each warp four lines a round, spread over its lanes' rows): a block that the launch places
-// while the previous kernel drains then has its whole slice on the way, not only the ring's
-// first chunks.
 template <int NT, int RT>
 __device__ __forceinline__ void fp8_mma_rows(const Fp8Weight& w, const uint16_t* __restrict__ x, int M, int64_t K,
-                                             const int64_t (&rows)[RT][2], uint4* smem, float (&c)[RT][NT][4],
-                                             bool l2_prefetch) {
+                                             const int64_t (&rows)[RT][2], uint4* smem, float (&c)[RT][NT][4]) {
   constexpr int V = 2 * RT, kStages = kStagesFor<RT>;
   constexpr bool kBf16 = kBf16Operands<NT>;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3;
@@ -220,15 +214,6 @@ __device__ __forceinline__ void fp8_mma_rows(const Fp8Weight& w, const uint16_t*
   };
 #pragma unroll
   for (int j = 0; j < kStages - 1; ++j) issue(j);  // no earlier kernel writes the weights
-  if (l2_prefetch) {
-    const int64_t lines = K / 128;
-    for (int64_t l = warp * 4 + tig; l < lines; l += kMmaWarps * 4)
-#pragma unroll
-      for (int r = 0; r < RT; ++r)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-          asm volatile("prefetch.global.L2 [%0];\n" ::"l"(w.codes + rows[r][h] * K + l * 128));
-  }
   wait_for_previous_kernel();  // x and the residual in out are the previous kernels' results
   const SkinnyX<NT> xs = skinny_x_rows<NT>(x, M, K, gid, 2 * tig);
 #pragma unroll
@@ -314,7 +299,7 @@ __device__ __forceinline__ void fp8_mma_reduce(float* part, const float (&c)[NT]
 template <int NT, int RT>
 __global__ void __launch_bounds__(kMmaWarps * 32, (kMinBlocks<NT, RT>)) fp8_mma_gemm_kernel(Fp8Weight w, const uint16_t* __restrict__ x, int M,
                                                                     int64_t N, int64_t K, float* __restrict__ out,
-                                                                    bool accumulate, bool l2_prefetch) {
+                                                                    bool accumulate) {
   extern __shared__ uint4 smem[];
   const int gid = (threadIdx.x & 31) >> 2;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * 16 * RT;
@@ -327,7 +312,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32, (kMinBlocks<NT, RT>)) fp8_mma_
       rows[r][h] = n < N ? n : N - 1;
     }
   float c[RT][NT][4];
-  fp8_mma_rows<NT, RT>(w, x, M, K, rows, smem, c, l2_prefetch);
+  fp8_mma_rows<NT, RT>(w, x, M, K, rows, smem, c);
   float* part = reinterpret_cast<float*>(smem);
 #pragma unroll
   for (int r = 0; r < RT; ++r)
@@ -344,15 +329,14 @@ __global__ void __launch_bounds__(kMmaWarps * 32, (kMinBlocks<NT, RT>)) fp8_mma_
 // i0..i0 + 7, its lane groups gid the gate rows and gid + 8 the up rows.
 template <bool kBf16Out>
 __global__ void __launch_bounds__(kMmaWarps * 32) fp8_mma_swiglu_kernel(Fp8Weight w, const uint16_t* __restrict__ x,
-                                                                      int64_t inter, int64_t K, void* __restrict__ act,
-                                                                      bool l2_prefetch) {
+                                                                      int64_t inter, int64_t K, void* __restrict__ act) {
   extern __shared__ uint4 smem[];
   const int gid = (threadIdx.x & 31) >> 2;
   const int64_t i0 = static_cast<int64_t>(blockIdx.x) * 8;
   const int64_t i = i0 + gid < inter ? i0 + gid : inter - 1;
   const int64_t rows[1][2] = {{i, inter + i}};
   float c[1][1][4];
-  fp8_mma_rows<1, 1>(w, x, 1, K, rows, smem, c, l2_prefetch);
+  fp8_mma_rows<1, 1>(w, x, 1, K, rows, smem, c);
   float* part = reinterpret_cast<float*>(smem);
   // Gate sums (j = 0) are stored first and read back by the thread of the matching up sum (j = 2).
   fp8_mma_reduce<1>(part, c[0], [&](int m, int g, int j, float sum) {
@@ -372,12 +356,12 @@ void allow_smem(Kernel kernel, size_t bytes) {
 
 template <int NT, int RT>
 void launch_fp8_mma(const Fp8Weight& w, const uint16_t* x, int M, int64_t N, int64_t K, float* out, bool accumulate,
-                    bool l2_prefetch, Stream stream) {
+                    Stream stream) {
   constexpr size_t smem = mma_smem_bytes<NT, RT>();
   static const bool attr = (allow_smem(fp8_mma_gemm_kernel<NT, RT>, smem), true);
   (void)attr;
   launch_dependent("gemm (fp8, tensor core) kernel", fp8_mma_gemm_kernel<NT, RT>, dim3(grid_for(N, 16 * RT)),
-                   dim3(kMmaWarps * 32), smem, stream, w, x, M, N, K, out, accumulate, l2_prefetch);
+                   dim3(kMmaWarps * 32), smem, stream, w, x, M, N, K, out, accumulate);
 }
 
 // ---- dequantisation for cuBLAS
@@ -459,23 +443,23 @@ void gemv_swiglu_fp8(const Fp8Weight& w, const uint16_t* x, int64_t inter, int64
 }
 
 void skinny_gemm_fp8(const Fp8Weight& w, const uint16_t* x, int64_t M, int64_t N, int64_t K, float* out,
-                     bool accumulate, bool l2_prefetch, Stream stream) {
+                     bool accumulate, Stream stream) {
   if (!skinny_gemm_fp8_supported(M, K)) throw std::invalid_argument("cuda backend: fp8 skinny gemm: unsupported shape");
   const int m = static_cast<int>(M);
   // Two row tiles per block from 17 rows: each block reads x [M, K] through the L2 once, so
   // more weight rows per block halve that traffic where it outgrows the weights' own.
   if (M <= 8)
-    launch_fp8_mma<1, 1>(w, x, m, N, K, out, accumulate, l2_prefetch, stream);
+    launch_fp8_mma<1, 1>(w, x, m, N, K, out, accumulate, stream);
   else if (M <= 16)
-    launch_fp8_mma<2, 1>(w, x, m, N, K, out, accumulate, l2_prefetch, stream);
+    launch_fp8_mma<2, 1>(w, x, m, N, K, out, accumulate, stream);
   else if (M <= 32)
-    launch_fp8_mma<4, 2>(w, x, m, N, K, out, accumulate, l2_prefetch, stream);
+    launch_fp8_mma<4, 2>(w, x, m, N, K, out, accumulate, stream);
   else
-    launch_fp8_mma<8, 2>(w, x, m, N, K, out, accumulate, l2_prefetch, stream);
+    launch_fp8_mma<8, 2>(w, x, m, N, K, out, accumulate, stream);
 }
 
 void skinny_swiglu_fp8(const Fp8Weight& w, const uint16_t* x, int64_t inter, int64_t K, void* act, DType act_type,
-                       bool l2_prefetch, Stream stream) {
+                       Stream stream) {
   if (!skinny_gemm_fp8_supported(1, K)) throw std::invalid_argument("cuda backend: fp8 gate_up + swiglu: unsupported shape");
   if (inter == 0) return;
   constexpr size_t smem = mma_smem_bytes<1, 1>();
@@ -484,9 +468,9 @@ void skinny_swiglu_fp8(const Fp8Weight& w, const uint16_t* x, int64_t inter, int
   const dim3 grid(grid_for(inter, 8)), block(kMmaWarps * 32);
   const char* name = "gate_up + swiglu (fp8, tensor core) kernel";
   if (act_type == DType::bf16)
-    launch_dependent(name, fp8_mma_swiglu_kernel<true>, grid, block, smem, stream, w, x, inter, K, act, l2_prefetch);
+    launch_dependent(name, fp8_mma_swiglu_kernel<true>, grid, block, smem, stream, w, x, inter, K, act);
   else
-    launch_dependent(name, fp8_mma_swiglu_kernel<false>, grid, block, smem, stream, w, x, inter, K, act, l2_prefetch);
+    launch_dependent(name, fp8_mma_swiglu_kernel<false>, grid, block, smem, stream, w, x, inter, K, act);
 }
 
 void dequantize_fp8_bf16(const Fp8Weight& w, int64_t N, int64_t K, uint16_t* out, Stream stream) {

@@ -3,7 +3,7 @@
 //   bench_cuda_model --model DIR [--batches 1,8,32,64] [--contexts 1024,8192] [--prefill 4096]
 //                    [--steps 10] [--layouts paged,contiguous] [--layout-batch 8]
 //                    [--no-chained-launches] [--no-gemv] [--no-skinny-gemm] [--fused-projection-rows N]
-//                    [--no-decode-bulk-copies] [--no-token-rows] [--quantization fp8] [--fp8-skinny-rows N] [--fp8-l2-prefetch 0|1]
+//                    [--no-decode-bulk-copies] [--no-token-rows] [--quantization fp8] [--fp8-skinny-rows N]
 //                    [--no-fp8-block-gemm]
 //                    [--no-fp8-weights] [--graphs on,off]
 //
@@ -120,9 +120,6 @@ int main(int argc, char** argv) {
                  "FP8 GEMMs of up to this many rows (<= 64) by fp8_gemm.cu's skinny kernel, larger by the "
                  "block-scaled FP8 GEMM (or cuBLAS over dequantised tiles)");
   bool fp8_warp_gemv = false, no_fp8_block_gemm = false;
-  app.add_option("--fp8-l2-prefetch", bo.paths.fp8_l2_prefetch,
-                 "FP8 tensor-core kernel blocks prefetch their whole weight slice into the L2 before the launch wait "
-                 "(0 or 1)");
   app.add_flag("--no-fp8-block-gemm", no_fp8_block_gemm,
                "FP8 GEMMs above the skinny range by cuBLAS over dequantised bf16 tiles instead of the block-scaled "
                "FP8 GEMM (activations quantised)");

@@ -350,7 +350,7 @@ int main(int argc, char** argv) {
       });
       double t_skinny = 0;
       if (ops::skinny_gemm_fp8_supported(M, K))
-        t_skinny = median_us(stream, reps, [&] { ops::skinny_gemm_fp8(fw, dx, M, N, K, dout, false, false, st); });
+        t_skinny = median_us(stream, reps, [&] { ops::skinny_gemm_fp8(fw, dx, M, N, K, dout, false, st); });
       double t_block = 0;
       const char* block_out = "f32";
       const auto wm = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F, xm = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;

@@ -29,14 +29,12 @@ struct Pair {
   std::unique_ptr<Backend> cpu = test::cpu(2);
   std::unique_ptr<Backend> gpu;
   explicit Pair(bool f32_weights = false, DType kv = DType::bf16, bool fp8_block_gemm = true,
-                int64_t fp8_skinny_rows = cuda::CudaBackendOptions{}.paths.fp8_skinny_rows,
-                bool fp8_l2_prefetch = cuda::CudaBackendOptions{}.paths.fp8_l2_prefetch) {
+                int64_t fp8_skinny_rows = cuda::CudaBackendOptions{}.paths.fp8_skinny_rows) {
     cuda::CudaBackendOptions o;
     o.f32_weights = f32_weights;
     o.kv_dtype = kv;
     o.paths.fp8_block_gemm = fp8_block_gemm;
     o.paths.fp8_skinny_rows = fp8_skinny_rows;
-    o.paths.fp8_l2_prefetch = fp8_l2_prefetch;
     o.sync_each_op = true;
     gpu = cuda::make_cuda_backend(o);
   }
@@ -743,28 +741,6 @@ TEST_CASE("cuda ops: gemm with FP8 weights against an f64 reference of the dequa
     Tensor og = poisoned(*tiles.gpu, DType::f32, {M, N});
     tiles.gpu->gemm(xg, wg, og, false);
     CHECK(rel64(test::get(*tiles.gpu, og), fp8_reference(w, x, M, 0, N, {})) < via_bf16);
-  }
-  // The tensor-core kernel with and without its L2 prefetch (the other setting from the
-  // default's), the last block of rows partial.
-  {
-    Pair other(false, DType::bf16, true, 64, !cuda::CudaBackendOptions{}.paths.fp8_l2_prefetch);
-    for (const int64_t M : {1, 3, 40}) {
-      INFO("other l2_prefetch, M " << M);
-      const Fp8Host w(200, 4224, 7, 49);
-      const auto x = bf16_exact(test::random_vec(static_cast<size_t>(M * w.K), 50));
-      Tensor wg = w.upload(*other.gpu), xg = act(*other.gpu, DType::bf16, {M, w.K}, x);
-      Tensor og = poisoned(*other.gpu, DType::f32, {M, w.N});
-      other.gpu->gemm(xg, wg, og, false);
-      CHECK(rel64(test::get(*other.gpu, og), fp8_reference(w, x, M, 0, w.N, {})) < in_regs);
-    }
-    const int64_t inter = 160;
-    const Fp8Host w(2 * inter, 4224, 7, 51);
-    const auto x = bf16_exact(test::random_vec(static_cast<size_t>(w.K), 52));
-    Tensor wg = w.upload(*other.gpu), xg = act(*other.gpu, DType::bf16, {1, w.K}, x);
-    Tensor scratch = other.gpu->alloc(DType::f32, {1, 2 * inter});
-    Tensor og = poisoned(*other.gpu, DType::f32, {1, inter});
-    other.gpu->gate_up_swiglu(xg, wg, scratch, og);
-    CHECK(rel64(test::get(*other.gpu, og), swiglu_reference(fp8_reference(w, x, 1, 0, 2 * inter, {}), 1, inter)) < 1e-4);
   }
   // The one-row gate_up + SwiGLU over an FP8 [gate; up] (the up rows start inside a block of
   // scales when I = 160), bf16 and f32 outputs; three rows take the GEMM + swiglu.
