@@ -627,9 +627,13 @@ void deltanet_chunked_tc(const DeltaNetArgs& a, const DeltaNetChunkItem* items, 
   launch_dependent("deltanet_tc_prepare_kernel", deltanet_tc_prepare_kernel,
                    dim3(static_cast<unsigned>(n_items), static_cast<unsigned>(a.v_heads / group)), kThreads,
                    kPrepFixedSmem + group * kPrepGatesSmem, stream, a, items, scratch, group);
+  // The scan is launched plainly, not chained: chained, its blocks (one per 32 value columns
+  // and head, fewer than the SMs for the 9B) are placed while the prepare kernel drains, and
+  // the layer ran ~20% slower with 32 value heads (docs/benchmarks.md, "The DeltaNet scan's
+  // launch"); a plain launch spreads them over the idle SMs.
   launch_dependent("deltanet_tc_scan_kernel", deltanet_tc_scan_kernel,
                    dim3(kD / kBV, static_cast<unsigned>(a.v_heads), static_cast<unsigned>(n_chunk_seqs)), kThreads,
-                   kScanSmem, stream, a, items, chunk_seqs, scratch);
+                   kScanSmem, Stream{stream.handle, false}, a, items, chunk_seqs, scratch);
   launch_dependent("deltanet_tc_output_kernel", deltanet_tc_output_kernel, per_chunk, kThreads, kOutSmem, stream, a,
                    items, scratch);
 }

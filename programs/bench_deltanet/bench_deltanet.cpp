@@ -8,7 +8,7 @@
 // over the measured bf16 GEMM rate (device_ceilings.h). Both paths run on the same inputs;
 // with --check the tensor-core output and final state are compared with the fp32 path's.
 //   bench_deltanet [--tokens 4096,16384,65536] [--v-heads 32,48] [--k-heads 16] [--seqs 1]
-//                  [--math both|tc|fp32] [--iters 5] [--check]
+//                  [--math both|tc|fp32] [--iters 5] [--check] [--chained]
 #include <cuda_runtime.h>
 
 #include <CLI/CLI.hpp>
@@ -53,13 +53,14 @@ int main(int argc, char** argv) {
   CLI::App app{"Chunked gated delta rule (one DeltaNet layer) at model shapes: tensor cores vs fp32, against floors."};
   std::string tokens_s = "4096,16384,65536", vheads_s = "32,48", math_s = "both";
   int32_t hk = 16, seqs = 1, iters = 5;
-  bool do_check = false;
+  bool do_check = false, chained = false;
   app.add_option("--tokens", tokens_s, "tokens per point (all sequences together)");
   app.add_option("--v-heads", vheads_s, "value heads (32: Qwen3.5-9B, 48: 27B)");
   app.add_option("--k-heads", hk, "key heads");
   app.add_option("--seqs", seqs, "sequences per point (the tokens split evenly)")->check(CLI::PositiveNumber);
   app.add_option("--math", math_s, "both, tc (tensor cores) or fp32")->check(CLI::IsMember({"both", "tc", "fp32"}));
   app.add_option("--iters", iters, "timed runs per point (median)")->check(CLI::PositiveNumber);
+  app.add_flag("--chained", chained, "launch as the model does: kernels chained as programmatic dependent launches");
   app.add_flag("--check", do_check, "compare the tensor-core output and state with the fp32 path's");
   CLI11_PARSE(app, argc, argv);
   try {
@@ -139,7 +140,7 @@ int main(int argc, char** argv) {
               },
               [&] {
                 ops::deltanet_chunked(g, items_d, static_cast<int32_t>(items.size()), cseqs_d,
-                                      static_cast<int32_t>(cseqs.size()), scratch, math, {stream, false});
+                                      static_cast<int32_t>(cseqs.size()), scratch, math, {stream, chained});
               });
           std::printf("%lld,%d,%d,%lld,%s,%.3f,%.2f,%.2f,%.2f\n", static_cast<long long>(T), seqs, hk,
                       static_cast<long long>(hv), math == ops::DeltaNetChunkMath::tensor_cores ? "tc" : "fp32", med,
