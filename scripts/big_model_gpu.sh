@@ -11,8 +11,8 @@
 #     (bench_speculative --method mtp; issue 24).
 # Bundle: TARGETS="bench_cuda_model bench_speculative" DEST=.devbuild/<dir> scripts/bench_serve_bundle.sh,
 #   carried; then [SIZE=27b] [DEADLINE=540] [STEPS="prefill decode mtp"] [PREFILLS="4096 32768"]
-#   [PREFILL_STEPS=3] bash .devbuild/<dir>/big_model_gpu.sh (bench_cuda_model reports the median of
-#   PREFILL_STEPS prompts, the first of them a warm-up)
+#   [PREFILL_REPS=6] bash .devbuild/<dir>/big_model_gpu.sh (bench_cuda_model runs PREFILL_REPS
+#   prompts and reports the median of those after the first, a warm-up)
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 DEADLINE=${DEADLINE:-540}
@@ -22,7 +22,7 @@ BUNDLE=${BUNDLE:-$HERE/bundle.tar.xz}
 SIZE=${SIZE:-27b}
 STEPS=${STEPS:-prefill decode mtp}
 PREFILLS=${PREFILLS:-4096 32768}
-PREFILL_STEPS=${PREFILL_STEPS:-3}
+PREFILL_REPS=${PREFILL_REPS:-6}
 WEIGHT_ARGS=${WEIGHT_ARGS:---batches 1,8,16,32,64 --contexts 1024 --prefill 4096 --layout-batch 0 --steps 10}
 . "$HERE/serve_gpu_common.sh"
 note "$(date -u); bundle commit $(tr '\n' ' ' < "$B/COMMIT"); $(nvidia-smi --query-gpu=name --format=csv,noheader)"
@@ -45,7 +45,7 @@ for step in $STEPS; do
   case $step in
     prefill)
       for n in $PREFILLS; do
-        bench prefill_$n --batches 1 --contexts 1024 --prefill $n --steps "$PREFILL_STEPS" --layouts "" --profile
+        bench prefill_$n --batches 1 --contexts 1024 --prefill $n --prefill-reps "$PREFILL_REPS" --steps 1 --layouts "" --profile
         grep -E 'paged_attention\(with prefill\)|gated_delta_rule\(with chunks\)|gate_up_swiglu|total' "$R/prefill_$n.txt" |
           head -4 | tr -s ' ' | tee -a "$summary"
       done ;;
