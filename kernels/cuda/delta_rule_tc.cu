@@ -485,13 +485,25 @@ __global__ void __launch_bounds__(kThreads, 2) deltanet_tc_scan_kernel(const Del
             make_float2(s[n][2 * h], s[n][2 * h + 1]);
     }
   };
+  // Each chunk's snapshot slot and decay are read one chunk ahead: read at the top of the
+  // chunk, their global round trip (the decay's from DRAM: prepare wrote it long before) sat
+  // at the head of the serial chain.
+  auto snapshot_of = [&](int n) { return n < cs.n_items ? items[cs.first_item + n].snapshot_slot : int32_t{-1}; };
+  auto decay_of = [&](int n) {
+    return n < cs.n_items ? *reinterpret_cast<const float*>(scratch_of(scratch, cs.first_item + n, a.v_heads, j) + kOffDecay)
+                          : 0.0f;
+  };
+  int32_t next_snapshot = snapshot_of(0);
+  float next_decay = decay_of(0);
   for (int n = 0; n < cs.n_items; ++n) {
-    const int32_t snapshot_slot = items[cs.first_item + n].snapshot_slot;
+    const int32_t snapshot_slot = next_snapshot;
+    const float decay = next_decay;
+    next_snapshot = snapshot_of(n + 1);
+    next_decay = decay_of(n + 1);
     if (snapshot_slot >= 0)
       store_state(a.state + ((static_cast<int64_t>(snapshot_slot) * a.n_layers + a.layer) * a.v_heads + j) * kD * kD +
                   tile * kBV);
     uint8_t* scr = scratch_of(scratch, cs.first_item + n, a.v_heads, j);
-    const float decay = *reinterpret_cast<const float*>(scr + kOffDecay);
     // The state as the B operand of W S, in bf16.
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt) {
