@@ -6,11 +6,13 @@
 // bytes floor (weights as stored + x + out, over the measured copy rate).
 //
 //   bench_fp8_gemm [--rows 16,32,64,128,512,1024,4096] [--shapes 24576x4096,4096x12288,12288x4096]
-//                  [--reps 20] [--probe]
+//                  [--reps 20] [--probe] [--algos]
 //
 // --probe (first): which scale layouts cuBLASLt's VEC128_32F / BLK128x128_32F modes read, by
 // running small GEMMs with distinct per-block scales in each candidate layout against an f64
 // reference on the host; prints a line per candidate with its error.
+// --algos: per shape and M, every algorithm the heuristic offers for the block-scaled GEMM,
+// timed, and the first one with split-K (algo_sweep).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -268,17 +270,111 @@ double median_us(cudaStream_t stream, int reps, F&& f) {
   return t[t.size() / 2];
 }
 
+// --algos: every algorithm cuBLASLt's heuristic offers for the block-scaled FP8 GEMM of
+// [M, K] x [N, K]ᵀ (w 128 x 128 block scales, x per row and 128 columns, f32 out), each timed
+// (median of reps, the matmul alone), and the first one's configuration again with split-K 2,
+// 4 and 8 where the library accepts it: is the heuristic's first choice (what
+// Fp8BlockGemm runs) the fastest for decode-sized M?
+void algo_sweep(cudaStream_t stream, void* ws, size_t ws_bytes, const uint8_t* wc, const float* wsc,
+                const uint8_t* xc, const float* xsc, float* out, int64_t M, int64_t N, int64_t K, int reps) {
+  static cublasLtHandle_t lt = [] {
+    cublasLtHandle_t h = nullptr;
+    if (cublasLtCreate(&h) != CUBLAS_STATUS_SUCCESS) std::exit(1);
+    return h;
+  }();
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  const auto am = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F, bm = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+  ckb(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "desc");
+  ckb(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "transa");
+  ckb(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "transb");
+  ckb(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &am, sizeof am), "a mode");
+  ckb(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &bm, sizeof bm), "b mode");
+  ckb(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &wsc, sizeof wsc), "a scales");
+  ckb(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &xsc, sizeof xsc), "b scales");
+  ckb(cublasLtMatrixLayoutCreate(&la, CUDA_R_8F_E4M3, K, N, K), "layout a");
+  ckb(cublasLtMatrixLayoutCreate(&lb, CUDA_R_8F_E4M3, K, M, K), "layout b");
+  ckb(cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, N, M, N), "layout d");
+  ckb(cublasLtMatmulPreferenceCreate(&pref), "pref");
+  ckb(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof ws_bytes),
+      "pref ws");
+  constexpr int kMax = 32;
+  cublasLtMatmulHeuristicResult_t res[kMax] = {};
+  int found = 0;
+  if (cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, ld, ld, pref, kMax, res, &found) != CUBLAS_STATUS_SUCCESS)
+    found = 0;
+  const float alpha = 1.0f, beta = 0.0f;
+  auto time_algo = [&](const cublasLtMatmulAlgo_t& algo) {
+    if (cublasLtMatmul(lt, desc, &alpha, wc, la, xc, lb, &beta, out, ld, out, ld, &algo, ws, ws_bytes, stream) !=
+        CUBLAS_STATUS_SUCCESS)
+      return -1.0;
+    return median_us(stream, reps, [&] {
+      cublasLtMatmul(lt, desc, &alpha, wc, la, xc, lb, &beta, out, ld, out, ld, &algo, ws, ws_bytes, stream);
+    });
+  };
+  auto config = [](const cublasLtMatmulAlgo_t& algo) {
+    int id = 0;
+    uint32_t tile = 0, splitk = 0, stages = 0, swizzle = 0;
+    size_t got = 0;
+    cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &got);
+    cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, &got);
+    cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof splitk, &got);
+    cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages, &got);
+    cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &swizzle, sizeof swizzle, &got);
+    return "id " + std::to_string(id) + " tile " + std::to_string(tile) + " splitk " + std::to_string(splitk) +
+           " stages " + std::to_string(stages) + " swz " + std::to_string(swizzle);
+  };
+  double first = -1, best = -1;
+  int best_i = -1;
+  for (int i = 0; i < found; ++i) {
+    const double t = time_algo(res[i].algo);
+    std::printf("algos %lldx%lld M %lld | #%d %s | %.1f us\n", static_cast<long long>(N), static_cast<long long>(K),
+                static_cast<long long>(M), i, config(res[i].algo).c_str(), t);
+    if (i == 0) first = t;
+    if (t > 0 && (best < 0 || t < best)) best = t, best_i = i;
+  }
+  if (found > 0) {
+    for (uint32_t split : {2u, 4u, 8u, 16u}) {
+      cublasLtMatmulAlgo_t algo = res[0].algo;
+      cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &split, sizeof split);
+      cublasLtMatmulHeuristicResult_t check{};
+      if (cublasLtMatmulAlgoCheck(lt, desc, la, lb, ld, ld, &algo, &check) != CUBLAS_STATUS_SUCCESS ||
+          check.workspaceSize > ws_bytes) {
+        std::printf("algos %lldx%lld M %lld | first with splitk %u: refused\n", static_cast<long long>(N),
+                    static_cast<long long>(K), static_cast<long long>(M), split);
+        continue;
+      }
+      const double t = time_algo(algo);
+      std::printf("algos %lldx%lld M %lld | first with splitk %u | %.1f us\n", static_cast<long long>(N),
+                  static_cast<long long>(K), static_cast<long long>(M), split, t);
+      if (t > 0 && t < best) best = t, best_i = 100 + static_cast<int>(split);
+    }
+  }
+  std::printf("algos summary | %lldx%lld | M %lld | %d offered | first %.1f us | best %.1f us (#%d) | first/best %.2f\n",
+              static_cast<long long>(N), static_cast<long long>(K), static_cast<long long>(M), found, first, best,
+              best_i, best > 0 ? first / best : 0.0);
+  ck(cudaStreamSynchronize(stream), "sync");
+  cublasLtMatmulPreferenceDestroy(pref);
+  cublasLtMatrixLayoutDestroy(ld);
+  cublasLtMatrixLayoutDestroy(lb);
+  cublasLtMatrixLayoutDestroy(la);
+  cublasLtMatmulDescDestroy(desc);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"bench_fp8_gemm"};
   std::string rows_s = "16,32,64,128,512,1024,4096", shapes_s = "24576x4096,4096x12288,12288x4096";
   int reps = 20;
-  bool do_probe = false;
+  bool do_probe = false, do_algos = false;
   app.add_option("--rows", rows_s, "rows of x (M)");
   app.add_option("--shapes", shapes_s, "weights NxK");
   app.add_option("--reps", reps, "timed repetitions")->check(CLI::PositiveNumber);
   app.add_flag("--probe", do_probe, "check the scale layouts cuBLASLt reads first");
+  app.add_flag("--algos", do_algos, "also time every algorithm cuBLASLt offers for the block-scaled GEMM");
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
 
@@ -362,6 +458,10 @@ int main(int argc, char** argv) {
           ops::quantize_rows_fp8(dx, M, K, xq, xs, 1, M, st);
           lt.matmul({dwc, dws, wm}, {xq, xs, xm}, M, N, K, dout, dt, N, false);
         });
+      }
+      if (do_algos) {
+        ops::quantize_rows_fp8(dx, M, K, xq, xs, 1, M, st);
+        algo_sweep(stream, ws, ws_bytes, dwc, dws, xq, xs, dout, M, N, K, reps);
       }
       const double flops = 2.0 * M * N * K;
       const double floor_us = (N * K + M * K * 2.0 + M * N * 4.0) / ceil.copy_bytes_per_s * 1e6;
