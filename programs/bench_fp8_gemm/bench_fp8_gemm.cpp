@@ -67,6 +67,21 @@ T* to_device(const std::vector<T>& h) {
   return d;
 }
 
+// The descriptor of a block-scaled FP8 GEMM as Fp8BlockGemm makes it: "TN", f32 compute, each
+// operand's scale mode. Returns the first failure.
+cublasStatus_t block_scaled_desc(cublasLtMatmulDesc_t* desc, cublasLtMatmulMatrixScale_t amode,
+                                 cublasLtMatmulMatrixScale_t bmode) {
+  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  cublasStatus_t s = cublasLtMatmulDescCreate(desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+  if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatmulDescSetAttribute(*desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
+  if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatmulDescSetAttribute(*desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
+  if (s == CUBLAS_STATUS_SUCCESS)
+    s = cublasLtMatmulDescSetAttribute(*desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &amode, sizeof amode);
+  if (s == CUBLAS_STATUS_SUCCESS)
+    s = cublasLtMatmulDescSetAttribute(*desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &bmode, sizeof bmode);
+  return s;
+}
+
 // --probe: small GEMMs whose scales differ per block, straight on cuBLASLt, in every candidate
 // form: which operand is the weight (A: out row-major [M, N]; B: out transposed), the output
 // type, scale pointers set before or only after the heuristic, and each scale layout; each
@@ -95,12 +110,7 @@ std::string probe_run(cublasLtHandle_t lt, cudaStream_t stream, void* ws, size_t
     if (s != CUBLAS_STATUS_SUCCESS && err.empty()) err = std::string(what) + ": " + cublasGetStatusString(s);
     return s == CUBLAS_STATUS_SUCCESS;
   };
-  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  st(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "desc");
-  st(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "transa");
-  st(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "transb");
-  st(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &amode, sizeof amode), "a mode");
-  st(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &bmode, sizeof bmode), "b mode");
+  st(block_scaled_desc(&desc, amode, bmode), "desc");
   auto set_pointers = [&] {
     st(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &as, sizeof as), "a scales");
     st(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &bs, sizeof bs), "b scales");
@@ -285,13 +295,8 @@ void algo_sweep(cudaStream_t stream, void* ws, size_t ws_bytes, const uint8_t* w
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
   cublasLtMatmulPreference_t pref = nullptr;
-  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  const auto am = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F, bm = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
-  ckb(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "desc");
-  ckb(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "transa");
-  ckb(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "transb");
-  ckb(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &am, sizeof am), "a mode");
-  ckb(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &bm, sizeof bm), "b mode");
+  ckb(block_scaled_desc(&desc, CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F, CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F),
+      "desc");
   ckb(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &wsc, sizeof wsc), "a scales");
   ckb(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &xsc, sizeof xsc), "b scales");
   ckb(cublasLtMatrixLayoutCreate(&la, CUDA_R_8F_E4M3, K, N, K), "layout a");
