@@ -14,7 +14,10 @@
 # Results: $OUT/summary.txt (tables, printed last) and $OUT/results.tar.gz (the result JSONs,
 # bench_serve tables, server and benchmark logs).
 #   [SIZES="9b 27b"] [SWEEP_9B="1:8 16:64 64:128 256:512"] [SWEEP_27B="1:4 16:32"] [HOST_STEP=1]
-#   [WEIGHTS="bf16 fp8"] [REUSE_CKPT=1] [BUNDLE=.devbuild/bench-serve/bundle.tar.xz] scripts/bench_serve_gpu.sh
+#   [WEIGHTS="bf16 fp8"] [BUDGETS="2048 8192"] [REUSE_CKPT=1] [BUNDLE=.devbuild/bench-serve/bundle.tar.xz]
+#   scripts/bench_serve_gpu.sh
+# BUDGETS: the sweep once per step token budget (`serve --max-num-batched-tokens N`, tag _tN),
+# in turns, for each weight format; unset, the server's default.
 # WEIGHTS: the sweep once per weight format on the same checkpoint, in turns: bf16 as stored,
 # fp8 with `--quantization fp8 --fp8-weights resident` (issue 22: e4m3 codes in device memory),
 # fp8-bf16 with `--quantization fp8` alone (dequantised to bf16 at load). "serve ... up in N s"
@@ -55,13 +58,15 @@ for size in $SIZES; do
   CKPT=/tmp/qwen35-$size-random
   if [ "$size" = 27b ]; then IN=8192; OUTLEN=1024; SWEEP=${SWEEP_27B:-1:4 16:32}
   else IN=1024; OUTLEN=256; SWEEP=${SWEEP_9B:-1:8 16:64 64:128 256:512}; fi
-  for weights in ${WEIGHTS:-bf16}; do
+  for variant in $(for w in ${WEIGHTS:-bf16}; do for t in ${BUDGETS:-default}; do echo "$w:$t"; done; done); do
+  weights=${variant%%:*}; budget=${variant#*:}
   case $weights in
     fp8) wargs=(--quantization fp8 --fp8-weights resident) ;;
     fp8-bf16) wargs=(--quantization fp8) ;;
     *) wargs=() ;;
   esac
   tag=$size; [ -n "${WEIGHTS:-}" ] && tag=${size}_$weights
+  [ "$budget" != default ] && { tag=${tag}_t$budget; wargs+=(--max-num-batched-tokens "$budget"); }
   [ "$(left)" -gt 90 ] || { note "no time left for $tag"; continue; }
   t0=$SECONDS
   "$B/bin/serve" --model "$CKPT" --backend cuda --port $PORT --gpu-memory-utilization 0.9 --max-num-seqs 256 \
