@@ -51,6 +51,8 @@ using detail::cp_async_wait;
 using detail::ldsm_x4;
 using detail::ldsm_x4_trans;
 using detail::mma16816;
+using detail::mma1688_tf32;
+using detail::to_tf32;
 using detail::smem_addr;
 
 constexpr int kThreads = 256;  // eight warps in every kernel here
@@ -168,11 +170,15 @@ int prepare_group(int k_heads, int v_heads) {
 
 // T = (I + A)^-1 for the strictly lower triangular A ([C][C] f32 in shared memory), into T
 // (lower triangular with a unit diagonal; entries above the diagonal blocks are not written).
-// The four 16 x 16 diagonal blocks are inverted by substitution, a column a thread; the blocks
-// below them follow by distance from the diagonal, T_ij = -T_ii sum_{k=j}^{i-1} A_ik T_kj
-// (kernel-notes 3.2's block form), as small fp32 products over the whole block. This replaces
-// a 64-step substitution per column of W and U, whose serial chain and unrolled code made it
-// the prepare pass's bottleneck (docs/benchmarks.md, "Chunked DeltaNet on tensor cores").
+// The four 16 x 16 diagonal blocks are inverted by substitution in fp32, a column a thread;
+// the blocks below them follow by distance from the diagonal, T_ij = -T_ii sum_{k=j}^{i-1}
+// A_ik T_kj (kernel-notes 3.2's block form), as 16 x 16 products on the tensor cores with tf32
+// operands (a warp per block and 8-column half; the sum goes through M, the warp's own
+// columns of it, as the second product's B operand). tf32's rounding (2^-11) is below that of the bf16 copies of T that W
+// and U are made from. The block products on the CUDA cores were ~9% of the layer at 16K
+// tokens (docs/benchmarks.md, "The inverse's block products on the tensor cores"); a 64-step
+// substitution per column of W and U before them was the prepare pass's bottleneck
+// ("Chunked DeltaNet on tensor cores").
 __device__ __forceinline__ void invert_unit_lower(const float* A, float* T, float* M) {
   const int tid = threadIdx.x;
   if (tid < kC) {
@@ -188,28 +194,46 @@ __device__ __forceinline__ void invert_unit_lower(const float* A, float* T, floa
     }
   }
   __syncthreads();
+  // Warp w: block column bj = w / 2 of this distance, output columns 8 (w % 2) .. + 7.
+  const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, q = lane & 3;
+  const int bj = warp >> 1, n0 = 8 * (warp & 1);
+  // The A operand (rows r0 + g, + 8; columns k0 + q, + 4) of a [m][k] f32 tile `stride` floats
+  // a row, and the B operand (rows k0 + q, + 4; column c0 + g).
+  auto a_frag = [&](uint32_t(&af)[4], const float* base, int stride, int r0, int k0) {
+    af[0] = to_tf32(base[(r0 + g) * stride + k0 + q]);
+    af[1] = to_tf32(base[(r0 + g + 8) * stride + k0 + q]);
+    af[2] = to_tf32(base[(r0 + g) * stride + k0 + q + 4]);
+    af[3] = to_tf32(base[(r0 + g + 8) * stride + k0 + q + 4]);
+  };
 #pragma unroll 1
   for (int d = 1; d < kC / kBlk; ++d) {
-    const int blocks = kC / kBlk - d;
-    for (int e = tid; e < blocks * kBlk * kBlk; e += kThreads) {
-      const int bj = e / (kBlk * kBlk), r = (e / kBlk) % kBlk, c = e % kBlk, bi = bj + d;
-      const float* arow = A + (kBlk * bi + r) * kAT;
-      float acc = 0.0f;
-      for (int kb = bj; kb < bi; ++kb) {
-#pragma unroll
-        for (int k = kBlk * kb; k < kBlk * (kb + 1); ++k) acc += arow[k] * T[k * kAT + kBlk * bj + c];
+    const bool active = bj < kC / kBlk - d;
+    const int bi = bj + d;
+    if (active) {  // M_j = sum_k A_ik T_kj
+      float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      for (int k0 = kBlk * bj; k0 < kBlk * bi; k0 += 8) {
+        uint32_t af[4];
+        a_frag(af, A, kAT, kBlk * bi, k0);
+        mma1688_tf32(acc, af, to_tf32(T[(k0 + q) * kAT + kBlk * bj + n0 + g]),
+                     to_tf32(T[(k0 + q + 4) * kAT + kBlk * bj + n0 + g]));
       }
-      M[e] = acc;
+      float* m = M + bj * kBlk * kBlk;
+      *reinterpret_cast<float2*>(m + g * kBlk + n0 + 2 * q) = make_float2(acc[0], acc[1]);
+      *reinterpret_cast<float2*>(m + (g + 8) * kBlk + n0 + 2 * q) = make_float2(acc[2], acc[3]);
     }
-    __syncthreads();
-    for (int e = tid; e < blocks * kBlk * kBlk; e += kThreads) {
-      const int bj = e / (kBlk * kBlk), r = (e / kBlk) % kBlk, c = e % kBlk, bi = bj + d;
-      const float* trow = T + (kBlk * bi + r) * kAT + kBlk * bi;
-      const float* m = M + bj * kBlk * kBlk + c;
-      float acc = 0.0f;
+    __syncwarp();  // M's columns n0 .. n0 + 7 are this warp's own
+    if (active) {  // T_ij = -T_ii M_j
+      const float* m = M + bj * kBlk * kBlk;
+      float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-      for (int k = 0; k < kBlk; ++k) acc += trow[k] * m[k * kBlk];
-      T[(kBlk * bi + r) * kAT + kBlk * bj + c] = -acc;
+      for (int k0 = 0; k0 < kBlk; k0 += 8) {
+        uint32_t af[4];
+        a_frag(af, T + kBlk * bi, kAT, kBlk * bi, k0);
+        mma1688_tf32(acc, af, to_tf32(m[(k0 + q) * kBlk + n0 + g]), to_tf32(m[(k0 + q + 4) * kBlk + n0 + g]));
+      }
+      float* t = T + kBlk * bi * kAT + kBlk * bj + n0 + 2 * q;
+      *reinterpret_cast<float2*>(t + g * kAT) = make_float2(-acc[0], -acc[1]);
+      *reinterpret_cast<float2*>(t + (g + 8) * kAT) = make_float2(-acc[2], -acc[3]);
     }
     __syncthreads();
   }
@@ -267,21 +291,27 @@ __global__ void __launch_bounds__(kThreads, 2) deltanet_tc_prepare_kernel(const 
     }
   }
 
-  // Gates and their in-chunk prefix sums, a warp per head of the group (two tokens per lane,
-  // the sum in double).
+  // Gates, a (token, head) pair a thread: double-precision transcendentals, spread over every
+  // warp (and so every scheduler's FP64 units) rather than a warp per head; g waits in gamma's
+  // place for the prefix sums.
+  for (int p = tid; p < group * kC; p += kThreads) {
+    const int h = p / kC, t = p % kC;
+    float gg = 0.0f, bb = 0.0f;
+    if (t < it.len) {
+      const Gates gt = gates(a, static_cast<int64_t>(it.row0) + t, j0 + h);
+      gg = gt.g;
+      bb = gt.beta;
+    }
+    G[h * 4 * kC + t] = gg;
+    G[h * 4 * kC + kC + t] = bb;
+  }
+  __syncthreads();
+  // Their in-chunk prefix sums, a warp per head of the group (two tokens per lane, the sum in
+  // double).
   for (int h = warp; h < group; h += kThreads / 32) {
     float* gam = G + h * 4 * kC;
-    float *bet = gam + kC, *egam = bet + kC, *edec = egam + kC;
-    float g[2] = {0.0f, 0.0f}, be[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int t = 2 * lane + e;
-      if (t < it.len) {
-        const Gates gt = gates(a, static_cast<int64_t>(it.row0) + t, j0 + h);
-        g[e] = gt.g;
-        be[e] = gt.beta;
-      }
-    }
+    float *egam = gam + 2 * kC, *edec = egam + kC;
+    const float g[2] = {gam[2 * lane], gam[2 * lane + 1]};
     const double pair = static_cast<double>(g[0]) + static_cast<double>(g[1]);
     double incl = pair;
 #pragma unroll
@@ -294,8 +324,6 @@ __global__ void __launch_bounds__(kThreads, 2) deltanet_tc_prepare_kernel(const 
     const float last = __shfl_sync(0xffffffffu, g1, 31);
     gam[2 * lane] = g0;
     gam[2 * lane + 1] = g1;
-    bet[2 * lane] = be[0];
-    bet[2 * lane + 1] = be[1];
     egam[2 * lane] = expf(g0);
     egam[2 * lane + 1] = expf(g1);
     edec[2 * lane] = expf(last - g0);

@@ -1,9 +1,10 @@
 // A CPU emulation of the CUDA constructs the tensor-core delta-rule kernels use, so their
 // source (kernels/cuda/delta_rule_tc.cu) runs on the host in a test: every GPU thread of a
 // block is a fiber; __syncthreads is a barrier of the block, warp collectives
-// (shuffles, ldmatrix, mma.sync) a rendezvous of the warp's 32 threads that computes each
-// lane's result as the PTX ISA defines it (ldmatrix m8n8 x4 with and without .trans,
-// mma.m16n8k16 with bf16 operands and f32 accumulation); cp.async copies at once. Blocks run
+// (shuffles, __syncwarp, ldmatrix, mma.sync) a rendezvous of the warp's 32 threads that
+// computes each lane's result as the PTX ISA defines it (ldmatrix m8n8 x4 with and without
+// .trans, mma.m16n8k16 with bf16 operands and mma.m16n8k8 with tf32 operands, both with f32
+// accumulation); cp.async copies at once. Blocks run
 // one after another, so shared memory is one static array. What it cannot show: timing,
 // bank conflicts, and races that the copies' asynchrony or warps' interleaving would expose.
 #pragma once
@@ -260,6 +261,50 @@ inline void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_
   }
 }
 
+// cvt.rna.tf32.f32: the f32 bits rounded to 10 mantissa bits, ties away from zero (the low
+// 13 bits then zero, as the hardware leaves them).
+inline uint32_t to_tf32(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  if ((u & 0x7F800000u) != 0x7F800000u) u += 0x1000u;  // not inf / nan
+  return u & ~0x1FFFu;
+}
+// mma.m16n8k8 with tf32 operands (a0 rows g, a1 g + 8, a2 / a3 the same rows at columns + 4;
+// b0 row q, b1 row q + 4, column g) and f32 accumulation; the operands' low 13 bits are
+// ignored, as by the hardware.
+inline void mma_tf32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  uint32_t* s = slot(warp(), lane());
+  for (int i = 0; i < 4; ++i) s[i] = a[i];
+  s[4] = b0;
+  s[5] = b1;
+  sync_warp();
+  auto f = [](uint32_t w) {
+    w &= ~0x1FFFu;
+    float x;
+    std::memcpy(&x, &w, 4);
+    return x;
+  };
+  float A[16][8], B[8][8];
+  for (int l = 0; l < 32; ++l) {
+    const uint32_t* o = slot(warp(), l);
+    const int g = l / 4, q = l % 4;
+    A[g][q] = f(o[0]);
+    A[g + 8][q] = f(o[1]);
+    A[g][q + 4] = f(o[2]);
+    A[g + 8][q + 4] = f(o[3]);
+    B[q][g] = f(o[4]);
+    B[q + 4][g] = f(o[5]);
+  }
+  sync_warp();
+  const int g = lane() / 4, q = lane() % 4;
+  for (int e = 0; e < 4; ++e) {
+    const int row = g + 8 * (e / 2), col = 2 * q + e % 2;
+    float acc = c[e];
+    for (int k = 0; k < 8; ++k) acc += A[row][k] * B[k][col];
+    c[e] = acc;
+  }
+}
+
 }  // namespace emu
 
 #define threadIdx (::emu::thread_idx)
@@ -268,6 +313,7 @@ inline void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_
 #define gridDim (::emu::grid_dim)
 
 inline void __syncthreads() { emu::sync_block(); }
+inline void __syncwarp(unsigned = 0xffffffffu) { emu::sync_warp(); }
 template <class T>
 T __shfl_xor_sync(unsigned, T v, int mask) {
   return emu::exchange(v, [mask](int l) { return l ^ mask; });

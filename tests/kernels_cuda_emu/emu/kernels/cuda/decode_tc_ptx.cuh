@@ -56,4 +56,7 @@ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   emu::mma_bf16(c, a, b0, b1);
 }
 
+inline uint32_t to_tf32(float x) { return emu::to_tf32(x); }
+inline void mma1688_tf32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) { emu::mma_tf32(c, a, b0, b1); }
+
 }  // namespace ds::cuda::detail
