@@ -5,11 +5,13 @@
 //   A = strict-lower(beta_i k_i·k_j e^(gamma_i - gamma_j)),  P = lower-incl(q_i·k_j e^(gamma_i - gamma_j)),
 //   W = (I + A)^-1 (beta e^gamma K),  U = (I + A)^-1 (beta V),
 //   V' = U - W S,  O = (e^gamma Q) S + P V',  S <- e^gamma_last S + (e^(gamma_last - gamma) K)ᵀ V'.
-// Three launches, the split of flash-linear-attention's chunk_gated_delta_rule (our own code):
+// Three launches, the split of flash-linear-attention's chunk_gated_delta_rule (our own code),
+// or two when the scan also computes the output (below):
 //  1. prepare, one block per (chunk, the value heads of one key head), all chunks in
 //     parallel: the L2 norms and the raw K Kᵀ, Q Kᵀ (mma.sync) once for the key head; per
 //     value head the gates and gamma (double, as the CPU backend), the gated A and P,
-//     T = (I + A)^-1 in fp32 by 16 x 16 blocks, then W and U as two mma products with T
+//     T = (I + A)^-1 by 16 x 16 blocks (fp32; the off-diagonal block products on the tensor
+//     cores with tf32 operands), then W and U as two mma products with T
 //     (bf16), written to scratch: W, e^gamma Q, e^(gamma_last - gamma) K and P in bf16, U and
 //     e^gamma_last in f32.
 //  2. scan, one block per (sequence, value head, 32 state columns), the only sequential part:
@@ -18,6 +20,9 @@
 //     chunk's W, K and U load (cp.async, double-buffered) while this one computes. It leaves,
 //     per chunk, V' and the state the chunk started from (bf16) for the output pass; a chunk
 //     that carries a snapshot slot (append_chunk_items) also gets that state, in fp32, there.
+//     When its blocks fit the SMs one each (a long prompt of the 9B), it computes its columns
+//     of the output itself from that state and V' (e^gamma Q and P load with the stage), and
+//     the third launch and the scratch round trip of the state and V' are gone.
 //  3. output, one block per (chunk, value head), in parallel again: O = (e^gamma Q) S + P V'.
 // Padded rows of a short last chunk have beta = g = 0 and zero q, k, v, so they change nothing.
 //
@@ -458,18 +463,29 @@ __global__ void __launch_bounds__(kThreads, 2) deltanet_tc_prepare_kernel(const 
 // ---- 2. scan
 
 // One stage of the scan's double buffer: W and Kd (bf16 [C][kRowD]) and U's columns (f32
-// [C][kBV + 8]: rows 160 bytes apart, so the float2 reads of a C fragment do not conflict).
+// [C][kBV + 8]: rows 160 bytes apart, so the float2 reads of a C fragment do not conflict);
+// when the scan also computes the output (kFold), e^gamma Q (bf16 [C][kRowD]) and P (bf16
+// [C][kRowC]) after them.
 constexpr int kUsRow = kBV + 8;  // floats
 constexpr int kStageBytes = 2 * kC * kRowD + kC * kUsRow * 4;
-constexpr int kScanSmem = 2 * kStageBytes + kD * kRowV + kC * kRowV;  // 103 KB
-static_assert(kScanSmem <= kTwoPerSm);
+constexpr int kFoldStageBytes = kStageBytes + kC * kRowD + kC * kRowC;
+constexpr int scan_smem(bool fold) { return 2 * (fold ? kFoldStageBytes : kStageBytes) + kD * kRowV + kC * kRowV; }
+static_assert(scan_smem(false) <= kTwoPerSm);             // 103 KB: two blocks an SM
+static_assert(scan_smem(true) <= 227 * 1024 - 1024);      // 155 KB: one
 
-__global__ void __launch_bounds__(kThreads, 2) deltanet_tc_scan_kernel(const DeltaNetArgs a, const DeltaNetChunkItem* items,
+// kFold: the block also computes its 32 output columns of every chunk, O = (e^gamma Q) S +
+// P V', from the state and V' it already holds; the chunk's state and V' then never go to
+// scratch and the output kernel is not launched. Chosen when the scan has no more blocks than
+// the SMs (one block an SM, 8 of its 64 warp slots: the chunk step is a chain of dependent
+// latencies with issue slots to spare; docs/benchmarks.md, "The output folded into the scan").
+template <bool kFold>
+__global__ void __launch_bounds__(kThreads, kFold ? 1 : 2) deltanet_tc_scan_kernel(const DeltaNetArgs a, const DeltaNetChunkItem* items,
                                                                      const DeltaNetChunkSeq* chunk_seqs, float* scratch) {
+  constexpr int kStage = kFold ? kFoldStageBytes : kStageBytes;
   extern __shared__ __align__(16) uint8_t smem[];
-  uint8_t* Ss = smem + 2 * kStageBytes;  // [D][kRowV] the state, bf16
-  uint8_t* Vs = Ss + kD * kRowV;         // [C][kRowV] V', bf16
-  auto stage = [&](int n) { return smem + (n & 1) * kStageBytes; };  // W, then Kd, then U
+  uint8_t* Ss = smem + 2 * kStage;  // [D][kRowV] the state, bf16
+  uint8_t* Vs = Ss + kD * kRowV;    // [C][kRowV] V', bf16
+  auto stage = [&](int n) { return smem + (n & 1) * kStage; };  // W, Kd, U (, Qg, P)
 
   const int tile = blockIdx.x, j = blockIdx.y;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
@@ -479,12 +495,43 @@ __global__ void __launch_bounds__(kThreads, 2) deltanet_tc_scan_kernel(const Del
   float* S = a.state + ((static_cast<int64_t>(sq.state_slot) * a.n_layers + a.layer) * a.v_heads + j) * kD * kD +
              tile * kBV;
 
+  // A stage's 16-byte pieces, each thread's the same every chunk, so their offsets are
+  // computed once: W, Kd and Qg rows are kWPieces pieces (contiguous in scratch, kRowD bytes
+  // apart in shared memory), U's columns of the tile kUPieces of a kD-float row, P's rows
+  // kPPieces (contiguous, kRowC apart). Per chunk the copies then cost an add each (address
+  // arithmetic was most of the chunk step's instructions: docs/benchmarks.md, "The scan's
+  // chunk step").
+  constexpr int kWPieces = kD * 2 / 16, kWRows = kThreads / kWPieces;
+  constexpr int kUPieces = kBV * 4 / 16, kURows = kThreads / kUPieces;
+  constexpr int kPPieces = kC * 2 / 16, kPRows = kThreads / kPPieces;
+  static_assert(kThreads % kWPieces == 0 && kC % kWRows == 0 && kThreads % kUPieces == 0 && kC % kURows == 0 &&
+                kThreads % kPPieces == 0 && kC % kPRows == 0);
+  constexpr int kAtU = 2 * kC * kRowD, kAtQg = kStageBytes, kAtP = kStageBytes + kC * kRowD;  // in a stage
+  const uint32_t w_dst = (tid / kWPieces) * kRowD + (tid % kWPieces) * 16;
+  const uint32_t u_dst = (tid / kUPieces) * (kUsRow * 4) + (tid % kUPieces) * 16;
+  const uint32_t p_dst = (tid / kPPieces) * kRowC + (tid % kPPieces) * 16;
+  const int u_src = (tid / kUPieces) * (kD * 4) + tile * kBV * 4 + (tid % kUPieces) * 16;
   auto load_stage = [&](int n) {
     const uint8_t* src = scratch_of(scratch, cs.first_item + n, a.v_heads, j);
-    uint8_t* dst = stage(n);
-    copy_rows(smem_addr(dst), kRowD, src + kOffW, kD * 2, kC, kD * 2);
-    copy_rows(smem_addr(dst + kC * kRowD), kRowD, src + kOffKd, kD * 2, kC, kD * 2);
-    copy_rows(smem_addr(dst + 2 * kC * kRowD), kUsRow * 4, src + kOffU + tile * kBV * 4, kD * 4, kC, kBV * 4);
+    const uint32_t dst = smem_addr(stage(n));
+    if constexpr (!kFold) {  // at two blocks an SM the precomputed offsets measured slower
+      copy_rows(dst, kRowD, src + kOffW, kD * 2, kC, kD * 2);
+      copy_rows(dst + kC * kRowD, kRowD, src + kOffKd, kD * 2, kC, kD * 2);
+      copy_rows(dst + kAtU, kUsRow * 4, src + kOffU + tile * kBV * 4, kD * 4, kC, kBV * 4);
+    } else {
+#pragma unroll
+      for (int p = 0; p < kC / kWRows; ++p) {
+        cp_async<16>(dst + w_dst + p * kWRows * kRowD, src + kOffW + (p * kThreads + tid) * 16, 16);
+        cp_async<16>(dst + kC * kRowD + w_dst + p * kWRows * kRowD, src + kOffKd + (p * kThreads + tid) * 16, 16);
+        cp_async<16>(dst + kAtQg + w_dst + p * kWRows * kRowD, src + kOffQg + (p * kThreads + tid) * 16, 16);
+      }
+#pragma unroll
+      for (int p = 0; p < kC / kURows; ++p)
+        cp_async<16>(dst + kAtU + u_dst + p * kURows * (kUsRow * 4), src + kOffU + u_src + p * kURows * kD * 4, 16);
+#pragma unroll
+      for (int p = 0; p < kC / kPRows; ++p)
+        cp_async<16>(dst + kAtP + p_dst + p * kPRows * kRowC, src + kOffP + (p * kThreads + tid) * 16, 16);
+    }
     cp_async_commit();
   };
   load_stage(0);
@@ -513,23 +560,26 @@ __global__ void __launch_bounds__(kThreads, 2) deltanet_tc_scan_kernel(const Del
             make_float2(s[n][2 * h], s[n][2 * h + 1]);
     }
   };
-  // Each chunk's snapshot slot and decay are read one chunk ahead: read at the top of the
-  // chunk, their global round trip (the decay's from DRAM: prepare wrote it long before) sat
-  // at the head of the serial chain.
-  auto snapshot_of = [&](int n) { return n < cs.n_items ? items[cs.first_item + n].snapshot_slot : int32_t{-1}; };
+  // Each chunk's item (its snapshot slot; with kFold its rows) and decay are read one chunk
+  // ahead: read at the top of the chunk, their global round trip (the decay's from DRAM:
+  // prepare wrote it long before) sat at the head of the serial chain.
+  auto item_of = [&](int n) { return n < cs.n_items ? items[cs.first_item + n] : DeltaNetChunkItem{0, 0, 0, -1}; };
   auto decay_of = [&](int n) {
     return n < cs.n_items ? *reinterpret_cast<const float*>(scratch_of(scratch, cs.first_item + n, a.v_heads, j) + kOffDecay)
                           : 0.0f;
   };
-  int32_t next_snapshot = snapshot_of(0);
+  DeltaNetChunkItem next_item = item_of(0);
   float next_decay = decay_of(0);
+  // Warp w's share of V' = U - W S and of the output: tokens 16 (w % 4) .., columns
+  // 16 (w / 4) .. + 15 of the tile (n-tiles nb, nb + 1).
+  const int mt = warp & 3, nb = 2 * (warp >> 2);
   for (int n = 0; n < cs.n_items; ++n) {
-    const int32_t snapshot_slot = next_snapshot;
+    const DeltaNetChunkItem it = next_item;
     const float decay = next_decay;
-    next_snapshot = snapshot_of(n + 1);
+    next_item = item_of(n + 1);
     next_decay = decay_of(n + 1);
-    if (snapshot_slot >= 0)
-      store_state(a.state + ((static_cast<int64_t>(snapshot_slot) * a.n_layers + a.layer) * a.v_heads + j) * kD * kD +
+    if (it.snapshot_slot >= 0)
+      store_state(a.state + ((static_cast<int64_t>(it.snapshot_slot) * a.n_layers + a.layer) * a.v_heads + j) * kD * kD +
                   tile * kBV);
     uint8_t* scr = scratch_of(scratch, cs.first_item + n, a.v_heads, j);
     // The state as the B operand of W S, in bf16.
@@ -543,29 +593,52 @@ __global__ void __launch_bounds__(kThreads, 2) deltanet_tc_scan_kernel(const Del
     cp_async_wait<0>();
     __syncthreads();  // Ss written, this chunk's stage in; every warp done with the other stage and Vs
     if (n + 1 < cs.n_items) load_stage(n + 1);
-    // The state this chunk starts from, for the output pass: 128 rows of 64 bytes.
-    for (int i = tid; i < kD * (kBV * 2 / 16); i += kThreads) {
-      const int r = i / (kBV * 2 / 16), q = i % (kBV * 2 / 16);
-      *reinterpret_cast<uint4*>(scr + kOffS + r * kD * 2 + tile * kBV * 2 + q * 16) =
-          *reinterpret_cast<const uint4*>(Ss + r * kRowV + q * 16);
-    }
 
-    // V' = U - W S: warp w takes tokens 16 (w % 4) .., n-tiles 2 (w / 4) and 2 (w / 4) + 1.
+    // V' = U - W S (and with kFold (e^gamma Q) S on the same state fragments), the even and odd
+    // k-steps in their own accumulators: two chains of four mma instead of one of eight.
     const uint8_t* st = stage(n);
     const uint32_t w_base = smem_addr(st), kd_base = smem_addr(st + kC * kRowD);
-    const float* Us = reinterpret_cast<const float*>(st + 2 * kC * kRowD);
+    const uint32_t qg_base = smem_addr(st + kAtQg), p_base = smem_addr(st + kAtP);
+    const float* Us = reinterpret_cast<const float*>(st + kAtU);
+    float qs[2][2][4];  // (e^gamma Q) S, kFold only
     {
-      const int mt = warp & 3, nb = 2 * (warp >> 2);
-      float ws[2][4];
+      float ws[2][2][4];
 #pragma unroll
-      for (int e = 0; e < 2; ++e) ws[e][0] = ws[e][1] = ws[e][2] = ws[e][3] = 0.0f;
+      for (int e = 0; e < 4; ++e) {
+        ws[e / 2][e % 2][0] = ws[e / 2][e % 2][1] = ws[e / 2][e % 2][2] = ws[e / 2][e % 2][3] = 0.0f;
+        qs[e / 2][e % 2][0] = qs[e / 2][e % 2][1] = qs[e / 2][e % 2][2] = qs[e / 2][e % 2][3] = 0.0f;
+      }
+      // With kFold, fragments four k-steps at a time ahead of their products: the ldmatrix
+      // and mma wrappers are volatile asm, which the compiler keeps in source order, so a load
+      // written next to its product exposes its latency every k-step. Two blocks an SM (the
+      // unfolded kernel) hide it, and there the grouping measured slower.
+      constexpr int kAhead = kFold ? 4 : 1;
+      if constexpr (!kFold) {
+        // The state this chunk starts from, for the output pass: 128 rows of 64 bytes.
+        for (int i = tid; i < kD * (kBV * 2 / 16); i += kThreads) {
+          const int r = i / (kBV * 2 / 16), q = i % (kBV * 2 / 16);
+          *reinterpret_cast<uint4*>(scr + kOffS + r * kD * 2 + tile * kBV * 2 + q * 16) =
+              *reinterpret_cast<const uint4*>(Ss + r * kRowV + q * 16);
+        }
+      }
 #pragma unroll
-      for (int ks = 0; ks < kD / 16; ++ks) {
-        uint32_t af[4], bf[4];
-        load_a(af, w_base, kRowD, 16 * mt, 16 * ks);
-        load_b_kn(bf, ss_base, kRowV, 8 * nb, 16 * ks);
-        mma16816<false>(ws[0], af, bf[0], bf[1]);
-        mma16816<false>(ws[1], af, bf[2], bf[3]);
+      for (int k4 = 0; k4 < kD / 16; k4 += kAhead) {
+        uint32_t af[kAhead][4], aq[kAhead][4], bf[kAhead][4];
+#pragma unroll
+        for (int i = 0; i < kAhead; ++i) {
+          load_a(af[i], w_base, kRowD, 16 * mt, 16 * (k4 + i));
+          if constexpr (kFold) load_a(aq[i], qg_base, kRowD, 16 * mt, 16 * (k4 + i));
+          load_b_kn(bf[i], ss_base, kRowV, 8 * nb, 16 * (k4 + i));
+        }
+#pragma unroll
+        for (int i = 0; i < kAhead; ++i) {
+          mma16816<false>(ws[i & 1][0], af[i], bf[i][0], bf[i][1]);
+          mma16816<false>(ws[i & 1][1], af[i], bf[i][2], bf[i][3]);
+          if constexpr (kFold) {
+            mma16816<false>(qs[i & 1][0], aq[i], bf[i][0], bf[i][1]);
+            mma16816<false>(qs[i & 1][1], aq[i], bf[i][2], bf[i][3]);
+          }
+        }
       }
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
@@ -573,31 +646,70 @@ __global__ void __launch_bounds__(kThreads, 2) deltanet_tc_scan_kernel(const Del
         for (int h = 0; h < 2; ++h) {
           const int r = 16 * mt + g + 8 * h, cc = 8 * (nb + e) + 2 * c;
           const float2 u = *reinterpret_cast<const float2*>(Us + r * kUsRow + cc);
-          *reinterpret_cast<uint32_t*>(Vs + r * kRowV + cc * 2) = pack_bf16(u.x - ws[e][2 * h], u.y - ws[e][2 * h + 1]);
+          *reinterpret_cast<uint32_t*>(Vs + r * kRowV + cc * 2) =
+              pack_bf16(u.x - (ws[0][e][2 * h] + ws[1][e][2 * h]), u.y - (ws[0][e][2 * h + 1] + ws[1][e][2 * h + 1]));
         }
       }
     }
     __syncthreads();  // Vs written
-    // V' for the output pass: 64 rows of 64 bytes.
-    for (int i = tid; i < kC * (kBV * 2 / 16); i += kThreads) {
-      const int r = i / (kBV * 2 / 16), q = i % (kBV * 2 / 16);
-      *reinterpret_cast<uint4*>(scr + kOffVn + r * kD * 2 + tile * kBV * 2 + q * 16) =
-          *reinterpret_cast<const uint4*>(Vs + r * kRowV + q * 16);
+    if constexpr (!kFold) {
+      // V' for the output pass: 64 rows of 64 bytes.
+      for (int i = tid; i < kC * (kBV * 2 / 16); i += kThreads) {
+        const int r = i / (kBV * 2 / 16), q = i % (kBV * 2 / 16);
+        *reinterpret_cast<uint4*>(scr + kOffVn + r * kD * 2 + tile * kBV * 2 + q * 16) =
+            *reinterpret_cast<const uint4*>(Vs + r * kRowV + q * 16);
+      }
     }
 
-    // S = e^gamma_last S + Kdᵀ V': warp w's rows 16w .. (dk) over the chunk's 64 tokens.
+    // S = e^gamma_last S + Kdᵀ V': warp w's rows 16w .. (dk) over the chunk's 64 tokens; with
+    // kFold, P V' (the warp's tokens and columns; P is lower triangular, so k-steps up to the
+    // warp's own) on the same V' fragments.
+    float po[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt) s[nt][0] *= decay, s[nt][1] *= decay, s[nt][2] *= decay, s[nt][3] *= decay;
+    constexpr int kAheadU = kFold ? 2 : 1;  // fragments two k-steps ahead with kFold, as above
 #pragma unroll
-    for (int ks = 0; ks < kC / 16; ++ks) {
-      uint32_t af[4];
-      load_a_trans(af, kd_base, kRowD, 16 * warp, 16 * ks);
+    for (int k2 = 0; k2 < kC / 16; k2 += kAheadU) {
+      uint32_t af[kAheadU][4], ap[kAheadU][4], bf[kAheadU][2][4];
 #pragma unroll
-      for (int np = 0; np < 2; ++np) {
-        uint32_t bf[4];
-        load_b_kn(bf, vs_base, kRowV, 16 * np, 16 * ks);
-        mma16816<false>(s[2 * np], af, bf[0], bf[1]);
-        mma16816<false>(s[2 * np + 1], af, bf[2], bf[3]);
+      for (int i = 0; i < kAheadU; ++i) {
+        load_a_trans(af[i], kd_base, kRowD, 16 * warp, 16 * (k2 + i));
+        if constexpr (kFold)
+          if (k2 + i <= mt) load_a(ap[i], p_base, kRowC, 16 * mt, 16 * (k2 + i));
+#pragma unroll
+        for (int np = 0; np < 2; ++np) load_b_kn(bf[i][np], vs_base, kRowV, 16 * np, 16 * (k2 + i));
+      }
+#pragma unroll
+      for (int i = 0; i < kAheadU; ++i) {
+#pragma unroll
+        for (int np = 0; np < 2; ++np) {
+          mma16816<false>(s[2 * np], af[i], bf[i][np][0], bf[i][np][1]);
+          mma16816<false>(s[2 * np + 1], af[i], bf[i][np][2], bf[i][np][3]);
+        }
+        if constexpr (kFold) {
+          if (k2 + i <= mt) {
+            // The warp's column half of the V' fragments, by selects (an index would put the
+            // fragments in local memory).
+            uint32_t b[4];
+#pragma unroll
+            for (int q = 0; q < 4; ++q) b[q] = nb ? bf[i][1][q] : bf[i][0][q];
+            mma16816<false>(po[0], ap[i], b[0], b[1]);
+            mma16816<false>(po[1], ap[i], b[2], b[3]);
+          }
+        }
+      }
+    }
+    if constexpr (kFold) {
+      // O = (e^gamma Q) S + P V' for the warp's tokens of the chunk (padded rows dropped).
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = 16 * mt + g + 8 * h;
+        if (r >= it.len) continue;
+        float* dst = a.out + ((static_cast<int64_t>(it.row0) + r) * a.v_heads + j) * kD + tile * kBV + 8 * nb + 2 * c;
+#pragma unroll
+        for (int e = 0; e < 2; ++e)
+          *reinterpret_cast<float2*>(dst + 8 * e) =
+              make_float2(qs[0][e][2 * h] + qs[1][e][2 * h] + po[e][2 * h], qs[0][e][2 * h + 1] + qs[1][e][2 * h + 1] + po[e][2 * h + 1]);
       }
     }
   }
@@ -655,8 +767,12 @@ void deltanet_chunked_tc(const DeltaNetArgs& a, const DeltaNetChunkItem* items, 
     check_cuda(cudaFuncSetAttribute(deltanet_tc_prepare_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     kPrepFixedSmem + kMaxGroup * kPrepGatesSmem),
                "gated_delta_rule tensor-core prepare kernel attribute");
-    check_cuda(cudaFuncSetAttribute(deltanet_tc_scan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kScanSmem),
+    check_cuda(cudaFuncSetAttribute(deltanet_tc_scan_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    scan_smem(false)),
                "gated_delta_rule tensor-core scan kernel attribute");
+    check_cuda(cudaFuncSetAttribute(deltanet_tc_scan_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    scan_smem(true)),
+               "gated_delta_rule tensor-core scan kernel (output folded in) attribute");
     check_cuda(cudaFuncSetAttribute(deltanet_tc_output_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kOutSmem),
                "gated_delta_rule tensor-core output kernel attribute");
     return true;
@@ -670,10 +786,20 @@ void deltanet_chunked_tc(const DeltaNetArgs& a, const DeltaNetChunkItem* items, 
   // The scan is launched plainly, not chained: chained, its blocks (one per 32 value columns
   // and head, fewer than the SMs for the 9B) are placed while the prepare kernel drains, and
   // the layer ran ~20% slower with 32 value heads (docs/benchmarks.md, "The DeltaNet scan's
-  // launch"); a plain launch spreads them over the idle SMs.
-  launch_dependent("deltanet_tc_scan_kernel", deltanet_tc_scan_kernel,
-                   dim3(kD / kBV, static_cast<unsigned>(a.v_heads), static_cast<unsigned>(n_chunk_seqs)), kThreads,
-                   kScanSmem, Stream{stream.handle, false}, a, items, chunk_seqs, scratch);
+  // launch"); a plain launch spreads them over the idle SMs. When its blocks fit the SMs one
+  // each, the scan also computes the output (the folded kernel needs an SM's shared memory to
+  // itself; with more blocks than SMs the unfolded one runs two an SM).
+  const dim3 scan_grid(kD / kBV, static_cast<unsigned>(a.v_heads), static_cast<unsigned>(n_chunk_seqs));
+  int device = 0, sms = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+  if (int64_t{scan_grid.x} * scan_grid.y * scan_grid.z <= sms) {
+    launch_dependent("deltanet_tc_scan_kernel (output folded in)", deltanet_tc_scan_kernel<true>, scan_grid, kThreads,
+                     scan_smem(true), Stream{stream.handle, false}, a, items, chunk_seqs, scratch);
+    return;
+  }
+  launch_dependent("deltanet_tc_scan_kernel", deltanet_tc_scan_kernel<false>, scan_grid, kThreads, scan_smem(false),
+                   Stream{stream.handle, false}, a, items, chunk_seqs, scratch);
   launch_dependent("deltanet_tc_output_kernel", deltanet_tc_output_kernel, per_chunk, kThreads, kOutSmem, stream, a,
                    items, scratch);
 }

@@ -58,8 +58,8 @@ double row_error(const float* got, const float* want, int64_t d, double mean_nor
 // the CPU backend; checks each sequence's output, its worst (token, head) row and the states.
 // snapshots[i] >= 0: sequence i also leaves the state after that row in slot lens.size() + i
 // (and, with second[i] >= 0, after that later row in slot 2 lens.size() + 1 + i).
-void check_emulated(int64_t hk, int64_t hv, const std::vector<int64_t>& lens, uint64_t seed, bool strong_decays = false,
-                    const std::vector<int64_t>& snapshots = {}, const std::vector<int64_t>& second = {}) {
+void check_emulated_once(int64_t hk, int64_t hv, const std::vector<int64_t>& lens, uint64_t seed, bool strong_decays,
+                         const std::vector<int64_t>& snapshots, const std::vector<int64_t>& second) {
   emu::shared_mem = ds::cuda::ops::delta::smem;
   constexpr int64_t D = 128;
   const int64_t C = 2 * hk * D + hv * D, slots = 3 * static_cast<int64_t>(lens.size()) + 2, layers = 1;
@@ -170,6 +170,19 @@ void check_emulated(int64_t hk, int64_t hv, const std::vector<int64_t>& lens, ui
   }
   // The last slot is in no sequence.
   CHECK(std::equal(state.end() - static_cast<std::ptrdiff_t>(per), state.end(), state0.end() - static_cast<std::ptrdiff_t>(per)));
+}
+
+// Both scans: the one that also computes the output (its blocks fit the SMs) and the one
+// followed by the output kernel (they do not).
+void check_emulated(int64_t hk, int64_t hv, const std::vector<int64_t>& lens, uint64_t seed, bool strong_decays = false,
+                    const std::vector<int64_t>& snapshots = {}, const std::vector<int64_t>& second = {}) {
+  for (const int sms : {132, 1}) {
+    emu::sm_count = sms;
+    std::printf("scan %s:\n", sms > 1 ? "with the output folded in" : "then the output kernel");
+    INFO((sms > 1 ? "output folded into the scan" : "output kernel"));
+    check_emulated_once(hk, hv, lens, seed, strong_decays, snapshots, second);
+  }
+  emu::sm_count = 132;
 }
 
 }  // namespace
