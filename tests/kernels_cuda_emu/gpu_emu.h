@@ -232,19 +232,33 @@ inline void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr, bool trans) {
   sync_warp();
 }
 
-// mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32, D = A B + C: A fragments a[0] (row g,
-// k 2c, 2c+1), a[1] (row g+8), a[2] (k + 8), a[3] (both); B b0 (k 2c, 2c+1, column g), b1
-// (k + 8); C c[0], c[1] (row g, columns 2c, 2c+1), c[2], c[3] (row g+8); g = lane/4, c = lane%4.
-inline void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+// The rendezvous of an emulated mma.m16n8kK: every lane posts its four A and two B words,
+// each lane gathers the warp's operands (fill places one lane's words: group g, lane q in the
+// group) and computes its four accumulators.
+template <int K, class Fill>
+void mma_warp(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, Fill fill) {
   uint32_t* s = slot(warp(), lane());
   for (int i = 0; i < 4; ++i) s[i] = a[i];
   s[4] = b0;
   s[5] = b1;
   sync_warp();
-  float A[16][16], B[16][8];
-  for (int l = 0; l < 32; ++l) {
-    const uint32_t* o = slot(warp(), l);
-    const int g = l / 4, q = l % 4;
+  float A[16][K], B[K][8];
+  for (int l = 0; l < 32; ++l) fill(l / 4, l % 4, slot(warp(), l), A, B);
+  sync_warp();
+  const int g = lane() / 4, q = lane() % 4;
+  for (int e = 0; e < 4; ++e) {
+    const int row = g + 8 * (e / 2), col = 2 * q + e % 2;
+    float acc = c[e];
+    for (int k = 0; k < K; ++k) acc += A[row][k] * B[k][col];
+    c[e] = acc;
+  }
+}
+
+// mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32, D = A B + C: A fragments a[0] (row g,
+// k 2c, 2c+1), a[1] (row g+8), a[2] (k + 8), a[3] (both); B b0 (k 2c, 2c+1, column g), b1
+// (k + 8); C c[0], c[1] (row g, columns 2c, 2c+1), c[2], c[3] (row g+8); g = lane/4, c = lane%4.
+inline void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  mma_warp<16>(c, a, b0, b1, [](int g, int q, const uint32_t* o, float (&A)[16][16], float (&B)[16][8]) {
     auto half = [](uint32_t w, int h) { return bf16_to_f32(static_cast<uint16_t>(h ? w >> 16 : w & 0xFFFFu)); };
     for (int h = 0; h < 2; ++h) {
       A[g][2 * q + h] = half(o[0], h);
@@ -254,15 +268,7 @@ inline void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_
       B[2 * q + h][g] = half(o[4], h);
       B[8 + 2 * q + h][g] = half(o[5], h);
     }
-  }
-  sync_warp();
-  const int g = lane() / 4, q = lane() % 4;
-  for (int e = 0; e < 4; ++e) {
-    const int row = g + 8 * (e / 2), col = 2 * q + e % 2;
-    float acc = c[e];
-    for (int k = 0; k < 16; ++k) acc += A[row][k] * B[k][col];
-    c[e] = acc;
-  }
+  });
 }
 
 // cvt.rna.tf32.f32: the f32 bits rounded to 10 mantissa bits, ties away from zero (the low
@@ -277,36 +283,20 @@ inline uint32_t to_tf32(float x) {
 // b0 row q, b1 row q + 4, column g) and f32 accumulation; the operands' low 13 bits are
 // ignored, as by the hardware.
 inline void mma_tf32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  uint32_t* s = slot(warp(), lane());
-  for (int i = 0; i < 4; ++i) s[i] = a[i];
-  s[4] = b0;
-  s[5] = b1;
-  sync_warp();
-  auto f = [](uint32_t w) {
-    w &= ~0x1FFFu;
-    float x;
-    std::memcpy(&x, &w, 4);
-    return x;
-  };
-  float A[16][8], B[8][8];
-  for (int l = 0; l < 32; ++l) {
-    const uint32_t* o = slot(warp(), l);
-    const int g = l / 4, q = l % 4;
+  mma_warp<8>(c, a, b0, b1, [](int g, int q, const uint32_t* o, float (&A)[16][8], float (&B)[8][8]) {
+    auto f = [](uint32_t w) {
+      w &= ~0x1FFFu;
+      float x;
+      std::memcpy(&x, &w, 4);
+      return x;
+    };
     A[g][q] = f(o[0]);
     A[g + 8][q] = f(o[1]);
     A[g][q + 4] = f(o[2]);
     A[g + 8][q + 4] = f(o[3]);
     B[q][g] = f(o[4]);
     B[q + 4][g] = f(o[5]);
-  }
-  sync_warp();
-  const int g = lane() / 4, q = lane() % 4;
-  for (int e = 0; e < 4; ++e) {
-    const int row = g + 8 * (e / 2), col = 2 * q + e % 2;
-    float acc = c[e];
-    for (int k = 0; k < 8; ++k) acc += A[row][k] * B[k][col];
-    c[e] = acc;
-  }
+  });
 }
 
 }  // namespace emu
