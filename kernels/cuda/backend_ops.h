@@ -242,9 +242,10 @@ void deltanet_recurrent(const DeltaNetArgs& a, const int32_t* seq_ids, int32_t n
 // prefilled state equals the token-by-token one to fp32 rounding).
 enum class DeltaNetChunkMath { tensor_cores, fp32 };
 // The chunked (WY) form for the sequences of `chunk_seqs`, through `scratch`
-// (n_items * Hv * kDeltaNetScratchFloats floats).
+// (n_items * Hv * kDeltaNetScratchFloats floats); n_sms (the device's SMs) picks the
+// tensor-core scan's form.
 void deltanet_chunked(const DeltaNetArgs& a, const DeltaNetChunkItem* items, int32_t n_items, const DeltaNetChunkSeq* chunk_seqs,
-                      int32_t n_chunk_seqs, float* scratch, DeltaNetChunkMath math, Stream stream);
+                      int32_t n_chunk_seqs, float* scratch, DeltaNetChunkMath math, int32_t n_sms, Stream stream);
 
 // ---- attention_prefill.cu
 // One prefill chunk of a sequence attending to its paged K/V (attention_prefill.cu says how).

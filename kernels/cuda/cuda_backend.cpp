@@ -378,7 +378,7 @@ class CudaBackend final : public kernels::Backend {
       // The reference mode keeps the chunk maths in fp32, as its GEMMs are (backend_ops.h).
       const auto math = options_.f32_weights ? ops::DeltaNetChunkMath::fp32 : ops::DeltaNetChunkMath::tensor_cores;
       ops::deltanet_chunked(g, p.d_chunk_items, p.n_chunk_items, p.d_chunk_seqs, p.n_chunk_seqs, scratch, math,
-                            ctx_.stream());
+                            ctx_.n_sms(), ctx_.stream());
     }
     after("gated_delta_rule");
   }

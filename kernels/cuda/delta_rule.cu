@@ -427,12 +427,12 @@ void deltanet_recurrent(const DeltaNetArgs& a, const int32_t* seq_ids, int32_t n
 }
 
 void deltanet_chunked(const DeltaNetArgs& a, const DeltaNetChunkItem* items, int32_t n_items, const DeltaNetChunkSeq* chunk_seqs,
-                      int32_t n_chunk_seqs, float* scratch, DeltaNetChunkMath math, Stream stream) {
+                      int32_t n_chunk_seqs, float* scratch, DeltaNetChunkMath math, int32_t n_sms, Stream stream) {
   if (n_items == 0) return;
   check_dims(a);
   if (n_chunk_seqs > 65535) throw std::invalid_argument("cuda backend: gated_delta_rule: more than 65535 sequences");
   if (math == DeltaNetChunkMath::tensor_cores)
-    return delta::deltanet_chunked_tc(a, items, n_items, chunk_seqs, n_chunk_seqs, scratch, stream);
+    return delta::deltanet_chunked_tc(a, items, n_items, chunk_seqs, n_chunk_seqs, scratch, n_sms, stream);
   static bool attributes_set = false;
   if (!attributes_set) {
     check_cuda(cudaFuncSetAttribute(deltanet_prepare_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kPrepareSmem),

@@ -28,7 +28,8 @@ __device__ __forceinline__ Gates gates(const DeltaNetArgs& a, int64_t row, int j
 
 // The tensor-core chunked path (delta_rule_tc.cu), launched by deltanet_chunked.
 void deltanet_chunked_tc(const DeltaNetArgs& a, const DeltaNetChunkItem* items, int32_t n_items,
-                         const DeltaNetChunkSeq* chunk_seqs, int32_t n_chunk_seqs, float* scratch, Stream stream);
+                         const DeltaNetChunkSeq* chunk_seqs, int32_t n_chunk_seqs, float* scratch, int32_t n_sms,
+                         Stream stream);
 
 __device__ __forceinline__ float q_scale() { return static_cast<float>(1.0 / sqrt(static_cast<double>(kD))); }
 

@@ -762,7 +762,8 @@ __global__ void __launch_bounds__(kThreads, 2) deltanet_tc_output_kernel(const D
 }  // namespace
 
 void deltanet_chunked_tc(const DeltaNetArgs& a, const DeltaNetChunkItem* items, int32_t n_items,
-                         const DeltaNetChunkSeq* chunk_seqs, int32_t n_chunk_seqs, float* scratch, Stream stream) {
+                         const DeltaNetChunkSeq* chunk_seqs, int32_t n_chunk_seqs, float* scratch, int32_t n_sms,
+                         Stream stream) {
   static const bool attributes_set = [] {
     check_cuda(cudaFuncSetAttribute(deltanet_tc_prepare_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     kPrepFixedSmem + kMaxGroup * kPrepGatesSmem),
@@ -790,10 +791,7 @@ void deltanet_chunked_tc(const DeltaNetArgs& a, const DeltaNetChunkItem* items, 
   // each, the scan also computes the output (the folded kernel needs an SM's shared memory to
   // itself; with more blocks than SMs the unfolded one runs two an SM).
   const dim3 scan_grid(kD / kBV, static_cast<unsigned>(a.v_heads), static_cast<unsigned>(n_chunk_seqs));
-  int device = 0, sms = 0;
-  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
-  if (int64_t{scan_grid.x} * scan_grid.y * scan_grid.z <= sms) {
+  if (int64_t{scan_grid.x} * scan_grid.y * scan_grid.z <= n_sms) {
     launch_dependent("deltanet_tc_scan_kernel (output folded in)", deltanet_tc_scan_kernel<true>, scan_grid, kThreads,
                      scan_smem(true), Stream{stream.handle, false}, a, items, chunk_seqs, scratch);
     return;

@@ -140,7 +140,7 @@ int main(int argc, char** argv) {
               },
               [&] {
                 ops::deltanet_chunked(g, items_d, static_cast<int32_t>(items.size()), cseqs_d,
-                                      static_cast<int32_t>(cseqs.size()), scratch, math, {stream, chained});
+                                      static_cast<int32_t>(cseqs.size()), scratch, math, ceil.sm_count, {stream, chained});
               });
           std::printf("%lld,%d,%d,%lld,%s,%.3f,%.2f,%.2f,%.2f\n", static_cast<long long>(T), seqs, hk,
                       static_cast<long long>(hv), math == ops::DeltaNetChunkMath::tensor_cores ? "tc" : "fp32", med,

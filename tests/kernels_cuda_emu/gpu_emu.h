@@ -82,10 +82,6 @@ inline void fiber_entry() {
   _longjmp(scheduler, 1);
 }
 
-// The SM count a launcher reads (cudaDeviceGetAttribute): tests set it to steer a choice
-// that depends on it.
-inline int sm_count = 132;
-
 // cp.async: with late_copies a copy lands when its group is waited for (the latest a GPU may
 // complete it), else when it is issued (the earliest); tests run both.
 inline bool late_copies = false;

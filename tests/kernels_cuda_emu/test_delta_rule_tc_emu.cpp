@@ -58,8 +58,9 @@ double row_error(const float* got, const float* want, int64_t d, double mean_nor
 // the CPU backend; checks each sequence's output, its worst (token, head) row and the states.
 // snapshots[i] >= 0: sequence i also leaves the state after that row in slot lens.size() + i
 // (and, with second[i] >= 0, after that later row in slot 2 lens.size() + 1 + i).
+// n_sms: the SM count the launch is told (it picks the scan's form).
 void check_emulated_once(int64_t hk, int64_t hv, const std::vector<int64_t>& lens, uint64_t seed, bool strong_decays,
-                         const std::vector<int64_t>& snapshots, const std::vector<int64_t>& second) {
+                         const std::vector<int64_t>& snapshots, const std::vector<int64_t>& second, int32_t n_sms) {
   emu::shared_mem = ds::cuda::ops::delta::smem;
   constexpr int64_t D = 128;
   const int64_t C = 2 * hk * D + hv * D, slots = 3 * static_cast<int64_t>(lens.size()) + 2, layers = 1;
@@ -132,7 +133,7 @@ void check_emulated_once(int64_t hk, int64_t hv, const std::vector<int64_t>& len
   g.seqs = dseqs.data();
   g.row_state_slots = nullptr;
   cuda::ops::delta::deltanet_chunked_tc(g, items.data(), static_cast<int32_t>(items.size()), cseqs.data(),
-                                        static_cast<int32_t>(cseqs.size()), scratch.data(), {});
+                                        static_cast<int32_t>(cseqs.size()), scratch.data(), n_sms, {});
 
   int64_t at = 0;
   for (int64_t n : lens) {
@@ -176,13 +177,11 @@ void check_emulated_once(int64_t hk, int64_t hv, const std::vector<int64_t>& len
 // followed by the output kernel (they do not).
 void check_emulated(int64_t hk, int64_t hv, const std::vector<int64_t>& lens, uint64_t seed, bool strong_decays = false,
                     const std::vector<int64_t>& snapshots = {}, const std::vector<int64_t>& second = {}) {
-  for (const int sms : {132, 1}) {
-    emu::sm_count = sms;
+  for (const int32_t sms : {132, 1}) {
     std::printf("scan %s:\n", sms > 1 ? "with the output folded in" : "then the output kernel");
     INFO((sms > 1 ? "output folded into the scan" : "output kernel"));
-    check_emulated_once(hk, hv, lens, seed, strong_decays, snapshots, second);
+    check_emulated_once(hk, hv, lens, seed, strong_decays, snapshots, second, sms);
   }
-  emu::sm_count = 132;
 }
 
 }  // namespace

@@ -14,16 +14,6 @@ cudaError_t cudaFuncSetAttribute(K, int, int) {
   return 0;
 }
 
-constexpr int cudaDevAttrMultiProcessorCount = 16;
-inline cudaError_t cudaGetDevice(int* device) {
-  *device = 0;
-  return 0;
-}
-inline cudaError_t cudaDeviceGetAttribute(int* value, int, int) {
-  *value = emu::sm_count;
-  return 0;
-}
-
 namespace ds::cuda::ops {
 
 inline void check_cuda(cudaError_t, const char*) {}
