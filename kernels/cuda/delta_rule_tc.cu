@@ -4,16 +4,18 @@
 // gamma the in-chunk cumulative sum of the log decays g:
 //   A = strict-lower(beta_i k_i·k_j e^(gamma_i - gamma_j)),  P = lower-incl(q_i·k_j e^(gamma_i - gamma_j)),
 //   W = (I + A)^-1 (beta e^gamma K),  U = (I + A)^-1 (beta V),
-//   V' = U - W S,  O = (e^gamma Q) S + P V',  S <- e^gamma_last S + (e^(gamma_last - gamma) K)ᵀ V'.
+//   V' = U - W S,  O = e^gamma (Q S) + P V',  S <- e^gamma_last S + Kᵀ (e^(gamma_last - gamma) V')
+// (the decays enter as row scales, as flash-linear-attention applies them, so K and Q are the
+// key head's and shared by its value heads).
 // Three launches, the split of flash-linear-attention's chunk_gated_delta_rule (our own code),
 // or two when the scan also computes the output (below):
 //  1. prepare, one block per (chunk, the value heads of one key head), all chunks in
 //     parallel: the L2 norms and the raw K Kᵀ, Q Kᵀ (mma.sync) once for the key head; per
 //     value head the gates and gamma (double, as the CPU backend), the gated A and P,
 //     T = (I + A)^-1 by 16 x 16 blocks (fp32; the off-diagonal block products on the tensor
-//     cores with tf32 operands), then W and U as two mma products with T
-//     (bf16), written to scratch: W, e^gamma Q, e^(gamma_last - gamma) K and P in bf16, U and
-//     e^gamma_last in f32.
+//     cores with tf32 operands), then W and U as two mma products with T (bf16), written to
+//     scratch: W and P in bf16; U, e^gamma, e^(gamma_last - gamma) and e^gamma_last in f32;
+//     and once for the key head the normalised K and Q in bf16.
 //  2. scan, one block per (sequence, value head, 32 state columns), the only sequential part:
 //     the state tile lives in fp32 mma accumulators; per chunk V' = U - W S and the state
 //     update run on the tensor cores with S and V' rounded to bf16 as operands; the next
@@ -21,9 +23,9 @@
 //     per chunk, V' and the state the chunk started from (bf16) for the output pass; a chunk
 //     that carries a snapshot slot (append_chunk_items) also gets that state, in fp32, there.
 //     When its blocks fit the SMs one each (a long prompt of the 9B), it computes its columns
-//     of the output itself from that state and V' (e^gamma Q and P load with the stage), and
+//     of the output itself from that state and V' (Q, P and e^gamma load with the stage), and
 //     the third launch and the scratch round trip of the state and V' are gone.
-//  3. output, one block per (chunk, value head), in parallel again: O = (e^gamma Q) S + P V'.
+//  3. output, one block per (chunk, value head), in parallel again: O = e^gamma (Q S) + P V'.
 // Padded rows of a short last chunk have beta = g = 0 and zero q, k, v, so they change nothing.
 //
 // Precision: every matrix product takes bf16 operands with fp32 accumulation (the operands
@@ -46,6 +48,7 @@
 #include "kernels/cuda/backend_ops.h"
 #include "kernels/cuda/decode_tc_ptx.cuh"
 #include "kernels/cuda/delta_rule_common.cuh"
+#include "kernels/cuda/tma_copy.cuh"
 
 namespace ds::cuda::ops::delta {
 namespace {
@@ -59,21 +62,35 @@ using detail::mma16816;
 using detail::mma1688_tf32;
 using detail::to_tf32;
 using detail::smem_addr;
+using detail::bulk_copy;
+using detail::mbar_arrive_expect_tx;
+using detail::mbar_fence_init;
+using detail::mbar_init;
+using detail::mbar_wait;
 
 constexpr int kThreads = 256;  // eight warps in every kernel here
 constexpr int kBV = 32;        // state columns per scan block
 
 // Scratch per (chunk item, value head), byte offsets (kDeltaNetScratchFloats * 4 bytes apart).
+// K and Q depend on the key head only: prepare writes them once per group of value heads, in
+// the slot of the group's first head (owner_of), and the per-head decays enter as row scales
+// (e^(gamma_last - gamma) on V' for the state update, e^gamma on the output's Q S), as
+// flash-linear-attention applies them: a bf16 copy of K and of Q per value head would be a
+// fifth of the scratch traffic.
+// W, K, Q and P are swizzled tiles (piece_at), U is four swizzled [C][kBV] tiles, one per
+// scan block's columns: each is copied to shared memory as it is.
 constexpr int64_t kOffW = 0;                        // bf16 [C][D]   prepare -> scan
-constexpr int64_t kOffKd = kOffW + kC * kD * 2;     // bf16 [C][D]   prepare -> scan: e^(gamma_last - gamma) K
-constexpr int64_t kOffQg = kOffKd + kC * kD * 2;    // bf16 [C][D]   prepare -> output: e^gamma Q
-constexpr int64_t kOffVn = kOffQg + kC * kD * 2;    // bf16 [C][D]   scan -> output: V'
+constexpr int64_t kOffK = kOffW + kC * kD * 2;      // bf16 [C][D]   prepare -> scan: normalised k (owner's slot)
+constexpr int64_t kOffQ = kOffK + kC * kD * 2;      // bf16 [C][D]   prepare -> output: normalised, scaled q (owner's slot)
+constexpr int64_t kOffVn = kOffQ + kC * kD * 2;     // bf16 [C][D]   scan -> output: V' (row-major)
 constexpr int64_t kOffP = kOffVn + kC * kD * 2;     // bf16 [C][C]   prepare -> output
-constexpr int64_t kOffS = kOffP + kC * kC * 2;      // bf16 [D][D]   scan -> output: the state before the chunk
-constexpr int64_t kOffU = kOffS + kD * kD * 2;      // f32 [C][D]    prepare -> scan
+constexpr int64_t kOffS = kOffP + kC * kC * 2;      // bf16 [D][D]   scan -> output: the state before the chunk (row-major)
+constexpr int64_t kOffU = kOffS + kD * kD * 2;      // f32 [D/kBV][C][kBV]   prepare -> scan
 constexpr int64_t kOffDecay = kOffU + kC * kD * 4;  // f32           prepare -> scan: e^gamma_last
+constexpr int64_t kOffEg = kOffDecay + 16;          // f32 [C]       prepare -> output: e^gamma
+constexpr int64_t kOffEd = kOffEg + kC * 4;         // f32 [C]       prepare -> scan: e^(gamma_last - gamma)
 constexpr int64_t kScratchBytes = kDeltaNetScratchFloats * 4;
-static_assert(kOffDecay + 16 <= kScratchBytes, "tensor-core scratch layout must fit the scratch sizing");
+static_assert(kOffEd + kC * 4 <= kScratchBytes, "tensor-core scratch layout must fit the scratch sizing");
 
 // Padded row strides (bytes) of the bf16 tiles in shared memory.
 constexpr int kRowD = (kD + 8) * 2;     // 128 columns: 272
@@ -90,18 +107,32 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
 __device__ __forceinline__ uint8_t* scratch_of(float* scratch, int64_t item, int v_heads, int j) {
   return reinterpret_cast<uint8_t*>(scratch) + (item * v_heads + j) * kScratchBytes;
 }
+// The value head whose slot holds K and Q for head j: the first of its prepare group.
+__device__ __forceinline__ int owner_of(int j, int group) { return j - j % group; }
+
+// Where the 16-byte piece `piece` of row `row` of a tile sits, rows `stride` bytes apart: in
+// place in a padded tile; in a swizzled one (rows a multiple of 128 bytes, unpadded) at piece
+// piece ^ (row % 8), so the eight rows an ldmatrix reads still fall in distinct bank groups.
+// Prepare writes the tiles the scan reads (W, K, Q, P, U) swizzled, so a stage arrives as a
+// few bulk copies of whole tiles.
+template <bool kSwizzled>
+__device__ __forceinline__ uint32_t piece_at(int row, int piece, int stride) {
+  return row * stride + ((kSwizzled ? piece ^ (row & 7) : piece) << 4);
+}
 
 // Fragment loads, tile row-major in shared memory at `base` with `stride` bytes per row:
 // the A operand (16 x 16, rows m0.., columns k0..) of a [m][k] tile, and of a [k][m] tile
 // (transposed on the way); B operands for two n-tiles (k16 x n16: {b[0], b[1]} for n0..n0+7,
 // {b[2], b[3]} for n0+8..) of a [n][k] tile, and of a [k][n] tile.
+template <bool kSwizzled = false>
 __device__ __forceinline__ void load_a(uint32_t (&a)[4], uint32_t base, int stride, int m0, int k0) {
   const int lane = threadIdx.x & 31;
-  ldsm_x4(a, base + (m0 + lane % 16) * stride + (k0 / 8 + lane / 16) * 16);
+  ldsm_x4(a, base + piece_at<kSwizzled>(m0 + lane % 16, k0 / 8 + lane / 16, stride));
 }
+template <bool kSwizzled = false>
 __device__ __forceinline__ void load_a_trans(uint32_t (&a)[4], uint32_t base, int stride, int m0, int k0) {
   const int lane = threadIdx.x & 31;
-  ldsm_x4_trans(a, base + (k0 + lane % 8 + (lane / 16) * 8) * stride + (m0 / 8 + (lane / 8) % 2) * 16);
+  ldsm_x4_trans(a, base + piece_at<kSwizzled>(k0 + lane % 8 + (lane / 16) * 8, m0 / 8 + (lane / 8) % 2, stride));
 }
 __device__ __forceinline__ void load_b_nk(uint32_t (&b)[4], uint32_t base, int stride, int n0, int k0) {
   const int lane = threadIdx.x & 31;
@@ -124,13 +155,14 @@ __device__ __forceinline__ void copy_rows(uint32_t dst, int dst_stride, const ui
 }
 
 // o (rows m0 .. m0 + 15, columns n0 .. n0 + 63, in mma accumulators) += A B over the first
-// k_steps 16-wide steps of k: A a [m][k] tile, B a [k][n] tile.
+// k_steps 16-wide steps of k: A a [m][k] tile (swizzled or padded), B a padded [k][n] tile.
+template <bool kSwizzledA = false>
 __device__ __forceinline__ void mma_rows_by_64(float (&o)[8][4], uint32_t a_base, int a_stride, int m0, uint32_t b_base,
                                                int b_stride, int n0, int k_steps) {
 #pragma unroll 2
   for (int ks = 0; ks < k_steps; ++ks) {
     uint32_t af[4];
-    load_a(af, a_base, a_stride, m0, 16 * ks);
+    load_a<kSwizzledA>(af, a_base, a_stride, m0, 16 * ks);
 #pragma unroll
     for (int np = 0; np < 4; ++np) {
       uint32_t bf[4];
@@ -333,12 +365,15 @@ __global__ void __launch_bounds__(kThreads, 2) deltanet_tc_prepare_kernel(const 
     egam[2 * lane + 1] = expf(g1);
     edec[2 * lane] = expf(last - g0);
     edec[2 * lane + 1] = expf(last - g1);
-    if (lane == 0) *reinterpret_cast<float*>(out_of(h) + kOffDecay) = expf(last);
+    uint8_t* out = out_of(h);
+    if (lane == 0) *reinterpret_cast<float*>(out + kOffDecay) = expf(last);
+    *reinterpret_cast<float2*>(out + kOffEg + 8 * lane) = make_float2(egam[2 * lane], egam[2 * lane + 1]);
+    *reinterpret_cast<float2*>(out + kOffEd + 8 * lane) = make_float2(edec[2 * lane], edec[2 * lane + 1]);
   }
   __syncthreads();
 
-  // Rows, a warp each: L2 norms; k and q in bf16 (for A, P and W); each head's decayed
-  // copies the scan and output passes read, straight to scratch.
+  // Rows, a warp each: L2 norms; k and q in bf16 (for A, P and W, and to the group's scratch
+  // for the scan and output passes).
 #pragma unroll
   for (int r = 0; r < kRowsPerWarp; ++r) {
     const int t = warp + r * (kThreads / 32);
@@ -350,14 +385,10 @@ __global__ void __launch_bounds__(kThreads, 2) deltanet_tc_prepare_kernel(const 
     const float4 kn = make_float4(kr.x * ik, kr.y * ik, kr.z * ik, kr.w * ik);
     *reinterpret_cast<uint2*>(Kb + t * kRowD + lane * 8) = make_uint2(pack_bf16(kn.x, kn.y), pack_bf16(kn.z, kn.w));
     *reinterpret_cast<uint2*>(Qb + t * kRowD + lane * 8) = make_uint2(pack_bf16(qn.x, qn.y), pack_bf16(qn.z, qn.w));
-    for (int h = 0; h < group; ++h) {
-      const float eg = G[h * 4 * kC + 2 * kC + t], ed = G[h * 4 * kC + 3 * kC + t];
-      uint8_t* out = out_of(h);
-      *reinterpret_cast<uint2*>(out + kOffQg + t * kD * 2 + lane * 8) =
-          make_uint2(pack_bf16(eg * qn.x, eg * qn.y), pack_bf16(eg * qn.z, eg * qn.w));
-      *reinterpret_cast<uint2*>(out + kOffKd + t * kD * 2 + lane * 8) =
-          make_uint2(pack_bf16(ed * kn.x, ed * kn.y), pack_bf16(ed * kn.z, ed * kn.w));
-    }
+    uint8_t* out = out_of(0);  // the group's first head owns K and Q
+    const uint32_t at = piece_at<true>(t, lane / 2, kD * 2) + (lane % 2) * 8;
+    *reinterpret_cast<uint2*>(out + kOffK + at) = *reinterpret_cast<const uint2*>(Kb + t * kRowD + lane * 8);
+    *reinterpret_cast<uint2*>(out + kOffQ + at) = *reinterpret_cast<const uint2*>(Qb + t * kRowD + lane * 8);
   }
   __syncthreads();
 
@@ -414,7 +445,7 @@ __global__ void __launch_bounds__(kThreads, 2) deltanet_tc_prepare_kernel(const 
         } else {
           const float v0 = jj <= i ? d0 * expf(gam[i] - gam[jj]) : 0.0f;
           const float v1 = jj + 1 <= i ? d1 * expf(gam[i] - gam[jj + 1]) : 0.0f;
-          *reinterpret_cast<uint32_t*>(out + kOffP + (i * kC + jj) * 2) = pack_bf16(v0, v1);
+          *reinterpret_cast<uint32_t*>(out + kOffP + piece_at<true>(i, jj / 8, kC * 2) + (jj % 8) * 2) = pack_bf16(v0, v1);
         }
       }
     }
@@ -451,9 +482,12 @@ __global__ void __launch_bounds__(kThreads, 2) deltanet_tc_prepare_kernel(const 
         for (int n = 0; n < 8; ++n) {
           const int col = n0 + 8 * n + 2 * cq;
           if (is_a)
-            *reinterpret_cast<uint32_t*>(out + kOffW + (i * kD + col) * 2) = pack_bf16(o[n][2 * hh], o[n][2 * hh + 1]);
+            *reinterpret_cast<uint32_t*>(out + kOffW + piece_at<true>(i, col / 8, kD * 2) + (col % 8) * 2) =
+                pack_bf16(o[n][2 * hh], o[n][2 * hh + 1]);
           else
-            *reinterpret_cast<float2*>(out + kOffU + (i * kD + col) * 4) = make_float2(o[n][2 * hh], o[n][2 * hh + 1]);
+            *reinterpret_cast<float2*>(out + kOffU + (col / kBV) * (kC * kBV * 4) +
+                                       piece_at<true>(i, (col % kBV) / 4, kBV * 4) + (col % 4) * 4) =
+                make_float2(o[n][2 * hh], o[n][2 * hh + 1]);
         }
       }
     }
@@ -462,16 +496,22 @@ __global__ void __launch_bounds__(kThreads, 2) deltanet_tc_prepare_kernel(const 
 
 // ---- 2. scan
 
-// One stage of the scan's double buffer: W and Kd (bf16 [C][kRowD]) and U's columns (f32
-// [C][kBV + 8]: rows 160 bytes apart, so the float2 reads of a C fragment do not conflict);
-// when the scan also computes the output (kFold), e^gamma Q (bf16 [C][kRowD]) and P (bf16
-// [C][kRowC]) after them.
-constexpr int kUsRow = kBV + 8;  // floats
-constexpr int kStageBytes = 2 * kC * kRowD + kC * kUsRow * 4;
-constexpr int kFoldStageBytes = kStageBytes + kC * kRowD + kC * kRowC;
-constexpr int scan_smem(bool fold) { return 2 * (fold ? kFoldStageBytes : kStageBytes) + kD * kRowV + kC * kRowV; }
-static_assert(scan_smem(false) <= kTwoPerSm);             // 103 KB: two blocks an SM
-static_assert(scan_smem(true) <= 227 * 1024 - 1024);      // 155 KB: one
+// One stage of the scan's double buffer, images of the scratch tiles (swizzled, piece_at):
+// W and K (bf16 [C][D]), the block's columns of U (f32 [C][kBV]), e^gamma and
+// e^(gamma_last - gamma) (f32 [C] each); when the scan also computes the output (kFold), Q
+// (bf16 [C][D]) and P (bf16 [C][C]) after them. Then the state, V' and its decayed copy
+// (padded bf16 tiles the block writes itself) and the stages' two barriers.
+constexpr int kAtK = kC * kD * 2, kAtU = 2 * kC * kD * 2, kAtE = kAtU + kC * kBV * 4;
+constexpr int kStageBytes = kAtE + 2 * kC * 4;
+constexpr int kAtQ = kStageBytes, kAtP = kAtQ + kC * kD * 2;
+constexpr int kFoldStageBytes = kAtP + kC * kC * 2;
+static_assert(kOffEd == kOffEg + kC * 4, "e^gamma and e^(gamma_last - gamma) adjoin in scratch, one copy");
+static_assert(kStageBytes % 128 == 0 && kFoldStageBytes % 128 == 0, "swizzled tiles start on 128-byte lines");
+constexpr int scan_smem(bool fold) {
+  return 2 * (fold ? kFoldStageBytes : kStageBytes) + kD * kRowV + 2 * kC * kRowV + 2 * 8;
+}
+static_assert(scan_smem(false) <= kTwoPerSm);             // 101 KB: two blocks an SM
+static_assert(scan_smem(true) <= 227 * 1024 - 1024);      // 149 KB: one
 
 // kFold: the block also computes its 32 output columns of every chunk, O = (e^gamma Q) S +
 // P V', from the state and V' it already holds; the chunk's state and V' then never go to
@@ -480,14 +520,17 @@ static_assert(scan_smem(true) <= 227 * 1024 - 1024);      // 155 KB: one
 // latencies with issue slots to spare; docs/benchmarks.md, "The output folded into the scan").
 template <bool kFold>
 __global__ void __launch_bounds__(kThreads, kFold ? 1 : 2) deltanet_tc_scan_kernel(const DeltaNetArgs a, const DeltaNetChunkItem* items,
-                                                                     const DeltaNetChunkSeq* chunk_seqs, float* scratch) {
+                                                                     const DeltaNetChunkSeq* chunk_seqs, float* scratch,
+                                                                     int group) {
   constexpr int kStage = kFold ? kFoldStageBytes : kStageBytes;
   extern __shared__ __align__(16) uint8_t smem[];
   uint8_t* Ss = smem + 2 * kStage;  // [D][kRowV] the state, bf16
   uint8_t* Vs = Ss + kD * kRowV;    // [C][kRowV] V', bf16
-  auto stage = [&](int n) { return smem + (n & 1) * kStage; };  // W, Kd, U (, Qg, P)
+  uint8_t* Vd = Vs + kC * kRowV;    // [C][kRowV] e^(gamma_last - gamma) V', bf16
+  const uint32_t bars = smem_addr(Vd + kC * kRowV);  // a stage's bytes have landed
+  auto stage = [&](int n) { return smem + (n & 1) * kStage; };  // W, K, U, Eg, Ed (, Q, P)
 
-  const int tile = blockIdx.x, j = blockIdx.y;
+  const int tile = blockIdx.x, j = blockIdx.y, owner = owner_of(j, group);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
   wait_for_previous_kernel();
   const DeltaNetChunkSeq cs = chunk_seqs[blockIdx.z];
@@ -495,46 +538,30 @@ __global__ void __launch_bounds__(kThreads, kFold ? 1 : 2) deltanet_tc_scan_kern
   float* S = a.state + ((static_cast<int64_t>(sq.state_slot) * a.n_layers + a.layer) * a.v_heads + j) * kD * kD +
              tile * kBV;
 
-  // A stage's 16-byte pieces, each thread's the same every chunk, so their offsets are
-  // computed once: W, Kd and Qg rows are kWPieces pieces (contiguous in scratch, kRowD bytes
-  // apart in shared memory), U's columns of the tile kUPieces of a kD-float row, P's rows
-  // kPPieces (contiguous, kRowC apart). Per chunk the copies then cost an add each (address
-  // arithmetic was most of the chunk step's instructions: docs/benchmarks.md, "The scan's
-  // chunk step").
-  constexpr int kWPieces = kD * 2 / 16, kWRows = kThreads / kWPieces;
-  constexpr int kUPieces = kBV * 4 / 16, kURows = kThreads / kUPieces;
-  constexpr int kPPieces = kC * 2 / 16, kPRows = kThreads / kPPieces;
-  static_assert(kThreads % kWPieces == 0 && kC % kWRows == 0 && kThreads % kUPieces == 0 && kC % kURows == 0 &&
-                kThreads % kPPieces == 0 && kC % kPRows == 0);
-  constexpr int kAtU = 2 * kC * kRowD, kAtQg = kStageBytes, kAtP = kStageBytes + kC * kRowD;  // in a stage
-  const uint32_t w_dst = (tid / kWPieces) * kRowD + (tid % kWPieces) * 16;
-  const uint32_t u_dst = (tid / kUPieces) * (kUsRow * 4) + (tid % kUPieces) * 16;
-  const uint32_t p_dst = (tid / kPPieces) * kRowC + (tid % kPPieces) * 16;
-  const int u_src = (tid / kUPieces) * (kD * 4) + tile * kBV * 4 + (tid % kUPieces) * 16;
+  // A stage is four or six bulk copies of whole tiles, issued by one thread, that complete on
+  // the stage's barrier (as cp.async pieces, 14 a thread, their issue was a fifth of the chunk
+  // step's stalls: docs/benchmarks.md, "prepare and the folded scan under ncu").
   auto load_stage = [&](int n) {
     const uint8_t* src = scratch_of(scratch, cs.first_item + n, a.v_heads, j);
-    const uint32_t dst = smem_addr(stage(n));
-    if constexpr (!kFold) {  // at two blocks an SM the precomputed offsets measured slower
-      copy_rows(dst, kRowD, src + kOffW, kD * 2, kC, kD * 2);
-      copy_rows(dst + kC * kRowD, kRowD, src + kOffKd, kD * 2, kC, kD * 2);
-      copy_rows(dst + kAtU, kUsRow * 4, src + kOffU + tile * kBV * 4, kD * 4, kC, kBV * 4);
-    } else {
-#pragma unroll
-      for (int p = 0; p < kC / kWRows; ++p) {
-        cp_async<16>(dst + w_dst + p * kWRows * kRowD, src + kOffW + (p * kThreads + tid) * 16, 16);
-        cp_async<16>(dst + kC * kRowD + w_dst + p * kWRows * kRowD, src + kOffKd + (p * kThreads + tid) * 16, 16);
-        cp_async<16>(dst + kAtQg + w_dst + p * kWRows * kRowD, src + kOffQg + (p * kThreads + tid) * 16, 16);
-      }
-#pragma unroll
-      for (int p = 0; p < kC / kURows; ++p)
-        cp_async<16>(dst + kAtU + u_dst + p * kURows * (kUsRow * 4), src + kOffU + u_src + p * kURows * kD * 4, 16);
-#pragma unroll
-      for (int p = 0; p < kC / kPRows; ++p)
-        cp_async<16>(dst + kAtP + p_dst + p * kPRows * kRowC, src + kOffP + (p * kThreads + tid) * 16, 16);
+    const uint8_t* shared = scratch_of(scratch, cs.first_item + n, a.v_heads, owner);  // K, Q
+    const uint32_t dst = smem_addr(stage(n)), bar = bars + 8 * (n & 1);
+    mbar_arrive_expect_tx(bar, kStage);
+    bulk_copy(dst, src + kOffW, kC * kD * 2, bar);
+    bulk_copy(dst + kAtK, shared + kOffK, kC * kD * 2, bar);
+    bulk_copy(dst + kAtU, src + kOffU + tile * (kC * kBV * 4), kC * kBV * 4, bar);
+    bulk_copy(dst + kAtE, src + kOffEg, 2 * kC * 4, bar);
+    if constexpr (kFold) {
+      bulk_copy(dst + kAtQ, shared + kOffQ, kC * kD * 2, bar);
+      bulk_copy(dst + kAtP, src + kOffP, kC * kC * 2, bar);
     }
-    cp_async_commit();
   };
-  load_stage(0);
+  if (tid == 0) {
+    mbar_init(bars, 1);
+    mbar_init(bars + 8, 1);
+    mbar_fence_init();
+    load_stage(0);
+  }
+  __syncthreads();  // the barriers initialised
 
   // The state tile in mma accumulator layout: warp w holds rows 16w .. 16w+15 (dk), n-tile n
   // columns 8n .. 8n+7; s[n][0..1] at row 16w + g, s[n][2..3] at row 16w + g + 8.
@@ -549,7 +576,7 @@ __global__ void __launch_bounds__(kThreads, kFold ? 1 : 2) deltanet_tc_scan_kern
     }
   }
 
-  const uint32_t ss_base = smem_addr(Ss), vs_base = smem_addr(Vs);
+  const uint32_t ss_base = smem_addr(Ss), vs_base = smem_addr(Vs), vd_base = smem_addr(Vd);
   // The state tile to `to` (the sequence's slot at the end, a snapshot slot on the way).
   auto store_state = [&](float* to) {
 #pragma unroll
@@ -590,17 +617,18 @@ __global__ void __launch_bounds__(kThreads, kFold ? 1 : 2) deltanet_tc_scan_kern
         *reinterpret_cast<uint32_t*>(Ss + (16 * warp + g + 8 * h) * kRowV + (8 * nt + 2 * c) * 2) =
             pack_bf16(s[nt][2 * h], s[nt][2 * h + 1]);
     }
-    cp_async_wait<0>();
-    __syncthreads();  // Ss written, this chunk's stage in; every warp done with the other stage and Vs
-    if (n + 1 < cs.n_items) load_stage(n + 1);
+    mbar_wait(bars + 8 * (n & 1), (n >> 1) & 1);  // this chunk's stage in
+    __syncthreads();  // Ss written; every warp done with the other stage and Vs
+    if (tid == 0 && n + 1 < cs.n_items) load_stage(n + 1);
 
-    // V' = U - W S (and with kFold (e^gamma Q) S on the same state fragments), the even and odd
-    // k-steps in their own accumulators: two chains of four mma instead of one of eight.
+    // V' = U - W S (and with kFold Q S on the same state fragments), the even and odd k-steps
+    // in their own accumulators: two chains of four mma instead of one of eight.
     const uint8_t* st = stage(n);
-    const uint32_t w_base = smem_addr(st), kd_base = smem_addr(st + kC * kRowD);
-    const uint32_t qg_base = smem_addr(st + kAtQg), p_base = smem_addr(st + kAtP);
+    const uint32_t w_base = smem_addr(st), k_base = smem_addr(st + kAtK);
+    const uint32_t q_base = smem_addr(st + kAtQ), p_base = smem_addr(st + kAtP);
     const float* Us = reinterpret_cast<const float*>(st + kAtU);
-    float qs[2][2][4];  // (e^gamma Q) S, kFold only
+    const float* Ed = reinterpret_cast<const float*>(st + kAtE + kC * 4);
+    float qs[2][2][4];  // Q S, kFold only
     {
       float ws[2][2][4];
 #pragma unroll
@@ -626,8 +654,8 @@ __global__ void __launch_bounds__(kThreads, kFold ? 1 : 2) deltanet_tc_scan_kern
         uint32_t af[kAhead][4], aq[kAhead][4], bf[kAhead][4];
 #pragma unroll
         for (int i = 0; i < kAhead; ++i) {
-          load_a(af[i], w_base, kRowD, 16 * mt, 16 * (k4 + i));
-          if constexpr (kFold) load_a(aq[i], qg_base, kRowD, 16 * mt, 16 * (k4 + i));
+          load_a<true>(af[i], w_base, kD * 2, 16 * mt, 16 * (k4 + i));
+          if constexpr (kFold) load_a<true>(aq[i], q_base, kD * 2, 16 * mt, 16 * (k4 + i));
           load_b_kn(bf[i], ss_base, kRowV, 8 * nb, 16 * (k4 + i));
         }
 #pragma unroll
@@ -640,18 +668,24 @@ __global__ void __launch_bounds__(kThreads, kFold ? 1 : 2) deltanet_tc_scan_kern
           }
         }
       }
+      // V' to Vs (for P V' and the output pass) and, scaled by its rows' decay to the chunk's
+      // end, to Vd (for the state update).
 #pragma unroll
-      for (int e = 0; e < 2; ++e) {
+      for (int h = 0; h < 2; ++h) {
+        const int r = 16 * mt + g + 8 * h;
+        const float ed = Ed[r];
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int r = 16 * mt + g + 8 * h, cc = 8 * (nb + e) + 2 * c;
-          const float2 u = *reinterpret_cast<const float2*>(Us + r * kUsRow + cc);
-          *reinterpret_cast<uint32_t*>(Vs + r * kRowV + cc * 2) =
-              pack_bf16(u.x - (ws[0][e][2 * h] + ws[1][e][2 * h]), u.y - (ws[0][e][2 * h + 1] + ws[1][e][2 * h + 1]));
+        for (int e = 0; e < 2; ++e) {
+          const int cc = 8 * (nb + e) + 2 * c;
+          const float2 u = *reinterpret_cast<const float2*>(reinterpret_cast<const uint8_t*>(Us) +
+                                                            piece_at<true>(r, cc / 4, kBV * 4) + (cc % 4) * 4);
+          const float v0 = u.x - (ws[0][e][2 * h] + ws[1][e][2 * h]), v1 = u.y - (ws[0][e][2 * h + 1] + ws[1][e][2 * h + 1]);
+          *reinterpret_cast<uint32_t*>(Vs + r * kRowV + cc * 2) = pack_bf16(v0, v1);
+          *reinterpret_cast<uint32_t*>(Vd + r * kRowV + cc * 2) = pack_bf16(ed * v0, ed * v1);
         }
       }
     }
-    __syncthreads();  // Vs written
+    __syncthreads();  // Vs, Vd written
     if constexpr (!kFold) {
       // V' for the output pass: 64 rows of 64 bytes.
       for (int i = tid; i < kC * (kBV * 2 / 16); i += kThreads) {
@@ -661,23 +695,27 @@ __global__ void __launch_bounds__(kThreads, kFold ? 1 : 2) deltanet_tc_scan_kern
       }
     }
 
-    // S = e^gamma_last S + Kdᵀ V': warp w's rows 16w .. (dk) over the chunk's 64 tokens; with
-    // kFold, P V' (the warp's tokens and columns; P is lower triangular, so k-steps up to the
-    // warp's own) on the same V' fragments.
+    // S = e^gamma_last S + Kᵀ diag(e^(gamma_last - gamma)) V': warp w's rows 16w .. (dk) over
+    // the chunk's 64 tokens; with kFold, P V' (the warp's tokens and columns; P is lower
+    // triangular, so k-steps up to the warp's own).
     float po[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt) s[nt][0] *= decay, s[nt][1] *= decay, s[nt][2] *= decay, s[nt][3] *= decay;
     constexpr int kAheadU = kFold ? 2 : 1;  // fragments two k-steps ahead with kFold, as above
 #pragma unroll
     for (int k2 = 0; k2 < kC / 16; k2 += kAheadU) {
-      uint32_t af[kAheadU][4], ap[kAheadU][4], bf[kAheadU][2][4];
+      uint32_t af[kAheadU][4], ap[kAheadU][4], bf[kAheadU][2][4], bv[kAheadU][4];
 #pragma unroll
       for (int i = 0; i < kAheadU; ++i) {
-        load_a_trans(af[i], kd_base, kRowD, 16 * warp, 16 * (k2 + i));
-        if constexpr (kFold)
-          if (k2 + i <= mt) load_a(ap[i], p_base, kRowC, 16 * mt, 16 * (k2 + i));
+        load_a_trans<true>(af[i], k_base, kD * 2, 16 * warp, 16 * (k2 + i));
+        if constexpr (kFold) {
+          if (k2 + i <= mt) {
+            load_a<true>(ap[i], p_base, kC * 2, 16 * mt, 16 * (k2 + i));
+            load_b_kn(bv[i], vs_base, kRowV, 8 * nb, 16 * (k2 + i));  // the warp's columns of V'
+          }
+        }
 #pragma unroll
-        for (int np = 0; np < 2; ++np) load_b_kn(bf[i][np], vs_base, kRowV, 16 * np, 16 * (k2 + i));
+        for (int np = 0; np < 2; ++np) load_b_kn(bf[i][np], vd_base, kRowV, 16 * np, 16 * (k2 + i));
       }
 #pragma unroll
       for (int i = 0; i < kAheadU; ++i) {
@@ -688,28 +726,25 @@ __global__ void __launch_bounds__(kThreads, kFold ? 1 : 2) deltanet_tc_scan_kern
         }
         if constexpr (kFold) {
           if (k2 + i <= mt) {
-            // The warp's column half of the V' fragments, by selects (an index would put the
-            // fragments in local memory).
-            uint32_t b[4];
-#pragma unroll
-            for (int q = 0; q < 4; ++q) b[q] = nb ? bf[i][1][q] : bf[i][0][q];
-            mma16816<false>(po[0], ap[i], b[0], b[1]);
-            mma16816<false>(po[1], ap[i], b[2], b[3]);
+            mma16816<false>(po[0], ap[i], bv[i][0], bv[i][1]);
+            mma16816<false>(po[1], ap[i], bv[i][2], bv[i][3]);
           }
         }
       }
     }
     if constexpr (kFold) {
-      // O = (e^gamma Q) S + P V' for the warp's tokens of the chunk (padded rows dropped).
+      // O = diag(e^gamma) Q S + P V' for the warp's tokens of the chunk (padded rows dropped).
+      const float* Eg = reinterpret_cast<const float*>(st + kAtE);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int r = 16 * mt + g + 8 * h;
         if (r >= it.len) continue;
+        const float eg = Eg[r];
         float* dst = a.out + ((static_cast<int64_t>(it.row0) + r) * a.v_heads + j) * kD + tile * kBV + 8 * nb + 2 * c;
 #pragma unroll
         for (int e = 0; e < 2; ++e)
-          *reinterpret_cast<float2*>(dst + 8 * e) =
-              make_float2(qs[0][e][2 * h] + qs[1][e][2 * h] + po[e][2 * h], qs[0][e][2 * h + 1] + qs[1][e][2 * h + 1] + po[e][2 * h + 1]);
+          *reinterpret_cast<float2*>(dst + 8 * e) = make_float2(eg * (qs[0][e][2 * h] + qs[1][e][2 * h]) + po[e][2 * h],
+                                                                eg * (qs[0][e][2 * h + 1] + qs[1][e][2 * h + 1]) + po[e][2 * h + 1]);
       }
     }
   }
@@ -718,22 +753,23 @@ __global__ void __launch_bounds__(kThreads, kFold ? 1 : 2) deltanet_tc_scan_kern
 
 // ---- 3. output
 
-constexpr int kOutSmem = kC * kRowD + kC * kRowC + kD * kRowD + kC * kRowD;  // 77 KB
+constexpr int kOutSmem = kC * kD * 2 + kC * kC * 2 + kD * kRowD + kC * kRowD;  // 75 KB
 static_assert(kOutSmem <= kTwoPerSm);
 
 __global__ void __launch_bounds__(kThreads, 2) deltanet_tc_output_kernel(const DeltaNetArgs a, const DeltaNetChunkItem* items,
-                                                                       float* scratch) {
+                                                                       float* scratch, int group) {
   extern __shared__ __align__(16) uint8_t smem[];
-  uint8_t* Qg = smem;                // [C][kRowD]
-  uint8_t* Ps = Qg + kC * kRowD;     // [C][kRowC]
-  uint8_t* Sn = Ps + kC * kRowC;     // [D][kRowD]
+  uint8_t* Qs = smem;                // [C][D] swizzled, as in scratch
+  uint8_t* Ps = Qs + kC * kD * 2;    // [C][C] swizzled
+  uint8_t* Sn = Ps + kC * kC * 2;    // [D][kRowD]
   uint8_t* Vn = Sn + kD * kRowD;     // [C][kRowD]
   const int j = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   wait_for_previous_kernel();
   const DeltaNetChunkItem it = items[blockIdx.x];
   const uint8_t* src = scratch_of(scratch, blockIdx.x, a.v_heads, j);
-  copy_rows(smem_addr(Qg), kRowD, src + kOffQg, kD * 2, kC, kD * 2);
-  copy_rows(smem_addr(Ps), kRowC, src + kOffP, kC * 2, kC, kC * 2);
+  copy_rows(smem_addr(Qs), kD * 2, scratch_of(scratch, blockIdx.x, a.v_heads, owner_of(j, group)) + kOffQ, kD * 2, kC,
+            kD * 2);
+  copy_rows(smem_addr(Ps), kC * 2, src + kOffP, kC * 2, kC, kC * 2);
   copy_rows(smem_addr(Sn), kRowD, src + kOffS, kD * 2, kD, kD * 2);
   copy_rows(smem_addr(Vn), kRowD, src + kOffVn, kD * 2, kC, kD * 2);
   cp_async_commit();
@@ -741,14 +777,19 @@ __global__ void __launch_bounds__(kThreads, 2) deltanet_tc_output_kernel(const D
   __syncthreads();
 
   // Warp w: tokens 16 (w % 4) .., columns 64 (w / 4) .. + 63.
-  const int mt = warp & 3, n0 = 64 * (warp >> 2);
+  const int mt = warp & 3, n0 = 64 * (warp >> 2), g = lane >> 2, c = lane & 3;
   float o[8][4];
 #pragma unroll
   for (int n = 0; n < 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-  const uint32_t qg_base = smem_addr(Qg), p_base = smem_addr(Ps), s_base = smem_addr(Sn), v_base = smem_addr(Vn);
-  mma_rows_by_64(o, qg_base, kRowD, 16 * mt, s_base, kRowD, n0, kD / 16);  // (e^gamma Q) S over dk
-  mma_rows_by_64(o, p_base, kRowC, 16 * mt, v_base, kRowD, n0, mt + 1);    // P V' over tokens <= the rows' (P is lower)
-  const int g = lane >> 2, c = lane & 3;
+  const uint32_t q_base = smem_addr(Qs), p_base = smem_addr(Ps), s_base = smem_addr(Sn), v_base = smem_addr(Vn);
+  mma_rows_by_64<true>(o, q_base, kD * 2, 16 * mt, s_base, kRowD, n0, kD / 16);  // Q S over dk
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {  // its rows scaled by e^gamma
+    const float eg = reinterpret_cast<const float*>(src + kOffEg)[16 * mt + g + 8 * h];
+#pragma unroll
+    for (int n = 0; n < 8; ++n) o[n][2 * h] *= eg, o[n][2 * h + 1] *= eg;
+  }
+  mma_rows_by_64<true>(o, p_base, kC * 2, 16 * mt, v_base, kRowD, n0, mt + 1);  // P V' over tokens <= the rows' (P is lower)
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int i = 16 * mt + g + 8 * h;
@@ -793,13 +834,13 @@ void deltanet_chunked_tc(const DeltaNetArgs& a, const DeltaNetChunkItem* items, 
   const dim3 scan_grid(kD / kBV, static_cast<unsigned>(a.v_heads), static_cast<unsigned>(n_chunk_seqs));
   if (int64_t{scan_grid.x} * scan_grid.y * scan_grid.z <= n_sms) {
     launch_dependent("deltanet_tc_scan_kernel (output folded in)", deltanet_tc_scan_kernel<true>, scan_grid, kThreads,
-                     scan_smem(true), Stream{stream.handle, false}, a, items, chunk_seqs, scratch);
+                     scan_smem(true), Stream{stream.handle, false}, a, items, chunk_seqs, scratch, group);
     return;
   }
   launch_dependent("deltanet_tc_scan_kernel", deltanet_tc_scan_kernel<false>, scan_grid, kThreads, scan_smem(false),
-                   Stream{stream.handle, false}, a, items, chunk_seqs, scratch);
+                   Stream{stream.handle, false}, a, items, chunk_seqs, scratch, group);
   launch_dependent("deltanet_tc_output_kernel", deltanet_tc_output_kernel, per_chunk, kThreads, kOutSmem, stream, a,
-                   items, scratch);
+                   items, scratch, group);
 }
 
 }  // namespace ds::cuda::ops::delta

@@ -1,14 +1,17 @@
 // Bulk tensor copies (TMA, sm_90) and the shared-memory barriers that count their bytes, as
 // the decode kernel uses them: one thread issues a whole 16-row K or V tile with one
 // instruction, and the warps wait on the stage's barrier instead of on cp.async groups.
-// NVIDIA sm_90+ only (callers guard with __CUDA_ARCH__ >= 900).
+// The delta rule's scan (delta_rule_tc.cu) copies whole scratch tiles with the 1-D form.
+// NVIDIA sm_90+ only: declared in nvcc's sm_90 device pass and in its host pass (where device
+// bodies are not compiled, but a kernel's calls must name something), never for HIP or an
+// older device pass (those callers guard with __CUDA_ARCH__ >= 900).
 #pragma once
 
 #include <cstdint>
 
 namespace ds::cuda::detail {
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if defined(__CUDACC__) && !defined(__HIP__) && (!defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900)
 
 __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t arrivals) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(arrivals) : "memory");
@@ -33,6 +36,13 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
         : "r"(bar), "r"(parity)
         : "memory");
   } while (!done);
+}
+// `bytes` (a multiple of 16, both addresses 16-byte aligned) from global memory at src to
+// shared memory at dst; they complete on barrier bar.
+__device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+               "l"(src), "r"(bytes), "r"(bar)
+               : "memory");
 }
 // Fetches a tensor map into the SM's descriptor cache ahead of its first copy (otherwise the
 // first bulk copy waits for it on a block's start-up chain).

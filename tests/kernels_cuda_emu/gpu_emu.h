@@ -4,7 +4,8 @@
 // (shuffles, __syncwarp, ldmatrix, mma.sync) a rendezvous of the warp's 32 threads that
 // computes each lane's result as the PTX ISA defines it (ldmatrix m8n8 x4 with and without
 // .trans, mma.m16n8k16 with bf16 operands and mma.m16n8k8 with tf32 operands, both with f32
-// accumulation); cp.async copies at once. Blocks run
+// accumulation); cp.async and bulk copies land when issued or when waited for (late_copies),
+// and an mbarrier wait yields until its phase completes. Blocks run
 // one after another, so shared memory is one static array. What it cannot show: timing,
 // bank conflicts, and races that the copies' asynchrony or warps' interleaving would expose.
 #pragma once
@@ -15,6 +16,7 @@
 #include <cstring>
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <random>
 #include <memory>
 #include <stdexcept>
@@ -92,6 +94,17 @@ struct Copy {
 };
 inline std::vector<std::vector<std::vector<Copy>>> copies;  // per thread: committed groups, then the open one
 
+// mbarrier objects, by shared address: arrivals still expected in the current phase,
+// transaction bytes still owed, the current phase's parity, and (with late_copies) the bulk
+// copies that complete on it, landed when a thread waits on it.
+struct MBar {
+  int count = 0, pending = 0;
+  int64_t tx = 0;
+  unsigned phase = 0;
+  std::vector<Copy> copies;
+};
+inline std::map<uint32_t, MBar> mbars;
+
 struct Barrier {
   int n = 0, count = 0;
   unsigned generation = 0;
@@ -158,6 +171,7 @@ inline void launch(dim3 grid, dim3 threads, const std::function<void()>& body) {
         b.slots.assign(static_cast<size_t>(n) * 16, 0);
         block = &b;
         block_idx = dim3(bx, by, bz);
+        mbars.clear();
         std::memset(shared_mem, 0xA5, kSmemBytes);  // garbage, as a GPU's shared memory is
         for (auto& f : fibers) f.started = f.done = false;
         std::vector<unsigned> order(n);
