@@ -497,37 +497,45 @@ __global__ void __launch_bounds__(kThreads, 2) deltanet_tc_prepare_kernel(const 
 // ---- 2. scan
 
 // One stage of the scan's double buffer, images of the scratch tiles (swizzled, piece_at):
-// W and K (bf16 [C][D]), the block's columns of U (f32 [C][kBV]), e^gamma and
-// e^(gamma_last - gamma) (f32 [C] each); when the scan also computes the output (kFold), Q
-// (bf16 [C][D]) and P (bf16 [C][C]) after them. Then the state, V' and its decayed copy
-// (padded bf16 tiles the block writes itself) and the stages' two barriers.
-constexpr int kAtK = kC * kD * 2, kAtU = 2 * kC * kD * 2, kAtE = kAtU + kC * kBV * 4;
-constexpr int kStageBytes = kAtE + 2 * kC * 4;
-constexpr int kAtQ = kStageBytes, kAtP = kAtQ + kC * kD * 2;
-constexpr int kFoldStageBytes = kAtP + kC * kC * 2;
+// W and K (bf16 [C][D]), the block's columns of U (f32 [C][kCols], kCols / kBV of U's
+// tiles), e^gamma and e^(gamma_last - gamma) (f32 [C] each); when the scan also computes the
+// output (kFold), Q (bf16 [C][D]) and P (bf16 [C][C]) after them. Then the state, V' and its
+// decayed copy (padded bf16 tiles the block writes itself) and the stages' two barriers.
+template <bool kFold, int kCols>
+struct ScanLayout {
+  static constexpr int kAtK = kC * kD * 2, kAtU = 2 * kC * kD * 2, kAtE = kAtU + kC * kCols * 4;
+  static constexpr int kAtQ = kAtE + 2 * kC * 4, kAtP = kAtQ + kC * kD * 2;
+  static constexpr int kStage = kFold ? kAtP + kC * kC * 2 : kAtQ;  // bytes, also a stage's copies
+  static constexpr int kRowS = (kCols + 8) * 2;  // the padded state and V' tiles' row stride
+  static constexpr int kSmem = 2 * kStage + kD * kRowS + 2 * kC * kRowS + 2 * 8;
+  static_assert(kStage % 128 == 0 && kAtU % 128 == 0 && kAtQ % 128 == 0, "swizzled tiles start on 128-byte lines");
+};
 static_assert(kOffEd == kOffEg + kC * 4, "e^gamma and e^(gamma_last - gamma) adjoin in scratch, one copy");
-static_assert(kStageBytes % 128 == 0 && kFoldStageBytes % 128 == 0, "swizzled tiles start on 128-byte lines");
-constexpr int scan_smem(bool fold) {
-  return 2 * (fold ? kFoldStageBytes : kStageBytes) + kD * kRowV + 2 * kC * kRowV + 2 * 8;
-}
-static_assert(scan_smem(false) <= kTwoPerSm);             // 101 KB: two blocks an SM
-static_assert(scan_smem(true) <= 227 * 1024 - 1024);      // 149 KB: one
+static_assert(ScanLayout<false, kBV>::kSmem <= kTwoPerSm);           // 101 KB: two blocks an SM
+static_assert(ScanLayout<true, 2 * kBV>::kSmem <= 227 * 1024 - 1024);  // 181 KB (32 columns: 149 KB): one
 
-// kFold: the block also computes its 32 output columns of every chunk, O = (e^gamma Q) S +
-// P V', from the state and V' it already holds; the chunk's state and V' then never go to
-// scratch and the output kernel is not launched. Chosen when the scan has no more blocks than
-// the SMs (one block an SM, 8 of its 64 warp slots: the chunk step is a chain of dependent
-// latencies with issue slots to spare; docs/benchmarks.md, "The output folded into the scan").
-template <bool kFold>
+// One block per (sequence, value head, kCols state columns). kFold: the block also computes
+// its output columns of every chunk, O = e^gamma (Q S) + P V', from the state and V' it
+// already holds; the chunk's state and V' then never go to scratch and the output kernel is
+// not launched. Folded, it runs one block an SM (8 of its 64 warp slots: the chunk step is a
+// chain of dependent latencies with issue slots to spare; docs/benchmarks.md, "The output
+// folded into the scan"), so it is chosen when the blocks fit the SMs: 32 columns a block when
+// four a head fit (the 9B's 32 heads), else 64 when two do (the 27B's 48: each warp then
+// carries twice the columns), else the unfolded 32-column kernel two an SM.
+template <bool kFold, int kCols>
 __global__ void __launch_bounds__(kThreads, kFold ? 1 : 2) deltanet_tc_scan_kernel(const DeltaNetArgs a, const DeltaNetChunkItem* items,
                                                                      const DeltaNetChunkSeq* chunk_seqs, float* scratch,
                                                                      int group) {
-  constexpr int kStage = kFold ? kFoldStageBytes : kStageBytes;
+  using L = ScanLayout<kFold, kCols>;
+  constexpr int kStage = L::kStage, kRowS = L::kRowS;
+  constexpr int kNT = kCols / 8;   // n-tiles of the state rows a warp carries
+  constexpr int kWN = kCols / 16;  // n-tiles of V' and the output a warp computes
+  static_assert(kCols % kBV == 0 && (kFold || kCols == kBV));
   extern __shared__ __align__(16) uint8_t smem[];
-  uint8_t* Ss = smem + 2 * kStage;  // [D][kRowV] the state, bf16
-  uint8_t* Vs = Ss + kD * kRowV;    // [C][kRowV] V', bf16
-  uint8_t* Vd = Vs + kC * kRowV;    // [C][kRowV] e^(gamma_last - gamma) V', bf16
-  const uint32_t bars = smem_addr(Vd + kC * kRowV);  // a stage's bytes have landed
+  uint8_t* Ss = smem + 2 * kStage;  // [D][kRowS] the state, bf16
+  uint8_t* Vs = Ss + kD * kRowS;    // [C][kRowS] V', bf16
+  uint8_t* Vd = Vs + kC * kRowS;    // [C][kRowS] e^(gamma_last - gamma) V', bf16
+  const uint32_t bars = smem_addr(Vd + kC * kRowS);  // a stage's bytes have landed
   auto stage = [&](int n) { return smem + (n & 1) * kStage; };  // W, K, U, Eg, Ed (, Q, P)
 
   const int tile = blockIdx.x, j = blockIdx.y, owner = owner_of(j, group);
@@ -536,23 +544,23 @@ __global__ void __launch_bounds__(kThreads, kFold ? 1 : 2) deltanet_tc_scan_kern
   const DeltaNetChunkSeq cs = chunk_seqs[blockIdx.z];
   const DevSeq sq = a.seqs[cs.seq];
   float* S = a.state + ((static_cast<int64_t>(sq.state_slot) * a.n_layers + a.layer) * a.v_heads + j) * kD * kD +
-             tile * kBV;
+             tile * kCols;
 
   // A stage is four or six bulk copies of whole tiles, issued by one thread, that complete on
   // the stage's barrier (as cp.async pieces, 14 a thread, their issue was a fifth of the chunk
-  // step's stalls: docs/benchmarks.md, "prepare and the folded scan under ncu").
+  // step's stalls: docs/benchmarks.md, "Prepare and the folded scan under ncu").
   auto load_stage = [&](int n) {
     const uint8_t* src = scratch_of(scratch, cs.first_item + n, a.v_heads, j);
     const uint8_t* shared = scratch_of(scratch, cs.first_item + n, a.v_heads, owner);  // K, Q
     const uint32_t dst = smem_addr(stage(n)), bar = bars + 8 * (n & 1);
     mbar_arrive_expect_tx(bar, kStage);
     bulk_copy(dst, src + kOffW, kC * kD * 2, bar);
-    bulk_copy(dst + kAtK, shared + kOffK, kC * kD * 2, bar);
-    bulk_copy(dst + kAtU, src + kOffU + tile * (kC * kBV * 4), kC * kBV * 4, bar);
-    bulk_copy(dst + kAtE, src + kOffEg, 2 * kC * 4, bar);
+    bulk_copy(dst + L::kAtK, shared + kOffK, kC * kD * 2, bar);
+    bulk_copy(dst + L::kAtU, src + kOffU + tile * (kC * kCols * 4), kC * kCols * 4, bar);
+    bulk_copy(dst + L::kAtE, src + kOffEg, 2 * kC * 4, bar);
     if constexpr (kFold) {
-      bulk_copy(dst + kAtQ, shared + kOffQ, kC * kD * 2, bar);
-      bulk_copy(dst + kAtP, src + kOffP, kC * kC * 2, bar);
+      bulk_copy(dst + L::kAtQ, shared + kOffQ, kC * kD * 2, bar);
+      bulk_copy(dst + L::kAtP, src + kOffP, kC * kC * 2, bar);
     }
   };
   if (tid == 0) {
@@ -565,9 +573,9 @@ __global__ void __launch_bounds__(kThreads, kFold ? 1 : 2) deltanet_tc_scan_kern
 
   // The state tile in mma accumulator layout: warp w holds rows 16w .. 16w+15 (dk), n-tile n
   // columns 8n .. 8n+7; s[n][0..1] at row 16w + g, s[n][2..3] at row 16w + g + 8.
-  float s[4][4];
+  float s[kNT][4];
 #pragma unroll
-  for (int n = 0; n < 4; ++n) {
+  for (int n = 0; n < kNT; ++n) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const float2 v = *reinterpret_cast<const float2*>(S + static_cast<int64_t>(16 * warp + g + 8 * h) * kD + 8 * n + 2 * c);
@@ -580,7 +588,7 @@ __global__ void __launch_bounds__(kThreads, kFold ? 1 : 2) deltanet_tc_scan_kern
   // The state tile to `to` (the sequence's slot at the end, a snapshot slot on the way).
   auto store_state = [&](float* to) {
 #pragma unroll
-    for (int n = 0; n < 4; ++n) {
+    for (int n = 0; n < kNT; ++n) {
 #pragma unroll
       for (int h = 0; h < 2; ++h)
         *reinterpret_cast<float2*>(to + static_cast<int64_t>(16 * warp + g + 8 * h) * kD + 8 * n + 2 * c) =
@@ -597,9 +605,9 @@ __global__ void __launch_bounds__(kThreads, kFold ? 1 : 2) deltanet_tc_scan_kern
   };
   DeltaNetChunkItem next_item = item_of(0);
   float next_decay = decay_of(0);
-  // Warp w's share of V' = U - W S and of the output: tokens 16 (w % 4) .., columns
-  // 16 (w / 4) .. + 15 of the tile (n-tiles nb, nb + 1).
-  const int mt = warp & 3, nb = 2 * (warp >> 2);
+  // Warp w's share of V' = U - W S and of the output: tokens 16 (w % 4) .., n-tiles nb ..
+  // nb + kWN - 1 of the block's columns.
+  const int mt = warp & 3, nb = kWN * (warp >> 2);
   for (int n = 0; n < cs.n_items; ++n) {
     const DeltaNetChunkItem it = next_item;
     const float decay = next_decay;
@@ -607,14 +615,14 @@ __global__ void __launch_bounds__(kThreads, kFold ? 1 : 2) deltanet_tc_scan_kern
     next_decay = decay_of(n + 1);
     if (it.snapshot_slot >= 0)
       store_state(a.state + ((static_cast<int64_t>(it.snapshot_slot) * a.n_layers + a.layer) * a.v_heads + j) * kD * kD +
-                  tile * kBV);
+                  tile * kCols);
     uint8_t* scr = scratch_of(scratch, cs.first_item + n, a.v_heads, j);
     // The state as the B operand of W S, in bf16.
 #pragma unroll
-    for (int nt = 0; nt < 4; ++nt) {
+    for (int nt = 0; nt < kNT; ++nt) {
 #pragma unroll
       for (int h = 0; h < 2; ++h)
-        *reinterpret_cast<uint32_t*>(Ss + (16 * warp + g + 8 * h) * kRowV + (8 * nt + 2 * c) * 2) =
+        *reinterpret_cast<uint32_t*>(Ss + (16 * warp + g + 8 * h) * kRowS + (8 * nt + 2 * c) * 2) =
             pack_bf16(s[nt][2 * h], s[nt][2 * h + 1]);
     }
     mbar_wait(bars + 8 * (n & 1), (n >> 1) & 1);  // this chunk's stage in
@@ -624,47 +632,52 @@ __global__ void __launch_bounds__(kThreads, kFold ? 1 : 2) deltanet_tc_scan_kern
     // V' = U - W S (and with kFold Q S on the same state fragments), the even and odd k-steps
     // in their own accumulators: two chains of four mma instead of one of eight.
     const uint8_t* st = stage(n);
-    const uint32_t w_base = smem_addr(st), k_base = smem_addr(st + kAtK);
-    const uint32_t q_base = smem_addr(st + kAtQ), p_base = smem_addr(st + kAtP);
-    const float* Us = reinterpret_cast<const float*>(st + kAtU);
-    const float* Ed = reinterpret_cast<const float*>(st + kAtE + kC * 4);
-    float qs[2][2][4];  // Q S, kFold only
+    const uint32_t w_base = smem_addr(st), k_base = smem_addr(st + L::kAtK);
+    const uint32_t q_base = smem_addr(st + L::kAtQ), p_base = smem_addr(st + L::kAtP);
+    const uint8_t* Us = st + L::kAtU;
+    const float* Ed = reinterpret_cast<const float*>(st + L::kAtE + kC * 4);
+    float qs[2][kWN][4];  // Q S, kFold only
     {
-      float ws[2][2][4];
+      float ws[2][kWN][4];
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        ws[e / 2][e % 2][0] = ws[e / 2][e % 2][1] = ws[e / 2][e % 2][2] = ws[e / 2][e % 2][3] = 0.0f;
-        qs[e / 2][e % 2][0] = qs[e / 2][e % 2][1] = qs[e / 2][e % 2][2] = qs[e / 2][e % 2][3] = 0.0f;
+      for (int e = 0; e < 2 * kWN; ++e) {
+        ws[e / kWN][e % kWN][0] = ws[e / kWN][e % kWN][1] = ws[e / kWN][e % kWN][2] = ws[e / kWN][e % kWN][3] = 0.0f;
+        qs[e / kWN][e % kWN][0] = qs[e / kWN][e % kWN][1] = qs[e / kWN][e % kWN][2] = qs[e / kWN][e % kWN][3] = 0.0f;
       }
-      // With kFold, fragments four k-steps at a time ahead of their products: the ldmatrix
+      // With kFold, fragments several k-steps at a time ahead of their products: the ldmatrix
       // and mma wrappers are volatile asm, which the compiler keeps in source order, so a load
       // written next to its product exposes its latency every k-step. Two blocks an SM (the
-      // unfolded kernel) hide it, and there the grouping measured slower.
-      constexpr int kAhead = kFold ? 4 : 1;
+      // unfolded kernel) hide it, and there the grouping measured slower; 64 columns a block
+      // load twice the state fragments a k-step, so two k-steps ahead there.
+      constexpr int kAhead = kFold ? 4 * kBV / kCols : 1;
       if constexpr (!kFold) {
         // The state this chunk starts from, for the output pass: 128 rows of 64 bytes.
-        for (int i = tid; i < kD * (kBV * 2 / 16); i += kThreads) {
-          const int r = i / (kBV * 2 / 16), q = i % (kBV * 2 / 16);
-          *reinterpret_cast<uint4*>(scr + kOffS + r * kD * 2 + tile * kBV * 2 + q * 16) =
-              *reinterpret_cast<const uint4*>(Ss + r * kRowV + q * 16);
+        for (int i = tid; i < kD * (kCols * 2 / 16); i += kThreads) {
+          const int r = i / (kCols * 2 / 16), q = i % (kCols * 2 / 16);
+          *reinterpret_cast<uint4*>(scr + kOffS + r * kD * 2 + tile * kCols * 2 + q * 16) =
+              *reinterpret_cast<const uint4*>(Ss + r * kRowS + q * 16);
         }
       }
 #pragma unroll
       for (int k4 = 0; k4 < kD / 16; k4 += kAhead) {
-        uint32_t af[kAhead][4], aq[kAhead][4], bf[kAhead][4];
+        uint32_t af[kAhead][4], aq[kAhead][4], bf[kAhead][kWN / 2][4];
 #pragma unroll
         for (int i = 0; i < kAhead; ++i) {
           load_a<true>(af[i], w_base, kD * 2, 16 * mt, 16 * (k4 + i));
           if constexpr (kFold) load_a<true>(aq[i], q_base, kD * 2, 16 * mt, 16 * (k4 + i));
-          load_b_kn(bf[i], ss_base, kRowV, 8 * nb, 16 * (k4 + i));
+#pragma unroll
+          for (int np = 0; np < kWN / 2; ++np) load_b_kn(bf[i][np], ss_base, kRowS, 8 * nb + 16 * np, 16 * (k4 + i));
         }
 #pragma unroll
         for (int i = 0; i < kAhead; ++i) {
-          mma16816<false>(ws[i & 1][0], af[i], bf[i][0], bf[i][1]);
-          mma16816<false>(ws[i & 1][1], af[i], bf[i][2], bf[i][3]);
-          if constexpr (kFold) {
-            mma16816<false>(qs[i & 1][0], aq[i], bf[i][0], bf[i][1]);
-            mma16816<false>(qs[i & 1][1], aq[i], bf[i][2], bf[i][3]);
+#pragma unroll
+          for (int np = 0; np < kWN / 2; ++np) {
+            mma16816<false>(ws[i & 1][2 * np], af[i], bf[i][np][0], bf[i][np][1]);
+            mma16816<false>(ws[i & 1][2 * np + 1], af[i], bf[i][np][2], bf[i][np][3]);
+            if constexpr (kFold) {
+              mma16816<false>(qs[i & 1][2 * np], aq[i], bf[i][np][0], bf[i][np][1]);
+              mma16816<false>(qs[i & 1][2 * np + 1], aq[i], bf[i][np][2], bf[i][np][3]);
+            }
           }
         }
       }
@@ -675,74 +688,81 @@ __global__ void __launch_bounds__(kThreads, kFold ? 1 : 2) deltanet_tc_scan_kern
         const int r = 16 * mt + g + 8 * h;
         const float ed = Ed[r];
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
+        for (int e = 0; e < kWN; ++e) {
           const int cc = 8 * (nb + e) + 2 * c;
-          const float2 u = *reinterpret_cast<const float2*>(reinterpret_cast<const uint8_t*>(Us) +
-                                                            piece_at<true>(r, cc / 4, kBV * 4) + (cc % 4) * 4);
+          const float2 u = *reinterpret_cast<const float2*>(Us + (cc / kBV) * (kC * kBV * 4) +
+                                                            piece_at<true>(r, (cc % kBV) / 4, kBV * 4) + (cc % 4) * 4);
           const float v0 = u.x - (ws[0][e][2 * h] + ws[1][e][2 * h]), v1 = u.y - (ws[0][e][2 * h + 1] + ws[1][e][2 * h + 1]);
-          *reinterpret_cast<uint32_t*>(Vs + r * kRowV + cc * 2) = pack_bf16(v0, v1);
-          *reinterpret_cast<uint32_t*>(Vd + r * kRowV + cc * 2) = pack_bf16(ed * v0, ed * v1);
+          *reinterpret_cast<uint32_t*>(Vs + r * kRowS + cc * 2) = pack_bf16(v0, v1);
+          *reinterpret_cast<uint32_t*>(Vd + r * kRowS + cc * 2) = pack_bf16(ed * v0, ed * v1);
         }
       }
     }
     __syncthreads();  // Vs, Vd written
     if constexpr (!kFold) {
       // V' for the output pass: 64 rows of 64 bytes.
-      for (int i = tid; i < kC * (kBV * 2 / 16); i += kThreads) {
-        const int r = i / (kBV * 2 / 16), q = i % (kBV * 2 / 16);
-        *reinterpret_cast<uint4*>(scr + kOffVn + r * kD * 2 + tile * kBV * 2 + q * 16) =
-            *reinterpret_cast<const uint4*>(Vs + r * kRowV + q * 16);
+      for (int i = tid; i < kC * (kCols * 2 / 16); i += kThreads) {
+        const int r = i / (kCols * 2 / 16), q = i % (kCols * 2 / 16);
+        *reinterpret_cast<uint4*>(scr + kOffVn + r * kD * 2 + tile * kCols * 2 + q * 16) =
+            *reinterpret_cast<const uint4*>(Vs + r * kRowS + q * 16);
       }
     }
 
     // S = e^gamma_last S + Kᵀ diag(e^(gamma_last - gamma)) V': warp w's rows 16w .. (dk) over
     // the chunk's 64 tokens; with kFold, P V' (the warp's tokens and columns; P is lower
     // triangular, so k-steps up to the warp's own).
-    float po[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+    float po[kWN][4];
 #pragma unroll
-    for (int nt = 0; nt < 4; ++nt) s[nt][0] *= decay, s[nt][1] *= decay, s[nt][2] *= decay, s[nt][3] *= decay;
-    constexpr int kAheadU = kFold ? 2 : 1;  // fragments two k-steps ahead with kFold, as above
+    for (int e = 0; e < kWN; ++e) po[e][0] = po[e][1] = po[e][2] = po[e][3] = 0.0f;
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt) s[nt][0] *= decay, s[nt][1] *= decay, s[nt][2] *= decay, s[nt][3] *= decay;
+    constexpr int kAheadU = kFold ? 2 * kBV / kCols : 1;  // fragments ahead with kFold, as above
 #pragma unroll
     for (int k2 = 0; k2 < kC / 16; k2 += kAheadU) {
-      uint32_t af[kAheadU][4], ap[kAheadU][4], bf[kAheadU][2][4], bv[kAheadU][4];
+      uint32_t af[kAheadU][4], ap[kAheadU][4], bf[kAheadU][kNT / 2][4], bv[kAheadU][kWN / 2][4];
 #pragma unroll
       for (int i = 0; i < kAheadU; ++i) {
         load_a_trans<true>(af[i], k_base, kD * 2, 16 * warp, 16 * (k2 + i));
         if constexpr (kFold) {
           if (k2 + i <= mt) {
             load_a<true>(ap[i], p_base, kC * 2, 16 * mt, 16 * (k2 + i));
-            load_b_kn(bv[i], vs_base, kRowV, 8 * nb, 16 * (k2 + i));  // the warp's columns of V'
+#pragma unroll
+            for (int np = 0; np < kWN / 2; ++np)  // the warp's columns of V'
+              load_b_kn(bv[i][np], vs_base, kRowS, 8 * nb + 16 * np, 16 * (k2 + i));
           }
         }
 #pragma unroll
-        for (int np = 0; np < 2; ++np) load_b_kn(bf[i][np], vd_base, kRowV, 16 * np, 16 * (k2 + i));
+        for (int np = 0; np < kNT / 2; ++np) load_b_kn(bf[i][np], vd_base, kRowS, 16 * np, 16 * (k2 + i));
       }
 #pragma unroll
       for (int i = 0; i < kAheadU; ++i) {
 #pragma unroll
-        for (int np = 0; np < 2; ++np) {
+        for (int np = 0; np < kNT / 2; ++np) {
           mma16816<false>(s[2 * np], af[i], bf[i][np][0], bf[i][np][1]);
           mma16816<false>(s[2 * np + 1], af[i], bf[i][np][2], bf[i][np][3]);
         }
         if constexpr (kFold) {
           if (k2 + i <= mt) {
-            mma16816<false>(po[0], ap[i], bv[i][0], bv[i][1]);
-            mma16816<false>(po[1], ap[i], bv[i][2], bv[i][3]);
+#pragma unroll
+            for (int np = 0; np < kWN / 2; ++np) {
+              mma16816<false>(po[2 * np], ap[i], bv[i][np][0], bv[i][np][1]);
+              mma16816<false>(po[2 * np + 1], ap[i], bv[i][np][2], bv[i][np][3]);
+            }
           }
         }
       }
     }
     if constexpr (kFold) {
       // O = diag(e^gamma) Q S + P V' for the warp's tokens of the chunk (padded rows dropped).
-      const float* Eg = reinterpret_cast<const float*>(st + kAtE);
+      const float* Eg = reinterpret_cast<const float*>(st + L::kAtE);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int r = 16 * mt + g + 8 * h;
         if (r >= it.len) continue;
         const float eg = Eg[r];
-        float* dst = a.out + ((static_cast<int64_t>(it.row0) + r) * a.v_heads + j) * kD + tile * kBV + 8 * nb + 2 * c;
+        float* dst = a.out + ((static_cast<int64_t>(it.row0) + r) * a.v_heads + j) * kD + tile * kCols + 8 * nb + 2 * c;
 #pragma unroll
-        for (int e = 0; e < 2; ++e)
+        for (int e = 0; e < kWN; ++e)
           *reinterpret_cast<float2*>(dst + 8 * e) = make_float2(eg * (qs[0][e][2 * h] + qs[1][e][2 * h]) + po[e][2 * h],
                                                                 eg * (qs[0][e][2 * h + 1] + qs[1][e][2 * h + 1]) + po[e][2 * h + 1]);
       }
@@ -809,12 +829,15 @@ void deltanet_chunked_tc(const DeltaNetArgs& a, const DeltaNetChunkItem* items, 
     check_cuda(cudaFuncSetAttribute(deltanet_tc_prepare_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     kPrepFixedSmem + kMaxGroup * kPrepGatesSmem),
                "gated_delta_rule tensor-core prepare kernel attribute");
-    check_cuda(cudaFuncSetAttribute(deltanet_tc_scan_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    scan_smem(false)),
+    check_cuda(cudaFuncSetAttribute(deltanet_tc_scan_kernel<false, kBV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    ScanLayout<false, kBV>::kSmem),
                "gated_delta_rule tensor-core scan kernel attribute");
-    check_cuda(cudaFuncSetAttribute(deltanet_tc_scan_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    scan_smem(true)),
+    check_cuda(cudaFuncSetAttribute(deltanet_tc_scan_kernel<true, kBV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    ScanLayout<true, kBV>::kSmem),
                "gated_delta_rule tensor-core scan kernel (output folded in) attribute");
+    check_cuda(cudaFuncSetAttribute(deltanet_tc_scan_kernel<true, 2 * kBV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    ScanLayout<true, 2 * kBV>::kSmem),
+               "gated_delta_rule tensor-core scan kernel (output folded in, 64 columns) attribute");
     check_cuda(cudaFuncSetAttribute(deltanet_tc_output_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kOutSmem),
                "gated_delta_rule tensor-core output kernel attribute");
     return true;
@@ -825,20 +848,30 @@ void deltanet_chunked_tc(const DeltaNetArgs& a, const DeltaNetChunkItem* items, 
   launch_dependent("deltanet_tc_prepare_kernel", deltanet_tc_prepare_kernel,
                    dim3(static_cast<unsigned>(n_items), static_cast<unsigned>(a.v_heads / group)), kThreads,
                    kPrepFixedSmem + group * kPrepGatesSmem, stream, a, items, scratch, group);
-  // The scan is launched plainly, not chained: chained, its blocks (one per 32 value columns
-  // and head, fewer than the SMs for the 9B) are placed while the prepare kernel drains, and
-  // the layer ran ~20% slower with 32 value heads (docs/benchmarks.md, "The DeltaNet scan's
-  // launch"); a plain launch spreads them over the idle SMs. When its blocks fit the SMs one
-  // each, the scan also computes the output (the folded kernel needs an SM's shared memory to
-  // itself; with more blocks than SMs the unfolded one runs two an SM).
-  const dim3 scan_grid(kD / kBV, static_cast<unsigned>(a.v_heads), static_cast<unsigned>(n_chunk_seqs));
-  if (int64_t{scan_grid.x} * scan_grid.y * scan_grid.z <= n_sms) {
-    launch_dependent("deltanet_tc_scan_kernel (output folded in)", deltanet_tc_scan_kernel<true>, scan_grid, kThreads,
-                     scan_smem(true), Stream{stream.handle, false}, a, items, chunk_seqs, scratch, group);
+  // The scan is launched plainly, not chained: chained, its blocks (fewer than the SMs when
+  // folded) are placed while the prepare kernel drains, and the layer ran ~20% slower with 32
+  // value heads (docs/benchmarks.md, "The DeltaNet scan's launch"); a plain launch spreads them
+  // over the idle SMs. The folded kernel needs an SM's shared memory to itself, so it runs when
+  // its blocks fit the SMs one each: 32 columns a block if four a head fit, else 64 if two do;
+  // otherwise the unfolded one runs two an SM and the output kernel follows.
+  const Stream plain{stream.handle, false};
+  const int64_t heads = int64_t{a.v_heads} * n_chunk_seqs;
+  const auto grid = [&](int cols) {
+    return dim3(static_cast<unsigned>(kD / cols), static_cast<unsigned>(a.v_heads), static_cast<unsigned>(n_chunk_seqs));
+  };
+  if (heads * (kD / kBV) <= n_sms) {
+    launch_dependent("deltanet_tc_scan_kernel (output folded in)", deltanet_tc_scan_kernel<true, kBV>, grid(kBV),
+                     kThreads, ScanLayout<true, kBV>::kSmem, plain, a, items, chunk_seqs, scratch, group);
     return;
   }
-  launch_dependent("deltanet_tc_scan_kernel", deltanet_tc_scan_kernel<false>, scan_grid, kThreads, scan_smem(false),
-                   Stream{stream.handle, false}, a, items, chunk_seqs, scratch, group);
+  if (heads * (kD / (2 * kBV)) <= n_sms) {
+    launch_dependent("deltanet_tc_scan_kernel (output folded in, 64 columns)", deltanet_tc_scan_kernel<true, 2 * kBV>,
+                     grid(2 * kBV), kThreads, ScanLayout<true, 2 * kBV>::kSmem, plain, a, items, chunk_seqs, scratch,
+                     group);
+    return;
+  }
+  launch_dependent("deltanet_tc_scan_kernel", deltanet_tc_scan_kernel<false, kBV>, grid(kBV), kThreads,
+                   ScanLayout<false, kBV>::kSmem, plain, a, items, chunk_seqs, scratch, group);
   launch_dependent("deltanet_tc_output_kernel", deltanet_tc_output_kernel, per_chunk, kThreads, kOutSmem, stream, a,
                    items, scratch, group);
 }

@@ -173,14 +173,22 @@ void check_emulated_once(int64_t hk, int64_t hv, const std::vector<int64_t>& len
   CHECK(std::equal(state.end() - static_cast<std::ptrdiff_t>(per), state.end(), state0.end() - static_cast<std::ptrdiff_t>(per)));
 }
 
-// Both scans: the one that also computes the output (its blocks fit the SMs) and the one
-// followed by the output kernel (they do not).
+// Every form of the scan, by the SM count the launch is told: the one that also computes the
+// output with 32 columns a block (four blocks a head fit the SMs), with 64 (two fit), and the
+// one followed by the output kernel (they do not).
 void check_emulated(int64_t hk, int64_t hv, const std::vector<int64_t>& lens, uint64_t seed, bool strong_decays = false,
                     const std::vector<int64_t>& snapshots = {}, const std::vector<int64_t>& second = {}) {
-  for (const int32_t sms : {132, 1}) {
-    std::printf("scan %s:\n", sms > 1 ? "with the output folded in" : "then the output kernel");
-    INFO((sms > 1 ? "output folded into the scan" : "output kernel"));
-    check_emulated_once(hk, hv, lens, seed, strong_decays, snapshots, second, sms);
+  const auto heads = static_cast<int32_t>(hv * static_cast<int64_t>(lens.size()));
+  const struct {
+    int32_t sms;
+    const char* what;
+  } forms[] = {{4 * heads, "with the output folded in, 32 columns a block"},
+               {2 * heads, "with the output folded in, 64 columns a block"},
+               {2 * heads - 1, "then the output kernel"}};
+  for (const auto& f : forms) {
+    std::printf("scan %s:\n", f.what);
+    INFO(f.what);
+    check_emulated_once(hk, hv, lens, seed, strong_decays, snapshots, second, f.sms);
   }
 }
 
