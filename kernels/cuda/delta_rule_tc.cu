@@ -37,9 +37,11 @@
 // tests/kernels_cuda_emu (this source on the CPU, through an emulation of the warp-level
 // instructions).
 //
-// mma.sync m16n8k16 fragments come from ldmatrix as in attention_prefill.cu: tiles in shared
-// memory are row-major with rows padded by 16 bytes (row strides of 80, 144 and 272 bytes put
-// the eight rows an ldmatrix reads in distinct bank groups).
+// mma.sync m16n8k16 fragments come from ldmatrix as in attention_prefill.cu: tiles a kernel
+// writes to shared memory itself are row-major with rows padded by 16 bytes (row strides of
+// 80, 144 and 272 bytes put the eight rows an ldmatrix reads in distinct bank groups); the
+// tiles prepare hands the scan through scratch are unpadded and swizzled instead (piece_at),
+// so they travel as whole-tile bulk copies.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -95,7 +97,6 @@ static_assert(kOffEd + kC * 4 <= kScratchBytes, "tensor-core scratch layout must
 // Padded row strides (bytes) of the bf16 tiles in shared memory.
 constexpr int kRowD = (kD + 8) * 2;     // 128 columns: 272
 constexpr int kRowC = (kC + 8) * 2;     // 64 columns: 144
-constexpr int kRowV = (kBV + 8) * 2;    // 32 columns: 80
 // Each kernel is sized for two blocks per SM (228 KB of shared memory, 1 KB reserved per block).
 constexpr int kTwoPerSm = 113 * 1024;
 
