@@ -92,15 +92,23 @@ void Backend::copy(const Tensor& src, Tensor& dst) {
   if (src.numel() > 0) do_copy(src, dst);
 }
 
+namespace {
+// What copy_to_host and copy_from_host convert: f32, and the backend's other float types.
+void require_host_copyable(const Tensor& t, const char* op, const char* name, DType activations, DType state) {
+  if (t.dtype() == state) return;
+  require_f32_or(t, op, name, activations);
+}
+}  // namespace
+
 void Backend::copy_to_host(const Tensor& src, std::span<float> dst) {
-  require_f32_or(src, "copy_to_host", "src", activation_dtype());
+  require_host_copyable(src, "copy_to_host", "src", activation_dtype(), recurrent_state_dtype());
   DS_REQUIRE(static_cast<int64_t>(dst.size()) == src.numel(), "copy_to_host",
              "destination holds " + std::to_string(dst.size()) + " floats, tensor " + src.shape().str());
   if (!dst.empty()) do_copy_to_host(src, dst);
 }
 
 void Backend::copy_from_host(std::span<const float> src, Tensor& dst) {
-  require_f32_or(dst, "copy_from_host", "dst", activation_dtype());
+  require_host_copyable(dst, "copy_from_host", "dst", activation_dtype(), recurrent_state_dtype());
   DS_REQUIRE(static_cast<int64_t>(src.size()) == dst.numel(), "copy_from_host",
              "source holds " + std::to_string(src.size()) + " floats, tensor " + dst.shape().str());
   if (!src.empty()) do_copy_from_host(src, dst);
@@ -306,8 +314,9 @@ void Backend::gated_delta_rule(const Tensor& qkv, const Tensor& a, const Tensor&
   const char* op = "gated_delta_rule";
   for (const auto& [t, name] :
        {std::pair<const Tensor*, const char*>{&qkv, "qkv"}, {&a, "a"}, {&b, "b"}, {&a_log, "a_log"},
-        {&dt_bias, "dt_bias"}, {&recurrent_state, "recurrent_state"}, {&out, "out"}})
+        {&dt_bias, "dt_bias"}, {&out, "out"}})
     require_type(*t, op, name, DType::f32);
+  require_type(recurrent_state, op, "recurrent_state", recurrent_state_dtype());
   const int64_t hk = dims.k_heads, hv = dims.v_heads, dk = dims.k_dim, dv = dims.v_dim;
   DS_REQUIRE(hk > 0 && hv > 0 && dk > 0 && dv > 0 && hv % hk == 0, op,
              "value heads must be a positive multiple of key heads");

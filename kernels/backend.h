@@ -18,7 +18,8 @@
 //    head_dim] (kvcache::KvPoolLayout order) in kv_cache_dtype().
 //  * DeltaNet state, all layers of all slots in two tensors (kvcache::StateLayout order):
 //    conv [num_slots, n_layers, conv_dim, Kc-1] (oldest input first) and recurrent
-//    [num_slots, n_layers, Hv, dk, dv] (S with the key index as rows), both f32.
+//    [num_slots, n_layers, Hv, dk, dv] (S with the key index as rows); conv f32, recurrent in
+//    recurrent_state_dtype().
 //  * `out` may be the same tensor as an input only where an op says so.
 //  * Shapes and types are checked here, once, for every backend (backend.cpp): each op is a
 //    public function that checks its arguments against this contract, then calls the
@@ -71,6 +72,11 @@ class Backend {
   virtual bool fp8_weights() const { return false; }
   // Element type of the K/V pools this backend allocates and reads.
   virtual DType kv_cache_dtype() const = 0;
+  // Element type of the recurrent (delta-rule) state slots: f32, what Qwen3.5's config asks for
+  // (mamba_ssm_dtype), or bf16, half the bytes of the stream that dominates a decode step at
+  // high concurrency (vLLM's --mamba-ssm-cache-dtype, SGLang's --mamba-ssm-dtype). The
+  // arithmetic is fp32 either way: a bf16 state is rounded where a step stores it.
+  virtual DType recurrent_state_dtype() const { return DType::f32; }
   // Element type of the GEMM-input activation buffers (see the conventions above).
   virtual DType activation_dtype() const { return DType::f32; }
   // Free and total bytes of the device this backend computes on (zeros for host backends):
@@ -182,7 +188,8 @@ class Backend {
   // A chunk with row-state slots also leaves S after row i in row_state_slots[i], and one with
   // snapshot rows S after each of them in its slot.
   // qkv [rows, conv_dim] (after the conv), a, b [rows, Hv], a_log, dt_bias [Hv],
-  // recurrent_state [slots, layers, Hv, dk, dv], out [rows, Hv, dv]; all f32.
+  // recurrent_state [slots, layers, Hv, dk, dv] in recurrent_state_dtype(), out [rows, Hv, dv];
+  // the others f32.
   void gated_delta_rule(const Tensor& qkv, const Tensor& a, const Tensor& b, const Tensor& a_log,
                         const Tensor& dt_bias, Tensor& recurrent_state, int64_t layer, const BatchPlan& plan,
                         const DeltaNetDims& dims, Tensor& out);

@@ -3,8 +3,8 @@
 // A DeltaNet layer carries its whole history in a fixed-size state, so unlike K/V it is not
 // paged: a sequence holds exactly one slot for as long as it runs, and the slot index selects
 // its state in every linear-attention layer. Per slot and layer there are two parts:
-//   conv state       [conv_dim, conv_taps]            the last Kc-1 pre-conv inputs (fp32)
-//   recurrent state  [value_heads, key_dim, value_dim] the delta-rule matrix S (fp32)
+//   conv state       [conv_dim, conv_taps]            the last Kc-1 pre-conv inputs (conv_dtype)
+//   recurrent state  [value_heads, key_dim, value_dim] the delta-rule matrix S (recurrent_dtype)
 // Backends keep two arrays, conv [num_slots, layers, conv_dim, taps] and recurrent
 // [num_slots, layers, Hv, dk, dv]; StateLayout gives the 64-bit base offsets into them and
 // leaves the inner order of a layer's state to the backend.
@@ -34,14 +34,15 @@ struct StateLayout {
   int64_t value_heads = 0;  // Hv
   int64_t key_dim = 0;      // dk (per head)
   int64_t value_dim = 0;    // dv (per head)
-  DType dtype = DType::f32;
+  DType conv_dtype = DType::f32;
+  DType recurrent_dtype = DType::f32;  // f32 or bf16: Backend::recurrent_state_dtype
 
   int64_t conv_elements_per_layer() const { return conv_dim * conv_taps; }
   int64_t recurrent_elements_per_layer() const { return value_heads * key_dim * value_dim; }
   int64_t conv_elements_per_slot() const { return n_layers * conv_elements_per_layer(); }
   int64_t recurrent_elements_per_slot() const { return n_layers * recurrent_elements_per_layer(); }
   int64_t bytes_per_slot() const {
-    return ds::row_bytes(dtype, conv_elements_per_slot() + recurrent_elements_per_slot());
+    return ds::row_bytes(conv_dtype, conv_elements_per_slot()) + ds::row_bytes(recurrent_dtype, recurrent_elements_per_slot());
   }
 
   // Element offsets of (slot, layer) into the conv and recurrent arrays.

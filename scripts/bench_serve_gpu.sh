@@ -14,7 +14,7 @@
 # Results: $OUT/summary.txt (tables, printed last) and $OUT/results.tar.gz (the result JSONs,
 # bench_serve tables, server and benchmark logs).
 #   [SIZES="9b 27b"] [SWEEP_9B="1:8 16:64 64:128 256:512"] [SWEEP_27B="1:4 16:32"] [HOST_STEP=1]
-#   [WEIGHTS="bf16 fp8"] [BUDGETS="2048 8192"] [REUSE_CKPT=1] [BUNDLE=.devbuild/bench-serve/bundle.tar.xz]
+#   [WEIGHTS="bf16 fp8"] [BUDGETS="2048 8192"] [STATES="f32 bf16"] [REUSE_CKPT=1] [BUNDLE=.devbuild/bench-serve/bundle.tar.xz]
 #   scripts/bench_serve_gpu.sh
 # BUDGETS: the sweep once per step token budget (`serve --max-num-batched-tokens N`, tag _tN),
 # in turns, for each weight format; unset, the server's default.
@@ -22,6 +22,8 @@
 # fp8 with `--quantization fp8 --fp8-weights resident` (issue 22: e4m3 codes in device memory),
 # fp8-bf16 with `--quantization fp8` alone (dequantised to bf16 at load). "serve ... up in N s"
 # is then the quantising load.
+# STATES: the sweep once per DeltaNet recurrent state type (`serve --mamba-ssm-cache-dtype`,
+# tag _s<type>), in turns within each weight format and budget; unset, the server's default.
 # A sweep point is CONCURRENCY:PROMPTS[:greedy]. Shapes: 9B 1024 in / 256 out, 27B 8192 in / 1024 out
 # (the issue's standard sweep; 27B is SGLang's published Qwen3.5-27B H200 workload).
 set -uo pipefail
@@ -58,8 +60,9 @@ for size in $SIZES; do
   CKPT=/tmp/qwen35-$size-random
   if [ "$size" = 27b ]; then IN=8192; OUTLEN=1024; SWEEP=${SWEEP_27B:-1:4 16:32}
   else IN=1024; OUTLEN=256; SWEEP=${SWEEP_9B:-1:8 16:64 64:128 256:512}; fi
-  for variant in $(for w in ${WEIGHTS:-bf16}; do for t in ${BUDGETS:-default}; do echo "$w:$t"; done; done); do
-  weights=${variant%%:*}; budget=${variant#*:}
+  for variant in $(for w in ${WEIGHTS:-bf16}; do for t in ${BUDGETS:-default}; do for st in ${STATES:-default}; do
+                     echo "$w:$t:$st"; done; done; done); do
+  IFS=: read -r weights budget state <<< "$variant"
   case $weights in
     fp8) wargs=(--quantization fp8 --fp8-weights resident) ;;
     fp8-bf16) wargs=(--quantization fp8) ;;
@@ -67,6 +70,7 @@ for size in $SIZES; do
   esac
   tag=$size; [ -n "${WEIGHTS:-}" ] && tag=${size}_$weights
   [ "$budget" != default ] && { tag=${tag}_t$budget; wargs+=(--max-num-batched-tokens "$budget"); }
+  [ "$state" != default ] && { tag=${tag}_s$state; wargs+=(--mamba-ssm-cache-dtype "$state"); }
   [ "$(left)" -gt 90 ] || { note "no time left for $tag"; continue; }
   t0=$SECONDS
   "$B/bin/serve" --model "$CKPT" --backend cuda --port $PORT --gpu-memory-utilization 0.9 --max-num-seqs 256 \

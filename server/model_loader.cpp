@@ -102,6 +102,11 @@ std::string served_name(const ServerOptions& o, const std::string& model_dir) {
   return p.filename().string();
 }
 
+// --mamba-ssm-cache-dtype (checked by the options): auto is the f32 the model's config asks for.
+DType recurrent_state_dtype(const ServerOptions& o) {
+  return o.mamba_ssm_cache_dtype == "auto" ? DType::f32 : ds::parse_dtype(o.mamba_ssm_cache_dtype);
+}
+
 BackendSampler make_sampler(kernels::Backend& backend) {
   BackendSampler s;
 #ifdef DELTASERVE_HAS_CUDA
@@ -124,6 +129,7 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::strin
   if (o.backend == "cuda" || (o.backend == "auto" && cuda::cuda_device_available())) {
     cuda::CudaBackendOptions co;
     if (o.kv_cache_dtype != "auto") co.kv_dtype = ds::parse_dtype(o.kv_cache_dtype);
+    co.recurrent_state_dtype = recurrent_state_dtype(o);
     co.fp8_weights = o.fp8_weights == "resident";
     try {
       lm->backend = cuda::make_cuda_backend(co);
@@ -138,7 +144,7 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::strin
   if (!lm->backend && o.gpu_memory_utilization)
     throw std::runtime_error("--gpu-memory-utilization sizes device memory, and --backend " + o.backend +
                              " found no GPU backend here (cpu: use --kv-cache-memory BYTES)");
-  if (!lm->backend) lm->backend = kernels::cpu::make_cpu_backend();
+  if (!lm->backend) lm->backend = kernels::cpu::make_cpu_backend({.recurrent_state_dtype = recurrent_state_dtype(o)});
   const DType kv_dtype = lm->backend->kv_cache_dtype();
   if (o.kv_cache_dtype != "auto" && ds::parse_dtype(o.kv_cache_dtype) != kv_dtype)
     throw std::runtime_error("--kv-cache-dtype " + o.kv_cache_dtype + ": the " + std::string(lm->backend->name()) +
@@ -260,8 +266,8 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::strin
                ps.num_blocks, ps.block_size, ps.token_capacity(), mib(ps.kv_bytes), dtype_name(geo.k_dtype),
                geo.n_attention_layers, geo.n_kv_heads, geo.head_dim,
                o.paged_attention ? "paged" : "contiguous baseline: max-ctx reserved per sequence");
-  spdlog::info("DeltaNet state slots: {} ({:.1f} MiB, {:.2f} MiB per sequence)", ps.num_slots, mib(ps.state_bytes),
-               mib(geo.state_bytes_per_slot()));
+  spdlog::info("DeltaNet state slots: {} ({:.1f} MiB, {:.2f} MiB per sequence; recurrent state {})", ps.num_slots,
+               mib(ps.state_bytes), mib(geo.state_bytes_per_slot()), dtype_name(geo.state.recurrent_dtype));
   const double fit = static_cast<double>(ps.token_capacity()) / static_cast<double>(ctx);
   spdlog::info("max-ctx {} tokens; max concurrency at max-ctx: {} sequences ({:.2f}x max-ctx in K/V, {} state slots, "
                "--max-num-seqs {}); step budget {} tokens; queue {}",

@@ -45,6 +45,11 @@ void add_server_options(CLI::App& app, ServerOptions& o) {
                  "K/V element type: auto (the backend's: cpu f32, cuda bf16); cuda also f16, q8_0, q4_0 "
                  "(ggml blocks of 32: about 1.9x / 3.6x the tokens of bf16 in the same memory)")
       ->capture_default_str();
+  app.add_option("--mamba-ssm-cache-dtype,--mamba-ssm-dtype", o.mamba_ssm_cache_dtype,
+                 "DeltaNet recurrent state element type: auto (float32, as the model's config asks), float32 or "
+                 "bfloat16 (half the state's memory and of the bytes that dominate decode steps at high "
+                 "concurrency; the state is rounded to bf16 once per step)")
+      ->capture_default_str();
   app.add_option("--block-size", o.block_size, "Tokens per K/V cache block")->capture_default_str();
   app.add_option("--gpu-memory-utilization", o.gpu_memory_utilization,
                  "Fraction of device memory for weights + caches (GPU backends; default 0.9)");
@@ -180,6 +185,8 @@ std::string validate_options(const ServerOptions& o) {
       return std::string("--kv-cache-dtype: ") + e.what();
     }
   }
+  if (const auto& s = o.mamba_ssm_cache_dtype; s != "auto" && s != "float32" && s != "f32" && s != "bfloat16" && s != "bf16")
+    return "--mamba-ssm-cache-dtype must be auto, float32 or bfloat16, got '" + s + "'";
   if (!o.chat_template.empty() && !std::filesystem::is_regular_file(o.chat_template))
     return "--chat-template: no such file: " + o.chat_template;
   if (!o.model.empty() && !std::filesystem::is_directory(o.model))

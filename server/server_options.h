@@ -35,6 +35,7 @@ struct ServerOptions {
   bool paged_attention = true;
   int64_t max_ctx = 0;  // 0: min(model positions, what the cache holds)
   std::string kv_cache_dtype = "auto";
+  std::string mamba_ssm_cache_dtype = "auto";  // the DeltaNet recurrent state: auto (f32), float32, bfloat16
   int block_size = 16;
   std::optional<double> gpu_memory_utilization;
   std::string kv_cache_memory;  // bytes, with an optional K/M/G/Ki/Mi/Gi suffix

@@ -75,13 +75,16 @@ void zero_mapped(void* p, size_t bytes) {
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(const CpuBackendOptions& options)
-      : pool_(options.num_threads), fused_projection_rows_(options.fused_projection_rows) {
+      : pool_(options.num_threads),
+        fused_projection_rows_(options.fused_projection_rows),
+        recurrent_state_dtype_(options.recurrent_state_dtype) {
     // GEMMs are split over our own pool (gemm.cpp); OpenBLAS's threads would only compete.
     openblas_set_num_threads(1);
   }
 
   std::string_view name() const override { return "cpu"; }
   DType kv_cache_dtype() const override { return DType::f32; }
+  DType recurrent_state_dtype() const override { return recurrent_state_dtype_; }
 
   Tensor alloc(DType dtype, const Shape& shape) override {
     DS_CHECK(!is_quantized(dtype), "alloc", "the cpu backend stores no quantised tensors");
@@ -138,11 +141,22 @@ class CpuBackend final : public Backend {
     std::memcpy(dst.data(), src.data(), static_cast<size_t>(src.bytes()));
   }
 
+  // f32, or a bf16 recurrent state (recurrent_state_dtype) converted.
   void do_copy_to_host(const Tensor& src, std::span<float> dst) override {
+    if (src.dtype() == DType::bf16) {
+      const auto* h = src.data_as<const uint16_t>();
+      for (size_t i = 0; i < dst.size(); ++i) dst[i] = ds::bf16_to_f32(h[i]);
+      return;
+    }
     std::memcpy(dst.data(), src.data(), dst.size() * sizeof(float));
   }
 
   void do_copy_from_host(std::span<const float> src, Tensor& dst) override {
+    if (dst.dtype() == DType::bf16) {
+      auto* h = dst.data_as<uint16_t>();
+      for (size_t i = 0; i < src.size(); ++i) h[i] = ds::f32_to_bf16(src[i]);
+      return;
+    }
     std::memcpy(dst.data(), src.data(), src.size() * sizeof(float));
   }
 
@@ -197,11 +211,16 @@ class CpuBackend final : public Backend {
  private:
   ThreadPool pool_;
   int64_t fused_projection_rows_;
+  DType recurrent_state_dtype_;
 };
 
 }  // namespace
 
 std::unique_ptr<Backend> make_cpu_backend(CpuBackendOptions options) {
+  const DType t = options.recurrent_state_dtype;
+  if (t != DType::f32 && t != DType::bf16)
+    throw std::invalid_argument("cpu backend: recurrent state type " + std::string(dtype_name(t)) +
+                                " (supported: f32, bf16)");
   return std::make_unique<CpuBackend>(options);
 }
 

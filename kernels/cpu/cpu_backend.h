@@ -1,6 +1,7 @@
 // The CPU backend: float32 on the host, the project's reference engine.
 //
-// Weights are widened to f32 at upload (bf16 and f16 exactly), K/V pools are f32. GEMMs go
+// Weights are widened to f32 at upload (bf16 and f16 exactly), K/V pools are f32, the
+// recurrent state f32 unless asked for bf16. GEMMs go
 // through OpenBLAS (cblas_sgemm, its own threads); the other kernels are plain C++ written for
 // the compiler to vectorise, and the ones with enough work (attention, the DeltaNet
 // recurrence, the conv, norms over many rows) are split over a small thread pool.
@@ -20,6 +21,8 @@ struct CpuBackendOptions {
   // projections (0, the default); tests raise it to check the fused path a GPU takes against
   // the reference.
   int64_t fused_projection_rows = 0;
+  // Backend::recurrent_state_dtype: f32 or bf16 (anything else is refused by make_cpu_backend).
+  DType recurrent_state_dtype = DType::f32;
 };
 
 std::unique_ptr<Backend> make_cpu_backend(CpuBackendOptions options = {});

@@ -8,13 +8,16 @@
 // Prefill runs this same loop over the chunk rather than HF's chunked (WY) form: on a CPU the
 // recurrence is a small share of the work, and it makes a prefilled state identical to the
 // one per-token decode leaves. The scalar gate maths is done in double. Row-state slots and
-// snapshot slots (batch_plan.h) get a copy of S after their row.
+// snapshot slots (batch_plan.h) get a copy of S after their row. A bf16 state
+// (Backend::recurrent_state_dtype) is widened for the sequence's chunk and rounded where the
+// chunk stores it, as the CUDA kernels do.
 //
 // Work item = (sequence, value head), each owning its state matrix.
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "kernels/common/half.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/vec.h"
 
@@ -41,6 +44,21 @@ DS_CPU_CLONES void delta_step(float* state, const float* qn, const float* kn, co
   }
 }
 
+// A head's state between its slot (f32 or bf16) and the f32 it is computed in.
+void widen_bf16(const void* from, float* to, int64_t n) {
+  const auto* h = static_cast<const uint16_t*>(from);
+  for (int64_t i = 0; i < n; ++i) to[i] = bf16_to_f32(h[i]);
+}
+
+void store_state(const float* from, int64_t n, bool bf16, void* to) {
+  if (!bf16) {
+    std::copy_n(from, n, static_cast<float*>(to));
+    return;
+  }
+  auto* h = static_cast<uint16_t*>(to);
+  for (int64_t i = 0; i < n; ++i) h[i] = f32_to_bf16(from[i]);
+}
+
 }  // namespace
 
 void gated_delta_rule(ThreadPool& pool, const Tensor& qkv, const Tensor& a, const Tensor& b,
@@ -56,22 +74,28 @@ void gated_delta_rule(ThreadPool& pool, const Tensor& qkv, const Tensor& a, cons
   const float* bs = b.data_as<const float>();
   const float* alog = a_log.data_as<const float>();
   const float* dtb = dt_bias.data_as<const float>();
-  float* states = recurrent_state.data_as<float>();
+  const bool bf16 = recurrent_state.dtype() == DType::bf16;
+  auto* states = static_cast<unsigned char*>(recurrent_state.data());
+  const int64_t head_elements = dk * dv, head_bytes = head_elements * (bf16 ? 2 : 4);
+  auto head_state = [&](int64_t slot, int64_t j) { return states + ((slot * n_layers + layer) * hv + j) * head_bytes; };
   float* os = out.data_as<float>();
   const float q_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dk)));
   const int64_t items = static_cast<int64_t>(plan.seqs().size()) * hv;
 
   pool.parallel_for(items, 1, [&](int64_t begin, int64_t end) {
     thread_local std::vector<float> buf;
-    buf.resize(static_cast<size_t>(2 * dk + 2 * dv));
+    buf.resize(static_cast<size_t>(2 * dk + 2 * dv + (bf16 ? head_elements : 0)));
     float* qn = buf.data();
     float* kn = qn + dk;
     float* u = kn + dk;
     float* delta = u + dv;
+    float* wide = delta + dv;  // the widened state of a bf16 slot
     for (int64_t item = begin; item < end; ++item) {
       const auto& seq = plan.seqs()[static_cast<size_t>(item / hv)];
       const int64_t j = item % hv, kh = j / ratio;
-      float* state = states + ((seq.state_slot * n_layers + layer) * hv + j) * dk * dv;
+      void* slot_state = head_state(seq.state_slot, j);
+      float* state = bf16 ? wide : static_cast<float*>(slot_state);
+      if (bf16) widen_bf16(slot_state, state, head_elements);
       const double decay_scale = std::exp(static_cast<double>(alog[j]));
       const SnapshotRow* snapshots = plan.snapshot_rows().data() + seq.snapshot_begin;
       int64_t next_snapshot = 0;
@@ -96,8 +120,9 @@ void gated_delta_rule(ThreadPool& pool, const Tensor& qkv, const Tensor& a, cons
         int64_t copy_to = -1;
         if (t < seq.n_row_states) copy_to = plan.row_state_slots()[static_cast<size_t>(seq.row_state_begin + t)];
         if (next_snapshot < seq.n_snapshots && snapshots[next_snapshot].row == t) copy_to = snapshots[next_snapshot++].slot;
-        if (copy_to >= 0) std::copy(state, state + dk * dv, states + ((copy_to * n_layers + layer) * hv + j) * dk * dv);
+        if (copy_to >= 0) store_state(state, head_elements, bf16, head_state(copy_to, j));
       }
+      if (bf16) store_state(state, head_elements, true, slot_state);
     }
   });
 }

@@ -224,7 +224,8 @@ struct DeltaNetArgs {
   const float* b;        // [rows, Hv]
   const float* a_log;    // [Hv]
   const float* dt_bias;  // [Hv]
-  float* state;          // [slots, layers, Hv, dk, dv]
+  void* state;           // [slots, layers, Hv, dk, dv] of state_type
+  DType state_type;      // f32 or bf16 (CudaBackendOptions::recurrent_state_dtype)
   float* out;            // [rows, Hv, dv]
   int64_t n_layers;
   int64_t layer;

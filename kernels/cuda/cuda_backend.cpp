@@ -60,6 +60,7 @@ class CudaBackend final : public kernels::Backend {
 
   std::string_view name() const override { return "cuda"; }
   DType kv_cache_dtype() const override { return options_.kv_dtype; }
+  DType recurrent_state_dtype() const override { return options_.recurrent_state_dtype; }
   DType activation_dtype() const override { return options_.f32_weights ? DType::f32 : DType::bf16; }
 
   DeviceMemory device_memory() const override {
@@ -360,7 +361,8 @@ class CudaBackend final : public kernels::Backend {
     g.b = b.data_as<const float>();
     g.a_log = a_log.data_as<const float>();
     g.dt_bias = dt_bias.data_as<const float>();
-    g.state = recurrent_state.data_as<float>();
+    g.state = recurrent_state.data();
+    g.state_type = recurrent_state.dtype();
     g.out = out.data_as<float>();
     g.n_layers = recurrent_state.dim(1);
     g.layer = layer;
@@ -446,6 +448,10 @@ std::unique_ptr<kernels::Backend> make_cuda_backend(const CudaBackendOptions& op
   if (t != DType::bf16 && t != DType::f16 && t != DType::q8_0 && t != DType::q4_0)
     throw std::invalid_argument("cuda backend: K/V cache type " + std::string(dtype_name(t)) +
                                 " (supported: bf16, f16, q8_0, q4_0)");
+  const DType s = options.recurrent_state_dtype;
+  if (s != DType::f32 && s != DType::bf16)
+    throw std::invalid_argument("cuda backend: recurrent state type " + std::string(dtype_name(s)) +
+                                " (supported: f32, bf16)");
   return std::make_unique<CudaBackend>(options);
 }
 

@@ -47,6 +47,8 @@ struct CudaBackendOptions {
   // Element type of both K/V pools: bf16, f16, q8_0 or q4_0 (the quantised types need a head
   // dim that is a multiple of 32). Anything else is refused by make_cuda_backend.
   DType kv_dtype = DType::bf16;
+  // Backend::recurrent_state_dtype: f32 or bf16 (anything else is refused by make_cuda_backend).
+  DType recurrent_state_dtype = DType::f32;
 
   struct KernelPaths {
     // Kernels chained as programmatic dependent launches (backend_common.cuh): each is

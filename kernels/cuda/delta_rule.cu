@@ -1,6 +1,7 @@
 // The Gated DeltaNet core of the CUDA backend: gates, L2 norms and the delta rule over the
-// fp32 recurrent state in the StatePool slots, for every sequence of a step in one batched
-// launch per path (backend.h states the maths; dk = dv = 128 here).
+// recurrent state in the StatePool slots (fp32 or bf16 there, fp32 in the kernels:
+// delta_rule_common.cuh), for every sequence of a step in one batched launch per path
+// (backend.h states the maths; dk = dv = 128 here).
 //
 // Token by token (decode, and chunks of a few tokens): one thread block per (sequence, value
 // head, 32 state columns); thread (lane c, warp w) keeps S[32w .. 32w+31][c] in registers for
@@ -24,6 +25,8 @@
 // Padded rows of a short last chunk have beta = g = 0 and zero q, k, v, so they change nothing.
 // All arithmetic is fp32 (the scalar gates in double, as the CPU backend computes them), so
 // a prefilled state equals the token-by-token one to fp32 rounding.
+#include <type_traits>
+
 #include "kernels/cuda/backend_common.cuh"
 #include "kernels/cuda/backend_ops.h"
 #include "kernels/cuda/delta_rule_common.cuh"
@@ -54,10 +57,14 @@ using delta::gates;
 using delta::kC;
 using delta::kD;
 using delta::q_scale;
+using delta::state_load;
+using delta::state_store;
+using delta::with_state_type;
 constexpr int kPad = kD + 1;   // padded row stride of K and Q in the prepare kernel
 
 // ---- token by token
 
+template <class State>
 __global__ void __launch_bounds__(128) deltanet_recurrent_kernel(const DeltaNetArgs a, const int32_t* seq_ids) {
   __shared__ float qs[kD], ks[kD];
   __shared__ float part[4][32];
@@ -69,10 +76,11 @@ __global__ void __launch_bounds__(128) deltanet_recurrent_kernel(const DeltaNetA
   const int kh = j / (a.v_heads / a.k_heads);
   const int64_t key_dim = static_cast<int64_t>(a.k_heads) * kD;
   const int64_t conv_dim = 2 * key_dim + static_cast<int64_t>(a.v_heads) * kD;
-  float* S = a.state + ((static_cast<int64_t>(sq.state_slot) * a.n_layers + a.layer) * a.v_heads + j) * kD * kD;
+  State* const states = static_cast<State*>(a.state);
+  State* S = states + ((static_cast<int64_t>(sq.state_slot) * a.n_layers + a.layer) * a.v_heads + j) * kD * kD;
   float s[32];
 #pragma unroll
-  for (int r = 0; r < 32; ++r) s[r] = S[static_cast<int64_t>(warp * 32 + r) * kD + col];
+  for (int r = 0; r < 32; ++r) s[r] = state_load(S + static_cast<int64_t>(warp * 32 + r) * kD + col);
   // The plan (seqs, seq_ids) was uploaded at the start of the step and this layer's state was
   // last written by this kernel a step ago, both finished long before the kernel just ahead
   // of this one (see launch_dependent), so the state loads above overlap that kernel's tail;
@@ -116,14 +124,14 @@ __global__ void __launch_bounds__(128) deltanet_recurrent_kernel(const DeltaNetA
     if (next_snapshot < sq.n_snapshots && a.snapshots[sq.snapshot_begin + next_snapshot].row == t)
       slot = a.snapshots[sq.snapshot_begin + next_snapshot++].slot;
     if (slot >= 0) {
-      float* R = a.state + ((slot * a.n_layers + a.layer) * a.v_heads + j) * kD * kD;
+      State* R = states + ((slot * a.n_layers + a.layer) * a.v_heads + j) * kD * kD;
 #pragma unroll
-      for (int r = 0; r < 32; ++r) R[static_cast<int64_t>(warp * 32 + r) * kD + col] = s[r];
+      for (int r = 0; r < 32; ++r) state_store(R + static_cast<int64_t>(warp * 32 + r) * kD + col, s[r]);
     }
     __syncthreads();  // part, qs and ks are rewritten by the next token
   }
 #pragma unroll
-  for (int r = 0; r < 32; ++r) S[static_cast<int64_t>(warp * 32 + r) * kD + col] = s[r];
+  for (int r = 0; r < 32; ++r) state_store(S + static_cast<int64_t>(warp * 32 + r) * kD + col, s[r]);
 }
 
 // ---- chunked: prepare
@@ -298,6 +306,7 @@ __device__ __forceinline__ void copy4(float* dst, const float* src, int n_floats
   for (int i = threadIdx.x; i < n_floats / 4; i += 256) cp_async16(dst + 4 * i, src + 4 * i);
 }
 
+template <class State>
 __global__ void __launch_bounds__(256) deltanet_scan_kernel(const DeltaNetArgs a, const DeltaNetChunkItem* items,
                                                        const DeltaNetChunkSeq* chunk_seqs, const float* scratch) {
   wait_for_previous_kernel();
@@ -315,22 +324,23 @@ __global__ void __launch_bounds__(256) deltanet_scan_kernel(const DeltaNetArgs a
   const DeltaNetChunkSeq cs = chunk_seqs[blockIdx.z];
   const DevSeq sq = a.seqs[cs.seq];
   const int tid = threadIdx.x, c = tid & 31, rg = tid >> 5;
-  float* S = a.state + ((static_cast<int64_t>(sq.state_slot) * a.n_layers + a.layer) * a.v_heads + j) * kD * kD;
+  State* const states = static_cast<State*>(a.state);
+  State* S = states + ((static_cast<int64_t>(sq.state_slot) * a.n_layers + a.layer) * a.v_heads + j) * kD * kD;
 
   // Thread (c, rg) owns state rows 16rg .. 16rg+15 of column c; the shared tile mirrors them.
   float s16[16];
 #pragma unroll
   for (int m = 0; m < 16; ++m) {
-    s16[m] = S[static_cast<int64_t>(rg * 16 + m) * kD + tile * 32 + c];
+    s16[m] = state_load(S + static_cast<int64_t>(rg * 16 + m) * kD + tile * 32 + c);
     Ss[(rg * 16 + m) * 32 + c] = s16[m];
   }
 
   for (int item = cs.first_item; item < cs.first_item + cs.n_items; ++item) {
     const DeltaNetChunkItem it = items[item];
     if (it.snapshot_slot >= 0) {
-      float* R = a.state + ((static_cast<int64_t>(it.snapshot_slot) * a.n_layers + a.layer) * a.v_heads + j) * kD * kD;
+      State* R = states + ((static_cast<int64_t>(it.snapshot_slot) * a.n_layers + a.layer) * a.v_heads + j) * kD * kD;
 #pragma unroll
-      for (int m = 0; m < 16; ++m) R[static_cast<int64_t>(rg * 16 + m) * kD + tile * 32 + c] = s16[m];
+      for (int m = 0; m < 16; ++m) state_store(R + static_cast<int64_t>(rg * 16 + m) * kD + tile * 32 + c, s16[m]);
     }
     const float* src = scratch + (static_cast<int64_t>(item) * a.v_heads + j) * kDeltaNetScratchFloats;
     // Two groups: what V' and the inter-chunk output need first, then P and the state update's K.
@@ -406,7 +416,7 @@ __global__ void __launch_bounds__(256) deltanet_scan_kernel(const DeltaNetArgs a
     __syncthreads();  // the tiles are reloaded and the state re-read by the next chunk
   }
 #pragma unroll
-  for (int m = 0; m < 16; ++m) S[static_cast<int64_t>(rg * 16 + m) * kD + tile * 32 + c] = s16[m];
+  for (int m = 0; m < 16; ++m) state_store(S + static_cast<int64_t>(rg * 16 + m) * kD + tile * 32 + c, s16[m]);
 }
 
 void check_dims(const DeltaNetArgs& a) {
@@ -423,7 +433,10 @@ void deltanet_recurrent(const DeltaNetArgs& a, const int32_t* seq_ids, int32_t n
   check_dims(a);
   if (n > 65535) throw std::invalid_argument("cuda backend: gated_delta_rule: more than 65535 sequences");
   const dim3 grid(kD / 32, static_cast<unsigned>(a.v_heads), static_cast<unsigned>(n));
-  launch_dependent("deltanet_recurrent_kernel", deltanet_recurrent_kernel, grid, 128, 0, stream, a, seq_ids);
+  with_state_type(a, [&](auto* state) {
+    using State = std::remove_pointer_t<decltype(state)>;
+    launch_dependent("deltanet_recurrent_kernel", deltanet_recurrent_kernel<State>, grid, 128, 0, stream, a, seq_ids);
+  });
 }
 
 void deltanet_chunked(const DeltaNetArgs& a, const DeltaNetChunkItem* items, int32_t n_items, const DeltaNetChunkSeq* chunk_seqs,
@@ -433,18 +446,26 @@ void deltanet_chunked(const DeltaNetArgs& a, const DeltaNetChunkItem* items, int
   if (n_chunk_seqs > 65535) throw std::invalid_argument("cuda backend: gated_delta_rule: more than 65535 sequences");
   if (math == DeltaNetChunkMath::tensor_cores)
     return delta::deltanet_chunked_tc(a, items, n_items, chunk_seqs, n_chunk_seqs, scratch, n_sms, stream);
-  static bool attributes_set = false;
-  if (!attributes_set) {
+  static const bool attributes_set = [] {
     check_cuda(cudaFuncSetAttribute(deltanet_prepare_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kPrepareSmem),
                "gated_delta_rule prepare kernel attribute");
-    check_cuda(cudaFuncSetAttribute(deltanet_scan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kScanSmem),
+    check_cuda(cudaFuncSetAttribute(deltanet_scan_kernel<float>, cudaFuncAttributeMaxDynamicSharedMemorySize, kScanSmem),
                "gated_delta_rule scan kernel attribute");
-    attributes_set = true;
-  }
-  const Stream s = stream;
-  launch_dependent("deltanet_prepare_kernel", deltanet_prepare_kernel, dim3(static_cast<unsigned>(n_items), static_cast<unsigned>(a.v_heads)), 256, kPrepareSmem, s, 
-      a, items, scratch);
-  launch_dependent("deltanet_scan_kernel", deltanet_scan_kernel, dim3(kD / 32, static_cast<unsigned>(a.v_heads), static_cast<unsigned>(n_chunk_seqs)), 256, kScanSmem, s, a, items, chunk_seqs, scratch);
+    check_cuda(cudaFuncSetAttribute(deltanet_scan_kernel<__nv_bfloat16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    kScanSmem),
+               "gated_delta_rule scan kernel (bf16 state) attribute");
+    return true;
+  }();
+  (void)attributes_set;
+  launch_dependent("deltanet_prepare_kernel", deltanet_prepare_kernel,
+                   dim3(static_cast<unsigned>(n_items), static_cast<unsigned>(a.v_heads)), 256, kPrepareSmem, stream, a,
+                   items, scratch);
+  with_state_type(a, [&](auto* state) {
+    using State = std::remove_pointer_t<decltype(state)>;
+    launch_dependent("deltanet_scan_kernel", deltanet_scan_kernel<State>,
+                     dim3(kD / 32, static_cast<unsigned>(a.v_heads), static_cast<unsigned>(n_chunk_seqs)), 256, kScanSmem,
+                     stream, a, items, chunk_seqs, scratch);
+  });
 }
 
 }  // namespace ds::cuda::ops

@@ -45,6 +45,7 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "kernels/cuda/backend_common.cuh"
 #include "kernels/cuda/backend_ops.h"
@@ -523,7 +524,7 @@ static_assert(ScanLayout<true, 2 * kBV>::kSmem <= 227 * 1024 - 1024);  // 181 KB
 // folded into the scan"), so it is chosen when the blocks fit the SMs: 32 columns a block when
 // four a head fit (the 9B's 32 heads), else 64 when two do (the 27B's 48: each warp then
 // carries twice the columns), else the unfolded 32-column kernel two an SM.
-template <bool kFold, int kCols>
+template <bool kFold, int kCols, class State>
 __global__ void __launch_bounds__(kThreads, kFold ? 1 : 2) deltanet_tc_scan_kernel(const DeltaNetArgs a, const DeltaNetChunkItem* items,
                                                                      const DeltaNetChunkSeq* chunk_seqs, float* scratch,
                                                                      int group) {
@@ -544,7 +545,8 @@ __global__ void __launch_bounds__(kThreads, kFold ? 1 : 2) deltanet_tc_scan_kern
   wait_for_previous_kernel();
   const DeltaNetChunkSeq cs = chunk_seqs[blockIdx.z];
   const DevSeq sq = a.seqs[cs.seq];
-  float* S = a.state + ((static_cast<int64_t>(sq.state_slot) * a.n_layers + a.layer) * a.v_heads + j) * kD * kD +
+  State* const states = static_cast<State*>(a.state);
+  State* S = states + ((static_cast<int64_t>(sq.state_slot) * a.n_layers + a.layer) * a.v_heads + j) * kD * kD +
              tile * kCols;
 
   // A stage is four or six bulk copies of whole tiles, issued by one thread, that complete on
@@ -579,7 +581,7 @@ __global__ void __launch_bounds__(kThreads, kFold ? 1 : 2) deltanet_tc_scan_kern
   for (int n = 0; n < kNT; ++n) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const float2 v = *reinterpret_cast<const float2*>(S + static_cast<int64_t>(16 * warp + g + 8 * h) * kD + 8 * n + 2 * c);
+      const float2 v = state_load2(S + static_cast<int64_t>(16 * warp + g + 8 * h) * kD + 8 * n + 2 * c);
       s[n][2 * h] = v.x;
       s[n][2 * h + 1] = v.y;
     }
@@ -587,13 +589,12 @@ __global__ void __launch_bounds__(kThreads, kFold ? 1 : 2) deltanet_tc_scan_kern
 
   const uint32_t ss_base = smem_addr(Ss), vs_base = smem_addr(Vs), vd_base = smem_addr(Vd);
   // The state tile to `to` (the sequence's slot at the end, a snapshot slot on the way).
-  auto store_state = [&](float* to) {
+  auto store_state = [&](State* to) {
 #pragma unroll
     for (int n = 0; n < kNT; ++n) {
 #pragma unroll
       for (int h = 0; h < 2; ++h)
-        *reinterpret_cast<float2*>(to + static_cast<int64_t>(16 * warp + g + 8 * h) * kD + 8 * n + 2 * c) =
-            make_float2(s[n][2 * h], s[n][2 * h + 1]);
+        state_store2(to + static_cast<int64_t>(16 * warp + g + 8 * h) * kD + 8 * n + 2 * c, s[n][2 * h], s[n][2 * h + 1]);
     }
   };
   // Each chunk's item (its snapshot slot; with kFold its rows) and decay are read one chunk
@@ -615,7 +616,7 @@ __global__ void __launch_bounds__(kThreads, kFold ? 1 : 2) deltanet_tc_scan_kern
     next_item = item_of(n + 1);
     next_decay = decay_of(n + 1);
     if (it.snapshot_slot >= 0)
-      store_state(a.state + ((static_cast<int64_t>(it.snapshot_slot) * a.n_layers + a.layer) * a.v_heads + j) * kD * kD +
+      store_state(states + ((static_cast<int64_t>(it.snapshot_slot) * a.n_layers + a.layer) * a.v_heads + j) * kD * kD +
                   tile * kCols);
     uint8_t* scr = scratch_of(scratch, cs.first_item + n, a.v_heads, j);
     // The state as the B operand of W S, in bf16.
@@ -821,6 +822,19 @@ __global__ void __launch_bounds__(kThreads, 2) deltanet_tc_output_kernel(const D
   }
 }
 
+template <class State>
+void set_scan_attributes() {
+  check_cuda(cudaFuncSetAttribute(deltanet_tc_scan_kernel<false, kBV, State>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, ScanLayout<false, kBV>::kSmem),
+             "gated_delta_rule tensor-core scan kernel attribute");
+  check_cuda(cudaFuncSetAttribute(deltanet_tc_scan_kernel<true, kBV, State>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  ScanLayout<true, kBV>::kSmem),
+             "gated_delta_rule tensor-core scan kernel (output folded in) attribute");
+  check_cuda(cudaFuncSetAttribute(deltanet_tc_scan_kernel<true, 2 * kBV, State>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, ScanLayout<true, 2 * kBV>::kSmem),
+             "gated_delta_rule tensor-core scan kernel (output folded in, 64 columns) attribute");
+}
+
 }  // namespace
 
 void deltanet_chunked_tc(const DeltaNetArgs& a, const DeltaNetChunkItem* items, int32_t n_items,
@@ -830,15 +844,8 @@ void deltanet_chunked_tc(const DeltaNetArgs& a, const DeltaNetChunkItem* items, 
     check_cuda(cudaFuncSetAttribute(deltanet_tc_prepare_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     kPrepFixedSmem + kMaxGroup * kPrepGatesSmem),
                "gated_delta_rule tensor-core prepare kernel attribute");
-    check_cuda(cudaFuncSetAttribute(deltanet_tc_scan_kernel<false, kBV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    ScanLayout<false, kBV>::kSmem),
-               "gated_delta_rule tensor-core scan kernel attribute");
-    check_cuda(cudaFuncSetAttribute(deltanet_tc_scan_kernel<true, kBV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    ScanLayout<true, kBV>::kSmem),
-               "gated_delta_rule tensor-core scan kernel (output folded in) attribute");
-    check_cuda(cudaFuncSetAttribute(deltanet_tc_scan_kernel<true, 2 * kBV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    ScanLayout<true, 2 * kBV>::kSmem),
-               "gated_delta_rule tensor-core scan kernel (output folded in, 64 columns) attribute");
+    set_scan_attributes<float>();
+    set_scan_attributes<__nv_bfloat16>();
     check_cuda(cudaFuncSetAttribute(deltanet_tc_output_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kOutSmem),
                "gated_delta_rule tensor-core output kernel attribute");
     return true;
@@ -860,21 +867,25 @@ void deltanet_chunked_tc(const DeltaNetArgs& a, const DeltaNetChunkItem* items, 
   const auto grid = [&](int cols) {
     return dim3(static_cast<unsigned>(kD / cols), static_cast<unsigned>(a.v_heads), static_cast<unsigned>(n_chunk_seqs));
   };
-  if (heads * (kD / kBV) <= n_sms) {
-    launch_dependent("deltanet_tc_scan_kernel (output folded in)", deltanet_tc_scan_kernel<true, kBV>, grid(kBV),
-                     kThreads, ScanLayout<true, kBV>::kSmem, plain, a, items, chunk_seqs, scratch, group);
-    return;
-  }
-  if (heads * (kD / (2 * kBV)) <= n_sms) {
-    launch_dependent("deltanet_tc_scan_kernel (output folded in, 64 columns)", deltanet_tc_scan_kernel<true, 2 * kBV>,
-                     grid(2 * kBV), kThreads, ScanLayout<true, 2 * kBV>::kSmem, plain, a, items, chunk_seqs, scratch,
-                     group);
-    return;
-  }
-  launch_dependent("deltanet_tc_scan_kernel", deltanet_tc_scan_kernel<false, kBV>, grid(kBV), kThreads,
-                   ScanLayout<false, kBV>::kSmem, plain, a, items, chunk_seqs, scratch, group);
-  launch_dependent("deltanet_tc_output_kernel", deltanet_tc_output_kernel, per_chunk, kThreads, kOutSmem, stream, a,
-                   items, scratch, group);
+  bool folded = true;
+  with_state_type(a, [&](auto* state) {
+    using State = std::remove_pointer_t<decltype(state)>;
+    if (heads * (kD / kBV) <= n_sms) {
+      launch_dependent("deltanet_tc_scan_kernel (output folded in)", deltanet_tc_scan_kernel<true, kBV, State>,
+                       grid(kBV), kThreads, ScanLayout<true, kBV>::kSmem, plain, a, items, chunk_seqs, scratch, group);
+    } else if (heads * (kD / (2 * kBV)) <= n_sms) {
+      launch_dependent("deltanet_tc_scan_kernel (output folded in, 64 columns)",
+                       deltanet_tc_scan_kernel<true, 2 * kBV, State>, grid(2 * kBV), kThreads,
+                       ScanLayout<true, 2 * kBV>::kSmem, plain, a, items, chunk_seqs, scratch, group);
+    } else {
+      launch_dependent("deltanet_tc_scan_kernel", deltanet_tc_scan_kernel<false, kBV, State>, grid(kBV), kThreads,
+                       ScanLayout<false, kBV>::kSmem, plain, a, items, chunk_seqs, scratch, group);
+      folded = false;
+    }
+  });
+  if (!folded)
+    launch_dependent("deltanet_tc_output_kernel", deltanet_tc_output_kernel, per_chunk, kThreads, kOutSmem, stream, a,
+                     items, scratch, group);
 }
 
 }  // namespace ds::cuda::ops::delta

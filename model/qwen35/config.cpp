@@ -117,7 +117,7 @@ int64_t ModelConfig::num_deltanet_layers() const {
   return static_cast<int64_t>(layer_kinds.size()) - num_full_layers();
 }
 
-kvcache::CacheGeometry ModelConfig::cache_geometry(DType kv_dtype) const {
+kvcache::CacheGeometry ModelConfig::cache_geometry(DType kv_dtype, DType recurrent_state_dtype) const {
   kvcache::CacheGeometry g;
   g.n_attention_layers = num_full_layers();
   g.n_kv_heads = num_kv_heads;
@@ -130,7 +130,8 @@ kvcache::CacheGeometry ModelConfig::cache_geometry(DType kv_dtype) const {
   g.state.value_heads = deltanet_v_heads;
   g.state.key_dim = deltanet_k_dim;
   g.state.value_dim = deltanet_v_dim;
-  g.state.dtype = DType::f32;
+  g.state.conv_dtype = DType::f32;
+  g.state.recurrent_dtype = recurrent_state_dtype;
   return g;
 }
 

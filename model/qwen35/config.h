@@ -81,8 +81,9 @@ struct ModelConfig {
   int64_t deltanet_value_dim() const { return deltanet_v_heads * deltanet_v_dim; }  // Hv*dv
   int64_t conv_dim() const { return 2 * deltanet_key_dim() + deltanet_value_dim(); }
 
-  // K/V and state geometry for the kvcache pools, with K/V stored as kv_dtype.
-  kvcache::CacheGeometry cache_geometry(DType kv_dtype = DType::f32) const;
+  // K/V and state geometry for the kvcache pools, with K/V stored as kv_dtype and the
+  // recurrent state as recurrent_state_dtype (the conv state is f32).
+  kvcache::CacheGeometry cache_geometry(DType kv_dtype = DType::f32, DType recurrent_state_dtype = DType::f32) const;
 
   // Parses config.json text (and generation_config.json text, empty when absent). Throws
   // std::runtime_error naming `source` and the offending key.

@@ -44,7 +44,7 @@ Model::Model(kernels::Backend& backend, ModelConfig config, ModelWeights weights
 Model::~Model() = default;
 
 kvcache::CacheGeometry Model::cache_geometry() const {
-  kvcache::CacheGeometry g = config_.cache_geometry(backend_->kv_cache_dtype());
+  kvcache::CacheGeometry g = config_.cache_geometry(backend_->kv_cache_dtype(), backend_->recurrent_state_dtype());
   if (weights_.mtp) ++g.n_attention_layers;  // the MTP layer's pool, after the model's (mtp.h)
   return g;
 }
@@ -72,8 +72,8 @@ void Model::allocate_cache(const kvcache::PoolSizes& sizes) {
   const auto& s = g.state;
   const int64_t slots = int64_t{sizes.num_slots} + sizes.num_snapshots;
   const int64_t all_slots = slots + 1;
-  conv_state_ = backend_->alloc(DType::f32, Shape{all_slots, s.n_layers, s.conv_dim, s.conv_taps});
-  recurrent_state_ = backend_->alloc(DType::f32, Shape{all_slots, s.n_layers, s.value_heads, s.key_dim, s.value_dim});
+  conv_state_ = backend_->alloc(s.conv_dtype, Shape{all_slots, s.n_layers, s.conv_dim, s.conv_taps});
+  recurrent_state_ = backend_->alloc(s.recurrent_dtype, Shape{all_slots, s.n_layers, s.value_heads, s.key_dim, s.value_dim});
   backend_->fill_zero(conv_state_);
   backend_->fill_zero(recurrent_state_);
   num_blocks_ = sizes.num_blocks;

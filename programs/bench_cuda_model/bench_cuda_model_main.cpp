@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
   int64_t prefill = 4096, steps = 10, layout_batch = 8;
   int prefill_reps = 6;
   bool profile = false;
-  std::string kv_dtype = "bf16", quantization = "none";
+  std::string kv_dtype = "bf16", quantization = "none", state_dtype = "f32";
   app.add_option("--model", model_dir, "checkpoint directory")->required();
   app.add_option("--batches", batches_s, "decode batch sizes");
   app.add_option("--contexts", contexts_s, "decode context lengths");
@@ -114,6 +114,8 @@ int main(int argc, char** argv) {
   app.add_option("--layout-batch", layout_batch, "batch of the layout comparison");
   app.add_option("--kv-cache-dtype", kv_dtype, "K/V cache type: bf16 (default), f16, q8_0, q4_0")
       ->check(CLI::IsMember({"bf16", "f16", "q8_0", "q4_0"}));
+  app.add_option("--mamba-ssm-cache-dtype", state_dtype, "the DeltaNet recurrent state's type: f32 (default) or bf16")
+      ->check(CLI::IsMember({"f32", "bf16"}));
   cuda::CudaBackendOptions bo;
   bool no_chain = false, no_gemv = false, no_skinny = false, no_bulk = false, no_rows = false;
   app.add_flag("--no-chained-launches", no_chain, "plain launches instead of programmatic dependent ones");
@@ -165,6 +167,7 @@ int main(int argc, char** argv) {
                 ceil.copy_bytes_per_s / 1e9, ceil.bf16_flops / 1e12);
 
     bo.kv_dtype = parse_dtype(kv_dtype);
+    bo.recurrent_state_dtype = parse_dtype(state_dtype);
     bo.paths.chained_launches = !no_chain;
     bo.paths.gemv = !no_gemv;
     bo.paths.fp8_tensor_core_gemv = !fp8_warp_gemv;

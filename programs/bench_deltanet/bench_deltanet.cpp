@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
               "upload");
         check_cuda(cudaMemcpy(cseqs_d, cseqs.data(), cseqs.size() * sizeof(ops::DeltaNetChunkSeq), cudaMemcpyHostToDevice),
               "upload");
-        const ops::DeltaNetArgs g{.qkv = qkv, .a = av, .b = bv, .a_log = alog_d, .dt_bias = dt_d, .state = state,
+        const ops::DeltaNetArgs g{.qkv = qkv, .a = av, .b = bv, .a_log = alog_d, .dt_bias = dt_d, .state = state, .state_type = DType::f32,
                                   .out = out, .n_layers = 1, .layer = 0, .k_heads = hk,
                                   .v_heads = static_cast<int32_t>(hv), .k_dim = static_cast<int32_t>(D),
                                   .v_dim = static_cast<int32_t>(D), .seqs = seqs_d, .row_state_slots = nullptr, .snapshots = nullptr};

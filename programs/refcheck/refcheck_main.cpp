@@ -30,7 +30,7 @@
 
 int main(int argc, char** argv) {
   CLI::App app{"Compare the engine's logits and greedy tokens with a reference file."};
-  std::string model_dir, reference, backend = "cpu", kv_dtype = "bf16", quantization = "none";
+  std::string model_dir, reference, backend = "cpu", kv_dtype = "bf16", quantization = "none", state_dtype = "f32";
   int64_t chunk = 0;
   double tolerance = 0, min_agreement = 0;
   app.add_option("--model", model_dir, "checkpoint directory (config.json, *.safetensors)")->required();
@@ -38,6 +38,8 @@ int main(int argc, char** argv) {
   app.add_option("--backend", backend, "cpu, cuda or cuda-f32")->check(CLI::IsMember({"cpu", "cuda", "cuda-f32"}));
   app.add_option("--kv-cache-dtype", kv_dtype, "cuda: K/V cache type, bf16 (default), f16, q8_0 or q4_0")
       ->check(CLI::IsMember({"bf16", "f16", "q8_0", "q4_0"}));
+  app.add_option("--mamba-ssm-cache-dtype", state_dtype, "the DeltaNet recurrent state's type: f32 (default) or bf16")
+      ->check(CLI::IsMember({"f32", "float32", "bf16", "bfloat16"}));
   app.add_option("--chunk", chunk, "prefill chunk size in tokens (default: whole prompt)")
       ->check(CLI::PositiveNumber);
   app.add_option("--tolerance", tolerance, "max relative error per logits row (default: see above)")
@@ -54,12 +56,13 @@ int main(int argc, char** argv) {
     std::unique_ptr<ds::kernels::Backend> be;
     double default_tolerance = 1e-4, default_agreement = 1.0;
     if (backend == "cpu") {
-      be = ds::kernels::cpu::make_cpu_backend();
+      be = ds::kernels::cpu::make_cpu_backend({.recurrent_state_dtype = ds::parse_dtype(state_dtype)});
     } else {
 #ifdef DELTASERVE_HAS_CUDA
       ds::cuda::CudaBackendOptions o;
       o.f32_weights = backend == "cuda-f32";
       o.kv_dtype = ds::parse_dtype(kv_dtype);
+      o.recurrent_state_dtype = ds::parse_dtype(state_dtype);
       be = ds::cuda::make_cuda_backend(o);
       default_tolerance = o.f32_weights ? 3e-3 : 3e-2;
       default_agreement = o.f32_weights ? 0.98 : 0.95;

@@ -4,6 +4,7 @@
 // same tokens one at a time, however the tokens are split.
 #include <catch2/catch.hpp>
 
+#include "kernels/common/half.h"
 #include "tests/kernels_cpu/kernel_test_util.h"
 
 using ds::kernels::DeltaNetDims;
@@ -94,7 +95,8 @@ RuleRun run_rule(ds::kernels::Backend& be, const std::vector<std::vector<float>>
                  const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b,
                  const std::vector<float>& a_log, const std::vector<float>& dt_bias, const std::vector<float>& state0,
                  const std::vector<std::vector<int64_t>>& chunks) {
-  auto state = t::make(be, Shape{2, 2, kHv, kDk, kDv}, state0);
+  auto state = be.alloc(be.recurrent_state_dtype(), Shape{2, 2, kHv, kDk, kDv});
+  be.copy_from_host(state0, state);
   auto al = t::make(be, Shape{kHv}, a_log);
   auto dt = t::make(be, Shape{kHv}, dt_bias);
   const DeltaNetDims dims{kHk, kHv, kDk, kDv};
@@ -212,4 +214,40 @@ TEST_CASE("gated delta rule: float64 recurrence, grouped heads, split-invariant 
     CHECK(r.out == whole.out);
     CHECK(r.state == whole.state);
   }
+}
+
+TEST_CASE("gated delta rule: a bf16 state is the f32 step's, rounded once where the step stores it", "[kernels]") {
+  auto f32 = t::cpu();
+  auto bf16 = ds::kernels::cpu::make_cpu_backend({.num_threads = 2, .recurrent_state_dtype = ds::DType::bf16});
+  const std::vector<int64_t> len = {9, 4};
+  std::vector<std::vector<float>> qkv, a, b;
+  for (size_t s = 0; s < 2; ++s) {
+    qkv.push_back(t::random_vec(len[s] * kConv, 50 + s));
+    a.push_back(t::random_vec(len[s] * kHv, 60 + s, 2.0f));
+    b.push_back(t::random_vec(len[s] * kHv, 70 + s, 2.0f));
+  }
+  const std::vector<float> a_log = {-0.5f, 0.2f, 0.9f, -1.5f}, dt_bias = {0.3f, -0.2f, 1.0f, 0.0f};
+  auto state0 = t::random_vec(2 * 2 * kHv * kDk * kDv, 80, 0.3f);
+  for (float& v : state0) v = ds::bf16_to_f32(ds::f32_to_bf16(v));  // what a bf16 slot holds exactly
+
+  // One step: the same fp32 arithmetic from the same state, so the same outputs, and the state
+  // the f32 step leaves rounded to bf16 (widened here for the comparison).
+  const RuleRun want = run_rule(*f32, qkv, a, b, a_log, dt_bias, state0, {{9}, {4}});
+  const RuleRun got = run_rule(*bf16, qkv, a, b, a_log, dt_bias, state0, {{9}, {4}});
+  CHECK(got.out == want.out);
+  std::vector<float> rounded = want.state;
+  for (float& v : rounded) v = ds::bf16_to_f32(ds::f32_to_bf16(v));
+  CHECK(got.state == rounded);
+  CHECK(got.state != want.state);
+
+  // Over several steps the roundings between them stay within bf16's precision of the f32 run.
+  const RuleRun want_split = run_rule(*f32, qkv, a, b, a_log, dt_bias, state0, {{4, 5}, {3, 1}});
+  const RuleRun got_split = run_rule(*bf16, qkv, a, b, a_log, dt_bias, state0, {{4, 5}, {3, 1}});
+  double d = 0, r = 0;
+  for (size_t i = 0; i < want_split.state.size(); ++i) {
+    d += (got_split.state[i] - want_split.state[i]) * (got_split.state[i] - want_split.state[i]);
+    r += want_split.state[i] * want_split.state[i];
+  }
+  CHECK(std::sqrt(d / r) < 8e-3);
+  CHECK(t::max_err(got_split.out, std::vector<double>(want_split.out.begin(), want_split.out.end())) < 1e-2);
 }

@@ -26,13 +26,16 @@ using test::SeqDesc;
 namespace {
 
 struct Pair {
-  std::unique_ptr<Backend> cpu = test::cpu(2);
+  std::unique_ptr<Backend> cpu;
   std::unique_ptr<Backend> gpu;
   explicit Pair(bool f32_weights = false, DType kv = DType::bf16, bool fp8_block_gemm = true,
-                int64_t fp8_skinny_rows = cuda::CudaBackendOptions{}.paths.fp8_skinny_rows) {
+                int64_t fp8_skinny_rows = cuda::CudaBackendOptions{}.paths.fp8_skinny_rows,
+                DType recurrent_state = DType::f32) {
+    cpu = kernels::cpu::make_cpu_backend({.num_threads = 2, .recurrent_state_dtype = recurrent_state});
     cuda::CudaBackendOptions o;
     o.f32_weights = f32_weights;
     o.kv_dtype = kv;
+    o.recurrent_state_dtype = recurrent_state;
     o.paths.fp8_block_gemm = fp8_block_gemm;
     o.paths.fp8_skinny_rows = fp8_skinny_rows;
     o.sync_each_op = true;
@@ -401,12 +404,14 @@ namespace {
 // on the tensor cores with bf16 operands (kernels/cuda/delta_rule_tc.cu), within bf16 rounding.
 // Relative L2 error per sequence and of the states; and the worst single (token, head) row
 // (scaled as check_delta_step says), which catches a wrong row at a chunk boundary that a
-// sequence's L2 error would dilute.
+// sequence's L2 error would dilute. With a bf16 state on both sides (each rounds it where a
+// step stores it), the rounding of values that differ by fp32 noise can fall either way: the
+// production tolerances then hold in both modes.
 struct DeltaTolerance {
   double seq, state, row;
 };
-DeltaTolerance delta_tolerance(bool f32_weights) {
-  return f32_weights ? DeltaTolerance{1e-4, 1e-4, 1e-3} : DeltaTolerance{1e-2, 1e-2, 5e-2};
+DeltaTolerance delta_tolerance(bool f32_weights, DType state) {
+  return f32_weights && state == DType::f32 ? DeltaTolerance{1e-4, 1e-4, 1e-3} : DeltaTolerance{1e-2, 1e-2, 5e-2};
 }
 
 // One gated_delta_rule step of `step` on both backends from the states they hold, checked
@@ -416,8 +421,9 @@ void check_delta_step(Pair& p, const kernels::DeltaNetDims& dims, const std::vec
                       int32_t slots, const Tensor& alc, const Tensor& alg, const Tensor& dtc, const Tensor& dtg,
                       Tensor& rsc, Tensor& rsg, const std::vector<float>& qkv, uint64_t seed, bool f32_weights,
                       int32_t untouched, const std::vector<float>& state0) {
-  const DeltaTolerance tol = delta_tolerance(f32_weights);
-  const char* mode = f32_weights ? "fp32 chunks" : "tensor-core chunks";
+  const DeltaTolerance tol = delta_tolerance(f32_weights, rsg.dtype());
+  const std::string mode = std::string(f32_weights ? "fp32 chunks" : "tensor-core chunks") +
+                           (rsg.dtype() == DType::bf16 ? ", bf16 state" : "");
   const int64_t C = dims.conv_dim(), hv = dims.v_heads, dv = dims.v_dim;
   int64_t T = 0;
   for (const auto& s : step) T += s.n_tokens;
@@ -460,7 +466,7 @@ void check_delta_step(Pair& p, const kernels::DeltaNetDims& dims, const std::vec
     const double seq_err = rel(g, w);
     // Printed so a run on the GPU machine shows the margins (the tolerances are estimates).
     std::printf("gated_delta_rule %s, %lld/%lld heads, %lld tokens: sequence rel %.2e, worst row (scaled) %.2e (token %lld)\n",
-                mode, static_cast<long long>(dims.k_heads), static_cast<long long>(hv), static_cast<long long>(s.n_tokens),
+                mode.c_str(), static_cast<long long>(dims.k_heads), static_cast<long long>(hv), static_cast<long long>(s.n_tokens),
                 seq_err, worst, static_cast<long long>(worst_at < 0 ? -1 : worst_at / hv));
     INFO("sequence of " << s.n_tokens << " tokens after " << s.n_cached << " (" << hv << " value heads)");
     CHECK(seq_err < tol.seq);
@@ -470,7 +476,7 @@ void check_delta_step(Pair& p, const kernels::DeltaNetDims& dims, const std::vec
   }
   const auto state_c = test::get(*p.cpu, rsc), state_g = test::get(*p.gpu, rsg);
   const double state_err = rel(state_g, state_c);
-  std::printf("gated_delta_rule %s, %lld/%lld heads: states rel %.2e\n", mode, static_cast<long long>(dims.k_heads),
+  std::printf("gated_delta_rule %s, %lld/%lld heads: states rel %.2e\n", mode.c_str(), static_cast<long long>(dims.k_heads),
               static_cast<long long>(hv), state_err);
   CHECK(state_err < tol.state);
   const size_t per_slot = state_g.size() / static_cast<size_t>(slots);
@@ -480,10 +486,13 @@ void check_delta_step(Pair& p, const kernels::DeltaNetDims& dims, const std::vec
 
 }  // namespace
 
-TEST_CASE("cuda ops: causal_conv1d and gated_delta_rule (recurrent and chunked) continue a state", "[cuda_ops][gpu]") {
-  for (bool f32w : {true, false}) {
-    INFO((f32w ? "f32 reference mode (fp32 chunks)" : "production mode (tensor-core chunks)"));
-    Pair p(f32w);
+TEST_CASE("cuda ops: causal_conv1d and gated_delta_rule (recurrent and chunked) continue a state, f32 or bf16",
+          "[cuda_ops][gpu]") {
+  for (const auto& [f32w, state_type] : {std::pair{true, DType::f32}, std::pair{false, DType::f32},
+                                         std::pair{true, DType::bf16}, std::pair{false, DType::bf16}}) {
+    INFO((f32w ? "f32 reference mode (fp32 chunks)" : "production mode (tensor-core chunks)")
+         << ", recurrent state " << dtype_name(state_type));
+    Pair p(f32w, DType::bf16, true, cuda::CudaBackendOptions{}.paths.fp8_skinny_rows, state_type);
     const kernels::DeltaNetDims dims{2, 4, 128, 128};
     const int64_t C = dims.conv_dim(), hv = dims.v_heads, kc = 4, slots = 10, layers = 2, layer = 1;
     // Two steps over the same slots: sequence lengths cover the recurrent path (1, 5 tokens) and
@@ -500,7 +509,8 @@ TEST_CASE("cuda ops: causal_conv1d and gated_delta_rule (recurrent and chunked) 
     const auto w = test::random_vec(static_cast<size_t>(C * kc), 60, 0.5f);
     const Shape cs{slots, layers, C, kc - 1}, rs{slots, layers, hv, 128, 128};
     const auto conv0 = test::random_vec(static_cast<size_t>(cs.numel()), 61);
-    const auto rec0 = test::random_vec(static_cast<size_t>(rs.numel()), 62, 0.05f);
+    // bf16-exact, so the slot no sequence touches keeps it exactly in either type.
+    const auto rec0 = bf16_exact(test::random_vec(static_cast<size_t>(rs.numel()), 62, 0.05f));
     std::vector<float> a_log(static_cast<size_t>(hv)), dt(static_cast<size_t>(hv));
     for (int64_t j = 0; j < hv; ++j) {
       a_log[static_cast<size_t>(j)] = std::log(1.0f + 3.0f * static_cast<float>(j));
@@ -510,7 +520,7 @@ TEST_CASE("cuda ops: causal_conv1d and gated_delta_rule (recurrent and chunked) 
     Tensor alc = p.cpu->upload({DType::f32, Shape{hv}, a_log.data()}), alg = p.gpu->upload({DType::f32, Shape{hv}, a_log.data()});
     Tensor dtc = p.cpu->upload({DType::f32, Shape{hv}, dt.data()}), dtg = p.gpu->upload({DType::f32, Shape{hv}, dt.data()});
     Tensor csc = test::make(*p.cpu, cs, conv0), csg = act(*p.gpu, DType::f32, cs, conv0);
-    Tensor rsc = test::make(*p.cpu, rs, rec0), rsg = act(*p.gpu, DType::f32, rs, rec0);
+    Tensor rsc = act(*p.cpu, state_type, rs, rec0), rsg = act(*p.gpu, state_type, rs, rec0);
     uint64_t seed = 70;
     for (const auto& step : steps) {
       int64_t T = 0;

@@ -19,6 +19,7 @@ alignas(16) uint8_t smem[emu::kSmemBytes];
 
 #include <cstdio>
 
+#include "kernels/common/half.h"
 #include "tests/kernels_cpu/kernel_test_util.h"
 
 using namespace ds;
@@ -58,9 +59,11 @@ double row_error(const float* got, const float* want, int64_t d, double mean_nor
 // the CPU backend; checks each sequence's output, its worst (token, head) row and the states.
 // snapshots[i] >= 0: sequence i also leaves the state after that row in slot lens.size() + i
 // (and, with second[i] >= 0, after that later row in slot 2 lens.size() + 1 + i).
-// n_sms: the SM count the launch is told (it picks the scan's form).
+// n_sms: the SM count the launch is told (it picks the scan's form). state_type: the slots'
+// element type on both sides (f32 or bf16, Backend::recurrent_state_dtype).
 void check_emulated_once(int64_t hk, int64_t hv, const std::vector<int64_t>& lens, uint64_t seed, bool strong_decays,
-                         const std::vector<int64_t>& snapshots, const std::vector<int64_t>& second, int32_t n_sms) {
+                         const std::vector<int64_t>& snapshots, const std::vector<int64_t>& second, int32_t n_sms,
+                         DType state_type) {
   emu::shared_mem = ds::cuda::ops::delta::smem;
   constexpr int64_t D = 128;
   const int64_t C = 2 * hk * D + hv * D, slots = 3 * static_cast<int64_t>(lens.size()) + 2, layers = 1;
@@ -78,7 +81,9 @@ void check_emulated_once(int64_t hk, int64_t hv, const std::vector<int64_t>& len
   const auto qkv = test::random_vec(static_cast<size_t>(T * C), seed);
   const auto av = test::random_vec(static_cast<size_t>(T * hv), seed + 1);
   const auto bv = test::random_vec(static_cast<size_t>(T * hv), seed + 2);
-  const auto state0 = test::random_vec(static_cast<size_t>(slots * layers * hv * D * D), seed + 3, 0.05f);
+  // bf16-exact, so either slot type holds it exactly.
+  auto state0 = test::random_vec(static_cast<size_t>(slots * layers * hv * D * D), seed + 3, 0.05f);
+  for (float& v : state0) v = bf16_to_f32(f32_to_bf16(v));
   std::vector<float> a_log(static_cast<size_t>(hv)), dt(static_cast<size_t>(hv));
   for (int64_t j = 0; j < hv; ++j) {
     a_log[static_cast<size_t>(j)] = strong_decays ? std::log(1.0f + 3.0f * static_cast<float>(j))
@@ -87,7 +92,7 @@ void check_emulated_once(int64_t hk, int64_t hv, const std::vector<int64_t>& len
   }
 
   // The CPU backend, token by token.
-  auto cpu = test::cpu(2);
+  auto cpu = kernels::cpu::make_cpu_backend({.num_threads = 2, .recurrent_state_dtype = state_type});
   std::vector<test::SeqDesc> seqs;
   for (size_t i = 0; i < lens.size(); ++i)
     seqs.push_back({lens[i], 3, static_cast<int32_t>(i), {}, {}, rows_of(i)});
@@ -97,7 +102,8 @@ void check_emulated_once(int64_t hk, int64_t hv, const std::vector<int64_t>& len
   const kernels::DeltaNetDims dims{hk, hv, D, D};
   kernels::Tensor x = test::make(*cpu, {T, C}, qkv), a = test::make(*cpu, {T, hv}, av), b = test::make(*cpu, {T, hv}, bv);
   kernels::Tensor al = test::make(*cpu, {hv}, a_log), dtb = test::make(*cpu, {hv}, dt);
-  kernels::Tensor rs = test::make(*cpu, {slots, layers, hv, D, D}, state0), out = cpu->alloc(DType::f32, {T, hv, D});
+  kernels::Tensor rs = cpu->alloc(state_type, {slots, layers, hv, D, D}), out = cpu->alloc(DType::f32, {T, hv, D});
+  cpu->copy_from_host(state0, rs);
   cpu->gated_delta_rule(x, a, b, al, dtb, rs, 0, *plan, dims, out);
   const auto want = test::get(*cpu, out), want_state = test::get(*cpu, rs);
 
@@ -116,6 +122,8 @@ void check_emulated_once(int64_t hk, int64_t hv, const std::vector<int64_t>& len
     row += static_cast<int32_t>(lens[i]);
   }
   std::vector<float> state = state0, got(static_cast<size_t>(T * hv * D), -12345.0f);
+  std::vector<uint16_t> state_bits(state0.size());  // the slots when bf16
+  for (size_t i = 0; i < state0.size(); ++i) state_bits[i] = f32_to_bf16(state0[i]);
   std::vector<float> scratch(items.size() * static_cast<size_t>(hv * cuda::ops::kDeltaNetScratchFloats), NAN);
   cuda::ops::DeltaNetArgs g{};
   g.qkv = qkv.data();
@@ -123,7 +131,8 @@ void check_emulated_once(int64_t hk, int64_t hv, const std::vector<int64_t>& len
   g.b = bv.data();
   g.a_log = a_log.data();
   g.dt_bias = dt.data();
-  g.state = state.data();
+  g.state = state_type == DType::bf16 ? static_cast<void*>(state_bits.data()) : state.data();
+  g.state_type = state_type;
   g.out = got.data();
   g.n_layers = layers;
   g.layer = 0;
@@ -134,6 +143,8 @@ void check_emulated_once(int64_t hk, int64_t hv, const std::vector<int64_t>& len
   g.row_state_slots = nullptr;
   cuda::ops::delta::deltanet_chunked_tc(g, items.data(), static_cast<int32_t>(items.size()), cseqs.data(),
                                         static_cast<int32_t>(cseqs.size()), scratch.data(), n_sms, {});
+  if (state_type == DType::bf16)
+    for (size_t i = 0; i < state.size(); ++i) state[i] = bf16_to_f32(state_bits[i]);
 
   int64_t at = 0;
   for (int64_t n : lens) {
@@ -177,7 +188,8 @@ void check_emulated_once(int64_t hk, int64_t hv, const std::vector<int64_t>& len
 // output with 32 columns a block (four blocks a head fit the SMs), with 64 (two fit), and the
 // one followed by the output kernel (they do not).
 void check_emulated(int64_t hk, int64_t hv, const std::vector<int64_t>& lens, uint64_t seed, bool strong_decays = false,
-                    const std::vector<int64_t>& snapshots = {}, const std::vector<int64_t>& second = {}) {
+                    const std::vector<int64_t>& snapshots = {}, const std::vector<int64_t>& second = {},
+                    DType state_type = DType::f32) {
   const auto heads = static_cast<int32_t>(hv * static_cast<int64_t>(lens.size()));
   const struct {
     int32_t sms;
@@ -188,7 +200,7 @@ void check_emulated(int64_t hk, int64_t hv, const std::vector<int64_t>& lens, ui
   for (const auto& f : forms) {
     std::printf("scan %s:\n", f.what);
     INFO(f.what);
-    check_emulated_once(hk, hv, lens, seed, strong_decays, snapshots, second, f.sms);
+    check_emulated_once(hk, hv, lens, seed, strong_decays, snapshots, second, f.sms, state_type);
   }
 }
 
@@ -219,6 +231,11 @@ TEST_CASE("emulated tensor-core delta rule: snapshot rows split the chunks and l
   // 150 tokens with snapshots after rows 37 and 101: items of 38, 64, 48; 70 after row 63: 64,
   // 6; 20 after rows 0 and 17: items of 1, 17 and 2.
   check_emulated(1, 2, {150, 70, 20}, 17, false, {37, 63, 0}, {101, -1, 17});
+}
+
+TEST_CASE("emulated tensor-core delta rule: a bf16 state, rounded where the scan stores it (end, snapshots)",
+          "[delta_tc_emu]") {
+  check_emulated(1, 2, {150, 70, 20}, 18, false, {37, 63, 0}, {101, -1, 17}, DType::bf16);
 }
 
 TEST_CASE("emulated tensor-core delta rule: twelve value heads per key head (two prepare blocks of six)",

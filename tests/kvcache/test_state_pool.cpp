@@ -33,6 +33,9 @@ TEST_CASE("state layout sizes and offsets", "[state_pool]") {
   StateLayout big{48, 10240, 3, 48, 128, 128};
   CHECK(big.recurrent_elements_per_slot() == 48LL * 48 * 128 * 128);
   CHECK(big.bytes_per_slot() == 4LL * (48LL * 10240 * 3 + 48LL * 48 * 128 * 128));
+  // A bf16 recurrent state (--mamba-ssm-cache-dtype bfloat16) halves its part only.
+  big.recurrent_dtype = ds::DType::bf16;
+  CHECK(big.bytes_per_slot() == 4LL * 48 * 10240 * 3 + 2LL * 48 * 48 * 128 * 128);
   // Slot offsets far past 2^32 elements stay exact.
   CHECK(big.recurrent_offset(20000, 47) == (20000LL * 48 + 47) * 48 * 128 * 128);
 }

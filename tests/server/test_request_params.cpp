@@ -186,6 +186,8 @@ TEST_CASE("options: sizes and combinations that cannot work", "[options]") {
   CHECK(bad([](ServerOptions& o) { o.max_num_seqs = 0; }).find("--max-num-seqs") != std::string::npos);
   CHECK(bad([](ServerOptions& o) { o.kv_cache_memory = "big"; }).find("--kv-cache-memory") != std::string::npos);
   CHECK(bad([](ServerOptions& o) { o.kv_cache_dtype = "int3"; }).find("--kv-cache-dtype") != std::string::npos);
+  CHECK(bad([](ServerOptions& o) { o.mamba_ssm_cache_dtype = "float16"; })
+            .find("--mamba-ssm-cache-dtype must be auto, float32 or bfloat16") != std::string::npos);
   CHECK(bad([](ServerOptions& o) { o.quantization = "int4"; }).find("--quantization must be none or fp8") !=
         std::string::npos);
   CHECK(bad([](ServerOptions& o) { o.fp8_weights = "fp16"; }).find("--fp8-weights must be bf16 or resident") !=

@@ -40,7 +40,7 @@ TEST_CASE("serve --help documents every flag", "[process]") {
   const std::string help = p.log();
   for (const char* flag :
        {"--model", "--host", "--port", "--served-model-name", "--api-key", "DELTASERVE_API_KEY", "--paged-attention",
-        "--no-paged-attention", "--max-ctx", "--kv-cache-dtype", "--block-size", "--gpu-memory-utilization",
+        "--no-paged-attention", "--max-ctx", "--kv-cache-dtype", "--mamba-ssm-cache-dtype", "--block-size", "--gpu-memory-utilization",
         "--kv-cache-memory", "--max-num-seqs", "--max-num-batched-tokens", "--max-queue", "--quantization", "--fp8-weights", "--backend",
         "--enforce-eager",
         "--chat-template", "--log-level", "--log-format"})
@@ -72,6 +72,27 @@ TEST_CASE("serve with the default cache starts at once and stays small when idle
   CHECK(p.log().find(size) != std::string::npos);
   p.signal(SIGTERM);
   CHECK(p.wait_exit() == 0);
+}
+
+TEST_CASE("serve --mamba-ssm-cache-dtype bfloat16 keeps the recurrent state in bf16 slots of half the bytes", "[process]") {
+  // The tiny model's slot: 6 DeltaNet layers of conv 1024 channels x 3 taps (f32) and recurrent
+  // 4 value heads x 128 x 128.
+  const auto slot_mib = [](int recurrent_bytes) {
+    char s[64];
+    std::snprintf(s, sizeof s, "%.2f MiB per sequence",
+                  (4.0 * 6 * 1024 * 3 + recurrent_bytes * 6.0 * 4 * 128 * 128) / (1 << 20));
+    return std::string(s);
+  };
+  for (const auto& [flag, type, bytes] : {std::tuple{"auto", "recurrent state f32", 4},
+                                          std::tuple{"bfloat16", "recurrent state bf16", 2}}) {
+    ServeProcess p({"--port", "0", "--mamba-ssm-cache-dtype", flag});
+    REQUIRE(p.wait_log("ready:"));
+    INFO(p.log());
+    CHECK(p.log().find(type) != std::string::npos);
+    CHECK(p.log().find(slot_mib(bytes)) != std::string::npos);
+    p.signal(SIGTERM);
+    CHECK(p.wait_exit() == 0);
+  }
 }
 
 TEST_CASE("serve refuses flags that cannot work, before serving, with a clear message", "[process]") {

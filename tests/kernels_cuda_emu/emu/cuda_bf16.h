@@ -1,4 +1,4 @@
-// The bf16 types of cuda_bf16.h that kernels/cuda/delta_rule_tc.cu uses, for the CPU
+// The bf16 types and conversions of cuda_bf16.h that kernels/cuda/delta_rule_tc.cu uses, for the CPU
 // emulation (tests/kernels_cuda_emu/gpu_emu.h).
 #pragma once
 
@@ -12,3 +12,5 @@ struct __nv_bfloat162 {
 };
 inline __nv_bfloat16 __float2bfloat16_rn(float f) { return {emu::f32_to_bf16(f)}; }
 inline __nv_bfloat162 __floats2bfloat162_rn(float lo, float hi) { return {__float2bfloat16_rn(lo), __float2bfloat16_rn(hi)}; }
+inline float __bfloat162float(__nv_bfloat16 h) { return emu::bf16_to_f32(h.bits); }
+inline float2 __bfloat1622float2(__nv_bfloat162 h) { return {__bfloat162float(h.x), __bfloat162float(h.y)}; }
