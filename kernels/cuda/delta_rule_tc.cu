@@ -30,7 +30,8 @@
 //
 // Precision: every matrix product takes bf16 operands with fp32 accumulation (the operands
 // are the normalised q and k, v, T, W, P, V' and the state), as flash-linear-attention's
-// kernels do; the gates, gamma, the inverse T, U and the carried state are fp32. Outputs and
+// kernels do; the gates, gamma, the inverse T, U and the carried state are fp32 (the slots
+// hold the state in fp32 or bf16: delta_rule_common.cuh). Outputs and
 // the state a chunk leaves are therefore within bf16 rounding of the token-by-token recurrence
 // (relative ~4e-3 over a sequence and on the states, ~1.5e-2 on the worst single row scaled by
 // the sequence's row norm; not the fp32 path's ~1e-6), as the tests bound it: tests/kernels_cuda (on the GPU) and
