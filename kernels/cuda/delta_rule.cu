@@ -4,8 +4,8 @@
 // (backend.h states the maths; dk = dv = 128 here).
 //
 // Token by token (decode, and chunks of a few tokens): one thread block per (sequence, value
-// head, 32 state columns); thread (lane c, warp w) keeps S[32w .. 32w+31][c] in registers for
-// the whole chunk, the decay, the delta correction and the read with q reduce over the four
+// head, 32 state columns; 64 with bf16 slots); thread (lane c, warp w) keeps S[32w .. 32w+31][c]
+// (and column c + 1 with bf16) in registers for the whole chunk, the decay, the delta correction and the read with q reduce over the four
 // warps through shared memory. A verify chunk's row-state slots get S after each of its first
 // rows, and snapshot slots S after their snapshot rows, stored from the same registers.
 //
@@ -58,29 +58,66 @@ using delta::kC;
 using delta::kD;
 using delta::q_scale;
 using delta::state_load;
+using delta::state_load2;
 using delta::state_store;
+using delta::state_store2;
 using delta::with_state_type;
 constexpr int kPad = kD + 1;   // padded row stride of K and Q in the prepare kernel
 
 // ---- token by token
 
+// kCpt adjacent state columns per thread, loaded and stored together, so a warp's access to a
+// state row is 128 bytes or more whatever the element type: 1 for fp32 slots, 2 for bf16
+// (one column of bf16 is 64 bytes a warp, and the bf16 step ran at well under the copy rate:
+// docs/benchmarks.md, "A bf16 recurrent state").
 template <class State>
-__global__ void __launch_bounds__(128) deltanet_recurrent_kernel(const DeltaNetArgs a, const int32_t* seq_ids) {
+constexpr int recurrent_columns() {
+  return sizeof(State) == 2 ? 2 : 1;
+}
+
+template <int kCpt, class State>
+__device__ __forceinline__ void load_columns(const State* p, float (&v)[kCpt]) {
+  if constexpr (kCpt == 1) {
+    v[0] = state_load(p);
+  } else {
+    const float2 t = state_load2(p);
+    v[0] = t.x;
+    v[1] = t.y;
+  }
+}
+
+template <int kCpt, class State>
+__device__ __forceinline__ void store_columns(State* p, const float (&v)[kCpt]) {
+  if constexpr (kCpt == 1) {
+    state_store(p, v[0]);
+  } else {
+    state_store2(p, v[0], v[1]);
+  }
+}
+
+// One block per (sequence, value head, 32 kCpt state columns); thread (lane, warp) keeps
+// rows 32 warp .. 32 warp + 31 of columns kCpt (32 tile + lane) .. + kCpt - 1. The step is a
+// stream of state tiles, loaded before the wait for the previous kernel, so its rate follows
+// the bytes in flight: the two-column form asks for four blocks an SM, which caps it at 128
+// registers (it would take 160 and fit three).
+template <class State>
+__global__ void __launch_bounds__(128, recurrent_columns<State>() == 2 ? 4 : 1) deltanet_recurrent_kernel(const DeltaNetArgs a, const int32_t* seq_ids) {
+  constexpr int kCpt = recurrent_columns<State>();
   __shared__ float qs[kD], ks[kD];
-  __shared__ float part[4][32];
+  __shared__ float part[4][32 * kCpt];
   __shared__ float red[32];
   const int tile = blockIdx.x, j = blockIdx.y;
   const DevSeq sq = a.seqs[seq_ids[blockIdx.z]];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int col = tile * 32 + lane;
+  const int col = (tile * 32 + lane) * kCpt;  // the thread's first column
   const int kh = j / (a.v_heads / a.k_heads);
   const int64_t key_dim = static_cast<int64_t>(a.k_heads) * kD;
   const int64_t conv_dim = 2 * key_dim + static_cast<int64_t>(a.v_heads) * kD;
   State* const states = static_cast<State*>(a.state);
   State* S = states + ((static_cast<int64_t>(sq.state_slot) * a.n_layers + a.layer) * a.v_heads + j) * kD * kD;
-  float s[32];
+  float s[32][kCpt];
 #pragma unroll
-  for (int r = 0; r < 32; ++r) s[r] = state_load(S + static_cast<int64_t>(warp * 32 + r) * kD + col);
+  for (int r = 0; r < 32; ++r) load_columns<kCpt>(S + static_cast<int64_t>(warp * 32 + r) * kD + col, s[r]);
   // The plan (seqs, seq_ids) was uploaded at the start of the step and this layer's state was
   // last written by this kernel a step ago, both finished long before the kernel just ahead
   // of this one (see launch_dependent), so the state loads above overlap that kernel's tail;
@@ -99,39 +136,57 @@ __global__ void __launch_bounds__(128) deltanet_recurrent_kernel(const DeltaNetA
     const Gates gt = gates(a, row, j);
     __syncthreads();
 
-    float u = 0.0f;
+    float u[kCpt] = {};
 #pragma unroll
     for (int r = 0; r < 32; ++r) {
-      s[r] *= gt.decay;
-      u += ks[warp * 32 + r] * s[r];
+#pragma unroll
+      for (int c = 0; c < kCpt; ++c) {
+        s[r][c] *= gt.decay;
+        u[c] += ks[warp * 32 + r] * s[r][c];
+      }
     }
-    part[warp][lane] = u;
+#pragma unroll
+    for (int c = 0; c < kCpt; ++c) part[warp][lane * kCpt + c] = u[c];
     __syncthreads();
-    u = part[0][lane] + part[1][lane] + part[2][lane] + part[3][lane];
-    const float delta = (x[2 * key_dim + static_cast<int64_t>(j) * kD + col] - u) * gt.beta;
-    float o = 0.0f;
+    float delta[kCpt];
+#pragma unroll
+    for (int c = 0; c < kCpt; ++c) {
+      const int i = lane * kCpt + c;
+      delta[c] = (x[2 * key_dim + static_cast<int64_t>(j) * kD + col + c] - (part[0][i] + part[1][i] + part[2][i] + part[3][i])) *
+                 gt.beta;
+    }
+    float o[kCpt] = {};
 #pragma unroll
     for (int r = 0; r < 32; ++r) {
-      s[r] += ks[warp * 32 + r] * delta;
-      o += qs[warp * 32 + r] * s[r];
+#pragma unroll
+      for (int c = 0; c < kCpt; ++c) {
+        s[r][c] += ks[warp * 32 + r] * delta[c];
+        o[c] += qs[warp * 32 + r] * s[r][c];
+      }
     }
     __syncthreads();  // every warp has read part (u)
-    part[warp][lane] = o;
+#pragma unroll
+    for (int c = 0; c < kCpt; ++c) part[warp][lane * kCpt + c] = o[c];
     __syncthreads();
-    if (warp == 0)
-      a.out[(row * a.v_heads + j) * kD + col] = part[0][lane] + part[1][lane] + part[2][lane] + part[3][lane];
+    if (warp == 0) {
+#pragma unroll
+      for (int c = 0; c < kCpt; ++c) {
+        const int i = lane * kCpt + c;
+        a.out[(row * a.v_heads + j) * kD + col + c] = part[0][i] + part[1][i] + part[2][i] + part[3][i];
+      }
+    }
     int64_t slot = t < sq.n_row_states ? a.row_state_slots[sq.row_state_begin + t] : -1;
     if (next_snapshot < sq.n_snapshots && a.snapshots[sq.snapshot_begin + next_snapshot].row == t)
       slot = a.snapshots[sq.snapshot_begin + next_snapshot++].slot;
     if (slot >= 0) {
       State* R = states + ((slot * a.n_layers + a.layer) * a.v_heads + j) * kD * kD;
 #pragma unroll
-      for (int r = 0; r < 32; ++r) state_store(R + static_cast<int64_t>(warp * 32 + r) * kD + col, s[r]);
+      for (int r = 0; r < 32; ++r) store_columns<kCpt>(R + static_cast<int64_t>(warp * 32 + r) * kD + col, s[r]);
     }
     __syncthreads();  // part, qs and ks are rewritten by the next token
   }
 #pragma unroll
-  for (int r = 0; r < 32; ++r) state_store(S + static_cast<int64_t>(warp * 32 + r) * kD + col, s[r]);
+  for (int r = 0; r < 32; ++r) store_columns<kCpt>(S + static_cast<int64_t>(warp * 32 + r) * kD + col, s[r]);
 }
 
 // ---- chunked: prepare
@@ -432,9 +487,9 @@ void deltanet_recurrent(const DeltaNetArgs& a, const int32_t* seq_ids, int32_t n
   if (n == 0) return;
   check_dims(a);
   if (n > 65535) throw std::invalid_argument("cuda backend: gated_delta_rule: more than 65535 sequences");
-  const dim3 grid(kD / 32, static_cast<unsigned>(a.v_heads), static_cast<unsigned>(n));
   with_state_type(a, [&](auto* state) {
     using State = std::remove_pointer_t<decltype(state)>;
+    const dim3 grid(kD / (32 * recurrent_columns<State>()), static_cast<unsigned>(a.v_heads), static_cast<unsigned>(n));
     launch_dependent("deltanet_recurrent_kernel", deltanet_recurrent_kernel<State>, grid, 128, 0, stream, a, seq_ids);
   });
 }
