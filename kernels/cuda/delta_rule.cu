@@ -99,9 +99,10 @@ __device__ __forceinline__ void store_columns(State* p, const float (&v)[kCpt]) 
 // rows 32 warp .. 32 warp + 31 of columns kCpt (32 tile + lane) .. + kCpt - 1. The step is a
 // stream of state tiles, loaded before the wait for the previous kernel, so its rate follows
 // the bytes in flight: the two-column form asks for four blocks an SM, which caps it at 128
-// registers (it would take 160 and fit three).
+// registers (it would take 160 and fit three); the one-column form sets no minimum (80
+// registers, six blocks).
 template <class State>
-__global__ void __launch_bounds__(128, recurrent_columns<State>() == 2 ? 4 : 1) deltanet_recurrent_kernel(const DeltaNetArgs a, const int32_t* seq_ids) {
+__global__ void __launch_bounds__(128, recurrent_columns<State>() == 2 ? 4 : 0) deltanet_recurrent_kernel(const DeltaNetArgs a, const int32_t* seq_ids) {
   constexpr int kCpt = recurrent_columns<State>();
   __shared__ float qs[kD], ks[kD];
   __shared__ float part[4][32 * kCpt];
