@@ -176,17 +176,26 @@ void reference_rule(const std::vector<float>& qkv, const std::vector<float>& a, 
   }
 }
 
+// Random qkv, a and b of two sequences of 9 and 4 tokens.
+struct RuleInputs {
+  std::vector<std::vector<float>> qkv, a, b;
+};
+RuleInputs rule_inputs(uint64_t seed) {
+  const std::vector<int64_t> len = {9, 4};
+  RuleInputs in;
+  for (size_t s = 0; s < 2; ++s) {
+    in.qkv.push_back(t::random_vec(len[s] * kConv, seed + s));
+    in.a.push_back(t::random_vec(len[s] * kHv, seed + 10 + s, 2.0f));
+    in.b.push_back(t::random_vec(len[s] * kHv, seed + 20 + s, 2.0f));
+  }
+  return in;
+}
+
 }  // namespace
 
 TEST_CASE("gated delta rule: float64 recurrence, grouped heads, split-invariant state", "[kernels]") {
   auto be = t::cpu();
-  const std::vector<int64_t> len = {9, 4};
-  std::vector<std::vector<float>> qkv, a, b;
-  for (size_t s = 0; s < 2; ++s) {
-    qkv.push_back(t::random_vec(len[s] * kConv, 10 + s));
-    a.push_back(t::random_vec(len[s] * kHv, 20 + s, 2.0f));
-    b.push_back(t::random_vec(len[s] * kHv, 30 + s, 2.0f));
-  }
+  auto [qkv, a, b] = rule_inputs(10);
   a[0][5] = 25.0f;  // softplus above its threshold of 20
   const std::vector<float> a_log = {-0.5f, 0.2f, 0.9f, -1.5f}, dt_bias = {0.3f, -0.2f, 1.0f, 0.0f};
   const auto state0 = t::random_vec(2 * 2 * kHv * kDk * kDv, 40, 0.3f);
@@ -219,13 +228,7 @@ TEST_CASE("gated delta rule: float64 recurrence, grouped heads, split-invariant 
 TEST_CASE("gated delta rule: a bf16 state is the f32 step's, rounded once where the step stores it", "[kernels]") {
   auto f32 = t::cpu();
   auto bf16 = ds::kernels::cpu::make_cpu_backend({.num_threads = 2, .recurrent_state_dtype = ds::DType::bf16});
-  const std::vector<int64_t> len = {9, 4};
-  std::vector<std::vector<float>> qkv, a, b;
-  for (size_t s = 0; s < 2; ++s) {
-    qkv.push_back(t::random_vec(len[s] * kConv, 50 + s));
-    a.push_back(t::random_vec(len[s] * kHv, 60 + s, 2.0f));
-    b.push_back(t::random_vec(len[s] * kHv, 70 + s, 2.0f));
-  }
+  const auto [qkv, a, b] = rule_inputs(50);
   const std::vector<float> a_log = {-0.5f, 0.2f, 0.9f, -1.5f}, dt_bias = {0.3f, -0.2f, 1.0f, 0.0f};
   auto state0 = t::random_vec(2 * 2 * kHv * kDk * kDv, 80, 0.3f);
   for (float& v : state0) v = ds::bf16_to_f32(ds::f32_to_bf16(v));  // what a bf16 slot holds exactly
