@@ -42,7 +42,8 @@ struct StateLayout {
   int64_t conv_elements_per_slot() const { return n_layers * conv_elements_per_layer(); }
   int64_t recurrent_elements_per_slot() const { return n_layers * recurrent_elements_per_layer(); }
   int64_t bytes_per_slot() const {
-    return ds::row_bytes(conv_dtype, conv_elements_per_slot()) + ds::row_bytes(recurrent_dtype, recurrent_elements_per_slot());
+    return ds::row_bytes(conv_dtype, conv_elements_per_slot()) +
+           ds::row_bytes(recurrent_dtype, recurrent_elements_per_slot());
   }
 
   // Element offsets of (slot, layer) into the conv and recurrent arrays.

@@ -5,8 +5,8 @@
 //
 // Token by token (decode, and chunks of a few tokens): one thread block per (sequence, value
 // head, 32 state columns; 64 with bf16 slots); thread (lane c, warp w) keeps S[32w .. 32w+31][c]
-// (and column c + 1 with bf16) in registers for the whole chunk, the decay, the delta correction and the read with q reduce over the four
-// warps through shared memory. A verify chunk's row-state slots get S after each of its first
+// (and column c + 1 with bf16) in registers for the whole chunk, the decay, the delta
+// correction and the read with q reduce over the four warps through shared memory. A verify chunk's row-state slots get S after each of its first
 // rows, and snapshot slots S after their snapshot rows, stored from the same registers.
 //
 // Chunked (prefill chunks longer than kDeltaNetRecurrentMaxTokens), the WY form of kernel-notes
@@ -102,7 +102,8 @@ __device__ __forceinline__ void store_columns(State* p, const float (&v)[kCpt]) 
 // registers (it would take 160 and fit three); the one-column form sets no minimum (80
 // registers, six blocks).
 template <class State>
-__global__ void __launch_bounds__(128, recurrent_columns<State>() == 2 ? 4 : 0) deltanet_recurrent_kernel(const DeltaNetArgs a, const int32_t* seq_ids) {
+__global__ void __launch_bounds__(128, recurrent_columns<State>() == 2 ? 4 : 0)
+    deltanet_recurrent_kernel(const DeltaNetArgs a, const int32_t* seq_ids) {
   constexpr int kCpt = recurrent_columns<State>();
   __shared__ float qs[kD], ks[kD];
   __shared__ float part[4][32 * kCpt];
@@ -153,8 +154,8 @@ __global__ void __launch_bounds__(128, recurrent_columns<State>() == 2 ? 4 : 0) 
 #pragma unroll
     for (int c = 0; c < kCpt; ++c) {
       const int i = lane * kCpt + c;
-      delta[c] = (x[2 * key_dim + static_cast<int64_t>(j) * kD + col + c] - (part[0][i] + part[1][i] + part[2][i] + part[3][i])) *
-                 gt.beta;
+      const float u_c = part[0][i] + part[1][i] + part[2][i] + part[3][i];
+      delta[c] = (x[2 * key_dim + static_cast<int64_t>(j) * kD + col + c] - u_c) * gt.beta;
     }
     float o[kCpt] = {};
 #pragma unroll
