@@ -6,8 +6,9 @@
 // Token by token (decode, and chunks of a few tokens): one thread block per (sequence, value
 // head, 32 state columns; 64 with bf16 slots); thread (lane c, warp w) keeps S[32w .. 32w+31][c]
 // (and column c + 1 with bf16) in registers for the whole chunk, the decay, the delta
-// correction and the read with q reduce over the four warps through shared memory. A verify chunk's row-state slots get S after each of its first
-// rows, and snapshot slots S after their snapshot rows, stored from the same registers.
+// correction and the read with q reduce over the four warps through shared memory. A verify
+// chunk's row-state slots get S after each of its first rows, and snapshot slots S after their
+// snapshot rows, stored from the same registers.
 //
 // Chunked (prefill chunks longer than kDeltaNetRecurrentMaxTokens), the WY form of kernel-notes
 // 3.2 / model spec 3.6 with C = 64. Production runs it on the tensor cores (delta_rule_tc.cu);
