@@ -26,7 +26,7 @@ trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib"
 for t in $targets; do cp "build-cuda/$t" "$stage/bin/"; done
 for t in $targets; do ldd "build-cuda/$t"; done | awk '/=> \//{print $3}' | sort -u |
-  grep -Ev '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libgcc_s|libstdc\+\+|libcuda|libcublas|libcublasLt)\.so' |
+  { grep -Ev '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libgcc_s|libstdc\+\+|libcuda|libcublas|libcublasLt)\.so' || true; } |
   while read -r lib; do cp -L "$lib" "$stage/lib/"; done
 { git rev-parse HEAD; git status --porcelain | grep -q . && echo "+local changes"; } > "$stage/COMMIT" || true
 mkdir -p "$DEST"

@@ -6,13 +6,15 @@
 // bytes floor (weights as stored + x + out, over the measured copy rate).
 //
 //   bench_fp8_gemm [--rows 16,32,64,128,512,1024,4096] [--shapes 24576x4096,4096x12288,12288x4096]
-//                  [--reps 20] [--probe] [--algos]
+//                  [--reps 20] [--probe] [--algos] [--search [--search-top 5] [--search-budget 20]]
 //
 // --probe (first): which scale layouts cuBLASLt's VEC128_32F / BLK128x128_32F modes read, by
 // running small GEMMs with distinct per-block scales in each candidate layout against an f64
 // reference on the host; prints a line per candidate with its error.
 // --algos: per shape and M, every algorithm the heuristic offers for the block-scaled GEMM,
 // timed, and the first one with split-K (algo_sweep).
+// --search: every configuration cuBLASLt accepts for the block-scaled GEMM, against the
+// heuristic's, with the L2 flushed before each timed run (algo_search.h).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -29,6 +31,7 @@
 #include "kernels/cuda/fp8_block_gemm.h"
 #include "programs/bench_cuda_model/bench_util.h"
 #include "programs/bench_cuda_model/device_ceilings.h"
+#include "programs/bench_fp8_gemm/algo_search.h"
 
 using namespace ds;
 using namespace ds::cuda;
@@ -374,12 +377,16 @@ int main(int argc, char** argv) {
   CLI::App app{"bench_fp8_gemm"};
   std::string rows_s = "16,32,64,128,512,1024,4096", shapes_s = "24576x4096,4096x12288,12288x4096";
   int reps = 20;
-  bool do_probe = false, do_algos = false;
+  bool do_probe = false, do_algos = false, do_search = false;
+  int search_top = 5, search_budget = 20;
   app.add_option("--rows", rows_s, "rows of x (M)");
   app.add_option("--shapes", shapes_s, "weights NxK");
   app.add_option("--reps", reps, "timed repetitions")->check(CLI::PositiveNumber);
   app.add_flag("--probe", do_probe, "check the scale layouts cuBLASLt reads first");
   app.add_flag("--algos", do_algos, "also time every algorithm cuBLASLt offers for the block-scaled GEMM");
+  app.add_flag("--search", do_search, "also time every configuration cuBLASLt accepts for the block-scaled GEMM");
+  app.add_option("--search-top", search_top, "configurations printed per search")->check(CLI::PositiveNumber);
+  app.add_option("--search-budget", search_budget, "seconds of timing per search")->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
 
@@ -467,6 +474,11 @@ int main(int argc, char** argv) {
       if (do_algos) {
         ops::quantize_rows_fp8(dx, M, K, xq, xs, 1, M, st);
         algo_sweep(stream, ws, ws_bytes, dwc, dws, xq, xs, dout, M, N, K, reps);
+      }
+      if (do_search) {
+        ops::quantize_rows_fp8(dx, M, K, xq, xs, 1, M, st);
+        bench::fp8_algo_search(stream, ws, ws_bytes, dwc, dws, xq, xs, dout, M, N, K, std::min(reps, 7), search_top,
+                               search_budget);
       }
       const double flops = 2.0 * M * N * K;
       const double floor_us = (N * K + M * K * 2.0 + M * N * 4.0) / ceil.copy_bytes_per_s * 1e6;
