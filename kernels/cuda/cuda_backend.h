@@ -71,6 +71,9 @@ struct CudaBackendOptions {
     // columns (fp8_block_gemm.h); false: cuBLAS over the weight dequantised to bf16 tiles
     // (docs/benchmarks.md, "FP8 prefill on block-scaled FP8 GEMMs": the A/B of the two).
     bool fp8_block_gemm = true;
+    // Those block-scaled GEMMs of up to 64 rows on the tile shapes chosen for decode steps
+    // (fp8_block_gemm.cpp, decode_tile); false: cuBLASLt's heuristic's choice.
+    bool fp8_decode_tiles = true;
     // Backend::fused_projection_rows (0: never): steps this small run a layer's stacked
     // projections as one GEMM, which saves the launch latency of the small ones.
     int64_t fused_projection_rows = 128;

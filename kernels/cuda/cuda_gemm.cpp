@@ -32,21 +32,23 @@ constexpr int64_t kBlockGemmRows = 4;
 // skinny kernel (f32 out only; bf16 out needs M a multiple of 4). False, having queued no
 // GEMM, where it does not apply: a weight without 128 x 128 block scales, K not a multiple of
 // 512, or no cuBLASLt algorithm for the shape.
-bool run_gemm_fp8_blocks(CudaContext& ctx, const uint16_t* x, const ops::Fp8Weight& fw, int64_t M, int64_t N,
-                         int64_t K, void* out, DType out_type, bool accumulate) {
+bool run_gemm_fp8_blocks(CudaContext& ctx, const CudaBackendOptions::KernelPaths& paths, const uint16_t* x,
+                         const ops::Fp8Weight& fw, int64_t M, int64_t N, int64_t K, void* out, DType out_type,
+                         bool accumulate) {
   const int64_t M4 = M / kBlockGemmRows * kBlockGemmRows, rest = M - M4;
   if (fw.row_shift != kernels::Fp8Scales::kBlockRowShift || K % kBlockGemmK != 0 || M4 == 0) return false;
   if (rest > 0 && (out_type != DType::f32 || !ops::skinny_gemm_fp8_supported(rest, K))) return false;
   auto& lt = ctx.fp8_block_gemm();
   constexpr auto w_mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F, x_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
-  if (!lt.available(w_mode, x_mode, M4, N, K, out_type, N)) return false;
+  if (!lt.available(w_mode, x_mode, M4, N, K, out_type, N, paths.fp8_decode_tiles)) return false;
   const size_t code_bytes = (static_cast<size_t>(M4 * K) + 15) / 16 * 16;
   auto* codes = static_cast<uint8_t*>(
       ctx.scratch(Scratch::fp8_activations, code_bytes + static_cast<size_t>(M4 * (K / 128)) * sizeof(float)));
   auto* scales = reinterpret_cast<float*>(codes + code_bytes);
   ops::quantize_rows_fp8(x, M4, K, codes, scales, 1, M4, ctx.stream());
   // False only on a shape's first call (then available() is false): the quantised x is unused.
-  if (!lt.matmul({fw.codes, fw.scales, w_mode}, {codes, scales, x_mode}, M4, N, K, out, out_type, N, accumulate))
+  if (!lt.matmul({fw.codes, fw.scales, w_mode}, {codes, scales, x_mode}, M4, N, K, out, out_type, N, accumulate,
+                 paths.fp8_decode_tiles))
     return false;
   if (rest > 0)
     ops::skinny_gemm_fp8(fw, x + M4 * K, rest, N, K, static_cast<float*>(out) + M4 * N, accumulate, ctx.stream());
@@ -71,7 +73,7 @@ void run_gemm_fp8(CudaContext& ctx, const CudaBackendOptions::KernelPaths& paths
     ops::skinny_gemm_fp8(fw, x, M, N, K, out.data_as<float>(), accumulate, ctx.stream());
     return;
   }
-  if (paths.fp8_block_gemm && M > 1 && run_gemm_fp8_blocks(ctx, x, fw, M, N, K, out.data(), DType::f32, accumulate))
+  if (paths.fp8_block_gemm && M > 1 && run_gemm_fp8_blocks(ctx, paths, x, fw, M, N, K, out.data(), DType::f32, accumulate))
     return;
   const int64_t block = int64_t{1} << kernels::Fp8Scales::kBlockRowShift;
   int64_t tile = N;
@@ -103,7 +105,7 @@ bool run_gate_up_swiglu_fp8_blocks(CudaContext& ctx, const CudaBackendOptions::K
   const auto& fs = w.fp8_scales();
   const ops::Fp8Weight fw{w.data_as<const uint8_t>(), fs.data, fs.cols, fs.row_shift};
   auto* gate_up = scratch.data_as<uint16_t>();  // bf16 [M, 2I] in the f32 scratch the contract provides
-  if (!run_gemm_fp8_blocks(ctx, x.data_as<const uint16_t>(), fw, M, N, K, gate_up, DType::bf16, false)) return false;
+  if (!run_gemm_fp8_blocks(ctx, paths, x.data_as<const uint16_t>(), fw, M, N, K, gate_up, DType::bf16, false)) return false;
   ops::swiglu_bf16(gate_up, M, N / 2, out.data_as<uint16_t>(), ctx.stream());
   return true;
 }

@@ -18,6 +18,23 @@ void check_lt(cublasStatus_t st, const char* what) {
                              cublasGetStatusString(st));
 }
 
+// The tile (cuBLAS's m x n: weight rows x step rows) and cluster shape of a step of M <=
+// kDecodeTileRows rows and N weight rows, or false for the heuristic's. A decode step reads
+// the weight once and its time is the weight's bytes over the rate at which the tiles stream
+// them; the heuristic offers 128 x 128 tiles in clusters of 2-4 along N for every such shape,
+// which leaves many SMs idle where N / 128 is near or below the SM count. Every configuration
+// cuBLASLt accepts was timed with the L2 flushed (`bench_fp8_gemm --search`, docs/benchmarks.md
+// "cuBLASLt's configurations for FP8 decode steps"): 64 x 64 tiles without clusters were the
+// fastest or within 3% of it for the N = 4096-5120 outputs (1.1-1.6x the heuristic's), 128 x 64
+// tiles without clusters for N = 10240-16384 (1.1-1.2x); for the widest weights (gate_up, N >=
+// 20480) the heuristic's choice was as fast as any.
+bool decode_tile(int64_t M, int64_t N, uint32_t& tile, uint16_t& cluster) {
+  if (M > Fp8BlockGemm::kDecodeTileRows || N >= 20480) return false;
+  tile = N >= 8192 ? CUBLASLT_MATMUL_TILE_128x64 : CUBLASLT_MATMUL_TILE_64x64;
+  cluster = CUBLASLT_CLUSTER_SHAPE_1x1x1;
+  return true;
+}
+
 }  // namespace
 
 struct Fp8BlockGemm::Plan {
@@ -46,7 +63,7 @@ Fp8BlockGemm::~Fp8BlockGemm() {
 Fp8BlockGemm::Plan* Fp8BlockGemm::plan_for(const Key& key, const float* w_scales, const float* x_scales) {
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second.get();
-  const auto [M, N, K, ld_out, a_mode, b_mode, out_type] = key;
+  const auto [M, N, K, ld_out, a_mode, b_mode, out_type, decode_tiles] = key;
   Plan* p = plans_.emplace(key, std::make_unique<Plan>()).first->second.get();
   const cudaDataType_t dt = static_cast<DType>(out_type) == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F;
   check_lt(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
@@ -82,24 +99,47 @@ Fp8BlockGemm::Plan* Fp8BlockGemm::plan_for(const Key& key, const float* w_scales
   if (st != CUBLAS_STATUS_NOT_SUPPORTED && st != CUBLAS_STATUS_INVALID_VALUE)
     check_lt(st, "cublasLtMatmulAlgoGetHeuristic");
   p->usable = st == CUBLAS_STATUS_SUCCESS && found > 0;
-  if (p->usable) p->algo = result.algo;
+  if (!p->usable) return p;
+  p->algo = result.algo;
+  uint32_t tile = 0;
+  uint16_t cluster = 0;
+  if (decode_tiles && decode_tile(M, N, tile, cluster)) {
+    // The heuristic's algorithm and stages with the decode tile, unsplit; kept only where
+    // cuBLASLt accepts it for this problem within the workspace.
+    cublasLtMatmulAlgo_t algo = result.algo;
+    const int32_t splits = 1;
+    const uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_NONE;
+    cublasLtMatmulHeuristicResult_t check{};
+    if (cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile) ==
+            CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster, sizeof cluster) ==
+            CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof splits) ==
+            CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &reduction,
+                                             sizeof reduction) == CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatmulAlgoCheck(lt_, p->desc, p->a, p->b, p->d, p->d, &algo, &check) == CUBLAS_STATUS_SUCCESS &&
+        check.workspaceSize <= workspace_bytes_)
+      p->algo = algo;
+  }
   return p;
 }
 
 bool Fp8BlockGemm::available(cublasLtMatmulMatrixScale_t w_mode, cublasLtMatmulMatrixScale_t x_mode, int64_t M,
-                             int64_t N, int64_t K, DType out_type, int64_t ld_out) {
+                             int64_t N, int64_t K, DType out_type, int64_t ld_out, bool decode_tiles) {
   if (M <= 0 || N <= 0) return true;
   if (K % 16 != 0 || (out_type != DType::f32 && out_type != DType::bf16)) return false;
-  const auto it = plans_.find(
-      Key{M, N, K, ld_out, static_cast<int>(w_mode), static_cast<int>(x_mode), static_cast<int>(out_type)});
+  const auto it = plans_.find(Key{M, N, K, ld_out, static_cast<int>(w_mode), static_cast<int>(x_mode),
+                                  static_cast<int>(out_type), decode_tiles});
   return it == plans_.end() || it->second->usable;
 }
 
 bool Fp8BlockGemm::matmul(const Fp8BlockOperand& w, const Fp8BlockOperand& x, int64_t M, int64_t N, int64_t K,
-                          void* out, DType out_type, int64_t ld_out, bool accumulate) {
+                          void* out, DType out_type, int64_t ld_out, bool accumulate, bool decode_tiles) {
   if (M <= 0 || N <= 0) return true;
   if (K % 16 != 0 || (out_type != DType::f32 && out_type != DType::bf16)) return false;
-  Plan* p = plan_for(Key{M, N, K, ld_out, static_cast<int>(w.mode), static_cast<int>(x.mode), static_cast<int>(out_type)},
+  Plan* p = plan_for(Key{M, N, K, ld_out, static_cast<int>(w.mode), static_cast<int>(x.mode),
+                         static_cast<int>(out_type), decode_tiles},
                      w.scales, x.scales);
   if (!p->usable) return false;
   check_lt(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w.scales, sizeof w.scales),

@@ -44,16 +44,23 @@ class Fp8BlockGemm {
   // has no algorithm for the shape and modes (the caller takes another path); throws on a
   // failed call. available() is false where an earlier call found none (a shape is tried,
   // and its plan kept, on its first matmul).
+  //
+  // decode_tiles: steps of up to kDecodeTileRows rows run on the tile and cluster shape
+  // decode_tile() picks (checked by cuBLASLt, else the heuristic's); false: always the
+  // heuristic's first offer (the benchmarks' A/B).
   bool available(cublasLtMatmulMatrixScale_t w_mode, cublasLtMatmulMatrixScale_t x_mode, int64_t M, int64_t N, int64_t K,
-                 DType out_type, int64_t ld_out);
+                 DType out_type, int64_t ld_out, bool decode_tiles = true);
   bool matmul(const Fp8BlockOperand& w, const Fp8BlockOperand& x, int64_t M, int64_t N, int64_t K, void* out,
-              DType out_type, int64_t ld_out, bool accumulate);
+              DType out_type, int64_t ld_out, bool accumulate, bool decode_tiles = true);
+
+  // The rows up to which decode_tile() applies.
+  static constexpr int64_t kDecodeTileRows = 64;
 
  private:
   struct Plan;
-  // M, N, K, ld_out, the two scale modes, the output type (beta is a call argument: one plan
-  // serves accumulating and overwriting calls).
-  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int, int, int>;
+  // M, N, K, ld_out, the two scale modes, the output type, decode_tiles (beta is a call
+  // argument: one plan serves accumulating and overwriting calls).
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int, int, int, bool>;
   Plan* plan_for(const Key& key, const float* w_scales, const float* x_scales);
 
   cudaStream_t stream_;

@@ -4,7 +4,7 @@
 //                    [--prefill-reps 6] [--steps 10] [--layouts paged,contiguous] [--layout-batch 8]
 //                    [--no-chained-launches] [--no-gemv] [--no-skinny-gemm] [--fused-projection-rows N]
 //                    [--no-decode-bulk-copies] [--no-token-rows] [--quantization fp8] [--fp8-skinny-rows N]
-//                    [--no-fp8-block-gemm]
+//                    [--no-fp8-block-gemm] [--no-fp8-decode-tiles]
 //                    [--no-fp8-weights] [--graphs on,off]
 //
 // First it measures the GPU's ceilings (device_ceilings.h). Then:
@@ -126,7 +126,9 @@ int main(int argc, char** argv) {
   app.add_option("--fp8-skinny-rows", bo.paths.fp8_skinny_rows,
                  "FP8 GEMMs of up to this many rows (<= 64) by fp8_gemm.cu's skinny kernel, larger by the "
                  "block-scaled FP8 GEMM (or cuBLAS over dequantised tiles)");
-  bool fp8_warp_gemv = false, no_fp8_block_gemm = false;
+  bool fp8_warp_gemv = false, no_fp8_block_gemm = false, no_fp8_decode_tiles = false;
+  app.add_flag("--no-fp8-decode-tiles", no_fp8_decode_tiles,
+               "block-scaled FP8 GEMMs of up to 64 rows on cuBLASLt's heuristic's tiles instead of the decode tiles");
   app.add_flag("--no-fp8-block-gemm", no_fp8_block_gemm,
                "FP8 GEMMs above the skinny range by cuBLAS over dequantised bf16 tiles instead of the block-scaled "
                "FP8 GEMM (activations quantised)");
@@ -172,6 +174,7 @@ int main(int argc, char** argv) {
     bo.paths.gemv = !no_gemv;
     bo.paths.fp8_tensor_core_gemv = !fp8_warp_gemv;
     bo.paths.fp8_block_gemm = !no_fp8_block_gemm;
+    bo.paths.fp8_decode_tiles = !no_fp8_decode_tiles;
     bo.paths.skinny_gemm = !no_skinny;
     bo.fp8_weights = !no_fp8_weights;
     bo.decode.bulk_copies = !no_bulk;

@@ -6,7 +6,7 @@
 // bytes floor (weights as stored + x + out, over the measured copy rate).
 //
 //   bench_fp8_gemm [--rows 16,32,64,128,512,1024,4096] [--shapes 24576x4096,4096x12288,12288x4096]
-//                  [--reps 20] [--probe] [--algos] [--search [--search-top 5] [--search-budget 20]]
+//                  [--reps 20] [--flush-l2] [--probe] [--algos] [--search [--search-top 5] [--search-budget 20]]
 //
 // --probe (first): which scale layouts cuBLASLt's VEC128_32F / BLK128x128_32F modes read, by
 // running small GEMMs with distinct per-block scales in each candidate layout against an f64
@@ -261,6 +261,11 @@ void probe(cudaStream_t stream, void* ws, size_t ws_bytes) {
   cublasLtDestroy(lt);
 }
 
+// --flush-l2: a buffer larger than the L2, rewritten before each timed repetition (a decode
+// step never finds its weights in the L2; a 4096 x 4096 FP8 weight fits in it).
+void* g_flush = nullptr;
+constexpr size_t kFlushBytes = size_t{256} << 20;
+
 template <typename F>
 double median_us(cudaStream_t stream, int reps, F&& f) {
   cudaEvent_t a, b;
@@ -269,6 +274,7 @@ double median_us(cudaStream_t stream, int reps, F&& f) {
   for (int i = 0; i < 3; ++i) f();
   std::vector<double> t;
   for (int i = 0; i < reps; ++i) {
+    if (g_flush) ck(cudaMemsetAsync(g_flush, i & 0xff, kFlushBytes, stream), "flush");
     ck(cudaEventRecord(a, stream), "record");
     f();
     ck(cudaEventRecord(b, stream), "record");
@@ -379,6 +385,8 @@ int main(int argc, char** argv) {
   int reps = 20;
   bool do_probe = false, do_algos = false, do_search = false;
   int search_top = 5, search_budget = 20;
+  bool flush_l2 = false;
+  app.add_flag("--flush-l2", flush_l2, "rewrite a 256 MiB buffer before each timed repetition (weights not in the L2)");
   app.add_option("--rows", rows_s, "rows of x (M)");
   app.add_option("--shapes", shapes_s, "weights NxK");
   app.add_option("--reps", reps, "timed repetitions")->check(CLI::PositiveNumber);
@@ -400,6 +408,7 @@ int main(int argc, char** argv) {
   ck(cudaMalloc(&ws, ws_bytes), "workspace");
   ckb(cublasSetWorkspace(blas, ws, ws_bytes), "cublasSetWorkspace");
   if (do_probe) probe(stream, ws, ws_bytes);
+  if (flush_l2) ck(cudaMalloc(&g_flush, kFlushBytes), "flush buffer");
 
   const auto ceil = measure_device_ceilings();
   std::printf("gpu %s, %d SMs: copy %.0f GB/s, bf16 GEMM %.0f TFLOP/s\n", ceil.gpu.c_str(), ceil.sm_count,
@@ -416,7 +425,8 @@ int main(int argc, char** argv) {
   const int64_t max_m = *std::max_element(rows.begin(), rows.end());
   Fp8BlockGemm lt(stream, ws, ws_bytes);
   std::printf("\n| N x K | M | bf16 cuBLAS us | fp8 dequant+cuBLAS us | fp8 skinny us | fp8 block (quant+Lt) us | "
-              "block TFLOP/s | block vs bf16 | block of bytes floor |\n|---|---|---|---|---|---|---|---|---|\n");
+              "block TFLOP/s | block vs bf16 | block of bytes floor | block, heuristic's tiles us |\n"
+              "|---|---|---|---|---|---|---|---|---|---|\n");
   std::mt19937 rng(1);
   for (const auto& [N, K] : shapes) {
     std::vector<uint8_t> wc(N * K);
@@ -459,7 +469,7 @@ int main(int argc, char** argv) {
       double t_skinny = 0;
       if (ops::skinny_gemm_fp8_supported(M, K))
         t_skinny = median_us(stream, reps, [&] { ops::skinny_gemm_fp8(fw, dx, M, N, K, dout, false, st); });
-      double t_block = 0;
+      double t_block = 0, t_block_heuristic = 0;
       const char* block_out = "f32";
       const auto wm = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F, xm = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
       for (DType dt : {DType::f32, DType::bf16}) {
@@ -470,6 +480,13 @@ int main(int argc, char** argv) {
           ops::quantize_rows_fp8(dx, M, K, xq, xs, 1, M, st);
           lt.matmul({dwc, dws, wm}, {xq, xs, xm}, M, N, K, dout, dt, N, false);
         });
+        // The same with the heuristic's tiles (Fp8BlockGemm's decode_tiles off): differs up to
+        // Fp8BlockGemm::kDecodeTileRows rows.
+        if (M <= Fp8BlockGemm::kDecodeTileRows && lt.matmul({dwc, dws, wm}, {xq, xs, xm}, M, N, K, dout, dt, N, false, false))
+          t_block_heuristic = median_us(stream, reps, [&] {
+            ops::quantize_rows_fp8(dx, M, K, xq, xs, 1, M, st);
+            lt.matmul({dwc, dws, wm}, {xq, xs, xm}, M, N, K, dout, dt, N, false, false);
+          });
       }
       if (do_algos) {
         ops::quantize_rows_fp8(dx, M, K, xq, xs, 1, M, st);
@@ -482,12 +499,13 @@ int main(int argc, char** argv) {
       }
       const double flops = 2.0 * M * N * K;
       const double floor_us = (N * K + M * K * 2.0 + M * N * 4.0) / ceil.copy_bytes_per_s * 1e6;
-      std::printf("| %lldx%lld | %lld | %.1f | %.1f | %s | %s | %.0f | %.2fx | %.0f%% |\n", static_cast<long long>(N),
+      std::printf("| %lldx%lld | %lld | %.1f | %.1f | %s | %s | %.0f | %.2fx | %.0f%% | %s |\n", static_cast<long long>(N),
                   static_cast<long long>(K), static_cast<long long>(M), t_bf16, t_deq,
                   t_skinny > 0 ? std::to_string(t_skinny).substr(0, 6).c_str() : "-",
                   t_block > 0 ? (std::to_string(t_block).substr(0, 6) + " (" + block_out + " out)").c_str() : "no algorithm",
                   t_block > 0 ? flops / t_block / 1e6 : 0.0, t_block > 0 ? t_bf16 / t_block : 0.0,
-                  t_block > 0 ? 100.0 * floor_us / t_block : 0.0);
+                  t_block > 0 ? 100.0 * floor_us / t_block : 0.0,
+                  t_block_heuristic > 0 ? std::to_string(t_block_heuristic).substr(0, 6).c_str() : "-");
     }
     ck(cudaStreamSynchronize(stream), "sync");
     for (void* p : {static_cast<void*>(dwc), static_cast<void*>(dws), static_cast<void*>(dwb), static_cast<void*>(dx),

@@ -792,19 +792,23 @@ std::vector<float> fp8_activations(const std::vector<float>& x, int64_t M, int64
 }  // namespace
 
 TEST_CASE("cuda ops: FP8 GEMMs above the skinny range on the block-scaled FP8 GEMM", "[cuda_ops][gpu][fp8]") {
-  // More than 64 rows, 128 x 128 weight scales, K a multiple of 512: x is quantised to e4m3 per
+  // More than KernelPaths::fp8_skinny_rows (8) rows, 128 x 128 weight scales, K a multiple of
+  // 512: x is quantised to e4m3 per
   // row and 128 columns and cuBLASLt multiplies codes, for the rows up to the last multiple of
   // 4; the rest take the FP8 skinny kernel with x in bf16. Against an f64 reference over the
   // dequantised weight and x as the two paths see it (only the order and precision of the sums
   // differ: the FP8 tensor cores' sums carry fewer bits than fp32), and farther from the
   // reference of x unquantised (so the path really is the quantised one). M = 65 and 1001 leave
-  // rows to the skinny kernel; N = 200 ends in a partial block of rows.
+  // rows to the skinny kernel; N = 200 ends in a partial block of rows. Steps of 9-64 rows run
+  // on the decode tiles (fp8_block_gemm.cpp, decode_tile): 64 x 64 below 8192 weight rows,
+  // 128 x 64 from there (M = 38 leaves 2 rows to the skinny kernel).
   Pair p;
   struct Case {
     int64_t M, N, K;
   };
   const double tol = 1e-3;
-  for (const Case c : std::vector<Case>{{65, 200, 512}, {300, 384, 4096}, {1001, 200, 512}}) {
+  for (const Case c : std::vector<Case>{
+           {65, 200, 512}, {300, 384, 4096}, {1001, 200, 512}, {12, 384, 512}, {64, 200, 1024}, {38, 8320, 512}}) {
     INFO("M " << c.M << " N " << c.N << " K " << c.K);
     const Fp8Host w(c.N, c.K, 7, 50 + static_cast<uint64_t>(c.K));
     const auto x = bf16_exact(test::random_vec(static_cast<size_t>(c.M * c.K), 51 + c.M));
