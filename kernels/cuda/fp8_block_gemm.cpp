@@ -19,18 +19,25 @@ void check_lt(cublasStatus_t st, const char* what) {
 }
 
 // The tile (cuBLAS's m x n: weight rows x step rows) and cluster shape of a step of M <=
-// kDecodeTileRows rows and N weight rows, or false for the heuristic's. A decode step reads
-// the weight once and its time is the weight's bytes over the rate at which the tiles stream
-// them; the heuristic offers 128 x 128 tiles in clusters of 2-4 along N for every such shape,
-// which leaves many SMs idle where N / 128 is near or below the SM count. Every configuration
-// cuBLASLt accepts was timed with the L2 flushed (`bench_fp8_gemm --search`, docs/benchmarks.md
-// "cuBLASLt's configurations for FP8 decode steps"): 64 x 64 tiles without clusters were the
-// fastest or within 3% of it for the N = 4096-5120 outputs (1.1-1.6x the heuristic's), 128 x 64
-// tiles without clusters for N = 10240-16384 (1.1-1.2x); for the widest weights (gate_up, N >=
-// 20480) the heuristic's choice was as fast as any.
-bool decode_tile(int64_t M, int64_t N, uint32_t& tile, uint16_t& cluster) {
+// kDecodeTileRows rows, N weight rows and K columns, or false for the heuristic's. A decode
+// step reads the weight once and its time is the weight's bytes over the rate at which the
+// tiles stream them; the heuristic offers 128 x 128 tiles in clusters of 2-4 along N for every
+// such shape, which leaves many SMs idle where N / 128 is near or below the SM count. Every
+// configuration cuBLASLt accepts was timed with the L2 flushed (`bench_fp8_gemm --search`),
+// then the choice below per op and in the 9B's and 27B's decode steps (docs/benchmarks.md,
+// "cuBLASLt's configurations for FP8 decode steps"): 128 x 64 tiles without clusters for N =
+// 8192-16384 (1.0-1.14x the heuristic's); 64 x 64 tiles without clusters for the N = 4096-5120
+// outputs (1.03-1.26x), except at 16 rows or fewer with K above 4096, where they were slower
+// (the 27B's down projection 0.86x); for the widest weights (gate_up, N >= 20480) no
+// configuration beat the heuristic's on both models.
+bool decode_tile(int64_t M, int64_t N, int64_t K, uint32_t& tile, uint16_t& cluster) {
   if (M > Fp8BlockGemm::kDecodeTileRows || N >= 20480) return false;
-  tile = N >= 8192 ? CUBLASLT_MATMUL_TILE_128x64 : CUBLASLT_MATMUL_TILE_64x64;
+  if (N >= 8192)
+    tile = CUBLASLT_MATMUL_TILE_128x64;
+  else if (K <= 4096 || M > 16)
+    tile = CUBLASLT_MATMUL_TILE_64x64;
+  else
+    return false;
   cluster = CUBLASLT_CLUSTER_SHAPE_1x1x1;
   return true;
 }
@@ -103,7 +110,7 @@ Fp8BlockGemm::Plan* Fp8BlockGemm::plan_for(const Key& key, const float* w_scales
   p->algo = result.algo;
   uint32_t tile = 0;
   uint16_t cluster = 0;
-  if (decode_tiles && decode_tile(M, N, tile, cluster)) {
+  if (decode_tiles && decode_tile(M, N, K, tile, cluster)) {
     // The heuristic's algorithm and stages with the decode tile, unsplit; kept only where
     // cuBLASLt accepts it for this problem within the workspace.
     cublasLtMatmulAlgo_t algo = result.algo;

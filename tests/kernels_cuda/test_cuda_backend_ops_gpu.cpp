@@ -800,8 +800,8 @@ TEST_CASE("cuda ops: FP8 GEMMs above the skinny range on the block-scaled FP8 GE
   // differ: the FP8 tensor cores' sums carry fewer bits than fp32), and farther from the
   // reference of x unquantised (so the path really is the quantised one). M = 65 and 1001 leave
   // rows to the skinny kernel; N = 200 ends in a partial block of rows. Steps of 9-64 rows run
-  // on the decode tiles (fp8_block_gemm.cpp, decode_tile): 64 x 64 below 8192 weight rows,
-  // 128 x 64 from there (M = 38 leaves 2 rows to the skinny kernel).
+  // on the decode tiles (fp8_block_gemm.cpp, decode_tile): 64 x 64 below 8192 weight rows (K
+  // <= 4096 here), 128 x 64 from there (M = 38 leaves 2 rows to the skinny kernel).
   Pair p;
   struct Case {
     int64_t M, N, K;
