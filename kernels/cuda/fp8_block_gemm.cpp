@@ -18,27 +18,35 @@ void check_lt(cublasStatus_t st, const char* what) {
                              cublasGetStatusString(st));
 }
 
-// The tile (cuBLAS's m x n: weight rows x step rows) and cluster shape of a step of M <=
-// kDecodeTileRows rows, N weight rows and K columns, or false for the heuristic's. A decode
-// step reads the weight once and its time is the weight's bytes over the rate at which the
-// tiles stream them; the heuristic offers 128 x 128 tiles in clusters of 2-4 along N for every
-// such shape, which leaves many SMs idle where N / 128 is near or below the SM count. Every
-// configuration cuBLASLt accepts was timed with the L2 flushed (`bench_fp8_gemm --search`),
-// then the choice below per op and in the 9B's and 27B's decode steps (docs/benchmarks.md,
-// "cuBLASLt's configurations for FP8 decode steps"): 128 x 64 tiles without clusters for N =
-// 8192-16384 (1.0-1.14x the heuristic's); 64 x 64 tiles without clusters for the N = 4096-5120
-// outputs (1.03-1.26x), except at 16 rows or fewer with K above 4096, where they were slower
-// (the 27B's down projection 0.86x); for the widest weights (gate_up, N >= 20480) no
-// configuration beat the heuristic's on both models.
-bool decode_tile(int64_t M, int64_t N, int64_t K, uint32_t& tile, uint16_t& cluster) {
-  if (M > Fp8BlockGemm::kDecodeTileRows || N >= 20480) return false;
-  if (N >= 8192)
-    tile = CUBLASLT_MATMUL_TILE_128x64;
-  else if (K <= 4096 || M > 16)
-    tile = CUBLASLT_MATMUL_TILE_64x64;
-  else
+// The configuration of a step of M <= kDecodeTileRows rows, N weight rows and K columns, in
+// place of the heuristic's (decode_tile). A decode step reads the weight once and its time is
+// the weight's bytes over the rate at which the tiles stream them; the heuristic offers 128 x
+// 128 tiles in clusters of 2-4 along N for every such shape, which leaves many SMs idle where N
+// / 128 is near or below the SM count. Every configuration cuBLASLt accepts was timed with the
+// L2 flushed (`bench_fp8_gemm --search`), then the choice below per op and in the 9B's and
+// 27B's decode steps (docs/benchmarks.md, "cuBLASLt's configurations for FP8 decode steps"):
+// * N = 8192-16384: 128 x 64 tiles without clusters (1.0-1.14x the heuristic's);
+// * the N = 4096-5120 outputs: 64 x 64 tiles without clusters (1.03-1.26x), except at 16 rows
+//   or fewer with K above 4096, where they were slower (the 27B's down projection 0.86x);
+// * gate_up (N >= 20480): 128 x 64 tiles split in two along K where K >= 5120 (the 27B's; the
+//   9B's, K = 4096, ran fastest on the heuristic's).
+struct DecodeTile {
+  uint32_t tile = CUBLASLT_MATMUL_TILE_UNDEFINED;
+  int32_t splits = 1;
+};
+
+bool decode_tile(int64_t M, int64_t N, int64_t K, DecodeTile& t) {
+  if (M > Fp8BlockGemm::kDecodeTileRows) return false;
+  if (N >= 20480) {
+    if (K < 5120) return false;
+    t = {CUBLASLT_MATMUL_TILE_128x64, 2};
+  } else if (N >= 8192) {
+    t = {CUBLASLT_MATMUL_TILE_128x64, 1};
+  } else if (K <= 4096 || M > 16) {
+    t = {CUBLASLT_MATMUL_TILE_64x64, 1};
+  } else {
     return false;
-  cluster = CUBLASLT_CLUSTER_SHAPE_1x1x1;
+  }
   return true;
 }
 
@@ -108,20 +116,20 @@ Fp8BlockGemm::Plan* Fp8BlockGemm::plan_for(const Key& key, const float* w_scales
   p->usable = st == CUBLAS_STATUS_SUCCESS && found > 0;
   if (!p->usable) return p;
   p->algo = result.algo;
-  uint32_t tile = 0;
-  uint16_t cluster = 0;
-  if (decode_tiles && decode_tile(M, N, K, tile, cluster)) {
-    // The heuristic's algorithm and stages with the decode tile, unsplit; kept only where
-    // cuBLASLt accepts it for this problem within the workspace.
+  DecodeTile t;
+  if (decode_tiles && decode_tile(M, N, K, t)) {
+    // The heuristic's algorithm and stages with the decode tile, no clusters; a split sums in
+    // a workspace in fp32 (a fixed order). Kept only where cuBLASLt accepts it for this
+    // problem within the workspace.
     cublasLtMatmulAlgo_t algo = result.algo;
-    const int32_t splits = 1;
-    const uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_NONE;
+    const uint16_t cluster = CUBLASLT_CLUSTER_SHAPE_1x1x1;
+    const uint32_t reduction = t.splits > 1 ? CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE : CUBLASLT_REDUCTION_SCHEME_NONE;
     cublasLtMatmulHeuristicResult_t check{};
-    if (cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile) ==
+    if (cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &t.tile, sizeof t.tile) ==
             CUBLAS_STATUS_SUCCESS &&
         cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster, sizeof cluster) ==
             CUBLAS_STATUS_SUCCESS &&
-        cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof splits) ==
+        cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &t.splits, sizeof t.splits) ==
             CUBLAS_STATUS_SUCCESS &&
         cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &reduction,
                                              sizeof reduction) == CUBLAS_STATUS_SUCCESS &&

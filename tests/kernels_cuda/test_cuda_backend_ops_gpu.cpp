@@ -853,3 +853,38 @@ TEST_CASE("cuda ops: FP8 GEMMs above the skinny range on the block-scaled FP8 GE
     CHECK(rel64(test::get(*p.gpu, og), want) < 1e-2);
   }
 }
+
+TEST_CASE("cuda ops: FP8 decode steps of the widest weights split along K", "[cuda_ops][gpu][fp8]") {
+  // 9-64 rows of a weight with N >= 20480 and K >= 5120 (the 27B's gate_up) run on 128 x 64
+  // tiles with K split in two (fp8_block_gemm.cpp, decode_tile): the partial sums meet in a
+  // workspace. Against the f64 reference of the quantised x as above, with and without the
+  // residual, twice bit for bit; then gate_up + SwiGLU with its bf16 product.
+  Pair p;
+  const int64_t M = 12, N = 20480, K = 5120;
+  const Fp8Host w(N, K, 7, 61);
+  const auto x = bf16_exact(test::random_vec(static_cast<size_t>(M * K), 62));
+  const auto xq = fp8_activations(x, M, K);
+  const auto acc0 = test::random_vec(static_cast<size_t>(M * N), 63);
+  Tensor wg = w.upload(*p.gpu), xg = act(*p.gpu, DType::bf16, {M, K}, x);
+  Tensor og = poisoned(*p.gpu, DType::f32, {M, N});
+  p.gpu->gemm(xg, wg, og, false);
+  const auto first = test::get(*p.gpu, og);
+  const auto want = fp8_reference(w, xq, M, 0, N, {});
+  CHECK(rel64(first, want) < 1e-3);
+  Tensor again = poisoned(*p.gpu, DType::f32, {M, N});
+  p.gpu->gemm(xg, wg, again, false);
+  CHECK(test::get(*p.gpu, again) == first);
+  Tensor acc = act(*p.gpu, DType::f32, {M, N}, acc0);
+  p.gpu->gemm(xg, wg, acc, true);
+  std::vector<double> want_acc(want.size());
+  for (size_t i = 0; i < want.size(); ++i) want_acc[i] = want[i] + acc0[i];
+  CHECK(rel64(test::get(*p.gpu, acc), want_acc) < 1e-3);
+  const int64_t inter = N / 2, rows = 16;
+  const auto x16 = bf16_exact(test::random_vec(static_cast<size_t>(rows * K), 64));
+  const auto want_act = swiglu_reference(fp8_reference(w, fp8_activations(x16, rows, K), rows, 0, N, {}), rows, inter);
+  Tensor x16g = act(*p.gpu, DType::bf16, {rows, K}, x16);
+  Tensor scratch = p.gpu->alloc(DType::f32, {rows, N});
+  Tensor actg = poisoned(*p.gpu, DType::bf16, {rows, inter});
+  p.gpu->gate_up_swiglu(x16g, wg, scratch, actg);
+  CHECK(rel64(test::get(*p.gpu, actg), want_act) < 1e-2);
+}
