@@ -25,9 +25,9 @@ void check_lt(cublasStatus_t st, const char* what) {
 // / 128 is near or below the SM count. Every configuration cuBLASLt accepts was timed with the
 // L2 flushed (`bench_fp8_gemm --search`), then the choice below per op and in the 9B's and
 // 27B's decode steps (docs/benchmarks.md, "cuBLASLt's configurations for FP8 decode steps"):
-// * N = 8192-16384: 128 x 64 tiles without clusters (1.0-1.14x the heuristic's);
-// * the N = 4096-5120 outputs: 64 x 64 tiles without clusters (1.03-1.26x), except at 16 rows
-//   or fewer with K above 4096, where they were slower (the 27B's down projection 0.86x);
+// * N = 8192-16384: 128 x 64 tiles without clusters;
+// * the N = 4096-5120 outputs: 64 x 64 tiles without clusters, except at 16 rows or fewer with
+//   K above 4096, where they were slower than the heuristic's (the 27B's down projection);
 // * gate_up (N >= 20480): 128 x 64 tiles split in two along K where K >= 5120 (the 27B's; the
 //   9B's, K = 4096, ran fastest on the heuristic's).
 struct DecodeTile {

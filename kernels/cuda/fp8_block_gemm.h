@@ -45,9 +45,9 @@ class Fp8BlockGemm {
   // failed call. available() is false where an earlier call found none (a shape is tried,
   // and its plan kept, on its first matmul).
   //
-  // decode_tiles: steps of up to kDecodeTileRows rows run on the tile and cluster shape
-  // decode_tile() picks (checked by cuBLASLt, else the heuristic's); false: always the
-  // heuristic's first offer (the benchmarks' A/B).
+  // decode_tiles: steps of up to kDecodeTileRows rows run on the tile shape and split of K
+  // that decode_tile() (fp8_block_gemm.cpp) picks for the shape, where cuBLASLt accepts it,
+  // else on the heuristic's; false: always the heuristic's first offer (the benchmarks' A/B).
   bool available(cublasLtMatmulMatrixScale_t w_mode, cublasLtMatmulMatrixScale_t x_mode, int64_t M, int64_t N, int64_t K,
                  DType out_type, int64_t ld_out, bool decode_tiles = true);
   bool matmul(const Fp8BlockOperand& w, const Fp8BlockOperand& x, int64_t M, int64_t N, int64_t K, void* out,
