@@ -73,7 +73,8 @@ void run_gemm_fp8(CudaContext& ctx, const CudaBackendOptions::KernelPaths& paths
     ops::skinny_gemm_fp8(fw, x, M, N, K, out.data_as<float>(), accumulate, ctx.stream());
     return;
   }
-  if (paths.fp8_block_gemm && M > 1 && run_gemm_fp8_blocks(ctx, paths, x, fw, M, N, K, out.data(), DType::f32, accumulate))
+  if (paths.fp8_block_gemm && M > 1 &&
+      run_gemm_fp8_blocks(ctx, paths, x, fw, M, N, K, out.data(), DType::f32, accumulate))
     return;
   const int64_t block = int64_t{1} << kernels::Fp8Scales::kBlockRowShift;
   int64_t tile = N;
@@ -105,7 +106,8 @@ bool run_gate_up_swiglu_fp8_blocks(CudaContext& ctx, const CudaBackendOptions::K
   const auto& fs = w.fp8_scales();
   const ops::Fp8Weight fw{w.data_as<const uint8_t>(), fs.data, fs.cols, fs.row_shift};
   auto* gate_up = scratch.data_as<uint16_t>();  // bf16 [M, 2I] in the f32 scratch the contract provides
-  if (!run_gemm_fp8_blocks(ctx, paths, x.data_as<const uint16_t>(), fw, M, N, K, gate_up, DType::bf16, false)) return false;
+  if (!run_gemm_fp8_blocks(ctx, paths, x.data_as<const uint16_t>(), fw, M, N, K, gate_up, DType::bf16, false))
+    return false;
   ops::swiglu_bf16(gate_up, M, N / 2, out.data_as<uint16_t>(), ctx.stream());
   return true;
 }

@@ -203,7 +203,8 @@ void fp8_algo_search(cudaStream_t stream, void* ws, size_t ws_bytes, const uint8
                 if (!ok(cublasLtMatmulAlgoCheck(lt, desc, la, lb, ld, ld, &a, &chk)) || chk.workspaceSize > ws_bytes)
                   continue;
                 ++accepted;
-                ck(cudaMemsetAsync(out, 0xff, n_out * 4, stream), "poison");  // NaNs: a kernel that writes nothing fails
+                // NaNs first: a configuration that writes nothing fails.
+                ck(cudaMemsetAsync(out, 0xff, n_out * 4, stream), "poison");
                 if (!ok(run(a))) continue;
                 const std::vector<float> h = fetch();
                 double err = 0;
@@ -231,7 +232,8 @@ void fp8_algo_search(cudaStream_t stream, void* ws, size_t ws_bytes, const uint8
               "%d checked, %d accepted, %d wrong, %zu timed%s\n",
               static_cast<long long>(N), static_cast<long long>(K), static_cast<long long>(M), t_heur,
               config_of(heur.algo).str().c_str(), results.empty() ? 0.0 : results[0].us,
-              results.empty() ? 0.0 : t_heur / results[0].us, checked, accepted, wrong, results.size(), truncated ? " (budget reached)" : "");
+              results.empty() ? 0.0 : t_heur / results[0].us, checked, accepted, wrong, results.size(),
+              truncated ? " (budget reached)" : "");
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
   cublasLtMatmulPreferenceDestroy(pref);

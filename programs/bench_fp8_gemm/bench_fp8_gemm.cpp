@@ -482,7 +482,8 @@ int main(int argc, char** argv) {
         });
         // The same with the heuristic's tiles (Fp8BlockGemm's decode_tiles off): differs up to
         // Fp8BlockGemm::kDecodeTileRows rows.
-        if (M <= Fp8BlockGemm::kDecodeTileRows && lt.matmul({dwc, dws, wm}, {xq, xs, xm}, M, N, K, dout, dt, N, false, false))
+        if (M <= Fp8BlockGemm::kDecodeTileRows &&
+            lt.matmul({dwc, dws, wm}, {xq, xs, xm}, M, N, K, dout, dt, N, false, false))
           t_block_heuristic = median_us(stream, reps, [&] {
             ops::quantize_rows_fp8(dx, M, K, xq, xs, 1, M, st);
             lt.matmul({dwc, dws, wm}, {xq, xs, xm}, M, N, K, dout, dt, N, false, false);
