@@ -2,7 +2,8 @@
 // one run: bf16 weights on cuBLAS (the bf16 model's path), FP8 weights dequantised to bf16 and
 // cuBLAS (the FP8 path before the block-scaled GEMM), the FP8 skinny kernel (up to 64 rows),
 // and x quantised per row and 128 columns + cuBLASLt's block-scaled FP8 GEMM (quantisation
-// included in its time). Median of --reps after warm-up, as TFLOP/s and as a share of the
+// included in its time; up to 64 rows also with the heuristic's tiles instead of the decode
+// tiles, fp8_block_gemm.h). Median of --reps after warm-up, as TFLOP/s and as a share of the
 // bytes floor (weights as stored + x + out, over the measured copy rate).
 //
 //   bench_fp8_gemm [--rows 16,32,64,128,512,1024,4096] [--shapes 24576x4096,4096x12288,12288x4096]
