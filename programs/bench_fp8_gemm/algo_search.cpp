@@ -11,16 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "programs/bench_fp8_gemm/lt_bench.h"
+
 namespace ds::bench {
 namespace {
 
 bool ok(cublasStatus_t s) { return s == CUBLAS_STATUS_SUCCESS; }
-void ck(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "search: %s: %s\n", what, cudaGetErrorString(e));
-    std::exit(1);
-  }
-}
 
 template <typename T>
 std::vector<T> cap_list(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoCapAttributes_t attr) {
@@ -38,32 +34,6 @@ T cap(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoCapAttributes_t attr) 
   return v;
 }
 
-struct Config {
-  int id = 0;
-  uint32_t tile = 0, stages = 0, reduction = 0, swizzle = 0;
-  int32_t splitk = 1;
-  uint16_t cluster = 0;
-  std::string str() const {
-    return "id " + std::to_string(id) + " tile " + std::to_string(tile) + " stages " + std::to_string(stages) +
-           " splitk " + std::to_string(splitk) + " red " + std::to_string(reduction) + " swz " +
-           std::to_string(swizzle) + " cluster " + std::to_string(cluster);
-  }
-};
-
-Config config_of(const cublasLtMatmulAlgo_t& algo) {
-  Config c;
-  size_t got = 0;
-  cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_ID, &c.id, sizeof c.id, &got);
-  cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &c.tile, sizeof c.tile, &got);
-  cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &c.stages, sizeof c.stages, &got);
-  cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &c.splitk, sizeof c.splitk, &got);
-  cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &c.reduction, sizeof c.reduction,
-                                       &got);
-  cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &c.swizzle, sizeof c.swizzle, &got);
-  cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &c.cluster, sizeof c.cluster,
-                                       &got);
-  return c;
-}
 
 }  // namespace
 
@@ -75,22 +45,11 @@ void fp8_algo_search(cudaStream_t stream, void* ws, size_t ws_bytes, const uint8
     if (!ok(cublasLtCreate(&h))) std::exit(1);
     return h;
   }();
-  // A buffer larger than the L2, rewritten before every timed run.
-  static void* flush = [] {
-    void* p = nullptr;
-    ck(cudaMalloc(&p, size_t{256} << 20), "flush buffer");
-    return p;
-  }();
-  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  const auto am = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F, bm = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
   cublasLtMatmulPreference_t pref = nullptr;
-  bool good = ok(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  good = good && ok(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-  good = good && ok(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-  good = good && ok(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &am, sizeof am));
-  good = good && ok(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &bm, sizeof bm));
+  bool good = ok(block_scaled_desc(&desc, CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F,
+                                   CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F));
   good = good && ok(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &wsc, sizeof wsc));
   good = good && ok(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &xsc, sizeof xsc));
   good = good && ok(cublasLtMatrixLayoutCreate(&la, CUDA_R_8F_E4M3, K, N, K));
@@ -114,33 +73,15 @@ void fp8_algo_search(cudaStream_t stream, void* ws, size_t ws_bytes, const uint8
   const size_t n_out = static_cast<size_t>(M * N);
   auto fetch = [&] {
     std::vector<float> h(n_out);
-    ck(cudaMemcpyAsync(h.data(), out, n_out * 4, cudaMemcpyDeviceToHost, stream), "copy out");
-    ck(cudaStreamSynchronize(stream), "sync");
+    check_cuda(cudaMemcpyAsync(h.data(), out, n_out * 4, cudaMemcpyDeviceToHost, stream), "copy out");
+    check_cuda(cudaStreamSynchronize(stream), "sync");
     return h;
   };
   if (!ok(run(heur.algo))) return;
   const std::vector<float> ref = fetch();
   double ref_max = 0;
   for (float v : ref) ref_max = std::max(ref_max, static_cast<double>(std::fabs(v)));
-  cudaEvent_t e0, e1;
-  ck(cudaEventCreate(&e0), "event");
-  ck(cudaEventCreate(&e1), "event");
-  int salt = 0;
-  auto time_us = [&](const cublasLtMatmulAlgo_t& a) {
-    std::vector<double> t;
-    for (int i = 0; i < reps + 2; ++i) {
-      ck(cudaMemsetAsync(flush, ++salt & 0xff, size_t{256} << 20, stream), "flush");
-      ck(cudaEventRecord(e0, stream), "record");
-      run(a);
-      ck(cudaEventRecord(e1, stream), "record");
-      ck(cudaEventSynchronize(e1), "sync");
-      float ms = 0;
-      ck(cudaEventElapsedTime(&ms, e0, e1), "elapsed");
-      if (i >= 2) t.push_back(ms * 1e3);
-    }
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
-  };
+  auto time_us = [&](const cublasLtMatmulAlgo_t& a) { return median_us(stream, reps, [&] { run(a); }, true); };
   const double t_heur = time_us(heur.algo);
 
   int ids[256];
@@ -150,7 +91,7 @@ void fp8_algo_search(cudaStream_t stream, void* ws, size_t ws_bytes, const uint8
     n_ids = 0;
   struct Result {
     double us;
-    Config c;
+    std::string config;
     double err;
   };
   std::vector<Result> results;
@@ -204,7 +145,7 @@ void fp8_algo_search(cudaStream_t stream, void* ws, size_t ws_bytes, const uint8
                   continue;
                 ++accepted;
                 // NaNs first: a configuration that writes nothing fails.
-                ck(cudaMemsetAsync(out, 0xff, n_out * 4, stream), "poison");
+                check_cuda(cudaMemsetAsync(out, 0xff, n_out * 4, stream), "poison");
                 if (!ok(run(a))) continue;
                 const std::vector<float> h = fetch();
                 double err = 0;
@@ -217,25 +158,23 @@ void fp8_algo_search(cudaStream_t stream, void* ws, size_t ws_bytes, const uint8
                   ++wrong;
                   continue;
                 }
-                results.push_back({time_us(a), config_of(a), err});
+                results.push_back({time_us(a), describe_algo(a), err});
               }
           }
   }
-  ck(cudaGetLastError(), "search");
+  check_cuda(cudaGetLastError(), "search");
   std::sort(results.begin(), results.end(), [](const Result& a, const Result& b) { return a.us < b.us; });
   const double floor_bytes = static_cast<double>(N * K + M * K + M * N * 4);
   for (int i = 0; i < std::min<int>(top, static_cast<int>(results.size())); ++i)
     std::printf("search %lldx%lld M %lld | #%d %.1f us (%.2f TB/s) err %.1e | %s\n", static_cast<long long>(N),
                 static_cast<long long>(K), static_cast<long long>(M), i, results[i].us,
-                floor_bytes / results[i].us / 1e6, results[i].err, results[i].c.str().c_str());
+                floor_bytes / results[i].us / 1e6, results[i].err, results[i].config.c_str());
   std::printf("search summary | %lldx%lld | M %lld | heuristic %.1f us (%s) | best %.1f us | heuristic/best %.2f | "
               "%d checked, %d accepted, %d wrong, %zu timed%s\n",
               static_cast<long long>(N), static_cast<long long>(K), static_cast<long long>(M), t_heur,
-              config_of(heur.algo).str().c_str(), results.empty() ? 0.0 : results[0].us,
+              describe_algo(heur.algo).c_str(), results.empty() ? 0.0 : results[0].us,
               results.empty() ? 0.0 : t_heur / results[0].us, checked, accepted, wrong, results.size(),
               truncated ? " (budget reached)" : "");
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
   cublasLtMatmulPreferenceDestroy(pref);
   cublasLtMatrixLayoutDestroy(ld);
   cublasLtMatrixLayoutDestroy(lb);

@@ -26,6 +26,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cuda/backend_ops.h"
@@ -33,18 +34,14 @@
 #include "programs/bench_cuda_model/bench_util.h"
 #include "programs/bench_cuda_model/device_ceilings.h"
 #include "programs/bench_fp8_gemm/algo_search.h"
+#include "programs/bench_fp8_gemm/lt_bench.h"
 
 using namespace ds;
 using namespace ds::cuda;
 
 namespace {
 
-void ck(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
-    std::exit(1);
-  }
-}
+void ck(cudaError_t e, const char* what) { bench::check_cuda(e, what); }
 void ckb(cublasStatus_t s, const char* what) {
   if (s != CUBLAS_STATUS_SUCCESS) {
     std::fprintf(stderr, "%s: %s\n", what, cublasGetStatusString(s));
@@ -71,20 +68,6 @@ T* to_device(const std::vector<T>& h) {
   return d;
 }
 
-// The descriptor of a block-scaled FP8 GEMM as Fp8BlockGemm makes it: "TN", f32 compute, each
-// operand's scale mode. Returns the first failure.
-cublasStatus_t block_scaled_desc(cublasLtMatmulDesc_t* desc, cublasLtMatmulMatrixScale_t amode,
-                                 cublasLtMatmulMatrixScale_t bmode) {
-  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  cublasStatus_t s = cublasLtMatmulDescCreate(desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
-  if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatmulDescSetAttribute(*desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
-  if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatmulDescSetAttribute(*desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
-  if (s == CUBLAS_STATUS_SUCCESS)
-    s = cublasLtMatmulDescSetAttribute(*desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &amode, sizeof amode);
-  if (s == CUBLAS_STATUS_SUCCESS)
-    s = cublasLtMatmulDescSetAttribute(*desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &bmode, sizeof bmode);
-  return s;
-}
 
 // --probe: small GEMMs whose scales differ per block, straight on cuBLASLt, in every candidate
 // form: which operand is the weight (A: out row-major [M, N]; B: out transposed), the output
@@ -114,7 +97,7 @@ std::string probe_run(cublasLtHandle_t lt, cudaStream_t stream, void* ws, size_t
     if (s != CUBLAS_STATUS_SUCCESS && err.empty()) err = std::string(what) + ": " + cublasGetStatusString(s);
     return s == CUBLAS_STATUS_SUCCESS;
   };
-  st(block_scaled_desc(&desc, amode, bmode), "desc");
+  st(bench::block_scaled_desc(&desc, amode, bmode), "desc");
   auto set_pointers = [&] {
     st(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &as, sizeof as), "a scales");
     st(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &bs, sizeof bs), "b scales");
@@ -262,32 +245,12 @@ void probe(cudaStream_t stream, void* ws, size_t ws_bytes) {
   cublasLtDestroy(lt);
 }
 
-// --flush-l2: a buffer larger than the L2, rewritten before each timed repetition (a decode
-// step never finds its weights in the L2; a 4096 x 4096 FP8 weight fits in it).
-void* g_flush = nullptr;
-constexpr size_t kFlushBytes = size_t{256} << 20;
+// --flush-l2: the table's timings with the L2 flushed before each repetition.
+bool g_flush_l2 = false;
 
 template <typename F>
 double median_us(cudaStream_t stream, int reps, F&& f) {
-  cudaEvent_t a, b;
-  ck(cudaEventCreate(&a), "event");
-  ck(cudaEventCreate(&b), "event");
-  for (int i = 0; i < 3; ++i) f();
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    if (g_flush) ck(cudaMemsetAsync(g_flush, i & 0xff, kFlushBytes, stream), "flush");
-    ck(cudaEventRecord(a, stream), "record");
-    f();
-    ck(cudaEventRecord(b, stream), "record");
-    ck(cudaEventSynchronize(b), "sync");
-    float ms = 0;
-    ck(cudaEventElapsedTime(&ms, a, b), "elapsed");
-    t.push_back(ms * 1e3);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return bench::median_us(stream, reps, std::forward<F>(f), g_flush_l2);
 }
 
 // --algos: every algorithm cuBLASLt's heuristic offers for the block-scaled FP8 GEMM of
@@ -305,7 +268,7 @@ void algo_sweep(cudaStream_t stream, void* ws, size_t ws_bytes, const uint8_t* w
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
   cublasLtMatmulPreference_t pref = nullptr;
-  ckb(block_scaled_desc(&desc, CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F, CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F),
+  ckb(bench::block_scaled_desc(&desc, CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F, CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F),
       "desc");
   ckb(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &wsc, sizeof wsc), "a scales");
   ckb(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &xsc, sizeof xsc), "b scales");
@@ -329,24 +292,12 @@ void algo_sweep(cudaStream_t stream, void* ws, size_t ws_bytes, const uint8_t* w
       cublasLtMatmul(lt, desc, &alpha, wc, la, xc, lb, &beta, out, ld, out, ld, &algo, ws, ws_bytes, stream);
     });
   };
-  auto config = [](const cublasLtMatmulAlgo_t& algo) {
-    int id = 0;
-    uint32_t tile = 0, splitk = 0, stages = 0, swizzle = 0;
-    size_t got = 0;
-    cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &got);
-    cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, &got);
-    cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof splitk, &got);
-    cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages, &got);
-    cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &swizzle, sizeof swizzle, &got);
-    return "id " + std::to_string(id) + " tile " + std::to_string(tile) + " splitk " + std::to_string(splitk) +
-           " stages " + std::to_string(stages) + " swz " + std::to_string(swizzle);
-  };
   double first = -1, best = -1;
   int best_i = -1;
   for (int i = 0; i < found; ++i) {
     const double t = time_algo(res[i].algo);
     std::printf("algos %lldx%lld M %lld | #%d %s | %.1f us\n", static_cast<long long>(N), static_cast<long long>(K),
-                static_cast<long long>(M), i, config(res[i].algo).c_str(), t);
+                static_cast<long long>(M), i, bench::describe_algo(res[i].algo).c_str(), t);
     if (i == 0) first = t;
     if (t > 0 && (best < 0 || t < best)) best = t, best_i = i;
   }
@@ -409,7 +360,7 @@ int main(int argc, char** argv) {
   ck(cudaMalloc(&ws, ws_bytes), "workspace");
   ckb(cublasSetWorkspace(blas, ws, ws_bytes), "cublasSetWorkspace");
   if (do_probe) probe(stream, ws, ws_bytes);
-  if (flush_l2) ck(cudaMalloc(&g_flush, kFlushBytes), "flush buffer");
+  g_flush_l2 = flush_l2;
 
   const auto ceil = measure_device_ceilings();
   std::printf("gpu %s, %d SMs: copy %.0f GB/s, bf16 GEMM %.0f TFLOP/s\n", ceil.gpu.c_str(), ceil.sm_count,
