@@ -296,10 +296,6 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::strin
     spdlog::info("speculative decoding: {}, {} drafted tokens per step (a speculating sequence holds up to {} state "
                  "slots)",
                  ec.speculative.method, ec.speculative.num_speculative_tokens, states_per_seq);
-  if (ec.speculative.simulated())
-    spdlog::warn("speculative method \"{}\" with acceptance_rate {} is for benchmarks: each step keeps drafts with that "
-                 "probability whatever the model samples, so replies are NOT the model's output",
-                 ec.speculative.method, ec.speculative.acceptance_rate);
 
   // Structured outputs compile against the model's vocabulary (the logits' width).
   const auto t_vocab = std::chrono::steady_clock::now();

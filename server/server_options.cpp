@@ -79,9 +79,7 @@ void add_server_options(CLI::App& app, ServerOptions& o) {
   app.add_option("--speculative-config", o.speculative_config,
                  "Speculative decoding as JSON: '{\"method\": \"ngram\", \"num_speculative_tokens\": 3}' "
                  "(methods: ngram = prompt lookup, with prompt_lookup_min/max; mtp = the checkpoint's MTP module; "
-                 "replay = the test and "
-                 "benchmark drafter with a set acceptance_rate; simulate = benchmarks only, keeps drafts at "
-                 "acceptance_rate whatever the model samples, so replies are not the model's)");
+                 "disable_by_batch_size: no drafts while more sequences run)");
   app.add_option("--quantization", o.quantization,
                  "Weight quantisation at load time: none, or fp8 (block-wise e4m3 of the linear weights, "
                  "as Qwen's -FP8 releases; a no-op on an FP8 checkpoint, which loads as stored)")

@@ -173,11 +173,12 @@ TEST_CASE("cuda ops: embedding, gather_rows, swiglu, split_query_gate, split_col
   const int64_t V = 50, H = 64;
   const auto table = to_bf16_bits(test::random_vec(static_cast<size_t>(V * H), 40));
   Tensor tc = weight(*p.cpu, {V, H}, table), tg = weight(*p.gpu, {V, H}, table);
-  const std::vector<SeqDesc> s2 = with_blocks({{1, 1000, 0, {}}, {6, 3, 1, {}}, {2, 70000, 2, {}}}, 16, 5000, 3);
+  // Each sequence's last row is gathered (rows 0, 6, 8).
+  const std::vector<SeqDesc> s2 =
+      with_blocks({{1, 1000, 0, {}, {}, {}, 1}, {6, 3, 1, {}, {}, {}, 1}, {2, 70000, 2, {}, {}, {}, 1}}, 16, 5000, 3);
   const std::vector<int32_t> tokens = {7, 0, 49, 3, 3, 12, 5, 8, 1};
-  const std::vector<int64_t> logit_rows = {8, 0, 4};
-  auto pc = test::plan_of(*p.cpu, s2, 16, 5000, 3, tokens, logit_rows);
-  auto pg = test::plan_of(*p.gpu, s2, 16, 5000, 3, tokens, logit_rows);
+  auto pc = test::plan_of(*p.cpu, s2, 16, 5000, 3, tokens);
+  auto pg = test::plan_of(*p.gpu, s2, 16, 5000, 3, tokens);
   const int64_t T = 9;
 
   Tensor ec = p.cpu->alloc(DType::f32, {T, H}), eg = poisoned(*p.gpu, DType::f32, {T, H});
@@ -243,10 +244,11 @@ TEST_CASE("cuda ops: embedding, gather_rows, swiglu, split_query_gate, split_col
 
 TEST_CASE("cuda ops: the fused decode ops (prepare_qk, gate_up_swiglu) match the CPU's op by op composition", "[cuda_ops][gpu]") {
   Pair p;
-  const std::vector<SeqDesc> s2 = with_blocks({{1, 1000, 0, {}}, {6, 3, 1, {}}, {2, 70000, 2, {}}}, 16, 5000, 3);
+  const std::vector<SeqDesc> s2 =
+      with_blocks({{1, 1000, 0, {}}, {6, 3, 1, {}}, {2, 70000, 2, {}, {}, {}, 1}}, 16, 5000, 3);  // row 8 gathered
   const std::vector<int32_t> tokens = {7, 0, 49, 3, 3, 12, 5, 8, 1};
-  auto pc = test::plan_of(*p.cpu, s2, 16, 5000, 3, tokens, {8});
-  auto pg = test::plan_of(*p.gpu, s2, 16, 5000, 3, tokens, {8});
+  auto pc = test::plan_of(*p.cpu, s2, 16, 5000, 3, tokens);
+  auto pg = test::plan_of(*p.gpu, s2, 16, 5000, 3, tokens);
   const int64_t T = 9;
   // prepare_qk: one kernel on the GPU for head dims that are multiples of 32: a warp per head
   // where the rotated dims allow a shuffle (256 / 64, 128 / 128), a block per head otherwise
