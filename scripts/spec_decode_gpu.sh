@@ -4,11 +4,12 @@
 #  1. bench_speculative: decode tokens/s through the engine at each batch, K and acceptance
 #     rate with the "simulate" method (drafts kept at a set rate whatever the model samples:
 #     random weights would accept nothing) against plain decoding, in one process.
-#  2. serve + bench_serve: plain, then `--speculative-config` simulate at ACCEPTANCE for each
-#     K in KS, at each concurrency (greedy, ignore_eos): output tokens/s, TPOT and the
-#     acceptance counters from /metrics.
-# The bundle is scripts/bench_serve_bundle.sh's (TARGETS="serve bench_serve bench_speculative"),
-# carried.
+#  2. serve_bench + bench_serve: plain, then `--speculative-config` simulate at ACCEPTANCE for
+#     each K in KS (serve_bench: serve with the benchmarks' controlled acceptance), at each
+#     concurrency (greedy, ignore_eos): output tokens/s, TPOT and the acceptance counters
+#     from /metrics.
+# The bundle is scripts/bench_serve_bundle.sh's (TARGETS="serve_bench bench_serve
+# bench_speculative"), carried.
 #   [SIZE=9b] [KS="3"] [ACCEPTANCE=0.8] [CONCURRENCIES="1 8"] [BATCHES=1,8,32] [DEADLINE=560]
 #   [INPUT_LEN=512] [OUTPUT_LEN=256] [NUM_PROMPTS=max(4, 2 x concurrency)]
 #   bash .devbuild/<dir>/spec_decode_gpu.sh
@@ -50,7 +51,7 @@ fi
 
 serve_pass() {  # name, extra serve args...
   local name=$1; shift
-  "$B/bin/serve" --model "$CKPT" --backend cuda --port $PORT --gpu-memory-utilization 0.9 --max-num-seqs 64 \
+  "$B/bin/serve_bench" --model "$CKPT" --backend cuda --port $PORT --gpu-memory-utilization 0.9 --max-num-seqs 64 \
     --no-enable-prefix-caching "$@" > "$R/serve_$name.log" 2>&1 &
   local pid=$!
   until curl -sf -m 2 http://127.0.0.1:$PORT/health > /dev/null; do

@@ -185,11 +185,11 @@ int main(int argc, char** argv) {
   server::ServerOptions o;
   o.model = DELTASERVE_DEFAULT_MODEL;
   std::string batches_s = "1,8,32", ks_s = "1,2,3,4", acceptance_s = "0.5,0.7,0.9", method = "simulate";
-  std::string cache = "8GiB", graphs_s = "on";
+  std::string cache = "8GiB", graphs_s = "on", backend = "auto";
   Setup setup;
   int repeat = 3;
   app.add_option("--model", o.model, "Checkpoint directory")->capture_default_str();
-  app.add_option("--backend", o.backend, "cpu, cuda or auto")->capture_default_str();
+  app.add_option("--backend", backend, "cpu, cuda or auto")->capture_default_str();
   app.add_option("--batches", batches_s, "Concurrent sequences, comma-separated")->capture_default_str();
   app.add_option("--ks", ks_s, "Drafted tokens per step, comma-separated")->capture_default_str();
   app.add_option("--acceptance", acceptance_s, "Acceptance rates, comma-separated")->capture_default_str();
@@ -220,9 +220,10 @@ int main(int argc, char** argv) {
   const auto ks = parse_list<int32_t>(ks_s);
   const bool controlled = method == "simulate" || method == "mtp";
   const auto rates = controlled ? parse_list<double>(acceptance_s) : std::vector<double>{0};
-  o.kv_cache_memory = cache;
+  o.backend = server::parse_backend(backend);
+  o.kv_cache_memory = server::parse_bytes(cache);
   // The MTP module is loaded only when a speculative config asks for it.
-  if (method == "mtp") o.speculative_config = R"({"method": "mtp", "num_speculative_tokens": 1})";
+  if (method == "mtp") o.speculative = {.method = "mtp", .num_speculative_tokens = 1};
   o.prefix_caching = false;
   o.max_num_seqs = *std::max_element(batches.begin(), batches.end());
   setup.cache_bytes = server::parse_bytes(cache);
