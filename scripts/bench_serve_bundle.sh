@@ -36,6 +36,7 @@ cp scripts/bench_serve_gpu.sh scripts/prefix_cache_gpu.sh scripts/structured_ser
    scripts/serve_gpu_common.sh scripts/prefill_attention_gpu.sh scripts/prefill_attention_peer.py \
    scripts/deltanet_gpu.sh scripts/deltanet_peer.py scripts/prefill_small_gpu.sh \
    scripts/make_random_checkpoint.py scripts/fp8_layout.py scripts/make_fp8_fixture.py scripts/fp8_fixture_gpu.sh \
+   scripts/make_yarn_fixture.py scripts/yarn_fixture_gpu.sh scripts/long_context_gpu.sh scripts/long_context_report.py \
    scripts/make_checkpoint_tokenizer.py scripts/bench_serve_report.py "$DEST/"
 # flash-linear-attention's source (MIT, the peer of deltanet_peer.py; not installed on the GPU
 # machine), packed beside the scripts when the shared peers folder has it.

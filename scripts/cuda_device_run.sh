@@ -68,6 +68,17 @@ if [ "$TESTS" = 1 ]; then
       note "refcheck $be ${chunk:-whole} rc=$? $(tail -1 "$R")"
     done
   done
+  # The YaRN fixture (tiny-qwen35 under its hf_overrides.json), when the checkout has it.
+  Y=tests/data/tiny-qwen35-yarn
+  if [ -f "$Y/reference.safetensors" ]; then
+    for be in cuda cuda-f32; do
+      for chunk in "" "--chunk 7"; do
+        echo "== refcheck yarn $be $chunk" >> "$R"
+        t=$(limit 60); [ $t -le 5 ] && { note "skipped refcheck yarn"; continue; }; run timeout $t "$B/bin/refcheck" --model tests/data/tiny-qwen35 --reference "$Y/reference.safetensors" --hf-overrides-file "$Y/hf_overrides.json" --backend $be $chunk >> "$R" 2>&1
+        note "refcheck yarn $be ${chunk:-whole} rc=$? $(tail -1 "$R")"
+      done
+    done
+  fi
   # Quantised / f16 K/V caches (KV_TYPES, default "f16 q8_0 q4_0") at the production defaults.
   for kv in ${KV_TYPES-f16 q8_0 q4_0}; do
     for chunk in "" "--chunk 64"; do

@@ -32,5 +32,14 @@ if [ -x "$B/bin/refcheck" ]; then
       note "refcheck $model cuda $chunk rc=$?: $(grep -E '^refcheck: ' "$log" | tail -1)"
     done
   done
+  Y=tests/data/tiny-qwen35-yarn  # tiny-qwen35 under its hf_overrides.json (YaRN), when present
+  if [ -f "$Y/reference.safetensors" ]; then
+    for chunk in whole 7; do
+      log="$R/refcheck_yarn_$chunk.txt"
+      timeout 60 "$B/bin/refcheck" --model tests/data/tiny-qwen35 --reference "$Y/reference.safetensors" \
+        --hf-overrides-file "$Y/hf_overrides.json" --backend cuda $([ $chunk = whole ] || echo --chunk $chunk) > "$log" 2>&1
+      note "refcheck tiny-qwen35-yarn cuda $chunk rc=$?: $(grep -E '^refcheck: ' "$log" | tail -1)"
+    done
+  fi
 fi
 echo "==== summary"; cat "$summary"

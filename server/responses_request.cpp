@@ -241,6 +241,8 @@ ResponsesRequest parse_responses_request(const Json& body) {
       if (e != "none" && e != "minimal" && e != "low" && e != "medium" && e != "high" && e != "xhigh")
         throw bad_request("'reasoning.effort' must be none, minimal, low, medium, high or xhigh", "reasoning.effort");
       if (!kwargs.contains("enable_thinking")) kwargs["enable_thinking"] = e != "none" && e != "minimal";
+      // The chat path gives it its budget (thinking_setup.h).
+      chat["reasoning_effort"] = e;
       reasoning["effort"] = e;
     }
     for (const char* k : {"summary", "generate_summary"})
