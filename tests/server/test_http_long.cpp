@@ -53,23 +53,36 @@ TEST_CASE("long: a 1M-token prompt as token ids, and one past the context", "[lo
 
 TEST_CASE("long: megabytes of chat text through the template and the tokenizer", "[long]") {
   TestServer srv(long_config());
-  // ~3 MB of varied text: words, numbers, punctuation, non-ASCII, newlines.
+  // Varied text: words, numbers, punctuation, non-ASCII, newlines (the tiny tokenizer's small
+  // vocabulary makes ~0.8 tokens a byte of it).
   const char* words[] = {"sea ", "wave, ", "42 ", "naïve ", "日本語 ", "tide.\n", "shore; ", "😀 ", "3.14 ", "café\t"};
   std::mt19937 rng(8);
-  std::string text;
-  while (text.size() < (size_t{3} << 20)) text += words[rng() % 10];
-  const Json msgs = Json::array({Json{{"role", "user"}, {"content", text}}});
-  const auto tok = srv.post("/tokenize", Json{{"messages", msgs}});
+  auto text_of = [&](size_t bytes) {
+    std::string text;
+    while (text.size() < bytes) text += words[rng() % 10];
+    return text;
+  };
+  auto messages = [](const std::string& text) { return Json::array({Json{{"role", "user"}, {"content", text}}}); };
+  // 3 MB: tokenised whole (/tokenize), and too long for the context (a 400 that says so).
+  const std::string big = text_of(size_t{3} << 20);
+  const auto tok = srv.post("/tokenize", Json{{"messages", messages(big)}});
   REQUIRE(tok.status == 200);
-  const int64_t count = tok.body["count"];
-  CHECK(count > 500000);
-  CHECK(count < kMillion);
-  // The tokens decode back to the rendered prompt, which holds the text whole.
+  CHECK(tok.body["count"] > kMillion);
   const auto detok = srv.post("/detokenize", Json{{"tokens", tok.body["tokens"]}});
   REQUIRE(detok.status == 200);
-  CHECK(detok.body["prompt"].get<std::string>().find(text) != std::string::npos);
+  CHECK(detok.body["prompt"].get<std::string>().find(big) != std::string::npos);
+  const auto refused = srv.post("/v1/chat/completions", Json{{"messages", messages(big)}, {"max_tokens", 8}});
+  CHECK(refused.status == 400);
+  CHECK(refused.body["error"]["code"] == "context_length_exceeded");
+  // 1.2 MB: ~1M tokens, served.
+  const std::string text = text_of(1200000);
+  const Json msgs = messages(text);
+  const Json no_thinking = {{"enable_thinking", false}};
+  const int64_t count = srv.post("/tokenize", Json{{"messages", msgs}, {"chat_template_kwargs", no_thinking}}).body["count"];
+  CHECK(count > 800000);
+  REQUIRE(count < kMillion - 8);
   const auto r = srv.post("/v1/chat/completions", Json{{"messages", msgs}, {"max_tokens", 8}, {"temperature", 0},
-                                                       {"chat_template_kwargs", {{"enable_thinking", false}}}});
+                                                       {"chat_template_kwargs", no_thinking}});
   REQUIRE(r.status == 200);
   CHECK(r.body["usage"]["prompt_tokens"] == count);
   CHECK(r.body["choices"][0]["message"]["content"] == "Done.");
