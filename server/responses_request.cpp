@@ -269,7 +269,8 @@ ResponsesRequest parse_responses_request(const Json& body) {
     chat["tools"] = chat_tools(body["tools"]);
     settings["tools"] = body["tools"];
   }
-  for (const char* k : {"temperature", "top_p", "stream"})
+  // vLLM's and SGLang's thinking budget fields pass through to the chat fields they are.
+  for (const char* k : {"temperature", "top_p", "stream", "thinking_token_budget", "thinking_budget"})
     if (present(body, k)) chat[k] = body[k];
   settings["user"] = present(body, "user") ? body["user"] : Json(nullptr);
   settings["metadata"] = present(body, "metadata") ? body["metadata"] : Json::object();

@@ -188,6 +188,15 @@ TEST_CASE("thinking: Anthropic budget_tokens and Responses reasoning.effort are 
   CHECK(out[0]["type"] == "reasoning");
   CHECK(out[0]["content"][0]["text"] == chat_reasoning(3)["reasoning_content"]);
   CHECK(resp.body["usage"]["output_tokens_details"]["reasoning_tokens"] == 3);
+  // vLLM's and SGLang's fields on these APIs are the chat fields.
+  Json q2 = q;
+  q2.erase("reasoning");
+  q2["thinking_token_budget"] = 2;
+  CHECK(srv.post("/v1/responses", q2).body["usage"]["output_tokens_details"]["reasoning_tokens"] == 2);
+  Json m2 = m;
+  m2["thinking_budget"] = 1;
+  m2["thinking"] = {{"type", "enabled"}};
+  CHECK(srv.post("/v1/messages", m2).body["usage"]["output_tokens_details"]["reasoning_tokens"] == 1);
   CHECK(srv.wait_pools_free());
 }
 
