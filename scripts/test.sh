@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # Each stage says when it starts (minutes since this script began): CI time is a budget.
 stage() { echo "== $* (at $((SECONDS / 60)) min)"; }
-TEST_TOOLS=1 scripts/setup.sh
+scripts/setup.sh test
 jobs=${JOBS:-$(nproc)}
 # The official openai and @anthropic-ai/sdk npm clients, for test_openai_npm and
 # test_anthropic_npm (versions pinned by package-lock.json).
