@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages deltaserve builds against. Safe to run again.
 set -euo pipefail
-pkgs=(build-essential cmake ninja-build pkg-config git curl
+pkgs=(build-essential cmake ninja-build pkg-config git curl ccache
       nlohmann-json3-dev libcpp-httplib-dev libspdlog-dev libfmt-dev libcli11-dev catch2
       libpcre2-dev libutf8proc-dev libopenblas-dev
       libvalijson-dev json-schema-test-suite)  # the structured-output tests' validator and schemas
