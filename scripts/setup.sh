@@ -5,7 +5,8 @@
 #                            the compiler, CMake/Ninja and the libraries serve links
 #   scripts/setup.sh test    that, plus what the tests need (scripts/test.sh): Catch2, the HTTP
 #                            client and the JSON-Schema validator of the tests, Node.js + npm for
-#                            the SDK and README tests, Python 3 for the report check; then,
+#                            the SDK and README tests, Python 3 for the report check, ccache
+#                            (test.sh's repeated builds); then,
 #                            optionally, hipcc (the HIP compile check), clang-15 (the fuzzer) and
 #                            HAProxy (the scale-out test)
 set -euo pipefail
@@ -31,7 +32,7 @@ missing_of() {  # packages... -> those not installed, one per line
 pkgs=(build-essential cmake ninja-build pkg-config git curl
       nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev libpcre2-dev libutf8proc-dev libopenblas-dev)
 if [ "$stage" = test ]; then
-  pkgs+=(catch2 libcpp-httplib-dev python3
+  pkgs+=(catch2 libcpp-httplib-dev python3 ccache
          libvalijson-dev json-schema-test-suite)  # the structured-output tests' validator and schemas
 fi
 mapfile -t missing < <(missing_of "${pkgs[@]}")
