@@ -147,6 +147,10 @@ def main():
     ap.add_argument("--dest", default=os.path.join(ROOT, ".devbuild", "bundle"))
     ap.add_argument("--build", default=os.path.join(ROOT, "build-cuda"))
     ap.add_argument("--jobs", type=int, default=int(os.environ.get("JOBS", "2")))
+    ap.add_argument("--from-build", metavar="DIR", help="pack the binaries already built in DIR (no configure, no "
+                    "build; the harness's self-test packs the CPU build this way)")
+    ap.add_argument("--baseline-from", metavar="DIR", help="the baseline's binaries, already built in DIR")
+    ap.add_argument("--xz-level", type=int, default=6, help="xz's compression level (0: fast, for the self-test)")
     a = ap.parse_args()
     if a.check:
         names = sorted(f[:-5] for f in os.listdir(STUDIES) if f.endswith(".json"))
@@ -164,11 +168,16 @@ def main():
 
     stage = tempfile.mkdtemp(prefix="deltaserve-bundle-")
     try:
-        built = build(ROOT, a.build, targets, a.jobs)
-        stage_binaries(a.build, built, os.path.join(stage, "bin"), os.path.join(stage, "lib"))
+        build_dir = a.from_build or a.build
+        built = targets if a.from_build else build(ROOT, a.build, targets, a.jobs)
+        stage_binaries(build_dir, built, os.path.join(stage, "bin"), os.path.join(stage, "lib"))
         with open(os.path.join(stage, "COMMIT"), "w") as f:
             f.write(commit_line(ROOT) + "\n")
-        if a.baseline:
+        if a.baseline_from:
+            stage_binaries(a.baseline_from, targets, os.path.join(stage, "base", "bin"), os.path.join(stage, "lib"))
+            with open(os.path.join(stage, "base", "COMMIT"), "w") as f:
+                f.write(f"binaries of {os.path.basename(os.path.abspath(a.baseline_from))}\n")
+        elif a.baseline:
             src = os.path.join(ROOT, ".devbuild", "baseline-src")
             if not os.path.isdir(src):
                 subprocess.run(["git", "worktree", "add", "--detach", src, a.baseline], cwd=ROOT, check=True)
@@ -194,7 +203,7 @@ def main():
             f.write("\n".join(a.studies) + "\n")
         os.makedirs(a.dest, exist_ok=True)
         out = os.path.join(a.dest, "bundle.tar.xz")
-        subprocess.run(f"tar -C '{stage}' -cf - . | xz -T{a.jobs} -6 > '{out}'", shell=True, check=True)
+        subprocess.run(f"tar -C '{stage}' -cf - . | xz -T{a.jobs} -{a.xz_level} > '{out}'", shell=True, check=True)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     size = os.path.getsize(out) / 2**20

@@ -74,6 +74,15 @@ def load_components():
 def problems(comps, log_anchors):
     studies = {f[:-5] for f in os.listdir(STUDIES) if f.endswith(".json")}
     bad = []
+    # A metric is a row's key (`update` finds it by name): one row per name across the report,
+    # and every metric a study says it measures has its row.
+    every = [r.get("metric") for _, c in comps for r in c.get("rows", [])]
+    bad += [f"metric {m!r} has {every.count(m)} rows" for m in sorted(set(every)) if every.count(m) > 1]
+    for st in sorted(studies):
+        with open(os.path.join(STUDIES, st + ".json")) as f:
+            for m in json.load(f).get("report", []):
+                if m.get("metric") not in every:
+                    bad.append(f"study {st}: reports {m.get('metric')!r}, which no row of bench/results has")
     for name, c in comps:
         for k in ("component", "order", "rows"):
             if k not in c:
@@ -205,13 +214,15 @@ def update(out_dirs):
                 new.update(value=round(j["output_throughput"], 1), unit="output tok/s",
                            also=f"TTFT p50 {j['median_ttft_ms']:.0f} ms, TPOT p50 {j['median_tpot_ms']:.1f} ms")
             else:
-                new.update(value=round(r["value"], 3 if r["value"] < 10 else 0), unit=r["unit"])
+                v = r["value"]
+                new.update(value=round(v) if v >= 100 else round(v, 1) if v >= 10 else round(v, 3), unit=r["unit"])
                 if "of_floor" in r:
                     new.update(of_floor=round(r["of_floor"], 2), floor=r.get("floor", ""))
                 if m.get("peer_step") and (m["peer_step"], m["select"]) in found:
                     base = found[(m["peer_step"], m["select"])][1]["value"]
                     new["also"] = f"{r['value'] / base:.2f}x {m['peer_step']}"
-            new.update(gpu=gpu, date=date, commit=manifest["commit"].split("+")[0][:7] + ("+" if "+" in manifest["commit"] else ""),
+            head, plus, local = manifest["commit"].partition("+")
+            new.update(gpu=gpu, date=date, commit=head[:7] + plus + local,
                        study=manifest["study"], source="study")
             for name, c in comps.items():
                 for i, row in enumerate(c["rows"]):

@@ -384,7 +384,7 @@ class Study:
                 if self.left() < client.get("needs_s", 40):
                     self.note(f"{cname}: no time left")
                     continue
-                before = self.metrics(PORT, step.get("metrics", "^$"))
+                before = self.metrics(PORT, step["metrics"]) if "metrics" in step else {}
                 out = os.path.join(self.raw, cname)
                 if "command" in client:  # a shell command against the server (BASE_URL)
                     env = dict(self.step_env(step), BASE_URL=f"http://127.0.0.1:{PORT}")
@@ -393,7 +393,7 @@ class Study:
                 else:
                     args = self.expand(client["args"]) + ["--label", f"{self.name} {cname}", "--result-json", out + ".json"]
                     rc, secs = self.call(bench + args, out + ".txt", client.get("timeout", self.left() - 20))
-                after = self.metrics(PORT, step.get("metrics", "^$"))
+                after = self.metrics(PORT, step["metrics"]) if "metrics" in step else {}
                 if before or after:
                     with open(out + ".metrics.json", "w") as f:
                         json.dump({k: after[k] - before.get(k, 0.0) for k in after}, f, indent=1)
@@ -466,6 +466,7 @@ class Study:
         self.machine = {}
         self.unpack(bundle_dir)
         self.describe_machine()
+        self.flush()
         self.start_checkpoints()
         kinds = {"run": self.run_program, "tests": self.run_tests, "serve": self.run_serve, "python": self.run_python,
                  "shell": self.run_shell}
