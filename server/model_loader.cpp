@@ -140,7 +140,7 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::strin
 #endif
   if (!lm->backend && o.backend == "cuda")
     throw std::runtime_error(
-        "--backend cuda: this build has no cuda backend (it was configured without nvcc). Build with CUDA "
+        "--backend cuda: this build has no cuda backend (it was configured without CUDA). Build with CUDA "
         "(CUDA >= 12.9, an sm_90 GPU: H100 / H200): `CUDA=1 scripts/run.sh`, or `cmake -S . -B build "
         "-DDELTASERVE_CUDA=ON && cmake --build build --target serve`; or use --backend cpu");
   if (!lm->backend && o.backend == "hip")
