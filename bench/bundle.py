@@ -115,6 +115,8 @@ def commit_line(src):
 
 def build(src, build_dir, targets, jobs):
     """Configures and builds targets in src/build_dir; returns the targets that exist there."""
+    if not targets:
+        return []
     launcher = []
     if shutil.which("ccache"):
         launcher = ["-DCMAKE_CXX_COMPILER_LAUNCHER=ccache", "-DCMAKE_CUDA_COMPILER_LAUNCHER=ccache"]

@@ -140,7 +140,7 @@ class Study:
             return r.stdout.strip()
         gpu = sh("nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1")
         self.machine = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "gpu": gpu,
-                        "cpus": os.cpu_count(), "cuda": sh("nvcc --version | tail -1")}
+                        "cpus": os.cpu_count(), "cuda": sh("nvcc --version | grep -o 'release [0-9.]*'")}
         self.note(f"# {self.name}: {self.spec.get('question', '')}")
         self.note(f"{self.machine['date']}; {gpu}; {os.cpu_count()} CPUs; bundle {self.commit}"
                   + (f", baseline {self.base_commit}" if self.base_commit else ""))
