@@ -122,11 +122,12 @@ def build(src, build_dir, targets, jobs):
         launcher = ["-DCMAKE_CXX_COMPILER_LAUNCHER=ccache", "-DCMAKE_CUDA_COMPILER_LAUNCHER=ccache"]
     subprocess.run(["cmake", "-S", src, "-B", build_dir, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
                     "-DDELTASERVE_CUDA=ON", "-DBUILD_TESTING=ON"] + launcher, check=True, stdout=subprocess.DEVNULL)
-    known = subprocess.run(["cmake", "--build", build_dir, "--target", "help"], capture_output=True, text=True).stdout
+    known = subprocess.run(["ninja", "-C", build_dir, "-t", "targets", "all"], capture_output=True, text=True).stdout
     have = [t for t in targets if re.search(rf"^{re.escape(t)}:", known, re.M)]
     for t in sorted(set(targets) - set(have)):
         print(f"bundle: {t} does not exist in {src}; left out")
-    subprocess.run(["cmake", "--build", build_dir, "-j", str(jobs), "--target", *have], check=True)
+    if have:
+        subprocess.run(["cmake", "--build", build_dir, "-j", str(jobs), "--target", *have], check=True)
     return have
 
 
