@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Joins bench_paged_attention's CSV with attention_torch.py's and prints the comparison
-table for docs/benchmarks.md, with the issue's targets checked at each grid point.
+table for the dated log (docs/bench-log), with the issue's targets checked at each grid point.
 
   python3 bench/peers/attention_report.py ours.csv torch.csv
 """

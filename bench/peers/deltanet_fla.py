@@ -1,4 +1,4 @@
-# Peer for the chunked DeltaNet (docs/benchmarks.md, "Chunked DeltaNet"): flash-linear-
+# Peer for the chunked DeltaNet (docs/bench-log, "Chunked DeltaNet"): flash-linear-
 # attention's chunk_gated_delta_rule (Triton) on one layer at the shapes bench_deltanet times:
 # 16 key heads, HV value heads of 128, one sequence of T tokens (or S of T / S), bf16 inputs,
 # median of triton's do_bench (as the shared scripts/gdn_anchor.py times it). Two calls:

@@ -1,4 +1,4 @@
-# Peer for prefill attention (docs/benchmarks.md, "Fused prefill attention"): PyTorch's causal
+# Peer for prefill attention (docs/bench-log, "Fused prefill attention"): PyTorch's causal
 # scaled_dot_product_attention (its FlashAttention-2 and cuDNN backends) at the 9B's
 # full-attention shape (16 query heads, 4 KV heads, head_dim 256), bf16, one sequence of N
 # tokens attending to itself, per layer, against the FLOP floor of the causal product

@@ -49,7 +49,7 @@ def report(path):
     print("  block  us: p0 %.1f p50 %.1f p90 %.1f max %.1f" % (min(durs), pct(durs, 50), pct(durs, 90), max(durs)))
     # Balance: when each SM's last block ended (from the first start); between the mean and the
     # last, some SMs sit idle (for Q8_0, handing them more work did not end the kernel sooner:
-    # docs/benchmarks.md, 2026-12-01).
+    # docs/bench-log, 2026-12-01).
     t0 = min(starts)
     sm_end = {}
     for r in rows:

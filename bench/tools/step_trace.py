@@ -8,7 +8,7 @@ chunk, the prefix hit (the first chunk's start), the tokens it prefilled, its ch
 step and time of the chunk that sampled its first token; with --steps, the steps A..B-1 one
 line each (time, ms, tokens, decodes, admitted, waiting, the prefill chunks). Steps are the
 engine's numbers; times are seconds after the log's first step line (the time it is logged,
-at the step's end). Used for docs/benchmarks.md, "Turn 8 traced".
+at the step's end). Used for docs/bench-log, "Turn 8 traced".
 """
 import argparse
 import re
