@@ -151,15 +151,16 @@ class Study:
         return sorted(set(re.findall(r"\{ckpt:([a-z0-9.-]+)\}", text)))
 
     def start_checkpoints(self):
-        """Writes the study's checkpoints in the background, one after another; others go first (the
+        """Writes the study's checkpoints in the background, one after another. Those of earlier
+        studies stay for the next call unless this one must write one: then they go first (the
         disk holds one 27B checkpoint, not two)."""
         names = self.checkpoint_names()
         root = os.path.join(self.scratch, "checkpoints")
         os.makedirs(root, exist_ok=True)
-        for d in os.listdir(root):
+        todo = [n for n in names if not os.path.exists(os.path.join(root, n, ".complete"))]
+        for d in os.listdir(root) if todo else []:
             if d not in names:
                 shutil.rmtree(os.path.join(root, d), ignore_errors=True)
-        todo = [n for n in names if not os.path.exists(os.path.join(root, n, ".complete"))]
         for n in names:
             self.checkpoints[n] = None if n not in todo else "pending"
         if not todo:
