@@ -196,8 +196,8 @@ class Study:
 
     def checkpoint(self, name):
         th = getattr(self, "checkpoint_thread", None)
-        if th is not None and self.checkpoints.get(name) == "pending":
-            th.join(timeout=max(1, self.left()))
+        while th is not None and th.is_alive() and self.checkpoints.get(name) == "pending" and self.left() > 0:
+            time.sleep(1)
         path = os.path.join(self.scratch, "checkpoints", name)
         if not os.path.exists(os.path.join(path, ".complete")):
             raise StepError(f"checkpoint {name} is not there ({self.checkpoints.get(name)})")
