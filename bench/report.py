@@ -150,7 +150,8 @@ def render(comps, log_anchors):
             metric = cell(r["metric"])
             if r.get("log") in log_anchors:
                 metric = f"[{metric}]({LOG}#{log_anchors[r['log']]})"
-            value = f"{number(r['value'])} {r['unit']}".strip() if r.get("value") is not None else ""
+            sep = "" if r["unit"].startswith("x") else " "  # 2.6x faster, 210 tok/s
+            value = f"{number(r['value'])}{sep}{r['unit']}".strip() if r.get("value") is not None else ""
             if r.get("also"):
                 value = f"{value} ({r['also']})" if value else r["also"]
             floor = f"{100 * r['of_floor']:.0f}% ({r['floor']})" if "of_floor" in r else ""
