@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # Each stage says when it starts (minutes since this script began): CI time is a budget.
 stage() { echo "== $* (at $((SECONDS / 60)) min)"; }
-TEST_TOOLS=1 scripts/setup.sh
+scripts/setup.sh test
 # ccache (in the user's home) makes a repeated run on the same machine rebuild only what
 # changed; CMake takes the launchers from the environment when it first configures a folder.
 # The precompiled headers stay cacheable with this sloppiness; BASEDIR lets clones at other
