@@ -124,9 +124,14 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::strin
     }
   }
 #endif
-  if (!lm->backend && (o.backend == "cuda" || o.backend == "hip"))
-    throw std::runtime_error("--backend " + o.backend + ": this build has no " + o.backend +
-                             " backend for the model; use --backend cpu");
+  if (!lm->backend && o.backend == "cuda")
+    throw std::runtime_error(
+        "--backend cuda: this build has no cuda backend (it was configured without CUDA). Build with CUDA "
+        "(CUDA >= 12.9, an sm_90 GPU: H100 / H200): `CUDA=1 scripts/run.sh`, or `cmake -S . -B build "
+        "-DDELTASERVE_CUDA=ON && cmake --build build --target serve`; or use --backend cpu");
+  if (!lm->backend && o.backend == "hip")
+    throw std::runtime_error("--backend hip: this build has no hip backend for the model (only the HIP attention "
+                             "kernels exist); use --backend cpu");
   if (!lm->backend && o.gpu_memory_utilization)
     throw std::runtime_error("--gpu-memory-utilization sizes device memory, and --backend " + o.backend +
                              " found no GPU backend here (cpu: use --kv-cache-memory BYTES)");

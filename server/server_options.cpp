@@ -21,9 +21,11 @@
 namespace ds::server {
 
 void add_server_options(CLI::App& app, ServerOptions& o) {
-  app.add_option("--model", o.model,
+  // `serve DIR` as `vllm serve MODEL`, `-m DIR` as llama-server; giving it twice is an error.
+  app.add_option("model,-m,--model", o.model,
                  "Hugging Face checkpoint directory of a Qwen3.5/3.6 dense model (config.json, "
-                 "*.safetensors, tokenizer.json); default: the bundled tests/data/tiny-qwen35");
+                 "*.safetensors, tokenizer.json), as `serve DIR`, `-m DIR` or `--model DIR`; default: the "
+                 "bundled tests/data/tiny-qwen35 (random weights)");
   app.add_option("--host", o.host, "Address to listen on")->capture_default_str();
   app.add_option("--port", o.port, "Port to listen on (0 = any free port, printed at start-up)")
       ->capture_default_str();
@@ -93,7 +95,7 @@ void add_server_options(CLI::App& app, ServerOptions& o) {
                  "How the CUDA backend stores FP8 weights: resident (kept e4m3: ~40% less weight memory, "
                  "faster decode and prefill than bf16; prefill and steps of more than 8 sequences quantise "
                  "the activations to e4m3 per 128 columns) or bf16 (dequantised at load: bf16's memory, "
-                 "speed and activations; docs/benchmarks.md)")
+                 "speed and activations; docs/bench-log)")
       ->capture_default_str();
   app.add_option("--backend", o.backend, "Compute backend: cpu, cuda, hip or auto")->capture_default_str();
   app.add_option("--chat-template", o.chat_template,

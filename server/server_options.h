@@ -1,7 +1,7 @@
 // ServerOptions: serve's command line (CLI11), with the checks that need no model.
 //
 // The flags are the ones users know from vLLM and llama-server (serving-notes.md §6):
-// --model, --host, --port, --served-model-name, --api-key (or DELTASERVE_API_KEY),
+// the model directory (positional, as `vllm serve MODEL`, or -m / --model), --host, --port, --served-model-name, --api-key (or DELTASERVE_API_KEY),
 // --paged-attention / --no-paged-attention, --max-ctx, --kv-cache-dtype, --block-size,
 // --gpu-memory-utilization / --kv-cache-memory, --max-num-seqs, --max-num-batched-tokens,
 // --max-queue, --enable-prefix-caching / --no-enable-prefix-caching, --prefix-cache-state-memory,

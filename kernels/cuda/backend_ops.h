@@ -136,7 +136,7 @@ void gemv_bf16(const uint16_t* w, const uint16_t* x, int64_t M, int64_t N, int64
 // ---- skinny_gemm.cu
 // Decode GEMMs of 2 to kSkinnyMaxRows rows on tensor cores, the weights streamed once:
 // out [M, N] (+)= x [M, K] · w [N, K]ᵀ, bf16 operands, fp32 accumulation, f32 out; K a
-// multiple of 64. Measured ahead of cuBLAS at 2 and 8 rows, behind at 16 (docs/benchmarks.md).
+// multiple of 64. Measured ahead of cuBLAS at 2 and 8 rows, behind at 16 (docs/bench-log).
 inline constexpr int64_t kSkinnyMaxRows = 8;
 bool skinny_gemm_supported(int64_t M, int64_t K);
 void skinny_gemm_bf16(const uint16_t* w, const uint16_t* x, int64_t M, int64_t N, int64_t K, float* out,

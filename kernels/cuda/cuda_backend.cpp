@@ -74,7 +74,7 @@ class CudaBackend final : public kernels::Backend {
   void* stream() { return ctx_.stream(); }
 
   // Decode-sized steps fuse (a step's DeltaNet a/b projections are 32-row GEMMs that cost
-  // their launch latency; see docs/benchmarks.md).
+  // their launch latency; see docs/bench-log).
   int64_t fused_projection_rows() const override { return options_.paths.fused_projection_rows; }
 
   // ---- memory

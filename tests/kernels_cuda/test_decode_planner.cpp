@@ -114,7 +114,7 @@ TEST_CASE("plan_decode fills the GPU at batch 1 and does not split a full grid",
     const double bound_us = (131072.0 + 7 * 8192.0) * 4 * 1024 / 4.3e12 * 1e6;
     CHECK(p.est_us < bound_us * 1.25 + 5.0);
     // One round of long chunks whose short blocks backfill the SMs that free early, rather
-    // than two full rounds (measured 191 vs 198 us on the H200, docs/benchmarks.md).
+    // than two full rounds (measured 191 vs 198 us on the H200, docs/bench-log).
     CHECK(p.items.size() * 4 < 2 * 132);
   }
   SECTION("two thread blocks per SM halve the chunk") {
