@@ -71,7 +71,8 @@ TEST_CASE("plan_decode covers every token once, with consistent flags", "[kernel
   const DecodeLaunchConfig dev = h200_bf16();
   const std::vector<std::vector<int32_t>> batches{
       {0}, {1}, {0, 0, 5}, {4096}, {32768, 1, 0, 17}, {131072, 8192, 8192, 8192, 8192, 8192, 8192, 8192},
-      std::vector<int32_t>(32, 131072), std::vector<int32_t>(200, 700)};
+      std::vector<int32_t>(32, 131072), std::vector<int32_t>(200, 700),
+      {1048576}, {1048576, 262144, 1}};  // 1M-token contexts (issue 48)
   for (const auto& lens : batches) {
     for (int32_t chunk : {0, 1, 48, 1000, INT_MAX}) {
       int64_t items = 0;
