@@ -105,6 +105,7 @@ void Engine::Core::intake(std::vector<Shared::Pending>& submissions) {
       l.grammar_after = p.request.grammar_after;
       l.constrained = l.grammar_after < 0;
     }
+    if (p.request.thinking && p.request.thinking->limited()) l.thinking.emplace(std::move(p.request.thinking));
     const RequestId id = p.id;
     live_.emplace(id, std::move(l));
     if (static_cast<int64_t>(p.request.prompt_size()) >= max_ctx_) {

@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <span>
 #include <string>
@@ -73,6 +74,8 @@ struct Engine::Core {
     bool constrained = false;
     int32_t grammar_after = -1;
     std::vector<uint32_t> mask;
+    // A thinking budget (Request::thinking, when limited): where the reply's reasoning stands.
+    std::optional<ThinkingTracker> thinking;
   };
 
   Core(ForwardModel& model, const EngineConfig& config, const kvcache::PoolSizes& sizes, int64_t max_ctx,
@@ -113,9 +116,14 @@ struct Engine::Core {
   // chunk, in the plan's order, into sampled_; a row whose request cannot be sampled (its
   // grammar allows no token, or the sampler failed) gets token -1 and its reason.
   void sample(const StepPlan& plan, const kernels::Tensor& logits);
-  // The tokens a row may take (SampleRow::allowed): the request's grammar mask; false when
-  // it allows none. Whatever else constrains a request's next token belongs here.
-  bool fill_token_mask(Live& l, kernels::SampleRow& row);
+  // The tokens row r of seq's chunk (after r of its drafted tokens) may take
+  // (SampleRow::allowed): the request's grammar mask, then its thinking budget's forced token;
+  // false when the grammar allows none. Whatever else constrains a request's next token
+  // belongs here. mask_slot is the row's index into forced_masks_.
+  bool fill_token_mask(Live& l, const Sequence& seq, int32_t r, size_t mask_slot, kernels::SampleRow& row);
+  // A budgeted reply whose row r must close its thinking: the row may sample only the
+  // forced token (one bit, or the grammar's mask where the grammar refuses it).
+  void force_thinking(Live& l, const Sequence& seq, int32_t r, size_t mask_slot, kernels::SampleRow& row);
   // Fills a constrained request's token bitmask; false when its grammar allows no token.
   bool fill_grammar_mask(Live& l);
   // Advances a request's matcher past its sampled token; false when the grammar refuses it.
@@ -170,6 +178,7 @@ struct Engine::Core {
   // Requests whose rows got no token, and why: a grammar that allows none, a sampler that
   // failed (a row the sampler itself leaves without one has no finite logits).
   std::vector<std::pair<RequestId, std::string>> unsampled_;
+  std::vector<std::vector<uint32_t>> forced_masks_;   // rows' one-token masks (thinking budgets)
   std::vector<kernels::SamplerRng> row_rngs_;          // verify rows' generators
   std::vector<std::vector<int32_t>> histories_;        // verify chunks' generated + draft (penalties)
   std::vector<MtpDrafter::Computed> computed_;         // positions the forward computed (MTP)

@@ -3,6 +3,7 @@
 // mask; then the tokens the scheduler kept (Scheduler::update) as events.
 #include <algorithm>
 #include <exception>
+#include <optional>
 #include <spdlog/spdlog.h>
 
 #include "scheduler/engine_core.h"
@@ -14,6 +15,7 @@ void Engine::Core::sample(const StepPlan& plan, const kernels::Tensor& logits) {
   rows_.clear();
   unsampled_.clear();
   row_rngs_.resize(n_rows);
+  if (forced_masks_.size() < n_rows) forced_masks_.resize(n_rows);
   size_t chunk = 0;
   for (size_t i = 0; i < plan.chunks.size(); ++i) {
     const SequenceChunk& c = plan.chunks[i];
@@ -43,7 +45,8 @@ void Engine::Core::sample(const StepPlan& plan, const kernels::Tensor& logits) {
         if (!history.empty())
           row.generated = std::span<const int32_t>(history).first(generated.size() + static_cast<size_t>(r));
       }
-      if (!fill_token_mask(l, row)) unsampled_.emplace_back(seq.id, "the output's grammar allows no next token");
+      if (!fill_token_mask(l, seq, r, rows_.size(), row))
+        unsampled_.emplace_back(seq.id, "the output's grammar allows no next token");
       rows_.push_back(row);
     }
   }
@@ -68,12 +71,32 @@ void Engine::Core::sample(const StepPlan& plan, const kernels::Tensor& logits) {
   }
 }
 
-bool Engine::Core::fill_token_mask(Live& l, kernels::SampleRow& row) {
+bool Engine::Core::fill_token_mask(Live& l, const Sequence& seq, int32_t r, size_t mask_slot,
+                                   kernels::SampleRow& row) {
   // A constrained request never has a draft (propose_drafts()): its one row carries the mask.
-  if (!l.constrained) return true;
-  if (!fill_grammar_mask(l)) return false;
-  row.allowed = l.mask;
+  if (l.constrained) {
+    if (!fill_grammar_mask(l)) return false;
+    row.allowed = l.mask;
+  }
+  if (l.thinking) force_thinking(l, seq, r, mask_slot, row);
   return true;
+}
+
+void Engine::Core::force_thinking(Live& l, const Sequence& seq, int32_t r, size_t mask_slot,
+                                  kernels::SampleRow& row) {
+  ThinkingTracker t = *l.thinking;
+  for (int32_t j = 0; j < r; ++j) t.accept(seq.draft[static_cast<size_t>(j)]);
+  const std::optional<int32_t> token = t.forced();
+  if (!token) return;
+  const auto word = static_cast<size_t>(*token) / 32;
+  const uint32_t bit = 1u << (static_cast<uint32_t>(*token) % 32);
+  // Under a grammar that refuses the forced token the grammar's mask stands (the tracker then
+  // drops the rest of its close sequence).
+  if (!row.allowed.empty() && (word >= row.allowed.size() || (row.allowed[word] & bit) == 0)) return;
+  std::vector<uint32_t>& m = forced_masks_[mask_slot];
+  m.assign(word + 1, 0u);  // the sampler treats the words past the span as all clear
+  m[word] = bit;
+  row.allowed = m;
 }
 
 bool Engine::Core::fill_grammar_mask(Live& l) {
@@ -128,6 +151,7 @@ void Engine::Core::publish_update(const SequenceUpdate& u, Clock::time_point now
       fail_request(id, "internal error: the grammar refused the token its own mask allowed", ended);
       return;
     }
+    if (l.thinking) l.thinking->accept(st.token);
     ++counters_.generated_tokens_total;
     ++l.metrics.generated_tokens;
     if (!l.has_token) {

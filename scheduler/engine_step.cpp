@@ -81,7 +81,7 @@ void Engine::Core::propose_drafts() {
   if (!drafter_) return;
   const auto t0 = Clock::now();
   // With many sequences running, a verify step's extra rows make the step GEMM-bound and cost
-  // more than a weak drafter saves (docs/benchmarks.md, "Speculative decoding at controlled
+  // more than a weak drafter saves (docs/bench-log, "Speculative decoding at controlled
   // acceptance"): past disable_by_batch_size the engine decodes plainly.
   const int32_t limit = config_.speculative.disable_by_batch_size;
   const bool off = limit > 0 && scheduler_.num_running() > limit;

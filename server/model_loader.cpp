@@ -24,6 +24,7 @@
 #include "model/qwen35/device_budget.h"
 #include "kvcache/capacity.h"
 #include "scheduler/qwen35_forward_model.h"
+#include "server/thinking_setup.h"
 
 namespace ds::server {
 
@@ -38,20 +39,6 @@ int64_t resident_bytes() {
   int64_t pages = 0, resident = 0;
   in >> pages >> resident;
   return resident * static_cast<int64_t>(::sysconf(_SC_PAGESIZE));
-}
-
-// max_position_embeddings of config.json (text_config first, as in the multimodal layout).
-int64_t max_positions(const fs::path& dir) {
-  std::ifstream in(dir / "config.json");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto j = nlohmann::json::parse(ss.str(), nullptr, false);
-  if (j.is_discarded()) return 0;
-  for (const auto* c : {j.contains("text_config") ? &j["text_config"] : nullptr, &j}) {
-    if (c && c->is_object() && c->contains("max_position_embeddings") && (*c)["max_position_embeddings"].is_number())
-      return (*c)["max_position_embeddings"].get<int64_t>();
-  }
-  return 0;
 }
 
 // Reads the checkpoint's weight files once, front to back, drawing a bar: the model maps
@@ -132,9 +119,14 @@ std::unique_ptr<kernels::Backend> make_backend(const ServerOptions& o) {
     }
   }
 #endif
-  if (!backend && (o.backend == BackendChoice::cuda || o.backend == BackendChoice::hip))
-    throw std::runtime_error("--backend " + name + ": this build has no " + name +
-                             " backend for the model; use --backend cpu");
+  if (!backend && o.backend == BackendChoice::cuda)
+    throw std::runtime_error(
+        "--backend cuda: this build has no cuda backend (it was configured without CUDA). Build with CUDA "
+        "(CUDA >= 12.9, an sm_90 GPU: H100 / H200): `CUDA=1 scripts/run.sh`, or `cmake -S . -B build "
+        "-DDELTASERVE_CUDA=ON && cmake --build build --target serve`; or use --backend cpu");
+  if (!backend && o.backend == BackendChoice::hip)
+    throw std::runtime_error("--backend hip: this build has no hip backend for the model (only the HIP attention "
+                             "kernels exist); use --backend cpu");
   if (!backend && o.gpu_memory_utilization)
     throw std::runtime_error("--gpu-memory-utilization sizes device memory, and --backend " + name +
                              " found no GPU backend here (cpu: use --kv-cache-memory BYTES)");
@@ -147,7 +139,8 @@ std::unique_ptr<kernels::Backend> make_backend(const ServerOptions& o) {
   return backend;
 }
 
-// Tokenizer and chat template: they fail fast and cheaply, so they come before the weights.
+// Tokenizer, chat template and what they say about thinking budgets: they fail fast and
+// cheaply, so they come before the weights.
 void load_text_assets(const ServerOptions& o, const fs::path& dir, LoadedModel& lm) {
   lm.tokenizer = std::make_unique<tok::Tokenizer>(tok::Tokenizer::load(dir.string()));
   try {
@@ -161,6 +154,11 @@ void load_text_assets(const ServerOptions& o, const fs::path& dir, LoadedModel& 
     spdlog::warn("no usable chat template ({}); /v1/chat/completions will answer 400, /v1/completions works",
                  e.what());
   }
+  lm.served.thinking = make_thinking_setup(*lm.tokenizer, lm.chat_template.get(), o.default_thinking_budget,
+                                           o.reasoning_effort_budgets);
+  spdlog::info("{}", lm.served.thinking.describe());
+  if (!lm.served.thinking.available() && (o.default_thinking_budget || !o.reasoning_effort_budgets.empty()))
+    spdlog::warn("--default-thinking-budget / --reasoning-effort-budgets have no effect on this model");
 }
 
 // The checkpoint's weights onto the backend (the MTP module too when speculative decoding
@@ -177,6 +175,8 @@ void load_weights(const ServerOptions& o, const fs::path& dir, bool progress_bar
   qwen35::LoadOptions load_options;
   load_options.quantization = o.quantization;
   load_options.mtp = o.speculative.method == "mtp";  // a checkpoint without the module fails here, named
+  load_options.config_overrides = o.hf_overrides;
+  if (!o.hf_overrides.empty()) spdlog::info("--hf-overrides: merged into config.json: {}", o.hf_overrides);
   lm.model = qwen35::Model::load(*lm.backend, dir, load_options);
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   int64_t ckpt_bytes = 0;
@@ -192,6 +192,11 @@ void load_weights(const ServerOptions& o, const fs::path& dir, bool progress_bar
                "resident {:+.1f} MiB on {}; loaded in {:.2f} s",
                cfg.num_layers, cfg.num_full_layers(), cfg.num_deltanet_layers(), cfg.hidden_size, cfg.vocab_size,
                mib(ckpt_bytes), mib(resident_bytes() - rss0), lm.backend->name(), load_s);
+  if (cfg.yarn)
+    spdlog::info("RoPE: yarn, factor {} over {} original positions (beta {} / {}, attention factor {:.6f}{}): "
+                 "positions up to {}",
+                 cfg.yarn->factor, cfg.yarn->original_max_positions, cfg.yarn->beta_fast, cfg.yarn->beta_slow,
+                 cfg.yarn->attention_factor, cfg.yarn->truncate ? "" : ", untruncated", cfg.max_positions());
 }
 
 // Bytes for the K/V blocks and state slots: --kv-cache-memory, or on a device backend what
@@ -278,12 +283,13 @@ void log_capacity(const ServerOptions& o, const LoadedModel& lm) {
 
 // The engine over the loaded model: its budget and configuration, the sampler for where the
 // backend leaves the logits, what a composer changes, and the checks of the pools it sized.
-void start_engine(const ServerOptions& o, const fs::path& dir, ServerMetrics* metrics, const EngineComposer& compose,
-                  LoadedModel& lm) {
-  const int64_t positions = max_positions(dir);
+void start_engine(const ServerOptions& o, ServerMetrics* metrics, const EngineComposer& compose, LoadedModel& lm) {
+  const int64_t positions = lm.model->config().max_positions();
   if (positions > 0 && o.max_ctx > positions)
     throw std::runtime_error("--max-ctx " + std::to_string(o.max_ctx) + " exceeds the model's " +
-                             std::to_string(positions) + " positions (max_position_embeddings)");
+                             std::to_string(positions) +
+                             " positions (max_position_embeddings, or YaRN's factor x original_max_position_embeddings; "
+                             "--hf-overrides can set rope_parameters)");
   EngineParts parts;
   parts.config = engine_config(o, cache_budget(o, lm), positions, metrics);
   BackendSampler bs = make_sampler(*lm.backend);
@@ -319,7 +325,7 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::strin
   // generation_config.json's defaults are checked now, not at the first request that omits one.
   const GenerationDefaults defaults = GenerationDefaults::load(dir);
   load_weights(o, dir, progress_bar, *lm);
-  start_engine(o, dir, metrics, compose, *lm);
+  start_engine(o, metrics, compose, *lm);
 
   // Structured outputs compile against the model's vocabulary (the logits' width).
   const auto t_vocab = std::chrono::steady_clock::now();

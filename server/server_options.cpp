@@ -8,8 +8,10 @@
 #include <string_view>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "server/speculative_option.h"
+#include "server/thinking_setup.h"
 
 #ifndef DELTASERVE_SOURCE_DIR
 #define DELTASERVE_SOURCE_DIR ""
@@ -40,9 +42,11 @@ CLI::Option* add_parsed(CLI::App& app, const std::string& name, T& to, Parse par
 }  // namespace
 
 void add_server_options(CLI::App& app, ServerOptions& o) {
-  app.add_option("--model", o.model,
+  // `serve DIR` as `vllm serve MODEL`, `-m DIR` as llama-server; giving it twice is an error.
+  app.add_option("model,-m,--model", o.model,
                  "Hugging Face checkpoint directory of a Qwen3.5/3.6 dense model (config.json, "
-                 "*.safetensors, tokenizer.json); default: the bundled tests/data/tiny-qwen35");
+                 "*.safetensors, tokenizer.json), as `serve DIR`, `-m DIR` or `--model DIR`; default: the "
+                 "bundled tests/data/tiny-qwen35 (random weights)");
   app.add_option("--host", o.host, "Address to listen on")->capture_default_str();
   app.add_option("--port", o.port, "Port to listen on (0 = any free port, printed at start-up)")
       ->capture_default_str();
@@ -104,16 +108,46 @@ void add_server_options(CLI::App& app, ServerOptions& o) {
              "How the CUDA backend stores FP8 weights: resident (kept e4m3: ~40% less weight memory, "
              "faster decode and prefill than bf16; prefill and steps of more than 8 sequences quantise "
              "the activations to e4m3 per 128 columns) or bf16 (dequantised at load: bf16's memory, "
-             "speed and activations; docs/benchmarks.md)",
+             "speed and activations; docs/bench-log)",
              "resident");
   add_parsed(app, "--backend", o.backend, parse_backend, "Compute backend: cpu, cuda, hip or auto", "auto");
   app.add_option("--chat-template", o.chat_template,
                  "Jinja chat template file (default: the model's chat_template.jinja or "
                  "tokenizer_config.json)");
+  add_parsed(app, "--default-thinking-budget", o.default_thinking_budget, parse_thinking_budget,
+             "Reasoning tokens a chat reply may think before it is made to close its <think> block, for "
+             "requests that set no thinking_token_budget, thinking_budget or mapped reasoning_effort "
+             "(default: no limit)");
+  add_parsed(app, "--reasoning-effort-budgets", o.reasoning_effort_budgets, parse_effort_budgets,
+             "Thinking budgets of reasoning efforts (reasoning_effort, Responses' reasoning.effort), e.g. "
+             "low=1024,medium=4096,high=16384 (efforts low, medium, high, xhigh; default: none)");
+  add_parsed(app, "--hf-overrides", o.hf_overrides, parse_hf_overrides,
+             "JSON object deep-merged into the checkpoint's config.json at load, e.g. YaRN for long context: "
+             "'{\"text_config\": {\"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": 4.0, "
+             "\"original_max_position_embeddings\": 262144, ...}}}' (logged at start-up)");
   app.add_option("--log-level", o.log_level, "trace, debug, info, warn, error, critical or off")
       ->capture_default_str();
   app.add_option("--log-format", o.log_format, "text or json (one JSON object per line)")
       ->capture_default_str();
+}
+
+int64_t parse_thinking_budget(const std::string& text) {
+  size_t used = 0;
+  int64_t v = -1;
+  try {
+    v = std::stoll(text, &used);
+  } catch (...) {
+    used = 0;
+  }
+  if (used != text.size() || text.empty() || v < 0 || v > kMaxThinkingBudget)
+    throw std::invalid_argument("--default-thinking-budget must be a token count >= 0, got '" + text + "'");
+  return v;
+}
+
+std::string parse_hf_overrides(const std::string& text) {
+  const auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) throw std::invalid_argument("--hf-overrides must be a JSON object");
+  return j.dump();
 }
 
 BackendChoice parse_backend(const std::string& text) {

@@ -8,17 +8,20 @@
 // combinations that cannot work before anything is loaded; checks that need the model
 // (max-ctx against its positions and the cache) happen in the loader (model_loader.h).
 //
-// The flags are the ones users know from vLLM and llama-server (serving-notes.md §6):
-// --model, --host, --port, --served-model-name, --instance-id, --api-key (or
-// DELTASERVE_API_KEY), --max-ctx, --kv-cache-dtype, --mamba-ssm-cache-dtype, --block-size,
-// --gpu-memory-utilization / --kv-cache-memory, --max-num-seqs, --max-num-batched-tokens,
-// --max-queue, --enable-prefix-caching / --no-enable-prefix-caching,
-// --prefix-cache-state-memory, --speculative-config, --enforce-eager, --quantization,
-// --fp8-weights, --backend, --chat-template, --log-level, --log-format.
+// The flags are the ones users know from vLLM and llama-server (serving-notes.md §6): the
+// model directory (positional, as `vllm serve MODEL`, or -m / --model), --host, --port,
+// --served-model-name, --instance-id, --api-key (or DELTASERVE_API_KEY), --max-ctx,
+// --kv-cache-dtype, --mamba-ssm-cache-dtype, --block-size, --gpu-memory-utilization /
+// --kv-cache-memory, --max-num-seqs, --max-num-batched-tokens, --max-queue,
+// --enable-prefix-caching / --no-enable-prefix-caching, --prefix-cache-state-memory,
+// --speculative-config, --enforce-eager, --quantization, --fp8-weights, --backend,
+// --chat-template, --default-thinking-budget, --reasoning-effort-budgets, --hf-overrides,
+// --log-level, --log-format.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -63,6 +66,13 @@ struct ServerOptions {
   bool fp8_weights_resident = true;  // --fp8-weights resident (CudaBackendOptions::fp8_weights) or bf16
   BackendChoice backend = BackendChoice::automatic;
   std::string chat_template;
+  // Thinking budgets (thinking_setup.h): the budget of requests that name none, and the budgets
+  // of reasoning efforts (--reasoning-effort-budgets low=1024,medium=4096,high=16384).
+  std::optional<int64_t> default_thinking_budget;
+  std::map<std::string, int64_t> reasoning_effort_budgets;
+  // --hf-overrides: a JSON object deep-merged into config.json at load (vLLM's; config.h), as
+  // checked and written back compactly; empty: none.
+  std::string hf_overrides;
   std::string log_level = "info";
   std::string log_format = "text";
 };
@@ -82,6 +92,8 @@ std::optional<DType> parse_kv_cache_dtype(const std::string& text);  // "auto": 
 DType parse_recurrent_state_dtype(const std::string& text);         // auto, float32, bfloat16
 qwen35::Quantization parse_quantization(const std::string& text);   // none, fp8
 bool parse_fp8_weights_resident(const std::string& text);           // resident, bf16
+int64_t parse_thinking_budget(const std::string& text);             // a token count >= 0
+std::string parse_hf_overrides(const std::string& text);            // a JSON object
 
 // Where the bundled model lives: next to the executable's source tree (build/serve ->
 // ../tests/data/tiny-qwen35), in the source tree it was built from, or under the current

@@ -100,6 +100,7 @@ std::vector<ChoiceSpec> choice_specs(const ServedModel& m, const GenerationParam
       if (gp.n > 1) r.cache_points.push_back(static_cast<int64_t>(r.prompt_size()) - 1);
       r.grammar = grammar.grammar;
       r.grammar_after = grammar.after;
+      r.thinking = opts.thinking;
       // Choice i of a seeded request uses seed + i: reproducible, and the n choices differ.
       if (gp.sampling.seed) r.sampling.seed = *gp.sampling.seed + static_cast<uint64_t>(i);
       specs.push_back(ChoiceSpec{std::move(r), opts, static_cast<int>(pi)});
@@ -118,6 +119,8 @@ std::unique_ptr<GenerationJob> start_chat_job(const RouteContext& ctx, const Jso
   opts.start_in_reasoning = cp.opens_reasoning;
   opts.parse_tool_calls = cp.parse_tool_calls;
   opts.tools = cp.tools;
+  opts.thinking = thinking_spec(cp.thinking, m.thinking, cp.reasoning == PromptReasoning::opened,
+                                cp.reasoning == PromptReasoning::closed);
   const std::vector<PromptIds> prompts = {std::make_shared<const std::vector<int32_t>>(std::move(cp.ids))};
   return std::make_unique<GenerationJob>(*m.engine, *m.tokenizer, ctx.metrics,
                                          choice_specs(m, gp, prompts, opts, fields, cp.cache_points, grammar),

@@ -49,7 +49,7 @@ void deltanet_chunked_tc(const DeltaNetArgs& a, const DeltaNetChunkItem* items, 
                    kPrepFixedSmem + group * kPrepGatesSmem, stream, a, items, scratch, group);
   // The scan is launched plainly, not chained: chained, its blocks (fewer than the SMs when
   // folded) are placed while the prepare kernel drains, and the layer ran ~20% slower with 32
-  // value heads (docs/benchmarks.md, "The DeltaNet scan's launch"); a plain launch spreads them
+  // value heads (docs/bench-log, "The DeltaNet scan's launch"); a plain launch spreads them
   // over the idle SMs. The folded kernel needs an SM's shared memory to itself, so it runs when
   // its blocks fit the SMs one each: 32 columns a block if four a head fit, else 64 if two do;
   // otherwise the unfolded one runs two an SM and the output kernel follows.

@@ -88,7 +88,7 @@ __global__ void __launch_bounds__(kThreads, 2) deltanet_tc_prepare_kernel(const 
 // its output columns of every chunk, O = e^gamma (Q S) + P V', from the state and V' it
 // already holds; the chunk's state and V' then never go to scratch and the output kernel is
 // not launched. Folded, it runs one block an SM (8 of its 64 warp slots: the chunk step is a
-// chain of dependent latencies with issue slots to spare; docs/benchmarks.md, "The output
+// chain of dependent latencies with issue slots to spare; docs/bench-log, "The output
 // folded into the scan"), so it is chosen when the blocks fit the SMs: 32 columns a block when
 // four a head fit (the 9B's 32 heads), else 64 when two do (the 27B's 48: each warp then
 // carries twice the columns), else the unfolded 32-column kernel two an SM.

@@ -53,7 +53,7 @@ struct QkRows {
 // operands (a warp per block and 8-column half; the sum goes through M, the warp's own
 // columns of it, as the second product's B operand). tf32's rounding (2^-11) is below that of the bf16 copies of T that W
 // and U are made from. The block products on the CUDA cores were ~9% of the layer at 16K
-// tokens (docs/benchmarks.md, "The inverse's block products on the tensor cores"); a 64-step
+// tokens (docs/bench-log, "The inverse's block products on the tensor cores"); a 64-step
 // substitution per column of W and U before them was the prepare pass's bottleneck
 // ("Chunked DeltaNet on tensor cores").
 __device__ __forceinline__ void invert_unit_lower(const float* A, float* T, float* M) {

@@ -91,7 +91,7 @@ struct ScanBlock {
 
   // A stage is four or six bulk copies of whole tiles, issued by one thread, that complete on
   // the stage's barrier (as cp.async pieces, 14 a thread, their issue was a fifth of the chunk
-  // step's stalls: docs/benchmarks.md, "Prepare and the folded scan under ncu").
+  // step's stalls: docs/bench-log, "Prepare and the folded scan under ncu").
   __device__ __forceinline__ void load_stage(int n) const {
     const uint8_t* src = scratch_at(n, j);
     const uint8_t* shared = scratch_at(n, owner);  // K, Q

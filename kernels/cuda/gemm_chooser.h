@@ -42,7 +42,7 @@ GemmKernel choose_gemm(const GemmShape& shape, const CudaBackendOptions::KernelP
 GemmShape gemm_shape(const kernels::Tensor& x, const kernels::Tensor& w);
 
 // What cuBLASLt's block-scaled FP8 GEMM takes (CUDA 13.1 on the H200; `bench_fp8_gemm --probe`
-// checks each against the host, docs/benchmarks.md "FP8 prefill on block-scaled FP8 GEMMs"):
+// checks each against the host, docs/bench-log "FP8 prefill on block-scaled FP8 GEMMs"):
 // K a multiple of 512 (then the weight's scales rows, padded to a multiple of 4, are the
 // checkpoint's own layout; every projection of the real models) and M a multiple of 4 (the
 // heuristic refuses other M).

@@ -2,7 +2,7 @@
 // composition root (server/model_loader.h, EngineComposer) so that the product carries none:
 //  * --speculative-config also takes the controlled-acceptance forms (bench_speculation.h):
 //    "replay", "simulate", and "mtp" with an acceptance_rate below 1 -- serving-level runs of
-//    speculative decoding at a known acceptance on random weights (scripts/spec_decode_gpu.sh);
+//    speculative decoding at a known acceptance on random weights (bench/studies/spec_decode_9b.json);
 //  * --contiguous-baseline: every sequence reserves max-ctx tokens of K/V (and its state slot)
 //    when admitted, so the sequences that run are budget / (max-ctx K/V + a slot), each never
 //    preempted; prefix caching is off. The blocks stay paged (every backend has only the paged

@@ -18,6 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/test_paths.h"
+
 extern char** environ;
 
 namespace ds::test {
@@ -28,7 +30,7 @@ class ServeProcess {
   explicit ServeProcess(const std::vector<std::string>& args, const std::string& cwd = {},
                         const std::string& bin = DS_SERVE_BIN) {
     static int counter = 0;
-    log_path_ = "/tmp/ds_serve_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++) + ".log";
+    log_path_ = temp_path("ds_serve_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++) + ".log");
     std::vector<std::string> argv_s = {bin};
     argv_s.insert(argv_s.end(), args.begin(), args.end());
     std::vector<char*> argv;
