@@ -49,7 +49,7 @@ struct ModelShape {
   }
 };
 
-// The released Qwen3.5 dense shapes (scripts/make_random_checkpoint.py builds the same).
+// The released Qwen3.5 dense shapes (bench/tools/make_random_checkpoint.py builds the same).
 const std::vector<ModelShape>& models() {
   static const std::vector<ModelShape> m = {
       {"9B", 4096, 12288, 16, 4, 256, 16, 32, 128, 248320},
