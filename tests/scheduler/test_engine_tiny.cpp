@@ -237,14 +237,18 @@ TEST_CASE("tiny: a seeded request samples the same tokens alone and in a busy ba
   REQUIRE(s.ok());
   Outcome crowded = collect(s.handle);
   for (auto& h : busy) collect(h);
-  CHECK(Tiny::same_run(crowded.tokens, alone.tokens));
   REQUIRE(crowded.events.size() == alone.events.size());
-  // bf16: the batch changes the rounding, so logprobs agree loosely and a sampled token may
-  // flip where the draw falls near a boundary; compare up to the first difference.
+  // On the CPU the batch changes nothing: the same tokens and logprobs. On a GPU the batch
+  // changes the rounding (other GEMM algorithms and chunk boundaries for other batch shapes,
+  // and they differ by card: an H100 picks other cuBLAS algorithms than an H200), so logprobs
+  // agree loosely (bf16 5e-2, f32 1e-3) and a sampled token may flip where the draw falls near
+  // a boundary of the distribution: compare up to the first difference.
+  const bool on_cpu = test::test_backend_name() == "cpu";
   const bool bf16 = test::test_backend_is_bf16();
+  if (on_cpu) CHECK(Tiny::same_run(crowded.tokens, alone.tokens));
   for (size_t k = 0; k < alone.events.size(); ++k) {
-    if (bf16 && crowded.events[k].token != alone.events[k].token) break;
-    CHECK(crowded.events[k].logprob == Approx(alone.events[k].logprob).margin(bf16 ? 5e-2 : 1e-4));
+    if (!on_cpu && crowded.events[k].token != alone.events[k].token) break;
+    CHECK(crowded.events[k].logprob == Approx(alone.events[k].logprob).margin(on_cpu ? 1e-4 : bf16 ? 5e-2 : 1e-3));
     REQUIRE(crowded.events[k].top_logprobs.size() == 5);
     if (!bf16) CHECK(crowded.events[k].top_logprobs[0].token == alone.events[k].top_logprobs[0].token);
   }

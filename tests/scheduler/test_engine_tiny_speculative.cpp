@@ -47,7 +47,11 @@ TEST_CASE("tiny: speculative decoding with every method and K gives plain decodi
     check_pools_free(engine);
     const EngineStats s = engine.stats();
     CHECK(s.spec_decode_drafts_total > 0);
-    CHECK(s.spec_decode_accepted_tokens_total > 0);
+    // replay drafts what the engine produced before, so some are accepted anywhere. ngram's
+    // are accepted where the random tiny model happens to repeat an n-gram of its context:
+    // it does on the CPU (exact, so checked), not under every GPU's rounding (an H100's bf16
+    // run repeats none; the loop prompt is not continued even on the CPU).
+    if (test::test_backend_name() == "cpu" || method == "replay") CHECK(s.spec_decode_accepted_tokens_total > 0);
   }
 }
 
