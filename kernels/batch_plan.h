@@ -43,27 +43,34 @@
 
 namespace ds::kernels {
 
-// A sequence's chunk of a step, as the backend sees it (scheduler::SequenceChunk plans it,
-// qwen35::SequenceChunk carries it into the forward).
 // A snapshot row of a chunk: the state after row `row` also goes to `slot`.
 struct SnapshotRow {
   int64_t row = 0;
   int32_t slot = -1;
 };
 
+// A sequence's chunk of a step: the one description of it in every layer. The scheduler
+// plans it (scheduler/scheduler.h), the model runs it (model/qwen35/forward_batch.h), the
+// plan below lays it out for the kernels. Plain data: the spans point into the caller's
+// memory, which must outlive the forward.
 struct SequenceChunk {
-  int64_t n_tokens = 0;                // new tokens (>= 1); rows follow the previous sequence's
+  std::span<const int32_t> tokens;     // new token ids (>= 1); rows follow the previous chunk's
   int64_t n_cached = 0;                // tokens already cached = position of the first new token
+  std::span<const int32_t> block_ids;  // its block table; capacity >= n_cached + tokens.size()
   int32_t state_slot = -1;             // its DeltaNet state slot
-  std::span<const int32_t> block_ids;  // its block table; capacity >= n_cached + n_tokens
-  std::span<const int32_t> row_state_slots = {};  // < n_tokens slots: the state after rows 0, 1, ...
-  std::span<const SnapshotRow> snapshot_rows = {};  // rows ascending, each < n_tokens - 1
+  // Logits for the chunk's last `logit_rows` rows: 0 = none (a prefill chunk that does not
+  // reach the prompt's end), 1 = its last row (what sampling needs), up to every row (a
+  // verify chunk, reference checks).
+  int32_t logit_rows = 0;
+  std::span<const int32_t> row_state_slots = {};  // < n_tokens() slots: the state after rows 0, 1, ...
+  std::span<const SnapshotRow> snapshot_rows = {};  // rows ascending, each < n_tokens() - 1
+
+  int64_t n_tokens() const { return static_cast<int64_t>(tokens.size()); }
 };
 
+// One step: its chunks (token ids and logit rows come from them, in order) and the pools'.
 struct BatchDesc {
-  std::span<const int32_t> token_ids;   // one per row, sequences back to back
   std::span<const SequenceChunk> seqs;
-  std::span<const int64_t> logit_rows;  // rows whose logits are wanted, in output order
   int32_t block_size = 0;
   int32_t num_blocks = 0;  // size of the K/V pools (block ids must be below)
   int32_t num_slots = 0;   // size of the state pool (slots must be below)
@@ -107,18 +114,22 @@ class BatchPlan {
       const bool padding = s >= n_real;
       std::vector<int32_t>& seq_slots = padding ? pad_slots : slots;
       const std::string who = "sequence " + std::to_string(s);
-      if (in.n_tokens < 1) fail(who + " has no new tokens");
+      const int64_t n_tokens = in.n_tokens();
+      if (n_tokens < 1) fail(who + " has no new tokens");
+      if (in.logit_rows < 0 || in.logit_rows > n_tokens)
+        fail(who + " asks for " + std::to_string(in.logit_rows) + " logit rows of " + std::to_string(n_tokens) +
+             " tokens");
       if (in.n_cached < 0) fail(who + " has a negative cached length");
       if (in.state_slot < 0 || in.state_slot >= d.num_slots)
         fail(who + " uses state slot " + std::to_string(in.state_slot) + " outside [0, " +
              std::to_string(d.num_slots) + ")");
-      const int64_t end = in.n_cached + in.n_tokens;
+      const int64_t end = in.n_cached + n_tokens;
       if (static_cast<int64_t>(in.block_ids.size()) * d.block_size < end)
         fail(who + " needs room for " + std::to_string(end) + " tokens but its block table holds " +
              std::to_string(in.block_ids.size()) + " blocks of " + std::to_string(d.block_size));
       Seq q;
       q.first_row = rows;
-      q.n_tokens = in.n_tokens;
+      q.n_tokens = n_tokens;
       q.n_cached = in.n_cached;
       q.state_slot = in.state_slot;
       q.block_begin = static_cast<int64_t>(block_ids_.size());
@@ -134,16 +145,21 @@ class BatchPlan {
         block_ids_.push_back(id);
         max_block_id_ = std::max(max_block_id_, id);
       }
-      for (int64_t t = 0; t < in.n_tokens; ++t) {
+      for (int64_t t = 0; t < n_tokens; ++t) {
         const int64_t pos = in.n_cached + t;
+        const int32_t id = in.tokens[static_cast<size_t>(t)];
+        if (id < 0 || id >= d.vocab_size)
+          fail("token id " + std::to_string(id) + " outside the vocabulary of " + std::to_string(d.vocab_size));
+        token_ids_.push_back(id);
         positions_.push_back(pos);
         const int64_t block = in.block_ids[static_cast<size_t>(pos / d.block_size)];
         kv_slots_.push_back(block * d.block_size + pos % d.block_size);
         row_seq_.push_back(static_cast<int32_t>(s));
       }
-      if (static_cast<int64_t>(in.row_state_slots.size()) >= in.n_tokens)
+      for (int64_t r = rows + n_tokens - in.logit_rows; r < rows + n_tokens; ++r) logit_rows_.push_back(r);
+      if (static_cast<int64_t>(in.row_state_slots.size()) >= n_tokens)
         fail(who + " asks for the state after " + std::to_string(in.row_state_slots.size()) +
-             " rows of a chunk of " + std::to_string(in.n_tokens) + " (at most n_tokens - 1)");
+             " rows of a chunk of " + std::to_string(n_tokens) + " (at most n_tokens - 1)");
       q.row_state_begin = static_cast<int64_t>(row_state_slots_.size());
       q.n_row_states = static_cast<int64_t>(in.row_state_slots.size());
       for (int32_t slot : in.row_state_slots) {
@@ -160,9 +176,9 @@ class BatchPlan {
       q.n_snapshots = static_cast<int64_t>(in.snapshot_rows.size());
       int64_t previous = -1;
       for (const SnapshotRow& sr : in.snapshot_rows) {
-        if (sr.row <= previous || sr.row >= in.n_tokens - 1)
+        if (sr.row <= previous || sr.row >= n_tokens - 1)
           fail(who + " asks for a snapshot after row " + std::to_string(sr.row) + " of a chunk of " +
-               std::to_string(in.n_tokens) + " (rows ascending, 0 .. n_tokens - 2)");
+               std::to_string(n_tokens) + " (rows ascending, 0 .. n_tokens - 2)");
         if (sr.slot < 0 || sr.slot >= d.num_slots)
           fail(who + " has snapshot slot " + std::to_string(sr.slot) + " outside [0, " + std::to_string(d.num_slots) +
                ")");
@@ -174,19 +190,9 @@ class BatchPlan {
       seqs_.push_back(q);
       seq_slots.push_back(in.state_slot);
       max_state_slot_ = std::max(max_state_slot_, in.state_slot);
-      rows += in.n_tokens;
+      rows += n_tokens;
       if (!padding) real_rows = rows;
     }
-    if (static_cast<int64_t>(d.token_ids.size()) != rows)
-      fail(std::to_string(d.token_ids.size()) + " token ids for " + std::to_string(rows) + " rows");
-    for (int32_t id : d.token_ids)
-      if (id < 0 || id >= d.vocab_size)
-        fail("token id " + std::to_string(id) + " outside the vocabulary of " +
-             std::to_string(d.vocab_size));
-    token_ids_.assign(d.token_ids.begin(), d.token_ids.end());
-    for (int64_t r : d.logit_rows)
-      if (r < 0 || r >= rows) fail("logit row " + std::to_string(r) + " outside the batch");
-    logit_rows_.assign(d.logit_rows.begin(), d.logit_rows.end());
 
     std::sort(slots.begin(), slots.end());
     if (std::adjacent_find(slots.begin(), slots.end()) != slots.end())

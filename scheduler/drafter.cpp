@@ -3,16 +3,12 @@
 #include <stdexcept>
 
 #include "scheduler/ngram_drafter.h"
-#include "scheduler/replay_drafter.h"
-#include "scheduler/simulated_drafter.h"
 
 namespace ds::scheduler {
 
-std::unique_ptr<Drafter> make_drafter(const SpeculativeConfig& config, int64_t vocab) {
+std::unique_ptr<Drafter> make_drafter(const SpeculativeConfig& config) {
   if (std::string e = config.validate(); !e.empty()) throw std::invalid_argument("speculative config: " + e);
   if (config.method == "ngram") return std::make_unique<NgramDrafter>(config.prompt_lookup_min, config.prompt_lookup_max);
-  if (config.method == "replay") return std::make_unique<ReplayDrafter>(vocab, config.acceptance_rate, config.seed);
-  if (config.method == "simulate") return std::make_unique<SimulatedDrafter>(config.acceptance_rate, config.seed);
   if (config.method == "mtp")
     throw std::invalid_argument("speculative config: the \"mtp\" drafter runs the model's MTP module: the engine makes it");
   throw std::invalid_argument("speculative config: no drafter for method \"" + config.method + "\"");

@@ -1,14 +1,14 @@
 // Drafter: proposes the tokens a speculative step verifies (speculative_config.h lists the
 // methods). The engine thread asks it, before planning a step, for up to K tokens to follow
-// each decoding sequence, and tells it when a request ends; verification (engine.h) keeps the
-// longest prefix of the draft that the target model's own sampling reproduces, so a drafter
-// only affects speed, never output -- except the benchmark's simulating drafter
-// (simulated_drafter.h), which sets the verdict itself.
+// each decoding sequence, and tells it when a request ends; verification (Scheduler::update)
+// keeps the longest prefix of the draft that the target model's own sampling reproduces, so a
+// drafter only affects speed, never output. The engine makes the drafter its config names
+// (ngram, mtp), or takes one from its composition root (Engine's constructor: the
+// benchmarks' controlled-acceptance drafters, programs/serve_bench).
 #pragma once
 
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <span>
 #include <vector>
 
@@ -29,15 +29,10 @@ class Drafter {
   virtual void finished(RequestId id, std::span<const int32_t> tokens, int64_t prompt_len, bool completed) {
     (void)id, (void)tokens, (void)prompt_len, (void)completed;
   }
-  // How many of a step's num_draft drafted tokens to keep regardless of the model's samples
-  // (the "simulate" method); nullopt, for every real drafter: the samples decide.
-  virtual std::optional<int32_t> simulated_acceptance(int32_t num_draft) {
-    (void)num_draft;
-    return std::nullopt;
-  }
 };
 
-// The drafter for a validated, enabled config over a vocabulary of `vocab` tokens.
-std::unique_ptr<Drafter> make_drafter(const SpeculativeConfig& config, int64_t vocab);
+// The drafter for a validated, enabled config that needs nothing but token history (ngram);
+// the engine makes the MTP drafter itself (it runs the engine's model).
+std::unique_ptr<Drafter> make_drafter(const SpeculativeConfig& config);
 
 }  // namespace ds::scheduler

@@ -7,8 +7,9 @@
 
 namespace ds::scheduler {
 
-Engine::Engine(ForwardModel& model, EngineConfig config, std::unique_ptr<kernels::Sampler> sampler)
-    : config_(config), shared_(std::make_shared<Shared>()) {
+Engine::Engine(ForwardModel& model, EngineConfig config, std::unique_ptr<kernels::Sampler> sampler,
+               std::unique_ptr<Drafter> drafter)
+    : config_(std::move(config)), shared_(std::make_shared<Shared>()) {
   const auto& sc = config_.scheduler;
   if (sc.max_num_seqs < 1) throw std::invalid_argument("engine: max_num_seqs must be >= 1");
   if (sc.max_num_batched_tokens < 1) throw std::invalid_argument("engine: max_num_batched_tokens must be >= 1");
@@ -16,23 +17,29 @@ Engine::Engine(ForwardModel& model, EngineConfig config, std::unique_ptr<kernels
   if (config_.max_ctx < 1) throw std::invalid_argument("engine: max_ctx must be >= 1");
   if (config_.block_size < 1) throw std::invalid_argument("engine: block_size must be >= 1");
   if (!sampler) throw std::invalid_argument("engine: no sampler");
-  if (std::string e = config_.speculative.validate(); !e.empty()) throw std::invalid_argument("engine: " + e);
-  if (config_.speculative.method == "mtp" && !model.has_mtp())
+  if (drafter && !config_.speculative.enabled())
+    throw std::invalid_argument("engine: a drafter needs speculative.method (its name) and num_speculative_tokens");
+  if (std::string e = config_.speculative.validate(drafter != nullptr); !e.empty())
+    throw std::invalid_argument("engine: " + e);
+  if (!drafter && config_.speculative.method == "mtp" && !model.has_mtp())
     throw std::invalid_argument("engine: speculative method \"mtp\" needs the model's MTP module, and this model was "
                                 "loaded without one (qwen35::LoadOptions::mtp)");
 
+  const int32_t states_per_seq =
+      1 + (config_.speculative.enabled() ? config_.speculative.num_speculative_tokens : 0);
   sizes_ = kvcache::size_pools(model.cache_geometry(),
                                {.block_size = config_.block_size,
                                 .max_num_seqs = sc.max_num_seqs,
-                                .states_per_seq = 1 + (config_.speculative.enabled()
-                                                           ? config_.speculative.num_speculative_tokens
-                                                           : 0),
+                                .states_per_seq = states_per_seq,
                                 .budget_bytes = config_.cache_bytes,
                                 .reserve_tokens = config_.reserve_tokens,
                                 .num_blocks = config_.num_blocks,
                                 .num_slots = config_.num_slots,
                                 .snapshot_bytes = config_.prefix_caching ? config_.snapshot_bytes : 0,
                                 .num_snapshots = config_.prefix_caching ? std::max(0, config_.num_snapshots) : 0});
+  // The contiguous baseline runs as many sequences as hold their reserve.
+  if (config_.reserve_tokens > 0 && config_.cache_bytes > 0)
+    config_.scheduler.max_num_seqs = std::min(sc.max_num_seqs, sizes_.num_slots / states_per_seq);
   // One sequence of max_ctx tokens must fit the pool, or the scheduler could not promise
   // progress (scheduler.h); a small pool lowers the limit instead of failing requests later.
   max_ctx_ = std::min<int64_t>(config_.max_ctx, sizes_.token_capacity());
@@ -45,7 +52,7 @@ Engine::Engine(ForwardModel& model, EngineConfig config, std::unique_ptr<kernels
     model.enable_step_graphs(max_ctx_ + k + 1, sc.max_num_seqs);
   }
   token_masks_ = sampler->applies_token_masks();
-  core_ = std::make_unique<Core>(model, config_, sizes_, max_ctx_, std::move(sampler));
+  core_ = std::make_unique<Core>(model, config_, sizes_, max_ctx_, std::move(sampler), std::move(drafter));
   {
     // What stats() shows before the first iteration.
     std::lock_guard lock(shared_->stats_mu);

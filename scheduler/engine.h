@@ -30,6 +30,7 @@
 
 #include "kernels/sampler.h"
 #include "kvcache/capacity.h"
+#include "scheduler/drafter.h"
 #include "scheduler/engine_config.h"
 #include "scheduler/engine_stats.h"
 #include "scheduler/forward_model.h"
@@ -49,10 +50,14 @@ class Engine {
  public:
   // model must outlive the engine; sampler reads the logits where the model leaves them (the
   // composition root picks it: kernels/cpu's for host logits, kernels/cuda's for device
-  // ones). Allocates the cache pools (model.allocate_cache) and starts the engine thread.
-  // Throws std::invalid_argument for a configuration that cannot run (no block, no slot,
-  // non-positive limits, no sampler).
-  Engine(ForwardModel& model, EngineConfig config, std::unique_ptr<kernels::Sampler> sampler);
+  // ones). drafter: speculative decoding's drafter, made by the composition root (with
+  // config.speculative.method its name); null: the one config.speculative names, if any.
+  // Sizes the cache pools (kvcache::size_pools: the one place, EngineConfig says from what),
+  // allocates them (model.allocate_cache) and starts the engine thread. Throws
+  // std::invalid_argument for a configuration that cannot run (no block, no slot,
+  // non-positive limits, no sampler, a pool that holds not one sequence).
+  Engine(ForwardModel& model, EngineConfig config, std::unique_ptr<kernels::Sampler> sampler,
+         std::unique_ptr<Drafter> drafter = nullptr);
   ~Engine();  // shutdown(): cancels what is still running
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -68,6 +73,8 @@ class Engine {
   // `drain`, cancels what is left, and joins the engine thread. Idempotent.
   void shutdown(std::chrono::milliseconds drain = std::chrono::milliseconds(0));
 
+  // The configuration in force: as given, with max_num_seqs lowered to the sequences the
+  // contiguous baseline's pool holds (EngineConfig::reserve_tokens).
   const EngineConfig& config() const { return config_; }
   // The context limit in force (config.max_ctx, lowered to the pool's token capacity).
   int64_t max_ctx() const { return max_ctx_; }

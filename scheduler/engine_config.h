@@ -21,10 +21,12 @@ struct EngineConfig {
   // capacity when the pool is smaller (Engine::max_ctx() says what holds).
   int64_t max_ctx = 4096;
 
-  // Cache pools, sized by kvcache::size_pools (kvcache/capacity.h): with cache_bytes > 0 from
-  // that budget (state slots for max_num_seqs first, at most half the budget, the rest K/V
-  // blocks; or, with reserve_tokens > 0, the contiguous baseline of reserve_tokens per
-  // sequence); otherwise num_blocks blocks and num_slots slots (0 = max_num_seqs).
+  // Cache pools, sized by the engine alone with kvcache::size_pools (kvcache/capacity.h): with
+  // cache_bytes > 0 from that budget (state slots for max_num_seqs first, at most half the
+  // budget, the rest K/V blocks; or, with reserve_tokens > 0, the contiguous baseline of
+  // reserve_tokens per sequence, which also lowers max_num_seqs to the sequences that fit);
+  // otherwise num_blocks blocks and num_slots slots (0 = max_num_seqs). Engine::pool_sizes()
+  // says what it made.
   int32_t block_size = 16;
   int64_t cache_bytes = 0;
   int64_t reserve_tokens = 0;

@@ -24,6 +24,10 @@
 
 namespace ds::scheduler {
 
+inline double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
 // What submitters and the engine thread share: the inbox, and the stats it publishes.
 struct Engine::Shared final : CancelSink {
   struct Pending {
@@ -74,52 +78,72 @@ struct Engine::Core {
     std::optional<ThinkingTracker> thinking;
   };
 
-  Core(ForwardModel& model, const EngineConfig& config, const kvcache::PoolSizes& sizes,
-       int64_t max_ctx, std::unique_ptr<kernels::Sampler> sampler);
+  Core(ForwardModel& model, const EngineConfig& config, const kvcache::PoolSizes& sizes, int64_t max_ctx,
+       std::unique_ptr<kernels::Sampler> sampler, std::unique_ptr<Drafter> drafter);
 
   void run(Shared& shared);
 
  private:
+  // The loop around the steps (engine_core.cpp).
   void intake(std::vector<Shared::Pending>& submissions);
   void apply_cancels(const std::vector<RequestId>& ids);
   void end_all(FinishReason reason, const std::string& error);
-  // One iteration: draft, plan, forward, sample, finish. False when the plan was empty.
+  // Ends a live request: final event, counters, and its sequence freed -- by the scheduler
+  // now, or already by update() (`ended`, which the caller still holds).
+  void end_request(RequestId id, RequestEvent event, const Sequence* ended = nullptr);
+  void fail_request(RequestId id, const std::string& error, const Sequence* ended = nullptr);
+  // Takes requests that left the waiting queue off Shared::queued (so max_queue frees up as
+  // soon as a request is admitted, not at the end of the step).
+  void release_queue_slots();
+  void publish_stats(Shared& shared);
+  void deliver();
+
+  // One step (engine_step.cpp): draft -> schedule -> forward -> sample -> update -> publish.
+  // False when the plan was empty.
   bool step();
   // Asks the drafter for the decoding sequences' drafts (speculative decoding).
-  void draft();
-  void retry_chunks_alone(std::vector<SequenceChunk> chunks);
+  void propose_drafts();
+  // The model over the plan; null when it failed (its requests are then retried alone or
+  // failed here).
+  const kernels::Tensor* forward(const StepPlan& plan);
+  void retry_chunks_alone(const StepPlan& plan);
+  // After a forward over `plan` (or part of it): sample its rows, let the scheduler settle
+  // the step (Scheduler::update), run the snapshot copies it asked for, publish the tokens.
+  void settle(const StepPlan& plan, const kernels::Tensor& logits);
   std::string describe_step(const StepPlan& plan) const;
-  // After a forward over `chunks`: completes them, takes snapshots, samples and emits.
-  void after_forward(std::span<const SequenceChunk> chunks, const kernels::Tensor& logits);
-  void sample_and_emit(std::span<const SequenceChunk> chunks, const kernels::Tensor& logits);
+
+  // Sampling (engine_sampling.cpp): one row per sampling chunk, 1 + its drafts per verify
+  // chunk, in the plan's order, into sampled_; a row whose request cannot be sampled (its
+  // grammar allows no token, or the sampler failed) gets token -1 and its reason.
+  void sample(const StepPlan& plan, const kernels::Tensor& logits);
+  // The tokens row r of seq's chunk (after r of its drafted tokens) may take
+  // (SampleRow::allowed): the request's grammar mask, then its thinking budget's forced token;
+  // false when the grammar allows none. Whatever else constrains a request's next token
+  // belongs here. mask_slot is the row's index into forced_masks_.
+  bool fill_token_mask(Live& l, const Sequence& seq, int32_t r, size_t mask_slot, kernels::SampleRow& row);
+  // A budgeted reply whose row r must close its thinking: the row may sample only the
+  // forced token (one bit, or the grammar's mask where the grammar refuses it).
+  void force_thinking(Live& l, const Sequence& seq, int32_t r, size_t mask_slot, kernels::SampleRow& row);
   // Fills a constrained request's token bitmask; false when its grammar allows no token.
   bool fill_grammar_mask(Live& l);
   // Advances a request's matcher past its sampled token; false when the grammar refuses it.
   bool advance_grammar(Live& l, int32_t token);
-  // A budgeted reply whose row i (after i drafted tokens) must close its thinking: the row
-  // may sample only the forced token (row.allowed: one bit, or the grammar's mask where the
-  // grammar refuses it). mask_slot is the row's index into forced_masks_.
-  void force_thinking(Live& l, const SequenceChunk& c, int32_t i, kernels::SampleRow& row, size_t mask_slot);
-  // A sampling chunk's result: its rows' samples judge its draft (if any), then the accepted
-  // tokens are appended and emitted, up to the first that finishes the request.
-  // hidden_row: the chunk's first row in the forward (the MTP module reads its hidden states).
-  void emit(const SequenceChunk& chunk, std::span<kernels::SampledToken> sampled, Clock::time_point now,
-            int64_t hidden_row);
-  // The MTP drafter's two calls of a step (mtp_drafter.h); a failure costs drafts, not output.
-  void extend_mtp_drafts(std::span<const SequenceChunk> chunks);
-  void mtp_catch_up();
+  // The outcome's tokens as events, and the requests it ended.
+  void publish(const StepOutcome& outcome);
+  void publish_update(const SequenceUpdate& u, Clock::time_point now);
+
+  // The MTP drafter (mtp_drafter.h; engine_step.cpp): its chained drafts after planning, and
+  // after the step one module step over the positions the forward computed. A failure costs
+  // drafts, not output.
+  void extend_mtp_drafts(const StepPlan& plan);
+  // Before update(): what each chunk computed, while its sequence is there to read.
+  void note_mtp_positions(const StepPlan& plan);
+  // After publish(): the tokens each sampling chunk kept, then the module step.
+  void mtp_catch_up(const StepOutcome& outcome);
   // Runs one of them, timed as drafting; a failure is logged and forgets every draft.
   void run_mtp(const char* what, const std::function<void()>& call);
   // Runs the snapshot copies the scheduler asked for after completed chunks.
   void save_snapshots();
-  // Ends a live request: final event, counters, frees its sequence (when it has one).
-  void end_request(RequestId id, RequestEvent event);
-  void fail_request(RequestId id, const std::string& error);
-  // Takes requests that left the waiting queue off Shared::queued (so max_queue frees up as
-  // soon as a request is admitted, not at the end of the step).
-  void release_queue_slots();
-  void publish(Shared& shared);
-  void deliver();
 
   Shared* shared_ = nullptr;  // set by run()
   ForwardModel& model_;
@@ -149,15 +173,16 @@ struct Engine::Core {
 
   // Per-step scratch.
   qwen35::ForwardBatch batch_;
-  std::vector<SequenceChunk> sampling_;
   std::vector<kernels::SampleRow> rows_;
   std::vector<kernels::SampledToken> sampled_;
-  std::vector<RequestId> grammar_failed_;  // constrained rows whose grammar allowed nothing
-  std::vector<std::vector<uint32_t>> forced_masks_;  // rows' one-token masks (thinking budgets)
+  // Requests whose rows got no token, and why: a grammar that allows none, a sampler that
+  // failed (a row the sampler itself leaves without one has no finite logits).
+  std::vector<std::pair<RequestId, std::string>> unsampled_;
+  std::vector<std::vector<uint32_t>> forced_masks_;   // rows' one-token masks (thinking budgets)
   std::vector<kernels::SamplerRng> row_rngs_;          // verify rows' generators
   std::vector<std::vector<int32_t>> histories_;        // verify chunks' generated + draft (penalties)
-  std::vector<int64_t> sampling_rows_;                 // sampling_'s first rows in the forward
   std::vector<MtpDrafter::Computed> computed_;         // positions the forward computed (MTP)
+  std::vector<size_t> computed_of_chunk_;              // sampling chunk -> its computed_ entry
 };
 
 }  // namespace ds::scheduler

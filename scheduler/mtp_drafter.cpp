@@ -17,13 +17,6 @@ void MtpDrafter::propose(RequestId id, std::span<const int32_t> tokens, int64_t,
 
 void MtpDrafter::finished(RequestId id, std::span<const int32_t>, int64_t, bool) { drafts_.erase(id); }
 
-std::optional<int32_t> MtpDrafter::simulated_acceptance(int32_t num_draft) {
-  if (acceptance_ >= 1) return std::nullopt;
-  int32_t kept = 0;
-  while (kept < num_draft && verdicts_.next_unit() < acceptance_) ++kept;
-  return kept;
-}
-
 void MtpDrafter::argmax(const kernels::Tensor& logits, size_t rows) {
   rows_.assign(rows, kernels::SampleRow{&greedy_, {}, {}, &rng_});
   sampled_.assign(rows, kernels::SampledToken{});
@@ -62,14 +55,14 @@ void MtpDrafter::catch_up(std::span<const Computed> computed) {
   }
 }
 
-void MtpDrafter::extend(std::span<const SequenceChunk> chunks) {
-  // Row j of the previous chain step for each chunk that chains (index into chunks).
+void MtpDrafter::extend(const StepPlan& plan) {
+  // Row j of the previous chain step for each chunk that chains (index into the plan).
+  const std::vector<SequenceChunk>& chunks = plan.chunks;
   std::vector<size_t> chain;
   std::vector<int64_t> rows;
   for (size_t i = 0; i < chunks.size(); ++i) {
-    const SequenceChunk& c = chunks[i];
-    if (c.num_draft < 2) continue;
-    const auto it = drafts_.find(c.seq->id);
+    if (num_drafted(chunks[i]) < 2) continue;
+    const auto it = drafts_.find(plan.sequences[i]->id);
     if (it == drafts_.end() || it->second.step != steps_) continue;  // placeholders stay: verification drops them
     chain.push_back(i);
     rows.push_back(it->second.row);
@@ -82,9 +75,9 @@ void MtpDrafter::extend(std::span<const SequenceChunk> chunks) {
     tokens.resize(chain.size());
     for (size_t k = 0; k < chain.size(); ++k) {
       const SequenceChunk& c = chunks[chain[k]];
-      tokens[k] = c.seq->draft[static_cast<size_t>(j - 1)];
-      batch_.seqs.push_back({std::span<const int32_t>(&tokens[k], 1), c.start + j - 1,
-                             std::span<const int32_t>(c.seq->table.block_ids()), c.seq->slot->id, rows[k], true});
+      tokens[k] = plan.sequences[chain[k]]->draft[static_cast<size_t>(j - 1)];
+      batch_.seqs.push_back({std::span<const int32_t>(&tokens[k], 1), c.n_cached + j - 1, c.block_ids, c.state_slot,
+                             rows[k], true});
     }
     const kernels::Tensor& logits = model_.forward_mtp(batch_);
     ++steps_;
@@ -92,12 +85,13 @@ void MtpDrafter::extend(std::span<const SequenceChunk> chunks) {
     std::vector<size_t> next;
     std::vector<int64_t> next_rows;
     for (size_t k = 0; k < chain.size(); ++k) {
-      const SequenceChunk& c = chunks[chain[k]];
+      Sequence& s = *plan.sequences[chain[k]];
       const int32_t t = sampled_[k].token;
       if (t < 0) continue;  // no finite logit: the placeholders stay
-      c.seq->draft[static_cast<size_t>(j)] = t;
-      c.seq->verify_tokens[static_cast<size_t>(j) + 1] = t;
-      if (j + 1 < c.num_draft) {
+      // The chunk's tokens are the sequence's verify tokens: the forward reads this draft.
+      s.draft[static_cast<size_t>(j)] = t;
+      s.verify_tokens[static_cast<size_t>(j) + 1] = t;
+      if (j + 1 < num_drafted(chunks[chain[k]])) {
         next.push_back(chain[k]);
         next_rows.push_back(static_cast<int64_t>(k));
       }

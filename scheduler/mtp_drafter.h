@@ -15,9 +15,7 @@
 //    blocks, which planning has just reserved; the target's verify step then writes the
 //    real K/V there, and catch_up the module's). Drafts are written into the sequence's
 //    draft and verify tokens before the forward reads them.
-// Verification judges MTP drafts as any others, so output never depends on them -- except
-// with a simulated acceptance below 1 (speculative_config.h: benchmarks only), where a step
-// keeps the first i drafts with probability acceptance^i whatever the model samples.
+// Verification judges MTP drafts as any others, so output never depends on them.
 #pragma once
 
 #include <cstdint>
@@ -46,8 +44,7 @@ class MtpDrafter final : public Drafter {
   };
 
   // model (with has_mtp()) and sampler (the engine's: it reads the model's logits) outlive it.
-  MtpDrafter(ForwardModel& model, kernels::Sampler& sampler, double simulated_acceptance = 1, uint64_t seed = 0)
-      : model_(model), sampler_(sampler), acceptance_(simulated_acceptance), verdicts_(seed) {
+  MtpDrafter(ForwardModel& model, kernels::Sampler& sampler) : model_(model), sampler_(sampler) {
     greedy_.temperature = 0;
   }
 
@@ -56,10 +53,9 @@ class MtpDrafter final : public Drafter {
   void propose(RequestId id, std::span<const int32_t> tokens, int64_t prompt_len, int32_t max_tokens,
                std::vector<int32_t>& out) override;
   void finished(RequestId id, std::span<const int32_t> tokens, int64_t prompt_len, bool completed) override;
-  std::optional<int32_t> simulated_acceptance(int32_t num_draft) override;
 
   void catch_up(std::span<const Computed> computed);
-  void extend(std::span<const SequenceChunk> chunks);
+  void extend(const StepPlan& plan);
   // Forgets every draft (after a failed module step).
   void reset() { drafts_.clear(); }
 
@@ -77,8 +73,6 @@ class MtpDrafter final : public Drafter {
   kernels::Sampler& sampler_;
   std::unordered_map<RequestId, Draft> drafts_;
   uint64_t steps_ = 0;  // module steps run
-  double acceptance_;
-  kernels::SamplerRng verdicts_;
   // Scratch.
   kernels::SamplerSettings greedy_;
   kernels::SamplerRng rng_;

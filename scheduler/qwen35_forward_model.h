@@ -2,8 +2,8 @@
 //
 // Logits stay where the model put them when its backend computes on the host, or when the
 // engine samples on the device (logits_in_place: a device sampler such as
-// cuda/cuda_sampler.h reads them there); otherwise they are copied to host memory once per
-// step for the CPU sampler.
+// kernels/cuda/cuda_sampler.h reads them there); otherwise they are copied to host memory once
+// per step for the CPU sampler.
 #pragma once
 
 #include <vector>

@@ -62,6 +62,7 @@ Sequence* Scheduler::find(RequestId id) {
 
 const StepPlan& Scheduler::schedule() {
   plan_.chunks.clear();
+  plan_.sequences.clear();
   plan_.restores.clear();
   plan_.preempted.clear();
   plan_.admitted.clear();
@@ -71,7 +72,24 @@ const StepPlan& Scheduler::schedule() {
   schedule_decodes(budget);
   schedule_running_prefills(budget);
   if (plan_.preempted.empty()) schedule_admissions(budget);
+  finish_plan();
   return plan_;
+}
+
+void Scheduler::finish_plan() {
+  for (size_t i = 0; i < plan_.chunks.size(); ++i) {
+    SequenceChunk& c = plan_.chunks[i];
+    const Sequence& s = *plan_.sequences[i];
+    c.block_ids = s.table.block_ids();
+    c.state_slot = s.slot->id;
+    if (num_drafted(c) > 0) {
+      c.row_state_slots = s.row_slots;
+      c.snapshot_rows = {};
+    } else {
+      c.row_state_slots = {};
+      c.snapshot_rows = s.snapshot_rows;
+    }
+  }
 }
 
 void Scheduler::schedule_decodes(int64_t& budget) {
@@ -101,8 +119,9 @@ void Scheduler::schedule_drafts(int64_t& budget) {
   // Free slots that sequences waiting for admission may need are not drafted with.
   const int64_t kept = slots_kept();
   bool any = false;
-  for (SequenceChunk& c : plan_.chunks) {  // the decodes: nothing else is planned yet
-    Sequence& s = *c.seq;
+  for (size_t i = 0; i < plan_.chunks.size(); ++i) {  // the decodes: nothing else is planned yet
+    SequenceChunk& c = plan_.chunks[i];
+    Sequence& s = *plan_.sequences[i];
     if (s.draft.empty() || budget <= 0) {
       s.draft.clear();
       continue;
@@ -110,16 +129,28 @@ void Scheduler::schedule_drafts(int64_t& budget) {
     const int32_t k = plan_draft(s, budget, kept);
     if (k == 0) continue;
     grow_table(s, 1 + k);
-    c.length += k;
-    c.num_draft = k;
+    c.tokens = s.verify_tokens;  // the pending token, then the draft: every row samples
+    c.logit_rows = 1 + k;
     s.planned_end += k;
     plan_.num_tokens += k;
     plan_.num_draft_tokens += k;
     budget -= k;
     any = true;
   }
-  if (any)
-    std::stable_partition(plan_.chunks.begin(), plan_.chunks.end(), [](const SequenceChunk& c) { return c.num_draft == 0; });
+  if (!any) return;
+  // Single-token decodes before verify chunks (a device backend's decode kernel takes the
+  // leading one-row chunks), each chunk staying with its sequence.
+  std::vector<size_t> order(plan_.chunks.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_partition(order.begin(), order.end(), [&](size_t i) { return num_drafted(plan_.chunks[i]) == 0; });
+  std::vector<SequenceChunk> chunks;
+  std::vector<Sequence*> seqs;
+  for (size_t i : order) {
+    chunks.push_back(plan_.chunks[i]);
+    seqs.push_back(plan_.sequences[i]);
+  }
+  plan_.chunks.swap(chunks);
+  plan_.sequences.swap(seqs);
 }
 
 int32_t Scheduler::plan_draft(Sequence& s, int64_t budget, int64_t slots_kept) {
@@ -194,16 +225,7 @@ void Scheduler::schedule_admissions(int64_t& budget) {
          static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
     Sequence& s = *waiting_.front();
     kvcache::PrefixHit hit;
-    if (cache_) {
-      s.update_keys(blocks_.block_size());
-      hit = cache_->lookup(s.tokens, s.keys, s.num_tokens() - 1);
-      find_branch_points(s, hit, budget);
-      if (s.deferred_steps < kMaxDeferredSteps && prefix_in_flight(s, hit.tokens)) {
-        ++s.deferred_steps;
-        break;  // the prefix is being computed: take it from the cache in a step or two
-      }
-      cache_->use(hit, s.table);  // the hit's blocks are held (not evictable) from here on
-    }
+    if (cache_ && !look_up_prefix(s, hit, budget)) break;
     s.num_computed = hit.tokens;
     const int64_t want = cut_at_cache_point(s, std::min(s.num_pending(), budget));
     std::optional<kvcache::Reservation> blocks = reserve_blocks(s.table.blocks_needed(hit.tokens + want - s.table.num_tokens()));
@@ -218,15 +240,7 @@ void Scheduler::schedule_admissions(int64_t& budget) {
       break;
     }
     blocks_.commit(*blocks, s.table);
-    if (cache_) {
-      prefix_queries_ += s.num_tokens();
-      prefix_hits_ += hit.tokens;
-      if (s.num_preemptions == 0) s.cached_tokens = hit.tokens;
-      if (hit.snapshot >= 0) plan_.restores.push_back({hit.snapshot, slot->id});
-      // Points the hit already covers need no snapshot.
-      std::erase_if(s.cache_points, [&](int64_t p) { return p <= hit.tokens; });
-      track_cache_points(s, +1);
-    }
+    if (cache_) admit_prefix(s, hit, slot->id);
     s.slot = slot;
     s.state = SeqState::running;
     s.admission = ++next_admission_;
@@ -238,121 +252,9 @@ void Scheduler::schedule_admissions(int64_t& budget) {
   }
 }
 
-void Scheduler::find_branch_points(Sequence& s, const kvcache::PrefixHit& hit, int64_t& budget) {
-  const int64_t bs = blocks_.block_size();
-  const int64_t limit = (s.num_tokens() - 1) / bs * bs;
-  // Cached blocks match beyond the last snapshot: s computes that stretch, and snapshots its
-  // end for the requests that follow.
-  if (hit.matched_tokens > hit.tokens) add_cache_point(s, std::min(hit.matched_tokens, limit));
-  // A running sequence still prefilling a prompt that shares more than the hit: the shared
-  // part's end is worth a snapshot. The running one takes it when it has not planned past it
-  // yet (s then waits for it: prefix_in_flight), else s does.
-  for (Sequence* r : running_) {
-    if (r->num_computed >= r->prompt_len - 1) continue;
-    const int64_t n = std::min<int64_t>({static_cast<int64_t>(r->keys.size()), static_cast<int64_t>(s.keys.size()),
-                                         limit / bs, (r->prompt_len - 1) / bs});
-    int64_t common = 0;
-    while (common < n && r->keys[static_cast<size_t>(common)] == s.keys[static_cast<size_t>(common)]) ++common;
-    const int64_t p = common * bs;
-    if (p <= hit.tokens) continue;
-    if (p <= r->num_computed) {  // r is past it: s computes the stretch and snapshots for the next
-      add_cache_point(s, p);
-      continue;
-    }
-    // r's chunk of this step runs past p: end it at p instead (what it gives back returns to
-    // the budget), so that r snapshots there and s waits for it.
-    if (r->scheduled_step == step_ && r->planned_end > p) budget += shorten_chunk(*r, p);
-    add_cache_point(*r, p);
-  }
-}
-
-int64_t Scheduler::shorten_chunk(Sequence& r, int64_t end) {
-  for (SequenceChunk& c : plan_.chunks) {
-    if (c.seq != &r) continue;
-    const int64_t cut = c.start + c.length - end;
-    if (cut <= 0 || end <= c.start) return 0;
-    c.length -= cut;
-    plan_.num_tokens -= cut;
-    if (c.samples) {
-      c.samples = false;
-      --plan_.num_samples;
-    }
-    r.planned_end = end;
-    r.snapshot_due = end;
-    drop_staged_snapshots(r, end);
-    return cut;
-  }
-  return 0;
-}
-
-void Scheduler::add_cache_point(Sequence& s, int64_t p) {
-  if (p <= s.num_computed || std::binary_search(s.cache_points.begin(), s.cache_points.end(), p)) return;
-  if (s.state == SeqState::running) track_cache_points(s, -1);
-  s.cache_points.insert(std::upper_bound(s.cache_points.begin(), s.cache_points.end(), p), p);
-  if (s.state == SeqState::running) track_cache_points(s, +1);
-}
-
-bool Scheduler::prefix_in_flight(const Sequence& s, int64_t hit) const {
-  if (in_flight_.empty()) return false;
-  const int64_t bs = blocks_.block_size();
-  for (int64_t p = hit + bs; p <= s.num_tokens() - 1 && p / bs <= static_cast<int64_t>(s.keys.size()); p += bs)
-    if (in_flight_.count(s.keys[static_cast<size_t>(p / bs - 1)])) return true;
-  return false;
-}
-
-void Scheduler::track_cache_points(const Sequence& s, int delta) {
-  const int64_t bs = blocks_.block_size();
-  for (int64_t p : s.cache_points) {
-    if (p / bs > static_cast<int64_t>(s.keys.size())) continue;
-    const kvcache::PrefixKey k = s.keys[static_cast<size_t>(p / bs - 1)];
-    auto it = in_flight_.find(k);
-    if (delta > 0) {
-      ++in_flight_[k];
-    } else if (it != in_flight_.end() && --it->second <= 0) {
-      in_flight_.erase(it);
-    }
-  }
-}
-
-int64_t Scheduler::cut_at_cache_point(Sequence& s, int64_t n) {
-  s.snapshot_due = 0;
-  drop_staged_snapshots(s);
-  if (!cache_) return n;
-  const int64_t start = s.num_computed;
-  for (size_t i = 0; i < s.cache_points.size(); ++i) {
-    const int64_t p = s.cache_points[i];
-    if (p <= start) continue;
-    if (p > start + n) break;
-    if (cache_->has_snapshot(s.tokens, s.keys, p)) continue;  // another sequence cached it
-    if (p < start + n && stage_snapshot(s, p - start - 1)) continue;
-    s.snapshot_due = p;
-    return p - start;
-  }
-  return n;
-}
-
 int64_t Scheduler::slots_kept() const {
   return std::max<int64_t>(0, std::min<int64_t>(static_cast<int64_t>(waiting_.size()),
                                                 config_.max_num_seqs - static_cast<int64_t>(running_.size())));
-}
-
-bool Scheduler::stage_snapshot(Sequence& s, int64_t row) {
-  if (slots_.num_free() <= slots_kept()) return false;
-  std::optional<kvcache::SlotHandle> h = slots_.acquire();
-  if (!h) return false;
-  s.staging_slots.push_back(*h);
-  s.snapshot_rows.push_back({row, h->id});
-  return true;
-}
-
-void Scheduler::drop_staged_snapshots(Sequence& s, int64_t from) {
-  // Before the chunk completes its rows count from num_computed: point = num_computed + row + 1.
-  // from = 0 drops them all at any time.
-  while (!s.snapshot_rows.empty() && s.num_computed + s.snapshot_rows.back().row + 1 >= from) {
-    slots_.release(s.staging_slots.back());
-    s.staging_slots.pop_back();
-    s.snapshot_rows.pop_back();
-  }
 }
 
 int32_t Scheduler::available_blocks() const {
@@ -378,18 +280,18 @@ void Scheduler::grow_table(Sequence& s, int64_t n) {
   blocks_.commit(*r, s.table);
 }
 
-void Scheduler::add_chunk(Sequence& s, int64_t n, int32_t num_draft) {
+void Scheduler::add_chunk(Sequence& s, int64_t n) {
+  // Tables and slots are filled in once the plan is complete (finish_plan()).
   SequenceChunk c;
-  c.seq = &s;
-  c.start = s.num_computed;
-  c.length = n;
-  c.num_draft = num_draft;
-  c.samples = s.num_computed + n == s.num_tokens();
+  c.tokens = std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(s.num_computed), static_cast<size_t>(n));
+  c.n_cached = s.num_computed;
+  c.logit_rows = s.num_computed + n == s.num_tokens() ? 1 : 0;
   s.scheduled_step = step_;
   s.planned_end = s.num_computed + n;
   plan_.chunks.push_back(c);
+  plan_.sequences.push_back(&s);
   plan_.num_tokens += n;
-  if (c.samples) ++plan_.num_samples;
+  if (samples(c)) ++plan_.num_samples;
 }
 
 void Scheduler::release_cache(Sequence& s) {
@@ -422,77 +324,6 @@ void Scheduler::preempt(Sequence& s) {
 void Scheduler::remove_running(Sequence& s) {
   auto it = std::find(running_.begin(), running_.end(), &s);
   if (it != running_.end()) running_.erase(it);
-}
-
-void Scheduler::complete(const SequenceChunk& c) {
-  Sequence& s = *c.seq;
-  if (c.start != s.num_computed || s.state != SeqState::running)
-    throw std::logic_error("scheduler: completing a chunk that is not the sequence's next");
-  s.table.append_tokens(c.length);
-  s.num_computed += c.length;
-  if (!cache_) return;
-  // A prompt just computed: its full blocks are recorded at once, so a request arriving while
-  // this one decodes finds them (and the point where it parts from them: a branch point).
-  if (c.start < s.prompt_len && s.num_computed >= s.prompt_len)
-    cache_->insert(s.table, s.tokens, s.keys, std::min(s.num_computed, s.prompt_len));
-  for (size_t k = 0; k < s.snapshot_rows.size(); ++k) {
-    const int64_t p = c.start + s.snapshot_rows[k].row + 1;
-    cache_->insert(s.table, s.tokens, s.keys, p);
-    if (auto slot = cache_->add_snapshot(s.tokens, s.keys, p)) saves_.push_back({s.staging_slots[k].id, *slot});
-  }
-  // The staging slots go back now: the copies are queued before anything can acquire (and
-  // zero) them, which happens in the next schedule().
-  drop_staged_snapshots(s);
-  if (s.snapshot_due > 0 && s.snapshot_due == s.num_computed) {
-    cache_->insert(s.table, s.tokens, s.keys, s.snapshot_due);
-    if (auto slot = cache_->add_snapshot(s.tokens, s.keys, s.snapshot_due)) saves_.push_back({s.slot->id, *slot});
-  }
-  s.snapshot_due = 0;
-  // Points passed (snapshotted, or cached by another sequence meanwhile) are done.
-  if (!s.cache_points.empty() && s.cache_points.front() <= s.num_computed) {
-    track_cache_points(s, -1);
-    std::erase_if(s.cache_points, [&](int64_t q) { return q <= s.num_computed; });
-    track_cache_points(s, +1);
-  }
-}
-
-void Scheduler::complete_verified(const SequenceChunk& c, int32_t accepted) {
-  Sequence& s = *c.seq;
-  if (c.num_draft < 1 || c.start != s.num_computed || s.state != SeqState::running || accepted < 0 ||
-      accepted > c.num_draft || static_cast<int32_t>(s.row_slots.size()) != c.num_draft)
-    throw std::logic_error("scheduler: completing a verify chunk that is not the sequence's next");
-  const int64_t n = 1 + accepted;
-  s.table.append_tokens(n);
-  s.num_computed += n;
-  // The state after row `accepted` is in spare slot `accepted` unless that row is the last.
-  if (accepted < c.num_draft) std::swap(*s.slot, s.spare_slots[static_cast<size_t>(accepted)]);
-  const int64_t bs = blocks_.block_size();
-  blocks_.free_tail(s.table, static_cast<int32_t>((s.num_computed + bs - 1) / bs));
-  s.draft.clear();
-  s.verify_tokens.clear();
-  s.row_slots.clear();
-}
-
-std::vector<StateCopy> Scheduler::take_saves() { return std::exchange(saves_, {}); }
-
-void Scheduler::drop_snapshot(kvcache::SlotId snapshot) {
-  if (cache_) cache_->drop_snapshot(snapshot);
-}
-
-std::optional<FinishReason> Scheduler::append_token(Sequence& s, int32_t token) {
-  s.tokens.push_back(token);
-  return s.finish.reason(token, s.num_generated(), s.num_tokens());
-}
-
-void Scheduler::finish(Sequence& s) {
-  if (s.state == SeqState::running) {
-    release_cache(s);
-    remove_running(s);
-  } else {
-    auto it = std::find(waiting_.begin(), waiting_.end(), &s);
-    if (it != waiting_.end()) waiting_.erase(it);
-  }
-  seqs_.erase(s.id);
 }
 
 void Scheduler::check_invariants() const {

@@ -1,7 +1,8 @@
 // Scheduler: the batching policy, with no model and no threads, so it can be tested and
 // benchmarked alone. It owns the Sequences and decides, every step, which of them run, with
-// which tokens, in which blocks and state slots. The engine (engine.h) runs the model on the
-// plan and reports back.
+// which tokens, in which blocks and state slots, and, once the engine (engine.h) has run the
+// model on the plan and sampled its rows, what came of it: update() accepts drafts, appends
+// the tokens, finishes the sequences that are done and frees what they held.
 //
 // One step (schedule()), the vLLM V1 shape made for a hybrid model:
 //  1. Decodes: every running sequence with one pending token, in admission order, one token
@@ -54,15 +55,19 @@
 // spare slots from the pool as it needs them and keeps them while it runs, unless sequences
 // waiting for admission need the free slots (then it drafts less; an admission short of a
 // slot takes back a spare one that the plan does not use). Every row of a verify chunk
-// samples. The engine judges the draft and calls complete_verified() with the number of
-// drafted tokens accepted, a: the sequence's computed tokens grow by 1 + a, its state is the
-// one after row a (the spare slot holding it is swapped with its slot: nothing is copied or
-// recomputed), and the blocks past its computed tokens go back to the pool (the K/V rows
+// samples. update() judges the draft: row i's sample is the token after the pending one and
+// the first i drafted ones, so the draft is accepted as far as the samples reproduce it (the
+// first row whose sample differs from its draft gives the last token). With a drafted tokens
+// accepted the sequence's computed tokens grow by 1 + a, its state is the one after row a
+// (the spare slot holding it is swapped with its slot: nothing is copied or recomputed), and
+// the blocks past its computed tokens go back to the pool (the K/V rows
 // written for rejected tokens sit beyond num_computed, are never recorded in the prefix
 // cache, and are overwritten before anything reads them). Single-token decodes are planned
 // before verify chunks (a device backend's decode kernel takes the leading one-row chunks).
 //
-// A chunk that reaches the last token of its sequence samples (one logits row). Preemption
+// A chunk that reaches the last token of its sequence samples (one logits row). Prefix-cache
+// admission (the lookup, branch points, staging and snapshots) lives in prefix_admission.cpp.
+// Preemption
 // is by recompute: blocks and slot are freed, num_computed returns to 0, the generated tokens
 // stay, and the sequence re-prefills everything when admitted again. Progress is guaranteed
 // as long as one sequence of max_ctx tokens fits the pool (the engine checks): the oldest
@@ -79,6 +84,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kernels/batch_plan.h"
+#include "kernels/sampler.h"
 #include "kvcache/block_pool.h"
 #include "kvcache/prefix_cache.h"
 #include "kvcache/state_pool.h"
@@ -92,32 +99,12 @@ struct SchedulerConfig {
   int64_t max_num_batched_tokens = 2048;  // tokens of one step, decodes and prefill chunks
 };
 
-// A sequence's chunk of a step, as the scheduler plans it (the model's view is
-// qwen35::SequenceChunk, the backend's kernels::SequenceChunk).
-struct SequenceChunk {
-  Sequence* seq = nullptr;
-  int64_t start = 0;   // first token (== seq->num_computed when scheduled)
-  int64_t length = 0;  // tokens
-  bool samples = false;  // reaches the sequence's last token: its logits row gives the next one
-  // A verify chunk: the pending token then num_draft drafted ones (length = 1 + num_draft),
-  // every row sampled.
-  int32_t num_draft = 0;
-  std::span<const int32_t> tokens() const {
-    if (num_draft > 0) return seq->verify_tokens;
-    return {seq->tokens.data() + start, static_cast<size_t>(length)};
-  }
-  // Where the state after each row but the last goes (verify chunks; see above).
-  std::span<const kvcache::SlotId> row_state_slots() const {
-    return num_draft > 0 ? std::span<const kvcache::SlotId>(seq->row_slots) : std::span<const kvcache::SlotId>();
-  }
-  // A prefill chunk's snapshot rows (the rows ending at the cache points inside it) and the
-  // staging slots that get the states there.
-  std::span<const kernels::SnapshotRow> snapshot_rows() const {
-    return num_draft == 0 ? std::span<const kernels::SnapshotRow>(seq->snapshot_rows)
-                          : std::span<const kernels::SnapshotRow>();
-  }
-  int32_t logit_rows() const { return samples ? 1 + num_draft : 0; }
-};
+// A sequence's chunk of a step: the one struct every layer uses (kernels/batch_plan.h). Its
+// sampling rows are its last logit_rows: one for a chunk that reaches its sequence's last
+// token, 1 + the drafted tokens for a verify chunk (the pending token, then the draft).
+using kernels::SequenceChunk;
+inline bool samples(const SequenceChunk& c) { return c.logit_rows > 0; }
+inline int32_t num_drafted(const SequenceChunk& c) { return c.logit_rows > 1 ? c.logit_rows - 1 : 0; }
 
 // A DeltaNet state copied from one slot to another (snapshot slots included).
 struct StateCopy {
@@ -126,7 +113,11 @@ struct StateCopy {
 };
 
 struct StepPlan {
-  std::vector<SequenceChunk> chunks;  // decodes first, then prefill chunks
+  // What the forward runs: decodes first, then verify chunks, then prefill chunks; chunks[i]
+  // belongs to sequences[i]. The chunks' spans point into the sequences (tokens, table,
+  // slots): they hold until the next schedule() or update().
+  std::vector<SequenceChunk> chunks;
+  std::vector<Sequence*> sequences;
   std::vector<StateCopy> restores;     // prefix hits: run before the forward
   std::vector<RequestId> preempted;    // preempted while planning (now waiting again)
   std::vector<Sequence*> admitted;     // admitted in this step (first time or again)
@@ -135,6 +126,32 @@ struct StepPlan {
   int64_t num_draft_tokens = 0;   // drafted tokens of their verify chunks
   int64_t num_samples = 0;        // sampling chunks
   bool empty() const { return chunks.empty(); }
+  // Sampled rows over all chunks (the rows update() reads, in chunk order).
+  int64_t num_logit_rows() const {
+    int64_t n = 0;
+    for (const SequenceChunk& c : chunks) n += c.logit_rows;
+    return n;
+  }
+};
+
+// What a sampling chunk came to (Scheduler::update).
+struct SequenceUpdate {
+  Sequence* seq = nullptr;   // lives until the next update() (an ended one is the outcome's)
+  size_t chunk = 0;          // its index in the plan
+  int64_t first_row = 0;     // its first row in `sampled`
+  int32_t num_draft = 0;     // drafted tokens it verified
+  int32_t accepted = 0;      // how many of them its samples reproduced
+  // Tokens appended, sampled[first_row, first_row + num_tokens): the accepted drafts and the
+  // next, up to the first that finishes the sequence; 0 when its row had no token.
+  int32_t num_tokens = 0;
+  // Set when the sequence ended in this step (its blocks and slots are freed): stop or
+  // length, or error when its row had no token (the caller says why).
+  std::optional<FinishReason> finish;
+};
+
+struct StepOutcome {
+  std::vector<SequenceUpdate> updates;            // the plan's sampling chunks, in order
+  std::vector<std::unique_ptr<Sequence>> ended;   // their sequences that ended, kept for the caller
 };
 
 class Scheduler {
@@ -158,24 +175,22 @@ class Scheduler {
   Sequence* find(RequestId id);
 
   // Plans the next step (see above). The plan stays valid until the next schedule(),
-  // append_token() or finish() on one of its sequences.
+  // update() or finish() on one of its sequences.
   const StepPlan& schedule();
 
-  // The forward pass over `chunk` succeeded: its tokens are now in the caches. A chunk that
-  // ends at a cache point records its blocks and asks for a snapshot (take_saves()).
-  void complete(const SequenceChunk& chunk);
-  // A verify chunk ran and `accepted` of its drafted tokens (a prefix) were accepted: the
-  // pending token and those are now in the caches; the state after them becomes the
-  // sequence's; blocks past them are freed (see above). The caller then appends the tokens.
-  void complete_verified(const SequenceChunk& chunk, int32_t accepted);
-  // The state copies complete() asked for (sequence slot -> snapshot slot), to run now, before
+  // The forward over `plan` (this scheduler's latest, or a part of it) succeeded and its
+  // sampling rows were sampled: sampled[i] is the i-th row over the plan's chunks in order
+  // (a token < 0: that row has none). Completes the chunks (their tokens are now in the
+  // caches; a chunk that ends at a cache point records its blocks and asks for a snapshot,
+  // take_saves()), judges verify chunks' drafts, appends the sampled tokens, and finishes the
+  // sequences that are done (or whose row has no token), freeing their blocks and slots. The
+  // outcome stays valid until the next update().
+  const StepOutcome& update(const StepPlan& plan, std::span<const kernels::SampledToken> sampled);
+
+  // The state copies update() asked for (sequence slot -> snapshot slot), to run now, before
   // the sequence's next step; a copy that fails must be dropped with drop_snapshot().
   std::vector<StateCopy> take_saves();
   void drop_snapshot(kvcache::SlotId snapshot);
-
-  // Appends a sampled token; returns the reason when the sequence is now finished (the caller
-  // then calls finish()). Stop tokens win over the length limits (FinishCriteria::reason).
-  std::optional<FinishReason> append_token(Sequence& seq, int32_t token);
 
   // Frees the sequence's blocks and slot (if running) and forgets it. The Sequence is
   // destroyed: pointers to it (in a plan too) are dead afterwards.
@@ -198,6 +213,7 @@ class Scheduler {
   void check_invariants() const;
 
  private:
+  // Planning (scheduler.cpp).
   void schedule_decodes(int64_t& budget);
   // Extends this step's decodes with their drafts (after every decode has its block).
   void schedule_drafts(int64_t& budget);
@@ -208,16 +224,40 @@ class Scheduler {
   int32_t available_blocks() const;
   // Reserves n blocks, evicting cached ones when the free list is short.
   std::optional<kvcache::Reservation> reserve_blocks(int32_t n);
+  // Reserves and commits the blocks for n more tokens (they must fit).
+  void grow_table(Sequence& seq, int64_t n);
+  void add_chunk(Sequence& seq, int64_t n);
+  // Points the plan's chunks at their sequences' tables, slots and snapshot rows (which
+  // planning may have moved since each chunk was added).
+  void finish_plan();
+  // The drafted tokens of seq that this step can verify (budget, free blocks, spare slots);
+  // fills its verify_tokens and row_slots.
+  int32_t plan_draft(Sequence& seq, int64_t budget, int64_t slots_kept);
+  // Gives one spare slot that this step's plan does not use back to the pool; false if none.
+  bool reclaim_spare_slot();
+  void release_spare_slots(Sequence& seq);
+  // Free state slots that sequences waiting for admission may need.
+  int64_t slots_kept() const;
+  void preempt(Sequence& seq);
+  void remove_running(Sequence& seq);
+  // Gives seq's blocks back (recording its computed full blocks in the cache) and its slot.
+  void release_cache(Sequence& seq);
+
+  // Prefix-cache admission (prefix_admission.cpp). Looks up the head of the queue's longest
+  // cached prefix and finds its branch points; false when it should wait for a prefix a
+  // running sequence is about to cache (see above).
+  bool look_up_prefix(Sequence& seq, kvcache::PrefixHit& hit, int64_t& budget);
+  // seq was admitted with `hit`: counts it, restores the snapshot into `slot`, tracks its
+  // cache points.
+  void admit_prefix(Sequence& seq, const kvcache::PrefixHit& hit, kvcache::SlotId slot);
   // A chunk of seq from num_computed of at most n tokens: the cache points inside it are
   // staged while slots can be had (see above); the first one that cannot be ends it.
   int64_t cut_at_cache_point(Sequence& seq, int64_t n);
   bool stage_snapshot(Sequence& seq, int64_t row);
   // Gives back the staging slots of the points at or after `from` (all by default).
   void drop_staged_snapshots(Sequence& seq, int64_t from = 0);
-  // Free state slots that sequences waiting for admission may need.
-  int64_t slots_kept() const;
   // Branch points: where seq's prompt stops sharing cached blocks, or the prompt of a running
-  // sequence, beyond its hit; those get a cache point (scheduler.h).
+  // sequence, beyond its hit; those get a cache point (see above).
   void find_branch_points(Sequence& seq, const kvcache::PrefixHit& hit, int64_t& budget);
   // Ends seq's chunk of this step at `end`; returns the tokens taken off.
   int64_t shorten_chunk(Sequence& seq, int64_t end);
@@ -225,19 +265,18 @@ class Scheduler {
   // Whether a running sequence is about to cache a longer prefix of seq than `hit` tokens.
   bool prefix_in_flight(const Sequence& seq, int64_t hit) const;
   void track_cache_points(const Sequence& seq, int delta);
-  // Gives seq's blocks back (recording its computed full blocks in the cache) and its slot.
-  void release_cache(Sequence& seq);
-  // Reserves and commits the blocks for n more tokens (they must fit).
-  void grow_table(Sequence& seq, int64_t n);
-  void add_chunk(Sequence& seq, int64_t n, int32_t num_draft = 0);
-  // The drafted tokens of seq that this step can verify (budget, free blocks, spare slots);
-  // fills its verify_tokens and row_slots.
-  int32_t plan_draft(Sequence& seq, int64_t budget, int64_t slots_kept);
-  // Gives one spare slot that this step's plan does not use back to the pool; false if none.
-  bool reclaim_spare_slot();
-  void release_spare_slots(Sequence& seq);
-  void preempt(Sequence& seq);
-  void remove_running(Sequence& seq);
+  // A completed chunk of seq: its prompt's blocks and the states at its cache points are
+  // recorded (the copies queued for take_saves()).
+  void record_prefix(const SequenceChunk& chunk, Sequence& seq);
+
+  // The step's outcome (step_outcome.cpp): a chunk's tokens are in the caches (a verify
+  // chunk's pending token and `accepted` drafts); a sampled token joins the sequence
+  // (returns the reason it is now finished: stop tokens win over the length limits,
+  // FinishCriteria::reason); retire() frees what seq holds and hands it over.
+  void complete(const SequenceChunk& chunk, Sequence& seq);
+  void complete_verified(const SequenceChunk& chunk, Sequence& seq, int32_t accepted);
+  std::optional<FinishReason> append_token(Sequence& seq, int32_t token);
+  std::unique_ptr<Sequence> retire(Sequence& seq);
 
   SchedulerConfig config_;
   kvcache::BlockPool& blocks_;
@@ -250,6 +289,7 @@ class Scheduler {
   std::deque<Sequence*> waiting_;
   std::vector<Sequence*> running_;  // admission order, oldest first
   StepPlan plan_;
+  StepOutcome outcome_;
   uint64_t step_ = 0;
   uint64_t next_arrival_ = 0;
   uint64_t next_admission_ = 0;

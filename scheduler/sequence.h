@@ -79,7 +79,7 @@ struct Sequence {
   std::vector<int64_t> cache_points;
   int64_t snapshot_due = 0;
   // Cache points inside the current chunk: the chunk's snapshot rows (kernels/batch_plan.h;
-  // row = point - chunk start - 1) and the staging slots they name, held until complete()
+  // row = point - chunk start - 1) and the staging slots they name, held until its update()
   // has the states saved.
   std::vector<kernels::SnapshotRow> snapshot_rows;
   std::vector<kvcache::SlotHandle> staging_slots;

@@ -23,7 +23,8 @@
 #include "model/qwen35/checkpoint.h"
 #include "model/qwen35/device_budget.h"
 #include "kvcache/capacity.h"
-#include "server/speculative_option.h"
+#include "scheduler/qwen35_forward_model.h"
+#include "server/thinking_setup.h"
 
 namespace ds::server {
 
@@ -88,11 +89,6 @@ std::string served_name(const ServerOptions& o, const std::string& model_dir) {
   return p.filename().string();
 }
 
-// --mamba-ssm-cache-dtype (checked by the options): auto is the f32 the model's config asks for.
-DType recurrent_state_dtype(const ServerOptions& o) {
-  return o.mamba_ssm_cache_dtype == "auto" ? DType::f32 : ds::parse_dtype(o.mamba_ssm_cache_dtype);
-}
-
 BackendSampler make_sampler(kernels::Backend& backend) {
   BackendSampler s;
 #ifdef DELTASERVE_HAS_CUDA
@@ -103,51 +99,54 @@ BackendSampler make_sampler(kernels::Backend& backend) {
   return s;
 }
 
-std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::string& model_dir, bool progress_bar,
-                                        ServerMetrics* metrics) {
-  const fs::path dir(model_dir);
-  if (!fs::is_regular_file(dir / "config.json"))
-    throw std::runtime_error("--model " + model_dir + ": no config.json (expected a Hugging Face checkpoint directory)");
-  auto lm = std::make_unique<LoadedModel>();
+namespace {
 
-  // Backend: cuda when asked for (or auto on a machine with a CUDA device), else cpu.
+// The backend --backend names (auto: cuda where the build has it and a device is present).
+std::unique_ptr<kernels::Backend> make_backend(const ServerOptions& o) {
+  std::unique_ptr<kernels::Backend> backend;
+  const std::string name(backend_name(o.backend));
 #ifdef DELTASERVE_HAS_CUDA
-  if (o.backend == "cuda" || (o.backend == "auto" && cuda::cuda_device_available())) {
+  if (o.backend == BackendChoice::cuda || (o.backend == BackendChoice::automatic && cuda::cuda_device_available())) {
     cuda::CudaBackendOptions co;
-    if (o.kv_cache_dtype != "auto") co.kv_dtype = ds::parse_dtype(o.kv_cache_dtype);
-    co.recurrent_state_dtype = recurrent_state_dtype(o);
-    co.fp8_weights = o.fp8_weights == "resident";
+    if (o.kv_cache_dtype) co.kv_dtype = *o.kv_cache_dtype;
+    co.recurrent_state_dtype = o.recurrent_state_dtype;
+    co.fp8_weights = o.fp8_weights_resident;
     try {
-      lm->backend = cuda::make_cuda_backend(co);
+      backend = cuda::make_cuda_backend(co);
     } catch (const std::invalid_argument& e) {
-      throw std::runtime_error("--kv-cache-dtype " + o.kv_cache_dtype + ": " + e.what());
+      const std::string kv = o.kv_cache_dtype ? std::string(dtype_name(*o.kv_cache_dtype)) : "auto";
+      throw std::runtime_error("--kv-cache-dtype " + kv + ": " + e.what());
     }
   }
 #endif
-  if (!lm->backend && o.backend == "cuda")
+  if (!backend && o.backend == BackendChoice::cuda)
     throw std::runtime_error(
         "--backend cuda: this build has no cuda backend (it was configured without CUDA). Build with CUDA "
         "(CUDA >= 12.9, an sm_90 GPU: H100 / H200): `CUDA=1 scripts/run.sh`, or `cmake -S . -B build "
         "-DDELTASERVE_CUDA=ON && cmake --build build --target serve`; or use --backend cpu");
-  if (!lm->backend && o.backend == "hip")
+  if (!backend && o.backend == BackendChoice::hip)
     throw std::runtime_error("--backend hip: this build has no hip backend for the model (only the HIP attention "
                              "kernels exist); use --backend cpu");
-  if (!lm->backend && o.gpu_memory_utilization)
-    throw std::runtime_error("--gpu-memory-utilization sizes device memory, and --backend " + o.backend +
+  if (!backend && o.gpu_memory_utilization)
+    throw std::runtime_error("--gpu-memory-utilization sizes device memory, and --backend " + name +
                              " found no GPU backend here (cpu: use --kv-cache-memory BYTES)");
-  if (!lm->backend) lm->backend = kernels::cpu::make_cpu_backend({.recurrent_state_dtype = recurrent_state_dtype(o)});
-  const DType kv_dtype = lm->backend->kv_cache_dtype();
-  if (o.kv_cache_dtype != "auto" && ds::parse_dtype(o.kv_cache_dtype) != kv_dtype)
-    throw std::runtime_error("--kv-cache-dtype " + o.kv_cache_dtype + ": the " + std::string(lm->backend->name()) +
-                             " backend stores K/V as " + std::string(dtype_name(kv_dtype)) +
-                             " (f16, bf16, q8_0 and q4_0 need the CUDA backend)");
+  if (!backend) backend = kernels::cpu::make_cpu_backend({.recurrent_state_dtype = o.recurrent_state_dtype});
+  const DType kv_dtype = backend->kv_cache_dtype();
+  if (o.kv_cache_dtype && *o.kv_cache_dtype != kv_dtype)
+    throw std::runtime_error("--kv-cache-dtype " + std::string(dtype_name(*o.kv_cache_dtype)) + ": the " +
+                             std::string(backend->name()) + " backend stores K/V as " +
+                             std::string(dtype_name(kv_dtype)) + " (f16, bf16, q8_0 and q4_0 need the CUDA backend)");
+  return backend;
+}
 
-  // Tokenizer and chat template first: they fail fast and cheaply.
-  lm->tokenizer = std::make_unique<tok::Tokenizer>(tok::Tokenizer::load(dir.string()));
+// Tokenizer, chat template and what they say about thinking budgets: they fail fast and
+// cheaply, so they come before the weights.
+void load_text_assets(const ServerOptions& o, const fs::path& dir, LoadedModel& lm) {
+  lm.tokenizer = std::make_unique<tok::Tokenizer>(tok::Tokenizer::load(dir.string()));
   try {
     auto tmpl = o.chat_template.empty() ? chat::ChatTemplate::from_model_dir(dir.string())
                                         : chat::ChatTemplate::from_model_dir(dir.string(), o.chat_template);
-    lm->chat_template = std::make_unique<chat::ChatTemplate>(std::move(tmpl));
+    lm.chat_template = std::make_unique<chat::ChatTemplate>(std::move(tmpl));
   } catch (const chat::TemplateSyntaxError&) {
     throw;
   } catch (const chat::TemplateError& e) {
@@ -155,21 +154,17 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::strin
     spdlog::warn("no usable chat template ({}); /v1/chat/completions will answer 400, /v1/completions works",
                  e.what());
   }
-
-  std::optional<int64_t> default_budget = o.default_thinking_budget;
-  lm->served.thinking = make_thinking_setup(*lm->tokenizer, lm->chat_template.get(), default_budget,
-                                            o.reasoning_effort_budgets.empty()
-                                                ? std::map<std::string, int64_t>{}
-                                                : parse_effort_budgets(o.reasoning_effort_budgets));
-  spdlog::info("{}", lm->served.thinking.describe());
-  if (!lm->served.thinking.available() && (o.default_thinking_budget || !o.reasoning_effort_budgets.empty()))
+  lm.served.thinking = make_thinking_setup(*lm.tokenizer, lm.chat_template.get(), o.default_thinking_budget,
+                                           o.reasoning_effort_budgets);
+  spdlog::info("{}", lm.served.thinking.describe());
+  if (!lm.served.thinking.available() && (o.default_thinking_budget || !o.reasoning_effort_budgets.empty()))
     spdlog::warn("--default-thinking-budget / --reasoning-effort-budgets have no effect on this model");
+}
 
-  // generation_config.json's defaults are checked now, not at the first request that omits one.
-  const GenerationDefaults defaults = GenerationDefaults::load(dir);
-
-  // Weights.
-  spdlog::info("loading {} on {}", model_dir, lm->backend->name());
+// The checkpoint's weights onto the backend (the MTP module too when speculative decoding
+// drafts with it), logged with their sizes and load time.
+void load_weights(const ServerOptions& o, const fs::path& dir, bool progress_bar, LoadedModel& lm) {
+  spdlog::info("loading {} on {}", dir.string(), lm.backend->name());
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t rss0 = resident_bytes();
   // The weight files are the checkpoint's own (model.safetensors or the index's shards), not
@@ -178,105 +173,81 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::strin
   for (const auto& name : qwen35::Checkpoint(dir).file_names()) weight_files.push_back(dir / name);
   read_weights_with_progress(weight_files, progress_bar);
   qwen35::LoadOptions load_options;
-  if (o.quantization == "fp8") load_options.quantization = qwen35::Quantization::fp8;
-  scheduler::SpeculativeConfig speculative;
-  if (!o.speculative_config.empty()) speculative = parse_speculative_config(o.speculative_config);
-  load_options.mtp = speculative.method == "mtp";  // a checkpoint without the module fails here, named
+  load_options.quantization = o.quantization;
+  load_options.mtp = o.speculative.method == "mtp";  // a checkpoint without the module fails here, named
   load_options.config_overrides = o.hf_overrides;
-  if (!o.hf_overrides.empty())
-    spdlog::info("--hf-overrides: merged into config.json: {}", nlohmann::json::parse(o.hf_overrides).dump());
-  lm->model = qwen35::Model::load(*lm->backend, dir, load_options);
+  if (!o.hf_overrides.empty()) spdlog::info("--hf-overrides: merged into config.json: {}", o.hf_overrides);
+  lm.model = qwen35::Model::load(*lm.backend, dir, load_options);
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   int64_t ckpt_bytes = 0;
   for (const auto& f : weight_files) ckpt_bytes += static_cast<int64_t>(fs::file_size(f));
-  const auto& cfg = lm->model->config();
+  const auto& cfg = lm.model->config();
+  const bool quantize = o.quantization == qwen35::Quantization::fp8;
   if (cfg.fp8)
     spdlog::info("FP8 checkpoint (e4m3, {}x{} blocks): weights dequantised at load{}", cfg.fp8->block_rows,
-                 cfg.fp8->block_cols, o.quantization == "fp8" ? "; --quantization fp8 has nothing to do" : "");
-  else if (o.quantization == "fp8")
+                 cfg.fp8->block_cols, quantize ? "; --quantization fp8 has nothing to do" : "");
+  else if (quantize)
     spdlog::info("--quantization fp8: linear weights quantised to e4m3 in 128x128 blocks at load");
   spdlog::info("weights: {} layers ({} full attention, {} DeltaNet), hidden {}, vocab {}; checkpoint {:.1f} MiB, "
                "resident {:+.1f} MiB on {}; loaded in {:.2f} s",
                cfg.num_layers, cfg.num_full_layers(), cfg.num_deltanet_layers(), cfg.hidden_size, cfg.vocab_size,
-               mib(ckpt_bytes), mib(resident_bytes() - rss0), lm->backend->name(), load_s);
-
+               mib(ckpt_bytes), mib(resident_bytes() - rss0), lm.backend->name(), load_s);
   if (cfg.yarn)
     spdlog::info("RoPE: yarn, factor {} over {} original positions (beta {} / {}, attention factor {:.6f}{}): "
                  "positions up to {}",
                  cfg.yarn->factor, cfg.yarn->original_max_positions, cfg.yarn->beta_fast, cfg.yarn->beta_slow,
                  cfg.yarn->attention_factor, cfg.yarn->truncate ? "" : ", untruncated", cfg.max_positions());
+}
 
-  // Cache pools.
-  const kvcache::CacheGeometry geo = lm->model->cache_geometry();
-  const int64_t positions = cfg.max_positions();
-  int64_t budget = o.kv_cache_memory.empty() ? kDefaultCpuCacheBytes : parse_bytes(o.kv_cache_memory);
-  if (o.kv_cache_memory.empty() && lm->backend->device_memory().total_bytes > 0) {
-    // A device backend: what --gpu-memory-utilization leaves after weights and activations.
-    const auto d = qwen35::measure_device_budget(*lm->model, o.gpu_memory_utilization.value_or(0.9),
-                                                 o.max_num_batched_tokens, o.max_num_seqs, o.block_size);
-    spdlog::info("{}", d.describe());
-    budget = d.budget_bytes;
-  }
-  if (positions > 0 && o.max_ctx > positions)
-    throw std::runtime_error("--max-ctx " + std::to_string(o.max_ctx) + " exceeds the model's " +
-                             std::to_string(positions) +
-                             " positions (max_position_embeddings, or YaRN's factor x original_max_position_embeddings; "
-                             "--hf-overrides can set rope_parameters)");
-  const int64_t want_ctx = o.max_ctx > 0 ? o.max_ctx : (positions > 0 ? positions : 4096);
+// Bytes for the K/V blocks and state slots: --kv-cache-memory, or on a device backend what
+// --gpu-memory-utilization leaves after the weights and activations.
+int64_t cache_budget(const ServerOptions& o, LoadedModel& lm) {
+  if (o.kv_cache_memory) return *o.kv_cache_memory;
+  if (lm.backend->device_memory().total_bytes == 0) return kDefaultCpuCacheBytes;
+  const auto d = qwen35::measure_device_budget(*lm.model, o.gpu_memory_utilization.value_or(0.9),
+                                               o.max_num_batched_tokens, o.max_num_seqs, o.block_size);
+  spdlog::info("{}", d.describe());
+  return d.budget_bytes;
+}
 
+// The engine's configuration from the options; `positions` is the model's (0: unknown).
+scheduler::EngineConfig engine_config(const ServerOptions& o, int64_t budget, int64_t positions,
+                                      ServerMetrics* metrics) {
   scheduler::EngineConfig ec;
   ec.scheduler.max_num_seqs = o.max_num_seqs;
   ec.scheduler.max_num_batched_tokens = o.max_num_batched_tokens;
   ec.max_queue = o.max_queue;
+  ec.max_ctx = o.max_ctx > 0 ? o.max_ctx : (positions > 0 ? positions : 4096);  // the engine lowers it to the pool
   ec.block_size = o.block_size;
+  ec.cache_bytes = budget;
+  // Prefix-cache state snapshots come out of the same budget.
+  ec.prefix_caching = o.prefix_caching;
+  if (o.prefix_caching)
+    ec.snapshot_bytes = o.prefix_cache_state_memory
+                            ? *o.prefix_cache_state_memory
+                            : static_cast<int64_t>(static_cast<double>(budget) * kDefaultSnapshotShare);
+  ec.speculative = o.speculative;
+  ec.step_graphs = !o.enforce_eager;
   if (metrics)
     ec.on_finish = [metrics](scheduler::RequestId, scheduler::FinishReason, const scheduler::RequestMetrics& m) {
       metrics->observe_request(m);
     };
-  // Paged, or the contiguous baseline: each sequence owns max-ctx tokens of K/V from admission on.
-  ec.cache_bytes = budget;
-  ec.reserve_tokens = o.paged_attention ? 0 : want_ctx;
-  kvcache::PoolSizes sizes;
-  // Prefix-cache state snapshots come out of the same budget (paged only).
-  int64_t snapshot_bytes = 0;
-  if (o.prefix_caching && o.paged_attention)
-    snapshot_bytes = o.prefix_cache_state_memory.empty()
-                         ? static_cast<int64_t>(static_cast<double>(budget) * kDefaultSnapshotShare)
-                         : parse_bytes(o.prefix_cache_state_memory);
-  ec.prefix_caching = o.prefix_caching && o.paged_attention;
-  ec.snapshot_bytes = snapshot_bytes;
-  ec.speculative = speculative;
-  ec.step_graphs = !o.enforce_eager;
-  const int32_t states_per_seq = 1 + (ec.speculative.enabled() ? ec.speculative.num_speculative_tokens : 0);
-  try {
-    sizes = kvcache::size_pools(geo, {.block_size = o.block_size,
-                                      .max_num_seqs = o.max_num_seqs,
-                                      .states_per_seq = states_per_seq,
-                                      .budget_bytes = budget,
-                                      .reserve_tokens = ec.reserve_tokens,
-                                      .snapshot_bytes = snapshot_bytes});
-  } catch (const std::invalid_argument& e) {
-    if (snapshot_bytes > 0 && !o.prefix_cache_state_memory.empty())
-      throw std::runtime_error(std::string("--prefix-cache-state-memory: ") + e.what());
-    if (o.paged_attention) throw;
-    throw std::runtime_error(std::string("--no-paged-attention: ") + e.what() + "; lower --max-ctx or raise --kv-cache-memory");
-  }
-  if (!o.paged_attention) ec.scheduler.max_num_seqs = sizes.num_slots / states_per_seq;
-  if (o.max_ctx > 0 && o.max_ctx > sizes.token_capacity())
-    throw std::runtime_error("--max-ctx " + std::to_string(o.max_ctx) + " is more than the K/V cache holds (" +
-                             std::to_string(sizes.token_capacity()) +
-                             " tokens); raise --kv-cache-memory or lower --max-ctx");
-  ec.max_ctx = std::min<int64_t>(want_ctx, sizes.token_capacity());
+  return ec;
+}
 
-  BackendSampler bs = make_sampler(*lm->backend);
-  lm->forward = std::make_unique<scheduler::Qwen35ForwardModel>(*lm->model, bs.device_logits);
-  lm->engine = std::make_unique<scheduler::Engine>(*lm->forward, ec, std::move(bs.sampler));
-  const auto& ps = lm->engine->pool_sizes();
-  const int64_t ctx = lm->engine->max_ctx();
+// The start-up log of what the engine made: cache, slots, concurrency, graphs, prefix caching
+// and speculative decoding.
+void log_capacity(const ServerOptions& o, const LoadedModel& lm) {
+  const scheduler::Engine& engine = *lm.engine;
+  const scheduler::EngineConfig& ec = engine.config();
+  const kvcache::PoolSizes& ps = engine.pool_sizes();
+  const kvcache::CacheGeometry geo = lm.model->cache_geometry();
+  const bool contiguous = ec.reserve_tokens > 0;
+  const int64_t ctx = engine.max_ctx();
   spdlog::info("K/V cache: {} blocks x {} tokens = {} tokens, {:.1f} MiB ({}, {} layers x {} KV heads x {}), {}",
                ps.num_blocks, ps.block_size, ps.token_capacity(), mib(ps.kv_bytes), dtype_name(geo.k_dtype),
                geo.n_attention_layers, geo.n_kv_heads, geo.head_dim,
-               o.paged_attention ? "paged" : "contiguous baseline: max-ctx reserved per sequence");
+               contiguous ? "contiguous baseline: max-ctx reserved per sequence" : "paged");
   spdlog::info("DeltaNet state slots: {} ({:.1f} MiB, {:.2f} MiB per sequence; recurrent state {})", ps.num_slots,
                mib(ps.state_bytes), mib(geo.state_bytes_per_slot()), dtype_name(geo.state.recurrent_dtype));
   const double fit = static_cast<double>(ps.token_capacity()) / static_cast<double>(ctx);
@@ -284,15 +255,15 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::strin
                "--max-num-seqs {}); step budget {} tokens; queue {}",
                ctx, std::min<int64_t>(static_cast<int64_t>(fit), ps.num_slots), fit, ps.num_slots,
                ec.scheduler.max_num_seqs, ec.scheduler.max_num_batched_tokens, ec.max_queue);
-  if (lm->backend->can_record_steps() && o.enforce_eager)
+  if (lm.backend->can_record_steps() && o.enforce_eager)
     spdlog::info("CUDA graphs: off (--enforce-eager)");
-  else if (lm->backend->can_record_steps())
+  else if (lm.backend->can_record_steps())
     spdlog::info("CUDA graphs: decode and verify steps of up to {} sequences are recorded and replayed",
                  ec.scheduler.max_num_seqs);
   if (!o.prefix_caching)
     spdlog::info("prefix caching: off (--no-enable-prefix-caching)");
-  else if (!o.paged_attention)
-    spdlog::info("prefix caching: off (the contiguous baseline, --no-paged-attention, keeps no blocks)");
+  else if (!ec.prefix_caching)
+    spdlog::info("prefix caching: off (the contiguous baseline keeps no blocks)");
   else if (ps.num_snapshots == 0)
     spdlog::warn("prefix caching: no DeltaNet state snapshot fits {} bytes (one is {:.1f} MiB): nothing will hit",
                  ec.snapshot_bytes, mib(geo.state_bytes_per_slot()));
@@ -300,17 +271,61 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::strin
     spdlog::info("prefix caching: on; {} state snapshots ({:.1f} MiB, {:.2f} MiB each), finished requests' blocks "
                  "stay cached until their space is needed",
                  ps.num_snapshots, mib(ps.snapshot_bytes), mib(geo.state_bytes_per_slot()));
-  if (ps.num_slots < o.max_num_seqs && o.paged_attention)
+  if (ps.num_slots < o.max_num_seqs && !contiguous)
     spdlog::warn("only {} state slots fit in half the cache budget: at most {} sequences run at once", ps.num_slots,
                  ps.num_slots);
+  const int32_t states_per_seq = 1 + (ec.speculative.enabled() ? ec.speculative.num_speculative_tokens : 0);
   if (ec.speculative.enabled())
     spdlog::info("speculative decoding: {}, {} drafted tokens per step (a speculating sequence holds up to {} state "
                  "slots)",
                  ec.speculative.method, ec.speculative.num_speculative_tokens, states_per_seq);
-  if (ec.speculative.simulated())
-    spdlog::warn("speculative method \"{}\" with acceptance_rate {} is for benchmarks: each step keeps drafts with that "
-                 "probability whatever the model samples, so replies are NOT the model's output",
-                 ec.speculative.method, ec.speculative.acceptance_rate);
+}
+
+// The engine over the loaded model: its budget and configuration, the sampler for where the
+// backend leaves the logits, what a composer changes, and the checks of the pools it sized.
+void start_engine(const ServerOptions& o, ServerMetrics* metrics, const EngineComposer& compose, LoadedModel& lm) {
+  const int64_t positions = lm.model->config().max_positions();
+  if (positions > 0 && o.max_ctx > positions)
+    throw std::runtime_error("--max-ctx " + std::to_string(o.max_ctx) + " exceeds the model's " +
+                             std::to_string(positions) +
+                             " positions (max_position_embeddings, or YaRN's factor x original_max_position_embeddings; "
+                             "--hf-overrides can set rope_parameters)");
+  EngineParts parts;
+  parts.config = engine_config(o, cache_budget(o, lm), positions, metrics);
+  BackendSampler bs = make_sampler(*lm.backend);
+  parts.model = std::make_unique<scheduler::Qwen35ForwardModel>(*lm.model, bs.device_logits);
+  parts.sampler = std::move(bs.sampler);
+  if (compose) compose(parts);
+  lm.forward = std::move(parts.model);
+  try {
+    lm.engine = std::make_unique<scheduler::Engine>(*lm.forward, std::move(parts.config), std::move(parts.sampler),
+                                                    std::move(parts.drafter));
+  } catch (const std::invalid_argument& e) {
+    if (o.prefix_cache_state_memory && std::string(e.what()).find("snapshot") != std::string::npos)
+      throw std::runtime_error(std::string("--prefix-cache-state-memory: ") + e.what());
+    throw;
+  }
+  const int64_t capacity = lm.engine->pool_sizes().token_capacity();
+  if (o.max_ctx > 0 && o.max_ctx > capacity)
+    throw std::runtime_error("--max-ctx " + std::to_string(o.max_ctx) + " is more than the K/V cache holds (" +
+                             std::to_string(capacity) + " tokens); raise --kv-cache-memory or lower --max-ctx");
+  log_capacity(o, lm);
+}
+
+}  // namespace
+
+std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::string& model_dir, bool progress_bar,
+                                        ServerMetrics* metrics, const EngineComposer& compose) {
+  const fs::path dir(model_dir);
+  if (!fs::is_regular_file(dir / "config.json"))
+    throw std::runtime_error("--model " + model_dir + ": no config.json (expected a Hugging Face checkpoint directory)");
+  auto lm = std::make_unique<LoadedModel>();
+  lm->backend = make_backend(o);
+  load_text_assets(o, dir, *lm);
+  // generation_config.json's defaults are checked now, not at the first request that omits one.
+  const GenerationDefaults defaults = GenerationDefaults::load(dir);
+  load_weights(o, dir, progress_bar, *lm);
+  start_engine(o, metrics, compose, *lm);
 
   // Structured outputs compile against the model's vocabulary (the logits' width).
   const auto t_vocab = std::chrono::steady_clock::now();
@@ -326,7 +341,7 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::strin
   s.tokenizer = lm->tokenizer.get();
   s.chat_template = lm->chat_template.get();
   s.engine = lm->engine.get();
-  s.eos_ids = cfg.eos_token_ids;
+  s.eos_ids = lm->model->config().eos_token_ids;
   s.defaults = defaults;
   s.created = static_cast<int64_t>(std::time(nullptr));
   s.grammars = lm->grammars.get();

@@ -10,15 +10,14 @@
 // fails here with a message saying so. On cuda the cache budget is what
 // --gpu-memory-utilization leaves after the weights and one profiling step of
 // --max-num-batched-tokens (model/qwen35/device_budget.h), unless --kv-cache-memory gives
-// it. --no-paged-attention on cpu sizes the cache as the
-// contiguous baseline does -- every sequence reserves a full max-ctx of K/V, so the
-// sequences that fit are budget / (max-ctx K/V + one state slot), each guaranteed its whole
-// context and never preempted -- while the blocks themselves stay paged, because the CPU
-// model only has the paged attention path (the contiguous kernel layout comes with the
-// CUDA backend). Capacity and admission A/B comparisons are therefore faithful on cpu;
-// kernel-speed comparisons need the GPU.
+// it. The engine sizes the pools from that budget (scheduler::Engine; kvcache/capacity.h).
+//
+// A benchmark's composition root may change what the engine is made of before it starts
+// (EngineComposer: programs/serve_bench hands it drafters at a controlled acceptance, wraps
+// its model and sampler, or asks for the contiguous baseline); serve passes none.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -26,8 +25,9 @@
 #include "model/chat/chat_template.h"
 #include "model/qwen35/model.h"
 #include "model/tokenizer/tokenizer.h"
+#include "scheduler/drafter.h"
 #include "scheduler/engine.h"
-#include "scheduler/qwen35_forward_model.h"
+#include "scheduler/forward_model.h"
 #include "server/metrics.h"
 #include "server/served_model.h"
 #include "server/server_options.h"
@@ -38,7 +38,7 @@ struct LoadedModel {
   // Declaration order is destruction order reversed: the engine goes first, the backend last.
   std::unique_ptr<kernels::Backend> backend;
   std::unique_ptr<qwen35::Model> model;
-  std::unique_ptr<scheduler::Qwen35ForwardModel> forward;
+  std::unique_ptr<scheduler::ForwardModel> forward;  // the engine's view of model (or what wraps it)
   std::unique_ptr<tok::Tokenizer> tokenizer;
   std::unique_ptr<chat::ChatTemplate> chat_template;
   std::unique_ptr<GrammarCache> grammars;
@@ -60,9 +60,20 @@ struct BackendSampler {
 };
 BackendSampler make_sampler(kernels::Backend& backend);
 
+// What the engine is made of, just before it starts: its model (the loaded model's adapter),
+// the sampler, its drafter (null: the one config.speculative names) and its configuration. A
+// composer may replace any of them; a model it wraps must own or outlive what it wraps.
+struct EngineParts {
+  std::unique_ptr<scheduler::ForwardModel> model;
+  std::unique_ptr<kernels::Sampler> sampler;
+  std::unique_ptr<scheduler::Drafter> drafter;
+  scheduler::EngineConfig config;
+};
+using EngineComposer = std::function<void(EngineParts&)>;
+
 // Throws std::runtime_error (or std::invalid_argument) with a message fit for the user.
 // metrics (may be null) gets every finished engine request (EngineConfig::on_finish).
 std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::string& model_dir, bool progress_bar,
-                                        ServerMetrics* metrics);
+                                        ServerMetrics* metrics, const EngineComposer& compose = {});
 
 }  // namespace ds::server

@@ -5,12 +5,11 @@
 #include <cctype>
 #include <cmath>
 #include <stdexcept>
+#include <string_view>
 
 #include <CLI/CLI.hpp>
-
 #include <nlohmann/json.hpp>
 
-#include "kernels/dtype.h"
 #include "server/speculative_option.h"
 #include "server/thinking_setup.h"
 
@@ -19,6 +18,28 @@
 #endif
 
 namespace ds::server {
+namespace {
+
+// A flag whose value `parse` turns into `to`, refused by CLI11 (naming the flag) when it does not parse.
+template <class T, class Parse>
+CLI::Option* add_parsed(CLI::App& app, const std::string& name, T& to, Parse parse, const std::string& help,
+                        const std::string& default_text = {}) {
+  CLI::Option* opt = app.add_option_function<std::string>(
+      name,
+      [&to, parse, flag = name.substr(0, name.find(','))](const std::string& text) {
+        try {
+          to = parse(text);
+        } catch (const std::invalid_argument& e) {
+          const std::string what = e.what();
+          throw CLI::ValidationError(what.rfind(flag, 0) == 0 ? what : flag + ": " + what);
+        }
+      },
+      help);
+  if (!default_text.empty()) opt->default_str(default_text);
+  return opt;
+}
+
+}  // namespace
 
 void add_server_options(CLI::App& app, ServerOptions& o) {
   // `serve DIR` as `vllm serve MODEL`, `-m DIR` as llama-server; giving it twice is an error.
@@ -37,30 +58,24 @@ void add_server_options(CLI::App& app, ServerOptions& o) {
   app.add_option("--api-key", o.api_key,
                  "Require 'Authorization: Bearer KEY' on every route except /health and /metrics")
       ->envname("DELTASERVE_API_KEY");
-  app.add_flag_callback(
-      "--paged-attention", [&o] { o.paged_attention = true; }, "Paged K/V cache (the default)");
-  app.add_flag_callback(
-      "--no-paged-attention", [&o] { o.paged_attention = false; },
-      "The contiguous baseline instead: each sequence reserves max-ctx tokens of K/V up front (for A/B "
-      "benchmarks)");
   app.add_option("--max-ctx", o.max_ctx,
                  "Tokens per request, prompt + reply (default: min(the model's max positions, "
                  "what the K/V cache holds))");
-  app.add_option("--kv-cache-dtype", o.kv_cache_dtype,
-                 "K/V element type: auto (the backend's: cpu f32, cuda bf16); cuda also f16, q8_0, q4_0 "
-                 "(ggml blocks of 32: about 1.9x / 3.6x the tokens of bf16 in the same memory)")
-      ->capture_default_str();
-  app.add_option("--mamba-ssm-cache-dtype,--mamba-ssm-dtype", o.mamba_ssm_cache_dtype,
-                 "DeltaNet recurrent state element type: auto (float32, as the model's config asks), float32 or "
-                 "bfloat16 (half the state's memory and of the bytes that dominate decode steps at high "
-                 "concurrency; the state is rounded to bf16 once per step)")
-      ->capture_default_str();
+  add_parsed(app, "--kv-cache-dtype", o.kv_cache_dtype, parse_kv_cache_dtype,
+             "K/V element type: auto (the backend's: cpu f32, cuda bf16); cuda also f16, q8_0, q4_0 "
+             "(ggml blocks of 32: about 1.9x / 3.6x the tokens of bf16 in the same memory)",
+             "auto");
+  add_parsed(app, "--mamba-ssm-cache-dtype,--mamba-ssm-dtype", o.recurrent_state_dtype, parse_recurrent_state_dtype,
+             "DeltaNet recurrent state element type: auto (float32, as the model's config asks), float32 or "
+             "bfloat16 (half the state's memory and of the bytes that dominate decode steps at high "
+             "concurrency; the state is rounded to bf16 once per step)",
+             "auto");
   app.add_option("--block-size", o.block_size, "Tokens per K/V cache block")->capture_default_str();
   app.add_option("--gpu-memory-utilization", o.gpu_memory_utilization,
                  "Fraction of device memory for weights + caches (GPU backends; default 0.9)");
-  app.add_option("--kv-cache-memory", o.kv_cache_memory,
-                 "Bytes for the K/V blocks and DeltaNet state slots together, e.g. 1GiB, 512MiB "
-                 "(default on cpu: 1GiB)");
+  add_parsed(app, "--kv-cache-memory", o.kv_cache_memory, parse_bytes,
+             "Bytes for the K/V blocks and DeltaNet state slots together, e.g. 1GiB, 512MiB "
+             "(default on cpu: 1GiB)");
   app.add_option("--max-num-seqs", o.max_num_seqs, "Sequences running at once (each holds a state slot)")
       ->capture_default_str();
   app.add_option("--max-num-batched-tokens", o.max_num_batched_tokens,
@@ -75,47 +90,109 @@ void add_server_options(CLI::App& app, ServerOptions& o) {
       "prefix (the default)");
   app.add_flag_callback(
       "--no-enable-prefix-caching", [&o] { o.prefix_caching = false; }, "Recompute every prompt from scratch");
-  app.add_option("--prefix-cache-state-memory", o.prefix_cache_state_memory,
-                 "Bytes of the cache budget for DeltaNet state snapshots of cached prefixes, e.g. 4GiB "
-                 "(default: a tenth of the budget)");
+  add_parsed(app, "--prefix-cache-state-memory", o.prefix_cache_state_memory, parse_bytes,
+             "Bytes of the cache budget for DeltaNet state snapshots of cached prefixes, e.g. 4GiB "
+             "(default: a tenth of the budget)");
   app.add_flag("--enforce-eager", o.enforce_eager,
                "Run every step eagerly: no CUDA graphs for decode and verify steps (they are on by default with "
                "the cuda backend)");
-  app.add_option("--speculative-config", o.speculative_config,
-                 "Speculative decoding as JSON: '{\"method\": \"ngram\", \"num_speculative_tokens\": 3}' "
-                 "(methods: ngram = prompt lookup, with prompt_lookup_min/max; mtp = the checkpoint's MTP module; "
-                 "replay = the test and "
-                 "benchmark drafter with a set acceptance_rate; simulate = benchmarks only, keeps drafts at "
-                 "acceptance_rate whatever the model samples, so replies are not the model's)");
-  app.add_option("--quantization", o.quantization,
-                 "Weight quantisation at load time: none, or fp8 (block-wise e4m3 of the linear weights, "
-                 "as Qwen's -FP8 releases; a no-op on an FP8 checkpoint, which loads as stored)")
-      ->capture_default_str();
-  app.add_option("--fp8-weights", o.fp8_weights,
-                 "How the CUDA backend stores FP8 weights: resident (kept e4m3: ~40% less weight memory, "
-                 "faster decode and prefill than bf16; prefill and steps of more than 8 sequences quantise "
-                 "the activations to e4m3 per 128 columns) or bf16 (dequantised at load: bf16's memory, "
-                 "speed and activations; docs/bench-log)")
-      ->capture_default_str();
-  app.add_option("--backend", o.backend, "Compute backend: cpu, cuda, hip or auto")->capture_default_str();
+  add_parsed(app, "--speculative-config", o.speculative, parse_speculative_config,
+             "Speculative decoding as JSON: '{\"method\": \"ngram\", \"num_speculative_tokens\": 3}' "
+             "(methods: ngram = prompt lookup, with prompt_lookup_min/max; mtp = the checkpoint's MTP module; "
+             "disable_by_batch_size: no drafts while more sequences run)");
+  add_parsed(app, "--quantization", o.quantization, parse_quantization,
+             "Weight quantisation at load time: none, or fp8 (block-wise e4m3 of the linear weights, "
+             "as Qwen's -FP8 releases; a no-op on an FP8 checkpoint, which loads as stored)",
+             "none");
+  add_parsed(app, "--fp8-weights", o.fp8_weights_resident, parse_fp8_weights_resident,
+             "How the CUDA backend stores FP8 weights: resident (kept e4m3: ~40% less weight memory, "
+             "faster decode and prefill than bf16; prefill and steps of more than 8 sequences quantise "
+             "the activations to e4m3 per 128 columns) or bf16 (dequantised at load: bf16's memory, "
+             "speed and activations; docs/bench-log)",
+             "resident");
+  add_parsed(app, "--backend", o.backend, parse_backend, "Compute backend: cpu, cuda, hip or auto", "auto");
   app.add_option("--chat-template", o.chat_template,
                  "Jinja chat template file (default: the model's chat_template.jinja or "
                  "tokenizer_config.json)");
-  app.add_option("--default-thinking-budget", o.default_thinking_budget,
-                 "Reasoning tokens a chat reply may think before it is made to close its <think> block, for "
-                 "requests that set no thinking_token_budget, thinking_budget or mapped reasoning_effort "
-                 "(default: no limit)");
-  app.add_option("--reasoning-effort-budgets", o.reasoning_effort_budgets,
-                 "Thinking budgets of reasoning efforts (reasoning_effort, Responses' reasoning.effort), e.g. "
-                 "low=1024,medium=4096,high=16384 (efforts low, medium, high, xhigh; default: none)");
-  app.add_option("--hf-overrides", o.hf_overrides,
-                 "JSON object deep-merged into the checkpoint's config.json at load, e.g. YaRN for long context: "
-                 "'{\"text_config\": {\"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": 4.0, "
-                 "\"original_max_position_embeddings\": 262144, ...}}}' (logged at start-up)");
+  add_parsed(app, "--default-thinking-budget", o.default_thinking_budget, parse_thinking_budget,
+             "Reasoning tokens a chat reply may think before it is made to close its <think> block, for "
+             "requests that set no thinking_token_budget, thinking_budget or mapped reasoning_effort "
+             "(default: no limit)");
+  add_parsed(app, "--reasoning-effort-budgets", o.reasoning_effort_budgets, parse_effort_budgets,
+             "Thinking budgets of reasoning efforts (reasoning_effort, Responses' reasoning.effort), e.g. "
+             "low=1024,medium=4096,high=16384 (efforts low, medium, high, xhigh; default: none)");
+  add_parsed(app, "--hf-overrides", o.hf_overrides, parse_hf_overrides,
+             "JSON object deep-merged into the checkpoint's config.json at load, e.g. YaRN for long context: "
+             "'{\"text_config\": {\"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": 4.0, "
+             "\"original_max_position_embeddings\": 262144, ...}}}' (logged at start-up)");
   app.add_option("--log-level", o.log_level, "trace, debug, info, warn, error, critical or off")
       ->capture_default_str();
   app.add_option("--log-format", o.log_format, "text or json (one JSON object per line)")
       ->capture_default_str();
+}
+
+int64_t parse_thinking_budget(const std::string& text) {
+  size_t used = 0;
+  int64_t v = -1;
+  try {
+    v = std::stoll(text, &used);
+  } catch (...) {
+    used = 0;
+  }
+  if (used != text.size() || text.empty() || v < 0 || v > kMaxThinkingBudget)
+    throw std::invalid_argument("--default-thinking-budget must be a token count >= 0, got '" + text + "'");
+  return v;
+}
+
+std::string parse_hf_overrides(const std::string& text) {
+  const auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) throw std::invalid_argument("--hf-overrides must be a JSON object");
+  return j.dump();
+}
+
+BackendChoice parse_backend(const std::string& text) {
+  if (text == "auto") return BackendChoice::automatic;
+  if (text == "cpu") return BackendChoice::cpu;
+  if (text == "cuda") return BackendChoice::cuda;
+  if (text == "hip") return BackendChoice::hip;
+  throw std::invalid_argument("--backend must be cpu, cuda, hip or auto (got '" + text + "')");
+}
+
+std::string_view backend_name(BackendChoice b) {
+  switch (b) {
+    case BackendChoice::automatic: return "auto";
+    case BackendChoice::cpu: return "cpu";
+    case BackendChoice::cuda: return "cuda";
+    case BackendChoice::hip: return "hip";
+  }
+  return "?";
+}
+
+std::optional<DType> parse_kv_cache_dtype(const std::string& text) {
+  if (text == "auto") return std::nullopt;
+  try {
+    return ds::parse_dtype(text);
+  } catch (const std::exception& e) {
+    throw std::invalid_argument(std::string("--kv-cache-dtype: ") + e.what());
+  }
+}
+
+DType parse_recurrent_state_dtype(const std::string& s) {
+  if (s == "auto" || s == "float32" || s == "f32") return DType::f32;
+  if (s == "bfloat16" || s == "bf16") return DType::bf16;
+  throw std::invalid_argument("--mamba-ssm-cache-dtype must be auto, float32 or bfloat16, got '" + s + "'");
+}
+
+qwen35::Quantization parse_quantization(const std::string& text) {
+  if (text == "none") return qwen35::Quantization::none;
+  if (text == "fp8") return qwen35::Quantization::fp8;
+  throw std::invalid_argument("--quantization must be none or fp8, got '" + text + "'");
+}
+
+bool parse_fp8_weights_resident(const std::string& text) {
+  if (text == "resident") return true;
+  if (text == "bf16") return false;
+  throw std::invalid_argument("--fp8-weights must be bf16 or resident, got '" + text + "'");
 }
 
 int64_t parse_bytes(const std::string& text) {
@@ -150,72 +227,22 @@ int64_t parse_bytes(const std::string& text) {
 std::string validate_options(const ServerOptions& o) {
   if (o.port < 0 || o.port > 65535) return "--port must be in 0..65535";
   if (o.host.empty()) return "--host must not be empty";
-  if (o.backend != "auto" && o.backend != "cpu" && o.backend != "cuda" && o.backend != "hip")
-    return "--backend must be cpu, cuda, hip or auto (got '" + o.backend + "')";
   if (o.log_format != "text" && o.log_format != "json") return "--log-format must be text or json";
   if (o.block_size < 1 || o.block_size > 1024) return "--block-size must be in 1..1024";
   if (o.max_num_seqs < 1) return "--max-num-seqs must be at least 1";
   if (o.max_num_batched_tokens < 1) return "--max-num-batched-tokens must be at least 1";
   if (o.max_queue < 0) return "--max-queue must be >= 0";
   if (o.max_ctx < 0) return "--max-ctx must be positive";
-  if (o.gpu_memory_utilization && !o.kv_cache_memory.empty())
-    return "give --gpu-memory-utilization or --kv-cache-memory, not both";
+  if (o.gpu_memory_utilization && o.kv_cache_memory) return "give --gpu-memory-utilization or --kv-cache-memory, not both";
   if (o.gpu_memory_utilization && !(*o.gpu_memory_utilization > 0 && *o.gpu_memory_utilization <= 1))
     return "--gpu-memory-utilization must be in (0, 1]";
   // With --backend auto the loader decides (cuda when a device is there); it refuses the flag
   // if it ends up on the cpu.
-  const bool cpu = o.backend == "cpu";
-  if (cpu && o.gpu_memory_utilization)
+  if (o.backend == BackendChoice::cpu && o.gpu_memory_utilization)
     return "--gpu-memory-utilization sizes device memory; the cpu backend takes --kv-cache-memory BYTES "
            "(default 1GiB)";
-  if (!o.kv_cache_memory.empty()) {
-    try {
-      parse_bytes(o.kv_cache_memory);
-    } catch (const std::exception& e) {
-      return std::string("--kv-cache-memory: ") + e.what();
-    }
-  }
-  if (!o.prefix_cache_state_memory.empty()) {
-    try {
-      parse_bytes(o.prefix_cache_state_memory);
-    } catch (const std::exception& e) {
-      return std::string("--prefix-cache-state-memory: ") + e.what();
-    }
-    if (!o.prefix_caching) return "--prefix-cache-state-memory needs prefix caching (drop --no-enable-prefix-caching)";
-  }
-  if (!o.speculative_config.empty()) {
-    try {
-      parse_speculative_config(o.speculative_config);
-    } catch (const std::exception& e) {
-      return e.what();
-    }
-  }
-  if (o.quantization != "none" && o.quantization != "fp8")
-    return "--quantization must be none or fp8, got '" + o.quantization + "'";
-  if (o.fp8_weights != "bf16" && o.fp8_weights != "resident")
-    return "--fp8-weights must be bf16 or resident, got '" + o.fp8_weights + "'";
-  if (o.kv_cache_dtype != "auto") {
-    try {
-      ds::parse_dtype(o.kv_cache_dtype);
-    } catch (const std::exception& e) {
-      return std::string("--kv-cache-dtype: ") + e.what();
-    }
-  }
-  if (const auto& s = o.mamba_ssm_cache_dtype; s != "auto" && s != "float32" && s != "f32" && s != "bfloat16" && s != "bf16")
-    return "--mamba-ssm-cache-dtype must be auto, float32 or bfloat16, got '" + s + "'";
-  if (o.default_thinking_budget && (*o.default_thinking_budget < 0 || *o.default_thinking_budget > kMaxThinkingBudget))
-    return "--default-thinking-budget must be a token count >= 0";
-  if (!o.reasoning_effort_budgets.empty()) {
-    try {
-      parse_effort_budgets(o.reasoning_effort_budgets);
-    } catch (const std::exception& e) {
-      return std::string("--reasoning-effort-budgets: ") + e.what();
-    }
-  }
-  if (!o.hf_overrides.empty()) {
-    const auto j = nlohmann::json::parse(o.hf_overrides, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) return "--hf-overrides must be a JSON object";
-  }
+  if (o.prefix_cache_state_memory && !o.prefix_caching)
+    return "--prefix-cache-state-memory needs prefix caching (drop --no-enable-prefix-caching)";
   if (!o.chat_template.empty() && !std::filesystem::is_regular_file(o.chat_template))
     return "--chat-template: no such file: " + o.chat_template;
   if (!o.model.empty() && !std::filesystem::is_directory(o.model))

@@ -35,19 +35,13 @@ scheduler::SpeculativeConfig parse_speculative_config(const std::string& text) {
     } else if (key == "prompt_lookup_max") {
       c.prompt_lookup_max = int_field(v, key);
       if (!j.contains("prompt_lookup_min")) c.prompt_lookup_min = std::min(c.prompt_lookup_min, c.prompt_lookup_max);
-    } else if (key == "acceptance_rate") {
-      if (!v.is_number()) bad("acceptance_rate must be a number");
-      c.acceptance_rate = v.get<double>();
     } else if (key == "disable_by_batch_size") {
       c.disable_by_batch_size = int_field(v, key);
-    } else if (key == "seed") {
-      if (!v.is_number_unsigned()) bad("seed must be a non-negative integer");
-      c.seed = v.get<uint64_t>();
     } else {
       bad("unknown key \"" + key + "\"");
     }
   }
-  if (c.method.empty()) bad("method is required (\"ngram\", \"mtp\", \"replay\" or \"simulate\")");
+  if (c.method.empty()) bad("method is required (\"ngram\" or \"mtp\")");
   if (!has_k) bad("num_speculative_tokens is required");
   if (std::string e = c.validate(); !e.empty()) bad(e);
   return c;

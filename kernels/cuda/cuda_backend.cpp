@@ -18,6 +18,7 @@
 #include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/cuda_attention.h"
 #include "kernels/cuda/cuda_gemm.h"
+#include "kernels/cuda/gemm_chooser.h"
 #include "kernels/cuda/cuda_graphs.h"
 #include "kernels/cuda/cuda_plan.h"
 
@@ -240,34 +241,48 @@ class CudaBackend final : public kernels::Backend {
     after("swiglu");
   }
 
-  // One row (batch-1 decode): the gate and up rows in one weight-streaming kernel that writes
-  // the SwiGLU product; steps on cuBLAS: the product in bf16, then the elementwise kernel;
-  // otherwise the GEMM (f32 out) and the elementwise kernel.
+  // The step's GEMM kernel (gemm_chooser.h) decides. One row (batch-1 decode): the gate and up
+  // rows in one kernel that writes the SwiGLU product (the weight-streaming kernel, or FP8's
+  // GEMV or tensor-core kernel); steps on cuBLAS or the block-scaled FP8 GEMM: the product in
+  // bf16, then the elementwise kernel; otherwise the GEMM (f32 out) and the elementwise kernel.
   void do_gate_up_swiglu(const Tensor& x, const Tensor& w, Tensor& scratch, Tensor& out) override {
-    if (run_gate_up_swiglu_tiled(ctx_, x, w, scratch, out) ||
-        run_gate_up_swiglu_fp8_blocks(ctx_, options_.paths, x, w, scratch, out)) {
-      after("gate_up_swiglu");
-      return;
+    const GemmKernel kernel = choose_gemm(gemm_shape(x, w), options_.paths);
+    const bool bf16_row = x.dim(0) == 1 && x.dtype() == DType::bf16;
+    const int64_t inter = w.dim(0) / 2, K = x.dim(1);
+    bool done = false;
+    switch (kernel) {
+      case GemmKernel::cublas:
+        done = run_gate_up_swiglu_tiled(ctx_, x, w, scratch, out);
+        break;
+      case GemmKernel::fp8_block:
+        done = run_gate_up_swiglu_fp8_blocks(ctx_, options_.paths, x, w, scratch, out);
+        break;
+      case GemmKernel::gemv_bf16:
+        if (!bf16_row) break;
+        ops::gemv_swiglu_bf16(w.data_as<const uint16_t>(), x.data_as<const uint16_t>(), inter, K, out.data(),
+                              out.dtype(), ctx_.stream());
+        done = true;
+        break;
+      case GemmKernel::gemv_fp8:
+      case GemmKernel::skinny_fp8: {
+        if (!bf16_row) break;
+        const auto& fs = w.fp8_scales();
+        const ops::Fp8Weight fw{w.data_as<const uint8_t>(), fs.data, fs.cols, fs.row_shift};
+        if (kernel == GemmKernel::skinny_fp8)
+          ops::skinny_swiglu_fp8(fw, x.data_as<const uint16_t>(), inter, K, out.data(), out.dtype(), ctx_.stream());
+        else
+          ops::gemv_swiglu_fp8(fw, x.data_as<const uint16_t>(), inter, K, out.data(), out.dtype(), ctx_.stream());
+        done = true;
+        break;
+      }
+      case GemmKernel::skinny_bf16:
+      case GemmKernel::fp8_dequant_tiles:
+        break;
     }
-    const bool one_row = x.dim(0) == 1 && x.dtype() == DType::bf16 && options_.paths.gemv;
-    if (one_row && w.dtype() == DType::fp8_e4m3 && ops::gemv_fp8_supported(1, x.dim(1))) {
-      const auto& fs = w.fp8_scales();
-      const ops::Fp8Weight fw{w.data_as<const uint8_t>(), fs.data, fs.cols, fs.row_shift};
-      if (options_.paths.fp8_tensor_core_gemv && ops::skinny_gemm_fp8_supported(1, x.dim(1)))
-        ops::skinny_swiglu_fp8(fw, x.data_as<const uint16_t>(), w.dim(0) / 2, x.dim(1), out.data(), out.dtype(),
-                               ctx_.stream());
-      else
-        ops::gemv_swiglu_fp8(fw, x.data_as<const uint16_t>(), w.dim(0) / 2, x.dim(1), out.data(), out.dtype(),
-                             ctx_.stream());
-      after("gate_up_swiglu");
-      return;
-    }
-    if (!one_row || w.dtype() != DType::bf16 || !ops::gemv_supported(1, x.dim(1))) {
+    if (!done) {
       kernels::Backend::do_gate_up_swiglu(x, w, scratch, out);
       return;
     }
-    ops::gemv_swiglu_bf16(w.data_as<const uint16_t>(), x.data_as<const uint16_t>(), w.dim(0) / 2, x.dim(1), out.data(),
-                          out.dtype(), ctx_.stream());
     after("gate_up_swiglu");
   }
 

@@ -1,6 +1,7 @@
-// GEMM of the CUDA backend: x · Wᵀ through cuBLAS with bf16 operands and fp32 accumulation
-// into an f32 output (beta = 1 is the fused residual add); FP8 weights through fp8_gemm.cu. Row-major [M, K] x and [N, K] W
-// are column-major [K, M] and [K, N], so out (column-major [N, M]) = op_T(W) · x.
+// GEMM of the CUDA backend: the kernel choose_gemm picks (gemm_chooser.h), run. cuBLAS takes
+// bf16 operands and accumulates in fp32 into an f32 output (beta = 1 is the fused residual
+// add); row-major [M, K] x and [N, K] W are column-major [K, M] and [K, N], so out
+// (column-major [N, M]) = op_T(W) · x.
 #include <algorithm>
 #include <cstdlib>
 #include <stdexcept>
@@ -9,6 +10,7 @@
 #include "kernels/cuda/backend_ops.h"
 #include "kernels/cuda/cuda_gemm.h"
 #include "kernels/cuda/fp8_block_gemm.h"
+#include "kernels/cuda/gemm_chooser.h"
 
 namespace ds::cuda {
 namespace {
@@ -17,15 +19,11 @@ namespace {
 // else tiles of rows (whole 128-row blocks) about this large, so the scratch stays bounded.
 constexpr int64_t kFp8TileElements = int64_t{32} << 20;
 
-// What cuBLASLt's block-scaled FP8 GEMM takes (CUDA 13.1 on the H200; `bench_fp8_gemm
-// --probe` checks each against the host, docs/bench-log "FP8 prefill on block-scaled FP8
-// GEMMs"): the activations' VEC128_32F scales M-major, scale (m, k / 128) at
+// The scale layouts cuBLASLt's block-scaled FP8 GEMM reads (with the shapes it takes:
+// gemm_chooser.h): the activations' VEC128_32F scales M-major, scale (m, k / 128) at
 // (k / 128) * M + m; the weight's BLK128x128_32F scales row-major with rows padded to a
 // multiple of 4, [N / 128][roundup(K / 128, 4)], which is the checkpoint's own layout when K is
-// a multiple of 512 (every projection of the real models); and M a multiple of 4 (the
-// heuristic refuses other M).
-constexpr int64_t kBlockGemmK = 512;
-constexpr int64_t kBlockGemmRows = 4;
+// a multiple of kBlockGemmK.
 
 // out (f32 or bf16, [M, N]) (+)= x · wᵀ on cuBLASLt's block-scaled FP8 GEMM, x quantised per
 // row and 128 columns into scratch first. The rows past the last multiple of 4 go to the FP8
@@ -55,25 +53,23 @@ bool run_gemm_fp8_blocks(CudaContext& ctx, const CudaBackendOptions::KernelPaths
   return true;
 }
 
-// out (+)= x · wᵀ for an FP8 weight and bf16 x: the decode kernels dequantise in registers
-// (fp8_gemm.cu); larger steps run the block-scaled FP8 GEMM where it applies, else cuBLAS
-// over the weight dequantised to bf16, tile by tile.
-void run_gemm_fp8(CudaContext& ctx, const CudaBackendOptions::KernelPaths& paths, const uint16_t* x,
-                  const kernels::Tensor& w, int64_t M, kernels::Tensor& out, bool accumulate) {
+// out (+)= x · wᵀ for an FP8 weight and bf16 x on the chosen kernel: the decode kernels
+// dequantise in registers (fp8_gemm.cu); the block-scaled FP8 GEMM falls back to cuBLAS over
+// the weight dequantised to bf16, tile by tile, where cuBLASLt has no algorithm.
+void run_gemm_fp8(CudaContext& ctx, const CudaBackendOptions::KernelPaths& paths, GemmKernel kernel,
+                  const uint16_t* x, const kernels::Tensor& w, int64_t M, kernels::Tensor& out, bool accumulate) {
   const int64_t N = w.dim(0), K = w.dim(1);
   const auto& fs = w.fp8_scales();
   const ops::Fp8Weight fw{w.data_as<const uint8_t>(), fs.data, fs.cols, fs.row_shift};
-  const bool tensor_core_row = paths.fp8_tensor_core_gemv && ops::skinny_gemm_fp8_supported(1, K);
-  if (paths.gemv && !tensor_core_row && ops::gemv_fp8_supported(M, K)) {
+  if (kernel == GemmKernel::gemv_fp8) {
     ops::gemv_fp8(fw, x, N, K, out.data_as<float>(), accumulate, ctx.stream());
     return;
   }
-  const bool tensor_cores = M == 1 ? paths.gemv : paths.skinny_gemm && M <= paths.fp8_skinny_rows;
-  if (tensor_cores && ops::skinny_gemm_fp8_supported(M, K)) {
+  if (kernel == GemmKernel::skinny_fp8) {
     ops::skinny_gemm_fp8(fw, x, M, N, K, out.data_as<float>(), accumulate, ctx.stream());
     return;
   }
-  if (paths.fp8_block_gemm && M > 1 &&
+  if (kernel == GemmKernel::fp8_block &&
       run_gemm_fp8_blocks(ctx, paths, x, fw, M, N, K, out.data(), DType::f32, accumulate))
     return;
   const int64_t block = int64_t{1} << kernels::Fp8Scales::kBlockRowShift;
@@ -134,20 +130,24 @@ void run_gemm(CudaContext& ctx, const CudaBackendOptions::KernelPaths& paths, co
       xp = tmp;
     }
   }
-  if (w.dtype() == DType::fp8_e4m3) {
-    run_gemm_fp8(ctx, paths, static_cast<const uint16_t*>(xp), w, M, out, accumulate);
-    return;
-  }
-  // Decode shapes: the weight-streaming kernel (gemv.cu) instead of cuBLAS.
-  if (paths.gemv && type == CUDA_R_16BF && ops::gemv_supported(M, K)) {
-    ops::gemv_bf16(w.data_as<const uint16_t>(), static_cast<const uint16_t*>(xp), M, N, K, out.data_as<float>(),
-                   accumulate, ctx.stream());
-    return;
-  }
-  if (paths.skinny_gemm && type == CUDA_R_16BF && ops::skinny_gemm_supported(M, K)) {
-    ops::skinny_gemm_bf16(w.data_as<const uint16_t>(), static_cast<const uint16_t*>(xp), M, N, K,
-                          out.data_as<float>(), accumulate, ctx.stream());
-    return;
+  const GemmKernel kernel = choose_gemm(gemm_shape(x, w), paths);
+  switch (kernel) {
+    case GemmKernel::gemv_fp8:
+    case GemmKernel::skinny_fp8:
+    case GemmKernel::fp8_block:
+    case GemmKernel::fp8_dequant_tiles:
+      run_gemm_fp8(ctx, paths, kernel, static_cast<const uint16_t*>(xp), w, M, out, accumulate);
+      return;
+    case GemmKernel::gemv_bf16:
+      ops::gemv_bf16(w.data_as<const uint16_t>(), static_cast<const uint16_t*>(xp), M, N, K, out.data_as<float>(),
+                     accumulate, ctx.stream());
+      return;
+    case GemmKernel::skinny_bf16:
+      ops::skinny_gemm_bf16(w.data_as<const uint16_t>(), static_cast<const uint16_t*>(xp), M, N, K,
+                            out.data_as<float>(), accumulate, ctx.stream());
+      return;
+    case GemmKernel::cublas:
+      break;
   }
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   const int m = static_cast<int>(N), n = static_cast<int>(M), k = static_cast<int>(K);

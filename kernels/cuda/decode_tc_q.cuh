@@ -14,7 +14,7 @@
 
 #include "kernels/cuda/decode_common.cuh"
 #include "kernels/cuda/decode_tc_layout.h"
-#include "kernels/cuda/decode_tc_ptx.cuh"
+#include "kernels/cuda/decode_tc_fragments.cuh"
 #include "kernels/cuda/decode_tc_quant.cuh"
 
 namespace ds::cuda::detail {

@@ -25,7 +25,7 @@
 #include "kernels/cuda/backend_common.cuh"
 #include "kernels/cuda/backend_ops.h"
 #include "kernels/cuda/decode_gemm.cuh"
-#include "kernels/cuda/decode_tc_ptx.cuh"
+#include "kernels/cuda/cp_async.cuh"
 
 namespace ds::cuda::ops {
 namespace {

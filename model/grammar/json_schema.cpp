@@ -1,18 +1,23 @@
-// JSON Schema -> expressions (json_schema.h).
+// JSON Schema -> expressions (json_schema.h); oneOf's exclusivity check is
+// json_schema_one_of.cpp.
 #include "model/grammar/json_schema.h"
 
 #include <algorithm>
 #include <cctype>
 #include <functional>
-#include <iterator>
 #include <map>
 #include <set>
 
+#include "model/grammar/json_schema_types.h"
 #include "model/grammar/regex.h"
 #include "model/grammar/utf8_class.h"
 #include "model/tokenizer/utf8.h"
 
 namespace ds::grammar {
+
+using schema::fail;
+using schema::inferred_types;
+
 namespace {
 
 const std::set<std::string>& annotations() {
@@ -43,41 +48,6 @@ std::string pointer_token(const std::string& key) {
 }
 
 std::string dump(const OrderedJson& v) { return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
-
-// The JSON types a schema's values can have: null, boolean, number (integer included),
-// string, array, object.
-using TypeSet = std::set<std::string>;
-
-const TypeSet& all_types() {
-  static const TypeSet s = {"null", "boolean", "number", "string", "array", "object"};
-  return s;
-}
-
-std::string json_type_of(const OrderedJson& v) {
-  if (v.is_null()) return "null";
-  if (v.is_boolean()) return "boolean";
-  if (v.is_number()) return "number";
-  if (v.is_string()) return "string";
-  if (v.is_array()) return "array";
-  return "object";
-}
-
-TypeSet inferred_types(const OrderedJson& s) {
-  static const std::map<std::string, std::string> keyword_type = {
-      {"properties", "object"}, {"required", "object"}, {"additionalProperties", "object"},
-      {"minProperties", "object"}, {"maxProperties", "object"}, {"items", "array"},
-      {"prefixItems", "array"}, {"additionalItems", "array"}, {"minItems", "array"},
-      {"maxItems", "array"}, {"uniqueItems", "array"}, {"pattern", "string"},
-      {"minLength", "string"}, {"maxLength", "string"}, {"format", "string"},
-      {"minimum", "number"}, {"maximum", "number"}, {"exclusiveMinimum", "number"},
-      {"exclusiveMaximum", "number"}};
-  TypeSet out;
-  for (auto it = s.begin(); it != s.end(); ++it) {
-    auto k = keyword_type.find(it.key());
-    if (k != keyword_type.end()) out.insert(k->second);
-  }
-  return out;
-}
 
 std::string date_regex() {
   return "[0-9]{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|"
@@ -179,12 +149,6 @@ JsonSchemaConverter::JsonSchemaConverter(Grammar& grammar, const OrderedJson& do
                                          std::string rule_prefix)
     : g_(grammar), doc_(document), options_(options), prefix_(std::move(rule_prefix)),
       ws_(json_ws(options.whitespace)) {}
-
-namespace {
-[[noreturn]] void fail(const std::string& where, const std::string& what) {
-  throw GrammarError("json_schema: " + (where.empty() ? std::string("#") : where) + ": " + what);
-}
-}  // namespace
 
 namespace {
 // A count keyword (minLength, maxItems, ...): -1 when absent.
@@ -565,112 +529,6 @@ ExprPtr JsonSchemaConverter::object(const OrderedJson& s, const std::string& whe
                  extra_value});
   const ExprPtr body = members(std::move(members_list), std::move(flags), seq({ws_, bytes(","), ws_}), extra);
   return seq({bytes("{"), ws_, body, ws_, bytes("}")});
-}
-
-ExprPtr JsonSchemaConverter::one_of(const OrderedJson& alts, const std::string& where) {
-  // Alternatives must be exclusive, or a value from one could match another and fail oneOf.
-  std::function<TypeSet(const OrderedJson&)> types_of = [&](const OrderedJson& raw) -> TypeSet {
-    const OrderedJson& x = deref(raw, where);
-    if (x.is_boolean()) return x.get<bool>() ? all_types() : TypeSet{};
-    if (!x.is_object()) return all_types();
-    if (x.contains("const")) return {json_type_of(x["const"])};
-    if (x.contains("enum") && x["enum"].is_array()) {
-      TypeSet t;
-      for (const OrderedJson& v : x["enum"]) t.insert(json_type_of(v));
-      return t;
-    }
-    for (const char* kw : {"anyOf", "oneOf"}) {
-      if (!x.contains(kw) || !x[kw].is_array()) continue;
-      TypeSet t;
-      for (const OrderedJson& a : x[kw]) {
-        TypeSet u = types_of(a);
-        t.insert(u.begin(), u.end());
-      }
-      return t;
-    }
-    TypeSet t;
-    if (x.contains("type")) {
-      const OrderedJson& ty = x["type"];
-      auto add = [&](const std::string& n) { t.insert(n == "integer" ? "number" : n); };
-      if (ty.is_string()) add(ty.get<std::string>());
-      if (ty.is_array())
-        for (const OrderedJson& y : ty)
-          if (y.is_string()) add(y.get<std::string>());
-    } else {
-      t = inferred_types(x);
-      if (t.empty()) return all_types();
-    }
-    if (x.value("nullable", false)) t.insert("null");
-    return t;
-  };
-  auto values_of = [&](const OrderedJson& x, std::vector<OrderedJson>& out) {
-    if (x.contains("const")) {
-      out.push_back(x["const"]);
-      return true;
-    }
-    if (x.contains("enum") && x["enum"].is_array()) {
-      for (const OrderedJson& v : x["enum"]) out.push_back(v);
-      return true;
-    }
-    return false;
-  };
-  std::function<bool(const OrderedJson&, const OrderedJson&, int)> disjoint = [&](const OrderedJson& ra,
-                                                                                  const OrderedJson& rb,
-                                                                                  int depth) -> bool {
-    if (depth > 8) return false;
-    const OrderedJson& a = deref(ra, where);
-    const OrderedJson& b = deref(rb, where);
-    const TypeSet ta = types_of(a), tb = types_of(b);
-    TypeSet common;
-    std::set_intersection(ta.begin(), ta.end(), tb.begin(), tb.end(), std::inserter(common, common.begin()));
-    if (common.empty()) return true;
-    if (!a.is_object() || !b.is_object()) return false;
-    std::vector<OrderedJson> va, vb;
-    if (values_of(a, va) && values_of(b, vb)) {
-      for (const OrderedJson& x : va)
-        for (const OrderedJson& y : vb)
-          if (x == y) return false;
-      return true;
-    }
-    if (common != TypeSet{"object"}) return false;
-    auto forbids = [](const OrderedJson& o, const std::string& p) {
-      if (o.contains("properties") && o["properties"].contains(p)) {
-        const OrderedJson& ps = o["properties"][p];
-        return ps.is_boolean() && !ps.get<bool>();
-      }
-      return o.contains("additionalProperties") && o["additionalProperties"].is_boolean() &&
-             !o["additionalProperties"].get<bool>();
-    };
-    auto required_of = [](const OrderedJson& o) {
-      std::vector<std::string> r;
-      if (o.contains("required") && o["required"].is_array())
-        for (const OrderedJson& x : o["required"])
-          if (x.is_string()) r.push_back(x.get<std::string>());
-      return r;
-    };
-    const auto ra_req = required_of(a), rb_req = required_of(b);
-    for (const std::string& p : ra_req)
-      if (forbids(b, p)) return true;
-    for (const std::string& p : rb_req)
-      if (forbids(a, p)) return true;
-    for (const std::string& p : ra_req) {
-      if (std::find(rb_req.begin(), rb_req.end(), p) == rb_req.end()) continue;
-      if (a.contains("properties") && b.contains("properties") && a["properties"].contains(p) &&
-          b["properties"].contains(p) && disjoint(a["properties"][p], b["properties"][p], depth + 1))
-        return true;
-    }
-    return false;
-  };
-  std::vector<ExprPtr> items;
-  for (size_t i = 0; i < alts.size(); ++i) {
-    for (size_t j = 0; j < i; ++j)
-      if (!disjoint(alts[j], alts[i], 0))
-        fail(where, "'oneOf' alternatives " + std::to_string(j) + " and " + std::to_string(i) +
-                        " may both match (not supported: use 'anyOf', or make them exclusive by type, const or "
-                        "required properties)");
-    items.push_back(value(alts[i], where + "/oneOf/" + std::to_string(i)));
-  }
-  return alt(std::move(items));
 }
 
 Grammar json_schema_grammar(const OrderedJson& schema, const JsonSchemaOptions& options) {

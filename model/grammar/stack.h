@@ -5,7 +5,7 @@
 // above it ends. Stacks share their lower frames, so a frame is (return state, parent frame)
 // interned in a FramePool: equal stacks are equal integers, and a set of stacks is a small
 // sorted vector of Tops. Frame 0 is the bottom: below the root rule, where the grammar ends.
-// The mask precomputation (token_masks.h) reuses it as "the unknown caller of the rule being
+// The mask precomputation (compiler.h) reuses it as "the unknown caller of the rule being
 // examined".
 //
 // Stepper::close follows calls (push the callee's start over a frame for the return state)

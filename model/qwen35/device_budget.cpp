@@ -53,7 +53,7 @@ DeviceBudget measure_device_budget(Model& model, double utilization, int64_t max
   std::vector<int32_t> tokens(static_cast<size_t>(max_batched_tokens), 0);
   ForwardBatch batch;
   const auto logit_rows = static_cast<int32_t>(std::min<int64_t>(std::max<int32_t>(max_logit_rows, 1), max_batched_tokens));
-  batch.seqs.push_back({tokens, 0, &table, 0, logit_rows});
+  batch.seqs.push_back({tokens, 0, table.block_ids(), 0, logit_rows});
   model.forward(batch);
   if (model.has_mtp()) {
     // The MTP module's own buffers over the same positions (its logits grow by a row per

@@ -172,11 +172,8 @@ Model::Workspace& Model::workspace(int64_t rows, int64_t logit_rows) {
   return w;
 }
 
-std::unique_ptr<kernels::BatchPlan> Model::make_plan(std::span<const int32_t> tokens,
-                                                     std::span<const kernels::SequenceChunk> seqs,
-                                                     std::span<const int64_t> logit_rows) {
-  return backend_->plan(kernels::BatchDesc{.token_ids = tokens, .seqs = seqs, .logit_rows = logit_rows,
-                                           .block_size = block_size_, .num_blocks = num_blocks_,
+std::unique_ptr<kernels::BatchPlan> Model::make_plan(std::span<const SequenceChunk> seqs) {
+  return backend_->plan(kernels::BatchDesc{.seqs = seqs, .block_size = block_size_, .num_blocks = num_blocks_,
                                            .num_slots = num_slots_, .vocab_size = config_.vocab_size});
 }
 
@@ -184,33 +181,9 @@ const Logits& Model::forward(const ForwardBatch& batch) {
   if (k_pools_.empty() && conv_state_.empty())
     throw std::logic_error("Model::forward: allocate_cache() has not been called");
   target_rows_ = 0;  // the MTP module's source is rewritten
-  // Flatten the batch into the backend's plan (which validates every index).
-  std::vector<int32_t> tokens;
-  std::vector<kernels::SequenceChunk> spans;
-  std::vector<int64_t> logit_rows;
-  tokens.reserve(static_cast<size_t>(batch.num_tokens()));
-  for (size_t i = 0; i < batch.seqs.size(); ++i) {
-    const SequenceChunk& s = batch.seqs[i];
-    const std::string who = "forward batch: sequence " + std::to_string(i);
-    if (!s.block_table) throw std::invalid_argument(who + " has no block table");
-    if (s.block_table->block_size() != block_size_)
-      throw std::invalid_argument(who + "'s block table has block size " +
-                                  std::to_string(s.block_table->block_size()) + ", the cache " +
-                                  std::to_string(block_size_));
-    const auto n = static_cast<int64_t>(s.tokens.size());
-    if (s.logit_rows < 0 || s.logit_rows > n)
-      throw std::invalid_argument(who + " asks for " + std::to_string(s.logit_rows) + " logit rows of " +
-                                  std::to_string(n) + " tokens");
-    const int64_t first = static_cast<int64_t>(tokens.size());
-    for (int64_t r = first + n - s.logit_rows; r < first + n; ++r) logit_rows.push_back(r);
-    tokens.insert(tokens.end(), s.tokens.begin(), s.tokens.end());
-    spans.push_back(kernels::SequenceChunk{n, s.n_cached, s.state_slot,
-                                           std::span<const int32_t>(s.block_table->block_ids()),
-                                           s.row_state_slots, s.snapshot_rows});
-  }
-  if (graphs_ && !observer_ && forward_recorded(batch, tokens, spans, logit_rows)) return logits_;
-  const std::unique_ptr<kernels::BatchPlan> plan = make_plan(tokens, spans, logit_rows);
-  const int64_t T = plan->num_rows(), R = static_cast<int64_t>(logit_rows.size());
+  if (graphs_ && !observer_ && forward_recorded(batch)) return logits_;
+  const std::unique_ptr<kernels::BatchPlan> plan = make_plan(batch.seqs);  // validates every index
+  const int64_t T = plan->num_rows(), R = static_cast<int64_t>(plan->logit_rows().size());
   workspace(T, R);
   run_step(*plan, T, R);
   return logits_;

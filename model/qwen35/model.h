@@ -151,9 +151,7 @@ class Model {
  private:
   struct Workspace;
   // The backend's plan of a step over these pools (which validates every index).
-  std::unique_ptr<kernels::BatchPlan> make_plan(std::span<const int32_t> tokens,
-                                                std::span<const kernels::SequenceChunk> seqs,
-                                                std::span<const int64_t> logit_rows);
+  std::unique_ptr<kernels::BatchPlan> make_plan(std::span<const SequenceChunk> seqs);
   // A gated full-attention mixer on ws.x, its K/V in pool `pool`, added into ws.h.
   void run_attention(const AttentionWeights& w, int64_t pool, const kernels::BatchPlan& plan, Workspace& ws);
   void run_deltanet(int64_t layer, const kernels::BatchPlan& plan, Workspace& ws);
@@ -169,8 +167,7 @@ class Model {
   // Embedding to logits over a planned step of T rows with R logit rows (into logits_).
   void run_step(const kernels::BatchPlan& plan, int64_t T, int64_t R);
   // The recorded-step path (step_graphs.cpp): false when the batch has no recorded shape.
-  bool forward_recorded(const ForwardBatch& batch, std::span<const int32_t> tokens,
-                        std::span<const kernels::SequenceChunk> spans, std::span<const int64_t> logit_rows);
+  bool forward_recorded(const ForwardBatch& batch);
 
   kernels::Backend* backend_;
   ModelConfig config_;

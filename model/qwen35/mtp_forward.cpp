@@ -25,9 +25,7 @@ const Logits& Model::forward_mtp(const MtpBatch& batch) {
   const MtpWeights& m = *weights_.mtp;
   const int64_t H = config_.hidden_size;
   const int64_t source_rows = batch.source == MtpSource::target ? target_rows_ : module_rows_;
-  std::vector<int32_t> tokens;
-  std::vector<kernels::SequenceChunk> spans;
-  std::vector<int64_t> logit_rows;
+  std::vector<SequenceChunk> spans;
   for (size_t i = 0; i < batch.seqs.size(); ++i) {
     const MtpChunk& s = batch.seqs[i];
     const auto n = static_cast<int64_t>(s.tokens.size());
@@ -35,16 +33,14 @@ const Logits& Model::forward_mtp(const MtpBatch& batch) {
       throw std::invalid_argument("MTP batch: sequence " + std::to_string(i) + " reads hidden rows [" +
                                   std::to_string(s.hidden_row) + ", " + std::to_string(s.hidden_row + n) +
                                   ") of a source holding " + std::to_string(source_rows));
-    if (s.logits && n > 0) logit_rows.push_back(static_cast<int64_t>(tokens.size()) + n - 1);
-    tokens.insert(tokens.end(), s.tokens.begin(), s.tokens.end());
-    spans.push_back(kernels::SequenceChunk{n, s.n_cached, s.state_slot, s.block_ids, {}});
+    spans.push_back(SequenceChunk{s.tokens, s.n_cached, s.block_ids, s.state_slot, s.logits && n > 0 ? 1 : 0});
   }
-  const std::unique_ptr<kernels::BatchPlan> plan = make_plan(tokens, spans, logit_rows);
+  const std::unique_ptr<kernels::BatchPlan> plan = make_plan(spans);
 
   auto& be = *backend_;
   if (!mtp_ws_) mtp_ws_ = std::make_unique<MtpWorkspace>();
   MtpWorkspace& mw = *mtp_ws_;
-  const int64_t T = plan->num_rows(), R = static_cast<int64_t>(logit_rows.size());
+  const int64_t T = plan->num_rows(), R = static_cast<int64_t>(plan->logit_rows().size());
   // The hidden states first: growing a buffer loses its contents, the source's included.
   ensure_rows(be, mw.in, T, H);
   const Tensor& source = batch.source == MtpSource::target ? ws_->hidden : mw.out;

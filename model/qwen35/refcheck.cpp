@@ -118,8 +118,8 @@ RefcheckReport run_refcheck(Model& model, const ReferenceFile& ref, const Refche
       grow(tb, n);
       const std::span<const int32_t> chunk(r.prompt.data() + pos, static_cast<size_t>(n));
       ForwardBatch batch;
-      batch.seqs.push_back({chunk, pos, &ta, slot_a->id, static_cast<int32_t>(n)});
-      batch.seqs.push_back({chunk, pos, &tb, slot_b->id, last ? 1 : 0});
+      batch.seqs.push_back({chunk, pos, ta.block_ids(), slot_a->id, static_cast<int32_t>(n)});
+      batch.seqs.push_back({chunk, pos, tb.block_ids(), slot_b->id, last ? 1 : 0});
       const Logits& logits = model.forward(batch);
       for (int64_t t = 0; t < n; ++t) {
         logits.copy_row(t, row);
@@ -144,9 +144,9 @@ RefcheckReport run_refcheck(Model& model, const ReferenceFile& ref, const Refche
       grow(tb, 1);
       ForwardBatch batch;
       batch.seqs.push_back({std::span<const int32_t>(&r.greedy[static_cast<size_t>(s - 1)], 1),
-                            ta.num_tokens(), &ta, slot_a->id, 1});
+                            ta.num_tokens(), ta.block_ids(), slot_a->id, 1});
       batch.seqs.push_back({std::span<const int32_t>(&generated[static_cast<size_t>(s - 1)], 1),
-                            tb.num_tokens(), &tb, slot_b->id, 1});
+                            tb.num_tokens(), tb.block_ids(), slot_b->id, 1});
       const Logits& logits = model.forward(batch);
       logits.copy_row(0, row);
       r.greedy_logits.row(s, want);

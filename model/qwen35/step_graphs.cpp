@@ -27,8 +27,7 @@ bool Model::step_graphs_enabled() const { return graphs_ != nullptr; }
 
 Model::StepGraphStats Model::step_graph_stats() const { return graphs_ ? graphs_->stats : StepGraphStats{}; }
 
-bool Model::forward_recorded(const ForwardBatch& batch, std::span<const int32_t> tokens,
-                             std::span<const kernels::SequenceChunk> spans, std::span<const int64_t> logit_rows) {
+bool Model::forward_recorded(const ForwardBatch& batch) {
   StepGraphs& g = *graphs_;
   if (batch.seqs.empty()) return false;
   // The shape: every sequence the same chunk length, row states and logit rows, and every
@@ -49,11 +48,10 @@ bool Model::forward_recorded(const ForwardBatch& batch, std::span<const int32_t>
     if (s.state_slot >= num_slots_) return false;
     for (kvcache::SlotId r : s.row_state_slots)
       if (r >= num_slots_) return false;
-    const auto& ids = s.block_table->block_ids();
     const auto used = static_cast<size_t>(std::min<int64_t>((s.n_cached + n + block_size_ - 1) / block_size_,
-                                                            static_cast<int64_t>(ids.size())));
+                                                            static_cast<int64_t>(s.block_ids.size())));
     for (size_t b = 0; b < used; ++b)
-      if (ids[b] >= num_blocks_) return false;
+      if (s.block_ids[b] >= num_blocks_) return false;
   }
   const int32_t table_blocks = kernels::step_table_blocks(longest, block_size_, g.table_blocks);
   const auto n_real = static_cast<int32_t>(batch.seqs.size());
@@ -65,22 +63,16 @@ bool Model::forward_recorded(const ForwardBatch& batch, std::span<const int32_t>
   std::vector<int32_t> pad_ids(static_cast<size_t>(pad_blocks_));
   for (int32_t b = 0; b < pad_blocks_; ++b) pad_ids[static_cast<size_t>(b)] = num_blocks_ + b;
   const std::vector<int32_t> pad_states(static_cast<size_t>(n_states), pad_slot_);
-  std::vector<int32_t> all_tokens(tokens.begin(), tokens.end());
-  std::vector<kernels::SequenceChunk> all_spans(spans.begin(), spans.end());
-  std::vector<int64_t> all_logits(logit_rows.begin(), logit_rows.end());
-  for (int32_t p = 0; p < n_pad; ++p) {
-    const auto first_row = static_cast<int64_t>(all_tokens.size());
-    all_tokens.insert(all_tokens.end(), static_cast<size_t>(n), 0);
-    all_spans.push_back(kernels::SequenceChunk{n, 0, pad_slot_, pad_ids, pad_states});
-    for (int64_t r = first_row + n - n_logits; r < first_row + n; ++r) all_logits.push_back(r);
-  }
+  const std::vector<int32_t> pad_tokens(static_cast<size_t>(n), 0);
+  std::vector<SequenceChunk> all_spans(batch.seqs.begin(), batch.seqs.end());
+  for (int32_t p = 0; p < n_pad; ++p)
+    all_spans.push_back(SequenceChunk{pad_tokens, 0, pad_ids, pad_slot_, n_logits, pad_states});
   const std::unique_ptr<kernels::BatchPlan> plan = backend_->plan(
-      kernels::BatchDesc{.token_ids = all_tokens, .seqs = all_spans, .logit_rows = all_logits,
-                         .block_size = block_size_, .num_blocks = num_blocks_ + pad_blocks_,
+      kernels::BatchDesc{.seqs = all_spans, .block_size = block_size_, .num_blocks = num_blocks_ + pad_blocks_,
                          .num_slots = num_slots_ + 1, .vocab_size = config_.vocab_size,
                          .table_blocks = table_blocks, .n_padding = n_pad});
-  const auto T = static_cast<int64_t>(all_tokens.size());
-  const auto R = static_cast<int64_t>(all_logits.size());
+  const int64_t T = plan->num_rows();
+  const auto R = static_cast<int64_t>(plan->logit_rows().size());
   workspace(T, R);
 
   StepGraphs::Entry& e = g.entries[StepGraphs::Key{bucket, n, n_states, n_logits, table_blocks}];
@@ -124,9 +116,9 @@ bool Model::forward_recorded(const ForwardBatch& batch, std::span<const int32_t>
     }
   }
   // The real sequences' rows and logits come first; the padding's are dropped.
-  const auto real_logits = static_cast<int64_t>(logit_rows.size());
+  const int64_t real_logits = int64_t{n_real} * n_logits;
   logits_.tensor_ = real_logits > 0 ? ws_->logits.rows(0, real_logits) : kernels::Tensor();
-  if (weights_.mtp) target_rows_ = static_cast<int64_t>(tokens.size());
+  if (weights_.mtp) target_rows_ = int64_t{n_real} * n;
   return true;
 }
 

@@ -88,7 +88,7 @@ int main(int argc, char** argv) {
       s.slot = *slots.acquire();
       grow(pool, s.table, prompt_len);
       q::ForwardBatch batch;
-      batch.seqs.push_back({prompt, 0, &s.table, s.slot.id, 1});
+      batch.seqs.push_back({prompt, 0, s.table.block_ids(), s.slot.id, 1});
       const auto t0 = Clock::now();
       model->forward(batch);
       best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
@@ -113,8 +113,8 @@ int main(int argc, char** argv) {
           grow(pool, seqs.back().table, prefix);
         }
         for (int i = 0; i < b; ++i)
-          pre.seqs.push_back({std::span<const int32_t>(starts.data() + i % 4, prefix), 0, &seqs[static_cast<size_t>(i)].table,
-                              seqs[static_cast<size_t>(i)].slot.id, 1});
+          pre.seqs.push_back({std::span<const int32_t>(starts.data() + i % 4, prefix), 0,
+                              seqs[static_cast<size_t>(i)].table.block_ids(), seqs[static_cast<size_t>(i)].slot.id, 1});
         const auto& first = model->forward(pre);
         for (int i = 0; i < b; ++i) {
           first.copy_row(i, row);
@@ -126,7 +126,8 @@ int main(int argc, char** argv) {
           q::ForwardBatch batch;
           for (auto& s : seqs) {
             grow(pool, s.table, 1);
-            batch.seqs.push_back({std::span<const int32_t>(&s.next, 1), s.table.num_tokens(), &s.table, s.slot.id, 1});
+            batch.seqs.push_back(
+                {std::span<const int32_t>(&s.next, 1), s.table.num_tokens(), s.table.block_ids(), s.slot.id, 1});
           }
           const auto& logits = model->forward(batch);
           for (int i = 0; i < b; ++i) {

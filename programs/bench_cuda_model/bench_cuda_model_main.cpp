@@ -280,7 +280,7 @@ int main(int argc, char** argv) {
         grow(t, prefill, shuffled);
         const auto tok = random_tokens(prefill);
         qwen35::ForwardBatch batch;
-        batch.seqs.push_back({tok, 0, &t, slot->id, 1});
+        batch.seqs.push_back({tok, 0, t.block_ids(), slot->id, 1});
         be.synchronize();
         const auto t0 = Clock::now();
         model->forward(batch);
@@ -296,7 +296,7 @@ int main(int argc, char** argv) {
         grow(t, prefill, shuffled);
         const auto tok = random_tokens(prefill);
         qwen35::ForwardBatch batch;
-        batch.seqs.push_back({tok, 0, &t, slot->id, 1});
+        batch.seqs.push_back({tok, 0, t.block_ids(), slot->id, 1});
         profiler->set_enabled(true);
         model->forward(batch);
         std::printf("profile: prefill %lld tokens\n%s", static_cast<long long>(prefill), profiler->report().c_str());
@@ -329,7 +329,7 @@ int main(int argc, char** argv) {
         const int64_t n = std::min<int64_t>(8192, max_l - pos);
         const auto tok = random_tokens(n);
         qwen35::ForwardBatch batch;
-        batch.seqs.push_back({tok, pos, &s.table, s.slot.id, 1});
+        batch.seqs.push_back({tok, pos, s.table.block_ids(), s.slot.id, 1});
         const auto t0 = Clock::now();
         model->forward(batch);
         be.synchronize();
@@ -371,7 +371,7 @@ int main(int argc, char** argv) {
         qwen35::ForwardBatch batch;
         for (int64_t i = 0; i < B; ++i)
           batch.seqs.push_back({std::span<const int32_t>(&tok[static_cast<size_t>(i)], 1), views[static_cast<size_t>(i)].num_tokens(),
-                                &views[static_cast<size_t>(i)], base[static_cast<size_t>(i)].slot.id, 1});
+                                views[static_cast<size_t>(i)].block_ids(), base[static_cast<size_t>(i)].slot.id, 1});
         const auto t0 = Clock::now();
         model->forward(batch);
         const auto t1 = Clock::now();

@@ -5,8 +5,8 @@
 //                   [--vocab 1024] [--sampler-vocab 248320] [--repeat 3]
 //
 // 1. policy: the Scheduler alone with --seqs sequences all decoding: schedule(), the
-//    ForwardBatch the engine would build, complete() and append_token() per step. No model,
-//    no sampling, no threads. Best of --repeat runs, with per-iteration percentiles.
+//    ForwardBatch the engine would build, and update() with one sampled token per sequence
+//    per step. No model, no sampling, no threads. Best of --repeat runs, with per-iteration percentiles.
 // 2. engine: a whole Engine over a model that costs nothing (forward returns a fixed logits
 //    tensor of --vocab columns), --seqs greedy requests decoding, a client thread draining
 //    every stream: wall time per iteration and the engine's own split (schedule / forward /
@@ -61,23 +61,13 @@ PolicyResult bench_policy(int seqs, int prompt_len, int iterations, int block_si
     sched.add(static_cast<RequestId>(i + 1), std::vector<int32_t>(static_cast<size_t>(prompt_len), 7), f);
 
   qwen35::ForwardBatch batch;
-  std::vector<SequenceChunk> chunks;
+  std::vector<kernels::SampledToken> sampled;
   auto step = [&] {
     const StepPlan& plan = sched.schedule();
-    batch.seqs.clear();
-    for (const SequenceChunk& c : plan.chunks) {
-      qwen35::SequenceChunk sc;
-      sc.tokens = c.tokens();
-      sc.n_cached = c.start;
-      sc.block_table = &c.seq->table;
-      sc.state_slot = c.seq->slot->id;
-      sc.logit_rows = c.samples ? 1 : 0;
-      batch.seqs.push_back(sc);
-    }
-    chunks.assign(plan.chunks.begin(), plan.chunks.end());
-    for (const SequenceChunk& c : chunks) sched.complete(c);
-    for (const SequenceChunk& c : chunks)
-      if (c.samples) sched.append_token(*c.seq, 5);
+    batch.seqs.assign(plan.chunks.begin(), plan.chunks.end());
+    sampled.resize(static_cast<size_t>(plan.num_logit_rows()));
+    for (kernels::SampledToken& t : sampled) t.token = 5;
+    sched.update(plan, sampled);
     return plan.num_decodes;
   };
   step();  // every prompt in one step: all are decoding from here on

@@ -9,10 +9,11 @@
 // The model is loaded once. For each batch B, an Engine over it decodes B greedy requests
 // (random prompts of --prompt-len, --output-len tokens each, ignore_eos) without
 // speculation, then with each K and acceptance rate: the "simulate" method keeps the i-th
-// draft with probability acceptance^i whatever the model samples (speculative_config.h), so
-// the steps cost what steps at that acceptance cost while random weights would accept
-// nothing. Decode tokens/s counts the tokens after each request's first, over the window from
-// the last first token to the last finish; the median of --repeat runs. Reported next to it:
+// draft with probability acceptance^i whatever the model samples (a simulated verdict,
+// programs/bench_drafters/simulated_verdict.h), so the steps cost what steps at that
+// acceptance cost while random weights would accept nothing. Decode tokens/s counts the
+// tokens after each request's first, over the window from the last first token to the last
+// finish; the median of --repeat runs. Reported next to it:
 // the ratio to plain decoding at the same batch, the tokens a verify step emitted per
 // sequence, and what a verify step cost in plain steps (tokens per step / ratio) -- 1.0 would
 // be free verification, the ideal the ratio approaches.
@@ -20,8 +21,9 @@
 // --method mtp drafts with the checkpoint's MTP module (loaded for it; a checkpoint without
 // one is refused): acceptance 1 lets verification judge its drafts (the real acceptance,
 // ~0 on random weights), a rate below 1 keeps them at that rate whatever the model samples
-// (speculative_config.h), so the steps carry the module's real cost -- one module step over
-// the positions each forward computed, and K - 1 chained steps -- at a known acceptance.
+// (the simulated verdict again), so the steps carry the module's real cost -- one module
+// step over the positions each forward computed, and K - 1 chained steps -- at a known
+// acceptance.
 // The module's share is printed per step: the engine's drafting time (every module step and
 // its argmax, which waits for the device) over its iterations, and as a fraction of the
 // engine's time in its steps.
@@ -44,6 +46,8 @@
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include "programs/bench_drafters/simulated_drafter.h"
+#include "programs/bench_drafters/simulated_verdict.h"
 #include "programs/bench_result/result_file.h"
 #include "scheduler/engine.h"
 #include "server/model_loader.h"
@@ -62,6 +66,8 @@ std::vector<T> parse_list(const std::string& s) {
     if (!item.empty()) v.push_back(static_cast<T>(std::stod(item)));
   return v;
 }
+
+constexpr uint64_t spec_seed = 3;
 
 struct Setup {
   int32_t batch = 1;
@@ -83,8 +89,10 @@ struct Result {
 // One measurement: the batch runs twice on one engine and the second pass is timed, so that
 // the recordings of the step shapes (made during the first pass) are not charged to it, as in
 // a server whose engine lives on.
-Result run_once(scheduler::Qwen35ForwardModel& forward, qwen35::Model& model, kernels::Backend& backend, const Setup& s,
-                const SpeculativeConfig& spec) {
+// spec.method: "" (plain), "ngram", "mtp" (the engine's drafters; mtp below acceptance 1 with
+// a simulated verdict) or "simulate" (prompt-token drafts and a simulated verdict).
+Result run_once(ForwardModel& forward, qwen35::Model& model, kernels::Backend& backend, const Setup& s,
+                const SpeculativeConfig& spec, double acceptance = 1) {
   EngineConfig ec;
   ec.scheduler.max_num_seqs = s.batch;
   // Every prompt in one prefill step, so all requests decode together from the start.
@@ -93,7 +101,12 @@ Result run_once(scheduler::Qwen35ForwardModel& forward, qwen35::Model& model, ke
   ec.max_ctx = s.prompt_len + s.output_len + 16;
   ec.speculative = spec;
   ec.step_graphs = s.graphs;
-  Engine engine(forward, ec, server::make_sampler(backend).sampler);
+  bench::SimulatedVerdict verdict{nullptr, server::make_sampler(backend).sampler};
+  std::unique_ptr<Drafter> drafter;
+  if (spec.method == "simulate" || (spec.method == "mtp" && acceptance < 1))
+    verdict = bench::simulated_verdict(forward, std::move(verdict.sampler), acceptance, spec_seed);
+  if (spec.method == "simulate") drafter = std::make_unique<bench::SimulatedDrafter>(spec_seed);
+  Engine engine(verdict.model ? *verdict.model : forward, ec, std::move(verdict.sampler), std::move(drafter));
   std::mt19937_64 rng(s.seed);
   std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(forward.vocab_size() - 1));
   Result res;
@@ -150,9 +163,10 @@ Result run_once(scheduler::Qwen35ForwardModel& forward, qwen35::Model& model, ke
   return res;
 }
 
-Result run(scheduler::Qwen35ForwardModel& forward, qwen35::Model& model, kernels::Backend& backend, Setup s, const SpeculativeConfig& spec, int repeat) {
+Result run(ForwardModel& forward, qwen35::Model& model, kernels::Backend& backend, Setup s,
+           const SpeculativeConfig& spec, double acceptance, int repeat) {
   std::vector<Result> rs;
-  for (int i = 0; i < repeat; ++i, ++s.seed) rs.push_back(run_once(forward, model, backend, s, spec));
+  for (int i = 0; i < repeat; ++i, ++s.seed) rs.push_back(run_once(forward, model, backend, s, spec, acceptance));
   std::sort(rs.begin(), rs.end(), [](const Result& a, const Result& b) { return a.tokens_per_s < b.tokens_per_s; });
   Result mid = rs[rs.size() / 2];
   for (const Result& r : rs) mid.ok = mid.ok && r.ok;
@@ -174,11 +188,11 @@ int main(int argc, char** argv) {
   server::ServerOptions o;
   o.model = DELTASERVE_DEFAULT_MODEL;
   std::string batches_s = "1,8,32", ks_s = "1,2,3,4", acceptance_s = "0.5,0.7,0.9", method = "simulate";
-  std::string cache = "8GiB", graphs_s = "on";
+  std::string cache = "8GiB", graphs_s = "on", backend = "auto";
   Setup setup;
   int repeat = 3;
   app.add_option("--model", o.model, "Checkpoint directory")->capture_default_str();
-  app.add_option("--backend", o.backend, "cpu, cuda or auto")->capture_default_str();
+  app.add_option("--backend", backend, "cpu, cuda or auto")->capture_default_str();
   app.add_option("--batches", batches_s, "Concurrent sequences, comma-separated")->capture_default_str();
   app.add_option("--ks", ks_s, "Drafted tokens per step, comma-separated")->capture_default_str();
   app.add_option("--acceptance", acceptance_s, "Acceptance rates, comma-separated")->capture_default_str();
@@ -212,9 +226,10 @@ int main(int argc, char** argv) {
   const auto ks = parse_list<int32_t>(ks_s);
   const bool controlled = method == "simulate" || method == "mtp";
   const auto rates = controlled ? parse_list<double>(acceptance_s) : std::vector<double>{0};
-  o.kv_cache_memory = cache;
+  o.backend = server::parse_backend(backend);
+  o.kv_cache_memory = server::parse_bytes(cache);
   // The MTP module is loaded only when a speculative config asks for it.
-  if (method == "mtp") o.speculative_config = R"({"method": "mtp", "num_speculative_tokens": 1})";
+  if (method == "mtp") o.speculative = {.method = "mtp", .num_speculative_tokens = 1};
   o.prefix_caching = false;
   o.max_num_seqs = *std::max_element(batches.begin(), batches.end());
   setup.cache_bytes = server::parse_bytes(cache);
@@ -243,7 +258,7 @@ int main(int argc, char** argv) {
     s.batch = b;
     s.graphs = graphs;
     const char* mode = graphs ? "graphs" : "eager";
-    const Result plain = run(*lm->forward, *lm->model, *lm->backend, s, {}, repeat);
+    const Result plain = run(*lm->forward, *lm->model, *lm->backend, s, {}, 1, repeat);
     ok = ok && plain.ok;
     rows.push_back({graphs, b, 0, 0, plain, plain.tokens_per_s});
     std::printf("%s batch %3d plain               %9.1f tok/s  forward %.3f ms/step  graphs recorded %lld replayed %lld\n",
@@ -255,10 +270,9 @@ int main(int argc, char** argv) {
         SpeculativeConfig spec;
         spec.method = method;
         spec.num_speculative_tokens = k;
-        spec.acceptance_rate = a;
-        spec.seed = 3;
-        if (std::string e = spec.validate(); !e.empty()) throw std::invalid_argument(e);
-        const Result r = run(*lm->forward, *lm->model, *lm->backend, s, spec, repeat);
+        if (std::string e = spec.validate(method == "simulate"); !e.empty()) throw std::invalid_argument(e);
+        if (!(a >= 0 && a <= 1)) throw std::invalid_argument("--acceptance: rates in [0, 1]");
+        const Result r = run(*lm->forward, *lm->model, *lm->backend, s, spec, controlled ? a : 1, repeat);
         ok = ok && r.ok;
         rows.push_back({graphs, b, k, a, r, plain.tokens_per_s});
         std::printf("%s batch %3d K %d acceptance %.2f %9.1f tok/s  %.2fx plain  %.2f tokens/step  drafting %.3f ms/step "

@@ -57,24 +57,26 @@ struct SeqDesc {
   std::vector<int32_t> blocks;
   std::vector<int32_t> row_states = {};  // row-state slots (batch_plan.h)
   std::vector<kernels::SnapshotRow> snapshots = {};  // snapshot rows (batch_plan.h)
+  int32_t logit_rows = 0;  // its last rows whose logits are gathered
 };
 
-// A plan over seqs (token ids all zero unless given).
+// A plan over seqs (token ids all zero unless given: one per row, the sequences back to back).
 inline std::unique_ptr<kernels::BatchPlan> plan_of(kernels::Backend& be, const std::vector<SeqDesc>& seqs,
                                                    int32_t block_size, int32_t num_blocks, int32_t num_slots,
-                                                   std::vector<int32_t> tokens = {},
-                                                   std::vector<int64_t> logit_rows = {}) {
-  std::vector<kernels::SequenceChunk> spans;
+                                                   std::vector<int32_t> tokens = {}) {
   int64_t rows = 0;
-  for (const auto& s : seqs) {
-    spans.push_back({s.n_tokens, s.n_cached, s.slot, s.blocks, s.row_states, s.snapshots});
-    rows += s.n_tokens;
-  }
+  for (const auto& s : seqs) rows += s.n_tokens;
   if (tokens.empty()) tokens.assign(static_cast<size_t>(rows), 0);
+  if (static_cast<int64_t>(tokens.size()) != rows) throw std::invalid_argument("plan_of: one token id per row");
+  std::vector<kernels::SequenceChunk> chunks;
+  int64_t row = 0;
+  for (const auto& s : seqs) {
+    const std::span<const int32_t> ids(tokens.data() + row, static_cast<size_t>(std::max<int64_t>(s.n_tokens, 0)));
+    chunks.push_back({ids, s.n_cached, s.blocks, s.slot, s.logit_rows, s.row_states, s.snapshots});
+    row += s.n_tokens;
+  }
   kernels::BatchDesc d;
-  d.token_ids = tokens;
-  d.seqs = spans;
-  d.logit_rows = logit_rows;
+  d.seqs = chunks;
   d.block_size = block_size;
   d.num_blocks = num_blocks;
   d.num_slots = num_slots;

@@ -112,6 +112,6 @@ TEST_CASE("batch plan: indices are checked before any op sees them", "[kernels]"
   CHECK_THAT(err({{1, 0, 0, {1}}, {1, 0, 0, {2}}}), Contains("share a state slot"));
   CHECK_THAT(err({{0, 0, 0, {1}}}), Contains("no new tokens"));
   CHECK_THAT(err({{1, -1, 0, {1}}}), Contains("negative cached length"));
-  CHECK_THAT(err({{2, 0, 0, {1}}}, {1}), Contains("1 token ids for 2 rows"));
+  CHECK_THAT(err({{2, 0, 0, {1}, {}, {}, 3}}), Contains("asks for 3 logit rows of 2 tokens"));
   CHECK_THAT(err({{1, 0, 0, {1}}}, {-3}), Contains("token id -3 outside the vocabulary"));
 }

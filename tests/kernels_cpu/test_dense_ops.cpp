@@ -196,7 +196,8 @@ TEST_CASE("embedding and gather_rows", "[kernels]") {
   auto be = t::cpu();
   const int64_t vocab = 11, h = 6;
   const auto table = t::random_vec(vocab * h, 60);
-  auto plan = t::plan_of(*be, {{2, 0, 0, {0}}, {1, 0, 1, {1}}}, 4, 2, 2, {10, 0, 7}, {2, 0});
+  // The logits gather takes each sequence's last row: rows 1 and 2.
+  auto plan = t::plan_of(*be, {{2, 0, 0, {0}, {}, {}, 1}, {1, 0, 1, {1}, {}, {}, 1}}, 4, 2, 2, {10, 0, 7});
   auto tt = t::make(*be, Shape{vocab, h}, table);
   auto out = t::zeros(*be, Shape{3, h});
   be->embedding(tt, *plan, out);
@@ -208,8 +209,8 @@ TEST_CASE("embedding and gather_rows", "[kernels]") {
   be->gather_rows(out, *plan, g);
   const auto gv = t::get(*be, g);
   for (int64_t i = 0; i < h; ++i) {
-    REQUIRE(gv[i] == table[7 * h + i]);
-    REQUIRE(gv[h + i] == table[10 * h + i]);
+    REQUIRE(gv[i] == table[0 * h + i]);
+    REQUIRE(gv[h + i] == table[7 * h + i]);
   }
   auto small = t::make(*be, Shape{5, h}, std::vector<float>(5 * h));
   CHECK_THROWS_WITH(be->embedding(small, *plan, out), Contains("token id 10 outside the table"));

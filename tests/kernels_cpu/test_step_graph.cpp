@@ -57,15 +57,12 @@ struct Seq {
 };
 
 kernels::BatchPlan plan(const std::vector<Seq>& seqs, int32_t n_padding, int32_t table_blocks = 0) {
+  static const std::vector<int32_t> zeros(64, 0);
   std::vector<kernels::SequenceChunk> spans;
-  int64_t rows = 0;
-  for (const auto& s : seqs) {
-    spans.push_back({s.n_tokens, s.n_cached, s.slot, s.blocks, s.row_states});
-    rows += s.n_tokens;
-  }
-  const std::vector<int32_t> tokens(static_cast<size_t>(rows), 0);
+  for (const auto& s : seqs)
+    spans.push_back({std::span<const int32_t>(zeros).first(static_cast<size_t>(s.n_tokens)), s.n_cached, s.blocks, s.slot,
+                     0, s.row_states});
   kernels::BatchDesc d;
-  d.token_ids = tokens;
   d.seqs = spans;
   d.block_size = 16;
   d.num_blocks = 10;

@@ -44,7 +44,7 @@ std::vector<float> Harness::step(const std::vector<Part>& parts) {
     auto r = blocks_.reserve(p.seq->table.blocks_needed(static_cast<int64_t>(p.tokens.size())));
     if (!r) throw std::runtime_error("Harness: out of K/V blocks");
     blocks_.commit(*r, p.seq->table);
-    batch.seqs.push_back({p.tokens, p.seq->table.num_tokens(), &p.seq->table, p.seq->slot.id, p.logit_rows});
+    batch.seqs.push_back({p.tokens, p.seq->table.num_tokens(), p.seq->table.block_ids(), p.seq->slot.id, p.logit_rows});
   }
   std::vector<float> out = model_->forward(batch).to_host();
   for (const auto& p : parts) p.seq->table.append_tokens(static_cast<int64_t>(p.tokens.size()));

@@ -111,7 +111,7 @@ inline Run run_script(qwen35::Model& model, kernels::Backend& be, Mode mode) {
     }
     for (size_t i = 0; i < parts.size(); ++i) {
       Seq& s = seqs[static_cast<size_t>(parts[i].seq)];
-      batch.seqs.push_back({toks[i], s.table.num_tokens(), &s.table, s.slot.id, parts[i].logit_rows, rs[i]});
+      batch.seqs.push_back({toks[i], s.table.num_tokens(), s.table.block_ids(), s.slot.id, parts[i].logit_rows, rs[i]});
     }
     std::vector<float> out = model.forward(batch).to_host();
     for (size_t i = 0; i < parts.size(); ++i)

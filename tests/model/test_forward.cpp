@@ -198,16 +198,16 @@ TEST_CASE("forward: a malformed batch is refused before anything runs", "[forwar
     return "accepted";
   };
   ds::kvcache::BlockTable small(4);  // no blocks
-  ds::kvcache::BlockTable other_size(8);
   const std::vector<int32_t> bad_token = {1024};
-  CHECK_THAT(refused({{{tok, 0, &small, s.slot.id, 1}}}), Contains("needs room for 1 tokens"));
-  CHECK_THAT(refused({{{tok, 3, nullptr, s.slot.id, 1}}}), Contains("no block table"));
-  CHECK_THAT(refused({{{tok, 3, &other_size, s.slot.id, 1}}}), Contains("block size 8"));
-  CHECK_THAT(refused({{{tok, 3, &s.table, 7, 1}}}), Contains("state slot 7 outside"));
-  CHECK_THAT(refused({{{bad_token, 3, &s.table, s.slot.id, 1}}}), Contains("token id 1024 outside the vocabulary"));
-  CHECK_THAT(refused({{{std::span<const int32_t>(), 3, &s.table, s.slot.id, 0}}}), Contains("no new tokens"));
-  CHECK_THAT(refused({{{tok, 3, &s.table, s.slot.id, 2}}}), Contains("asks for 2 logit rows of 1 tokens"));
-  CHECK_THAT(refused({{{tok, 3, &s.table, s.slot.id, 1}, {tok, 3, &s.table, s.slot.id, 1}}}),
+  CHECK_THAT(refused({{{tok, 0, small.block_ids(), s.slot.id, 1}}}), Contains("needs room for 1 tokens"));
+  CHECK_THAT(refused({{{tok, 3, s.table.block_ids(), 7, 1}}}), Contains("state slot 7 outside"));
+  CHECK_THAT(refused({{{bad_token, 3, s.table.block_ids(), s.slot.id, 1}}}),
+             Contains("token id 1024 outside the vocabulary"));
+  CHECK_THAT(refused({{{std::span<const int32_t>(), 3, s.table.block_ids(), s.slot.id, 0}}}),
+             Contains("no new tokens"));
+  CHECK_THAT(refused({{{tok, 3, s.table.block_ids(), s.slot.id, 2}}}), Contains("asks for 2 logit rows of 1 tokens"));
+  const auto& ids = s.table.block_ids();
+  CHECK_THAT(refused({{{tok, 3, ids, s.slot.id, 1}, {tok, 3, ids, s.slot.id, 1}}}),
              Contains("share a state slot"));
   CHECK_THAT(refused({}), Contains("no sequences"));
   const auto after = snapshot(h, s);

@@ -79,7 +79,7 @@ struct Engine {
         blocks.commit(spare.back(), s.table);
         spare.pop_back();
       }
-      batch.seqs.push_back({p.tokens, s.table.num_tokens(), &s.table, s.slot.id, p.logit_rows});
+      batch.seqs.push_back({p.tokens, s.table.num_tokens(), s.table.block_ids(), s.slot.id, p.logit_rows});
     }
     std::vector<float> out = model->forward(batch).to_host();
     for (const auto& p : parts) seqs[static_cast<size_t>(p.seq)].table.append_tokens(static_cast<int64_t>(p.tokens.size()));

@@ -85,9 +85,8 @@ const kernels::Tensor& FakeModel::forward(const qwen35::ForwardBatch& batch) {
   std::vector<int32_t> slots;
   for (const auto& c : batch.seqs) {
     if (c.tokens.empty()) throw std::invalid_argument("fake model: empty chunk");
-    if (!c.block_table) throw std::invalid_argument("fake model: no block table");
     if (c.state_slot < 0 || c.state_slot >= num_slots_) throw std::invalid_argument("fake model: slot outside the pool");
-    if (c.block_table->capacity() < c.n_cached + static_cast<int64_t>(c.tokens.size()))
+    if (static_cast<int64_t>(c.block_ids.size()) * block_size_ < c.n_cached + static_cast<int64_t>(c.tokens.size()))
       throw std::invalid_argument("fake model: block table too small");
     if (c.logit_rows < 0 || c.logit_rows > static_cast<int32_t>(c.tokens.size()))
       throw std::invalid_argument("fake model: bad logit_rows");
@@ -95,7 +94,7 @@ const kernels::Tensor& FakeModel::forward(const qwen35::ForwardBatch& batch) {
       if (t < 0 || t >= vocab_) throw std::invalid_argument("fake model: token id outside the vocabulary");
       if (t == reject_token) throw std::invalid_argument("fake model: rejected token " + std::to_string(t));
     }
-    for (kvcache::BlockId b : c.block_table->block_ids())
+    for (kvcache::BlockId b : c.block_ids)
       if (b < 0 || b >= num_blocks_) throw std::invalid_argument("fake model: block outside the pool");
     if (c.row_state_slots.size() >= c.tokens.size())
       throw std::invalid_argument("fake model: more row states than rows but the last");
@@ -124,10 +123,9 @@ const kernels::Tensor& FakeModel::forward(const qwen35::ForwardBatch& batch) {
   size_t row = 0;
   for (const auto& c : batch.seqs) {
     const auto slot = static_cast<size_t>(c.state_slot);
-    const kvcache::BlockTable& table = *c.block_table;
     auto pos_index = [&](int64_t p) {
-      const kvcache::TokenSlot ts = table.locate(p);
-      return static_cast<size_t>(ts.block) * static_cast<size_t>(block_size_) + static_cast<size_t>(ts.offset);
+      const auto block = static_cast<size_t>(c.block_ids[static_cast<size_t>(p / block_size_)]);
+      return block * static_cast<size_t>(block_size_) + static_cast<size_t>(p % block_size_);
     };
     if (slot_count_[slot] != c.n_cached)
       violation("slot " + std::to_string(slot) + " has consumed " + std::to_string(slot_count_[slot]) +

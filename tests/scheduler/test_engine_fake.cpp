@@ -11,6 +11,7 @@
 
 #include "engine_checks.h"
 #include "fake_model.h"
+#include "programs/bench_drafters/replay_drafter.h"
 #include "scheduler/engine.h"
 
 using namespace ds;
@@ -432,10 +433,10 @@ TEST_CASE("engine: randomized stress with arrivals, cancels and small pools", "[
     if (round % 3) {  // speculative decoding, its spare slots competing with admissions
       cfg.speculative.method = round % 3 == 1 ? "ngram" : "replay";
       cfg.speculative.num_speculative_tokens = std::uniform_int_distribution<int32_t>(1, 4)(meta);
-      cfg.speculative.acceptance_rate = 0.7;
       cfg.num_slots += std::uniform_int_distribution<int32_t>(0, 2 * cfg.scheduler.max_num_seqs)(meta);
     }
-    Engine engine(model, cfg, kernels::cpu::make_cpu_sampler());
+    Engine engine(model, cfg, kernels::cpu::make_cpu_sampler(),
+                  cfg.speculative.method == "replay" ? std::make_unique<bench::ReplayDrafter>(48, 0.7, 0) : nullptr);
     INFO("round " << round << " block_size " << block_size << " blocks " << cfg.num_blocks << " slots "
                   << cfg.num_slots << " max_seqs " << cfg.scheduler.max_num_seqs << " budget "
                   << cfg.scheduler.max_num_batched_tokens << " max_ctx " << max_ctx << " speculative "

@@ -4,8 +4,10 @@
 // target and module over it computes (so the module's K/V was filled right through chunked
 // prefill, accepted drafts and the chain); K = 1..4 give plain decoding's tokens (HF's
 // greedy reference on the fixture prompts, seeded sampling with n = 2 included) in mixed batches, under preemption, with prefix caching and after a cancellation,
-// with no block or slot left behind and the drafts counted in the metrics; the simulated
-// verdict runs the module too; a model without the module is refused.
+// with no block or slot left behind and the drafts counted in the metrics; the benchmarks'
+// simulated verdict (programs/bench_drafters) runs the module too; a model without the module
+// is refused.
+#include "programs/bench_drafters/simulated_verdict.h"
 #include "tiny_engine_fixture.h"
 #include "tests/model/harness.h"
 #include "tests/model/mtp_checkpoint.h"
@@ -35,12 +37,10 @@ TinyMtp& tiny_mtp() {
   return t;
 }
 
-SpeculativeConfig mtp(int32_t k, double acceptance = 1.0) {
+SpeculativeConfig mtp(int32_t k) {
   SpeculativeConfig s;
   s.method = "mtp";
   s.num_speculative_tokens = k;
-  s.acceptance_rate = acceptance;
-  s.seed = 5;
   return s;
 }
 
@@ -124,8 +124,9 @@ TEST_CASE("tiny mtp: the engine's drafts are the module's own over the sequence 
     INFO("acceptance " << acceptance);
     RecordingModel rec(*tiny_mtp().forward);
     EngineConfig cfg = config(200, 16);
-    cfg.speculative = mtp(3, acceptance);
-    Engine engine(rec, cfg, kernels::cpu::make_cpu_sampler());
+    cfg.speculative = mtp(3);
+    bench::SimulatedVerdict verdict = bench::simulated_verdict(rec, kernels::cpu::make_cpu_sampler(), acceptance, 5);
+    Engine engine(*verdict.model, cfg, std::move(verdict.sampler));
     const std::vector<int32_t> prompt = tiny().prompts[3];  // 63 tokens
     const Outcome o = run_together(engine, {greedy_request(prompt, 40)})[0];
     std::vector<int32_t> seq = prompt;
@@ -192,8 +193,10 @@ TEST_CASE("tiny mtp: preemption, prefix caching and a cancellation keep every ou
 
 TEST_CASE("tiny mtp: the simulated verdict runs the module and counts its drafts", "[engine][tiny][mtp]") {
   EngineConfig cfg = config(200);
-  cfg.speculative = mtp(3, 0.7);
-  Engine engine(*tiny_mtp().forward, cfg, kernels::cpu::make_cpu_sampler());
+  cfg.speculative = mtp(3);
+  bench::SimulatedVerdict verdict =
+      bench::simulated_verdict(*tiny_mtp().forward, kernels::cpu::make_cpu_sampler(), 0.7, 5);
+  Engine engine(*verdict.model, cfg, std::move(verdict.sampler));
   const std::vector<Outcome> got = run_together(engine, speculative_requests());
   for (const Outcome& o : got) CHECK(o.finals == 1);
   check_pools_free(engine);

@@ -77,14 +77,13 @@ TEST_CASE("1M tokens: the 9B's pools on one H200, and a 1M-token table", "[milli
   CHECK_THROWS(t.locate(kMillion));
 
   // A step whose decode row is the 1,048,576th token: its position and K/V slot as planned.
+  const int32_t token = 5;
   kernels::SequenceChunk c;
-  c.n_tokens = 1;
+  c.tokens = std::span<const int32_t>(&token, 1);
   c.n_cached = kMillion - 1;
   c.state_slot = 0;
   c.block_ids = t.block_ids();
-  const int32_t token = 5;
   kernels::BatchDesc d;
-  d.token_ids = std::span<const int32_t>(&token, 1);
   d.seqs = std::span<const kernels::SequenceChunk>(&c, 1);
   d.block_size = 16;
   d.num_blocks = 70000;

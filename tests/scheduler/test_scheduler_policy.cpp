@@ -25,19 +25,13 @@ struct Fixture {
     return sched.add(id, std::vector<int32_t>(static_cast<size_t>(prompt_len), 3), f);
   }
 
-  // Runs the plan as the engine would: complete every chunk, sample token 7 where a chunk
-  // samples, finish what ends. Returns the finished ids.
+  // Settles the plan as the engine would, with token 7 sampled at every sampling row.
+  // Returns the ids that finished.
   std::vector<RequestId> finish_step(const StepPlan& plan) {
+    std::vector<kernels::SampledToken> sampled(static_cast<size_t>(plan.num_logit_rows()));
+    for (auto& t : sampled) t.token = 7;
     std::vector<RequestId> done;
-    std::vector<SequenceChunk> chunks = plan.chunks;
-    for (const auto& c : chunks) sched.complete(c);
-    for (const auto& c : chunks) {
-      if (!c.samples) continue;
-      if (sched.append_token(*c.seq, 7)) {
-        done.push_back(c.seq->id);
-        sched.finish(*c.seq);
-      }
-    }
+    for (const auto& seq : sched.update(plan, sampled).ended) done.push_back(seq->id);
     sched.check_invariants();
     return done;
   }
@@ -50,7 +44,7 @@ struct Fixture {
 
 std::vector<std::pair<RequestId, int64_t>> shape(const StepPlan& p) {
   std::vector<std::pair<RequestId, int64_t>> out;
-  for (const auto& c : p.chunks) out.push_back({c.seq->id, c.length});
+  for (size_t i = 0; i < p.chunks.size(); ++i) out.push_back({p.sequences[i]->id, p.chunks[i].n_tokens()});
   return out;
 }
 
@@ -63,8 +57,8 @@ TEST_CASE("decodes come first, then prefill chunks in order, within the token bu
   f.add(3, 5);
   const StepPlan& p1 = f.sched.schedule();
   CHECK(shape(p1) == std::vector<std::pair<RequestId, int64_t>>{{1, 3}, {2, 7}});
-  CHECK(p1.chunks[0].samples);
-  CHECK_FALSE(p1.chunks[1].samples);
+  CHECK(samples(p1.chunks[0]));
+  CHECK_FALSE(samples(p1.chunks[1]));
   CHECK(p1.num_tokens == 10);
   f.finish_step(p1);
 
@@ -76,8 +70,8 @@ TEST_CASE("decodes come first, then prefill chunks in order, within the token bu
 
   const StepPlan& p3 = f.sched.schedule();
   CHECK(shape(p3) == std::vector<std::pair<RequestId, int64_t>>{{1, 1}, {2, 4}, {3, 5}});
-  CHECK(p3.chunks[1].samples);
-  CHECK(p3.chunks[2].samples);
+  CHECK(samples(p3.chunks[1]));
+  CHECK(samples(p3.chunks[2]));
   f.finish_step(p3);
 
   const StepPlan& p4 = f.sched.schedule();
@@ -153,7 +147,7 @@ TEST_CASE("a decode without a free block preempts the most recently admitted seq
   f.sched.finish(*f.sched.find(1));
   const StepPlan& q = f.sched.schedule();
   CHECK(shape(q) == std::vector<std::pair<RequestId, int64_t>>{{2, 1}, {3, 5}});
-  CHECK(q.chunks[1].samples);
+  CHECK(samples(q.chunks[1]));
   CHECK(f.zeroed == 4);
   f.finish_step(q);
 }
@@ -214,23 +208,47 @@ TEST_CASE("a running prefill is shrunk to the free blocks and waits when there a
 }
 
 TEST_CASE("finish reasons: stop tokens first, then max_tokens and max_ctx", "[scheduler]") {
-  Fixture f(100, 4, 8, {8, 100});
   FinishCriteria c;
   c.max_tokens = 3;
   c.max_ctx = 6;
   c.stop_ids = {5, 9};
-  Sequence& s = f.sched.add(1, {1, 2, 3}, c);
-  CHECK_FALSE(f.sched.append_token(s, 4).has_value());
-  CHECK(f.sched.append_token(s, 9) == FinishReason::stop);
-  Sequence& t = f.sched.add(2, {1, 2, 3}, c);
-  f.sched.append_token(t, 4);
-  f.sched.append_token(t, 4);
-  CHECK(f.sched.append_token(t, 4) == FinishReason::length);  // max_tokens (and max_ctx)
-  Sequence& u = f.sched.add(3, {1, 2, 3, 4}, c);
-  f.sched.append_token(u, 1);
-  CHECK(f.sched.append_token(u, 1) == FinishReason::length);  // max_ctx 6
-  Sequence& v = f.sched.add(4, {1, 2, 3, 4, 5}, c);
-  CHECK(f.sched.append_token(v, 5) == FinishReason::stop);  // both: stop wins
+  // reason(the token just appended, generated tokens, all tokens)
+  CHECK_FALSE(c.reason(4, 1, 4).has_value());
+  CHECK(c.reason(9, 2, 5) == FinishReason::stop);
+  CHECK(c.reason(4, 3, 6) == FinishReason::length);  // max_tokens (and max_ctx)
+  CHECK(c.reason(1, 2, 6) == FinishReason::length);  // max_ctx 6
+  CHECK(c.reason(5, 1, 6) == FinishReason::stop);    // both: stop wins
+  CHECK(c.tokens_left(1, 4) == 2);
+  CHECK(c.tokens_left(1, 5) == 1);
+
+  // Through a step: a sequence whose sampled token is a stop id ends, and is handed back.
+  Fixture f(100, 4, 8, {8, 100});
+  f.sched.add(1, {1, 2, 3}, c);
+  const StepPlan& p = f.sched.schedule();
+  std::vector<kernels::SampledToken> sampled(1);
+  sampled[0].token = 9;
+  const StepOutcome& o = f.sched.update(p, sampled);
+  REQUIRE(o.updates.size() == 1);
+  CHECK(o.updates[0].finish == FinishReason::stop);
+  CHECK(o.updates[0].num_tokens == 1);
+  REQUIRE(o.ended.size() == 1);
+  CHECK(o.ended[0]->tokens == std::vector<int32_t>{1, 2, 3, 9});
+  CHECK_FALSE(f.sched.has_work());
+  CHECK(f.block_pool.num_used() == 0);
+  CHECK(f.slot_pool.num_used() == 0);
+
+  // A row with no token (a request the engine could not sample) ends its sequence as an error.
+  f.sched.add(2, {1, 2, 3}, c);
+  const StepPlan& q = f.sched.schedule();
+  sampled[0].token = -1;
+  const StepOutcome& e = f.sched.update(q, sampled);
+  REQUIRE(e.updates.size() == 1);
+  CHECK(e.updates[0].finish == FinishReason::error);
+  CHECK(e.updates[0].num_tokens == 0);
+  REQUIRE(e.ended.size() == 1);
+  CHECK(e.ended[0]->tokens == std::vector<int32_t>{1, 2, 3});
+  CHECK(f.block_pool.num_used() == 0);
+  CHECK(f.slot_pool.num_used() == 0);
 }
 
 TEST_CASE("finishing running or waiting sequences gives everything back", "[scheduler]") {

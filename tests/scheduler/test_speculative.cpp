@@ -15,8 +15,10 @@
 #include "engine_checks.h"
 #include "fake_model.h"
 #include "scheduler/engine.h"
+#include "programs/bench_drafters/replay_drafter.h"
+#include "programs/bench_drafters/simulated_drafter.h"
+#include "programs/bench_drafters/simulated_verdict.h"
 #include "scheduler/ngram_drafter.h"
-#include "scheduler/replay_drafter.h"
 
 using namespace ds;
 using namespace ds::scheduler;
@@ -35,12 +37,35 @@ EngineConfig config(SpeculativeConfig spec, int32_t blocks = 256, int32_t block_
   return c;
 }
 
-SpeculativeConfig spec(const std::string& method, int32_t k, double acceptance = 1.0) {
+SpeculativeConfig spec(const std::string& method, int32_t k) {
   SpeculativeConfig s;
   s.method = method;
   s.num_speculative_tokens = k;
-  s.acceptance_rate = acceptance;
-  s.seed = 7;
+  return s;
+}
+
+// An engine over `model` speculating as cfg.speculative.method says: the engine's own drafter
+// (ngram), or the benchmarks' controlled acceptance handed to it (programs/bench_drafters):
+// replay's drafts spoiled at 1 - acceptance, or simulate's verdict at acceptance.
+struct Speculating {
+  bench::SimulatedVerdict verdict;  // declared first: it outlives the engine
+  std::unique_ptr<Engine> engine;
+  Engine& operator*() { return *engine; }
+};
+
+Speculating speculating(ForwardModel& model, const EngineConfig& cfg, double acceptance = 1.0) {
+  Speculating s;
+  const std::string& method = cfg.speculative.method;
+  if (method == "replay") {
+    s.engine = std::make_unique<Engine>(model, cfg, kernels::cpu::make_cpu_sampler(),
+                                        std::make_unique<bench::ReplayDrafter>(model.vocab_size(), acceptance, 7));
+  } else if (method == "simulate") {
+    s.verdict = bench::simulated_verdict(model, kernels::cpu::make_cpu_sampler(), acceptance, 7);
+    s.engine = std::make_unique<Engine>(*s.verdict.model, cfg, std::move(s.verdict.sampler),
+                                        std::make_unique<bench::SimulatedDrafter>(7));
+  } else {
+    s.engine = std::make_unique<Engine>(model, cfg, kernels::cpu::make_cpu_sampler());
+  }
   return s;
 }
 
@@ -146,7 +171,7 @@ TEST_CASE("speculative: ngram drafts follow the latest match and continue a loop
 TEST_CASE("speculative: replay proposes a completed request's continuation at the set rate", "[speculative]") {
   const std::vector<int32_t> done = {1, 2, 3, 10, 11, 12, 13, 14, 15};
   std::vector<int32_t> out;
-  ReplayDrafter exact(64, 1.0, 1);
+  bench::ReplayDrafter exact(64, 1.0, 1);
   exact.propose(1, std::vector<int32_t>{1, 2, 3}, 3, 4, out);
   CHECK(out.empty());  // nothing recorded yet
   exact.finished(1, done, 3, true);
@@ -162,7 +187,7 @@ TEST_CASE("speculative: replay proposes a completed request's continuation at th
   exact.propose(5, std::vector<int32_t>{7, 7, 7}, 3, 3, out);
   CHECK(out.empty());
 
-  ReplayDrafter half(64, 0.5, 2);
+  bench::ReplayDrafter half(64, 0.5, 2);
   std::vector<int32_t> record = {0};
   for (int i = 0; i < 4000; ++i) record.push_back(i % 64);
   half.finished(1, record, 1, true);
@@ -190,7 +215,8 @@ TEST_CASE("speculative: every method and K is bit-identical to plain decoding", 
     for (int32_t k = 1; k <= 4; ++k) {
       for (double a : method == std::string("replay") ? std::vector<double>{1.0, 0.6} : std::vector<double>{1.0}) {
         INFO(method << " K=" << k << " acceptance " << a);
-        Engine engine(model, config(spec(method, k, a)), kernels::cpu::make_cpu_sampler());
+        Speculating sp = speculating(model, config(spec(method, k)), a);
+        Engine& engine = *sp;
         if (method == std::string("replay")) run_together(engine, reqs);  // warms the record
         check_same(run_together(engine, reqs), plain);
         check_pools_free(engine);
@@ -215,22 +241,25 @@ TEST_CASE("speculative: every method and K is bit-identical to plain decoding", 
   CHECK(model.violations() == 0);
 }
 
-TEST_CASE("speculative: simulate keeps drafts at the set rate whatever the model samples", "[speculative]") {
+TEST_CASE("speculative: a simulated verdict keeps drafts at the set rate whatever the model samples", "[speculative]") {
   const int32_t vocab = 64;
   FakeModel model(vocab);
   std::mt19937 rng(11);
   const std::vector<Request> reqs = length_requests(
       rng, 6, vocab, [](int i) { return 4 + 3 * i; }, [](int) { return 120; }, [](int i) { return i % 2 == 1; });
   const std::vector<Outcome> plain = plain_outputs(model, reqs);
-  SECTION("acceptance 0 keeps nothing: the model's own output") {
-    Engine engine(model, config(spec("simulate", 3, 0.0)), kernels::cpu::make_cpu_sampler());
+  SECTION("acceptance 0 keeps nothing the model did not sample: its own output") {
+    Speculating sp = speculating(model, config(spec("simulate", 3)), 0.0);
+    Engine& engine = *sp;
     check_same(run_together(engine, reqs), plain);
     check_pools_free(engine);
     CHECK(engine.stats().spec_decode_draft_tokens_total > 0);
-    CHECK(engine.stats().spec_decode_accepted_tokens_total == 0);
+    // Only drafts the model's own samples reproduce (a prompt token it happened to pick).
+    CHECK(engine.stats().spec_decode_accepted_tokens_total * 4 < engine.stats().spec_decode_draft_tokens_total);
   }
   SECTION("acceptance 1 keeps every draft, drawn from the prompt") {
-    Engine engine(model, config(spec("simulate", 3, 1.0)), kernels::cpu::make_cpu_sampler());
+    Speculating sp = speculating(model, config(spec("simulate", 3)), 1.0);
+    Engine& engine = *sp;
     const std::vector<Outcome> out = run_together(engine, reqs);
     check_pools_free(engine);
     const EngineStats st = engine.stats();
@@ -251,7 +280,8 @@ TEST_CASE("speculative: simulate keeps drafts at the set rate whatever the model
     // so the rates are checked statistically: ~1,300 verify steps put 0.06 at > 4 standard
     // deviations of position 0's rate.
     const std::vector<Request> long_reqs = length_requests(rng, 6, vocab, [](int) { return 8; }, [](int) { return 500; });
-    Engine engine(model, config(spec("simulate", 4, 0.6), 1024), kernels::cpu::make_cpu_sampler());
+    Speculating sp = speculating(model, config(spec("simulate", 4), 1024), 0.6);
+    Engine& engine = *sp;
     run_together(engine, long_reqs);
     check_pools_free(engine);
     const EngineStats st = engine.stats();
@@ -276,9 +306,10 @@ TEST_CASE("speculative: disable_by_batch_size drafts only while few sequences ru
   const std::vector<Request> reqs = length_requests(rng, 3, vocab, [](int) { return 6; }, [](int i) { return 12 + 24 * i; });
   const std::vector<Outcome> plain = plain_outputs(model, reqs);
   auto drafted = [&](int32_t limit) {
-    SpeculativeConfig sp = spec("simulate", 2, 0.0);  // keeps nothing: plain output, drafts counted
-    sp.disable_by_batch_size = limit;
-    Engine engine(model, config(sp), kernels::cpu::make_cpu_sampler());
+    SpeculativeConfig sc = spec("simulate", 2);  // acceptance 0: plain output, drafts counted
+    sc.disable_by_batch_size = limit;
+    Speculating sp = speculating(model, config(sc), 0.0);
+    Engine& engine = *sp;
     check_same(run_together(engine, reqs), plain);
     check_pools_free(engine);
     return engine.stats().spec_decode_drafts_total;
@@ -307,7 +338,8 @@ TEST_CASE("speculative: stops and length limits inside the accepted tokens", "[s
     r.sampling.temperature = 0;
     first.push_back(r);
   }
-  Engine engine(model, config(spec("replay", 4)), kernels::cpu::make_cpu_sampler());
+  Speculating sp = speculating(model, config(spec("replay", 4)));
+  Engine& engine = *sp;
   const std::vector<Outcome> recorded = run_together(engine, first);
   // Again, now ending early: at a stop token from the middle of the recorded output (the drafts
   // run past it), or at a max_tokens / max_ctx that falls inside a verify step.
@@ -335,7 +367,8 @@ TEST_CASE("speculative: stops and length limits inside the accepted tokens", "[s
   // max_ctx: a request that reaches the context limit stops there with every method.
   EngineConfig tight = config(spec("replay", 3));
   tight.max_ctx = 20;
-  Engine limited(model, tight, kernels::cpu::make_cpu_sampler());
+  Speculating sp_limited = speculating(model, tight);
+  Engine& limited = *sp_limited;
   Request r(random_prompt(rng, 6, vocab));
   r.max_tokens = 100;
   r.ignore_eos = true;
@@ -366,10 +399,11 @@ TEST_CASE("speculative: preemption and slot pressure keep outputs exact and pool
     INFO("K=" << k);
     // Blocks for about three sequences at a time, and fewer state slots than running
     // sequences could draft with: drafts shrink, admissions take spare slots back.
-    EngineConfig cfg = config(spec("replay", k, 0.8), 36, 4, 6, 48);
+    EngineConfig cfg = config(spec("replay", k), 36, 4, 6, 48);
     cfg.max_ctx = 96;
     cfg.num_slots = 8;
-    Engine engine(model, cfg, kernels::cpu::make_cpu_sampler());
+    Speculating sp = speculating(model, cfg, 0.8);
+    Engine& engine = *sp;
     run_together(engine, reqs);
     const std::vector<Outcome> out = run_together(engine, reqs);
     for (size_t i = 0; i < reqs.size(); ++i) CHECK(out[i].tokens == plain[i].tokens);

@@ -10,6 +10,7 @@
 
 #include "engine_checks.h"
 #include "fake_model.h"
+#include "programs/bench_drafters/replay_drafter.h"
 #include "scheduler/engine.h"
 #include "scheduler/thinking_budget.h"
 
@@ -47,10 +48,13 @@ EngineConfig config(const std::string& method = {}, int32_t k = 0) {
   if (!method.empty()) {
     c.speculative.method = method;
     c.speculative.num_speculative_tokens = k;
-    c.speculative.acceptance_rate = 1.0;
-    c.speculative.seed = 5;
   }
   return c;
+}
+
+// The engine's own drafter, or the benchmarks' replay drafter (every record exact) handed to it.
+std::unique_ptr<Drafter> drafter(const std::string& method) {
+  return method == "replay" ? std::make_unique<bench::ReplayDrafter>(kVocab, 1.0, 5) : nullptr;
 }
 
 bool has_tag(std::span<const int32_t> t) {
@@ -236,7 +240,7 @@ TEST_CASE("thinking: speculative decoding reproduces plain budgeted decoding", "
   for (const std::string method : {"ngram", "replay"}) {
     for (int32_t k = 1; k <= 4; ++k) {
       INFO(method << " K=" << k);
-      Engine engine(model, config(method, k), kernels::cpu::make_cpu_sampler());
+      Engine engine(model, config(method, k), kernels::cpu::make_cpu_sampler(), drafter(method));
       // Replay's records are the unbudgeted replies: their drafts keep thinking past the budget.
       if (method == std::string("replay")) run_together(engine, unbudgeted);
       const std::vector<Outcome> spec_out = run_together(engine, budgeted);

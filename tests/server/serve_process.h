@@ -1,5 +1,6 @@
-// ServeProcess: runs the real `serve` executable as a child process (output to a log file)
-// for the tests of its command line, start-up log and signal handling.
+// ServeProcess: runs the real `serve` executable (or another program built on run_server, such
+// as programs/serve_bench) as a child process (output to a log file) for the tests of its
+// command line, start-up log and signal handling.
 #pragma once
 
 #include <signal.h>
@@ -25,11 +26,12 @@ namespace ds::test {
 
 class ServeProcess {
  public:
-  // Starts DS_SERVE_BIN with args; cwd empty = inherit.
-  explicit ServeProcess(const std::vector<std::string>& args, const std::string& cwd = {}) {
+  // Starts `bin` (serve by default) with args; cwd empty = inherit.
+  explicit ServeProcess(const std::vector<std::string>& args, const std::string& cwd = {},
+                        const std::string& bin = DS_SERVE_BIN) {
     static int counter = 0;
     log_path_ = temp_path("ds_serve_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++) + ".log");
-    std::vector<std::string> argv_s = {DS_SERVE_BIN};
+    std::vector<std::string> argv_s = {bin};
     argv_s.insert(argv_s.end(), args.begin(), args.end());
     std::vector<char*> argv;
     for (auto& a : argv_s) argv.push_back(a.data());

@@ -1,6 +1,7 @@
 // The `serve` program itself: --help, flags refused at start, the start-up log, JSON logs,
-// the contiguous baseline, signals (graceful SIGTERM/SIGINT exit 0, a second signal cancels),
-// and speculative decoding with the checkpoint's MTP module against plain serving.
+// signals (graceful SIGTERM/SIGINT exit 0, a second signal cancels), and speculative decoding
+// with the checkpoint's MTP module against plain serving; and programs/serve_bench, serve with
+// the benchmarks' contiguous baseline and simulated verdict injected at its composition root.
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
@@ -39,8 +40,8 @@ TEST_CASE("serve --help documents every flag", "[process]") {
   REQUIRE(p.wait_exit() == 0);
   const std::string help = p.log();
   for (const char* flag :
-       {"--model", "-m", "--version", "--host", "--port", "--served-model-name", "--api-key", "DELTASERVE_API_KEY", "--paged-attention",
-        "--no-paged-attention", "--max-ctx", "--kv-cache-dtype", "--mamba-ssm-cache-dtype", "--block-size", "--gpu-memory-utilization",
+       {"--model", "-m", "--version", "--host", "--port", "--served-model-name", "--api-key", "DELTASERVE_API_KEY",
+        "--max-ctx", "--kv-cache-dtype", "--mamba-ssm-cache-dtype", "--block-size", "--gpu-memory-utilization",
         "--kv-cache-memory", "--max-num-seqs", "--max-num-batched-tokens", "--max-queue", "--quantization", "--fp8-weights", "--backend",
         "--enforce-eager",
         "--chat-template", "--log-level", "--log-format"})
@@ -132,7 +133,11 @@ TEST_CASE("serve refuses flags that cannot work, before serving, with a clear me
       {{"--max-ctx", "100000"}, "exceeds the model's 4096 positions"},
       {{"--max-ctx", "4096", "--kv-cache-memory", "8MiB"}, "more than the K/V cache holds"},
       {{"--kv-cache-memory", "1KiB"}, "cannot hold one DeltaNet state slot"},
-      {{"--no-paged-attention", "--kv-cache-memory", "16MiB"}, "cannot hold one contiguous sequence"},
+      {{"--kv-cache-memory", "lots"}, "--kv-cache-memory: 'lots' is not a size"},
+      {{"--kv-cache-dtype", "int3"}, "--kv-cache-dtype: unknown element type 'int3'"},
+      {{"--mamba-ssm-cache-dtype", "float16"}, "--mamba-ssm-cache-dtype must be auto, float32 or bfloat16"},
+      // The benchmarks' forms are serve_bench's.
+      {{"--speculative-config", R"({"method": "simulate", "num_speculative_tokens": 2})"}, "\"ngram\" or \"mtp\""},
       {{"--model", "/nonexistent/dir"}, "--model: no such directory"},
       {{"/nonexistent/dir"}, "--model: no such directory"},
       {{"-m", "tests/data/tiny-qwen35", "tests/data/tiny-qwen35"}, "was not expected"},
@@ -227,9 +232,9 @@ TEST_CASE("SIGINT lets an in-flight stream finish; a second signal cancels it; e
   }
 }
 
-TEST_CASE("--log-format json writes one JSON object per line; --no-paged-attention serves the baseline", "[process]") {
-  ServeProcess p(with(kSmall, {"--log-format", "json", "--no-paged-attention", "--max-ctx", "256",
-                               "--served-model-name", "tiny", "--api-key", "k1"}));
+TEST_CASE("--log-format json writes one JSON object per line", "[process]") {
+  ServeProcess p(with(kSmall, {"--log-format", "json", "--max-ctx", "256", "--served-model-name", "tiny",
+                               "--api-key", "k1"}));
   REQUIRE(p.wait_log("ready:"));
   const int port = p.port();
   httplib::Client c("127.0.0.1", port);
@@ -243,7 +248,6 @@ TEST_CASE("--log-format json writes one JSON object per line; --no-paged-attenti
   std::istringstream lines(p.log());
   std::string line;
   int n = 0;
-  bool contiguous = false;
   while (std::getline(lines, line)) {
     if (line.empty()) continue;
     const Json j = Json::parse(line, nullptr, false);
@@ -251,15 +255,56 @@ TEST_CASE("--log-format json writes one JSON object per line; --no-paged-attenti
     REQUIRE(j.is_object());
     CHECK(j.contains("time"));
     CHECK(j.contains("level"));
-    const std::string msg = j["message"];
-    contiguous |= msg.find("contiguous baseline") != std::string::npos;
+    CHECK(j.contains("message"));
     ++n;
   }
   CHECK(n >= 5);
-  CHECK(contiguous);
-  // 64 MiB holds 8 state slots and plenty of 256-token sequences: 8 run at once.
-  CHECK(p.log().find("DeltaNet state slots: 8") != std::string::npos);
 }
+
+#ifdef DS_SERVE_BENCH_BIN
+TEST_CASE("serve_bench: the contiguous baseline and a simulated verdict from its own composition root", "[process]") {
+  SECTION("the contiguous baseline reserves max-ctx per sequence") {
+    ServeProcess p(with(kSmall, {"--contiguous-baseline", "--max-ctx", "256"}), {}, DS_SERVE_BENCH_BIN);
+    REQUIRE(p.wait_log("ready:"));
+    httplib::Client c("127.0.0.1", p.port());
+    auto r = c.Post("/v1/completions", R"({"prompt": "Hello", "max_tokens": 3})", "application/json");
+    REQUIRE(r);
+    CHECK(r->status == 200);
+    p.signal(SIGTERM);
+    REQUIRE(p.wait_exit() == 0);
+    const std::string log = p.log();
+    INFO(log);
+    CHECK(log.find("contiguous baseline: max-ctx reserved per sequence") != std::string::npos);
+    CHECK(log.find("prefix caching: off (the contiguous baseline keeps no blocks)") != std::string::npos);
+    // 64 MiB holds 8 state slots and plenty of 256-token sequences: 8 run at once.
+    CHECK(log.find("DeltaNet state slots: 8") != std::string::npos);
+  }
+  SECTION("a simulated verdict keeps drafts, and says the replies are not the model's") {
+    ServeProcess p(with(kSmall, {"--speculative-config",
+                                 R"({"method": "simulate", "num_speculative_tokens": 2, "acceptance_rate": 1, "seed": 1})"}),
+                   {}, DS_SERVE_BENCH_BIN);
+    REQUIRE(p.wait_log("ready:"));
+    httplib::Client c("127.0.0.1", p.port());
+    auto r = c.Post("/v1/completions", R"({"prompt": "Hello there", "max_tokens": 12, "ignore_eos": true})",
+                    "application/json");
+    REQUIRE(r);
+    CHECK(r->status == 200);
+    auto m = c.Get("/metrics");
+    REQUIRE(m);
+    // Acceptance 1: every drafted token was kept.
+    const std::regex drafted(R"(vllm:spec_decode_num_draft_tokens_total\{[^}]*\} (\d+))");
+    const std::regex accepted(R"(vllm:spec_decode_num_accepted_tokens_total\{[^}]*\} (\d+))");
+    std::smatch d, a;
+    REQUIRE(std::regex_search(m->body, d, drafted));
+    REQUIRE(std::regex_search(m->body, a, accepted));
+    CHECK(std::stoi(d[1]) > 0);
+    CHECK(d[1] == a[1]);
+    p.signal(SIGTERM);
+    REQUIRE(p.wait_exit() == 0);
+    CHECK(p.log().find("NOT the model's output") != std::string::npos);
+  }
+}
+#endif
 
 TEST_CASE("SIGTERM exits promptly while clients trickle a request or sit idle", "[process]") {
   ServeProcess p(kSmall);

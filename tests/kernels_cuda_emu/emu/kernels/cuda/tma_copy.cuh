@@ -7,7 +7,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "kernels/cuda/decode_tc_ptx.cuh"
+#include "kernels/cuda/cp_async.cuh"
 #include "tests/kernels_cuda_emu/gpu_emu.h"
 
 namespace ds::cuda::detail {

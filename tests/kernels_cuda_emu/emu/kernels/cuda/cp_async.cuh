@@ -1,9 +1,10 @@
-// kernels/cuda/decode_tc_ptx.cuh's wrappers that the delta-rule kernels use, on the CPU
-// emulation (tests/kernels_cuda_emu/gpu_emu.h): shared addresses are offsets into the
-// emulated shared memory, cp.async copies at once.
+// kernels/cuda/cp_async.cuh on the CPU emulation (tests/kernels_cuda_emu/gpu_emu.h): shared
+// addresses are offsets into the emulated shared memory; a cp.async copies at once, or with
+// late_copies when a wait lets its group land.
 #pragma once
 
 #include <cstring>
+#include <stdexcept>
 #include <vector>
 
 #include "tests/kernels_cuda_emu/gpu_emu.h"
@@ -48,15 +49,5 @@ void cp_async_wait() {
     for (const auto& c : g[i]) land(c);
   g.erase(g.begin(), g.begin() + static_cast<std::ptrdiff_t>(done));
 }
-inline void ldsm_x4(uint32_t (&r)[4], uint32_t addr) { emu::ldmatrix_x4(r, addr, false); }
-inline void ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr) { emu::ldmatrix_x4(r, addr, true); }
-template <bool F16>
-void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  static_assert(!F16, "the emulation has bf16 operands only");
-  emu::mma_bf16(c, a, b0, b1);
-}
-
-inline uint32_t to_tf32(float x) { return emu::to_tf32(x); }
-inline void mma1688_tf32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) { emu::mma_tf32(c, a, b0, b1); }
 
 }  // namespace ds::cuda::detail

@@ -1,5 +1,5 @@
-// ReplayDrafter: the controlled-acceptance drafter for tests and benchmarks
-// (speculative_config.h, "replay"). Random-weight checkpoints make every real drafter miss,
+// ReplayDrafter: the controlled-acceptance drafter for tests and benchmarks (serve_bench's
+// "replay" method; the engine takes it from its composition root). Random-weight checkpoints make every real drafter miss,
 // so measuring what verification saves needs drafts that are right at a chosen rate: this one
 // remembers the output of each completed request by its prompt, and a later request with the
 // same prompt, while its output still equals the remembered one, gets the remembered
@@ -17,16 +17,17 @@
 #include "kernels/sampler.h"
 #include "scheduler/drafter.h"
 
-namespace ds::scheduler {
+namespace ds::bench {
 
-class ReplayDrafter final : public Drafter {
+class ReplayDrafter final : public scheduler::Drafter {
  public:
   static constexpr size_t kMaxRecords = 4096;  // prompts remembered (the oldest go first)
 
   ReplayDrafter(int64_t vocab, double acceptance, uint64_t seed) : vocab_(vocab), acceptance_(acceptance), rng_(seed) {}
-  void propose(RequestId id, std::span<const int32_t> tokens, int64_t prompt_len, int32_t max_tokens,
+  void propose(scheduler::RequestId id, std::span<const int32_t> tokens, int64_t prompt_len, int32_t max_tokens,
                std::vector<int32_t>& out) override;
-  void finished(RequestId id, std::span<const int32_t> tokens, int64_t prompt_len, bool completed) override;
+  void finished(scheduler::RequestId id, std::span<const int32_t> tokens, int64_t prompt_len,
+                bool completed) override;
 
  private:
   using Record = std::shared_ptr<const std::vector<int32_t>>;  // prompt, then the output
@@ -41,7 +42,7 @@ class ReplayDrafter final : public Drafter {
   kernels::SamplerRng rng_;
   std::unordered_multimap<uint64_t, Record> records_;  // by prompt hash
   std::deque<std::pair<uint64_t, Record>> order_;       // oldest first
-  std::unordered_map<RequestId, Active> active_;
+  std::unordered_map<scheduler::RequestId, Active> active_;
 };
 
-}  // namespace ds::scheduler
+}  // namespace ds::bench

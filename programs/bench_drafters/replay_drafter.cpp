@@ -1,10 +1,10 @@
-#include "scheduler/replay_drafter.h"
+#include "programs/bench_drafters/replay_drafter.h"
 
 #include <algorithm>
 
 #include "kvcache/prefix_key.h"
 
-namespace ds::scheduler {
+namespace ds::bench {
 namespace {
 
 uint64_t prompt_hash(std::span<const int32_t> tokens, int64_t prompt_len) {
@@ -23,8 +23,8 @@ ReplayDrafter::Record ReplayDrafter::find(std::span<const int32_t> tokens, int64
   return nullptr;
 }
 
-void ReplayDrafter::propose(RequestId id, std::span<const int32_t> tokens, int64_t prompt_len, int32_t max_tokens,
-                            std::vector<int32_t>& out) {
+void ReplayDrafter::propose(scheduler::RequestId id, std::span<const int32_t> tokens, int64_t prompt_len,
+                            int32_t max_tokens, std::vector<int32_t>& out) {
   out.clear();
   auto [it, fresh] = active_.try_emplace(id);
   Active& a = it->second;
@@ -46,7 +46,8 @@ void ReplayDrafter::propose(RequestId id, std::span<const int32_t> tokens, int64
   }
 }
 
-void ReplayDrafter::finished(RequestId id, std::span<const int32_t> tokens, int64_t prompt_len, bool completed) {
+void ReplayDrafter::finished(scheduler::RequestId id, std::span<const int32_t> tokens, int64_t prompt_len,
+                             bool completed) {
   active_.erase(id);
   if (!completed || static_cast<int64_t>(tokens.size()) <= prompt_len || find(tokens, prompt_len)) return;
   const uint64_t h = prompt_hash(tokens, prompt_len);
@@ -65,4 +66,4 @@ void ReplayDrafter::finished(RequestId id, std::span<const int32_t> tokens, int6
   }
 }
 
-}  // namespace ds::scheduler
+}  // namespace ds::bench
