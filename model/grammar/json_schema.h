@@ -65,13 +65,17 @@ class JsonSchemaConverter {
   JsonSchemaConverter(Grammar& grammar, const OrderedJson& document, JsonSchemaOptions options,
                       std::string rule_prefix = "");
   // An expression for the values valid under `schema` (a part of the document); `where` is
-  // its JSON pointer, for messages.
+  // its JSON pointer, for messages. Throws GrammarError (only).
   ExprPtr value(const OrderedJson& schema, const std::string& where);
   // Any JSON value (its object and array rules are shared by the whole grammar).
   ExprPtr any_value();
   const JsonSchemaOptions& options() const { return options_; }
 
  private:
+  ExprPtr schema_value(const OrderedJson& schema, const std::string& where);
+  // value() as a rule of its own, which the compiler inlines or calls (rule_plan.h): for
+  // values a counted repetition copies (array items, additional properties).
+  ExprPtr shared_value(const OrderedJson& schema, const std::string& where);
   ExprPtr typed(const OrderedJson& schema, const std::string& type, const std::string& where);
   ExprPtr object(const OrderedJson& schema, const std::string& where);
   ExprPtr array(const OrderedJson& schema, const std::string& where);
@@ -87,6 +91,7 @@ class JsonSchemaConverter {
   std::string prefix_;
   ExprPtr ws_;
   std::unordered_map<std::string, int32_t> ref_rules_;
+  int32_t any_object_ = -1, any_array_ = -1;  // the grammar's json_any_* rules, once looked up
   int depth_ = 0;
 };
 
