@@ -35,6 +35,7 @@ struct ChoiceOptions {
   bool include_stop = false;
   bool split_reasoning = false;  // chat
   bool start_in_reasoning = false;
+  bool reasoning_at_start_only = false;  // under a grammar: reasoning_splitter.h
   bool parse_tool_calls = false;  // chat with tools and tool_choice != none
   Json tools;           // for parameter types
   bool logprobs = false;

@@ -245,10 +245,16 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::strin
                                       .reserve_tokens = ec.reserve_tokens,
                                       .snapshot_bytes = snapshot_bytes});
   } catch (const std::invalid_argument& e) {
+    // size_pools names itself; the user needs the flag that set the budget.
+    std::string why = e.what();
+    if (why.rfind("size_pools: ", 0) == 0) why.erase(0, 12);
     if (snapshot_bytes > 0 && !o.prefix_cache_state_memory.empty())
-      throw std::runtime_error(std::string("--prefix-cache-state-memory: ") + e.what());
-    if (o.paged_attention) throw;
-    throw std::runtime_error(std::string("--no-paged-attention: ") + e.what() + "; lower --max-ctx or raise --kv-cache-memory");
+      throw std::runtime_error("--prefix-cache-state-memory: " + why);
+    const std::string budget_flag = o.kv_cache_memory.empty() && lm->backend->device_memory().total_bytes > 0
+                                        ? "--gpu-memory-utilization"
+                                        : "--kv-cache-memory";
+    if (o.paged_attention) throw std::runtime_error(budget_flag + ": " + why + "; raise " + budget_flag);
+    throw std::runtime_error("--no-paged-attention: " + why + "; lower --max-ctx or raise " + budget_flag);
   }
   if (!o.paged_attention) ec.scheduler.max_num_seqs = sizes.num_slots / states_per_seq;
   if (o.max_ctx > 0 && o.max_ctx > sizes.token_capacity())
@@ -304,7 +310,8 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::strin
   // Structured outputs compile against the model's vocabulary (the logits' width).
   const auto t_vocab = std::chrono::steady_clock::now();
   lm->grammars = std::make_unique<GrammarCache>(
-      grammar::TokenVocabulary::from_tokenizer(*lm->tokenizer, static_cast<int32_t>(lm->engine->vocab_size())));
+      grammar::TokenVocabulary::from_tokenizer(*lm->tokenizer, static_cast<int32_t>(lm->engine->vocab_size())),
+      grammar_cache_options(o.limits));
   spdlog::info("structured outputs: vocabulary of {} tokens ({} text) indexed in {:.0f} ms",
                lm->grammars->vocabulary().size(), lm->grammars->vocabulary().num_text_tokens(),
                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_vocab).count());

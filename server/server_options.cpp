@@ -100,6 +100,7 @@ void add_server_options(CLI::App& app, ServerOptions& o) {
       ->capture_default_str();
   app.add_option("--log-format", o.log_format, "text or json (one JSON object per line)")
       ->capture_default_str();
+  add_limit_options(app, o.limits);
 }
 
 int64_t parse_bytes(const std::string& text) {
@@ -191,7 +192,7 @@ std::string validate_options(const ServerOptions& o) {
     return "--chat-template: no such file: " + o.chat_template;
   if (!o.model.empty() && !std::filesystem::is_directory(o.model))
     return "--model: no such directory: " + o.model;
-  return {};
+  return validate_limit_options(o.limits);
 }
 
 std::filesystem::path default_model_dir(const char* argv0) {

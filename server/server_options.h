@@ -5,7 +5,8 @@
 // --paged-attention / --no-paged-attention, --max-ctx, --kv-cache-dtype, --block-size,
 // --gpu-memory-utilization / --kv-cache-memory, --max-num-seqs, --max-num-batched-tokens,
 // --max-queue, --enable-prefix-caching / --no-enable-prefix-caching, --prefix-cache-state-memory,
-// --speculative-config, --enforce-eager, --quantization, --backend, --chat-template, --log-level, --log-format. Combinations that cannot
+// --speculative-config, --enforce-eager, --quantization, --backend, --chat-template, --log-level, --log-format,
+// and the limits of limit_options.h. Combinations that cannot
 // work are refused before anything is loaded (validate_options); checks that need the model
 // (max-ctx against its positions and the cache) happen in the loader.
 #pragma once
@@ -14,6 +15,8 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+
+#include "server/limit_options.h"
 
 namespace CLI {
 class App;
@@ -52,6 +55,7 @@ struct ServerOptions {
   std::string chat_template;
   std::string log_level = "info";
   std::string log_format = "text";
+  LimitOptions limits;  // connections, bodies, timeouts, grammar compiles (limit_options.h)
 };
 
 void add_server_options(CLI::App& app, ServerOptions& o);

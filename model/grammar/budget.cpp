@@ -22,16 +22,20 @@ const char* stage_advice(CompileStage s) {
   switch (s) {
     case CompileStage::expand:
       return "counted repetitions ({n,m}, minLength/maxLength, minItems/maxItems) copy what they repeat, so "
-             "repetitions of repetitions multiply: lower their counts";
+             "repetitions of repetitions multiply, and every literal (enum and const values, property names) adds "
+             "its length: lower the counts or use fewer literals";
     case CompileStage::determinise:
-    case CompileStage::trim:
-    case CompileStage::classes:
       return "a pattern that is searched (a JSON Schema 'pattern' without ^ and $) or alternatives that overlap "
              "multiply the states of the counted repetitions inside them: anchor the pattern with ^...$, make the "
              "alternatives distinct, or lower the counts";
+    case CompileStage::trim:
+    case CompileStage::classes:
+      return "its automaton is too large to analyse: every literal (enum and const values, property names) and "
+             "every counted repetition adds states: use fewer or shorter ones";
     case CompileStage::masks:
-      return "each distinct position of the grammar needs its own token mask (thousands of different literals, "
-             "enum values or property names): use fewer of them";
+      return "each position of the automaton that allows different tokens needs its own token mask: thousands of "
+             "different literals (enum values, property names), or a searched pattern whose states multiply "
+             "(anchor it with ^...$): use fewer";
   }
   return "";
 }

@@ -378,7 +378,8 @@ std::vector<int32_t> mask_classes(const Pda& pda, int32_t depth, CompileBudget& 
   });
   bool stable = false;
   std::vector<int32_t> next_cls(n);
-  budget.charge(static_cast<int64_t>(n * (nc + 8) * sizeof(int32_t) * 3), CompileStage::classes);
+  // The signature index: one vector of about nc + 2 ints per state, with its node and header.
+  budget.charge(static_cast<int64_t>(n * ((nc + 4) * sizeof(int32_t) + 96)), CompileStage::classes);
   for (int32_t round = 0; round < depth; ++round) {
     budget.check(CompileStage::classes);
     const size_t c2 = assign(next_cls, [&](size_t s, std::vector<int32_t>& v) {

@@ -43,7 +43,10 @@ TEST_CASE("serve --help documents every flag", "[process]") {
         "--no-paged-attention", "--max-ctx", "--kv-cache-dtype", "--mamba-ssm-cache-dtype", "--block-size", "--gpu-memory-utilization",
         "--kv-cache-memory", "--max-num-seqs", "--max-num-batched-tokens", "--max-queue", "--quantization", "--fp8-weights", "--backend",
         "--enforce-eager",
-        "--chat-template", "--log-level", "--log-format"})
+        "--chat-template", "--log-level", "--log-format", "--max-connections", "--max-body-size", "--max-body-memory",
+        "--request-head-timeout", "--request-body-timeout", "--min-body-rate", "--keep-alive-timeout", "--write-timeout",
+        "--grammar-compile-concurrency", "--grammar-compile-queue", "--grammar-compile-timeout", "--grammar-max-states",
+        "--grammar-max-memory", "--grammar-cache-memory"})
     CHECK(help.find(flag) != std::string::npos);
   // No internal default values of negated flags in the text.
   CHECK(help.find("{false}") == std::string::npos);
@@ -111,7 +114,7 @@ TEST_CASE("serve refuses flags that cannot work, before serving, with a clear me
       {{"--kv-cache-dtype", "bf16"}, "stores K/V as f32"},
       {{"--max-ctx", "100000"}, "exceeds the model's 4096 positions"},
       {{"--max-ctx", "4096", "--kv-cache-memory", "8MiB"}, "more than the K/V cache holds"},
-      {{"--kv-cache-memory", "1KiB"}, "cannot hold one DeltaNet state slot"},
+      {{"--kv-cache-memory", "1KiB"}, "--kv-cache-memory: a cache budget of 1024 bytes cannot hold one DeltaNet state slot"},
       {{"--no-paged-attention", "--kv-cache-memory", "16MiB"}, "cannot hold one contiguous sequence"},
       {{"--model", "/nonexistent/dir"}, "--model: no such directory"},
       {{"--chat-template", "/nonexistent.jinja"}, "--chat-template: no such file"},
@@ -121,6 +124,10 @@ TEST_CASE("serve refuses flags that cannot work, before serving, with a clear me
       {{"--max-num-seqs", "0"}, "--max-num-seqs"},
       {{"--quantization", "int4"}, "--quantization must be none or fp8"},
       {{"--fp8-weights", "fp16"}, "--fp8-weights must be bf16 or resident"},
+      {{"--max-body-size", "64MiB", "--max-body-memory", "32MiB"}, "--max-body-memory must be at least --max-body-size"},
+      {{"--max-body-size", "lots"}, "--max-body-size:"},
+      {{"--max-connections", "0"}, "--max-connections must be"},
+      {{"--grammar-compile-timeout", "0"}, "--grammar-compile-timeout must be"},
       {{"--speculative-config", R"({"method": "mtp", "num_speculative_tokens": 2})"},
        "speculative method \"mtp\" needs the checkpoint's MTP module"},
   };
@@ -134,6 +141,7 @@ TEST_CASE("serve refuses flags that cannot work, before serving, with a clear me
                       (!c.alternative.empty() && p.log().find(c.alternative) != std::string::npos);
     CHECK(said);
     CHECK(p.log().find("ready:") == std::string::npos);
+    CHECK(p.log().find("size_pools") == std::string::npos);  // the flag, never an internal function
   }
 }
 
