@@ -52,7 +52,9 @@ ExprPtr json_format_content(const std::string& format);
 
 // A grammar whose root is one JSON value valid under `schema`.
 Grammar json_schema_grammar(const OrderedJson& schema, const JsonSchemaOptions& options = {});
-// The same from text (GrammarError for text that is not JSON).
+// The same from text (GrammarError for text that is not JSON, or nested deeper than
+// kMaxSchemaTextDepth).
+inline constexpr int kMaxSchemaTextDepth = 128;
 Grammar json_schema_grammar_from_text(std::string_view schema_text, const JsonSchemaOptions& options = {});
 // Any JSON object (response_format json_object).
 Grammar json_object_grammar(const JsonSchemaOptions& options = {});

@@ -186,6 +186,9 @@ TEST_CASE("hardening: schema corner cases are refused as schema errors", "[gramm
   CHECK_THROWS_WITH(json_schema_grammar(OrderedJson{{"oneOf", many}}), Catch::Contains("more than 1024"));
   // Keywords of the wrong type are the schema's fault, not an internal error.
   CHECK_NOTHROW(json_schema_grammar(OrderedJson::parse(R"({"type":"array","nullable":"yes","uniqueItems":3})")));
+  // Schema text nested 100,000 deep (a const value, say) is refused before it is parsed.
+  CHECK_THROWS_WITH(json_schema_grammar_from_text("{\"const\":" + std::string(100000, '[') + std::string(100000, ']') + "}"),
+                    Catch::Contains("nests deeper than"));
   CHECK_THROWS_AS(json_schema_grammar(OrderedJson::parse(R"({"properties":{"a":{"$ref":1}}})")), GrammarError);
   CHECK_THROWS_AS(json_schema_grammar(OrderedJson::parse(R"({"$ref":"#/a/99999999999999999999999"})")), GrammarError);
   // A 30,000-character property name beside additionalProperties: the key expression stays
