@@ -2,6 +2,8 @@
 #include "server/grammar_cache.h"
 
 #include <algorithm>
+#include <stdexcept>
+#include <thread>
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -21,6 +23,9 @@ constexpr std::chrono::milliseconds kPollClient{25};
 constexpr std::chrono::seconds kForgetTimeout{60};
 // Compiles that held more than this return their memory to the system when they end.
 constexpr int64_t kTrimAbove = int64_t{32} << 20;
+// The grammar front ends and the NFA builder recurse with bounded depth (model/grammar/); this
+// much stack holds their bounds with room to spare, whatever the process's default.
+constexpr size_t kWorkerStack = size_t{32} << 20;
 
 bool is_time_limit(const std::string& message) { return message.find("took longer than the limit") != std::string::npos; }
 
@@ -45,7 +50,31 @@ GrammarCache::GrammarCache(std::shared_ptr<const grammar::TokenVocabulary> vocab
   options_.max_waiting = std::max(0, options_.max_waiting);
   if (options_.mask_threads <= 0)
     options_.mask_threads = std::clamp(static_cast<int32_t>(std::thread::hardware_concurrency()) / options_.concurrency, 1, 16);
-  for (int32_t i = 0; i < options_.concurrency; ++i) workers_.emplace_back([this] { work(); });
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, kWorkerStack);
+  for (int32_t i = 0; i < options_.concurrency; ++i) {
+    pthread_t t;
+    const int rc = pthread_create(
+        &t, &attr,
+        [](void* self) -> void* {
+          static_cast<GrammarCache*>(self)->work();
+          return nullptr;
+        },
+        this);
+    if (rc != 0) {
+      pthread_attr_destroy(&attr);
+      {
+        std::lock_guard lock(mu_);
+        stopping_ = true;
+      }
+      work_cv_.notify_all();
+      for (pthread_t w : workers_) pthread_join(w, nullptr);
+      throw std::runtime_error("grammar cache: cannot start a compile thread");
+    }
+    workers_.push_back(t);
+  }
+  pthread_attr_destroy(&attr);
 }
 
 GrammarCache::~GrammarCache() {
@@ -55,7 +84,7 @@ GrammarCache::~GrammarCache() {
     for (auto& [key, job] : in_flight_) job->cancel = true;
   }
   work_cv_.notify_all();
-  for (std::thread& t : workers_) t.join();
+  for (pthread_t t : workers_) pthread_join(t, nullptr);
 }
 
 std::shared_ptr<const grammar::CompiledGrammar> GrammarCache::get(const std::string& key, Build build,

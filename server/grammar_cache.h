@@ -29,9 +29,9 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <pthread.h>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -105,7 +105,7 @@ class GrammarCache {
   std::deque<std::shared_ptr<Job>> queue_;
   std::unordered_map<std::string, std::shared_ptr<Job>> in_flight_;  // queued or running
   bool stopping_ = false;
-  std::vector<std::thread> workers_;
+  std::vector<pthread_t> workers_;  // started with kWorkerStack of stack (grammar_cache.cpp)
 };
 
 }  // namespace ds::server

@@ -143,7 +143,9 @@ struct HttpTransport::Impl {
   std::unordered_set<int> serving;       // sockets of requests being handled
 
   HeadCheck head_check;
-  size_t inflight_body = 0;  // bytes reserved by bodies being received (event-loop thread)
+  // Bytes reserved by bodies being received or handled: added by the event loop, released by
+  // whichever thread lets go of the request.
+  std::atomic<size_t> inflight_body{0};
 
   Impl(HttpTransportOptions o, Handler h, ErrorRenderer r, Observer ob, HeadCheck hc)
       : opt(std::move(o)), handler(std::move(h)), render_error(std::move(r)), observe(std::move(ob)),
@@ -307,7 +309,7 @@ struct HttpTransport::Impl {
   }
 
   void release_body(Connection& c) {
-    inflight_body -= std::min(inflight_body, c.body_reserved);
+    if (c.body_reserved > 0) inflight_body.fetch_sub(c.body_reserved);
     c.body_reserved = 0;
   }
 
@@ -326,7 +328,7 @@ struct HttpTransport::Impl {
     }
     const size_t want = std::max<size_t>(static_cast<size_t>(c->parser.announced_length()), c->parser.body_received());
     if (want > c->body_reserved) {
-      if (inflight_body + (want - c->body_reserved) > opt.max_inflight_body_bytes) {
+      if (inflight_body.load() + (want - c->body_reserved) > opt.max_inflight_body_bytes) {
         refuse(c, 503, "the server is receiving too many request bodies at once; retry shortly");
         return false;
       }
@@ -498,7 +500,6 @@ struct HttpTransport::Impl {
   void dispatch(const ConnectionPtr& c) {
     ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, c->fd, nullptr);
     ConnectionPtr held = c;
-    release_body(*c);  // received: the handler holds it from here
     c->head_seen = false;
     conns.erase(c->fd);
     {
@@ -532,6 +533,7 @@ struct HttpTransport::Impl {
         status = res.status;
       }  // the response (and whatever its stream held) goes before the socket is reused or closed
       observe(&req, status);
+      release_body(*c);  // the request and its body are gone
       if (!keep) break;
       const auto st = c->parser.parse();
       if (st == RequestParser::Status::complete) continue;  // a pipelined request, already here

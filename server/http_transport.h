@@ -15,8 +15,9 @@
 //   body_rate_grace has passed, never stalling for read_idle_timeout (408 for each, as nginx's
 //   client_body_timeout); an idle connection is closed after keep_alive_timeout, a reply the
 //   client does not read fails after write_timeout.
-// * Bodies being received hold at most max_inflight_body_bytes in all (a Content-Length counts
-//   in full from the head on): beyond that a request is refused with 503 at its head.
+// * Bodies being received or handled hold at most max_inflight_body_bytes in all (a
+//   Content-Length counts in full from the head on, until its request has been answered):
+//   beyond that a request is refused with 503 at its head.
 // * At most max_connections are open; beyond that the longest-idle connection is closed to
 //   make room, else the slowest one still sending its request (after a second, at the lowest
 //   rate), and only when there is none of those is the new one answered 503 and closed. So a

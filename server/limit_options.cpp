@@ -27,8 +27,8 @@ void add_limit_options(CLI::App& app, LimitOptions& o) {
                  "Largest request body (any encoding), e.g. 64MiB; larger ones get 413 before they are read")
       ->capture_default_str()->group(http);
   app.add_option("--max-body-memory", o.max_body_memory,
-                 "Bytes all request bodies being received may hold together (a Content-Length counts in full); "
-                 "beyond it a request gets 503 at its head")
+                 "Bytes all request bodies being received or handled may hold together (a Content-Length counts in "
+                 "full); beyond it a request gets 503 at its head")
       ->capture_default_str()->group(http);
   app.add_option("--request-head-timeout", o.request_head_timeout,
                  "Seconds a request's head (request line and headers) may take to arrive (408)")

@@ -22,7 +22,7 @@ struct LimitOptions {
   // HTTP.
   int64_t max_connections = 4096;
   std::string max_body_size = "32MiB";
-  std::string max_body_memory = "256MiB";  // all bodies being received, together
+  std::string max_body_memory = "256MiB";  // all bodies being received or handled, together
   double request_head_timeout = 30;        // seconds
   double request_body_timeout = 120;
   std::string min_body_rate = "16KiB";     // per second; 0: off

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <string>
 #include <unordered_set>
 
 #include "model/grammar/json_schema_detail.h"
@@ -16,20 +17,23 @@ using namespace detail;
 
 namespace {
 
-// Depth-bounded recursion: value() nests once per schema level and per $ref hop.
 // A boolean keyword; absent or of another type: false.
 bool flag(const OrderedJson& s, const char* kw) {
   const auto it = s.find(kw);
   return it != s.end() && it->is_boolean() && it->get<bool>();
 }
 
+// Depth-bounded recursion: value() nests once per schema level and per $ref hop, so a chain
+// of references is bounded as nesting is (the text's own nesting is bounded before parsing).
 struct DepthGuard {
   int& d;
   explicit DepthGuard(int& depth) : d(depth) {
-    if (++d > kMaxSchemaDepth) throw GrammarError("json_schema: the schema nests too deeply");
+    if (++d > kMaxSchemaDepth)
+      throw GrammarError("json_schema: the schema nests more than " + std::to_string(kMaxSchemaDepth) +
+                         " levels, counting $ref hops");
   }
   ~DepthGuard() { --d; }
-  static constexpr int kMaxSchemaDepth = 256;
+  static constexpr int kMaxSchemaDepth = 128;
 };
 
 }  // namespace

@@ -18,7 +18,7 @@ class Builder {
   Builder(const Grammar& g, const std::vector<int32_t>& pda_rule_of, CompileBudget& budget, Nfa& nfa)
       : g_(g), pda_rule_of_(pda_rule_of), budget_(budget), nfa_(nfa) {}
 
-  int32_t add() {
+  [[gnu::noinline]] int32_t add() {
     const int64_t n = static_cast<int64_t>(nfa_.states.size());
     if (n >= budget_.limits().max_states)
       CompileBudget::too_large(CompileStage::expand, "automaton states", budget_.limits().max_states);
@@ -27,11 +27,11 @@ class Builder {
     nfa_.rule_of.push_back(current_rule_);
     return static_cast<int32_t>(nfa_.states.size() - 1);
   }
-  void eps(int32_t from, int32_t to) { nfa_.states[static_cast<size_t>(from)].eps.push_back(to); }
-  void edge(int32_t from, uint8_t lo, uint8_t hi, int32_t to) {
+  [[gnu::noinline]] void eps(int32_t from, int32_t to) { nfa_.states[static_cast<size_t>(from)].eps.push_back(to); }
+  [[gnu::noinline]] void edge(int32_t from, uint8_t lo, uint8_t hi, int32_t to) {
     nfa_.states[static_cast<size_t>(from)].edges.push_back({lo, hi, to});
   }
-  int32_t fresh_from(int32_t in) {
+  [[gnu::noinline]] int32_t fresh_from(int32_t in) {
     const int32_t s = add();
     eps(in, s);
     return s;
@@ -46,25 +46,17 @@ class Builder {
   }
 
  private:
+  // Depth-bounded recursion: an expression's own nesting is bounded by its builders
+  // (kMaxExprDepth), and each inlined rule adds one level. Its frame is kept small --
+  // everything that is not the recursion itself is in helpers that are never inlined into it --
+  // so kMaxEmitDepth frames fit in a thread's stack, under the sanitizers too.
+  static constexpr int kMaxEmitDepth = 2048;
   int32_t emit(const Expr& e, int32_t in, int depth) {
-    if (depth > 4096) throw GrammarError("grammar: expressions nested too deeply");
+    if (depth > kMaxEmitDepth) too_deep();
     switch (e.kind) {
       case Expr::Kind::empty: return in;
-      case Expr::Kind::bytes: {
-        int32_t cur = in;
-        for (char ch : e.text) {
-          const int32_t o = add();
-          const auto b = static_cast<uint8_t>(ch);
-          edge(cur, b, b, o);
-          cur = o;
-        }
-        return cur;
-      }
-      case Expr::Kind::byte_set: {
-        const int32_t o = add();
-        for (const auto& [lo, hi] : byte_ranges(e.set)) edge(in, lo, hi, o);
-        return o;
-      }
+      case Expr::Kind::bytes: return emit_bytes(e.text, in);
+      case Expr::Kind::byte_set: return emit_byte_set(e.set, in);
       case Expr::Kind::seq: {
         int32_t cur = in;
         for (const ExprPtr& it : e.items) cur = emit(*it, cur, depth + 1);
@@ -95,9 +87,7 @@ class Builder {
       case Expr::Kind::rule_ref: {
         const int32_t target = pda_rule_of_[static_cast<size_t>(e.rule)];
         if (target < 0) return emit(*g_.rule(e.rule).body, in, depth + 1);
-        const int32_t o = add();
-        nfa_.states[static_cast<size_t>(in)].calls.push_back({target, o});
-        return o;
+        return emit_call(target, in);
       }
       case Expr::Kind::text_until: return emit_text_until(e.text, e.words, in);
       case Expr::Kind::members: return emit_members(e, in, depth);
@@ -105,11 +95,36 @@ class Builder {
     return in;
   }
 
+  [[noreturn, gnu::noinline]] static void too_deep() {
+    throw GrammarError("grammar: expressions nested too deeply (more than " + std::to_string(kMaxEmitDepth) +
+                       " levels, counting rules used inside rules)");
+  }
+  [[gnu::noinline]] int32_t emit_bytes(const std::string& text, int32_t in) {
+    int32_t cur = in;
+    for (char ch : text) {
+      const int32_t o = add();
+      const auto b = static_cast<uint8_t>(ch);
+      edge(cur, b, b, o);
+      cur = o;
+    }
+    return cur;
+  }
+  [[gnu::noinline]] int32_t emit_byte_set(const ByteSet& set, int32_t in) {
+    const int32_t o = add();
+    for (const auto& [lo, hi] : byte_ranges(set)) edge(in, lo, hi, o);
+    return o;
+  }
+  [[gnu::noinline]] int32_t emit_call(int32_t rule, int32_t in) {
+    const int32_t o = add();
+    nfa_.states[static_cast<size_t>(in)].calls.push_back({rule, o});
+    return o;
+  }
+
   // Aho-Corasick over ASCII for the terminator and the forbidden strings: a state per prefix
   // of any of them; reaching the whole terminator exits, reaching a forbidden string (or a
   // state whose suffix is one) has no edge. Multi-byte UTF-8 characters, which cannot be part
   // of an ASCII string, go back to the start after their continuation bytes.
-  int32_t emit_text_until(const std::string& term, const std::vector<std::string>& forbidden, int32_t in) {
+  [[gnu::noinline]] int32_t emit_text_until(const std::string& term, const std::vector<std::string>& forbidden, int32_t in) {
     struct Node {
       int32_t kids[128];
       int32_t fail = 0;
@@ -195,7 +210,7 @@ class Builder {
   // item (separator item)..., min..max items. The unbounded part is one copy of the item in a
   // loop: its entry E is fresh and entered only from before the item and from the separator,
   // so nothing inside the item can re-enter it (emit's rule above).
-  int32_t emit_separated(const Expr& e, int32_t in, int depth) {
+  [[gnu::noinline]] int32_t emit_separated(const Expr& e, int32_t in, int depth) {
     const Expr& item = *e.item;
     const Expr& sep = *e.extra;
     if (e.max >= 0) {
@@ -225,7 +240,7 @@ class Builder {
   // P[i]: before member i, none written yet; Q[i]: before member i, some written (so the
   // next one needs the separator). Member i is emitted once, from a fresh entry that P[i] and
   // the separator after Q[i] both lead to, so objects nested in objects stay linear in size.
-  int32_t emit_members(const Expr& e, int32_t in, int depth) {
+  [[gnu::noinline]] int32_t emit_members(const Expr& e, int32_t in, int depth) {
     const size_t n = e.items.size();
     std::vector<int32_t> p(n + 1), q(n + 1);
     p[0] = in;

@@ -189,6 +189,12 @@ TEST_CASE("hardening: schema corner cases are refused as schema errors", "[gramm
   // Schema text nested 100,000 deep (a const value, say) is refused before it is parsed.
   CHECK_THROWS_WITH(json_schema_grammar_from_text("{\"const\":" + std::string(100000, '[') + std::string(100000, ']') + "}"),
                     Catch::Contains("nests deeper than"));
+  // A chain of 300 references, each converted inside the last: bounded as nesting is.
+  OrderedJson defs = OrderedJson::object();
+  for (int i = 0; i < 300; ++i) defs["d" + std::to_string(i)] = {{"$ref", "#/$defs/d" + std::to_string(i + 1)}};
+  defs["d300"] = {{"type", "integer"}};
+  CHECK_THROWS_WITH(json_schema_grammar(OrderedJson{{"$defs", defs}, {"$ref", "#/$defs/d0"}}),
+                    Catch::Contains("counting $ref hops"));
   CHECK_THROWS_AS(json_schema_grammar(OrderedJson::parse(R"({"properties":{"a":{"$ref":1}}})")), GrammarError);
   CHECK_THROWS_AS(json_schema_grammar(OrderedJson::parse(R"({"$ref":"#/a/99999999999999999999999"})")), GrammarError);
   // A 30,000-character property name beside additionalProperties: the key expression stays
