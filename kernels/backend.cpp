@@ -2,6 +2,7 @@
 // arguments' types and shapes, then runs the backend's do_<op>.
 #include "kernels/backend.h"
 
+#include <cmath>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -219,14 +220,42 @@ void Backend::split_columns(const Tensor& x, std::span<Tensor> parts) {
   do_split_columns(x, parts);
 }
 
+std::vector<float> rope_frequencies(const RopeParams& params) {
+  if (!params.inv_freq.empty()) return params.inv_freq;
+  const int64_t r = params.rotary_dim, half = r / 2;
+  std::vector<float> f(static_cast<size_t>(half));
+  const float theta = static_cast<float>(params.theta);
+  for (int64_t i = 0; i < half; ++i) {
+    const float e = static_cast<float>(2 * i) / static_cast<float>(r);
+    f[static_cast<size_t>(i)] = 1.0f / static_cast<float>(std::pow(static_cast<double>(theta), static_cast<double>(e)));
+  }
+  return f;
+}
+
+namespace {
+
+void check_rope_params(const char* op, const RopeParams& p, int64_t d) {
+  DS_REQUIRE(p.rotary_dim > 0 && p.rotary_dim % 2 == 0 && p.rotary_dim <= d, op,
+             "rotary dim " + std::to_string(p.rotary_dim) + " must be even and within head dim " + std::to_string(d));
+  if (p.inv_freq.empty()) {
+    DS_REQUIRE(p.theta > 0, op, "theta must be positive");
+  } else {
+    DS_REQUIRE(static_cast<int64_t>(p.inv_freq.size()) == p.rotary_dim / 2, op,
+               "inv_freq must hold rotary dim / 2 = " + std::to_string(p.rotary_dim / 2) + " frequencies, got " +
+                   std::to_string(p.inv_freq.size()));
+    for (float f : p.inv_freq) DS_REQUIRE(std::isfinite(f) && f > 0, op, "inv_freq must be finite and positive");
+  }
+  DS_REQUIRE(std::isfinite(p.attention_scaling) && p.attention_scaling > 0, op,
+             "attention_scaling must be finite and positive");
+}
+
+}  // namespace
+
 void Backend::rope(Tensor& x, const BatchPlan& plan, const RopeParams& params) {
   const char* op = "rope";
   require_type(x, op, "x", DType::f32);
   DS_REQUIRE(x.rank() == 3 && x.dim(0) == plan.num_rows(), op, "x must be [rows, heads, D], got " + x.shape().str());
-  const int64_t d = x.dim(2), r = params.rotary_dim;
-  DS_REQUIRE(r > 0 && r % 2 == 0 && r <= d, op,
-             "rotary dim " + std::to_string(r) + " must be even and within head dim " + std::to_string(d));
-  DS_REQUIRE(params.theta > 0, op, "theta must be positive");
+  check_rope_params(op, params, x.dim(2));
   do_rope(x, plan, params);
 }
 
@@ -245,10 +274,7 @@ void Backend::prepare_qk(const Tensor& qg, const Tensor& q_norm, const Tensor& k
   DS_REQUIRE(k.rank() == 3 && k.dim(0) == qg.dim(0) && k.dim(2) == d, op,
              "k must be [rows, Nkv, " + std::to_string(d) + "], got " + k.shape().str());
   DS_REQUIRE(q_norm.numel() == d && k_norm.numel() == d, op, "q_norm and k_norm must have D elements");
-  DS_REQUIRE(rope_params.rotary_dim > 0 && rope_params.rotary_dim % 2 == 0 && rope_params.rotary_dim <= d, op,
-             "rotary dim " + std::to_string(rope_params.rotary_dim) + " must be even and within head dim " +
-                 std::to_string(d));
-  DS_REQUIRE(rope_params.theta > 0, op, "theta must be positive");
+  check_rope_params(op, rope_params, d);
   do_prepare_qk(qg, q_norm, k_norm, eps, plan, rope_params, q, gate, k);
 }
 

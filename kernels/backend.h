@@ -32,6 +32,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kernels/batch_plan.h"
 #include "kernels/step_graph.h"
@@ -40,11 +41,23 @@
 namespace ds::kernels {
 
 // Partial rotate-half RoPE: dims [0, rotary_dim) of each head rotate, pairs (i, i + rotary_dim/2),
-// angle_i = position * theta^(-2i / rotary_dim).
+// angle_i = f32(position * inv_freq_i), and the rotated pair is scaled by attention_scaling
+// (HF multiplies cos and sin by it; the dims past rotary_dim are not scaled).
 struct RopeParams {
+  RopeParams() = default;
+  RopeParams(int64_t rotary, double base) : rotary_dim(rotary), theta(base) {}
+
   int64_t rotary_dim = 0;
-  double theta = 0;
+  double theta = 0;  // inv_freq_i = 1 / theta^(2i / rotary_dim), in HF's f32 recipe
+  // Scaled RoPE (YaRN, computed by the model: model/qwen35/rope.h): the rotary_dim / 2
+  // frequencies themselves, in place of theta's; empty: theta's.
+  std::vector<float> inv_freq;
+  float attention_scaling = 1.0f;
 };
+
+// The frequencies a backend rotates by: params.inv_freq, or theta's in HF's f32 recipe
+// (1 / f32(theta^f32(2i / R))). One function, so every backend rotates by the same angles.
+std::vector<float> rope_frequencies(const RopeParams& params);
 
 // Gated DeltaNet head geometry. conv channels = [q: Hk*dk | k: Hk*dk | v: Hv*dv].
 struct DeltaNetDims {

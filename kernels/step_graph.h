@@ -1,6 +1,6 @@
 // Recorded steps: a device backend records the ops of one forward step once (CUDA graphs) and
 // replays the recording for later steps of the same shape, so a small step pays one launch
-// instead of one per op (docs/benchmarks.md, "CUDA graphs").
+// instead of one per op (docs/bench-log, "CUDA graphs").
 //
 // A recording fixes every kernel's grid and every address it reads, so only steps whose shape
 // is one of a few are recorded: every sequence brings the same number of new tokens (a

@@ -18,7 +18,7 @@
 // deeper one on the same chain supersedes, and that at most one hit used (a conversation's
 // previous turn: its next turn will hit the new one), is evicted first; LRU otherwise. Plain
 // LRU thrashes when the conversations in flight need more snapshots than there are slots
-// (docs/benchmarks.md, "Prefix caching", "The 27B").
+// (docs/bench-log, "Prefix caching", "The 27B").
 //
 // The cache does bookkeeping only: the scheduler copies states between slots (through the
 // model) and shares blocks into tables. Not thread-safe: the engine thread owns it.

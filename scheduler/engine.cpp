@@ -85,6 +85,12 @@ SubmitResult Engine::submit(Request request) {
     return refuse(SubmitStatus::invalid_request,
                   "the grammar was compiled for a vocabulary of " + std::to_string(request.grammar->vocabulary().size()) +
                       " tokens, not the model's " + std::to_string(vocab_));
+  if (request.thinking) {
+    if (std::string e = request.thinking->validate(vocab_); !e.empty())
+      return refuse(SubmitStatus::invalid_request, "thinking budget: " + e);
+    if (request.thinking->limited() && !token_masks_)
+      return refuse(SubmitStatus::invalid_request, "thinking budgets are not supported by this backend's sampler");
+  }
   if (static_cast<int64_t>(n) > max_ctx_)
     return refuse(SubmitStatus::prompt_too_long,
                   "the prompt has " + std::to_string(n) + " tokens; the context limit is " + std::to_string(max_ctx_));

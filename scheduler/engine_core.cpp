@@ -115,6 +115,7 @@ void Engine::Core::intake(std::vector<Shared::Pending>& submissions) {
       l.grammar_after = p.request.grammar_after;
       l.constrained = l.grammar_after < 0;
     }
+    if (p.request.thinking && p.request.thinking->limited()) l.thinking.emplace(std::move(p.request.thinking));
     const RequestId id = p.id;
     live_.emplace(id, std::move(l));
     if (static_cast<int64_t>(p.request.prompt_size()) >= max_ctx_) {
@@ -175,7 +176,7 @@ void Engine::Core::draft() {
   if (!drafter_) return;
   const auto t0 = Clock::now();
   // With many sequences running, a verify step's extra rows make the step GEMM-bound and cost
-  // more than a weak drafter saves (docs/benchmarks.md, "Speculative decoding at controlled
+  // more than a weak drafter saves (docs/bench-log, "Speculative decoding at controlled
   // acceptance"): past disable_by_batch_size the engine decodes plainly.
   const int32_t limit = config_.speculative.disable_by_batch_size;
   const bool off = limit > 0 && scheduler_.num_running() > limit;
@@ -375,6 +376,7 @@ void Engine::Core::sample_and_emit(std::span<const SequenceChunk> chunks, const 
   rows_.clear();
   grammar_failed_.clear();
   row_rngs_.resize(n_rows);
+  if (forced_masks_.size() < n_rows) forced_masks_.resize(n_rows);
   if (histories_.size() < chunks.size()) histories_.resize(chunks.size());
   for (size_t ci = 0; ci < chunks.size(); ++ci) {
     const SequenceChunk& c = chunks[ci];
@@ -406,6 +408,7 @@ void Engine::Core::sample_and_emit(std::span<const SequenceChunk> chunks, const 
         else
           grammar_failed_.push_back(c.seq->id);
       }
+      if (l.thinking) force_thinking(l, c, i, row, rows_.size());
       rows_.push_back(row);
     }
   }
@@ -502,6 +505,7 @@ void Engine::Core::emit(const SequenceChunk& c, std::span<kernels::SampledToken>
       fail_request(id, "internal error: the grammar refused the token its own mask allowed");
       return;
     }
+    if (l.thinking) l.thinking->accept(st.token);
     const std::optional<FinishReason> reason = scheduler_.append_token(seq, st.token);
     ++counters_.generated_tokens_total;
     ++l.metrics.generated_tokens;
@@ -542,6 +546,23 @@ bool Engine::Core::advance_grammar(Live& l, int32_t token) {
     return true;
   }
   return l.matcher->accept_token(token);
+}
+
+void Engine::Core::force_thinking(Live& l, const SequenceChunk& c, int32_t i, kernels::SampleRow& row,
+                                  size_t mask_slot) {
+  ThinkingTracker t = *l.thinking;
+  for (int32_t j = 0; j < i; ++j) t.accept(c.seq->draft[static_cast<size_t>(j)]);
+  const std::optional<int32_t> token = t.forced();
+  if (!token) return;
+  const auto word = static_cast<size_t>(*token) / 32;
+  const uint32_t bit = 1u << (static_cast<uint32_t>(*token) % 32);
+  // Under a grammar that refuses the forced token the grammar's mask stands (the tracker then
+  // drops the rest of its close sequence).
+  if (!row.allowed.empty() && (word >= row.allowed.size() || (row.allowed[word] & bit) == 0)) return;
+  std::vector<uint32_t>& m = forced_masks_[mask_slot];
+  m.assign(word + 1, 0u);  // the sampler treats the words past the span as all clear
+  m[word] = bit;
+  row.allowed = m;
 }
 
 void Engine::Core::end_request(RequestId id, RequestEvent e) {

@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <span>
 #include <string>
@@ -69,6 +70,8 @@ struct Engine::Core {
     bool constrained = false;
     int32_t grammar_after = -1;
     std::vector<uint32_t> mask;
+    // A thinking budget (Request::thinking, when limited): where the reply's reasoning stands.
+    std::optional<ThinkingTracker> thinking;
   };
 
   Core(ForwardModel& model, const EngineConfig& config, const kvcache::PoolSizes& sizes,
@@ -93,6 +96,10 @@ struct Engine::Core {
   bool fill_grammar_mask(Live& l);
   // Advances a request's matcher past its sampled token; false when the grammar refuses it.
   bool advance_grammar(Live& l, int32_t token);
+  // A budgeted reply whose row i (after i drafted tokens) must close its thinking: the row
+  // may sample only the forced token (row.allowed: one bit, or the grammar's mask where the
+  // grammar refuses it). mask_slot is the row's index into forced_masks_.
+  void force_thinking(Live& l, const SequenceChunk& c, int32_t i, kernels::SampleRow& row, size_t mask_slot);
   // A sampling chunk's result: its rows' samples judge its draft (if any), then the accepted
   // tokens are appended and emitted, up to the first that finishes the request.
   // hidden_row: the chunk's first row in the forward (the MTP module reads its hidden states).
@@ -146,6 +153,7 @@ struct Engine::Core {
   std::vector<kernels::SampleRow> rows_;
   std::vector<kernels::SampledToken> sampled_;
   std::vector<RequestId> grammar_failed_;  // constrained rows whose grammar allowed nothing
+  std::vector<std::vector<uint32_t>> forced_masks_;  // rows' one-token masks (thinking budgets)
   std::vector<kernels::SamplerRng> row_rngs_;          // verify rows' generators
   std::vector<std::vector<int32_t>> histories_;        // verify chunks' generated + draft (penalties)
   std::vector<int64_t> sampling_rows_;                 // sampling_'s first rows in the forward

@@ -22,6 +22,7 @@
 
 #include "model/grammar/compiler.h"
 #include "scheduler/sampling_params.h"
+#include "scheduler/thinking_budget.h"
 
 namespace ds::scheduler {
 
@@ -44,6 +45,10 @@ struct Request {
   // token is generated (a reasoning model's </think>), the token itself unconstrained.
   std::shared_ptr<const grammar::CompiledGrammar> grammar;
   int32_t grammar_after = -1;
+  // Reasoning (thinking_budget.h): the reply's thinking tags and its budget. With a budget,
+  // once that many tokens were thought the reply is made to close the block (the close
+  // sequence, sampled under one-token masks); without one (or null) nothing changes.
+  std::shared_ptr<const ThinkingSpec> thinking;
 
   Request() = default;
   explicit Request(std::vector<int32_t> prompt_ids)

@@ -6,7 +6,7 @@
 # Then, from another terminal: scripts/smoke.sh (curl checks) or any OpenAI client.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh run
 jobs=${JOBS:-$(nproc)}
 # The CUDA backend is built only where it can run (nvcc and a GPU); a CPU user starts without
 # compiling it. CUDA=1 / CUDA=0 decide explicitly.
@@ -16,7 +16,8 @@ if [ -z "$cuda" ]; then
   { command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; } && nvidia-smi -L >/dev/null 2>&1 && cuda=1
 fi
 [ "$cuda" = 1 ] && cuda=ON || cuda=OFF
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DDELTASERVE_CUDA=$cuda >/dev/null
+# Tests off: only the test command (scripts/test.sh) configures them and installs what they need.
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DDELTASERVE_CUDA=$cuda -DBUILD_TESTING=OFF >/dev/null
 cmake --build build -j "$jobs" --target serve
 host=${HOST:-127.0.0.1}
 port=${PORT:-8080}

@@ -15,8 +15,8 @@ host=${HOST:-127.0.0.1}
 port=${PORT:-8080}
 serve=${SERVE_BIN:-build/serve}
 if [ ! -x "$serve" ]; then
-  scripts/setup.sh
-  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  scripts/setup.sh run
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF >/dev/null
   cmake --build build -j "${JOBS:-$(nproc)}" --target serve
 fi
 if ! command -v haproxy >/dev/null 2>&1; then
@@ -26,7 +26,7 @@ fi
 gpus=0
 case " $* " in *" --backend cuda "*) gpus=$(nvidia-smi -L 2>/dev/null | wc -l || echo 0) ;; esac
 
-logs=$(mktemp -d /tmp/deltaserve-scale-out.XXXXXX)
+logs=$(mktemp -d -t deltaserve-scale-out.XXXXXX)
 pids=()
 servers=""
 for ((i = 0; i < n; i++)); do

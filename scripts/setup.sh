@@ -1,39 +1,64 @@
 #!/usr/bin/env bash
-# Installs the Debian packages deltaserve builds against. Safe to run again.
+# Installs the Debian packages a stage needs, with apt-get (via sudo when not root). Safe to run
+# again: only missing packages are installed.
+#   scripts/setup.sh [run]   building and running `serve` (scripts/run.sh, scripts/scale_out.sh):
+#                            the compiler, CMake/Ninja and the libraries serve links
+#   scripts/setup.sh test    that, plus what the tests need (scripts/test.sh): Catch2, the HTTP
+#                            client and the JSON-Schema validator of the tests, Node.js + npm for
+#                            the SDK and README tests, Python 3 for the report check, ccache
+#                            (test.sh's repeated builds); then,
+#                            optionally, hipcc (the HIP compile check), clang-15 (the fuzzer) and
+#                            HAProxy (the scale-out test)
 set -euo pipefail
+stage=${1:-run}
+case $stage in run | test) ;; *) echo "usage: scripts/setup.sh [run|test]" >&2; exit 2 ;; esac
+sudo=""
+[ "$(id -u)" -ne 0 ] && sudo="sudo"
+updated=0
+# The run stage takes no recommended packages (serve needs none); the test stage takes apt's
+# defaults, as CI always has.
+recommends=(); [ "$stage" = run ] && recommends=(--no-install-recommends)
+apt_install() {  # packages...; returns apt-get's status
+  [ $updated = 1 ] || { $sudo apt-get update -qq; updated=1; }
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${recommends[@]}" "$@"
+}
+missing_of() {  # packages... -> those not installed, one per line
+  local p
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || echo "$p"
+  done
+}
+
 pkgs=(build-essential cmake ninja-build pkg-config git curl
-      nlohmann-json3-dev libcpp-httplib-dev libspdlog-dev libfmt-dev libcli11-dev catch2
-      libpcre2-dev libutf8proc-dev libopenblas-dev
-      libvalijson-dev json-schema-test-suite)  # the structured-output tests' validator and schemas
-missing=()
-for p in "${pkgs[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-# node + npm run the npm client tests (tests/npm); any install that provides them will do.
-command -v node >/dev/null 2>&1 || missing+=(nodejs)
-command -v npm >/dev/null 2>&1 || missing+=(npm)
-if [ ${#missing[@]} -gt 0 ]; then
-  sudo=""
-  [ "$(id -u)" -ne 0 ] && sudo="sudo"
-  echo "setup: installing ${missing[*]}"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
+      nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev libpcre2-dev libutf8proc-dev libopenblas-dev)
+if [ "$stage" = test ]; then
+  pkgs+=(catch2 libcpp-httplib-dev python3 ccache
+         libvalijson-dev json-schema-test-suite)  # the structured-output tests' validator and schemas
 fi
-# For scripts/test.sh only (TEST_TOOLS=1): hipcc + the ROCm device libraries let it compile the
-# paged-attention kernels for AMD (compile only), clang-15 with its libFuzzer runtime runs the
-# fuzz targets (scripts/fuzz.sh), and HAProxy fronts two replicas in the scale-out test. They are large (LLVM, ROCm), so the run
-# command does not install them; a machine where they do not install still builds and tests.
-if [ "${TEST_TOOLS:-0}" = "1" ]; then
+mapfile -t missing < <(missing_of "${pkgs[@]}")
+# node + npm run the npm client and README tests (tests/npm, tests/readme); any install that
+# provides them will do.
+if [ "$stage" = test ]; then
+  command -v node >/dev/null 2>&1 || missing+=(nodejs)
+  command -v npm >/dev/null 2>&1 || missing+=(npm)
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup ($stage): installing ${missing[*]}"
+  apt_install "${missing[@]}"
+fi
+
+# The test stage's optional tools: hipcc + the ROCm device libraries compile the paged-attention
+# kernels for AMD (compile only), clang-15 with its libFuzzer runtime runs the fuzz targets
+# (scripts/fuzz.sh), HAProxy fronts two replicas in the scale-out test. They are large (LLVM,
+# ROCm); a machine where they do not install still builds and tests.
+if [ "$stage" = test ]; then
   tools=()
   command -v hipcc >/dev/null 2>&1 || tools+=(hipcc rocm-device-libs)
   command -v clang++-15 >/dev/null 2>&1 || tools+=(clang-15)
   command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || tools+=(haproxy)
   if [ ${#tools[@]} -gt 0 ]; then
-    sudo=""
-    [ "$(id -u)" -ne 0 ] && sudo="sudo"
-    echo "setup: installing ${tools[*]} (optional: the HIP compile check and the fuzz targets)"
-    [ ${#missing[@]} -gt 0 ] || $sudo apt-get update -qq || true
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${tools[@]}" ||
-      echo "setup: ${tools[*]} did not install; the HIP compile check or the fuzzing will be skipped"
+    echo "setup: installing ${tools[*]} (optional: the HIP compile check, the fuzz targets, the scale-out test)"
+    apt_install "${tools[@]}" ||
+      echo "setup: ${tools[*]} did not install; the HIP compile check, the fuzzing or the scale-out test will be skipped"
   fi
 fi

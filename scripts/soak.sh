@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Soak benchmark for serve on the CPU backend (not a CI test; results go to docs/benchmarks.md,
+# Soak benchmark for serve on the CPU backend (not a CI test; results go to docs/bench-log,
 # "## Server soak"): REQUESTS requests (default 2000) at CONCURRENCY (default 32) against a
 # server it starts on the bundled tiny model, a mix of chat (plain and streaming), completions
 # and n=2, with small max_tokens. It passes when

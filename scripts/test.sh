@@ -9,7 +9,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # Each stage says when it starts (minutes since this script began): CI time is a budget.
 stage() { echo "== $* (at $((SECONDS / 60)) min)"; }
-TEST_TOOLS=1 scripts/setup.sh
+scripts/setup.sh test
+# ccache (in the user's home) makes a repeated run on the same machine rebuild only what
+# changed; CMake takes the launchers from the environment when it first configures a folder.
+# The precompiled headers stay cacheable with this sloppiness; BASEDIR lets clones at other
+# paths share the cache.
+if command -v ccache >/dev/null 2>&1; then
+  export CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_CUDA_COMPILER_LAUNCHER=ccache
+  export CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
+  export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
+fi
 jobs=${JOBS:-$(nproc)}
 # The official openai and @anthropic-ai/sdk npm clients, for test_openai_npm and
 # test_anthropic_npm (versions pinned by package-lock.json).

@@ -10,6 +10,8 @@ namespace ds::server {
 ChatPrompt build_chat_prompt(const Json& body, const ServedModel& model) {
   ChatFields f = parse_chat_fields(body);
   ChatPrompt p;
+  p.thinking = parse_thinking_fields(body);
+  apply_effort_to_kwargs(p.thinking, model.thinking, f.kwargs);
   p.tools = std::move(f.tools);
   p.parse_tool_calls = f.parse_tool_calls;
   p.force_tool_call = f.force_tool_call;

@@ -12,6 +12,7 @@
 #include "server/chat_messages.h"
 #include "server/json.h"
 #include "server/served_model.h"
+#include "server/thinking_setup.h"
 
 namespace ds::server {
 
@@ -36,6 +37,8 @@ struct ChatPrompt {
   // snapshots: the prompt's end (the next turn extends it) and the end of the leading system
   // messages (with the tools).
   std::vector<int64_t> cache_points;
+  // thinking_token_budget / thinking_budget / reasoning_effort (thinking_setup.h).
+  ThinkingFields thinking;
 };
 
 // Checks the chat-only fields and builds the prompt. Throws ApiError (400 for bad messages,

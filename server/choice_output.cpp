@@ -17,7 +17,9 @@ ChoiceOutput::ChoiceOutput(const tok::Tokenizer& tokenizer, ChoiceOptions option
       detok_(tokenizer, opt_.skip_special),
       stops_(opt_.stop, opt_.include_stop),
       reasoning_(opt_.start_in_reasoning, opt_.reasoning_at_start_only),
-      tools_(opt_.tools) {}
+      tools_(opt_.tools) {
+  if (opt_.thinking) thinking_.emplace(opt_.thinking);
+}
 
 void ChoiceOutput::route(ChoiceDelta& d, std::string_view text, bool flush) {
   text_bytes_ += text.size();
@@ -58,6 +60,7 @@ ChoiceDelta ChoiceOutput::on_event(const scheduler::RequestEvent& e) {
   if (e.token >= 0) {
     ++completion_tokens_;
     if (opt_.split_reasoning && reasoning_.in_reasoning()) ++reasoning_tokens_;
+    if (thinking_) thinking_->accept(e.token);
     token_ids_.push_back(e.token);
     if (opt_.logprobs) d.logprobs.push_back({e.token, e.logprob, e.top_logprobs, text_bytes_});
     const bool ends_on_eos = final && e.finish == scheduler::FinishReason::stop && e.stop_token == e.token &&

@@ -22,6 +22,7 @@
 #include "model/tokenizer/incremental_detokenizer.h"
 #include "model/tokenizer/tokenizer.h"
 #include "scheduler/request.h"
+#include "scheduler/thinking_budget.h"
 #include "server/json.h"
 #include "server/reasoning_splitter.h"
 #include "server/stop_matcher.h"
@@ -33,13 +34,17 @@ struct ChoiceOptions {
   bool skip_special = true;
   std::vector<std::string> stop;
   bool include_stop = false;
-  bool split_reasoning = false;  // chat
+  bool split_reasoning = false;  // chat, unless thinking is off
+  bool reports_reasoning = false;  // chat: usage gives its reasoning tokens (0 with thinking off)
   bool start_in_reasoning = false;
   bool reasoning_at_start_only = false;  // under a grammar: reasoning_splitter.h
   bool parse_tool_calls = false;  // chat with tools and tool_choice != none
   Json tools;           // for parameter types
   bool logprobs = false;
   std::vector<int32_t> eos_ids;   // hidden when they end the generation
+  // Chat: the reply's reasoning tags and budget (the engine enforces the budget; the choice
+  // counts reasoning tokens with the same tracker). Null: counted from the split text.
+  std::shared_ptr<const scheduler::ThinkingSpec> thinking;
 };
 
 // One generated token's log-probabilities, for the response's logprobs.
@@ -77,8 +82,10 @@ class ChoiceOutput {
   // Finished by a stop string while the engine request still runs: cancel it.
   bool wants_cancel() const { return wants_cancel_; }
   int64_t completion_tokens() const { return completion_tokens_; }
-  // Of those, the tokens generated inside the reasoning block (its closing tag included).
-  int64_t reasoning_tokens() const { return reasoning_tokens_; }
+  // Of those, the tokens generated inside reasoning blocks: with a ThinkingSpec the tags and
+  // forced close excluded (so never more than the budget); without one, counted from the split
+  // text (the closing tag included).
+  int64_t reasoning_tokens() const { return thinking_ ? thinking_->reasoning_tokens() : reasoning_tokens_; }
   // Every generated token id taken so far (the eos that ended the reply included).
   const std::vector<int32_t>& token_ids() const { return token_ids_; }
   int num_tool_calls() const { return tools_.num_calls(); }
@@ -99,6 +106,7 @@ class ChoiceOutput {
   bool wants_cancel_ = false;
   int64_t completion_tokens_ = 0;
   int64_t reasoning_tokens_ = 0;
+  std::optional<scheduler::ThinkingTracker> thinking_;
   std::vector<int32_t> token_ids_;
   size_t text_bytes_ = 0;
 };

@@ -39,6 +39,7 @@ GenerationJob::GenerationJob(scheduler::Engine& engine, const tok::Tokenizer& to
     Choice c;
     c.counts_prompt = prompts.count(s.prompt_index) == 1 && first_of_prompt;
     c.handle = std::move(r.handle);
+    c.reasoning = s.options.reports_reasoning;
     c.output = std::make_unique<ChoiceOutput>(tokenizer, std::move(s.options));
     choices_.push_back(std::move(c));
   }
@@ -75,6 +76,7 @@ Usage GenerationJob::usage() const {
   bool all_done = true;
   for (const auto& c : choices_) {
     u.completion_tokens += c.output->completion_tokens();
+    if (c.reasoning) u.reasoning_tokens = u.reasoning_tokens.value_or(0) + c.output->reasoning_tokens();
     all_done = all_done && (c.engine_done || c.usage_known);
     if (c.counts_prompt) cached += c.cached_tokens;
   }

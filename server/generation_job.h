@@ -69,6 +69,7 @@ class GenerationJob {
     bool counts_prompt = false;  // the first choice of its prompt
     int64_t cached_tokens = 0;   // from its events
     bool usage_known = false;    // an event brought cached_tokens
+    bool reasoning = false;      // a chat choice: usage reports its reasoning tokens
     bool have_prev = false;
     scheduler::Clock::time_point prev;  // last token event (inter-token latency)
   };

@@ -15,10 +15,14 @@ std::string tool_use_id(const std::string& call_id) {
 
 Json messages_usage_json(const Usage& u) {
   const int64_t cached = u.cached_tokens.value_or(0);
-  return Json{{"input_tokens", u.prompt_tokens - cached},
-              {"cache_creation_input_tokens", 0},
-              {"cache_read_input_tokens", cached},
-              {"output_tokens", u.completion_tokens}};
+  Json j{{"input_tokens", u.prompt_tokens - cached},
+         {"cache_creation_input_tokens", 0},
+         {"cache_read_input_tokens", cached},
+         {"output_tokens", u.completion_tokens}};
+  // Anthropic's usage has no reasoning count (output_tokens includes thinking); this is ours,
+  // spelled as the Responses API spells it.
+  if (u.reasoning_tokens) j["output_tokens_details"] = Json{{"reasoning_tokens", *u.reasoning_tokens}};
+  return j;
 }
 
 std::string messages_error_event(const ApiError& e) { return sse_event("error", e.anthropic_body()); }

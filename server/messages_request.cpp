@@ -169,6 +169,12 @@ Json messages_to_chat_body(const Json& body, MessagesEndpoint endpoint) {
   }
   const bool thinking = body.contains("thinking") && !body["thinking"].is_null() && thinking_enabled(body["thinking"]);
   if (!kwargs.contains("enable_thinking")) kwargs["enable_thinking"] = thinking;
+  // An enabled block's budget_tokens is enforced (thinking_setup.h); adaptive has none. vLLM's
+  // and SGLang's budget fields pass through as the chat fields they are (and win).
+  if (thinking && body["thinking"].value("type", "") == "enabled")
+    if (auto budget = get_int(body["thinking"], "budget_tokens")) chat["thinking_token_budget"] = *budget;
+  for (const char* k : {"thinking_token_budget", "thinking_budget"})
+    if (body.contains(k) && !body[k].is_null()) chat[k] = body[k];
   chat["chat_template_kwargs"] = std::move(kwargs);
 
   if (endpoint == MessagesEndpoint::create) {

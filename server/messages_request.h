@@ -17,8 +17,9 @@
 //    decoding lands;
 //  * thinking {type: enabled | adaptive} -> chat_template_kwargs.enable_thinking = true,
 //    {type: disabled} or no `thinking` -> false (Anthropic's default; an explicit
-//    chat_template_kwargs.enable_thinking wins); budget_tokens is checked but not enforced
-//    (max_tokens bounds the whole reply);
+//    chat_template_kwargs.enable_thinking wins); an enabled block's budget_tokens ->
+//    thinking_token_budget (enforced: thinking_setup.h); thinking_token_budget and thinking_budget
+//    themselves (vLLM's, SGLang's) pass through;
 //  * max_tokens (required when generating), temperature, top_p, top_k, stream carry over;
 //    stop_sequences -> stop.
 // A final assistant message (a prefilled reply for the model to continue) is refused.

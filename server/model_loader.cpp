@@ -40,20 +40,6 @@ int64_t resident_bytes() {
   return resident * static_cast<int64_t>(::sysconf(_SC_PAGESIZE));
 }
 
-// max_position_embeddings of config.json (text_config first, as in the multimodal layout).
-int64_t max_positions(const fs::path& dir) {
-  std::ifstream in(dir / "config.json");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto j = nlohmann::json::parse(ss.str(), nullptr, false);
-  if (j.is_discarded()) return 0;
-  for (const auto* c : {j.contains("text_config") ? &j["text_config"] : nullptr, &j}) {
-    if (c && c->is_object() && c->contains("max_position_embeddings") && (*c)["max_position_embeddings"].is_number())
-      return (*c)["max_position_embeddings"].get<int64_t>();
-  }
-  return 0;
-}
-
 // Reads the checkpoint's weight files once, front to back, drawing a bar: the model maps
 // them afterwards and finds them in the page cache, so the bar measures the slow part.
 void read_weights_with_progress(const std::vector<fs::path>& files, bool bar) {
@@ -138,9 +124,14 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::strin
     }
   }
 #endif
-  if (!lm->backend && (o.backend == "cuda" || o.backend == "hip"))
-    throw std::runtime_error("--backend " + o.backend + ": this build has no " + o.backend +
-                             " backend for the model; use --backend cpu");
+  if (!lm->backend && o.backend == "cuda")
+    throw std::runtime_error(
+        "--backend cuda: this build has no cuda backend (it was configured without CUDA). Build with CUDA "
+        "(CUDA >= 12.9, an sm_90 GPU: H100 / H200): `CUDA=1 scripts/run.sh`, or `cmake -S . -B build "
+        "-DDELTASERVE_CUDA=ON && cmake --build build --target serve`; or use --backend cpu");
+  if (!lm->backend && o.backend == "hip")
+    throw std::runtime_error("--backend hip: this build has no hip backend for the model (only the HIP attention "
+                             "kernels exist); use --backend cpu");
   if (!lm->backend && o.gpu_memory_utilization)
     throw std::runtime_error("--gpu-memory-utilization sizes device memory, and --backend " + o.backend +
                              " found no GPU backend here (cpu: use --kv-cache-memory BYTES)");
@@ -165,6 +156,15 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::strin
                  e.what());
   }
 
+  std::optional<int64_t> default_budget = o.default_thinking_budget;
+  lm->served.thinking = make_thinking_setup(*lm->tokenizer, lm->chat_template.get(), default_budget,
+                                            o.reasoning_effort_budgets.empty()
+                                                ? std::map<std::string, int64_t>{}
+                                                : parse_effort_budgets(o.reasoning_effort_budgets));
+  spdlog::info("{}", lm->served.thinking.describe());
+  if (!lm->served.thinking.available() && (o.default_thinking_budget || !o.reasoning_effort_budgets.empty()))
+    spdlog::warn("--default-thinking-budget / --reasoning-effort-budgets have no effect on this model");
+
   // generation_config.json's defaults are checked now, not at the first request that omits one.
   const GenerationDefaults defaults = GenerationDefaults::load(dir);
 
@@ -182,6 +182,9 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::strin
   scheduler::SpeculativeConfig speculative;
   if (!o.speculative_config.empty()) speculative = parse_speculative_config(o.speculative_config);
   load_options.mtp = speculative.method == "mtp";  // a checkpoint without the module fails here, named
+  load_options.config_overrides = o.hf_overrides;
+  if (!o.hf_overrides.empty())
+    spdlog::info("--hf-overrides: merged into config.json: {}", nlohmann::json::parse(o.hf_overrides).dump());
   lm->model = qwen35::Model::load(*lm->backend, dir, load_options);
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   int64_t ckpt_bytes = 0;
@@ -197,9 +200,15 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::strin
                cfg.num_layers, cfg.num_full_layers(), cfg.num_deltanet_layers(), cfg.hidden_size, cfg.vocab_size,
                mib(ckpt_bytes), mib(resident_bytes() - rss0), lm->backend->name(), load_s);
 
+  if (cfg.yarn)
+    spdlog::info("RoPE: yarn, factor {} over {} original positions (beta {} / {}, attention factor {:.6f}{}): "
+                 "positions up to {}",
+                 cfg.yarn->factor, cfg.yarn->original_max_positions, cfg.yarn->beta_fast, cfg.yarn->beta_slow,
+                 cfg.yarn->attention_factor, cfg.yarn->truncate ? "" : ", untruncated", cfg.max_positions());
+
   // Cache pools.
   const kvcache::CacheGeometry geo = lm->model->cache_geometry();
-  const int64_t positions = max_positions(dir);
+  const int64_t positions = cfg.max_positions();
   int64_t budget = o.kv_cache_memory.empty() ? kDefaultCpuCacheBytes : parse_bytes(o.kv_cache_memory);
   if (o.kv_cache_memory.empty() && lm->backend->device_memory().total_bytes > 0) {
     // A device backend: what --gpu-memory-utilization leaves after weights and activations.
@@ -210,7 +219,9 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::strin
   }
   if (positions > 0 && o.max_ctx > positions)
     throw std::runtime_error("--max-ctx " + std::to_string(o.max_ctx) + " exceeds the model's " +
-                             std::to_string(positions) + " positions (max_position_embeddings)");
+                             std::to_string(positions) +
+                             " positions (max_position_embeddings, or YaRN's factor x original_max_position_embeddings; "
+                             "--hf-overrides can set rope_parameters)");
   const int64_t want_ctx = o.max_ctx > 0 ? o.max_ctx : (positions > 0 ? positions : 4096);
 
   scheduler::EngineConfig ec;

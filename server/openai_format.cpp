@@ -36,6 +36,7 @@ Json usage_json(const Usage& u) {
             {"completion_tokens", u.completion_tokens},
             {"total_tokens", u.prompt_tokens + u.completion_tokens}};
   if (u.cached_tokens) j["prompt_tokens_details"] = Json{{"cached_tokens", *u.cached_tokens}};
+  if (u.reasoning_tokens) j["completion_tokens_details"] = Json{{"reasoning_tokens", *u.reasoning_tokens}};
   return j;
 }
 

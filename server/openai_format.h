@@ -27,6 +27,7 @@ struct Usage {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
   std::optional<int64_t> cached_tokens;
+  std::optional<int64_t> reasoning_tokens;  // chat replies (completion_tokens_details)
 };
 Json usage_json(const Usage& usage);
 

@@ -241,6 +241,8 @@ ResponsesRequest parse_responses_request(const Json& body) {
       if (e != "none" && e != "minimal" && e != "low" && e != "medium" && e != "high" && e != "xhigh")
         throw bad_request("'reasoning.effort' must be none, minimal, low, medium, high or xhigh", "reasoning.effort");
       if (!kwargs.contains("enable_thinking")) kwargs["enable_thinking"] = e != "none" && e != "minimal";
+      // The chat path gives it its budget (thinking_setup.h).
+      chat["reasoning_effort"] = e;
       reasoning["effort"] = e;
     }
     for (const char* k : {"summary", "generate_summary"})
@@ -267,7 +269,8 @@ ResponsesRequest parse_responses_request(const Json& body) {
     chat["tools"] = chat_tools(body["tools"]);
     settings["tools"] = body["tools"];
   }
-  for (const char* k : {"temperature", "top_p", "stream"})
+  // vLLM's and SGLang's thinking budget fields pass through to the chat fields they are.
+  for (const char* k : {"temperature", "top_p", "stream", "thinking_token_budget", "thinking_budget"})
     if (present(body, k)) chat[k] = body[k];
   settings["user"] = present(body, "user") ? body["user"] : Json(nullptr);
   settings["metadata"] = present(body, "metadata") ? body["metadata"] : Json::object();

@@ -16,7 +16,10 @@
 //  * tool_choice auto | none | required | {type: function, name} -> the chat forms (a forced
 //    call is sampled under the tool-call grammar, as in chat);
 //  * reasoning.effort none | minimal -> chat_template_kwargs.enable_thinking = false, low |
-//    medium | high -> true, absent -> the template's default; text.format -> response_format;
+//    medium | high | xhigh -> true, absent -> the template's default; the effort also goes to
+//    the chat body's reasoning_effort, which gives it its budget (thinking_setup.h, serve's
+//    --reasoning-effort-budgets); thinking_token_budget / thinking_budget pass through;
+//    text.format -> response_format;
 //    max_output_tokens -> max_tokens; temperature, top_p, stream carry over;
 //  * nothing is stored: store: true, previous_response_id, background, conversation and
 //    prompt are refused; include may name "reasoning.encrypted_content" (reasoning comes back

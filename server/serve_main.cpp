@@ -23,6 +23,7 @@
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include "server/build_info.h"
 #include "server/http_server.h"
 #include "server/logging.h"
 #include "server/model_loader.h"
@@ -56,6 +57,8 @@ int main(int argc, char** argv) {
   ServerOptions o;
   CLI::App app{"serve: OpenAI-compatible HTTP server for Qwen3.5 / Qwen3.6 dense models (deltaserve)"};
   add_server_options(app, o);
+  app.set_version_flag("--version", std::string("deltaserve ") + ds::build_version() + " (commit " +
+                                        ds::build_commit() + ")");
   CLI11_PARSE(app, argc, argv);
 
   try {

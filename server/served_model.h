@@ -14,6 +14,7 @@
 #include "scheduler/engine.h"
 #include "server/generation_defaults.h"
 #include "server/grammar_cache.h"
+#include "server/thinking_setup.h"
 
 namespace ds::server {
 
@@ -29,6 +30,8 @@ struct ServedModel {
   // Compiled structured-output grammars for this model's vocabulary; null: structured
   // outputs are refused (400).
   GrammarCache* grammars = nullptr;
+  // Reasoning tags, the close sequence and the budget settings (thinking_setup.h).
+  ThinkingSetup thinking;
 };
 
 }  // namespace ds::server

@@ -8,8 +8,11 @@
 
 #include <CLI/CLI.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include "kernels/dtype.h"
 #include "server/speculative_option.h"
+#include "server/thinking_setup.h"
 
 #ifndef DELTASERVE_SOURCE_DIR
 #define DELTASERVE_SOURCE_DIR ""
@@ -18,9 +21,11 @@
 namespace ds::server {
 
 void add_server_options(CLI::App& app, ServerOptions& o) {
-  app.add_option("--model", o.model,
+  // `serve DIR` as `vllm serve MODEL`, `-m DIR` as llama-server; giving it twice is an error.
+  app.add_option("model,-m,--model", o.model,
                  "Hugging Face checkpoint directory of a Qwen3.5/3.6 dense model (config.json, "
-                 "*.safetensors, tokenizer.json); default: the bundled tests/data/tiny-qwen35");
+                 "*.safetensors, tokenizer.json), as `serve DIR`, `-m DIR` or `--model DIR`; default: the "
+                 "bundled tests/data/tiny-qwen35 (random weights)");
   app.add_option("--host", o.host, "Address to listen on")->capture_default_str();
   app.add_option("--port", o.port, "Port to listen on (0 = any free port, printed at start-up)")
       ->capture_default_str();
@@ -90,12 +95,23 @@ void add_server_options(CLI::App& app, ServerOptions& o) {
                  "How the CUDA backend stores FP8 weights: resident (kept e4m3: ~40% less weight memory, "
                  "faster decode and prefill than bf16; prefill and steps of more than 8 sequences quantise "
                  "the activations to e4m3 per 128 columns) or bf16 (dequantised at load: bf16's memory, "
-                 "speed and activations; docs/benchmarks.md)")
+                 "speed and activations; docs/bench-log)")
       ->capture_default_str();
   app.add_option("--backend", o.backend, "Compute backend: cpu, cuda, hip or auto")->capture_default_str();
   app.add_option("--chat-template", o.chat_template,
                  "Jinja chat template file (default: the model's chat_template.jinja or "
                  "tokenizer_config.json)");
+  app.add_option("--default-thinking-budget", o.default_thinking_budget,
+                 "Reasoning tokens a chat reply may think before it is made to close its <think> block, for "
+                 "requests that set no thinking_token_budget, thinking_budget or mapped reasoning_effort "
+                 "(default: no limit)");
+  app.add_option("--reasoning-effort-budgets", o.reasoning_effort_budgets,
+                 "Thinking budgets of reasoning efforts (reasoning_effort, Responses' reasoning.effort), e.g. "
+                 "low=1024,medium=4096,high=16384 (efforts low, medium, high, xhigh; default: none)");
+  app.add_option("--hf-overrides", o.hf_overrides,
+                 "JSON object deep-merged into the checkpoint's config.json at load, e.g. YaRN for long context: "
+                 "'{\"text_config\": {\"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": 4.0, "
+                 "\"original_max_position_embeddings\": 262144, ...}}}' (logged at start-up)");
   app.add_option("--log-level", o.log_level, "trace, debug, info, warn, error, critical or off")
       ->capture_default_str();
   app.add_option("--log-format", o.log_format, "text or json (one JSON object per line)")
@@ -188,6 +204,19 @@ std::string validate_options(const ServerOptions& o) {
   }
   if (const auto& s = o.mamba_ssm_cache_dtype; s != "auto" && s != "float32" && s != "f32" && s != "bfloat16" && s != "bf16")
     return "--mamba-ssm-cache-dtype must be auto, float32 or bfloat16, got '" + s + "'";
+  if (o.default_thinking_budget && (*o.default_thinking_budget < 0 || *o.default_thinking_budget > kMaxThinkingBudget))
+    return "--default-thinking-budget must be a token count >= 0";
+  if (!o.reasoning_effort_budgets.empty()) {
+    try {
+      parse_effort_budgets(o.reasoning_effort_budgets);
+    } catch (const std::exception& e) {
+      return std::string("--reasoning-effort-budgets: ") + e.what();
+    }
+  }
+  if (!o.hf_overrides.empty()) {
+    const auto j = nlohmann::json::parse(o.hf_overrides, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) return "--hf-overrides must be a JSON object";
+  }
   if (!o.chat_template.empty() && !std::filesystem::is_regular_file(o.chat_template))
     return "--chat-template: no such file: " + o.chat_template;
   if (!o.model.empty() && !std::filesystem::is_directory(o.model))

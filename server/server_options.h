@@ -1,11 +1,12 @@
 // ServerOptions: serve's command line (CLI11), with the checks that need no model.
 //
 // The flags are the ones users know from vLLM and llama-server (serving-notes.md §6):
-// --model, --host, --port, --served-model-name, --api-key (or DELTASERVE_API_KEY),
+// the model directory (positional, as `vllm serve MODEL`, or -m / --model), --host, --port, --served-model-name, --api-key (or DELTASERVE_API_KEY),
 // --paged-attention / --no-paged-attention, --max-ctx, --kv-cache-dtype, --block-size,
 // --gpu-memory-utilization / --kv-cache-memory, --max-num-seqs, --max-num-batched-tokens,
 // --max-queue, --enable-prefix-caching / --no-enable-prefix-caching, --prefix-cache-state-memory,
-// --speculative-config, --enforce-eager, --quantization, --backend, --chat-template, --log-level, --log-format,
+// --speculative-config, --enforce-eager, --quantization, --backend, --chat-template,
+// --default-thinking-budget, --reasoning-effort-budgets, --hf-overrides, --log-level, --log-format,
 // and the limits of limit_options.h. Combinations that cannot
 // work are refused before anything is loaded (validate_options); checks that need the model
 // (max-ctx against its positions and the cache) happen in the loader.
@@ -53,6 +54,12 @@ struct ServerOptions {
   std::string fp8_weights = "resident";   // resident (CudaBackendOptions::fp8_weights) or bf16 (dequantised at load)
   std::string backend = "auto";
   std::string chat_template;
+  // Thinking budgets (thinking_setup.h): the budget of requests that name none, and the budgets
+  // of reasoning efforts ("low=1024,medium=4096,high=16384").
+  std::optional<int64_t> default_thinking_budget;
+  std::string reasoning_effort_budgets;
+  // JSON object deep-merged into config.json at load (vLLM's --hf-overrides; config.h).
+  std::string hf_overrides;
   std::string log_level = "info";
   std::string log_format = "text";
   LimitOptions limits;  // connections, bodies, timeouts, grammar compiles (limit_options.h)

@@ -134,6 +134,7 @@ std::vector<ChoiceSpec> choice_specs(const ServedModel& m, const GenerationParam
         r.cache_points.push_back(end);
       r.grammar = grammar.grammar;
       r.grammar_after = grammar.after;
+      r.thinking = opts.thinking;
       // Choice i of a seeded request uses seed + i: reproducible, and the n choices differ.
       if (gp.sampling.seed) r.sampling.seed = *gp.sampling.seed + static_cast<uint64_t>(i);
       specs.push_back(ChoiceSpec{std::move(r), opts, static_cast<int>(pi)});
@@ -151,10 +152,13 @@ std::unique_ptr<GenerationJob> start_chat_job(const RouteContext& ctx, const Jso
   // With thinking off the prompt closed the reasoning block: nothing in the reply is
   // reasoning, not even a "<think>" that structured output writes inside a JSON string.
   opts.split_reasoning = cp.reasoning != PromptReasoning::closed;
+  opts.reports_reasoning = true;
   opts.reasoning_at_start_only = grammar.grammar != nullptr;
   opts.start_in_reasoning = cp.opens_reasoning;
   opts.parse_tool_calls = cp.parse_tool_calls;
   opts.tools = cp.tools;
+  opts.thinking = thinking_spec(cp.thinking, m.thinking, cp.reasoning == PromptReasoning::opened,
+                                cp.reasoning == PromptReasoning::closed);
   const std::vector<PromptIds> prompts = {std::make_shared<const std::vector<int32_t>>(std::move(cp.ids))};
   return std::make_unique<GenerationJob>(*m.engine, *m.tokenizer, ctx.metrics,
                                          choice_specs(m, gp, prompts, opts, fields, cp.cache_points, grammar),

@@ -1,7 +1,8 @@
 // Partial rotate-half RoPE, in place on [rows, heads, D]: dims [0, R) rotate in pairs
 // (i, i + R/2), the rest pass through. The angles follow HF's float32 recipe so the result
-// matches it to rounding: inv_freq_i = 1 / theta^(f32(2i) / R) in f32, angle = f32(p * inv_freq)
-// (one rounded product), then cos and sin of that f32 angle.
+// matches it to rounding: the f32 frequencies (rope_frequencies: theta's, or YaRN's),
+// angle = f32(p * inv_freq) (one rounded product), then cos and sin of that f32 angle, each
+// times the attention scaling in f32 (HF's cos * attention_scaling).
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -13,13 +14,8 @@ namespace ds::kernels::cpu {
 void rope(ThreadPool& pool, Tensor& x, const BatchPlan& plan, const RopeParams& params) {
   const int64_t heads = x.dim(1), d = x.dim(2), r = params.rotary_dim;
   const int64_t half = r / 2;
-  std::vector<float> inv_freq(static_cast<size_t>(half));
-  const float theta = static_cast<float>(params.theta);
-  for (int64_t i = 0; i < half; ++i) {
-    const float e = static_cast<float>(2 * i) / static_cast<float>(r);
-    const float p = static_cast<float>(std::pow(static_cast<double>(theta), static_cast<double>(e)));
-    inv_freq[static_cast<size_t>(i)] = 1.0f / p;
-  }
+  const std::vector<float> inv_freq = rope_frequencies(params);
+  const float scale = params.attention_scaling;
   float* xs = x.data_as<float>();
   const auto& pos = plan.positions();
   pool.parallel_for(plan.num_rows(), std::max<int64_t>(1, 65536 / (heads * d)),
@@ -29,8 +25,8 @@ void rope(ThreadPool& pool, Tensor& x, const BatchPlan& plan, const RopeParams& 
       const float p = static_cast<float>(pos[static_cast<size_t>(row)]);
       for (int64_t i = 0; i < half; ++i) {
         const float angle = p * inv_freq[static_cast<size_t>(i)];
-        c[static_cast<size_t>(i)] = static_cast<float>(std::cos(static_cast<double>(angle)));
-        s[static_cast<size_t>(i)] = static_cast<float>(std::sin(static_cast<double>(angle)));
+        c[static_cast<size_t>(i)] = static_cast<float>(std::cos(static_cast<double>(angle))) * scale;
+        s[static_cast<size_t>(i)] = static_cast<float>(std::sin(static_cast<double>(angle))) * scale;
       }
       for (int64_t h = 0; h < heads; ++h) {
         float* v = xs + (row * heads + h) * d;

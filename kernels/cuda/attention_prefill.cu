@@ -10,7 +10,7 @@
 // P from registers and V from shared memory (f32 accumulation), keeping the running max and
 // sum of each row. wgmma reads its operands from shared memory once per warpgroup, where
 // mma.sync fed each warp its own copy through ldmatrix: that shared-memory traffic bounded
-// the mma.sync version of this kernel (docs/benchmarks.md, "Prefill attention on wgmma").
+// the mma.sync version of this kernel (docs/bench-log, "Prefill attention on wgmma").
 // Each iteration issues S of tile kt + 1 and P V of tile kt together and computes the softmax
 // of tile kt + 1 while the tensor cores do P V (FlashAttention-3's in-warpgroup overlap).
 // K and V tiles are double-buffered in wgmma's 128-byte swizzled layout (wgmma.cuh): K of tile

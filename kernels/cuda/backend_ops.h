@@ -136,7 +136,7 @@ void gemv_bf16(const uint16_t* w, const uint16_t* x, int64_t M, int64_t N, int64
 // ---- skinny_gemm.cu
 // Decode GEMMs of 2 to kSkinnyMaxRows rows on tensor cores, the weights streamed once:
 // out [M, N] (+)= x [M, K] · w [N, K]ᵀ, bf16 operands, fp32 accumulation, f32 out; K a
-// multiple of 64. Measured ahead of cuBLAS at 2 and 8 rows, behind at 16 (docs/benchmarks.md).
+// multiple of 64. Measured ahead of cuBLAS at 2 and 8 rows, behind at 16 (docs/bench-log).
 inline constexpr int64_t kSkinnyMaxRows = 8;
 bool skinny_gemm_supported(int64_t M, int64_t K);
 void skinny_gemm_bf16(const uint16_t* w, const uint16_t* x, int64_t M, int64_t N, int64_t K, float* out,
@@ -191,16 +191,17 @@ void gated_rms_norm(const float* x, const float* z, const float* w, int64_t rows
                     DType out_type, Stream stream);
 
 // ---- rope.cu
-// In-place partial rotate-half RoPE on x [rows, heads, d] at positions[row]; inv_freq [rotary/2].
+// In-place partial rotate-half RoPE on x [rows, heads, d] at positions[row]; inv_freq [rotary/2];
+// the rotated pairs scaled by `scale` (RopeParams::attention_scaling).
 void rope(float* x, const int32_t* positions, int64_t rows, int64_t heads, int64_t d, int64_t rotary,
-          const float* inv_freq, Stream stream);
+          const float* inv_freq, float scale, Stream stream);
 // The attention block's q/k preparation in one launch: q = rope(rms_norm(query half of qg, q_norm)),
 // gate = gate half of qg, k = rope(rms_norm(k, k_norm)) in place. qg [rows, nq, 2d], q and gate
 // [rows, nq, d], k [rows, nkv, d], all f32; d a multiple of 32, at most 1024.
 bool qk_norm_rope_supported(int64_t d);
 void qk_norm_rope(const float* qg, float* q, float* gate, float* k, const float* q_norm, const float* k_norm,
                   const int32_t* positions, int64_t rows, int64_t nq, int64_t nkv, int64_t d, float eps,
-                  int64_t rotary, const float* inv_freq, Stream stream);
+                  int64_t rotary, const float* inv_freq, float scale, Stream stream);
 
 // ---- conv1d.cu
 // Depthwise causal conv1d + SiLU per sequence from its conv state [slots, layers, C, kc-1],

@@ -74,7 +74,7 @@ class CudaBackend final : public kernels::Backend {
   void* stream() { return ctx_.stream(); }
 
   // Decode-sized steps fuse (a step's DeltaNet a/b projections are 32-row GEMMs that cost
-  // their launch latency; see docs/benchmarks.md).
+  // their launch latency; see docs/bench-log).
   int64_t fused_projection_rows() const override { return options_.paths.fused_projection_rows; }
 
   // ---- memory
@@ -292,8 +292,8 @@ class CudaBackend final : public kernels::Backend {
   void do_rope(Tensor& x, const BatchPlan& plan, const RopeParams& params) override {
     const auto& p = cuda_plan(plan, "rope");
     const int64_t r = params.rotary_dim;
-    ops::rope(x.data_as<float>(), p.d_positions, x.dim(0), x.dim(1), x.dim(2), r, inv_freq(r, params.theta),
-              ctx_.stream());
+    ops::rope(x.data_as<float>(), p.d_positions, x.dim(0), x.dim(1), x.dim(2), r, inv_freq(params),
+              params.attention_scaling, ctx_.stream());
     after("rope");
   }
 
@@ -308,7 +308,7 @@ class CudaBackend final : public kernels::Backend {
     const int64_t r = params.rotary_dim;
     ops::qk_norm_rope(qg.data_as<const float>(), q.data_as<float>(), gate.data_as<float>(), k.data_as<float>(),
                       q_norm.data_as<const float>(), k_norm.data_as<const float>(), p.d_positions, rows, nq, k.dim(1), d,
-                      eps, r, inv_freq(r, params.theta), ctx_.stream());
+                      eps, r, inv_freq(params), params.attention_scaling, ctx_.stream());
     after("prepare_qk");
   }
 
@@ -415,21 +415,15 @@ class CudaBackend final : public kernels::Backend {
     if (e != cudaSuccess) throw std::runtime_error(std::string("cuda backend: ") + op + ": " + cudaGetErrorString(e));
   }
 
-  // The RoPE frequencies in the CPU backend's f32 recipe, uploaded once per (R, theta).
-  const float* inv_freq(int64_t r, double theta) {
-    const auto key = std::make_pair(r, theta);
-    auto it = inv_freq_.find(key);
+  // The RoPE frequencies (kernels::rope_frequencies, the CPU backend's), uploaded once per
+  // table: a recorded step keeps pointing at the same upload.
+  const float* inv_freq(const RopeParams& params) {
+    std::vector<float> f = rope_frequencies(params);
+    auto it = inv_freq_.find(f);
     if (it != inv_freq_.end()) return it->second.data_as<const float>();
-    const int64_t half = r / 2;
-    std::vector<float> f(static_cast<size_t>(half));
-    const float th = static_cast<float>(theta);
-    for (int64_t i = 0; i < half; ++i) {
-      const float e = static_cast<float>(2 * i) / static_cast<float>(r);
-      f[static_cast<size_t>(i)] = 1.0f / static_cast<float>(std::pow(static_cast<double>(th), static_cast<double>(e)));
-    }
-    Tensor t = alloc(DType::f32, Shape{half});
+    Tensor t = alloc(DType::f32, Shape{static_cast<int64_t>(f.size())});
     copy_from_host(f, t);
-    return inv_freq_.emplace(key, t).first->second.data_as<const float>();
+    return inv_freq_.emplace(std::move(f), t).first->second.data_as<const float>();
   }
 
   CudaBackendOptions options_;
@@ -438,7 +432,7 @@ class CudaBackend final : public kernels::Backend {
   AttentionRunner attention_;
   bool sync_;
   uint64_t generation_ = 0;
-  std::map<std::pair<int64_t, double>, Tensor> inv_freq_;
+  std::map<std::vector<float>, Tensor> inv_freq_;
 };
 
 }  // namespace

@@ -41,7 +41,7 @@ struct CudaBackendOptions {
   // FP8 weights stay FP8 in device memory (about half of bf16's bytes; fp8_gemm.cu reads
   // them). false: the loader dequantises them to bf16 as for a bf16 checkpoint, which costs
   // the memory back but runs steps of more than 8-16 rows at bf16's speed (see
-  // docs/benchmarks.md, "FP8 weights on the H200"). Ignored with f32_weights.
+  // docs/bench-log, "FP8 weights on the H200"). Ignored with f32_weights.
   bool fp8_weights = true;
   bool sync_each_op = false;
   // Element type of both K/V pools: bf16, f16, q8_0 or q4_0 (the quantised types need a head
@@ -59,17 +59,17 @@ struct CudaBackendOptions {
     // FP8-weight GEMMs of 2 to this many rows (at most ops::kSkinnyFp8MaxRows = 64) by the FP8
     // skinny kernel (fp8_gemm.cu; when skinny_gemm), larger ones by the block-scaled FP8 GEMM
     // (fp8_block_gemm) where it applies, else cuBLAS over the weight dequantised to bf16 tiles.
-    // 8: from 16 rows the block-scaled GEMM decodes faster (docs/benchmarks.md, "FP8 prefill on
+    // 8: from 16 rows the block-scaled GEMM decodes faster (docs/bench-log, "FP8 prefill on
     // block-scaled FP8 GEMMs").
     int64_t fp8_skinny_rows = 8;
     // One-row FP8 GEMMs (and the gate_up + SwiGLU) on that tensor-core kernel where K allows
-    // (when gemv); false: the warp-per-row FP8 GEMV (docs/benchmarks.md, "FP8 weights on the
+    // (when gemv); false: the warp-per-row FP8 GEMV (docs/bench-log, "FP8 weights on the
     // H200": the A/B of the two).
     bool fp8_tensor_core_gemv = true;
     // FP8-weight GEMMs above fp8_skinny_rows (weights with 128 x 128 block scales, K a multiple
     // of 128) by cuBLASLt's block-scaled FP8 GEMM, the activations quantised per row and 128
     // columns (fp8_block_gemm.h); false: cuBLAS over the weight dequantised to bf16 tiles
-    // (docs/benchmarks.md, "FP8 prefill on block-scaled FP8 GEMMs": the A/B of the two).
+    // (docs/bench-log, "FP8 prefill on block-scaled FP8 GEMMs": the A/B of the two).
     bool fp8_block_gemm = true;
     // Those block-scaled GEMMs of up to 64 rows on the tile shapes chosen for decode steps
     // (fp8_block_gemm.cpp, decode_tile); false: cuBLASLt's heuristic's choice.

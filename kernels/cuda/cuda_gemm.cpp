@@ -18,7 +18,7 @@ namespace {
 constexpr int64_t kFp8TileElements = int64_t{32} << 20;
 
 // What cuBLASLt's block-scaled FP8 GEMM takes (CUDA 13.1 on the H200; `bench_fp8_gemm
-// --probe` checks each against the host, docs/benchmarks.md "FP8 prefill on block-scaled FP8
+// --probe` checks each against the host, docs/bench-log "FP8 prefill on block-scaled FP8
 // GEMMs"): the activations' VEC128_32F scales M-major, scale (m, k / 128) at
 // (k / 128) * M + m; the weight's BLK128x128_32F scales row-major with rows padded to a
 // multiple of 4, [N / 128][roundup(K / 128, 4)], which is the checkpoint's own layout when K is

@@ -23,7 +23,7 @@ void run_gemm(CudaContext& ctx, const CudaBackendOptions::KernelPaths& paths, co
 // The MLP's gate/up projection and SwiGLU for steps that run cuBLAS (more than kSkinnyMaxRows
 // rows, bf16 weight, x and out): the [M, 2I] product is rounded to bf16 into scratch (the f32
 // [M, 2I] the Backend contract provides), which halves the bytes the GEMM writes and the
-// SwiGLU pass reads (docs/benchmarks.md, "Prefill small kernels"); the SwiGLU product is bf16
+// SwiGLU pass reads (docs/bench-log, "Prefill small kernels"); the SwiGLU product is bf16
 // either way. Returns false, having done nothing, for steps that take another path.
 bool run_gate_up_swiglu_tiled(CudaContext& ctx, const kernels::Tensor& x, const kernels::Tensor& w,
                               kernels::Tensor& scratch, kernels::Tensor& out);

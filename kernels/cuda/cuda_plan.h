@@ -53,7 +53,7 @@ class CudaBatchPlan final : public kernels::BatchPlan {
   // The longest chunk that attends through the decode kernel. Such a chunk reads its
   // sequence's K/V once per row; the prefill path gathers them once but costs launches per
   // sequence and KV head, which dominates for verify chunks of many sequences
-  // (docs/benchmarks.md, "Speculative decoding").
+  // (docs/bench-log, "Speculative decoding").
   static constexpr int64_t kDecodePathMaxTokens = 16;
 
   CudaBatchPlan(const kernels::BatchDesc& desc, PlanUploader& uploader, void* stream, uint64_t generation);

@@ -96,7 +96,7 @@ inline constexpr int kGemvLoads = 8;  // 16-byte weight loads in flight per lane
 
 // out[n] (+)= w[n, :] · x, one warp per n. (4 warps x 8 loads x 1 row per warp: measured
 // against 16 loads per lane, 8 warps per block and 2 rows per warp on the 9B decode step,
-// docs/benchmarks.md; none was faster.)
+// docs/bench-log; none was faster.)
 template <class W>
 __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(W w, const uint16_t* __restrict__ x, int64_t N, int64_t K,
                                                                float* __restrict__ out, bool accumulate) {

@@ -30,7 +30,7 @@ namespace {
 constexpr int32_t kMinChunk = 128;
 constexpr int32_t kTokenRowsMinChunk = 1000;  // shortest chunk the planner gives token-row tiles
 constexpr int64_t kTileTokens = 16;
-// The cost model's constants are calibrated on the H200 (docs/benchmarks.md, "Paged attention
+// The cost model's constants are calibrated on the H200 (docs/bench-log, "Paged attention
 // decode"): the read bandwidth when every SM holds a long chunk, each thread block's start-up
 // and tail beyond its bytes, and what merging split sequences costs the last chunk.
 constexpr double kReadBandwidth = 4.5e12;
@@ -196,7 +196,7 @@ DecodePlan plan_decode(const DecodeLaunchConfig& cfg, int32_t n_kv_heads, std::s
   // Token-row tiles: a block covers every head, so the same grid has a quarter of the chunks'
   // length. They read faster once blocks stream long chunks; for short chunks the split by
   // head wins (4x fewer partials to merge; B=1 and the ragged batch were slower with token
-  // rows: docs/benchmarks.md, "token-row tiles for quantised K/V").
+  // rows: docs/bench-log, "token-row tiles for quantised K/V").
   // A forced chunk length (a multiple of 16) takes them whenever the pools allow.
   DecodeLaunchConfig by_rows = cfg;
   by_rows.kv_heads_per_cta = cfg.token_rows.kv_heads;

@@ -60,7 +60,7 @@ constexpr int64_t tc_token_rows_smem_bytes(int64_t stage_bytes, int stages, int 
 }
 // Resident blocks per SM the register budget is cut for. Q4_0/Q4_0 at head_dim 256 fits 168
 // registers without spills and runs three blocks of three stages per SM (the kernel's
-// instructions, not bytes, bound it); see docs/benchmarks.md for the comparison with two
+// instructions, not bytes, bound it); see docs/bench-log for the comparison with two
 // blocks of five stages.
 constexpr int tc_min_blocks(DType k, DType v, int D) {
   return k == DType::q4_0 && v == DType::q4_0 && D == 256 ? 3 : 1;

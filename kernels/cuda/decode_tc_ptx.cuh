@@ -16,7 +16,7 @@ namespace ds::cuda::detail {
 // Round to nearest (even) of |x| < 2^22 by one FP32 add: x + 1.5 * 2^23 keeps the rounded
 // integer in its low mantissa bits. rintf and float-to-int conversions run on the SM's
 // quarter-rate unit, and q's two digits per element made them a visible part of every
-// quantised block's start-up (all warps of an SM converting at once; docs/benchmarks.md,
+// quantised block's start-up (all warps of an SM converting at once; docs/bench-log,
 // "decode start-up and the merge kernel").
 constexpr float kRoundMagic = 12582912.f;
 __device__ __forceinline__ float round_magic(float x) { return __fadd_rn(x, kRoundMagic); }

@@ -4,7 +4,7 @@
 //
 // The copy is issued before the block-table lookups and the K/V tiles, so its latency hides
 // behind theirs (q loaded element by element into registers was a large part of a block's
-// start-up: docs/benchmarks.md, "q through shared memory"). The fragments are built by
+// start-up: docs/bench-log, "q through shared memory"). The fragments are built by
 // straight-line code, one copy per q type (fp32 or bf16 rows): with a branch around every load
 // each load's latency was paid in turn. Absent heads read row 0 and scale it by zero. NVIDIA
 // sm_80+ only.

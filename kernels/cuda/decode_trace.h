@@ -1,5 +1,5 @@
 // Phase stamps of the tensor-core decode kernel, for the benchmark (bench_paged_attention
-// --trace, scripts/attn/attn_trace_report.py) and the GPU tests; library ds_decode_trace,
+// --trace, bench/tools/decode_trace_report.py) and the GPU tests; library ds_decode_trace,
 // which production code does not link.
 //
 // The traced instantiations are the production kernels compiled with their stamps (TRACE in

@@ -70,7 +70,7 @@ constexpr int kPad = kD + 1;   // padded row stride of K and Q in the prepare ke
 // kCpt adjacent state columns per thread, loaded and stored together, so a warp's access to a
 // state row is 128 bytes or more whatever the element type: 1 for fp32 slots, 2 for bf16
 // (one column of bf16 is 64 bytes a warp, and the bf16 step ran at well under the copy rate:
-// docs/benchmarks.md, "A bf16 recurrent state").
+// docs/bench-log, "A bf16 recurrent state").
 template <class State>
 constexpr int recurrent_columns() {
   return sizeof(State) == 2 ? 2 : 1;

@@ -216,7 +216,7 @@ int prepare_group(int k_heads, int v_heads) {
 // operands (a warp per block and 8-column half; the sum goes through M, the warp's own
 // columns of it, as the second product's B operand). tf32's rounding (2^-11) is below that of the bf16 copies of T that W
 // and U are made from. The block products on the CUDA cores were ~9% of the layer at 16K
-// tokens (docs/benchmarks.md, "The inverse's block products on the tensor cores"); a 64-step
+// tokens (docs/bench-log, "The inverse's block products on the tensor cores"); a 64-step
 // substitution per column of W and U before them was the prepare pass's bottleneck
 // ("Chunked DeltaNet on tensor cores").
 __device__ __forceinline__ void invert_unit_lower(const float* A, float* T, float* M) {
@@ -521,7 +521,7 @@ static_assert(ScanLayout<true, 2 * kBV>::kSmem <= 227 * 1024 - 1024);  // 181 KB
 // its output columns of every chunk, O = e^gamma (Q S) + P V', from the state and V' it
 // already holds; the chunk's state and V' then never go to scratch and the output kernel is
 // not launched. Folded, it runs one block an SM (8 of its 64 warp slots: the chunk step is a
-// chain of dependent latencies with issue slots to spare; docs/benchmarks.md, "The output
+// chain of dependent latencies with issue slots to spare; docs/bench-log, "The output
 // folded into the scan"), so it is chosen when the blocks fit the SMs: 32 columns a block when
 // four a head fit (the 9B's 32 heads), else 64 when two do (the 27B's 48: each warp then
 // carries twice the columns), else the unfolded 32-column kernel two an SM.
@@ -552,7 +552,7 @@ __global__ void __launch_bounds__(kThreads, kFold ? 1 : 2) deltanet_tc_scan_kern
 
   // A stage is four or six bulk copies of whole tiles, issued by one thread, that complete on
   // the stage's barrier (as cp.async pieces, 14 a thread, their issue was a fifth of the chunk
-  // step's stalls: docs/benchmarks.md, "Prepare and the folded scan under ncu").
+  // step's stalls: docs/bench-log, "Prepare and the folded scan under ncu").
   auto load_stage = [&](int n) {
     const uint8_t* src = scratch_of(scratch, cs.first_item + n, a.v_heads, j);
     const uint8_t* shared = scratch_of(scratch, cs.first_item + n, a.v_heads, owner);  // K, Q
@@ -859,7 +859,7 @@ void deltanet_chunked_tc(const DeltaNetArgs& a, const DeltaNetChunkItem* items, 
                    kPrepFixedSmem + group * kPrepGatesSmem, stream, a, items, scratch, group);
   // The scan is launched plainly, not chained: chained, its blocks (fewer than the SMs when
   // folded) are placed while the prepare kernel drains, and the layer ran ~20% slower with 32
-  // value heads (docs/benchmarks.md, "The DeltaNet scan's launch"); a plain launch spreads them
+  // value heads (docs/bench-log, "The DeltaNet scan's launch"); a plain launch spreads them
   // over the idle SMs. The folded kernel needs an SM's shared memory to itself, so it runs when
   // its blocks fit the SMs one each: 32 columns a block if four a head fit, else 64 if two do;
   // otherwise the unfolded one runs two an SM and the output kernel follows.

@@ -24,7 +24,7 @@ void check_lt(cublasStatus_t st, const char* what) {
 // 128 tiles in clusters of 2-4 along N for every such shape, which leaves many SMs idle where N
 // / 128 is near or below the SM count. Every configuration cuBLASLt accepts was timed with the
 // L2 flushed (`bench_fp8_gemm --search`), then the choice below per op and in the 9B's and
-// 27B's decode steps (docs/benchmarks.md, "cuBLASLt's configurations for FP8 decode steps"):
+// 27B's decode steps (docs/bench-log, "cuBLASLt's configurations for FP8 decode steps"):
 // * N = 8192-16384: 128 x 64 tiles without clusters;
 // * the N = 4096-5120 outputs: 64 x 64 tiles without clusters, except at 16 rows or fewer with
 //   K above 4096, where they were slower than the heuristic's (the 27B's down projection);

@@ -104,7 +104,7 @@ template <int RT>
 constexpr int kStagesFor = RT == 2 ? 6 : 4;
 template <int NT, int RT>
 constexpr int kMinBlocks = RT == 2 && NT <= 4 ? 2 : 1;
-// The operand type per column-tile count (docs/benchmarks.md, "FP8 weights on the H200",
+// The operand type per column-tile count (docs/bench-log, "FP8 weights on the H200",
 // 2026-12-02 08:39): f16 up to 4 tiles (codes by the hardware's e4m3 -> f16 conversion, one
 // instruction per pair, x converted from bf16 per tile); bf16 with 8 tiles, where converting
 // x (once per tile) costs more than the codes' conversion by bit moves saves.

@@ -3,7 +3,7 @@
 // keeping enough bytes in flight: one warp per output row n, each lane loading 16 bytes
 // (8 weights) per step, eight steps unrolled, the M input rows read from L1/L2 alongside; a
 // warp shuffle reduces the row. Many small thread blocks keep every SM busy down to the
-// 32-row DeltaNet gate projections. Measured (docs/benchmarks.md): on par with cuBLAS at one
+// 32-row DeltaNet gate projections. Measured (docs/bench-log): on par with cuBLAS at one
 // row, far slower at eight (each warp re-reads the input rows), so it is built and used for
 // one row only.
 //

@@ -91,7 +91,7 @@ enum class DecodeKernel : uint8_t { automatic, tensor_core, portable };
 
 // What a caller may force; the defaults are what production runs. The CUDA backend passes
 // CudaBackendOptions::decode; benchmarks and tests change a field to compare one path with
-// the one it replaced (docs/benchmarks.md).
+// the one it replaced (docs/bench-log).
 struct DecodeOptions {
   int32_t chunk_tokens = 0;  // 0: split-K chosen from occupancy; > 0: fixed tokens per split
   bool bounds_check = kBoundsCheckDefault;
@@ -116,7 +116,7 @@ struct DecodeOptions {
   int32_t max_blocks_per_sm = 3;
   // L2 promotion of the token-row tiles' bulk copies, in bytes (0, 64, 128 or 256): a box
   // covers whole lines of the pool, and fetching each line whole on its first sector made
-  // Q8_0 faster at 32K+ (docs/benchmarks.md, "Token-row tiles").
+  // Q8_0 faster at 32K+ (docs/bench-log, "Token-row tiles").
   int32_t token_rows_l2_promotion = 128;
 };
 

@@ -5,7 +5,8 @@
 // d threads, one element each: the sum of squares is a block reduction, the normalised head
 // sits in shared memory for the rotation's partner element. The arithmetic repeats norms.cu
 // and rope.cu expression for expression (same rounded angle, cos and sin in double), so the
-// result matches the separate kernels up to the order of the sum of squares.
+// result matches the separate kernels up to the order of the sum of squares. cos and sin carry
+// the attention scaling (YaRN's), as in rope.cu.
 #include "kernels/cuda/backend_common.cuh"
 #include "kernels/cuda/backend_ops.h"
 
@@ -18,7 +19,7 @@ __global__ void qk_norm_rope_kernel(const float* __restrict__ qg, float* __restr
                                     float* __restrict__ k, const float* __restrict__ q_norm,
                                     const float* __restrict__ k_norm, const int32_t* __restrict__ positions,
                                     int64_t nq, int64_t nkv, int d, float eps, int half,
-                                    const float* __restrict__ inv_freq) {
+                                    const float* __restrict__ inv_freq, float scale) {
   __shared__ float red[32];
   __shared__ float y[kMaxHeadDim];
   const int64_t heads = nq + nkv;
@@ -32,8 +33,8 @@ __global__ void qk_norm_rope_kernel(const float* __restrict__ qg, float* __restr
   float c = 1.0f, s = 0.0f;
   if (rotates) {
     const float angle = static_cast<float>(positions[row]) * inv_freq[i < half ? i : i - half];
-    c = static_cast<float>(cos(static_cast<double>(angle)));
-    s = static_cast<float>(sin(static_cast<double>(angle)));
+    c = static_cast<float>(cos(static_cast<double>(angle))) * scale;
+    s = static_cast<float>(sin(static_cast<double>(angle))) * scale;
   }
   wait_for_previous_kernel();
   float x;
@@ -70,14 +71,14 @@ __global__ void qk_norm_rope_vec_kernel(const float* __restrict__ qg, float* __r
                                         float* __restrict__ k, const float* __restrict__ q_norm,
                                         const float* __restrict__ k_norm, const int32_t* __restrict__ positions,
                                         int nq, int nkv, int d, float eps, int half,
-                                        const float* __restrict__ inv_freq) {
+                                        const float* __restrict__ inv_freq, float scale) {
   __shared__ float cs[2][kVecMaxHalf];
   const int64_t row = blockIdx.x;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   for (int i = static_cast<int>(threadIdx.x); i < half; i += static_cast<int>(blockDim.x)) {
     const float angle = static_cast<float>(positions[row]) * inv_freq[i];
-    cs[0][i] = static_cast<float>(cos(static_cast<double>(angle)));
-    cs[1][i] = static_cast<float>(sin(static_cast<double>(angle)));
+    cs[0][i] = static_cast<float>(cos(static_cast<double>(angle))) * scale;
+    cs[1][i] = static_cast<float>(sin(static_cast<double>(angle))) * scale;
   }
   float4 wq[kChunks], wk[kChunks];
 #pragma unroll
@@ -159,7 +160,7 @@ bool qk_norm_rope_supported(int64_t d) { return d > 0 && d % 32 == 0 && d <= kMa
 
 void qk_norm_rope(const float* qg, float* q, float* gate, float* k, const float* q_norm, const float* k_norm,
                   const int32_t* positions, int64_t rows, int64_t nq, int64_t nkv, int64_t d, float eps,
-                  int64_t rotary, const float* inv_freq, Stream stream) {
+                  int64_t rotary, const float* inv_freq, float scale, Stream stream) {
   if (!qk_norm_rope_supported(d)) throw std::invalid_argument("cuda backend: qk_norm_rope: unsupported head dim");
   if (rotary < 0 || rotary > d || rotary % 2 != 0) throw std::invalid_argument("cuda backend: qk_norm_rope: bad rotary dim");
   const int64_t blocks = rows * (nq + nkv);
@@ -172,12 +173,12 @@ void qk_norm_rope(const float* qg, float* q, float* gate, float* k, const float*
     launch_dependent("qk_norm_rope_vec_kernel", kernel, dim3(static_cast<unsigned>(rows)),
                      dim3(32 * warps_for(nq + nkv)), 0, stream, qg, q, gate, k, q_norm, k_norm, positions,
                      static_cast<int>(nq), static_cast<int>(nkv), static_cast<int>(d), eps, static_cast<int>(rotary / 2),
-                     inv_freq);
+                     inv_freq, scale);
     return;
   }
   launch_dependent("qk_norm_rope kernel", qk_norm_rope_kernel, dim3(grid_for(blocks, 1)), dim3(static_cast<unsigned>(d)),
                    0, stream, qg, q, gate, k, q_norm, k_norm, positions, nq, nkv, static_cast<int>(d), eps,
-                   static_cast<int>(rotary / 2), inv_freq);
+                   static_cast<int>(rotary / 2), inv_freq, scale);
 }
 
 }  // namespace ds::cuda::ops

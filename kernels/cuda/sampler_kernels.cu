@@ -117,7 +117,7 @@ __global__ void edits_kernel(const Edit* edits, int32_t n, const float* biases, 
 
 // The draw in token order: the smallest kept id whose cumulative mass (from id 0) exceeds
 // u x the total, in two passes instead of a bisection of ~18 passes over the row (which cost
-// 3.7 ms a step at 256 rows of 248K: docs/benchmarks.md, "Host time per step"). Warp w owns
+// 3.7 ms a step at 256 rows of 248K: docs/bench-log, "Host time per step"). Warp w owns
 // the w-th 32nd of the ids; pass 1 sums each warp's mass (coalesced, lanes strided); the warp
 // holding the draw is the first whose running total exceeds it, and that warp alone walks its
 // ids 32 at a time with a scan. The walk sums in another order than pass 1, so when rounding

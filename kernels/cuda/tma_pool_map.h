@@ -20,7 +20,7 @@ namespace ds::cuda::detail {
 // l2_promotion: 0 (none), 64, 128 or 256 bytes. None for the per-head maps: on the H200,
 // promotion made Q8_0 reads (272-byte rows at a 1088-byte stride) slower at long context and
 // did nothing for Q4_0. The token-row maps take DecodeOptions::token_rows_l2_promotion (128),
-// whose boxes cover whole lines (docs/benchmarks.md, "L2 promotion of token-row boxes").
+// whose boxes cover whole lines (docs/bench-log, "L2 promotion of token-row boxes").
 bool encode_pool_map(void* map, const void* pool, int64_t rows, int32_t n_kv_heads, int64_t row_bytes,
                      bool all_heads = false, int l2_promotion = 0);
 // The same through a small cache keyed on the arguments (pools live as long as the engine, and

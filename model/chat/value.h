@@ -44,7 +44,7 @@ class DictObj {
   bool is_namespace = false;
   int depth() const { return depth_; }
 
-  std::size_t size() const { return items_.size(); }
+  std::size_t size() const;  // defined below, once Value is complete
   const std::vector<std::pair<Value, Value>>& items() const { return items_; }
   // Inserts or replaces (keeping the first insertion's position, like a Python dict).
   void set(const Value& key, Value value);
@@ -153,5 +153,7 @@ class Value {
                std::shared_ptr<ListObj>, std::shared_ptr<DictObj>, std::shared_ptr<Callable>>
       v_;
 };
+
+inline std::size_t DictObj::size() const { return items_.size(); }
 
 }  // namespace ds::chat

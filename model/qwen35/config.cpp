@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 
@@ -97,6 +98,55 @@ Fp8Config fp8_config(const json& q, const Reader& r) {
   return f;
 }
 
+// HF's _compute_yarn_parameters' reading of its inputs (config.h).
+template <class Key>
+ModelConfig::Yarn yarn_config(const Key& key, const Reader& r, int64_t max_position_embeddings) {
+  ModelConfig::Yarn y;
+  auto number = [&](const char* name) -> std::optional<double> {
+    const json* v = key(name);
+    if (!v) return std::nullopt;
+    if (!v->is_number() || !std::isfinite(v->get<double>())) r.fail(std::string("yarn: \"") + name + "\" must be a number");
+    return v->get<double>();
+  };
+  // The pretraining length: the text config's top-level key first (HF's standardize_rope_params).
+  const json* orig = r.find("original_max_position_embeddings");
+  if (!orig) orig = key("original_max_position_embeddings");
+  if (orig) {
+    if (!orig->is_number_integer() || orig->get<int64_t>() <= 0)
+      r.fail("yarn: \"original_max_position_embeddings\" must be a positive integer, got " + orig->dump());
+    y.original_max_positions = orig->get<int64_t>();
+  } else {
+    y.original_max_positions = max_position_embeddings;
+  }
+  if (y.original_max_positions <= 0) r.fail("yarn needs \"original_max_position_embeddings\" (or max_position_embeddings)");
+  if (const auto f = number("factor")) {
+    y.factor = *f;
+  } else if (max_position_embeddings > 0) {
+    y.factor = static_cast<double>(max_position_embeddings) / static_cast<double>(y.original_max_positions);
+  } else {
+    r.fail("yarn needs \"factor\"");
+  }
+  if (!(y.factor >= 1)) r.fail("yarn: \"factor\" must be at least 1");
+  // `or` in HF: 0 and null both take the default.
+  if (const auto b = number("beta_fast"); b && *b != 0) y.beta_fast = *b;
+  if (const auto b = number("beta_slow"); b && *b != 0) y.beta_slow = *b;
+  if (!(y.beta_fast > 0 && y.beta_slow > 0)) r.fail("yarn: beta_fast and beta_slow must be positive");
+  auto mscale = [](double scale, double m) { return scale <= 1 ? 1.0 : 0.1 * m * std::log(scale) + 1.0; };
+  const auto af = number("attention_factor"), ms = number("mscale"), ms_all = number("mscale_all_dim");
+  if (af)
+    y.attention_factor = *af;
+  else if (ms && *ms != 0 && ms_all && *ms_all != 0)
+    y.attention_factor = mscale(y.factor, *ms) / mscale(y.factor, *ms_all);
+  else
+    y.attention_factor = mscale(y.factor, 1.0);
+  if (!(y.attention_factor > 0)) r.fail("yarn: the attention factor must be positive");
+  if (const json* t = key("truncate")) {
+    if (!t->is_boolean()) r.fail("yarn: \"truncate\" must be true or false");
+    y.truncate = t->get<bool>();
+  }
+  return y;
+}
+
 std::string read_file(const std::filesystem::path& p) {
   std::ifstream in(p, std::ios::binary);
   if (!in) throw std::runtime_error(p.string() + ": cannot open");
@@ -135,11 +185,37 @@ kvcache::CacheGeometry ModelConfig::cache_geometry(DType kv_dtype, DType recurre
   return g;
 }
 
+int64_t ModelConfig::max_positions() const {
+  int64_t n = max_position_embeddings;
+  if (yarn) {
+    const double scaled = yarn->factor * static_cast<double>(yarn->original_max_positions);
+    if (scaled < 9.0e15) n = std::max(n, static_cast<int64_t>(scaled));
+  }
+  return n;
+}
+
+std::string ModelConfig::merge_overrides(std::string_view config_json, std::string_view overrides_json,
+                                         const std::string& source) {
+  if (overrides_json.empty()) return std::string(config_json);
+  const json over = json::parse(overrides_json, nullptr, false);
+  if (over.is_discarded() || !over.is_object()) throw std::runtime_error("hf-overrides: not a JSON object");
+  json root = json::parse(config_json, nullptr, false);
+  if (root.is_discarded() || !root.is_object()) throw std::runtime_error(source + ": not a JSON object");
+  if (root.contains("text_config") && root["text_config"].is_object()) {
+    for (const auto& [key, value] : over.items())
+      if (key != "text_config" && root["text_config"].contains(key))
+        throw std::runtime_error("hf-overrides: \"" + key + "\" is read from text_config in this checkpoint's config; "
+                                 "give it as {\"text_config\": {\"" + key + "\": ...}}");
+  }
+  root.merge_patch(over);
+  return root.dump();
+}
+
 ModelConfig ModelConfig::parse(std::string_view config_json, std::string_view generation_json,
-                               const std::string& source) {
+                               const std::string& source, std::string_view overrides_json) {
   json root;
   try {
-    root = json::parse(config_json);
+    root = json::parse(merge_overrides(config_json, overrides_json, source));
   } catch (const json::exception& e) {
     throw std::runtime_error(source + ": not valid JSON: " + e.what());
   }
@@ -184,20 +260,29 @@ ModelConfig ModelConfig::parse(std::string_view config_json, std::string_view ge
     r.fail("linear_num_value_heads " + std::to_string(c.deltanet_v_heads) +
            " is not a multiple of linear_num_key_heads " + std::to_string(c.deltanet_k_heads));
 
-  // RoPE: rope_parameters (transformers 5) or the older top-level keys.
+  // RoPE: rope_parameters (transformers 5), or rope_scaling (older; it wins, as HF's
+  // convert_rope_params_to_dict has it), with the top-level keys behind either.
   const json* rope = r.find("rope_parameters");
   if (rope && !rope->is_object()) r.fail("\"rope_parameters\" is not an object");
+  if (const json* scaling = r.find("rope_scaling")) {
+    if (!scaling->is_object()) r.fail("\"rope_scaling\" is not an object");
+    if (!scaling->empty()) rope = scaling;
+  }
   auto rope_key = [&](const std::string& key) -> const json* {
     if (rope && rope->contains(key) && !(*rope)[key].is_null()) return &(*rope)[key];
     return r.find(key);
   };
-  if (const json* type = rope_key("rope_type"); type && *type != "default")
-    r.fail("rope_type " + type->dump() + " is not supported (only default)");
-  if (const json* scaling = r.find("rope_scaling"); scaling && scaling->is_object() && !scaling->empty()) {
-    const json* type = scaling->contains("rope_type") ? &(*scaling)["rope_type"]
-                       : scaling->contains("type") ? &(*scaling)["type"] : nullptr;
-    if (type && *type != "default") r.fail("rope_scaling " + scaling->dump() + " is not supported");
+  const json* type = rope_key("rope_type");
+  if (!type && rope && rope->contains("type") && !(*rope)["type"].is_null()) type = &(*rope)["type"];
+  const std::string rope_type = !type ? "default" : type->is_string() ? type->get<std::string>() : type->dump();
+  if (rope_type != "default" && rope_type != "yarn")
+    r.fail("rope_type " + type->dump() + " is not supported (only default and yarn)");
+  if (const json* mpe = r.find("max_position_embeddings")) {
+    if (!mpe->is_number_integer() || mpe->get<int64_t>() <= 0)
+      r.fail("\"max_position_embeddings\" must be a positive integer, got " + mpe->dump());
+    c.max_position_embeddings = mpe->get<int64_t>();
   }
+  if (rope_type == "yarn") c.yarn = yarn_config(rope_key, r, c.max_position_embeddings);
   c.rope_theta = r.positive_real(rope_key("rope_theta"), "rope_theta");
   const double factor = r.positive_real(rope_key("partial_rotary_factor"), "partial_rotary_factor");
   if (factor > 1) r.fail("partial_rotary_factor must be at most 1");
@@ -251,12 +336,12 @@ ModelConfig ModelConfig::parse(std::string_view config_json, std::string_view ge
   return c;
 }
 
-ModelConfig ModelConfig::load(const std::filesystem::path& dir) {
+ModelConfig ModelConfig::load(const std::filesystem::path& dir, std::string_view overrides_json) {
   const auto config = dir / "config.json";
   if (!std::filesystem::exists(config)) throw std::runtime_error(config.string() + ": not found");
   const auto gen = dir / "generation_config.json";
   return parse(read_file(config), std::filesystem::exists(gen) ? read_file(gen) : std::string(),
-               config.string());
+               config.string(), overrides_json);
 }
 
 }  // namespace ds::qwen35

@@ -6,8 +6,24 @@
 // (model_type "qwen3_5_text" at the top level, weights under model.*). Every size comes from
 // the file; the layer schedule from "layer_types" or, failing that, "full_attention_interval"
 // (layer i is full attention iff (i + 1) % interval == 0). Anything the forward pass cannot
-// honour (another activation, attention bias, a scaled RoPE, GQA ratios that do not divide)
-// is refused with a message naming the key.
+// honour (another activation, attention bias, a RoPE scaling other than YaRN, GQA ratios that
+// do not divide) is refused with a message naming the key.
+//
+// RoPE: "rope_parameters" (transformers 5), or the older "rope_scaling" with top-level
+// rope_theta / partial_rotary_factor (which wins when both are there, as in HF). rope_type
+// "yarn" reads factor, original_max_position_embeddings (the text config's top-level key
+// first, then the rope dict's, then max_position_embeddings, as HF's standardize_rope_params),
+// beta_fast / beta_slow (32 / 1 when absent or 0), attention_factor (else from mscale and
+// mscale_all_dim, else 0.1 ln(factor) + 1) and truncate (the top rope dict's, default true):
+// the inputs of HF's _compute_yarn_parameters, whose frequencies rope.h computes. The
+// mrope_section / mrope_interleaved keys need nothing: with text positions (the same position
+// in all three M-RoPE sections) interleaved M-RoPE is plain RoPE over the rotary dims.
+//
+// Overrides (vLLM's --hf-overrides): a JSON object deep-merged into config.json before it is
+// read (objects merge key by key, anything else replaces; RFC 7386, so null removes a key). In
+// the multimodal layout the text model reads text_config, so an override of a key that
+// text_config holds must be given under text_config: one at the top level is refused, naming
+// the key, rather than silently shadowed.
 //
 // An FP8 checkpoint (Qwen's -FP8 releases) carries "quantization_config": {"quant_method":
 // "fp8", "fmt": "e4m3", "weight_block_size": [128, 128], "activation_scheme": "dynamic",
@@ -55,6 +71,17 @@ struct ModelConfig {
   int64_t head_dim = 0;      // D
   int64_t rotary_dim = 0;    // int(D * partial_rotary_factor), even
   double rope_theta = 0;
+  // rope_type "yarn": HF's _compute_yarn_parameters inputs, resolved as it resolves them.
+  struct Yarn {
+    double factor = 1;
+    int64_t original_max_positions = 0;
+    double beta_fast = 32;
+    double beta_slow = 1;
+    double attention_factor = 1;  // multiplies cos and sin
+    bool truncate = true;         // the correction range rounded out to whole dims
+  };
+  std::optional<Yarn> yarn;
+  int64_t max_position_embeddings = 0;  // 0 when config.json has none
 
   // Gated DeltaNet.
   int64_t deltanet_k_heads = 0;  // Hk
@@ -75,6 +102,10 @@ struct ModelConfig {
   // or its state layer index (DeltaNet).
   std::vector<int64_t> kind_index;  // [L]
 
+  // The longest context the positions are made for: max_position_embeddings, or with YaRN
+  // factor x original_max_position_embeddings when that is more (0: unknown).
+  int64_t max_positions() const;
+
   int64_t num_full_layers() const;
   int64_t num_deltanet_layers() const;
   int64_t deltanet_key_dim() const { return deltanet_k_heads * deltanet_k_dim; }    // Hk*dk
@@ -88,9 +119,16 @@ struct ModelConfig {
   // Parses config.json text (and generation_config.json text, empty when absent). Throws
   // std::runtime_error naming `source` and the offending key.
   static ModelConfig parse(std::string_view config_json, std::string_view generation_json,
-                           const std::string& source = "config.json");
-  // Reads dir/config.json and dir/generation_config.json (optional).
-  static ModelConfig load(const std::filesystem::path& dir);
+                           const std::string& source = "config.json", std::string_view overrides_json = {});
+  // Reads dir/config.json and dir/generation_config.json (optional), with overrides_json (a
+  // JSON object, or empty) merged into the former.
+  static ModelConfig load(const std::filesystem::path& dir, std::string_view overrides_json = {});
+
+  // config.json's text with overrides_json merged in (what parse reads). Throws
+  // std::runtime_error for overrides that are not a JSON object, or that a multimodal
+  // config's text_config would shadow.
+  static std::string merge_overrides(std::string_view config_json, std::string_view overrides_json,
+                                     const std::string& source = "config.json");
 };
 
 }  // namespace ds::qwen35

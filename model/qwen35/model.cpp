@@ -6,6 +6,7 @@
 
 #include "model/qwen35/checkpoint.h"
 #include "model/qwen35/model_workspace.h"
+#include "model/qwen35/rope.h"
 
 namespace ds::qwen35 {
 
@@ -26,14 +27,14 @@ void Logits::copy_row(int64_t row, std::span<float> dst) const {
 
 std::unique_ptr<Model> Model::load(kernels::Backend& backend, const std::filesystem::path& dir,
                                    const LoadOptions& options) {
-  ModelConfig config = ModelConfig::load(dir);
+  ModelConfig config = ModelConfig::load(dir, options.config_overrides);
   Checkpoint ckpt(dir);
   ModelWeights weights = load_weights(backend, ckpt, config, options);
   return std::make_unique<Model>(backend, std::move(config), std::move(weights));
 }
 
 Model::Model(kernels::Backend& backend, ModelConfig config, ModelWeights weights)
-    : backend_(&backend), config_(std::move(config)), weights_(std::move(weights)),
+    : backend_(&backend), config_(std::move(config)), rope_(rope_params(config_)), weights_(std::move(weights)),
       ws_(std::make_unique<Workspace>()) {
   logits_.backend_ = backend_;
   logits_.vocab_ = config_.vocab_size;
@@ -278,8 +279,7 @@ void Model::run_attention(const AttentionWeights& w, int64_t pool, const kernels
   qg = outputs[0].reshape(qg.shape());
   k = outputs[1].reshape(k.shape());
   v = outputs[2].reshape(v.shape());
-  const kernels::RopeParams rope{c.rotary_dim, c.rope_theta};
-  be.prepare_qk(qg, w.q_norm, w.k_norm, eps, plan, rope, q, gate, k);
+  be.prepare_qk(qg, w.q_norm, w.k_norm, eps, plan, rope_, q, gate, k);
   be.kv_write(k, v, plan, k_pools_[static_cast<size_t>(pool)], v_pools_[static_cast<size_t>(pool)]);
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
   be.paged_attention(q, k_pools_[static_cast<size_t>(pool)], v_pools_[static_cast<size_t>(pool)], plan,

@@ -174,6 +174,7 @@ class Model {
 
   kernels::Backend* backend_;
   ModelConfig config_;
+  kernels::RopeParams rope_;  // the full-attention layers' RoPE (rope.h)
   ModelWeights weights_;
   int32_t num_blocks_ = 0;
   int32_t block_size_ = 0;

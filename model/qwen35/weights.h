@@ -24,6 +24,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "kernels/backend.h"
@@ -94,6 +95,9 @@ struct LoadOptions {
   // (config.json's mtp_num_hidden_layers, the mtp.* tensors) is refused with a message
   // saying so; only one MTP layer (every released checkpoint's) is supported.
   bool mtp = false;
+  // A JSON object deep-merged into config.json before it is read (serve --hf-overrides;
+  // config.h). Empty: none.
+  std::string config_overrides;
 };
 
 // Uploads and checks the whole text decoder of ckpt. Throws std::runtime_error naming the

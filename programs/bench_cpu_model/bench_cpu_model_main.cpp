@@ -1,5 +1,5 @@
 // bench_cpu_model: prefill and decode throughput of the CPU engine on a checkpoint
-// (default: the bundled tiny model). Not a test: it prints tokens/s for docs/benchmarks.md.
+// (default: the bundled tiny model). Not a test: it prints tokens/s for docs/bench-log.
 //
 //   bench_cpu_model [--model DIR] [--prompt-len N] [--decode-steps N] [--batch B ...]
 //                   [--threads T] [--repeat R]

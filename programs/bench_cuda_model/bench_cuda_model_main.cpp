@@ -5,7 +5,7 @@
 //                    [--no-chained-launches] [--no-gemv] [--no-skinny-gemm] [--fused-projection-rows N]
 //                    [--no-decode-bulk-copies] [--no-token-rows] [--quantization fp8] [--fp8-skinny-rows N]
 //                    [--no-fp8-block-gemm] [--no-fp8-decode-tiles]
-//                    [--no-fp8-weights] [--graphs on,off]
+//                    [--no-fp8-weights] [--graphs on,off] [--json FILE]
 //
 // First it measures the GPU's ceilings (device_ceilings.h). Then:
 //  * prefill: one sequence of --prefill tokens in one step (logits for its last token),
@@ -30,7 +30,8 @@
 //    a table of the two side by side.
 // The --no-* flags and --fused-projection-rows force a kernel path (CudaBackendOptions) so a
 // run can compare it with what production chooses.
-// Output: one line per measurement, then a markdown table.
+// Output: one line per measurement, then a markdown table; with --json FILE the table's rows as
+// a result file (programs/bench_result/result_file.h).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -45,6 +46,7 @@
 
 #include "kernels/cuda/cuda_backend.h"
 #include "programs/bench_cuda_model/bench_util.h"
+#include "programs/bench_result/result_file.h"
 #include "programs/bench_cuda_model/device_ceilings.h"
 #include "kernels/cuda/op_profiler.h"
 #include "kvcache/block_pool.h"
@@ -143,7 +145,10 @@ int main(int argc, char** argv) {
   std::string graphs_s = "on";
   app.add_option("--graphs", graphs_s, "decode with recorded steps (CUDA graphs): on, off, or on,off (both, compared)");
   app.add_flag("--profile", profile, "after each timed point, per-op GPU times of one more run (prefill) or 3 steps");
+  std::string json_path;
+  app.add_option("--json", json_path, "also write the measurements to FILE as JSON (bench/README.md)");
   CLI11_PARSE(app, argc, argv);
+  bench::ResultFile result("bench_cuda_model", argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines survive a timeout
   const auto batches = bench::parse_list(batches_s), contexts = bench::parse_list(contexts_s);
   std::vector<bool> graph_modes;
@@ -167,6 +172,9 @@ int main(int argc, char** argv) {
     const auto ceil = cuda::measure_device_ceilings();
     std::printf("gpu %s, %d SMs: copy %.0f GB/s (read+write), bf16 GEMM %.0f TFLOP/s\n", ceil.gpu.c_str(), ceil.sm_count,
                 ceil.copy_bytes_per_s / 1e9, ceil.bf16_flops / 1e12);
+    result.set("gpu", ceil.gpu);
+    result.set("copy_gb_per_s", ceil.copy_bytes_per_s / 1e9);
+    result.set("bf16_tflop_per_s", ceil.bf16_flops / 1e12);
 
     bo.kv_dtype = parse_dtype(kv_dtype);
     bo.recurrent_state_dtype = parse_dtype(state_dtype);
@@ -200,6 +208,8 @@ int main(int argc, char** argv) {
     std::printf("weights: %.2f GiB of device memory (--quantization %s, FP8 kept: %s); %.2f GB streamed per decode step\n",
                 static_cast<double>(free_before - be.device_memory().free_bytes) / (1 << 30), quantization.c_str(),
                 be.fp8_weights() ? "yes" : "no", wbytes / 1e9);
+    result.set("model", model_dir);
+    result.set("weights_gib", static_cast<double>(free_before - be.device_memory().free_bytes) / (1 << 30));
     const double kv_token = static_cast<double>(geo.kv_bytes_per_token());
     const double state_slot = static_cast<double>(geo.state_bytes_per_slot());
 
@@ -296,7 +306,7 @@ int main(int argc, char** argv) {
       }
       // The first prompt also pays for first-use work (cuBLAS plans, kernel loading); the
       // others still spread by a few percent as the GPU's power cap lowers its clock under
-      // sustained tensor-core load (docs/benchmarks.md, "Power capping and the prefill floor").
+      // sustained tensor-core load (docs/bench-log, "Power capping and the prefill floor").
       if (times.size() > 1) times.erase(times.begin());
       std::sort(times.begin(), times.end());
       const double tps = static_cast<double>(prefill) / times[times.size() / 2];
@@ -417,9 +427,13 @@ int main(int argc, char** argv) {
     }
 
     std::printf("\n| measurement | tokens/s | floor tokens/s | of floor |\n|---|---|---|---|\n");
-    for (const Row& r : rows)
+    for (const Row& r : rows) {
       std::printf("| %s | %.0f | %.0f (%s) | %.0f%% |\n", r.what.c_str(), r.tokens_per_s, r.floor_tokens_per_s,
                   r.floor_kind.c_str(), 100.0 * r.tokens_per_s / r.floor_tokens_per_s);
+      result.add(r.what, r.tokens_per_s, "tok/s",
+                 {{"floor", r.floor_kind}, {"floor_tokens_per_s", r.floor_tokens_per_s},
+                  {"of_floor", r.tokens_per_s / r.floor_tokens_per_s}});
+    }
     if (graph_modes.size() == 2) {
       std::printf("\n| decode batch | context | eager tokens/s | graphs tokens/s | graphs / eager |\n|---|---|---|---|---|\n");
       for (int64_t L : contexts)
@@ -429,6 +443,7 @@ int main(int argc, char** argv) {
                       on, on / off);
         }
     }
+    result.write(json_path);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_cuda_model: error: %s\n", e.what());

@@ -8,7 +8,8 @@
 // over the measured bf16 GEMM rate (device_ceilings.h). Both paths run on the same inputs;
 // with --check the tensor-core output and final state are compared with the fp32 path's.
 //   bench_deltanet [--tokens 4096,16384,65536] [--v-heads 32,48] [--k-heads 16] [--seqs 1]
-//                  [--math both|tc|fp32] [--iters 5] [--check] [--chained]
+//                  [--math both|tc|fp32] [--iters 5] [--check] [--chained] [--json FILE]
+// --json FILE: the same rows as a result file (programs/bench_result/result_file.h).
 #include <cuda_runtime.h>
 
 #include <CLI/CLI.hpp>
@@ -23,6 +24,7 @@
 #include "model/qwen35/refcheck.h"
 #include "programs/bench_cuda_model/bench_util.h"
 #include "programs/bench_cuda_model/device_ceilings.h"
+#include "programs/bench_result/result_file.h"
 
 namespace {
 
@@ -62,12 +64,19 @@ int main(int argc, char** argv) {
   app.add_option("--iters", iters, "timed runs per point (median)")->check(CLI::PositiveNumber);
   app.add_flag("--chained", chained, "launch as the model does: kernels chained as programmatic dependent launches");
   app.add_flag("--check", do_check, "compare the tensor-core output and state with the fp32 path's");
+  std::string json_path;
+  app.add_option("--json", json_path, "also write the measurements to FILE as JSON (bench/README.md)");
   CLI11_PARSE(app, argc, argv);
+  bench::ResultFile result("bench_deltanet", argc, argv);
   try {
     constexpr int64_t D = 128, C = ops::kDeltaNetChunk;
     const auto ceil = cuda::measure_device_ceilings();
     std::printf("%s, %d SMs, copy %.0f GB/s, bf16 GEMM %.0f TFLOP/s\n", ceil.gpu.c_str(), ceil.sm_count,
                 ceil.copy_bytes_per_s / 1e9, ceil.bf16_flops / 1e12);
+    result.set("gpu", ceil.gpu);
+    result.set("copy_gb_per_s", ceil.copy_bytes_per_s / 1e9);
+    result.set("bf16_tflop_per_s", ceil.bf16_flops / 1e12);
+    result.set("chained", chained);
     std::printf("tokens,seqs,k_heads,v_heads,math,ms,Mtok_per_s,of_bytes_floor,of_flop_floor\n");
     cudaStream_t stream;
     check_cuda(cudaStreamCreate(&stream), "cudaStreamCreate");
@@ -145,6 +154,13 @@ int main(int argc, char** argv) {
           std::printf("%lld,%d,%d,%lld,%s,%.3f,%.2f,%.2f,%.2f\n", static_cast<long long>(T), seqs, hk,
                       static_cast<long long>(hv), math == ops::DeltaNetChunkMath::tensor_cores ? "tc" : "fp32", med,
                       static_cast<double>(T) / med / 1e3, bytes_ms / med, flop_ms / med);
+          const char* math_name = math == ops::DeltaNetChunkMath::tensor_cores ? "tc" : "fp32";
+          result.add("deltanet " + std::to_string(T) + " tokens " + std::to_string(seqs) + " seqs " + std::to_string(hk) +
+                         "/" + std::to_string(hv) + " heads " + math_name,
+                     med, "ms",
+                     {{"tokens", T}, {"seqs", seqs}, {"k_heads", hk}, {"v_heads", hv}, {"math", math_name},
+                      {"mtok_per_s", static_cast<double>(T) / med / 1e3}, {"of_bytes_floor", bytes_ms / med},
+                      {"of_flop_floor", flop_ms / med}});
           if (do_check) {
             // The first rows' output (at most 8192 tokens) and the whole final state of the last run.
             const int64_t rows = std::min<int64_t>(T, 8192);
@@ -165,6 +181,7 @@ int main(int argc, char** argv) {
           cudaFree(p);
       }
     }
+    result.write(json_path);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_deltanet: %s\n", e.what());

@@ -8,7 +8,9 @@
 //
 //   bench_fp8_gemm [--rows 16,32,64,128,512,1024,4096] [--shapes 24576x4096,4096x12288,12288x4096]
 //                  [--reps 20] [--flush-l2] [--probe] [--algos] [--search [--search-top 5] [--search-budget 20]]
+//                  [--json FILE]
 //
+// --json FILE: the table's rows as a result file (programs/bench_result/result_file.h).
 // --probe (first): which scale layouts cuBLASLt's VEC128_32F / BLK128x128_32F modes read, by
 // running small GEMMs with distinct per-block scales in each candidate layout against an f64
 // reference on the host; prints a line per candidate with its error.
@@ -35,6 +37,7 @@
 #include "programs/bench_cuda_model/device_ceilings.h"
 #include "programs/bench_fp8_gemm/algo_search.h"
 #include "programs/bench_fp8_gemm/lt_bench.h"
+#include "programs/bench_result/result_file.h"
 
 using namespace ds;
 using namespace ds::cuda;
@@ -347,7 +350,10 @@ int main(int argc, char** argv) {
   app.add_flag("--search", do_search, "also time every configuration cuBLASLt accepts for the block-scaled GEMM");
   app.add_option("--search-top", search_top, "configurations printed per search")->check(CLI::PositiveNumber);
   app.add_option("--search-budget", search_budget, "seconds of timing per search")->check(CLI::PositiveNumber);
+  std::string json_path;
+  app.add_option("--json", json_path, "also write the table to FILE as JSON (bench/README.md)");
   CLI11_PARSE(app, argc, argv);
+  bench::ResultFile result("bench_fp8_gemm", argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
 
   cudaStream_t stream;
@@ -365,6 +371,10 @@ int main(int argc, char** argv) {
   const auto ceil = measure_device_ceilings();
   std::printf("gpu %s, %d SMs: copy %.0f GB/s, bf16 GEMM %.0f TFLOP/s\n", ceil.gpu.c_str(), ceil.sm_count,
               ceil.copy_bytes_per_s / 1e9, ceil.bf16_flops / 1e12);
+  result.set("gpu", ceil.gpu);
+  result.set("copy_gb_per_s", ceil.copy_bytes_per_s / 1e9);
+  result.set("bf16_tflop_per_s", ceil.bf16_flops / 1e12);
+  result.set("flush_l2", flush_l2);
   const auto rows = bench::parse_list(rows_s);
   std::vector<std::pair<int64_t, int64_t>> shapes;
   for (size_t a = 0; a < shapes_s.size();) {
@@ -459,11 +469,24 @@ int main(int argc, char** argv) {
                   t_block > 0 ? flops / t_block / 1e6 : 0.0, t_block > 0 ? t_bf16 / t_block : 0.0,
                   t_block > 0 ? 100.0 * floor_us / t_block : 0.0,
                   t_block_heuristic > 0 ? std::to_string(t_block_heuristic).substr(0, 6).c_str() : "-");
+      // The block-scaled FP8 GEMM's time is the row's value (0: no algorithm); the others beside it.
+      result.add(std::to_string(N) + "x" + std::to_string(K) + " M " + std::to_string(M) + " fp8 block", t_block, "us",
+                 {{"n", static_cast<long long>(N)}, {"k", static_cast<long long>(K)}, {"m", static_cast<long long>(M)},
+                  {"bf16_cublas_us", t_bf16}, {"fp8_dequant_cublas_us", t_deq}, {"fp8_skinny_us", t_skinny},
+                  {"block_heuristic_tiles_us", t_block_heuristic},
+                  {"block_tflop_per_s", t_block > 0 ? flops / t_block / 1e6 : 0.0},
+                  {"block_of_bytes_floor", t_block > 0 ? floor_us / t_block : 0.0}});
     }
     ck(cudaStreamSynchronize(stream), "sync");
     for (void* p : {static_cast<void*>(dwc), static_cast<void*>(dws), static_cast<void*>(dwb), static_cast<void*>(dx),
                     static_cast<void*>(dtile), static_cast<void*>(dout), static_cast<void*>(xq)})
       cudaFree(p);
+  }
+  try {
+    result.write(json_path);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_fp8_gemm: %s\n", e.what());
+    return 1;
   }
   return 0;
 }

@@ -1,5 +1,5 @@
 // bench_grammar: what structured output costs on the host, per schema, at a real vocabulary
-// size (docs/benchmarks.md, "Structured outputs").
+// size (docs/bench-log, "Structured outputs").
 //
 // The vocabulary is a real tokenizer's (default: the bundled Qwen3 one, 151,669 tokens)
 // extended to --vocab-size (default 248,320, Qwen3.5's) with synthetic tokens, each the bytes

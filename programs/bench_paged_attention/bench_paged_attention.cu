@@ -1,5 +1,6 @@
 // bench_paged_attention: times paged decode attention at Qwen3.5-27B shapes (24 query heads,
-// 4 KV heads, head_dim 256, block_size 16) and prints CSV for scripts/attn/attn_report.py.
+// 4 KV heads, head_dim 256, block_size 16) and prints CSV for bench/peers/attention_report.py
+// (and with --json FILE the same points as a result file, programs/bench_result/result_file.h).
 //
 // Grid: batch 1, 8, 32 x context 4K, 32K, 128K, plus the ragged batch 128K + 7 x 8K, for each
 // K/V type given (K and V of the same type). Each point uses random data and shuffled block
@@ -9,7 +10,7 @@
 // uploaded once, as the engine does once per step for all layers), on a non-blocking stream
 // as the engine's. The device-to-device
 // copy bandwidth (bytes read + written) is measured first, the same way as
-// scripts/attn/attn_torch_baseline.py does.
+// bench/peers/attention_torch.py does.
 //
 // Per-call event times include whatever the host's launches cost when the GPU outruns the
 // CPU (batch 1: a call takes tens of microseconds of device time); the same calls captured in a CUDA graph
@@ -21,7 +22,7 @@
 // <graph us>,<legacy-stream us> ; mem,<type>,ragged,<paged bytes>,<padded bytes>
 // (<legacy-stream us>: the same event timing on the legacy default stream, which the
 // benchmark used before 2026-12-01 and PyTorch uses unless told otherwise.)
-//   bench_paged_attention [--types bf16,q8_0,q4_0] [--iters 30] [--quick] [--case B,L] [--chunk N] [--trace FILE]
+//   bench_paged_attention [--types bf16,q8_0,q4_0] [--iters 30] [--quick] [--case B,L] [--chunk N] [--trace FILE] [--json FILE]
 //   [--no-shuffle] [--kv-heads N] [--no-bulk-copies] [--no-token-rows] [--blocks-per-sm N]
 //   [--token-rows-l2-promotion BYTES] [--unchained-merge]
 // (--chunk N: N tokens per split instead of the planner's choice, for tuning the planner;
@@ -46,6 +47,7 @@
 #include "kernels/cuda/decode_trace.h"
 #include "kernels/cuda/paged_attention.h"
 #include "kernels/common/gpu_runtime.h"
+#include "programs/bench_result/result_file.h"
 
 namespace {
 
@@ -160,7 +162,7 @@ struct Case {
 };
 
 void run_case(DType t, const Case& c, int iters, double copy_gbps, const dc::DecodeOptions& forced,
-              std::string& trace_path, bool shuffle) {
+              std::string& trace_path, bool shuffle, ds::bench::ResultFile& result) {
   const int64_t rb = ds::row_bytes(t, kDim);
   const int B = static_cast<int>(c.lens.size());
   int64_t blocks_per_copy = 0, max_blocks = 0, tokens = 0;
@@ -234,7 +236,7 @@ void run_case(DType t, const Case& c, int iters, double copy_gbps, const dc::Dec
   // The engine's kind of stream (cuda_context.cpp): a non-blocking one; the legacy default
   // stream (this benchmark's before 2026-12-01, and PyTorch's) is timed last, for comparison.
   // Passes later in a process can run at other clocks than the first (the board's power cap:
-  // docs/benchmarks.md, 2026-12-01), so only same-position numbers are compared.
+  // docs/bench-log, 2026-12-01), so only same-position numbers are compared.
   cudaStream_t xs;
   DS_GPU_CHECK(cudaStreamCreateWithFlags(&xs, cudaStreamNonBlocking));
   DS_GPU_CHECK(cudaDeviceSynchronize());  // the fills and the plan's upload ran on the legacy stream
@@ -252,6 +254,13 @@ void run_case(DType t, const Case& c, int iters, double copy_gbps, const dc::Dec
               static_cast<long long>(kv_bytes), gbps, gbps / copy_gbps, plan.chunk_tokens, plan.items.size(), plan_us,
               plan.launch.ctas_per_sm, plan.launch.stages, plan.launch.kv_heads_per_cta, graph_us, legacy_us);
   std::fflush(stdout);
+  const int max_len = *std::max_element(c.lens.begin(), c.lens.end());
+  result.add(std::string(ds::dtype_name(t)) + " " + c.name + " B" + std::to_string(B) + " ctx" + std::to_string(max_len),
+             static_cast<double>(us), "us",
+             {{"type", std::string(ds::dtype_name(t))}, {"case", c.name}, {"batch", B}, {"context", max_len},
+              {"kv_bytes", static_cast<long long>(kv_bytes)}, {"gb_per_s", gbps}, {"of_copy_bw", gbps / copy_gbps},
+              {"graph_us", static_cast<double>(graph_us)}, {"legacy_stream_us", static_cast<double>(legacy_us)},
+              {"chunk_tokens", plan.chunk_tokens}});
   if (!trace_path.empty() && dev.kernel == dc::DecodeKernel::tensor_core) {
     const int64_t ctas = int64_t{plan.launch.blocks_per_item(g_kv_heads)} * static_cast<int64_t>(plan.items.size());
     uint64_t* d_trace = nullptr;
@@ -304,6 +313,7 @@ int main(int argc, char** argv) {
     dc::DecodeOptions forced;
     std::string trace_path;
     bool shuffle = true;
+    std::string json_path;
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
       if (a == "--types" && i + 1 < argc) {
@@ -336,19 +346,27 @@ int main(int argc, char** argv) {
         g_q_heads = 6 * g_kv_heads;
       } else if (a == "--no-shuffle") {
         shuffle = false;
+      } else if (a == "--json" && i + 1 < argc) {
+        json_path = argv[++i];
       } else if (a == "--trace" && i + 1 < argc) {
         trace_path = argv[++i];
       } else if (a == "--case" && i + 1 < argc) {
         if (std::sscanf(argv[++i], "%d,%d", &only_b, &only_l) != 2) only_b = 0;
       } else {
         std::fprintf(stderr,
-                     "usage: bench_paged_attention [--types bf16,q8_0,q4_0] [--iters N] [--quick] [--case B,L] [--chunk N] [--trace FILE] [--no-shuffle] [--kv-heads N] [--no-bulk-copies] [--no-token-rows] "
+                     "usage: bench_paged_attention [--types bf16,q8_0,q4_0] [--iters N] [--quick] [--case B,L] [--chunk N] [--trace FILE] [--json FILE] [--no-shuffle] [--kv-heads N] [--no-bulk-copies] [--no-token-rows] "
                      "[--blocks-per-sm N] [--token-rows-l2-promotion BYTES] [--unchained-merge]\n");
         return 2;
       }
     }
+    ds::bench::ResultFile result("bench_paged_attention", argc, argv);
     const double bw = copy_bandwidth_gbps();
     std::printf("copy_bw,%.0f\n", bw);
+    cudaDeviceProp prop{};
+    DS_GPU_CHECK(cudaGetDeviceProperties(&prop, 0));
+    result.set("gpu", std::string(prop.name));
+    result.set("copy_gb_per_s", bw);
+    result.set("heads", std::to_string(g_q_heads) + "/" + std::to_string(g_kv_heads));
     std::vector<Case> cases;
     for (int B : {1, 8, 32})
       for (int L : {4096, 32768, 131072}) {
@@ -367,7 +385,7 @@ int main(int argc, char** argv) {
       cases = keep;
     }
     for (DType t : types) {
-      for (const Case& c : cases) run_case(t, c, iters, bw, forced, trace_path, shuffle);
+      for (const Case& c : cases) run_case(t, c, iters, bw, forced, trace_path, shuffle, result);
       int64_t paged = 0;
       for (int32_t L : ragged.lens) paged += (L + kBlock - 1) / kBlock * kBlock;
       const int64_t per_tok = int64_t{g_kv_heads} * 2 * ds::row_bytes(t, kDim);
@@ -375,6 +393,7 @@ int main(int argc, char** argv) {
                   static_cast<long long>(paged * per_tok),
                   static_cast<long long>(int64_t{131072} * static_cast<int64_t>(ragged.lens.size()) * per_tok));
     }
+    result.write(json_path);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_paged_attention: %s\n", e.what());

@@ -5,7 +5,8 @@
 // and the rate is cuBLAS's on an 8192^3 GEMM measured in the same run (device_ceilings.h).
 // The pool's blocks are shuffled, as a long-running server's are.
 //   bench_prefill_attention [--tokens 4096,32768,131072] [--cached 0] [--heads 16] [--kv-heads 4]
-//                           [--kv-dtype bf16] [--iters 5]
+//                           [--kv-dtype bf16] [--iters 5] [--json FILE]
+// --json FILE: the same rows as a result file (programs/bench_result/result_file.h).
 #include <cuda_runtime.h>
 
 #include <CLI/CLI.hpp>
@@ -19,6 +20,7 @@
 #include "kernels/cuda/backend_ops.h"
 #include "programs/bench_cuda_model/bench_util.h"
 #include "programs/bench_cuda_model/device_ceilings.h"
+#include "programs/bench_result/result_file.h"
 
 namespace {
 
@@ -47,11 +49,18 @@ int main(int argc, char** argv) {
   app.add_option("--kv-heads", nkv, "KV heads");
   app.add_option("--kv-dtype", kv_s, "K/V pool type");
   app.add_option("--iters", iters, "timed runs per point (median)")->check(CLI::PositiveNumber);
+  std::string json_path;
+  app.add_option("--json", json_path, "also write the measurements to FILE as JSON (bench/README.md)");
   CLI11_PARSE(app, argc, argv);
+  bench::ResultFile result("bench_prefill_attention", argc, argv);
   try {
     const DType kv = parse_kv(kv_s);
     const auto ceil = cuda::measure_device_ceilings();
     std::printf("%s, %d SMs, bf16 GEMM %.0f TFLOP/s\n", ceil.gpu.c_str(), ceil.sm_count, ceil.bf16_flops / 1e12);
+    result.set("gpu", ceil.gpu);
+    result.set("bf16_tflop_per_s", ceil.bf16_flops / 1e12);
+    result.set("heads", std::to_string(nq) + "/" + std::to_string(nkv));
+    result.set("kv_dtype", kv_s);
     std::printf("tokens,cached,splits,ms,TFLOPs,frac_of_gemm\n");
     cudaStream_t stream;
     check(cudaStreamCreate(&stream), "cudaStreamCreate");
@@ -101,10 +110,14 @@ int main(int argc, char** argv) {
         const double rate = flops / (med * 1e-3);
         std::printf("%lld,%lld,%d,%.3f,%.0f,%.2f\n", static_cast<long long>(T), static_cast<long long>(C), splits, med,
                     rate / 1e12, rate / ceil.bf16_flops);
+        result.add("prefill attention " + std::to_string(T) + " tokens after " + std::to_string(C), med, "ms",
+                   {{"tokens", T}, {"cached", C}, {"splits", splits}, {"tflop_per_s", rate / 1e12},
+                    {"of_gemm_rate", rate / ceil.bf16_flops}});
         for (void* p : {k, v, q, out, tbl, scratch})
           if (p) cudaFree(p);
       }
     }
+    result.write(json_path);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_prefill_attention: %s\n", e.what());

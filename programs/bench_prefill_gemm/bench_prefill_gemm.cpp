@@ -3,7 +3,7 @@
 // and through each of the algorithms cuBLASLt's heuristic returns for the same problem, as
 //   shape, default ms, TFLOP/s, fraction of the GEMM rate, best candidate ms, its index, ratio
 // where the rate is cuBLAS's on an 8192^3 GEMM measured in the same run (device_ceilings.h).
-// It answers whether a per-shape algorithm choice is worth having (docs/benchmarks.md,
+// It answers whether a per-shape algorithm choice is worth having (docs/bench-log,
 // "Prefill small kernels").
 //   bench_prefill_gemm [--tokens 4096] [--candidates 16] [--iters 20]
 #include <cublasLt.h>

@@ -1,4 +1,4 @@
-// bench_scheduler: what the engine costs per iteration besides the model (docs/benchmarks.md,
+// bench_scheduler: what the engine costs per iteration besides the model (docs/bench-log,
 // "## Scheduler"). Not a test; it prints timings.
 //
 //   bench_scheduler [--seqs 256] [--prompt-len 128] [--iterations 2000] [--block-size 16]

@@ -2,7 +2,7 @@
 // (ours, vLLM, SGLang, llama-server) over streaming requests and reports what its users see:
 // time to first token, time per output token, inter-token latency, end-to-end latency and
 // throughput, as a table and as vllm bench serve's result JSON (README.md, "Benchmarking a
-// server"; results in docs/benchmarks.md, "Serving").
+// server"; results in docs/bench-log, "Serving").
 //
 // Exit status: 0 when every request succeeded, 2 when the run finished with failed requests
 // (each counted and reported with its error), 1 when it could not run.

@@ -1,10 +1,10 @@
 // bench_speculative: what speculative decoding buys at a known acceptance rate, through the
-// engine, on any weights (docs/benchmarks.md, "Speculative decoding").
+// engine, on any weights (docs/bench-log, "Speculative decoding").
 //
 //   bench_speculative [--model DIR] [--backend auto] [--batches 1,8,32] [--ks 1,2,3,4]
 //                     [--acceptance 0.5,0.7,0.9] [--prompt-len 256] [--output-len 256]
 //                     [--kv-cache-memory 8GiB] [--repeat 3] [--method simulate|mtp|ngram]
-//                     [--graphs on|off|on,off]
+//                     [--graphs on|off|on,off] [--json FILE]
 //
 // The model is loaded once. For each batch B, an Engine over it decodes B greedy requests
 // (random prompts of --prompt-len, --output-len tokens each, ignore_eos) without
@@ -30,6 +30,8 @@
 // Each measurement runs its batch twice on one engine and times the second pass (the first
 // records the step shapes); each line also prints the model call's time per engine step and
 // the recordings made and replayed in the timed pass.
+// --json FILE writes every measurement (plain rows have K 0) as a result file
+// (programs/bench_result/result_file.h).
 // Exit status 1 when a request ends other than by length or emits the wrong number of tokens.
 #include <algorithm>
 #include <cstdio>
@@ -42,6 +44,7 @@
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include "programs/bench_result/result_file.h"
 #include "scheduler/engine.h"
 #include "server/model_loader.h"
 
@@ -189,7 +192,10 @@ int main(int argc, char** argv) {
   app.add_option("--repeat", repeat, "Runs per configuration (median)")->capture_default_str();
   app.add_option("--graphs", graphs_s, "Recorded steps (CUDA graphs): on, off, or on,off (both, compared)")
       ->capture_default_str();
+  std::string json_path;
+  app.add_option("--json", json_path, "Also write the measurements to FILE as JSON (bench/README.md)");
   CLI11_PARSE(app, argc, argv);
+  bench::ResultFile result("bench_speculative", argc, argv);
   spdlog::set_level(spdlog::level::warn);
 
   const auto batches = parse_list<int32_t>(batches_s);
@@ -273,6 +279,27 @@ int main(int argc, char** argv) {
     std::printf("| %s | %d | %d | %.2f | %.0f | %.0f | %.2f | %.2f | %.2f | %.3f | %.0f%% |\n", w.graphs ? "on" : "off",
                 w.batch, w.k, w.acceptance, w.plain, w.r.tokens_per_s, ratio, w.r.tokens_per_verify,
                 w.r.tokens_per_verify / ratio, w.r.draft_ms_per_step, 100 * w.r.draft_share);
+  }
+  result.set("model", o.model);
+  result.set("backend", std::string(lm->backend->name()));
+  result.set("method", method);
+  result.set("prompt_len", setup.prompt_len);
+  result.set("output_len", setup.output_len);
+  for (const Row& w : rows) {
+    const std::string what = std::string(w.graphs ? "graphs" : "eager") + " batch " + std::to_string(w.batch) +
+                             (w.k == 0 ? std::string(" plain") : " K " + std::to_string(w.k) + " acceptance " +
+                                                                       std::to_string(w.acceptance).substr(0, 4));
+    result.add(what, w.r.tokens_per_s, "tok/s",
+               {{"graphs", w.graphs}, {"batch", w.batch}, {"k", w.k}, {"acceptance", w.acceptance},
+                {"x_plain", w.r.tokens_per_s / w.plain}, {"tokens_per_verify", w.r.tokens_per_verify},
+                {"draft_ms_per_step", w.r.draft_ms_per_step}, {"draft_share", w.r.draft_share},
+                {"forward_ms_per_step", w.r.forward_ms_per_step}});
+  }
+  try {
+    result.write(json_path);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_speculative: %s\n", e.what());
+    return 1;
   }
   if (graph_modes.size() == 2) {
     // The same configuration with graphs off and on, side by side (K 0: plain decoding).

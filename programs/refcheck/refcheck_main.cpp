@@ -1,6 +1,6 @@
 // refcheck --model DIR [--reference FILE] [--backend cpu|cuda|cuda-f32] [--chunk N]
 //          [--tolerance X] [--min-agreement F] [--kv-cache-dtype bf16|f16|q8_0|q4_0 (cuda)]
-//          [--quantization none|fp8]
+//          [--quantization none|fp8] [--hf-overrides JSON | --hf-overrides-file FILE]
 //
 // Checks a checkpoint against its reference file (default DIR/reference.safetensors): prefill
 // logits at every prompt position, teacher-forced decode logits, and greedy tokens (see
@@ -14,8 +14,13 @@
 // and prefill attention probabilities are still bf16) 3e-3 and 98% agreement.
 // --quantization fp8 loads the checkpoint as serve --quantization fp8 does (weights.h); its
 // error against a bf16 model's reference is FP8's, so give --tolerance and --min-agreement.
+// --hf-overrides merges a JSON object into config.json as serve's flag does (config.h): the
+// YaRN fixture (tests/data/tiny-qwen35-yarn) is tiny-qwen35's checkpoint under its
+// hf_overrides.json, checked against its own reference.
 #include <cstdio>
 #include <exception>
+#include <fstream>
+#include <sstream>
 #include <memory>
 #include <string>
 
@@ -31,6 +36,7 @@
 int main(int argc, char** argv) {
   CLI::App app{"Compare the engine's logits and greedy tokens with a reference file."};
   std::string model_dir, reference, backend = "cpu", kv_dtype = "bf16", quantization = "none", state_dtype = "f32";
+  std::string overrides, overrides_file;
   int64_t chunk = 0;
   double tolerance = 0, min_agreement = 0;
   app.add_option("--model", model_dir, "checkpoint directory (config.json, *.safetensors)")->required();
@@ -49,6 +55,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 1.0));
   app.add_option("--quantization", quantization, "none, or fp8: block-wise e4m3 of the linear weights at load")
       ->check(CLI::IsMember({"none", "fp8"}));
+  auto* ov = app.add_option("--hf-overrides", overrides, "JSON object merged into config.json (serve's --hf-overrides)");
+  app.add_option("--hf-overrides-file", overrides_file, "the same, read from a file")
+      ->check(CLI::ExistingFile)
+      ->excludes(ov);
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -73,6 +83,13 @@ int main(int argc, char** argv) {
     }
     ds::qwen35::LoadOptions load_options;
     if (quantization == "fp8") load_options.quantization = ds::qwen35::Quantization::fp8;
+    if (!overrides_file.empty()) {
+      std::ifstream in(overrides_file);
+      std::stringstream text;
+      text << in.rdbuf();
+      overrides = text.str();
+    }
+    load_options.config_overrides = overrides;
     auto model = ds::qwen35::Model::load(*be, model_dir, load_options);
     const ds::qwen35::ReferenceFile ref(reference);
     ds::qwen35::RefcheckOptions options;

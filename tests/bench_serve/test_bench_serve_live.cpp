@@ -67,7 +67,7 @@ std::string quoted(const std::string& s) {
 // Runs build/bench_serve with `args` (plus --result-json and --no-progress).
 BenchRun bench(const std::string& url, const std::vector<std::string>& args) {
   static int n = 0;
-  std::string json = "/tmp/ds_bench_live_";
+  std::string json = temp_path("ds_bench_live_");
   json += std::to_string(::getpid()) + "_" + std::to_string(n++) + ".json";
   std::string cmd = quoted(DS_BENCH_SERVE_BIN) + " --base-url " + quoted(url) + " --result-json " + json + " --no-progress";
   for (const auto& a : args) {
@@ -183,7 +183,7 @@ TEST_CASE("multi-turn: conversations resend their history; TTFT per turn", "[mul
 
 TEST_CASE("file: replayed JSONL requests, prompts and messages", "[file]") {
   Server s;
-  const std::string path = "/tmp/ds_bench_live_" + std::to_string(::getpid()) + ".jsonl";
+  const std::string path = temp_path("ds_bench_live_" + std::to_string(::getpid()) + ".jsonl");
   {
     std::ofstream f(path);
     f << R"({"prompt": "Once upon a time", "max_tokens": 3})" << "\n"

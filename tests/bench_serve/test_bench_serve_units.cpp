@@ -14,6 +14,7 @@
 #include "model/grammar/json_schema.h"
 #include "programs/bench_serve/bench_options.h"
 #include "programs/bench_serve/load_generator.h"
+#include "tests/test_paths.h"
 #include "programs/bench_serve/openai_client.h"
 #include "programs/bench_serve/request_body.h"
 #include "programs/bench_serve/serving_metrics.h"
@@ -276,7 +277,7 @@ TEST_CASE("workloads: lengths, groups, conversations, files", "[workload]") {
     CHECK(count_requests(s) == 6);
   }
   SECTION("file") {
-    const std::string path = "/tmp/ds_bench_units_" + std::to_string(::getpid()) + ".jsonl";
+    const std::string path = ds::test::temp_path("ds_bench_units_" + std::to_string(::getpid()) + ".jsonl");
     {
       std::ofstream f(path);
       f << R"({"prompt": "hello there", "max_tokens": 3})" << "\n\n"

@@ -55,7 +55,7 @@ class Balancer {
     std::string cfg = ss.str();
     for (size_t at; (at = cfg.find("@SERVERS@\n")) != std::string::npos;) cfg.replace(at, 10, servers);
     for (size_t at; (at = cfg.find("@BIND@")) != std::string::npos;) cfg.replace(at, 6, "127.0.0.1:" + std::to_string(port_));
-    cfg_path_ = "/tmp/ds_haproxy_" + std::to_string(::getpid()) + "_" + std::to_string(port_) + ".cfg";
+    cfg_path_ = temp_path("ds_haproxy_" + std::to_string(::getpid()) + "_" + std::to_string(port_) + ".cfg");
     std::ofstream(cfg_path_) << cfg;
     const std::string log = cfg_path_ + ".log";
     std::vector<std::string> args = {DS_HAPROXY_BIN, "-f", cfg_path_, "-db"};

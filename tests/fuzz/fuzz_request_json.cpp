@@ -2,7 +2,8 @@
 // model is involved: the JSON depth guard and parser (server/json.h), the generation
 // parameters (request_params.h), the chat fields and messages (chat_messages.h), and the
 // tool-call parser typed by the request's tool schemas (tool_call_parser.h) run over the
-// message texts as if the model had written them. The same body read as an Anthropic
+// message texts as if the model had written them, and the thinking fields (thinking_setup.h:
+// the budget, the effort, the template kwargs they set, the engine's spec). The same body read as an Anthropic
 // Messages and an OpenAI Responses request (messages_request.h, responses_request.h) goes
 // through its translation and then the chat fields and parameters, as those routes do.
 // Invariant: bad input is an ApiError (a 4xx for the client) or nothing; any other exception
@@ -10,6 +11,7 @@
 // as a crash, as are sanitizer findings.
 #include <cstddef>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 
@@ -19,6 +21,7 @@
 #include "server/messages_request.h"
 #include "server/request_params.h"
 #include "server/responses_request.h"
+#include "server/thinking_setup.h"
 #include "server/tool_call_parser.h"
 
 using namespace ds::server;
@@ -40,11 +43,28 @@ void run_tool_parser(const Json& tools, const Json& messages) {
   parser.flush();
 }
 
-// What the chat routes do with a chat body: its parameters and chat fields.
+// A model whose tokenizer has the think tags (ids of the tiny model's), with effort budgets.
+ThinkingSetup fuzz_thinking_setup() {
+  ThinkingSetup s;
+  s.open_token = 1011;
+  s.close_token = 1012;
+  s.close_sequence = {1012, 271};
+  s.template_takes_effort = true;
+  s.default_budget = 64;
+  s.effort_budgets = {{"low", 16}, {"high", 256}};
+  return s;
+}
+
+// What the chat routes do with a chat body: its parameters, chat fields and thinking fields.
 void run_chat_body(const Json& body, const GenerationDefaults& defaults) {
   parse_generation_params(body, Endpoint::chat, defaults, 1024);
-  const ChatFields f = parse_chat_fields(body);
+  ChatFields f = parse_chat_fields(body);
   run_tool_parser(f.tools, f.messages);
+  static const ThinkingSetup setup = fuzz_thinking_setup();
+  const ThinkingFields t = parse_thinking_fields(body);
+  apply_effort_to_kwargs(t, setup, f.kwargs);
+  const auto spec = thinking_spec(t, setup, body.size() % 2 == 0, body.size() % 3 == 0);
+  if (spec && !spec->validate(2048).empty()) throw std::logic_error("thinking_spec made an invalid spec");
 }
 
 // Runs fn; a 4xx ApiError is a refusal, anything else escapes.
@@ -71,12 +91,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const ApiError& e) {
     if (e.status() < 400 || e.status() >= 500) throw;
   }
-  try {
-    const ChatFields f = parse_chat_fields(body);
-    run_tool_parser(f.tools, f.messages);
-  } catch (const ApiError& e) {
-    if (e.status() < 400 || e.status() >= 500) throw;
-  }
+  refusals_only([&] { run_chat_body(body, defaults); });
   refusals_only([&] {
     run_chat_body(messages_to_chat_body(body, size % 3 ? MessagesEndpoint::create : MessagesEndpoint::count_tokens),
                   defaults);

@@ -150,6 +150,48 @@ TEST_CASE("rope: rotate-half on the first R dims at each row's position, the res
   for (int64_t i = 0; i < heads * d; ++i) REQUIRE(got[i] == xs[i]);
 }
 
+
+TEST_CASE("rope: a frequency table and attention scaling (YaRN) at positions far apart", "[kernels]") {
+  auto be = t::cpu();
+  const int64_t heads = 2, d = 32, r = 16;
+  std::vector<int32_t> blocks(64);
+  std::iota(blocks.begin(), blocks.end(), 0);
+  // Single-token sequences at positions 0, 63, 64, 255 and 1048575 (1M tokens).
+  const std::vector<int64_t> pos = {0, 63, 64, 255, 1048575};
+  std::vector<t::SeqDesc> seqs;
+  for (size_t s = 0; s < pos.size(); ++s) seqs.push_back({1, pos[s], static_cast<int32_t>(s), blocks});
+  auto plan = t::plan_of(*be, seqs, 1 << 15, 64, 5);
+  ds::kernels::RopeParams p;
+  p.rotary_dim = r;
+  for (int64_t i = 0; i < r / 2; ++i) p.inv_freq.push_back(static_cast<float>(std::pow(0.37, static_cast<double>(i))));
+  p.attention_scaling = 1.138629436f;
+  const auto xs = t::random_vec(5 * heads * d, 51);
+  std::vector<double> want(xs.begin(), xs.end());
+  for (int64_t row = 0; row < 5; ++row)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < r / 2; ++i) {
+        const double a = static_cast<float>(static_cast<float>(pos[row]) * p.inv_freq[i]);  // HF's f32 angle
+        const double c = std::cos(a) * p.attention_scaling, s = std::sin(a) * p.attention_scaling;
+        const int64_t o = (row * heads + h) * d;
+        const double x1 = xs[o + i], x2 = xs[o + i + r / 2];
+        want[o + i] = x1 * c - x2 * s;
+        want[o + i + r / 2] = x2 * c + x1 * s;
+      }
+  auto x = t::make(*be, Shape{5, heads, d}, xs);
+  be->rope(x, *plan, p);
+  const auto got = t::get(*be, x);
+  CHECK(t::max_err(got, want) < 1e-6);
+  for (int64_t row = 0; row < 5 * heads; ++row)
+    for (int64_t i = r; i < d; ++i) REQUIRE(got[row * d + i] == xs[row * d + i]);  // neither rotated nor scaled
+  // The contract: a table of the wrong length, or a scaling that is not positive, is refused.
+  ds::kernels::RopeParams bad = p;
+  bad.inv_freq.pop_back();
+  CHECK_THROWS_AS(be->rope(x, *plan, bad), std::invalid_argument);
+  bad = p;
+  bad.attention_scaling = 0;
+  CHECK_THROWS_AS(be->rope(x, *plan, bad), std::invalid_argument);
+}
+
 TEST_CASE("embedding and gather_rows", "[kernels]") {
   auto be = t::cpu();
   const int64_t vocab = 11, h = 6;

@@ -25,6 +25,20 @@ using test::SeqDesc;
 
 namespace {
 
+// A rope table as YaRN makes one (the fast dims kept, the slow ones divided by 4, a ramp between)
+// with YaRN's attention scaling for factor 4.
+kernels::RopeParams yarn_like(int64_t rotary) {
+  kernels::RopeParams p;
+  p.rotary_dim = rotary;
+  for (int64_t i = 0; i < rotary / 2; ++i) {
+    const double f = std::pow(1e7, -2.0 * static_cast<double>(i) / static_cast<double>(rotary));
+    const double ramp = std::clamp((static_cast<double>(i) - 3.0) / 5.0, 0.0, 1.0);
+    p.inv_freq.push_back(static_cast<float>(f / 4 * ramp + f * (1 - ramp)));
+  }
+  p.attention_scaling = static_cast<float>(0.1 * std::log(4.0) + 1.0);
+  return p;
+}
+
 struct Pair {
   std::unique_ptr<Backend> cpu;
   std::unique_ptr<Backend> gpu;
@@ -231,6 +245,10 @@ TEST_CASE("cuda ops: embedding, gather_rows, swiglu, split_query_gate, split_col
   p.cpu->rope(qc, *pc, rp);
   p.gpu->rope(qgpu, *pg, rp);
   CHECK(rel(test::get(*p.gpu, qgpu), test::get(*p.cpu, qc)) < 1e-6);
+  // A frequency table and attention scaling (YaRN's), on top of that.
+  p.cpu->rope(qc, *pc, yarn_like(64));
+  p.gpu->rope(qgpu, *pg, yarn_like(64));
+  CHECK(rel(test::get(*p.gpu, qgpu), test::get(*p.cpu, qc)) < 1e-6);
 
   for (DType t : {DType::f32, DType::bf16}) {
     const auto qv = test::get(*p.cpu, qc);
@@ -259,17 +277,19 @@ TEST_CASE("cuda ops: the fused decode ops (prepare_qk, gate_up_swiglu) match the
     const auto qn = test::random_vec(static_cast<size_t>(d), 70 + d, 0.5f);
     const auto kn = test::random_vec(static_cast<size_t>(d), 80 + d, 0.5f);
     Tensor qgc = test::make(*p.cpu, {T, nq, 2 * d}, qg), qgg = act(*p.gpu, DType::f32, {T, nq, 2 * d}, qg);
-    Tensor kc = test::make(*p.cpu, {T, nkv, d}, kv), kg = act(*p.gpu, DType::f32, {T, nkv, d}, kv);
     Tensor qnc = test::make(*p.cpu, {d}, qn), qng = act(*p.gpu, DType::f32, {d}, qn);
     Tensor knc = test::make(*p.cpu, {d}, kn), kng = act(*p.gpu, DType::f32, {d}, kn);
     Tensor qc = p.cpu->alloc(DType::f32, {T, nq, d}), gatec = p.cpu->alloc(DType::f32, {T, nq, d});
     Tensor qgpu = poisoned(*p.gpu, DType::f32, {T, nq, d}), gategpu = poisoned(*p.gpu, DType::f32, {T, nq, d});
-    const kernels::RopeParams rp{rot, 1e7};
-    p.cpu->prepare_qk(qgc, qnc, knc, 1e-6f, *pc, rp, qc, gatec, kc);
-    p.gpu->prepare_qk(qgg, qng, kng, 1e-6f, *pg, rp, qgpu, gategpu, kg);
-    CHECK(test::get(*p.gpu, gategpu) == test::get(*p.cpu, gatec));
-    CHECK(rel(test::get(*p.gpu, qgpu), test::get(*p.cpu, qc)) < 1e-6);
-    CHECK(rel(test::get(*p.gpu, kg), test::get(*p.cpu, kc)) < 1e-6);
+    for (const kernels::RopeParams& rp : {kernels::RopeParams{rot, 1e7}, yarn_like(rot)}) {
+      INFO((rp.inv_freq.empty() ? "theta" : "YaRN-like table"));
+      Tensor kc2 = test::make(*p.cpu, {T, nkv, d}, kv), kg2 = act(*p.gpu, DType::f32, {T, nkv, d}, kv);
+      p.cpu->prepare_qk(qgc, qnc, knc, 1e-6f, *pc, rp, qc, gatec, kc2);
+      p.gpu->prepare_qk(qgg, qng, kng, 1e-6f, *pg, rp, qgpu, gategpu, kg2);
+      CHECK(test::get(*p.gpu, gategpu) == test::get(*p.cpu, gatec));
+      CHECK(rel(test::get(*p.gpu, qgpu), test::get(*p.cpu, qc)) < 1e-6);
+      CHECK(rel(test::get(*p.gpu, kg2), test::get(*p.cpu, kc2)) < 1e-6);
+    }
   }
   // gate_up_swiglu: one row takes the fused weight-streaming kernel (K = 4104: unrolled loop
   // and tail; 384: tail only), three rows the GEMM + swiglu, 40 rows (cuBLAS) the GEMM into a

@@ -71,7 +71,8 @@ TEST_CASE("plan_decode covers every token once, with consistent flags", "[kernel
   const DecodeLaunchConfig dev = h200_bf16();
   const std::vector<std::vector<int32_t>> batches{
       {0}, {1}, {0, 0, 5}, {4096}, {32768, 1, 0, 17}, {131072, 8192, 8192, 8192, 8192, 8192, 8192, 8192},
-      std::vector<int32_t>(32, 131072), std::vector<int32_t>(200, 700)};
+      std::vector<int32_t>(32, 131072), std::vector<int32_t>(200, 700),
+      {1048576}, {1048576, 262144, 1}};  // 1M-token contexts (issue 48)
   for (const auto& lens : batches) {
     for (int32_t chunk : {0, 1, 48, 1000, INT_MAX}) {
       int64_t items = 0;
@@ -113,7 +114,7 @@ TEST_CASE("plan_decode fills the GPU at batch 1 and does not split a full grid",
     const double bound_us = (131072.0 + 7 * 8192.0) * 4 * 1024 / 4.3e12 * 1e6;
     CHECK(p.est_us < bound_us * 1.25 + 5.0);
     // One round of long chunks whose short blocks backfill the SMs that free early, rather
-    // than two full rounds (measured 191 vs 198 us on the H200, docs/benchmarks.md).
+    // than two full rounds (measured 191 vs 198 us on the H200, docs/bench-log).
     CHECK(p.items.size() * 4 < 2 * 132);
   }
   SECTION("two thread blocks per SM halve the chunk") {

@@ -139,9 +139,12 @@ TEST_CASE("config: what the forward pass cannot honour is refused by key", "[con
     j["layer_types"] = {"linear_attention", "sliding_attention"};
     CHECK_THAT(parse_error(j), Contains("unknown layer type \"sliding_attention\""));
   }
-  SECTION("scaled RoPE") {
-    j["rope_parameters"]["rope_type"] = "yarn";
-    CHECK_THAT(parse_error(j), Contains("rope_type \"yarn\" is not supported"));
+  SECTION("a RoPE scaling other than YaRN") {
+    j["rope_parameters"]["rope_type"] = "llama3";
+    CHECK_THAT(parse_error(j), Contains("rope_type \"llama3\" is not supported"));
+    j["rope_parameters"]["rope_type"] = "default";
+    j["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
+    CHECK_THAT(parse_error(j), Contains("rope_type \"linear\" is not supported"));
   }
   SECTION("odd rotary dim") {
     j["rope_parameters"]["partial_rotary_factor"] = 0.01171875;  // 256 * f = 3

@@ -435,7 +435,7 @@ TEST_CASE("fp8: a corrupt FP8 checkpoint names the tensor", "[fp8][loading]") {
   }
 }
 
-// The bundled FP8 fixture (tests/data/tiny-qwen35-fp8, written by scripts/make_fp8_fixture.py:
+// The bundled FP8 fixture (tests/data/tiny-qwen35-fp8, written by bench/tools/make_fp8_fixture.py:
 // the tiny model narrowed to hidden 96 and intermediate 320, so that block edges fall inside
 // the matrices). Hidden tag: tests/model/CMakeLists.txt runs these as their own CTest entry,
 // registered where the fixture is.

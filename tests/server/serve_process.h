@@ -17,6 +17,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/test_paths.h"
+
 extern char** environ;
 
 namespace ds::test {
@@ -26,7 +28,7 @@ class ServeProcess {
   // Starts DS_SERVE_BIN with args; cwd empty = inherit.
   explicit ServeProcess(const std::vector<std::string>& args, const std::string& cwd = {}) {
     static int counter = 0;
-    log_path_ = "/tmp/ds_serve_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++) + ".log";
+    log_path_ = temp_path("ds_serve_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++) + ".log");
     std::vector<std::string> argv_s = {DS_SERVE_BIN};
     argv_s.insert(argv_s.end(), args.begin(), args.end());
     std::vector<char*> argv;

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <chrono>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -48,6 +49,9 @@ struct TestServerConfig {
   server::GrammarCacheOptions grammar;     // compile pool and limits
   bool ready = true;                     // false: never set_model (503 tests)
   int step_delay_ms = 0;                 // scripted model only
+  std::string chat_template_file;        // instead of the tiny model's template (a data_path name)
+  std::optional<int64_t> default_thinking_budget;     // serve's --default-thinking-budget
+  std::map<std::string, int64_t> effort_budgets;      // serve's --reasoning-effort-budgets
 
   TestServerConfig() {
     engine.cache_bytes = 64ll << 20;
@@ -64,7 +68,10 @@ class TestServer {
   explicit TestServer(TestServerConfig cfg = {}) : cfg_(std::move(cfg)), metrics_("tiny-qwen35") {
     const std::string dir = data_path("tiny-qwen35");
     tokenizer_ = std::make_unique<tok::Tokenizer>(tok::Tokenizer::load(dir));
-    template_ = std::make_unique<chat::ChatTemplate>(chat::ChatTemplate::from_model_dir(dir));
+    template_ = std::make_unique<chat::ChatTemplate>(
+        cfg_.chat_template_file.empty()
+            ? chat::ChatTemplate::from_model_dir(dir)
+            : chat::ChatTemplate::from_model_dir(dir, data_path(cfg_.chat_template_file)));
     cfg_.engine.on_finish = [this](scheduler::RequestId, scheduler::FinishReason, const scheduler::RequestMetrics& m) {
       metrics_.observe_request(m);
     };
@@ -91,6 +98,8 @@ class TestServer {
     grammars_ =
         std::make_unique<server::GrammarCache>(grammar::TokenVocabulary::from_tokenizer(*tokenizer_, 1024), cfg_.grammar);
     served_.grammars = grammars_.get();
+    served_.thinking =
+        server::make_thinking_setup(*tokenizer_, template_.get(), cfg_.default_thinking_budget, cfg_.effort_budgets);
 
     server::HttpServerOptions ho;
     ho.api_key = cfg_.api_key;

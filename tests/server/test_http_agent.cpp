@@ -438,8 +438,8 @@ TEST_CASE("responses: reasoning, a function call, then its output fed back", "[r
   CHECK(Json::parse(out[2]["arguments"].get<std::string>()) == Json::parse(R"({"city": "Paris", "days": 2})"));
   const Json& u = r.body["usage"];
   const int64_t reasoning = u["output_tokens_details"]["reasoning_tokens"];
-  // The tokens after "<think>" up to and including "</think>" (an added token each).
-  CHECK(reasoning == static_cast<int64_t>(encode("\nThe user wants the weather.\n</think>").size()));
+  // The tokens between "<think>" and "</think>" (an added token each, neither counted).
+  CHECK(reasoning == static_cast<int64_t>(encode("\nThe user wants the weather.\n").size()));
   CHECK(reasoning < u["output_tokens"].get<int64_t>());
 
   b["stream"] = true;

@@ -316,6 +316,7 @@ TEST_CASE("limits: with thinking off, <think> in constrained output is content",
   INFO(msg.dump());
   CHECK(msg["content"] == "{\"a\": \"<think>not reasoning</think>\"}");
   CHECK(msg["reasoning_content"].is_null());
+  CHECK(r.body["usage"]["completion_tokens_details"]["reasoning_tokens"] == 0);
   CHECK(r.body["choices"][0]["finish_reason"] == "stop");
   CHECK_NOTHROW(Json::parse(msg["content"].get<std::string>()));
 }

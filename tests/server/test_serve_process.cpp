@@ -39,7 +39,7 @@ TEST_CASE("serve --help documents every flag", "[process]") {
   REQUIRE(p.wait_exit() == 0);
   const std::string help = p.log();
   for (const char* flag :
-       {"--model", "--host", "--port", "--served-model-name", "--api-key", "DELTASERVE_API_KEY", "--paged-attention",
+       {"--model", "-m", "--version", "--host", "--port", "--served-model-name", "--api-key", "DELTASERVE_API_KEY", "--paged-attention",
         "--no-paged-attention", "--max-ctx", "--kv-cache-dtype", "--mamba-ssm-cache-dtype", "--block-size", "--gpu-memory-utilization",
         "--kv-cache-memory", "--max-num-seqs", "--max-num-batched-tokens", "--max-queue", "--quantization", "--fp8-weights", "--backend",
         "--enforce-eager",
@@ -51,6 +51,26 @@ TEST_CASE("serve --help documents every flag", "[process]") {
   // No internal default values of negated flags in the text.
   CHECK(help.find("{false}") == std::string::npos);
   CHECK(help.find("{true}") == std::string::npos);
+}
+
+TEST_CASE("serve --version names the version and the commit it was built from", "[process]") {
+  ServeProcess p({"--version"});
+  REQUIRE(p.wait_exit() == 0);
+  INFO(p.log());
+  CHECK(p.log().rfind("deltaserve 0.", 0) == 0);
+  CHECK(p.log().find("(commit ") != std::string::npos);
+}
+
+TEST_CASE("the model directory is taken as `serve DIR` (vllm serve) and `-m DIR` (llama-server)", "[process]") {
+  for (const std::vector<std::string>& model : {std::vector<std::string>{data_path("tiny-qwen35")},
+                                                std::vector<std::string>{"-m", data_path("tiny-qwen35")}}) {
+    ServeProcess p(with(model, kSmall));
+    REQUIRE(p.wait_log("ready:"));
+    INFO(p.log());
+    CHECK(p.log().find("serving model 'tiny-qwen35'") != std::string::npos);
+    p.signal(SIGTERM);
+    CHECK(p.wait_exit() == 0);
+  }
 }
 
 TEST_CASE("serve with the default cache starts at once and stays small when idle", "[process]") {
@@ -108,7 +128,7 @@ TEST_CASE("serve refuses flags that cannot work, before serving, with a clear me
       {{"--gpu-memory-utilization", "0.9"}, "--gpu-memory-utilization sizes device memory"},
       {{"--backend", "cuda", "--gpu-memory-utilization", "0.9", "--kv-cache-memory", "1G"}, "not both"},
       // A build without CUDA has no cuda backend; a CUDA build on a machine without a GPU finds none.
-      {{"--backend", "cuda"}, "no cuda backend", "no CUDA device available"},
+      {{"--backend", "cuda"}, "-DDELTASERVE_CUDA=ON", "no CUDA device available"},
       {{"--backend", "hip"}, "no hip backend"},
       {{"--backend", "tpu"}, "--backend must be"},
       {{"--kv-cache-dtype", "bf16"}, "stores K/V as f32"},
@@ -117,6 +137,8 @@ TEST_CASE("serve refuses flags that cannot work, before serving, with a clear me
       {{"--kv-cache-memory", "1KiB"}, "--kv-cache-memory: a cache budget of 1024 bytes cannot hold one DeltaNet state slot"},
       {{"--no-paged-attention", "--kv-cache-memory", "16MiB"}, "cannot hold one contiguous sequence"},
       {{"--model", "/nonexistent/dir"}, "--model: no such directory"},
+      {{"/nonexistent/dir"}, "--model: no such directory"},
+      {{"-m", "tests/data/tiny-qwen35", "tests/data/tiny-qwen35"}, "was not expected"},
       {{"--chat-template", "/nonexistent.jinja"}, "--chat-template: no such file"},
       {{"--log-format", "xml"}, "--log-format must be text or json"},
       {{"--log-level", "loud"}, "--log-level must be"},
@@ -147,7 +169,7 @@ TEST_CASE("serve refuses flags that cannot work, before serving, with a clear me
 
 TEST_CASE("serve starts on the bundled model, logs its capacity, and exits 0 on SIGTERM", "[process]") {
   // Started from another directory: the bundled model is found next to the executable.
-  ServeProcess p(kSmall, "/tmp");
+  ServeProcess p(kSmall, std::filesystem::temp_directory_path().string());
   REQUIRE(p.wait_log("ready:"));
   const int port = p.port();
   REQUIRE(port > 0);
