@@ -45,18 +45,21 @@ TEST_CASE("grammar cache: one compile per key, a bounded queue, cancellation, re
   o.max_waiting = 1;
   o.limits.max_bytes = int64_t{1} << 30;
   server::GrammarCache cache(vocab(), o);
-  std::atomic<bool> gone_a{false};
+  std::atomic<bool> gone_a{false}, a_running{false};
   std::atomic<int> cancelled{0};
-  // A compiles; B joins A's compile; C queues behind it; D finds the queue full.
+  // A compiles; C queues behind it; a third finds the queue full.
   auto wait_for = [&](const std::string& re, std::atomic<bool>* gone) {
     try {
-      cache.get("k" + re, regex(re), [gone] { return gone && gone->load(); });
+      cache.get("k" + re, [&a_running, re] {
+        if (re == kSlow) a_running = true;  // on the worker: A left the queue
+        return regex(re)();
+      }, [gone] { return gone && gone->load(); });
     } catch (const grammar::CompileCancelled&) {
       ++cancelled;
     }
   };
   std::thread a(wait_for, kSlow, &gone_a);
-  while (cache.compiles_in_flight() < 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  while (!a_running) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   std::thread c(wait_for, std::string("x{1,3}"), nullptr);
   while (cache.compiles_in_flight() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   CHECK_THROWS_AS(cache.get("other", regex("x")), server::GrammarBusy);
