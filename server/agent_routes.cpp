@@ -28,15 +28,20 @@ namespace {
 
 using FieldNames = std::vector<std::pair<std::string_view, std::string_view>>;
 
-// An error raised on the translated chat body, naming the fields as the client sent them.
+// An error raised on the translated chat body, naming the fields as the client sent them: a
+// chat field, or a path under it ('response_format.json_schema.schema'), becomes the client's
+// spelling. Entries are tried in order, so a longer chat path goes before its prefix.
 ApiError in_client_terms(const ApiError& e, const FieldNames& names) {
   std::string message = e.what();
   std::string param = e.param();
   for (const auto& [chat, client] : names) {
-    if (param == chat) param = client;
-    const std::string quoted = "'" + std::string(chat) + "'";
-    for (size_t at = message.find(quoted); at != std::string::npos; at = message.find(quoted, at + client.size() + 2))
-      message.replace(at, quoted.size(), "'" + std::string(client) + "'");
+    if (param == chat || param.rfind(std::string(chat) + ".", 0) == 0) param = std::string(client) + param.substr(chat.size());
+    for (const char end : {'\'', '.'}) {
+      const std::string quoted = "'" + std::string(chat) + end;
+      const std::string renamed = "'" + std::string(client) + end;
+      for (size_t at = message.find(quoted); at != std::string::npos; at = message.find(quoted, at + renamed.size()))
+        message.replace(at, quoted.size(), renamed);
+    }
   }
   ApiError out(e.status(), message, e.type(), param, e.code());
   out.with_retry_after(e.retry_after());
@@ -140,7 +145,11 @@ void handle_responses(const RouteContext& ctx, const HttpRequest& req, HttpRespo
   check_model(body, ctx.model);
   const ServedModel& m = ctx.model;
   const ResponsesRequest r = parse_responses_request(body);
-  static const FieldNames kNames = {{"messages", "input"}, {"max_tokens", "max_output_tokens"}, {"response_format", "text.format"}};
+  static const FieldNames kNames = {{"messages", "input"},
+                                    {"max_tokens", "max_output_tokens"},
+                                    {"response_format.json_schema.schema", "text.format.schema"},
+                                    {"response_format.json_schema", "text.format"},
+                                    {"response_format", "text.format"}};
   const GenerationParams gp = with_client_fields(
       kNames, [&] { return parse_generation_params(r.chat_body, Endpoint::chat, m.defaults, m.engine->vocab_size()); });
   auto job = with_client_fields(kNames, [&] { return start_chat_job(ctx, r.chat_body, gp, {"input", "max_output_tokens"}); });

@@ -72,6 +72,10 @@ ApiError unavailable(const std::string& message, const std::string& code) {
   return e;
 }
 
+ApiError client_closed(const std::string& message) {
+  return ApiError(499, message, "invalid_request_error", {}, "client_closed_request");
+}
+
 ApiError internal_error(const std::string& message) {
   return ApiError(500, message, "server_error", {}, "internal_error");
 }

@@ -57,6 +57,8 @@ ApiError context_too_long(const std::string& message, const std::string& param);
 ApiError payload_too_large(size_t limit_bytes);
 ApiError queue_full(const std::string& message);
 ApiError unavailable(const std::string& message, const std::string& code);
+// 499 (nginx's "client closed request"): the client left before its request could start.
+ApiError client_closed(const std::string& message);
 ApiError internal_error(const std::string& message);
 
 }  // namespace ds::server

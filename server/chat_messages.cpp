@@ -1,5 +1,7 @@
 #include "server/chat_messages.h"
 
+#include <algorithm>
+
 #include "server/api_error.h"
 #include "server/request_params.h"
 
@@ -92,6 +94,14 @@ Json normalize_messages(const Json& messages) {
   return out;
 }
 
+void check_tool_name(const std::string& name, const std::string& where) {
+  const bool ok = !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+  });
+  if (!ok)
+    throw bad_request("'" + where + "' must be 1 to 64 characters of a-z, A-Z, 0-9, underscores and dashes", where);
+}
+
 ChatFields parse_chat_fields(const Json& body) {
   for (const char* k : {"functions", "function_call"})
     if (body.contains(k) && !body[k].is_null()) throw unsupported_field(k, "use 'tools' and 'tool_choice'");
@@ -118,9 +128,11 @@ ChatFields parse_chat_fields(const Json& body) {
     for (size_t i = 0; i < tools.size(); ++i) {
       const std::string at = "tools[" + std::to_string(i) + "]";
       const Json& t = tools[i];
-      if (!t.is_object() || t.value("type", "function") != "function" || !t.contains("function") ||
-          !t["function"].is_object() || !t["function"].contains("name") || !t["function"]["name"].is_string())
+      if (!t.is_object() || !(!t.contains("type") || (t["type"].is_string() && t["type"] == "function")) ||
+          !t.contains("function") || !t["function"].is_object() || !t["function"].contains("name") ||
+          !t["function"]["name"].is_string())
         throw bad_request("'" + at + "' must be {\"type\": \"function\", \"function\": {\"name\": ...}}", at);
+      check_tool_name(t["function"]["name"].get<std::string>(), at + ".function.name");
     }
     if (!tools.empty()) f.tools = tools;
   }

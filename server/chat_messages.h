@@ -11,8 +11,12 @@
 //  * an assistant message's `reasoning` is copied to `reasoning_content` (the field templates
 //    read) when only the former is given, so both spellings work on input too.
 // The template gets `tools` (when given) and every chat_template_kwargs entry (e.g.
-// enable_thinking) as variables. Every refusal is an ApiError 400 naming the field.
+// enable_thinking) as variables. Every refusal is an ApiError 400 naming the field. Tool
+// names are what OpenAI and Anthropic accept (1-64 of a-z, A-Z, 0-9, '_' and '-'): anything
+// else could not round-trip through the model's tool-call markup (`<function=NAME>`).
 #pragma once
+
+#include <string>
 
 #include "server/json.h"
 
@@ -33,6 +37,9 @@ struct ChatFields {
 };
 
 ChatFields parse_chat_fields(const Json& body);
+
+// Throws ApiError 400 naming `where` (the name's field) unless `name` is a valid tool name.
+void check_tool_name(const std::string& name, const std::string& where);
 
 // The messages array in template form (exposed for /tokenize and tests).
 Json normalize_messages(const Json& messages);

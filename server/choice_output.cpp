@@ -16,7 +16,7 @@ ChoiceOutput::ChoiceOutput(const tok::Tokenizer& tokenizer, ChoiceOptions option
       opt_(std::move(options)),
       detok_(tokenizer, opt_.skip_special),
       stops_(opt_.stop, opt_.include_stop),
-      reasoning_(opt_.start_in_reasoning),
+      reasoning_(opt_.start_in_reasoning, opt_.reasoning_at_start_only),
       tools_(opt_.tools) {
   if (opt_.thinking) thinking_.emplace(opt_.thinking);
 }

@@ -34,8 +34,10 @@ struct ChoiceOptions {
   bool skip_special = true;
   std::vector<std::string> stop;
   bool include_stop = false;
-  bool split_reasoning = false;  // chat
+  bool split_reasoning = false;  // chat, unless thinking is off
+  bool reports_reasoning = false;  // chat: usage gives its reasoning tokens (0 with thinking off)
   bool start_in_reasoning = false;
+  bool reasoning_at_start_only = false;  // under a grammar: reasoning_splitter.h
   bool parse_tool_calls = false;  // chat with tools and tool_choice != none
   Json tools;           // for parameter types
   bool logprobs = false;

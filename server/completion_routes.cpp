@@ -170,7 +170,7 @@ void handle_completions(const RouteContext& ctx, const HttpRequest& req, HttpRes
   const GenerationParams gp = parse_generation_params(body, Endpoint::completions, m.defaults, m.engine->vocab_size());
   const std::vector<PromptIds> prompts = completion_prompts(body, m);
   const RequestFields fields{"prompt", "max_tokens"};
-  const OutputGrammar grammar = completion_grammar(m, body);
+  const OutputGrammar grammar = completion_grammar(ctx, body);
   auto job = std::make_unique<GenerationJob>(*m.engine, *m.tokenizer, ctx.metrics,
                                              choice_specs(m, gp, prompts, choice_options(m, gp), fields, {}, grammar),
                                              fields.prompt);

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "server/api_error.h"
+#include "server/chat_messages.h"
 #include "server/json.h"
 
 namespace ds::server {
@@ -67,6 +68,7 @@ Json map_objects(const Json& list, const std::string& name, Fn&& fn) {
 // parameters' schema.
 inline Json chat_function_tool(const Json& tool, const std::string& where, Json parameters) {
   Json fn = {{"name", string_field(tool, "name", where)}};
+  check_tool_name(fn["name"].get<std::string>(), where + ".name");
   auto d = tool.find("description");
   if (d != tool.end() && !d->is_null()) {
     if (!d->is_string()) throw bad_request("'" + where + ".description' must be a string", where + ".description");

@@ -39,7 +39,7 @@ GenerationJob::GenerationJob(scheduler::Engine& engine, const tok::Tokenizer& to
     Choice c;
     c.counts_prompt = prompts.count(s.prompt_index) == 1 && first_of_prompt;
     c.handle = std::move(r.handle);
-    c.reasoning = s.options.split_reasoning;
+    c.reasoning = s.options.reports_reasoning;
     c.output = std::make_unique<ChoiceOutput>(tokenizer, std::move(s.options));
     choices_.push_back(std::move(c));
   }

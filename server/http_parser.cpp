@@ -40,6 +40,7 @@ int hex_digit(char c) {
 }
 
 constexpr size_t kMaxChunkLine = 4096;  // a chunk-size line with its extensions
+constexpr uint64_t kInitialBodyReserve = 64u << 10;
 
 }  // namespace
 
@@ -314,8 +315,11 @@ RequestParser::Status RequestParser::on_head_end() {
     state_ = State::done;
     return Status::complete;
   }
-  req_.body.reserve(static_cast<size_t>(length));
+  // Grown as bytes arrive, not reserved from the header: a client that announces 32 MiB and
+  // sends nothing must not make the server hold 32 MiB.
+  req_.body.reserve(static_cast<size_t>(std::min<uint64_t>(length, kInitialBodyReserve)));
   remaining_ = length;
+  announced_ = length;
   state_ = State::body_length;
   wants_continue_ = expect && req_.version_minor >= 1;
   return Status::need_more;
@@ -328,6 +332,7 @@ HttpRequest RequestParser::take() {
   seen_request_line_ = false;
   head_bytes_ = 0;
   remaining_ = 0;
+  announced_ = 0;
   wants_continue_ = false;
   compact();
   return out;

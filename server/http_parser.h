@@ -29,7 +29,9 @@ struct HttpLimits {
   size_t max_head_bytes = 64u << 10;    // request line + headers (+ chunked trailers)
   size_t max_header_count = 128;
   size_t max_target_bytes = 16u << 10;  // the request target (URI)
-  size_t max_body_bytes = 64u << 20;    // decoded body, any encoding
+  // Decoded body, any encoding. 32 MiB holds a prompt of a million tokens (about 8 MB of
+  // JSON) four times over; serve --max-body-size raises it.
+  size_t max_body_bytes = 32u << 20;
 };
 
 class RequestParser {
@@ -55,6 +57,13 @@ class RequestParser {
   bool in_request() const { return state_ != State::head || head_bytes_ > 0 || pending() > 0; }
   // The head is complete and the body is being read.
   bool reading_body() const { return state_ != State::head && state_ != State::done && state_ != State::error; }
+  // While reading_body(): the request so far (method, target, headers; the body as received),
+  // so that its owner can refuse it before the body arrives (a missing API key).
+  const HttpRequest& head() const { return req_; }
+  // While reading_body(): the Content-Length announced (0 for a chunked body) and the body
+  // bytes received so far.
+  uint64_t announced_length() const { return announced_; }
+  size_t body_received() const { return req_.body.size(); }
   // The head is complete and the client waits for "100 Continue" before sending the body.
   bool wants_continue() const { return wants_continue_; }
   void continue_sent() { wants_continue_ = false; }
@@ -83,6 +92,7 @@ class RequestParser {
   bool seen_request_line_ = false;
   size_t head_bytes_ = 0;  // bytes of the current head (or trailers) consumed so far
   uint64_t remaining_ = 0;  // body bytes still to come (length or current chunk)
+  uint64_t announced_ = 0;  // the Content-Length of the body being read
   bool wants_continue_ = false;
   HttpRequest req_;
   int error_status_ = 0;

@@ -68,6 +68,12 @@ struct HttpServer::Impl {
             [this](const HttpRequest* req, int status) {
               metrics.count_http(status);
               if (req) spdlog::debug("{} {} {} {}", req->remote_addr, req->method, req->path, status);
+            },
+            // The API key is checked on the head: a client without it sends no body we read.
+            [this](const HttpRequest& head, HttpResponse& refusal) {
+              if (authorized(head)) return true;
+              send_error(refusal, unauthorized(), anthropic_path(head.path));
+              return false;
             }) {}
 
   static HttpTransportOptions transport_options(const HttpServerOptions& o) {
@@ -84,7 +90,7 @@ struct HttpServer::Impl {
       const State s = state.load();
       if (!m || s == State::loading) throw unavailable("the model is still loading; retry shortly", "model_loading");
       if (generation && s == State::stopping) throw unavailable("the server is shutting down", "shutting_down");
-      RouteContext ctx{*m, metrics, watcher, active};
+      RouteContext ctx{*m, metrics, watcher, active, req.socket};
       fn(ctx);
     } catch (const ApiError& e) {
       if (e.status() >= 500) spdlog::warn("{} {}: {}", req.method, req.path, e.what());

@@ -10,7 +10,8 @@
 // large, 503 too many connections; always OpenAI's), 404 for an unknown route and 405 for a
 // known one with another method. With an API key every route except /health, /metrics and
 // CORS preflights needs "Authorization: Bearer <key>" or "x-api-key: <key>", compared in
-// constant time, before anything else is looked at.
+// constant time, before anything else is looked at: on the request's head, before its body is
+// read (HttpTransport::HeadCheck), and again by the handler.
 //
 // Life cycle: bind() (port 0 picks a free one) and start() listen at once, answering 503
 // ("model is loading") and /health 503 until set_model(); begin_shutdown() stops admitting

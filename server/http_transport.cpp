@@ -62,7 +62,11 @@ struct Connection {
   int remote_port = 0;
   Phase phase = Phase::idle;
   Clock::time_point last_active = Clock::now();
+  Clock::time_point request_start;  // the current request's first byte
   Clock::time_point head_deadline;
+  Clock::time_point body_start;     // its head's end (while the body is read)
+  bool head_seen = false;           // its head went through the owner's check
+  size_t body_reserved = 0;         // its share of the in-flight body budget
   Clock::time_point linger_deadline;
   std::string out;  // an error reply still being flushed while lingering
   size_t out_off = 0;
@@ -138,9 +142,14 @@ struct HttpTransport::Impl {
   std::vector<ConnectionPtr> returned;   // served, waiting for the event loop to take them back
   std::unordered_set<int> serving;       // sockets of requests being handled
 
-  Impl(HttpTransportOptions o, Handler h, ErrorRenderer r, Observer ob)
+  HeadCheck head_check;
+  // Bytes reserved by bodies being received or handled: added by the event loop, released by
+  // whichever thread lets go of the request.
+  std::atomic<size_t> inflight_body{0};
+
+  Impl(HttpTransportOptions o, Handler h, ErrorRenderer r, Observer ob, HeadCheck hc)
       : opt(std::move(o)), handler(std::move(h)), render_error(std::move(r)), observe(std::move(ob)),
-        pool(opt.max_threads) {}
+        pool(opt.max_threads), head_check(std::move(hc)) {}
 
   void wake() {
     const uint64_t one = 1;
@@ -151,6 +160,9 @@ struct HttpTransport::Impl {
     HttpResponse res;
     render_error(status, message, res);
     res.status = status;
+    return whole_reply(res, version_minor);
+  }
+  std::string whole_reply(const HttpResponse& res, int version_minor) {
     std::string out = http_response_head(res, opt.default_headers, version_minor, false, false, res.body.size());
     return out + res.body;
   }
@@ -241,7 +253,7 @@ struct HttpTransport::Impl {
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
       auto c = std::make_shared<Connection>(fd, opt.limits, open);
       c->remote_addr = peer_address(ss, c->remote_port);
-      if (total_connections() >= opt.max_connections && !evict_idle()) {
+      if (total_connections() >= opt.max_connections && !evict_idle() && !evict_slowest_reader()) {
         const std::string reply = error_reply(503, "the server has too many open connections; retry shortly", 1);
         [[maybe_unused]] auto n = ::send(fd, reply.data(), reply.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
         observe(nullptr, 503);
@@ -263,7 +275,68 @@ struct HttpTransport::Impl {
     return true;
   }
 
-  void close_connection(int fd) { conns.erase(fd); }
+  // Closes (with a 408) the connection that has been sending its request for over a second
+  // at the lowest rate; false when there is none.
+  bool evict_slowest_reader() {
+    const auto now = Clock::now();
+    ConnectionPtr victim;
+    double victim_rate = 0;
+    for (auto& [fd, c] : conns) {
+      if (c->phase != Phase::reading) continue;
+      const double secs = std::chrono::duration<double>(now - c->request_start).count();
+      if (secs < 1.0) continue;
+      const double rate = static_cast<double>(c->parser.body_received() + c->parser.pending()) / secs;
+      if (!victim || rate < victim_rate) {
+        victim = c;
+        victim_rate = rate;
+      }
+    }
+    if (!victim) return false;
+    spdlog::debug("http: {}:{} evicted for a new connection (sending at {:.0f} B/s)", victim->remote_addr,
+                  victim->remote_port, victim_rate);
+    const std::string reply = error_reply(408, "the request arrived too slowly while the server was at its connection limit", 1);
+    [[maybe_unused]] auto n = ::send(victim->fd, reply.data(), reply.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    observe(nullptr, 408);
+    close_connection(victim->fd);
+    return true;
+  }
+
+  void close_connection(int fd) {
+    auto it = conns.find(fd);
+    if (it == conns.end()) return;
+    release_body(*it->second);
+    conns.erase(it);
+  }
+
+  void release_body(Connection& c) {
+    if (c.body_reserved > 0) inflight_body.fetch_sub(c.body_reserved);
+    c.body_reserved = 0;
+  }
+
+  // After bytes arrived for a request still being read: the owner's look at a new head, and
+  // the body's share of the in-flight budget. False when the request was refused.
+  bool on_progress(const ConnectionPtr& c) {
+    if (!c->parser.reading_body()) return true;
+    if (!c->head_seen) {
+      c->head_seen = true;
+      c->body_start = Clock::now();
+      HttpResponse refusal;
+      if (head_check && !head_check(c->parser.head(), refusal)) {
+        refuse_with(c, refusal, &c->parser.head());
+        return false;
+      }
+    }
+    const size_t want = std::max<size_t>(static_cast<size_t>(c->parser.announced_length()), c->parser.body_received());
+    if (want > c->body_reserved) {
+      if (inflight_body.load() + (want - c->body_reserved) > opt.max_inflight_body_bytes) {
+        refuse(c, 503, "the server is receiving too many request bodies at once; retry shortly");
+        return false;
+      }
+      inflight_body += want - c->body_reserved;
+      c->body_reserved = want;
+    }
+    return true;
+  }
 
   void on_event(const ConnectionPtr& c, uint32_t ev) {
     if (c->phase == Phase::lingering) return linger(c, ev);
@@ -275,12 +348,14 @@ struct HttpTransport::Impl {
       if (r > 0) {
         if (c->phase == Phase::idle) {
           c->phase = Phase::reading;
+          c->request_start = now;
           c->head_deadline = now + opt.head_timeout;
         }
         c->last_active = now;
         const auto st = c->parser.feed(std::string_view(buf, static_cast<size_t>(r)));
         if (st == RequestParser::Status::complete) return dispatch(c);
         if (st == RequestParser::Status::error) return refuse(c, c->parser.error_status(), c->parser.error_message());
+        if (!on_progress(c)) return;
         if (c->parser.wants_continue()) {
           static constexpr std::string_view k100 = "HTTP/1.1 100 Continue\r\n\r\n";
           [[maybe_unused]] auto n = ::send(c->fd, k100.data(), k100.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -300,11 +375,18 @@ struct HttpTransport::Impl {
   // moment before closing, so the reply is read rather than lost to a reset.
   void refuse(const ConnectionPtr& c, int status, const std::string& message) {
     spdlog::debug("http: {}:{} refused with {}: {}", c->remote_addr, c->remote_port, status, message);
-    c->out = error_reply(status, message, 1);
+    HttpResponse res;
+    render_error(status, message, res);
+    res.status = status;
+    refuse_with(c, res, nullptr);
+  }
+  void refuse_with(const ConnectionPtr& c, const HttpResponse& res, const HttpRequest* req) {
+    c->out = whole_reply(res, 1);
     c->out_off = 0;
     c->phase = Phase::lingering;
     c->linger_deadline = Clock::now() + kLinger;
-    observe(nullptr, status);
+    release_body(*c);
+    observe(req, res.status);
     flush(c);
   }
 
@@ -355,8 +437,7 @@ struct HttpTransport::Impl {
           if (now - c->last_active > opt.keep_alive_timeout) expired.emplace_back(c, 0);
           break;
         case Phase::reading:
-          if (c->parser.reading_body() ? now - c->last_active > opt.read_idle_timeout : now > c->head_deadline)
-            expired.emplace_back(c, 408);
+          if (c->parser.reading_body() ? body_too_slow(*c, now) : now > c->head_deadline) expired.emplace_back(c, 408);
           break;
         case Phase::lingering:
           if (now > c->linger_deadline) expired.emplace_back(c, 0);
@@ -368,9 +449,18 @@ struct HttpTransport::Impl {
         close_connection(c->fd);
       } else {
         refuse(c, status,
-               c->parser.reading_body() ? "the request body stopped arriving" : "the request head took too long to arrive");
+               c->parser.reading_body() ? "the request body arrived too slowly" : "the request head took too long to arrive");
       }
     }
+  }
+
+  // A body that stalled, is past its deadline, or arrives below the minimum rate.
+  bool body_too_slow(const Connection& c, Clock::time_point now) const {
+    if (now - c.last_active > opt.read_idle_timeout || now - c.body_start > opt.body_timeout) return true;
+    const auto elapsed = now - c.body_start;
+    if (elapsed <= opt.body_rate_grace || opt.min_body_rate == 0) return false;
+    const double secs = std::chrono::duration<double>(elapsed).count();
+    return static_cast<double>(c.parser.body_received()) < static_cast<double>(opt.min_body_rate) * secs;
   }
 
   // Connections between requests close at once while draining: a load balancer must not send
@@ -399,15 +489,18 @@ struct HttpTransport::Impl {
       c->kept_alive = true;
       c->last_active = now;
       c->phase = c->parser.in_request() ? Phase::reading : Phase::idle;
+      c->request_start = now;
       c->head_deadline = now + opt.head_timeout;
       conns.emplace(c->fd, c);
       watch(c, EPOLLIN | EPOLLRDHUP, EPOLL_CTL_ADD);
+      on_progress(c);  // a pipelined request's head may have come with the last one
     }
   }
 
   void dispatch(const ConnectionPtr& c) {
     ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, c->fd, nullptr);
     ConnectionPtr held = c;
+    c->head_seen = false;
     conns.erase(c->fd);
     {
       std::lock_guard lock(mu);
@@ -440,6 +533,7 @@ struct HttpTransport::Impl {
         status = res.status;
       }  // the response (and whatever its stream held) goes before the socket is reused or closed
       observe(&req, status);
+      release_body(*c);  // the request and its body are gone
       if (!keep) break;
       const auto st = c->parser.parse();
       if (st == RequestParser::Status::complete) continue;  // a pipelined request, already here
@@ -483,9 +577,9 @@ struct HttpTransport::Impl {
 };
 
 HttpTransport::HttpTransport(HttpTransportOptions options, Handler handler, ErrorRenderer render_error,
-                             Observer observe)
+                             Observer observe, HeadCheck head_check)
     : impl_(std::make_unique<Impl>(std::move(options), std::move(handler), std::move(render_error),
-                                   std::move(observe))) {}
+                                   std::move(observe), std::move(head_check))) {}
 
 HttpTransport::~HttpTransport() { stop(); }
 

@@ -8,12 +8,20 @@
 // * A complete request is handed to a RequestThreadPool thread with its connection; the
 //   handler's reply (a body, or a stream written as chunks) is written there, and the
 //   connection goes back to the event loop for its next request (keep-alive, pipelining).
+// * The owner checks each request's head (the API key) as soon as it is complete, before its
+//   body is read: a refused request costs neither the body's memory nor the time to send it.
 // * Time bounds per connection: a request's head must arrive within head_timeout of its first
-//   byte, a body must not stall for read_idle_timeout (408 either way), an idle connection is
-//   closed after keep_alive_timeout, a reply the client does not read fails after
-//   write_timeout.
+//   byte; its body within body_timeout of the head, at min_body_rate bytes/s on average once
+//   body_rate_grace has passed, never stalling for read_idle_timeout (408 for each, as nginx's
+//   client_body_timeout); an idle connection is closed after keep_alive_timeout, a reply the
+//   client does not read fails after write_timeout.
+// * Bodies being received or handled hold at most max_inflight_body_bytes in all (a
+//   Content-Length counts in full from the head on, until its request has been answered):
+//   beyond that a request is refused with 503 at its head.
 // * At most max_connections are open; beyond that the longest-idle connection is closed to
-//   make room, and when none is idle the new one is answered 503 and closed.
+//   make room, else the slowest one still sending its request (after a second, at the lowest
+//   rate), and only when there is none of those is the new one answered 503 and closed. So a
+//   crowd of trickling connections cannot lock out new clients.
 // * The listen backlog is large (SOMAXCONN) and accept runs until the queue is empty, so a
 //   burst of connections sees responses (200s, 429s), not resets. TCP_NODELAY is set on every
 //   connection: replies go out when written, not after a delayed ACK.
@@ -47,9 +55,13 @@ struct HttpTransportOptions {
   size_t max_threads = 512;        // requests handled at once; more wait in order
   size_t max_connections = 4096;   // open connections (bounded by the file-descriptor limit too)
   std::chrono::milliseconds head_timeout{30'000};
+  std::chrono::milliseconds body_timeout{120'000};
+  size_t min_body_rate = 16u << 10;  // bytes/s, averaged from the head's end
+  std::chrono::milliseconds body_rate_grace{5'000};
   std::chrono::milliseconds read_idle_timeout{30'000};
   std::chrono::milliseconds keep_alive_timeout{30'000};
   std::chrono::milliseconds write_timeout{30'000};
+  size_t max_inflight_body_bytes = 256u << 20;
   HttpHeaders default_headers;  // added to every response
 };
 
@@ -61,8 +73,13 @@ class HttpTransport {
   using ErrorRenderer = std::function<void(int status, const std::string& message, HttpResponse&)>;
   // Sees every response's status once it is written (nullptr request: a transport-level error).
   using Observer = std::function<void(const HttpRequest*, int status)>;
+  // Sees a request's head (method, target, headers) before its body is read; returns false,
+  // with `refusal` filled, to answer it at once and close the connection. Runs on the event
+  // loop: it must be quick and must not throw.
+  using HeadCheck = std::function<bool(const HttpRequest& head, HttpResponse& refusal)>;
 
-  HttpTransport(HttpTransportOptions options, Handler handler, ErrorRenderer render_error, Observer observe);
+  HttpTransport(HttpTransportOptions options, Handler handler, ErrorRenderer render_error, Observer observe,
+                HeadCheck head_check = {});
   ~HttpTransport();
   HttpTransport(const HttpTransport&) = delete;
   HttpTransport& operator=(const HttpTransport&) = delete;

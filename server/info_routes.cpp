@@ -13,7 +13,7 @@ Json model_card(const ServedModel& m) {
               {"object", "model"},
               {"created", m.created},
               {"owned_by", "deltaserve"},
-              {"root", m.dir.string()},
+              {"root", m.name},  // never the server's path to the weights
               {"parent", nullptr},
               {"max_model_len", m.engine->max_ctx()}};
 }

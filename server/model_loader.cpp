@@ -301,9 +301,15 @@ void start_engine(const ServerOptions& o, ServerMetrics* metrics, const EngineCo
     lm.engine = std::make_unique<scheduler::Engine>(*lm.forward, std::move(parts.config), std::move(parts.sampler),
                                                     std::move(parts.drafter));
   } catch (const std::invalid_argument& e) {
-    if (o.prefix_cache_state_memory && std::string(e.what()).find("snapshot") != std::string::npos)
-      throw std::runtime_error(std::string("--prefix-cache-state-memory: ") + e.what());
-    throw;
+    // The pool sizing names itself; the user needs the flag that set the budget.
+    std::string why = e.what();
+    if (why.rfind("size_pools: ", 0) != 0) throw;
+    why.erase(0, 12);
+    if (o.prefix_cache_state_memory && why.find("snapshot") != std::string::npos)
+      throw std::runtime_error("--prefix-cache-state-memory: " + why);
+    const std::string budget_flag =
+        !o.kv_cache_memory && lm.backend->device_memory().total_bytes > 0 ? "--gpu-memory-utilization" : "--kv-cache-memory";
+    throw std::runtime_error(budget_flag + ": " + why + "; raise " + budget_flag);
   }
   const int64_t capacity = lm.engine->pool_sizes().token_capacity();
   if (o.max_ctx > 0 && o.max_ctx > capacity)

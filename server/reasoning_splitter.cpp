@@ -11,7 +11,8 @@ constexpr std::string_view kClose = "</think>";
 
 }  // namespace
 
-ReasoningSplitter::ReasoningSplitter(bool start_in_reasoning) : in_reasoning_(start_in_reasoning) {}
+ReasoningSplitter::ReasoningSplitter(bool start_in_reasoning, bool at_start_only)
+    : in_reasoning_(start_in_reasoning), at_start_only_(at_start_only) {}
 
 bool ReasoningSplitter::prompt_opens_reasoning(std::string_view prompt) {
   const size_t open = prompt.rfind(kOpen);
@@ -26,6 +27,8 @@ void ReasoningSplitter::emit(Split& out, std::string_view text) {
     text.remove_prefix(first);
     skip_newlines_ = false;
   }
+  if (!in_reasoning_ && at_start_only_ && text.find_first_not_of(" \t\r\n") != std::string_view::npos)
+    may_open_ = false;
   (in_reasoning_ ? out.reasoning : out.content).append(text);
 }
 
@@ -36,15 +39,19 @@ ReasoningSplitter::Split ReasoningSplitter::push(std::string_view text) {
   buf.append(text);
   std::string_view rest = buf;
   for (;;) {
+    if (!in_reasoning_ && !may_open_) break;
     const std::string_view tag = in_reasoning_ ? kClose : kOpen;
     const size_t p = rest.find(tag);
     if (p == std::string_view::npos) break;
     emit(out, rest.substr(0, p));
-    rest.remove_prefix(p + tag.size());
+    rest.remove_prefix(p);
+    if (!in_reasoning_ && !may_open_) break;  // content before the tag made it text
+    rest.remove_prefix(tag.size());
+    if (in_reasoning_) may_open_ = false;  // one block per reply
     in_reasoning_ = !in_reasoning_;
     skip_newlines_ = true;
   }
-  const size_t hold = partial_tag_tail(rest, in_reasoning_ ? kClose : kOpen);
+  const size_t hold = in_reasoning_ || may_open_ ? partial_tag_tail(rest, in_reasoning_ ? kClose : kOpen) : 0;
   emit(out, rest.substr(0, rest.size() - hold));
   held_.assign(rest.substr(rest.size() - hold));
   return out;

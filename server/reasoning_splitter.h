@@ -8,6 +8,11 @@
 // switches to reasoning as well. The server reports reasoning as both `reasoning_content`
 // and `reasoning` (clients read one or the other; see docs/architecture.md).
 //
+// A reply holds one reasoning block: once it has closed, a later "<think>" is content. A
+// reply under a structured-output grammar may only reason before its constrained part, so
+// with `at_start_only` a "<think>" opens the block only before any content; after that it is
+// text the grammar produced (a JSON string's "<think>" stays in the JSON). With thinking off
+// the caller does not split at all (start_job.h).
 // Tags split across pieces are held back until they are complete or proven not to be tags.
 // The newlines the model writes right after a tag ("</think>\n\n") are dropped, as the chat
 // template does when it renders an earlier turn.
@@ -20,7 +25,7 @@ namespace ds::server {
 
 class ReasoningSplitter {
  public:
-  explicit ReasoningSplitter(bool start_in_reasoning);
+  explicit ReasoningSplitter(bool start_in_reasoning, bool at_start_only = false);
 
   // Whether a rendered prompt leaves the reply inside an open <think> block.
   static bool prompt_opens_reasoning(std::string_view rendered_prompt);
@@ -38,6 +43,8 @@ class ReasoningSplitter {
   void emit(Split& out, std::string_view text);
 
   bool in_reasoning_;
+  bool at_start_only_;
+  bool may_open_ = true;        // no block has closed (nor content begun, at_start_only_)
   bool skip_newlines_ = false;  // just after a tag
   std::string held_;
 };

@@ -16,6 +16,7 @@ struct RouteContext {
   ServerMetrics& metrics;
   DisconnectWatcher& watcher;
   ActiveJobs& active;
+  int socket = -1;  // the request's connection (HttpRequest::socket), for `watcher`
 };
 
 // The body as a JSON object nested at most kMaxJsonDepth deep (400 otherwise), whatever the

@@ -89,6 +89,7 @@ int run_server(const ServerOptions& o, const char* argv0, const EngineComposer& 
   HttpServerOptions ho;
   ho.api_key = o.api_key;
   ho.served_name = name;
+  ho.transport = transport_options(o.limits);
   ho.transport.host = o.host;
   ho.transport.port = o.port;
   // A thread per request that may be served or refused at once (request_thread_pool.h).

@@ -93,6 +93,9 @@ void add_server_options(CLI::App& app, ServerOptions& o) {
   add_parsed(app, "--prefix-cache-state-memory", o.prefix_cache_state_memory, parse_bytes,
              "Bytes of the cache budget for DeltaNet state snapshots of cached prefixes, e.g. 4GiB "
              "(default: a tenth of the budget)");
+  // The K/V cache is always the paged block pool; the flag stays so that the command line users
+  // know (`serve --model DIR --paged-attention --max-ctx N`) keeps working.
+  app.add_flag("--paged-attention", "K/V in the paged block pool (always so; accepted for familiar command lines)");
   app.add_flag("--enforce-eager", o.enforce_eager,
                "Run every step eagerly: no CUDA graphs for decode and verify steps (they are on by default with "
                "the cuda backend)");
@@ -129,6 +132,7 @@ void add_server_options(CLI::App& app, ServerOptions& o) {
       ->capture_default_str();
   app.add_option("--log-format", o.log_format, "text or json (one JSON object per line)")
       ->capture_default_str();
+  add_limit_options(app, o.limits);
 }
 
 int64_t parse_thinking_budget(const std::string& text) {
@@ -247,7 +251,7 @@ std::string validate_options(const ServerOptions& o) {
     return "--chat-template: no such file: " + o.chat_template;
   if (!o.model.empty() && !std::filesystem::is_directory(o.model))
     return "--model: no such directory: " + o.model;
-  return {};
+  return validate_limit_options(o.limits);
 }
 
 std::filesystem::path default_model_dir(const char* argv0) {

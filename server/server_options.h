@@ -16,7 +16,7 @@
 // --enable-prefix-caching / --no-enable-prefix-caching, --prefix-cache-state-memory,
 // --speculative-config, --enforce-eager, --quantization, --fp8-weights, --backend,
 // --chat-template, --default-thinking-budget, --reasoning-effort-budgets, --hf-overrides,
-// --log-level, --log-format.
+// --log-level, --log-format, and the limits of limit_options.h.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +28,7 @@
 #include "kernels/dtype.h"
 #include "model/qwen35/weights.h"
 #include "scheduler/speculative_config.h"
+#include "server/limit_options.h"
 
 namespace CLI {
 class App;
@@ -75,6 +76,7 @@ struct ServerOptions {
   std::string hf_overrides;
   std::string log_level = "info";
   std::string log_format = "text";
+  LimitOptions limits;  // connections, bodies, timeouts, grammar compiles (limit_options.h)
 };
 
 void add_server_options(CLI::App& app, ServerOptions& o);

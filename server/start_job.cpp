@@ -1,5 +1,8 @@
 #include "server/start_job.h"
 
+#include <algorithm>
+#include <atomic>
+
 #include "server/api_error.h"
 #include "server/chat_request.h"
 #include "server/structured_output.h"
@@ -16,12 +19,36 @@ void check_context(const ServedModel& m, const GenerationParams& gp, int64_t pro
     throw context_too_long(limit + "; the prompt has " + std::to_string(prompt_tokens) +
                                " tokens, which leaves no room for a reply",
                            f.prompt);
-  if (gp.max_tokens && prompt_tokens + *gp.max_tokens > max_ctx)
-    throw context_too_long(limit + "; you requested " + std::to_string(prompt_tokens + *gp.max_tokens) + " tokens (" +
+  // Compared without adding, and the sum printed unsigned: a max_tokens near 2^63 would
+  // overflow it.
+  if (gp.max_tokens && *gp.max_tokens > max_ctx - prompt_tokens) {
+    const uint64_t total = static_cast<uint64_t>(prompt_tokens) + static_cast<uint64_t>(*gp.max_tokens);
+    throw context_too_long(limit + "; you requested " + std::to_string(total) + " tokens (" +
                                std::to_string(prompt_tokens) + " in the prompt, " + std::to_string(*gp.max_tokens) +
                                " for the reply): lower " + f.max_tokens + " or shorten the prompt",
                            f.max_tokens);
+  }
 }
+
+// The client of a request, watched while its grammar compiles (the generation job watches it
+// afterwards): GrammarCache::get polls `gone`.
+class ClientWatch {
+ public:
+  ClientWatch(const RouteContext& ctx) : watcher_(ctx.watcher), gone_(std::make_shared<std::atomic<bool>>(false)) {
+    token_ = watcher_.watch(ctx.socket, [g = gone_] { g->store(true); });
+  }
+  ~ClientWatch() { watcher_.unwatch(token_); }
+  ClientWatch(const ClientWatch&) = delete;
+  ClientWatch& operator=(const ClientWatch&) = delete;
+  GrammarCache::Gone gone() const {
+    return [g = gone_] { return g->load(); };
+  }
+
+ private:
+  DisconnectWatcher& watcher_;
+  std::shared_ptr<std::atomic<bool>> gone_;
+  DisconnectWatcher::Token token_ = 0;
+};
 
 GrammarCache& grammars_of(const ServedModel& m, const std::string& param) {
   if (!m.grammars) throw unsupported_field(param, "structured outputs are not available for this model");
@@ -31,7 +58,8 @@ GrammarCache& grammars_of(const ServedModel& m, const std::string& param) {
 // The constraint applies after </think>: the engine switches it on at that token when the
 // prompt opened reasoning; when the prompt leaves reasoning to the model, the grammar itself
 // allows an optional <think> block first.
-OutputGrammar chat_grammar(const ServedModel& m, const Json& body, const ChatPrompt& cp) {
+OutputGrammar chat_grammar(const RouteContext& ctx, const Json& body, const ChatPrompt& cp) {
+  const ServedModel& m = ctx.model;
   const OutputConstraint oc = parse_output_constraint(body);
   OutputGrammar out;
   const std::optional<int32_t> think_end = m.tokenizer->token_id("</think>");
@@ -44,16 +72,16 @@ OutputGrammar chat_grammar(const ServedModel& m, const Json& body, const ChatPro
     const bool parallel = cp.forced_function.empty() && cp.parallel_tool_calls;
     const std::string key = std::string(optional_reasoning ? "tools r\n" : "tools\n") + cp.forced_function +
                             (parallel ? "\n1\n" : "\n0\n") + dump_json(cp.tools);
-    try {
-      out.grammar = cache.get(key, [&] {
-        grammar::Grammar g = tool_call_grammar(cp.tools, cp.forced_function, parallel);
-        return optional_reasoning ? with_optional_reasoning(std::move(g)) : g;
-      });
-    } catch (const grammar::GrammarError& e) {
-      throw bad_request(std::string("'tools' cannot be forced by tool_choice: ") + e.what(), "tools");
-    }
+    // Runs on a compile worker, possibly after this request is gone: owns its inputs.
+    auto build = [tools = cp.tools, function = cp.forced_function, parallel, optional_reasoning] {
+      grammar::Grammar g = tool_call_grammar(tools, function, parallel);
+      return optional_reasoning ? with_optional_reasoning(std::move(g)) : g;
+    };
+    const ClientWatch client(ctx);
+    out.grammar = cached_grammar(cache, key, build, client.gone(), "'tools' cannot be forced by tool_choice: ", "tools");
   } else if (oc.kind != OutputConstraint::Kind::none) {
-    out.grammar = compile_output_constraint(oc, grammars_of(m, oc.param), optional_reasoning);
+    const ClientWatch client(ctx);
+    out.grammar = compile_output_constraint(oc, grammars_of(m, oc.param), optional_reasoning, client.gone());
   }
   if (out.grammar && think_end && cp.reasoning == PromptReasoning::opened) out.after = *think_end;
   return out;
@@ -61,10 +89,12 @@ OutputGrammar chat_grammar(const ServedModel& m, const Json& body, const ChatPro
 
 }  // namespace
 
-OutputGrammar completion_grammar(const ServedModel& m, const Json& body) {
+OutputGrammar completion_grammar(const RouteContext& ctx, const Json& body) {
   const OutputConstraint oc = parse_output_constraint(body);
   OutputGrammar out;
-  if (oc.kind != OutputConstraint::Kind::none) out.grammar = compile_output_constraint(oc, grammars_of(m, oc.param));
+  if (oc.kind == OutputConstraint::Kind::none) return out;
+  const ClientWatch client(ctx);
+  out.grammar = compile_output_constraint(oc, grammars_of(ctx.model, oc.param), false, client.gone());
   return out;
 }
 
@@ -95,9 +125,13 @@ std::vector<ChoiceSpec> choice_specs(const ServedModel& m, const GenerationParam
       r.ignore_eos = gp.ignore_eos;
       r.sampling = gp.sampling;
       r.cache_points = cache_points;
-      // The n choices of a prompt share it: snapshot its end once, whichever engine step each
-      // choice arrives in.
-      if (gp.n > 1) r.cache_points.push_back(static_cast<int64_t>(r.prompt_size()) - 1);
+      // The prompt's end: the same prompt sent again (or the n choices of this one, whichever
+      // engine step each arrives in) starts from its cached state. Without it a prompt that
+      // only /v1/completions sends would be snapshotted at its branch point on the second
+      // send and hit only on the third.
+      const int64_t end = static_cast<int64_t>(r.prompt_size()) - 1;
+      if (std::find(r.cache_points.begin(), r.cache_points.end(), end) == r.cache_points.end())
+        r.cache_points.push_back(end);
       r.grammar = grammar.grammar;
       r.grammar_after = grammar.after;
       r.thinking = opts.thinking;
@@ -113,9 +147,13 @@ std::unique_ptr<GenerationJob> start_chat_job(const RouteContext& ctx, const Jso
                                               const GenerationParams& gp, const RequestFields& fields) {
   const ServedModel& m = ctx.model;
   ChatPrompt cp = build_chat_prompt(chat_body, m);
-  const OutputGrammar grammar = chat_grammar(m, chat_body, cp);
+  const OutputGrammar grammar = chat_grammar(ctx, chat_body, cp);
   ChoiceOptions opts = choice_options(m, gp);
-  opts.split_reasoning = true;
+  // With thinking off the prompt closed the reasoning block: nothing in the reply is
+  // reasoning, not even a "<think>" that structured output writes inside a JSON string.
+  opts.split_reasoning = cp.reasoning != PromptReasoning::closed;
+  opts.reports_reasoning = true;
+  opts.reasoning_at_start_only = grammar.grammar != nullptr;
   opts.start_in_reasoning = cp.opens_reasoning;
   opts.parse_tool_calls = cp.parse_tool_calls;
   opts.tools = cp.tools;

@@ -38,12 +38,15 @@ struct OutputGrammar {
   int32_t after = -1;
 };
 
-// A completions body's grammar (response_format, structured_outputs, guided_*).
-OutputGrammar completion_grammar(const ServedModel& model, const Json& body);
+// A completions body's grammar (response_format, structured_outputs, guided_*), compiled while
+// the request's client is watched (a client that leaves cancels the compile).
+OutputGrammar completion_grammar(const RouteContext& ctx, const Json& body);
 
 // n engine requests per prompt. As OpenAI and vLLM: a prompt that leaves no room for one
 // reply token, or a max_tokens that cannot fit beside the prompt, is a 400 naming both
-// numbers (never a silent clamp).
+// numbers (never a silent clamp; a max_tokens near 2^63 included). Each prompt's end is a
+// cache point (the prefix cache keeps its state), so a prompt sent again is served from the
+// cache on its second send.
 std::vector<ChoiceSpec> choice_specs(const ServedModel& model, const GenerationParams& params,
                                      const std::vector<PromptIds>& prompts, const ChoiceOptions& options,
                                      const RequestFields& fields, const std::vector<int64_t>& cache_points = {},

@@ -138,9 +138,24 @@ grammar::Grammar with_optional_reasoning(grammar::Grammar g) {
   return g;
 }
 
+std::shared_ptr<const grammar::CompiledGrammar> cached_grammar(GrammarCache& cache, const std::string& key,
+                                                               GrammarCache::Build build, const GrammarCache::Gone& gone,
+                                                               const std::string& prefix, const std::string& param) {
+  try {
+    return cache.get(key, std::move(build), gone);
+  } catch (const grammar::GrammarError& e) {
+    throw bad_request(prefix + e.what(), param);
+  } catch (const GrammarBusy& e) {
+    throw unavailable(e.what(), "grammar_queue_full");
+  } catch (const grammar::CompileCancelled&) {
+    throw client_closed("the client closed the connection while its structured-output grammar compiled");
+  }
+}
+
 std::shared_ptr<const grammar::CompiledGrammar> compile_output_constraint(const OutputConstraint& c,
                                                                           GrammarCache& cache,
-                                                                          bool optional_reasoning) {
+                                                                          bool optional_reasoning,
+                                                                          const GrammarCache::Gone& gone) {
   using Kind = OutputConstraint::Kind;
   if (c.kind == Kind::none) return nullptr;
   grammar::JsonSchemaOptions options;
@@ -156,14 +171,12 @@ std::shared_ptr<const grammar::CompiledGrammar> compile_output_constraint(const 
       break;
     default: break;
   }
-  try {
-    return cache.get(key, [&]() -> grammar::Grammar {
-      grammar::Grammar g = build_constraint(c, options);
-      return optional_reasoning ? with_optional_reasoning(std::move(g)) : g;
-    });
-  } catch (const grammar::GrammarError& e) {
-    throw bad_request(std::string("'") + c.param + "' cannot be used: " + e.what(), c.param);
-  }
+  // The build runs on a compile worker and may outlive this request: it owns its inputs.
+  auto build = [c, options, optional_reasoning]() -> grammar::Grammar {
+    grammar::Grammar g = build_constraint(c, options);
+    return optional_reasoning ? with_optional_reasoning(std::move(g)) : g;
+  };
+  return cached_grammar(cache, key, build, gone, "'" + c.param + "' cannot be used: ", c.param);
 }
 
 }  // namespace ds::server

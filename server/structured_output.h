@@ -38,12 +38,21 @@ struct OutputConstraint {
 OutputConstraint parse_output_constraint(const Json& body);
 
 // The compiled grammar (from the cache when the same constraint was compiled before); null
-// for Kind::none. Throws ApiError 400 naming the field when the constraint cannot be compiled.
-// optional_reasoning: the model may first write a <think>...</think> block, unconstrained
-// (with_optional_reasoning).
+// for Kind::none. optional_reasoning: the model may first write a <think>...</think> block,
+// unconstrained (with_optional_reasoning). `gone` says the client left (grammar_cache.h).
+// Throws ApiError: 400 naming the field when the constraint cannot be compiled (what is wrong,
+// or which limit it reached and why), 503 when too many compiles wait, 499 when the client
+// left while it compiled.
 std::shared_ptr<const grammar::CompiledGrammar> compile_output_constraint(const OutputConstraint& c,
                                                                           GrammarCache& cache,
-                                                                          bool optional_reasoning = false);
+                                                                          bool optional_reasoning = false,
+                                                                          const GrammarCache::Gone& gone = {});
+
+// Runs a GrammarCache lookup, turning its failures into ApiErrors: GrammarError -> 400 with
+// `prefix` and the field `param`, GrammarBusy -> 503, CompileCancelled -> 499.
+std::shared_ptr<const grammar::CompiledGrammar> cached_grammar(GrammarCache& cache, const std::string& key,
+                                                               GrammarCache::Build build, const GrammarCache::Gone& gone,
+                                                               const std::string& prefix, const std::string& param);
 
 // `g` preceded by an optional reasoning block: "<think>", any text, "</think>", up to two
 // line breaks. For a chat whose prompt leaves reasoning to the model, so that the constraint

@@ -91,7 +91,9 @@ std::shared_ptr<const scheduler::ThinkingSpec> thinking_spec(const ThinkingField
     return nullptr;
   }
   auto s = std::make_shared<scheduler::ThinkingSpec>();
-  s->open_token = *setup.open_token;
+  // With thinking off nothing in the reply is reasoning (a "<think>" it writes is text, as
+  // the splitter reads it: reasoning_splitter.h), so no token opens a block.
+  s->open_token = closed ? -1 : *setup.open_token;
   s->close_token = *setup.close_token;
   s->close_sequence = setup.close_sequence;
   s->starts_inside = starts_inside && !closed;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <unordered_set>
 
 #include "model/grammar/json_schema.h"
 #include "model/grammar/regex.h"
@@ -61,13 +62,17 @@ Grammar tool_call_grammar(const Json& tools, const std::string& function, bool p
     std::vector<ExprPtr> members_list;
     std::vector<bool> required;
     if (params.contains("properties") && params["properties"].is_object()) {
-      std::vector<std::string> req;
+      std::unordered_set<std::string> req;
       if (params.contains("required") && params["required"].is_array())
         for (const Json& r : params["required"])
-          if (r.is_string()) req.push_back(r.get<std::string>());
+          if (r.is_string()) req.insert(r.get<std::string>());
       for (auto it = params["properties"].begin(); it != params["properties"].end(); ++it) {
         const std::string& key = it.key();
         const std::string where = "tool '" + name + "' parameter '" + key + "'";
+        // The markup ends a key at '>' and a value at a line break: such names cannot be written.
+        if (key.empty() || key.find_first_of("<>\n\r") != std::string::npos)
+          throw GrammarError(where + ": a parameter name must be non-empty and hold no '<', '>' or line break to "
+                                     "be written as a tool-call parameter");
         const std::string type = tool_parameter_type(it.value());
         ExprPtr value;
         try {
@@ -86,7 +91,7 @@ Grammar tool_call_grammar(const Json& tools, const std::string& function, bool p
         const ExprPtr open = bytes("<parameter=" + key + ">\n");
         members_list.push_back(value ? seq({open, value, bytes("\n</parameter>\n")})
                                      : seq({open, text_until("\n</parameter>", closing), bytes("\n")}));
-        required.push_back(std::find(req.begin(), req.end(), key) != req.end());
+        required.push_back(req.count(key) > 0);
       }
     }
     calls.push_back(seq({bytes("<tool_call>\n<function=" + name + ">\n"),

@@ -17,11 +17,6 @@ double since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-// Each mask is a walk of the whole vocabulary trie (about 1 ms at 248K tokens), so a grammar
-// needing more is refused rather than compiled for minutes on a request's thread (a schema
-// with thousands of long bounded strings).
-constexpr size_t kMaxMasks = 16384;
-
 // Setting bits one by one costs about what OR-ing a whole bitmask costs once the list is a
 // quarter as long as the bitmask has words.
 StateMask make_mask(std::vector<int32_t>& accepted, const TokenVocabulary& vocab) {
@@ -58,9 +53,10 @@ StateMask make_mask(std::vector<int32_t>& accepted, const TokenVocabulary& vocab
 std::shared_ptr<const CompiledGrammar> compile(const Grammar& grammar, std::shared_ptr<const TokenVocabulary> vocab,
                                                const CompileOptions& options) {
   if (!vocab) throw GrammarError("grammar: no vocabulary");
+  CompileBudget budget(options.limits, options.cancel);
   auto out = std::shared_ptr<CompiledGrammar>(new CompiledGrammar());
   const auto t0 = std::chrono::steady_clock::now();
-  out->pda_ = build_pda(grammar);
+  out->pda_ = build_pda(grammar, budget);
   out->vocab_ = std::move(vocab);
   const Pda& pda = out->pda_;
   const TokenTrie& trie = out->vocab_->trie();
@@ -74,7 +70,7 @@ std::shared_ptr<const CompiledGrammar> compile(const Grammar& grammar, std::shar
 
   // One mask per class of states that read (mask_classes), and per whether its escapes
   // matter: states of one class may sit in rules that differ in that.
-  const std::vector<int32_t> cls = mask_classes(pda, trie.max_depth + 1);
+  const std::vector<int32_t> cls = mask_classes(pda, trie.max_depth + 1, budget);
   int32_t num_cls = 0;
   for (int32_t c : cls) num_cls = std::max(num_cls, c + 1);
   std::vector<int32_t> mask_of_class(2 * static_cast<size_t>(num_cls), -1);
@@ -96,9 +92,10 @@ std::shared_ptr<const CompiledGrammar> compile(const Grammar& grammar, std::shar
     }
     out->mask_of_[s] = shared;
   }
-  if (jobs.size() > kMaxMasks)
-    throw GrammarError("grammar: too complex (" + std::to_string(jobs.size()) + " distinct token masks, at most " +
-                       std::to_string(kMaxMasks) + "; lower maxLength, maxItems or repetition counts)");
+  // Each mask is a walk of the whole vocabulary trie (about 1 ms at 248K tokens).
+  if (jobs.size() > static_cast<size_t>(options.limits.max_masks))
+    CompileBudget::too_large(CompileStage::masks, "distinct token masks (it needs " + std::to_string(jobs.size()) + ")",
+                             options.limits.max_masks);
   out->masks_.resize(jobs.size());
 
   // Each worker walks the whole trie from one state at a time, with its own walker.
@@ -110,7 +107,9 @@ std::shared_ptr<const CompiledGrammar> compile(const Grammar& grammar, std::shar
       TrieWalker walker(pda, trie);
       FramePool pool;
       std::vector<int32_t> accepted, escapes;
+      uint32_t visits = 0;
       for (size_t j = next++; j < jobs.size(); j = next++) {
+        budget.check(CompileStage::masks);
         accepted.clear();
         escapes.clear();
         pool.clear();
@@ -119,14 +118,18 @@ std::shared_ptr<const CompiledGrammar> compile(const Grammar& grammar, std::shar
         walker.walk(
             0, trie.size(), 0, std::span<const Top>(&start, 1), pool,
             [&](int32_t node) {
+              if ((++visits & 0xFFFF) == 0) budget.check(CompileStage::masks);
               for (int32_t k = trie.first[static_cast<size_t>(node)]; k < trie.first[static_cast<size_t>(node) + 1]; ++k)
                 accepted.push_back(trie.ids[static_cast<size_t>(k)]);
             },
             [&](int32_t node) {
+              if ((++visits & 0xFFFF) == 0) budget.check(CompileStage::masks);
               if (keep) escapes.push_back(node);
             });
         StateMask m = make_mask(accepted, *out->vocab_);
         m.escapes = escapes;
+        budget.charge(static_cast<int64_t>((m.tokens.size() + m.escapes.size() + m.bits.size()) * 4 + 64),
+                      CompileStage::masks);
         out->masks_[j] = std::move(m);
       }
     } catch (...) {
@@ -149,6 +152,10 @@ std::shared_ptr<const CompiledGrammar> compile(const Grammar& grammar, std::shar
     out->stats_.mask_bytes += static_cast<int64_t>((m.tokens.size() + m.escapes.size()) * sizeof(int32_t) +
                                                    m.bits.size() * sizeof(uint32_t));
   }
+  out->stats_.bytes = out->stats_.mask_bytes +
+                      static_cast<int64_t>(pda.next.size() * sizeof(int32_t) + pda.states.size() * sizeof(PdaState) +
+                                           pda.calls.size() * sizeof(PdaCall) + out->mask_of_.size() * sizeof(int32_t));
+  out->stats_.budget_bytes = budget.bytes();
   out->stats_.rules = static_cast<int32_t>(pda.rule_start.size());
   out->stats_.states = static_cast<int32_t>(pda.num_states());
   out->stats_.masks = static_cast<int32_t>(out->masks_.size());

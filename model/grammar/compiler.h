@@ -22,6 +22,7 @@
 #include <memory>
 #include <vector>
 
+#include "model/grammar/budget.h"
 #include "model/grammar/grammar.h"
 #include "model/grammar/pda.h"
 #include "model/grammar/vocabulary.h"
@@ -48,6 +49,8 @@ struct CompileStats {
   int32_t masks = 0;             // distinct masks computed
   int64_t escape_nodes = 0;
   int64_t mask_bytes = 0;
+  int64_t bytes = 0;             // what the compiled grammar holds: masks and automaton
+  int64_t budget_bytes = 0;      // the most the compile charged to its budget (budget.h)
   double pda_seconds = 0, mask_seconds = 0;
 };
 
@@ -55,6 +58,10 @@ struct CompileOptions {
   // Threads computing masks (0: the machine's cores, at most 16). Masks are independent, so
   // a grammar with thousands of states compiles that many times faster.
   int32_t threads = 0;
+  // What the compile may spend (budget.h).
+  CompileLimits limits;
+  // Set by the owner to end the compile early (it then throws CompileCancelled).
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 class CompiledGrammar {
@@ -78,7 +85,8 @@ class CompiledGrammar {
   CompileStats stats_;
 };
 
-// Throws GrammarError.
+// Throws GrammarError (its message says what is wrong or which limit was reached, and why),
+// or CompileCancelled.
 std::shared_ptr<const CompiledGrammar> compile(const Grammar& grammar, std::shared_ptr<const TokenVocabulary> vocab,
                                                const CompileOptions& options = {});
 

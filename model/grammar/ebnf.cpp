@@ -33,7 +33,8 @@ class Parser {
     }
     for (const Rule& r : g_.rules())
       if (!defined_.count(r.name)) throw GrammarError("grammar: rule '" + r.name + "' is used but not defined");
-    const int32_t root = g_.find_rule(root_name);
+    const auto found = ids_.find(std::string(root_name));
+    const int32_t root = found == ids_.end() ? -1 : found->second;
     if (root < 0) throw GrammarError("grammar: no rule named '" + std::string(root_name) + "'");
     g_.set_root(root);
     return std::move(g_);
@@ -85,13 +86,17 @@ class Parser {
     pos_ = save;
     return yes;
   }
+  // A map, not Grammar::find_rule's scan: a grammar of 100,000 rules stays linear to read.
   int32_t rule_id(const std::string& name) {
-    const int32_t id = g_.find_rule(name);
-    return id >= 0 ? id : g_.add_rule(name);
+    auto [it, inserted] = ids_.emplace(name, 0);
+    if (inserted) it->second = g_.add_rule(name);
+    return it->second;
   }
 
+  // Depth-bounded recursion: parentheses nest at most kMaxGroupDepth deep.
+  static constexpr int kMaxGroupDepth = 200;
   ExprPtr parse_alternatives(int depth) {
-    if (depth > 256) fail("grouping nested too deeply");
+    if (depth > kMaxGroupDepth) fail("parentheses nested more than " + std::to_string(kMaxGroupDepth) + " deep");
     std::vector<ExprPtr> alts{parse_sequence(depth)};
     for (;;) {
       skip_space();
@@ -247,6 +252,7 @@ class Parser {
   std::string_view s_;
   size_t pos_ = 0;
   Grammar g_;
+  std::unordered_map<std::string, int32_t> ids_;
   std::unordered_map<std::string, bool> defined_;
 };
 

@@ -1,12 +1,24 @@
 // Expression builders and the Grammar container (grammar.h).
 #include "model/grammar/grammar.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <unordered_set>
 
 namespace ds::grammar {
 namespace {
 
-ExprPtr make(Expr e) { return std::make_shared<const Expr>(std::move(e)); }
+ExprPtr make(Expr e) {
+  int32_t below = 0;
+  for (const ExprPtr& it : e.items) below = std::max(below, it->depth);
+  if (e.item) below = std::max(below, e.item->depth);
+  if (e.extra) below = std::max(below, e.extra->depth);
+  e.depth = below + 1;
+  if (e.depth > kMaxExprDepth)
+    throw GrammarError("grammar: expressions nested more than " + std::to_string(kMaxExprDepth) +
+                       " levels deep (groups, repetitions of repetitions or nested schemas) are not supported");
+  return std::make_shared<const Expr>(std::move(e));
+}
 
 bool is_nothing(const ExprPtr& e) { return e->kind == Expr::Kind::alt && e->items.empty(); }
 
@@ -121,9 +133,32 @@ ExprPtr repeat(ExprPtr item, int32_t min, int32_t max) {
   if (max == 0 || item->kind == Expr::Kind::empty) return empty();
   if (is_nothing(item)) return min == 0 ? empty() : nothing();
   if (min == 1 && max == 1) return item;
+  // (x{a,b}){c,d} with a, c in {0, 1} and b, d in {1, unbounded} is x{a*c, 1 or unbounded}.
+  auto simple = [](int32_t lo, int32_t hi) { return (lo == 0 || lo == 1) && (hi == 1 || hi < 0); };
+  if (item->kind == Expr::Kind::repeat && !item->extra && simple(item->min, item->max) && simple(min, max))
+    return repeat(item->item, item->min * min, item->max < 0 || max < 0 ? -1 : 1);
   Expr e;
   e.kind = Expr::Kind::repeat;
   e.item = std::move(item);
+  e.min = min;
+  e.max = max;
+  return make(std::move(e));
+}
+
+ExprPtr separated(ExprPtr item, ExprPtr separator, int32_t min, int32_t max) {
+  if (!separator) throw GrammarError("grammar: a separated repetition needs a separator");
+  if (separator->kind == Expr::Kind::empty) return repeat(std::move(item), min, max);
+  if (min < 0 || (max >= 0 && max < min))
+    throw GrammarError("grammar: repetition {" + std::to_string(min) + "," + std::to_string(max) + "} is empty");
+  if (min > kMaxRepeat || max > kMaxRepeat)
+    throw GrammarError("grammar: repetition counts above " + std::to_string(kMaxRepeat) + " are not supported");
+  if (max == 0) return empty();
+  if (is_nothing(item)) return min == 0 ? empty() : nothing();
+  if (max == 1) return min == 0 ? optional(std::move(item)) : item;
+  Expr e;
+  e.kind = Expr::Kind::repeat;
+  e.item = std::move(item);
+  e.extra = std::move(separator);
   e.min = min;
   e.max = max;
   return make(std::move(e));
@@ -182,12 +217,20 @@ int32_t Grammar::find_rule(std::string_view name) const {
 
 namespace {
 
-void check_expr(const Expr& e, const Grammar& g, const std::string& rule) {
-  if (e.kind == Expr::Kind::rule_ref && (e.rule < 0 || e.rule >= static_cast<int32_t>(g.rules().size())))
-    throw GrammarError("grammar: rule '" + rule + "' refers to an unknown rule");
-  for (const ExprPtr& it : e.items) check_expr(*it, g, rule);
-  if (e.item) check_expr(*e.item, g, rule);
-  if (e.extra) check_expr(*e.extra, g, rule);
+// Iterative, and each shared sub-expression once: a grammar's expressions form a DAG whose
+// paths can be exponentially many.
+void check_expr(const Expr& root, const Grammar& g, const std::string& rule, std::unordered_set<const Expr*>& seen) {
+  std::vector<const Expr*> stack{&root};
+  while (!stack.empty()) {
+    const Expr* e = stack.back();
+    stack.pop_back();
+    if (!seen.insert(e).second) continue;
+    if (e->kind == Expr::Kind::rule_ref && (e->rule < 0 || e->rule >= static_cast<int32_t>(g.rules().size())))
+      throw GrammarError("grammar: rule '" + rule + "' refers to an unknown rule");
+    for (const ExprPtr& it : e->items) stack.push_back(it.get());
+    if (e->item) stack.push_back(e->item.get());
+    if (e->extra) stack.push_back(e->extra.get());
+  }
 }
 
 std::string escape_byte(unsigned char c, bool in_class) {
@@ -214,9 +257,10 @@ std::string escape_byte(unsigned char c, bool in_class) {
 
 void Grammar::check() const {
   if (root_ < 0 || root_ >= static_cast<int32_t>(rules_.size())) throw GrammarError("grammar: no root rule");
+  std::unordered_set<const Expr*> seen;
   for (const Rule& r : rules_) {
     if (!r.body) throw GrammarError("grammar: rule '" + r.name + "' has no body");
-    check_expr(*r.body, *this, r.name);
+    check_expr(*r.body, *this, r.name, seen);
   }
 }
 
@@ -253,6 +297,10 @@ std::string expr_to_string(const Expr& e, const Grammar* names) {
     }
     case Expr::Kind::repeat: {
       std::string s = sub(e.item);
+      if (e.extra) {
+        s += " % " + sub(e.extra) + "{" + std::to_string(e.min) + ",";
+        return s + (e.max < 0 ? std::string() : std::to_string(e.max)) + "}";
+      }
       if (e.min == 0 && e.max == 1) return s + "?";
       if (e.min == 0 && e.max < 0) return s + "*";
       if (e.min == 1 && e.max < 0) return s + "+";

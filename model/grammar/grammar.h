@@ -12,6 +12,11 @@
 // Expressions are immutable and shared: a sub-expression used in many places (JSON
 // whitespace, a string body) is built once; compiling copies it into each place it is used,
 // which is what lets the compiler see whole regions of a grammar as one automaton.
+//
+// Every walk over an expression recurses on its nesting, so the builders refuse expressions
+// nested deeper than kMaxExprDepth: whatever a front end reads (a regex with 100,000
+// quantifiers, a schema nested as deep as its JSON allows), the walks stay within a bounded
+// stack, and the client gets a GrammarError (a 400) instead of a crash.
 #pragma once
 
 #include <bitset>
@@ -45,7 +50,7 @@ struct Expr {
     byte_set,    // one byte from `set`
     seq,         // items in order
     alt,         // one of items (no items: matches nothing)
-    repeat,      // item, min..max times (max < 0: unbounded)
+    repeat,      // item, min..max times (max < 0: unbounded); with `extra`: separated by it
     rule_ref,    // the rule numbered `rule`
     text_until,  // valid UTF-8 text containing neither `text` nor any of `words`, then `text`
     members,     // JSON object members: see members() below
@@ -59,10 +64,15 @@ struct Expr {
   int32_t rule = -1;
   // members: items[i] is member i, required[i] whether it must appear; `item` the separator;
   // `extra` (may be null) a member that may repeat after the declared ones.
+  // repeat: `extra` (may be null) the separator between two repetitions.
   std::vector<bool> required;
   ExprPtr extra;
   std::vector<std::string> words;  // text_until: strings the text may not contain
+  int32_t depth = 1;               // 1 + the deepest sub-expression's depth
 };
+
+// The deepest expression the builders make (see the top of this file).
+inline constexpr int32_t kMaxExprDepth = 1000;
 
 // Builders. They simplify as they go (a sequence of one item is that item, nested sequences
 // and alternatives are flattened), so front ends can build naively.
@@ -73,7 +83,13 @@ ExprPtr byte_set(const ByteSet& set);
 ExprPtr byte_range(uint8_t lo, uint8_t hi);
 ExprPtr seq(std::vector<ExprPtr> items);
 ExprPtr alt(std::vector<ExprPtr> items);
-ExprPtr repeat(ExprPtr item, int32_t min, int32_t max);  // max < 0: unbounded
+// max < 0: unbounded. A repetition of a repetition whose counts are 0 or 1 and unbounded is
+// the one repetition they amount to ((x*)+ is x*), so `a` followed by any chain of `*`, `+`
+// and `?` stays one expression.
+ExprPtr repeat(ExprPtr item, int32_t min, int32_t max);
+// min..max items with `separator` between two of them (a JSON array's items): compiled with
+// one copy of the item for the unbounded part, where item (separator item)* would need two.
+ExprPtr separated(ExprPtr item, ExprPtr separator, int32_t min, int32_t max);
 ExprPtr optional(ExprPtr item);
 ExprPtr star(ExprPtr item);
 ExprPtr plus(ExprPtr item);

@@ -52,7 +52,9 @@ ExprPtr json_format_content(const std::string& format);
 
 // A grammar whose root is one JSON value valid under `schema`.
 Grammar json_schema_grammar(const OrderedJson& schema, const JsonSchemaOptions& options = {});
-// The same from text (GrammarError for text that is not JSON).
+// The same from text (GrammarError for text that is not JSON, or nested deeper than
+// kMaxSchemaTextDepth).
+inline constexpr int kMaxSchemaTextDepth = 128;
 Grammar json_schema_grammar_from_text(std::string_view schema_text, const JsonSchemaOptions& options = {});
 // Any JSON object (response_format json_object).
 Grammar json_object_grammar(const JsonSchemaOptions& options = {});
@@ -65,13 +67,17 @@ class JsonSchemaConverter {
   JsonSchemaConverter(Grammar& grammar, const OrderedJson& document, JsonSchemaOptions options,
                       std::string rule_prefix = "");
   // An expression for the values valid under `schema` (a part of the document); `where` is
-  // its JSON pointer, for messages.
+  // its JSON pointer, for messages. Throws GrammarError (only).
   ExprPtr value(const OrderedJson& schema, const std::string& where);
   // Any JSON value (its object and array rules are shared by the whole grammar).
   ExprPtr any_value();
   const JsonSchemaOptions& options() const { return options_; }
 
  private:
+  ExprPtr schema_value(const OrderedJson& schema, const std::string& where);
+  // value() as a rule of its own, which the compiler inlines or calls (rule_plan.h): for
+  // values a counted repetition copies (array items, additional properties).
+  ExprPtr shared_value(const OrderedJson& schema, const std::string& where);
   ExprPtr typed(const OrderedJson& schema, const std::string& type, const std::string& where);
   ExprPtr object(const OrderedJson& schema, const std::string& where);
   ExprPtr array(const OrderedJson& schema, const std::string& where);
@@ -87,6 +93,7 @@ class JsonSchemaConverter {
   std::string prefix_;
   ExprPtr ws_;
   std::unordered_map<std::string, int32_t> ref_rules_;
+  int32_t any_object_ = -1, any_array_ = -1;  // the grammar's json_any_* rules, once looked up
   int depth_ = 0;
 };
 

@@ -1,24 +1,40 @@
-// oneOf (json_schema.h): an alternation whose alternatives must be exclusive, or a value from
-// one could match another and fail oneOf; alternatives that may overlap are refused.
+// oneOf (json_schema.h): a grammar can only express it when no value matches two of its
+// alternatives, so the alternatives are checked pairwise for exclusiveness (by type, by const
+// or enum values, or by object properties one requires and the other forbids) and then joined
+// as anyOf. What each alternative offers the check is computed once, so the pairwise pass
+// costs little per pair; the number of alternatives and the depth of the check are bounded.
 #include <algorithm>
-#include <functional>
 #include <iterator>
-#include <set>
 
-#include "model/grammar/json_schema.h"
-#include "model/grammar/json_schema_types.h"
+#include "model/grammar/json_schema_detail.h"
 
 namespace ds::grammar {
 
-using schema::all_types;
-using schema::fail;
-using schema::inferred_types;
-using schema::json_type_of;
-using schema::TypeSet;
+using namespace detail;
+
+namespace {
+
+constexpr size_t kMaxOneOf = 1024;
+constexpr int kMaxCheckDepth = 8;
+// Steps (property lookups, value comparisons) the whole check may take.
+constexpr size_t kMaxCheckWork = size_t{20} << 20;
+
+}  // namespace
 
 ExprPtr JsonSchemaConverter::one_of(const OrderedJson& alts, const std::string& where) {
-  // Alternatives must be exclusive, or a value from one could match another and fail oneOf.
-  std::function<TypeSet(const OrderedJson&)> types_of = [&](const OrderedJson& raw) -> TypeSet {
+  if (alts.size() > kMaxOneOf)
+    schema_fail(where, "'oneOf' with more than " + std::to_string(kMaxOneOf) +
+                           " alternatives is not supported (use 'anyOf' when they cannot both match)");
+  size_t work = 0;
+  auto spend = [&](size_t steps) {
+    work += steps;
+    if (work > kMaxCheckWork)
+      schema_fail(where, "'oneOf' is too large to check that its alternatives cannot both match (use 'anyOf')");
+  };
+  // The types an alternative's values can have. Depth-bounded: references may form cycles.
+  auto types_of = [&](const OrderedJson& raw, int depth, auto&& self) -> TypeSet {
+    if (depth > kMaxCheckDepth) return all_types();
+    spend(1);
     const OrderedJson& x = deref(raw, where);
     if (x.is_boolean()) return x.get<bool>() ? all_types() : TypeSet{};
     if (!x.is_object()) return all_types();
@@ -32,7 +48,7 @@ ExprPtr JsonSchemaConverter::one_of(const OrderedJson& alts, const std::string& 
       if (!x.contains(kw) || !x[kw].is_array()) continue;
       TypeSet t;
       for (const OrderedJson& a : x[kw]) {
-        TypeSet u = types_of(a);
+        TypeSet u = self(a, depth + 1, self);
         t.insert(u.begin(), u.end());
       }
       return t;
@@ -49,76 +65,90 @@ ExprPtr JsonSchemaConverter::one_of(const OrderedJson& alts, const std::string& 
       t = inferred_types(x);
       if (t.empty()) return all_types();
     }
-    if (x.value("nullable", false)) t.insert("null");
+    const auto nullable = x.find("nullable");
+    if (nullable != x.end() && nullable->is_boolean() && nullable->get<bool>()) t.insert("null");
     return t;
   };
-  auto values_of = [&](const OrderedJson& x, std::vector<OrderedJson>& out) {
-    if (x.contains("const")) {
-      out.push_back(x["const"]);
-      return true;
-    }
-    if (x.contains("enum") && x["enum"].is_array()) {
-      for (const OrderedJson& v : x["enum"]) out.push_back(v);
-      return true;
-    }
-    return false;
+  struct Alt {
+    const OrderedJson* schema;
+    TypeSet types;
+    bool has_values = false;
+    std::vector<const OrderedJson*> values;  // const or enum
+    std::vector<std::string> required;
   };
-  std::function<bool(const OrderedJson&, const OrderedJson&, int)> disjoint = [&](const OrderedJson& ra,
-                                                                                  const OrderedJson& rb,
-                                                                                  int depth) -> bool {
-    if (depth > 8) return false;
-    const OrderedJson& a = deref(ra, where);
-    const OrderedJson& b = deref(rb, where);
-    const TypeSet ta = types_of(a), tb = types_of(b);
+  auto describe = [&](const OrderedJson& raw, int depth) {
+    Alt a;
+    a.schema = &deref(raw, where);
+    a.types = types_of(raw, depth, types_of);
+    const OrderedJson& x = *a.schema;
+    if (!x.is_object()) return a;
+    if (x.contains("const")) {
+      a.has_values = true;
+      a.values.push_back(&x["const"]);
+    } else if (x.contains("enum") && x["enum"].is_array()) {
+      a.has_values = true;
+      for (const OrderedJson& v : x["enum"]) a.values.push_back(&v);
+    }
+    if (x.contains("required") && x["required"].is_array())
+      for (const OrderedJson& r : x["required"])
+        if (r.is_string()) a.required.push_back(r.get<std::string>());
+    std::sort(a.required.begin(), a.required.end());
+    return a;
+  };
+  // Whether the object schema `o` forbids property p.
+  auto forbids = [&](const OrderedJson& o, const std::string& p) {
+    spend(1 + (o.contains("properties") ? o["properties"].size() : 0));
+    if (o.contains("properties") && o["properties"].is_object() && o["properties"].contains(p)) {
+      const OrderedJson& ps = o["properties"][p];
+      return ps.is_boolean() && !ps.get<bool>();
+    }
+    return o.contains("additionalProperties") && o["additionalProperties"].is_boolean() &&
+           !o["additionalProperties"].get<bool>();
+  };
+  auto disjoint = [&](const Alt& a, const Alt& b, int depth, auto&& self) -> bool {
+    if (depth > kMaxCheckDepth) return false;
     TypeSet common;
-    std::set_intersection(ta.begin(), ta.end(), tb.begin(), tb.end(), std::inserter(common, common.begin()));
+    std::set_intersection(a.types.begin(), a.types.end(), b.types.begin(), b.types.end(),
+                          std::inserter(common, common.begin()));
     if (common.empty()) return true;
-    if (!a.is_object() || !b.is_object()) return false;
-    std::vector<OrderedJson> va, vb;
-    if (values_of(a, va) && values_of(b, vb)) {
-      for (const OrderedJson& x : va)
-        for (const OrderedJson& y : vb)
-          if (x == y) return false;
+    if (!a.schema->is_object() || !b.schema->is_object()) return false;
+    if (a.has_values && b.has_values) {
+      spend(a.values.size() * b.values.size());
+      for (const OrderedJson* x : a.values)
+        for (const OrderedJson* y : b.values)
+          if (*x == *y) return false;
       return true;
     }
     if (common != TypeSet{"object"}) return false;
-    auto forbids = [](const OrderedJson& o, const std::string& p) {
-      if (o.contains("properties") && o["properties"].contains(p)) {
-        const OrderedJson& ps = o["properties"][p];
-        return ps.is_boolean() && !ps.get<bool>();
-      }
-      return o.contains("additionalProperties") && o["additionalProperties"].is_boolean() &&
-             !o["additionalProperties"].get<bool>();
-    };
-    auto required_of = [](const OrderedJson& o) {
-      std::vector<std::string> r;
-      if (o.contains("required") && o["required"].is_array())
-        for (const OrderedJson& x : o["required"])
-          if (x.is_string()) r.push_back(x.get<std::string>());
-      return r;
-    };
-    const auto ra_req = required_of(a), rb_req = required_of(b);
-    for (const std::string& p : ra_req)
-      if (forbids(b, p)) return true;
-    for (const std::string& p : rb_req)
-      if (forbids(a, p)) return true;
-    for (const std::string& p : ra_req) {
-      if (std::find(rb_req.begin(), rb_req.end(), p) == rb_req.end()) continue;
-      if (a.contains("properties") && b.contains("properties") && a["properties"].contains(p) &&
-          b["properties"].contains(p) && disjoint(a["properties"][p], b["properties"][p], depth + 1))
+    for (const std::string& p : a.required)
+      if (forbids(*b.schema, p)) return true;
+    for (const std::string& p : b.required)
+      if (forbids(*a.schema, p)) return true;
+    const OrderedJson& pa = a.schema->contains("properties") ? (*a.schema)["properties"] : OrderedJson();
+    const OrderedJson& pb = b.schema->contains("properties") ? (*b.schema)["properties"] : OrderedJson();
+    if (!pa.is_object() || !pb.is_object()) return false;
+    for (const std::string& p : a.required) {
+      spend(1 + pa.size() + pb.size());
+      if (!std::binary_search(b.required.begin(), b.required.end(), p)) continue;
+      if (pa.contains(p) && pb.contains(p) &&
+          self(describe(pa[p], depth + 1), describe(pb[p], depth + 1), depth + 1, self))
         return true;
     }
     return false;
   };
+  std::vector<Alt> described;
+  described.reserve(alts.size());
+  for (const OrderedJson& a : alts) described.push_back(describe(a, 0));
   std::vector<ExprPtr> items;
   for (size_t i = 0; i < alts.size(); ++i) {
     for (size_t j = 0; j < i; ++j)
-      if (!disjoint(alts[j], alts[i], 0))
-        fail(where, "'oneOf' alternatives " + std::to_string(j) + " and " + std::to_string(i) +
-                        " may both match (not supported: use 'anyOf', or make them exclusive by type, const or "
-                        "required properties)");
+      if (spend(1), !disjoint(described[j], described[i], 0, disjoint))
+        schema_fail(where, "'oneOf' alternatives " + std::to_string(j) + " and " + std::to_string(i) +
+                               " may both match (not supported: use 'anyOf', or make them exclusive by type, const or "
+                               "required properties)");
     items.push_back(value(alts[i], where + "/oneOf/" + std::to_string(i)));
   }
   return alt(std::move(items));
 }
+
 }  // namespace ds::grammar

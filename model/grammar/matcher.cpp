@@ -7,6 +7,11 @@
 namespace ds::grammar {
 namespace {
 
+// More stacks than this at one position means a grammar far more ambiguous than any real
+// constraint: the matcher refuses to go on (the request fails) rather than slow every step of
+// the engine.
+constexpr size_t kMaxTops = 4096;
+
 inline void set_bit(std::span<uint32_t> mask, int32_t t) { mask[static_cast<size_t>(t) / 32] |= 1u << (t % 32); }
 inline void clear_bit(std::span<uint32_t> mask, int32_t t) {
   mask[static_cast<size_t>(t) / 32] &= ~(1u << (t % 32));
@@ -23,7 +28,12 @@ GrammarMatcher::GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar, s
   end_tokens_.erase(std::remove_if(end_tokens_.begin(), end_tokens_.end(), [&](int32_t t) { return t < 0 || t >= size; }),
                     end_tokens_.end());
   const Top start{grammar_->pda().start(), 0};
-  const bool bottom = walker_.stepper().close(std::span<const Top>(&start, 1), pool_, scratch_a_);
+  bool bottom = false;
+  try {
+    bottom = walker_.stepper().close(std::span<const Top>(&start, 1), pool_, scratch_a_);
+  } catch (const GrammarError&) {
+    scratch_a_.clear();  // stuck from the start: the mask allows nothing, the request fails
+  }
   push(scratch_a_, bottom, false);
 }
 
@@ -45,11 +55,16 @@ bool GrammarMatcher::read(std::string_view bytes) {
   if (bytes.empty()) return false;
   scratch_a_.assign(tops().begin(), tops().end());
   bool bottom = false;
-  for (size_t i = 0; i < bytes.size(); ++i) {
-    bottom = walker_.stepper().advance(scratch_a_, static_cast<uint8_t>(bytes[i]), pool_, scratch_b_);
-    scratch_a_.swap(scratch_b_);
-    // Past the bottom nothing can be read; an empty configuration is only fine at the end.
-    if (scratch_a_.empty() && (i + 1 < bytes.size() || !bottom)) return false;
+  try {
+    for (size_t i = 0; i < bytes.size(); ++i) {
+      bottom = walker_.stepper().advance(scratch_a_, static_cast<uint8_t>(bytes[i]), pool_, scratch_b_);
+      scratch_a_.swap(scratch_b_);
+      // Past the bottom nothing can be read; an empty configuration is only fine at the end.
+      if (scratch_a_.empty() && (i + 1 < bytes.size() || !bottom)) return false;
+      if (scratch_a_.size() > kMaxTops) return false;
+    }
+  } catch (const GrammarError&) {
+    return false;  // a closure without bound: refused like any token the grammar cannot read
   }
   push(scratch_a_, bottom, false);
   return true;
@@ -96,6 +111,17 @@ void GrammarMatcher::fill_next_token_bitmask(std::span<uint32_t> mask) {
     add_end_tokens();
     return;
   }
+  try {
+    fill_text_tokens(out);
+  } catch (const GrammarError&) {
+    std::fill(out.begin(), out.end(), 0u);  // see read(): nothing but an end can follow
+  }
+  if (entry.can_end) add_end_tokens();
+}
+
+void GrammarMatcher::fill_text_tokens(std::span<uint32_t> out) {
+  const TokenVocabulary& vocab = grammar_->vocabulary();
+  const size_t words = out.size();
   const std::vector<uint32_t>& text = vocab.text_mask();
   // Copy the tops: escape walks may grow the frame pool, never the history.
   scratch_a_.assign(tops().begin(), tops().end());
@@ -157,7 +183,6 @@ void GrammarMatcher::fill_next_token_bitmask(std::span<uint32_t> mask) {
           [](int32_t) {});
     }
   }
-  if (entry.can_end) add_end_tokens();
 }
 
 }  // namespace ds::grammar

@@ -12,7 +12,10 @@
 // allowed (a request that ignores eos keeps generating them until its length limit). Special
 // tokens that are not end tokens are never allowed.
 //
-// A matcher is single-threaded and owns its stacks; the CompiledGrammar is shared.
+// A matcher is single-threaded and owns its stacks; the CompiledGrammar is shared. It never
+// throws while it runs: a grammar so ambiguous that its stacks grow without bound refuses the
+// token (and the mask then allows only what can end), so one request's constraint can fail
+// that request, never the engine's step.
 #pragma once
 
 #include <cstdint>
@@ -60,6 +63,8 @@ class GrammarMatcher {
   }
   bool is_end_token(int32_t t) const;
   bool read(std::string_view bytes);
+  // The text tokens the current tops allow, into `out` (one word per 32 tokens).
+  void fill_text_tokens(std::span<uint32_t> out);
   void push(std::span<const Top> tops, bool can_end, bool finished);
 
   std::shared_ptr<const CompiledGrammar> grammar_;

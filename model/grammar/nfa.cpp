@@ -7,38 +7,31 @@
 #include "model/grammar/nfa.h"
 
 #include <algorithm>
-#include <functional>
 #include <iterator>
 #include <string>
 
 namespace ds::grammar::detail {
 namespace {
 
-void collect_refs(const Expr& e, std::vector<int32_t>& out) {
-  if (e.kind == Expr::Kind::rule_ref) out.push_back(e.rule);
-  for (const ExprPtr& it : e.items) collect_refs(*it, out);
-  if (e.item) collect_refs(*e.item, out);
-  if (e.extra) collect_refs(*e.extra, out);
-}
-
 class Builder {
  public:
-  Builder(const Grammar& g, const std::vector<int32_t>& pda_rule_of, int64_t max_states, Nfa& nfa)
-      : g_(g), pda_rule_of_(pda_rule_of), max_states_(max_states), nfa_(nfa) {}
+  Builder(const Grammar& g, const std::vector<int32_t>& pda_rule_of, CompileBudget& budget, Nfa& nfa)
+      : g_(g), pda_rule_of_(pda_rule_of), budget_(budget), nfa_(nfa) {}
 
-  int32_t add() {
-    if (static_cast<int64_t>(nfa_.states.size()) >= max_states_)
-      throw GrammarError("grammar: too large (over " + std::to_string(max_states_) +
-                         " automaton states; reduce repetition counts or the number of alternatives)");
+  [[gnu::noinline]] int32_t add() {
+    const int64_t n = static_cast<int64_t>(nfa_.states.size());
+    if (n >= budget_.limits().max_states)
+      CompileBudget::too_large(CompileStage::expand, "automaton states", budget_.limits().max_states);
+    if ((n & (kChargeEvery - 1)) == 0) budget_.charge(kChargeEvery * kNfaStateBytes, CompileStage::expand);
     nfa_.states.emplace_back();
     nfa_.rule_of.push_back(current_rule_);
     return static_cast<int32_t>(nfa_.states.size() - 1);
   }
-  void eps(int32_t from, int32_t to) { nfa_.states[static_cast<size_t>(from)].eps.push_back(to); }
-  void edge(int32_t from, uint8_t lo, uint8_t hi, int32_t to) {
+  [[gnu::noinline]] void eps(int32_t from, int32_t to) { nfa_.states[static_cast<size_t>(from)].eps.push_back(to); }
+  [[gnu::noinline]] void edge(int32_t from, uint8_t lo, uint8_t hi, int32_t to) {
     nfa_.states[static_cast<size_t>(from)].edges.push_back({lo, hi, to});
   }
-  int32_t fresh_from(int32_t in) {
+  [[gnu::noinline]] int32_t fresh_from(int32_t in) {
     const int32_t s = add();
     eps(in, s);
     return s;
@@ -53,25 +46,17 @@ class Builder {
   }
 
  private:
+  // Depth-bounded recursion: an expression's own nesting is bounded by its builders
+  // (kMaxExprDepth), and each inlined rule adds one level. Its frame is kept small --
+  // everything that is not the recursion itself is in helpers that are never inlined into it --
+  // so kMaxEmitDepth frames fit in a thread's stack, under the sanitizers too.
+  static constexpr int kMaxEmitDepth = 2048;
   int32_t emit(const Expr& e, int32_t in, int depth) {
-    if (depth > 4096) throw GrammarError("grammar: expressions nested too deeply");
+    if (depth > kMaxEmitDepth) too_deep();
     switch (e.kind) {
       case Expr::Kind::empty: return in;
-      case Expr::Kind::bytes: {
-        int32_t cur = in;
-        for (char ch : e.text) {
-          const int32_t o = add();
-          const auto b = static_cast<uint8_t>(ch);
-          edge(cur, b, b, o);
-          cur = o;
-        }
-        return cur;
-      }
-      case Expr::Kind::byte_set: {
-        const int32_t o = add();
-        for (const auto& [lo, hi] : byte_ranges(e.set)) edge(in, lo, hi, o);
-        return o;
-      }
+      case Expr::Kind::bytes: return emit_bytes(e.text, in);
+      case Expr::Kind::byte_set: return emit_byte_set(e.set, in);
       case Expr::Kind::seq: {
         int32_t cur = in;
         for (const ExprPtr& it : e.items) cur = emit(*it, cur, depth + 1);
@@ -83,6 +68,7 @@ class Builder {
         return o;
       }
       case Expr::Kind::repeat: {
+        if (e.extra) return emit_separated(e, in, depth);
         int32_t cur = in;
         for (int32_t k = 0; k < e.min; ++k) cur = emit(*e.item, fresh_from(cur), depth + 1);
         if (e.max < 0) {
@@ -101,9 +87,7 @@ class Builder {
       case Expr::Kind::rule_ref: {
         const int32_t target = pda_rule_of_[static_cast<size_t>(e.rule)];
         if (target < 0) return emit(*g_.rule(e.rule).body, in, depth + 1);
-        const int32_t o = add();
-        nfa_.states[static_cast<size_t>(in)].calls.push_back({target, o});
-        return o;
+        return emit_call(target, in);
       }
       case Expr::Kind::text_until: return emit_text_until(e.text, e.words, in);
       case Expr::Kind::members: return emit_members(e, in, depth);
@@ -111,11 +95,36 @@ class Builder {
     return in;
   }
 
+  [[noreturn, gnu::noinline]] static void too_deep() {
+    throw GrammarError("grammar: expressions nested too deeply (more than " + std::to_string(kMaxEmitDepth) +
+                       " levels, counting rules used inside rules)");
+  }
+  [[gnu::noinline]] int32_t emit_bytes(const std::string& text, int32_t in) {
+    int32_t cur = in;
+    for (char ch : text) {
+      const int32_t o = add();
+      const auto b = static_cast<uint8_t>(ch);
+      edge(cur, b, b, o);
+      cur = o;
+    }
+    return cur;
+  }
+  [[gnu::noinline]] int32_t emit_byte_set(const ByteSet& set, int32_t in) {
+    const int32_t o = add();
+    for (const auto& [lo, hi] : byte_ranges(set)) edge(in, lo, hi, o);
+    return o;
+  }
+  [[gnu::noinline]] int32_t emit_call(int32_t rule, int32_t in) {
+    const int32_t o = add();
+    nfa_.states[static_cast<size_t>(in)].calls.push_back({rule, o});
+    return o;
+  }
+
   // Aho-Corasick over ASCII for the terminator and the forbidden strings: a state per prefix
   // of any of them; reaching the whole terminator exits, reaching a forbidden string (or a
   // state whose suffix is one) has no edge. Multi-byte UTF-8 characters, which cannot be part
   // of an ASCII string, go back to the start after their continuation bytes.
-  int32_t emit_text_until(const std::string& term, const std::vector<std::string>& forbidden, int32_t in) {
+  [[gnu::noinline]] int32_t emit_text_until(const std::string& term, const std::vector<std::string>& forbidden, int32_t in) {
     struct Node {
       int32_t kids[128];
       int32_t fail = 0;
@@ -198,18 +207,49 @@ class Builder {
     return out;
   }
 
+  // item (separator item)..., min..max items. The unbounded part is one copy of the item in a
+  // loop: its entry E is fresh and entered only from before the item and from the separator,
+  // so nothing inside the item can re-enter it (emit's rule above).
+  [[gnu::noinline]] int32_t emit_separated(const Expr& e, int32_t in, int depth) {
+    const Expr& item = *e.item;
+    const Expr& sep = *e.extra;
+    if (e.max >= 0) {
+      int32_t cur = emit(item, fresh_from(in), depth + 1);
+      const int32_t o = add();
+      if (e.min == 0) eps(in, o);
+      for (int32_t k = 2; k <= e.max; ++k) {
+        if (k - 1 >= e.min) eps(cur, o);
+        cur = emit(item, fresh_from(emit(sep, fresh_from(cur), depth + 1)), depth + 1);
+      }
+      eps(cur, o);
+      return o;
+    }
+    int32_t cur = in;
+    for (int32_t k = 1; k < e.min; ++k)
+      cur = emit(sep, fresh_from(emit(item, fresh_from(cur), depth + 1)), depth + 1);
+    const int32_t entry = fresh_from(cur);
+    const int32_t last = emit(item, entry, depth + 1);
+    eps(emit(sep, fresh_from(last), depth + 1), entry);
+    if (e.min > 0) return last;
+    const int32_t o = add();
+    eps(in, o);
+    eps(last, o);
+    return o;
+  }
+
   // P[i]: before member i, none written yet; Q[i]: before member i, some written (so the
-  // next one needs the separator). Each member is emitted twice, once from each.
-  int32_t emit_members(const Expr& e, int32_t in, int depth) {
+  // next one needs the separator). Member i is emitted once, from a fresh entry that P[i] and
+  // the separator after Q[i] both lead to, so objects nested in objects stay linear in size.
+  [[gnu::noinline]] int32_t emit_members(const Expr& e, int32_t in, int depth) {
     const size_t n = e.items.size();
     std::vector<int32_t> p(n + 1), q(n + 1);
     p[0] = in;
     for (size_t i = 1; i <= n; ++i) p[i] = add();
     for (size_t i = 0; i <= n; ++i) q[i] = add();
     for (size_t i = 0; i < n; ++i) {
-      eps(emit(*e.items[i], fresh_from(p[i]), depth + 1), q[i + 1]);
-      const int32_t sep = emit(*e.item, fresh_from(q[i]), depth + 1);
-      eps(emit(*e.items[i], fresh_from(sep), depth + 1), q[i + 1]);
+      const int32_t entry = fresh_from(p[i]);
+      eps(emit(*e.item, fresh_from(q[i]), depth + 1), entry);
+      eps(emit(*e.items[i], entry, depth + 1), q[i + 1]);
       if (!e.required[i]) {
         eps(p[i], p[i + 1]);
         eps(q[i], q[i + 1]);
@@ -222,96 +262,32 @@ class Builder {
       return out;
     }
     const int32_t loop = fresh_from(q[n]);
-    const int32_t sep = emit(*e.item, fresh_from(loop), depth + 1);
-    eps(emit(*e.extra, fresh_from(sep), depth + 1), loop);
-    eps(emit(*e.extra, fresh_from(p[n]), depth + 1), loop);
+    const int32_t entry = fresh_from(p[n]);
+    eps(emit(*e.item, fresh_from(loop), depth + 1), entry);
+    eps(emit(*e.extra, entry, depth + 1), loop);
     eps(loop, out);
     return out;
   }
 
+  static constexpr int64_t kChargeEvery = 1024;
+
   const Grammar& g_;
   const std::vector<int32_t>& pda_rule_of_;
-  int64_t max_states_;
+  CompileBudget& budget_;
   Nfa& nfa_;
   int32_t current_rule_ = 0;
 };
 
 }  // namespace
 
-std::vector<int32_t> pda_rule_numbers(const Grammar& g) {
-  const size_t n = g.rules().size();
-  std::vector<std::vector<int32_t>> refs(n);
-  for (size_t r = 0; r < n; ++r) {
-    collect_refs(*g.rule(static_cast<int32_t>(r)).body, refs[r]);
-    std::sort(refs[r].begin(), refs[r].end());
-    refs[r].erase(std::unique(refs[r].begin(), refs[r].end()), refs[r].end());
-  }
-  // Tarjan's strongly connected components, iteratively (grammars from schemas can be deep).
-  std::vector<int32_t> index(n, -1), low(n, 0), comp(n, -1), comp_size;
-  std::vector<bool> on_stack(n, false);
-  std::vector<int32_t> stack;
-  int32_t counter = 0;
-  for (size_t root = 0; root < n; ++root) {
-    if (index[root] >= 0) continue;
-    std::vector<std::pair<int32_t, size_t>> work{{static_cast<int32_t>(root), 0}};
-    while (!work.empty()) {
-      auto& [v, next_child] = work.back();
-      const size_t vi = static_cast<size_t>(v);
-      if (next_child == 0 && index[vi] < 0) {
-        index[vi] = low[vi] = counter++;
-        stack.push_back(v);
-        on_stack[vi] = true;
-      }
-      if (next_child < refs[vi].size()) {
-        const int32_t w = refs[vi][next_child++];
-        const size_t wi = static_cast<size_t>(w);
-        if (index[wi] < 0) {
-          work.push_back({w, 0});
-        } else if (on_stack[wi]) {
-          low[vi] = std::min(low[vi], index[wi]);
-        }
-        continue;
-      }
-      if (low[vi] == index[vi]) {
-        const int32_t c = static_cast<int32_t>(comp_size.size());
-        int32_t size = 0;
-        for (;;) {
-          const int32_t w = stack.back();
-          stack.pop_back();
-          on_stack[static_cast<size_t>(w)] = false;
-          comp[static_cast<size_t>(w)] = c;
-          ++size;
-          if (w == v) break;
-        }
-        comp_size.push_back(size);
-      }
-      const int32_t done = v;
-      work.pop_back();
-      if (!work.empty()) {
-        const size_t parent = static_cast<size_t>(work.back().first);
-        low[parent] = std::min(low[parent], low[static_cast<size_t>(done)]);
-      }
-    }
-  }
-  std::vector<int32_t> out(n, -1);
-  int32_t next = 0;
-  out[static_cast<size_t>(g.root())] = next++;
-  for (size_t r = 0; r < n; ++r) {
-    if (static_cast<int32_t>(r) == g.root()) continue;
-    const bool self = std::binary_search(refs[r].begin(), refs[r].end(), static_cast<int32_t>(r));
-    if (self || comp_size[static_cast<size_t>(comp[r])] > 1) out[r] = next++;
-  }
-  return out;
-}
-
-Nfa build_nfa(const Grammar& g, const std::vector<int32_t>& pda_rule_of, int64_t max_states) {
+Nfa build_nfa(const Grammar& g, const std::vector<int32_t>& pda_rule_of, CompileBudget& budget) {
   Nfa nfa;
   int32_t count = 0;
   for (int32_t x : pda_rule_of) count = std::max(count, x + 1);
   nfa.start.assign(static_cast<size_t>(count), -1);
   nfa.accept.assign(static_cast<size_t>(count), -1);
   nfa.grammar_rule.assign(static_cast<size_t>(count), -1);
-  Builder b(g, pda_rule_of, max_states, nfa);
+  Builder b(g, pda_rule_of, budget, nfa);
   for (size_t r = 0; r < pda_rule_of.size(); ++r) {
     const int32_t pr = pda_rule_of[r];
     if (pr < 0) continue;

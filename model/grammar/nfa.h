@@ -1,11 +1,12 @@
-// The NFA stage of build_pda (pda.h): Thompson's construction over bytes, with non-recursive
-// rules inlined and references to recursive rules left as call edges. Private to pda.cpp and
-// its tests.
+// The NFA stage of build_pda (pda.h): Thompson's construction over bytes, with the rules the
+// plan inlines (rule_plan.h) inlined and references to the others left as call edges. Private
+// to pda.cpp and its tests.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "model/grammar/budget.h"
 #include "model/grammar/grammar.h"
 #include "model/grammar/pda.h"
 
@@ -27,11 +28,11 @@ struct Nfa {
   std::vector<int32_t> start, accept, grammar_rule;
 };
 
-// Which Grammar rules stay rules (the root and every rule on a reference cycle): the Pda rule
-// index of each Grammar rule, or -1 for one that is inlined where it is used.
-std::vector<int32_t> pda_rule_numbers(const Grammar& grammar);
+// Bytes an NFA state holds, with its edge lists, as the budget counts them.
+inline constexpr int64_t kNfaStateBytes = 160;
 
-// One NFA for all Pda rules. Throws GrammarError past max_states.
-Nfa build_nfa(const Grammar& grammar, const std::vector<int32_t>& pda_rule_of, int64_t max_states);
+// One NFA for all Pda rules (pda_rule_of: rule_plan.h). Throws GrammarError past the budget's
+// states, memory or time.
+Nfa build_nfa(const Grammar& grammar, const std::vector<int32_t>& pda_rule_of, CompileBudget& budget);
 
 }  // namespace ds::grammar::detail

@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "model/grammar/nfa.h"
+#include "model/grammar/rule_plan.h"
 
 namespace ds::grammar {
 namespace {
@@ -19,7 +20,7 @@ struct VecHash {
 
 class Determinizer {
  public:
-  Determinizer(const detail::Nfa& nfa, const PdaLimits& limits) : nfa_(nfa), limits_(limits) {
+  Determinizer(const detail::Nfa& nfa, CompileBudget& budget) : nfa_(nfa), budget_(budget) {
     const size_t n = nfa.states.size();
     stamp_.assign(n, 0);
     is_accept_.assign(n, false);
@@ -40,6 +41,7 @@ class Determinizer {
     while (!work_.empty()) {
       const int32_t d = work_.back();
       work_.pop_back();
+      budget_.check(CompileStage::determinise);
       expand(d);
     }
     return std::move(pda_);
@@ -86,9 +88,12 @@ class Determinizer {
     if (subset.empty()) return -1;
     auto it = ids_.find(subset);
     if (it != ids_.end()) return it->second;
-    if (static_cast<int64_t>(pda_.states.size()) >= limits_.max_dfa_states)
-      throw GrammarError("grammar: too large (over " + std::to_string(limits_.max_dfa_states) +
-                         " automaton states after determinisation)");
+    if (static_cast<int64_t>(pda_.states.size()) >= budget_.limits().max_states)
+      CompileBudget::too_large(CompileStage::determinise, "automaton states", budget_.limits().max_states);
+    // The subset is held twice (by id and in the index), plus the state's transition row.
+    budget_.charge(static_cast<int64_t>(subset.size() * 2 * sizeof(int32_t) + 96 + sizeof(PdaState)) +
+                       int64_t{pda_.num_classes} * 4,
+                   CompileStage::determinise);
     const int32_t id = static_cast<int32_t>(pda_.states.size());
     PdaState st;
     st.rule = rule;
@@ -144,7 +149,7 @@ class Determinizer {
   }
 
   const detail::Nfa& nfa_;
-  const PdaLimits& limits_;
+  CompileBudget& budget_;
   Pda pda_;
   std::vector<uint32_t> stamp_;
   uint32_t epoch_ = 0;
@@ -324,24 +329,30 @@ void check_left_recursion(const Pda& pda) {
 
 }  // namespace
 
-Pda build_pda(const Grammar& grammar, const PdaLimits& limits) {
+Pda build_pda(const Grammar& grammar, CompileBudget& budget) {
   grammar.check();
-  const std::vector<int32_t> numbers = detail::pda_rule_numbers(grammar);
-  const detail::Nfa nfa = detail::build_nfa(grammar, numbers, limits.max_nfa_states);
-  Pda raw = Determinizer(nfa, limits).run();
+  const detail::RulePlan plan = detail::plan_rules(grammar, budget);
+  Pda raw;
+  std::vector<std::string> names;
+  {
+    const detail::Nfa nfa = detail::build_nfa(grammar, plan.pda_rule_of, budget);
+    raw = Determinizer(nfa, budget).run();
+    for (int32_t r : nfa.grammar_rule) names.push_back(grammar.rule(r).name);
+  }  // the NFA's memory goes before trimming needs its own
   raw.root = 0;
-  raw.rule_names.resize(nfa.grammar_rule.size());
-  for (size_t r = 0; r < nfa.grammar_rule.size(); ++r)
-    raw.rule_names[r] = grammar.rule(nfa.grammar_rule[r]).name;
+  raw.rule_names = std::move(names);
   for (size_t r = 0; r < raw.rule_start.size(); ++r)
     if (raw.rule_start[r] < 0 && static_cast<int32_t>(r) == raw.root)
       throw GrammarError("grammar: the root rule matches nothing");
+  budget.charge(static_cast<int64_t>(raw.next.size() * sizeof(int32_t) * 4 + raw.states.size() * 64),
+                CompileStage::trim);
   Pda pda = trim(raw);
+  budget.check(CompileStage::trim);
   check_left_recursion(pda);
   return pda;
 }
 
-std::vector<int32_t> mask_classes(const Pda& pda, int32_t depth) {
+std::vector<int32_t> mask_classes(const Pda& pda, int32_t depth, CompileBudget& budget) {
   const size_t n = pda.states.size();
   const size_t nc = static_cast<size_t>(pda.num_classes);
   std::vector<bool> rule_calls(pda.rule_start.size(), false);
@@ -353,6 +364,7 @@ std::vector<int32_t> mask_classes(const Pda& pda, int32_t depth) {
   auto assign = [&](std::vector<int32_t>& out, auto&& signature) {
     ids.clear();
     for (size_t s = 0; s < n; ++s) {
+      if ((s & 0xFFF) == 0xFFF) budget.check(CompileStage::classes);
       sig.clear();
       signature(s, sig);
       auto [it, inserted] = ids.emplace(sig, static_cast<int32_t>(ids.size()));
@@ -366,7 +378,10 @@ std::vector<int32_t> mask_classes(const Pda& pda, int32_t depth) {
   });
   bool stable = false;
   std::vector<int32_t> next_cls(n);
+  // The signature index: one vector of about nc + 2 ints per state, with its node and header.
+  budget.charge(static_cast<int64_t>(n * ((nc + 4) * sizeof(int32_t) + 96)), CompileStage::classes);
   for (int32_t round = 0; round < depth; ++round) {
+    budget.check(CompileStage::classes);
     const size_t c2 = assign(next_cls, [&](size_t s, std::vector<int32_t>& v) {
       v.push_back(cls[s]);
       for (size_t c = 0; c < nc; ++c) {

@@ -2,17 +2,19 @@
 // call edges: a pushdown automaton that the matcher (matcher.h) runs with a stack.
 //
 // How a Grammar becomes a Pda:
-//  1. Rules that are not recursive are inlined wherever they are used, so only the root and
-//     rules on a reference cycle (a JSON value inside an object inside a value...) remain as
-//     rules of their own. Inlining makes large regions of a grammar (a whole JSON object with
-//     its strings, numbers and whitespace) one automaton, so the tokens that cross from a
-//     string into what follows it are judged once, at compile time, instead of at every step.
+//  1. Rules that are not recursive are inlined wherever they are used, so only the root,
+//     rules on a reference cycle (a JSON value inside an object inside a value...) and rules
+//     whose copies would cost too much (rule_plan.h) remain as rules of their own. Inlining
+//     makes large regions of a grammar (a whole JSON object with its strings, numbers and
+//     whitespace) one automaton, so the tokens that cross from a string into what follows it
+//     are judged once, at compile time, instead of at every step.
 //  2. Each remaining rule becomes an NFA (Thompson's construction; a reference to a recursive
 //     rule is a call edge) and is determinised by the subset construction over byte classes
 //     (the bytes no edge of the grammar tells apart share one class). Calls of one rule from
 //     one subset are merged, so a state has at most one call edge per rule.
 //  3. States that cannot reach the end of their rule are removed (a token may never lead into
 //     a dead end), and left recursion (a rule calling itself before reading a byte) is refused.
+// Every stage draws on the compile's budget (budget.h): states, memory, time, cancellation.
 //
 // A state is `final` when its rule may end there: the matcher then pops back to the state the
 // caller resumes in (its call edge's `ret`). A state reads bytes through `next`, and may call
@@ -25,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "model/grammar/budget.h"
 #include "model/grammar/grammar.h"
 
 namespace ds::grammar {
@@ -59,19 +62,15 @@ struct Pda {
   size_t num_states() const { return states.size(); }
 };
 
-struct PdaLimits {
-  int64_t max_nfa_states = 4'000'000;
-  int64_t max_dfa_states = 400'000;
-};
-
-// Throws GrammarError (left recursion, a grammar that matches nothing, a size limit).
-Pda build_pda(const Grammar& grammar, const PdaLimits& limits = {});
+// Throws GrammarError (left recursion, a grammar that matches nothing, a limit of the budget)
+// or CompileCancelled.
+Pda build_pda(const Grammar& grammar, CompileBudget& budget);
 
 // For each state, a class id such that two states of one class accept the same byte strings
 // of up to `depth` bytes, ending or leaving their rule at the same points (Moore's partition
 // refinement, `depth` rounds or until stable). States of rules with call edges share a class
 // only when the refinement became stable, since a call may read no byte. What lets the
 // compiler compute one token mask for the thousand states of a string with maxLength 1000.
-std::vector<int32_t> mask_classes(const Pda& pda, int32_t depth);
+std::vector<int32_t> mask_classes(const Pda& pda, int32_t depth, CompileBudget& budget);
 
 }  // namespace ds::grammar

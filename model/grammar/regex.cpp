@@ -74,8 +74,10 @@ class Parser {
     return mode_ == RegexMode::json_string_search ? json_chars(s, lt_raw_) : utf8_expr(s);
   }
 
+  // Depth-bounded recursion: groups nest at most kMaxGroupDepth deep.
+  static constexpr int kMaxGroupDepth = 200;
   ExprPtr parse_alternatives(int depth) {
-    if (depth > 200) fail("groups nested too deeply");
+    if (depth > kMaxGroupDepth) fail("groups nested more than " + std::to_string(kMaxGroupDepth) + " deep");
     std::vector<ExprPtr> alts{parse_sequence(depth)};
     while (peek_is('|')) {
       ++pos_;
@@ -92,35 +94,38 @@ class Parser {
 
   ExprPtr parse_quantified(int depth) {
     ExprPtr e = parse_atom(depth);
-    for (;;) {
-      if (pos_ >= p_.size()) return e;
-      const char c = p_[pos_];
-      int32_t lo = 0, hi = -1;
-      if (c == '*') {
+    if (pos_ >= p_.size()) return e;
+    const char c = p_[pos_];
+    int32_t lo = 0, hi = -1;
+    if (c == '*') {
+      ++pos_;
+    } else if (c == '+') {
+      ++pos_;
+      lo = 1;
+    } else if (c == '?') {
+      ++pos_;
+      hi = 1;
+    } else if (c == '{' && quantifier_follows()) {
+      ++pos_;
+      lo = parse_int();
+      hi = lo;
+      if (peek_is(',')) {
         ++pos_;
-      } else if (c == '+') {
-        ++pos_;
-        lo = 1;
-      } else if (c == '?') {
-        ++pos_;
-        hi = 1;
-      } else if (c == '{' && quantifier_follows()) {
-        ++pos_;
-        lo = parse_int();
-        hi = lo;
-        if (peek_is(',')) {
-          ++pos_;
-          hi = peek_is('}') ? -1 : parse_int();
-        }
-        if (!peek_is('}')) fail("expected '}'");
-        ++pos_;
-        if (hi >= 0 && hi < lo) fail("quantifier {" + std::to_string(lo) + "," + std::to_string(hi) + "} is empty");
-      } else {
-        return e;
+        hi = peek_is('}') ? -1 : parse_int();
       }
-      if (peek_is('?')) ++pos_;  // lazy: same language
-      e = repeat(e, lo, hi);
+      if (!peek_is('}')) fail("expected '}'");
+      ++pos_;
+      if (hi >= 0 && hi < lo) fail("quantifier {" + std::to_string(lo) + "," + std::to_string(hi) + "} is empty");
+    } else {
+      return e;
     }
+    if (peek_is('?')) ++pos_;  // lazy: same language
+    // ECMAScript allows one quantifier per atom (a** is a syntax error): refusing the second
+    // keeps a chain of 100,000 quantifiers from becoming as many nested repetitions.
+    if (pos_ < p_.size() &&
+        (p_[pos_] == '*' || p_[pos_] == '+' || p_[pos_] == '?' || (p_[pos_] == '{' && quantifier_follows())))
+      fail("a quantifier cannot follow another quantifier (nothing to repeat)");
+    return repeat(e, lo, hi);
   }
 
   // ECMAScript treats a '{' that does not start {n}, {n,} or {n,m} as a literal.
@@ -160,8 +165,10 @@ class Parser {
             while (pos_ < p_.size() && p_[pos_] != '>') ++pos_;
             if (!peek_is('>')) fail("unterminated group name");
             ++pos_;
+          } else if (peek_is('=') || peek_is('!') || peek_is('<')) {
+            fail("lookaround assertions ((?=, (?!, (?<=, (?<!) are not supported");
           } else {
-            fail("lookaround is not supported");
+            fail("inline modifiers such as (?i) are not supported (spell the cases out, e.g. [aA])");
           }
         }
         ExprPtr e = parse_alternatives(depth + 1);

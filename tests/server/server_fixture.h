@@ -46,6 +46,7 @@ struct TestServerConfig {
   scheduler::EngineConfig engine;
   std::string api_key;
   server::HttpTransportOptions transport;  // limits, threads, connections, timeouts
+  server::GrammarCacheOptions grammar;     // compile pool and limits
   bool ready = true;                     // false: never set_model (503 tests)
   int step_delay_ms = 0;                 // scripted model only
   std::string chat_template_file;        // instead of the tiny model's template (a data_path name)
@@ -94,7 +95,8 @@ class TestServer {
     served_.eos_ids = {1006, 1004};
     served_.defaults = server::GenerationDefaults::load(dir);
     served_.created = 1700000000;
-    grammars_ = std::make_unique<server::GrammarCache>(grammar::TokenVocabulary::from_tokenizer(*tokenizer_, 1024));
+    grammars_ =
+        std::make_unique<server::GrammarCache>(grammar::TokenVocabulary::from_tokenizer(*tokenizer_, 1024), cfg_.grammar);
     served_.grammars = grammars_.get();
     served_.thinking =
         server::make_thinking_setup(*tokenizer_, template_.get(), cfg_.default_thinking_budget, cfg_.effort_budgets);
@@ -122,6 +124,7 @@ class TestServer {
   server::ServerMetrics& metrics() { return metrics_; }
   const tok::Tokenizer& tokenizer() const { return *tokenizer_; }
   ScriptedModel* scripted() { return scripted_.get(); }
+  server::GrammarCache& grammars() { return *grammars_; }
 
   httplib::Client client(int timeout_s = 300) const {
     httplib::Client c("127.0.0.1", port_);

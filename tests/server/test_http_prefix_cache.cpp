@@ -105,3 +105,20 @@ TEST_CASE("prefix cache: eight concurrent requests sharing a 1,000-token system 
     CHECK(cached_of(r.body) >= system_tokens - 16);
   }
 }
+
+TEST_CASE("prefix cache: a /v1/completions prompt sent again is served from the cache on its second send",
+          "[prefix]") {
+  TestServer srv(cached_server(true));
+  std::string prompt;
+  while (srv.tokenizer().encode(prompt).size() < 200) prompt += "A completion prompt that is sent twice. ";
+  const Json body = {{"prompt", prompt}, {"temperature", 0}, {"max_tokens", 4}};
+  const auto first = srv.post("/v1/completions", body);
+  const auto second = srv.post("/v1/completions", body);
+  REQUIRE(first.status == 200);
+  REQUIRE(second.status == 200);
+  CHECK(cached_of(first.body) == 0);
+  const int64_t prompt_tokens = second.body["usage"]["prompt_tokens"].get<int64_t>();
+  // The prompt's end, rounded down to the 16-token block (one token is always computed).
+  CHECK(cached_of(second.body) >= prompt_tokens - 16);
+  CHECK(second.body["choices"][0]["text"] == first.body["choices"][0]["text"]);
+}

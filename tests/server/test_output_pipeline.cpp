@@ -125,6 +125,8 @@ TEST_CASE("reasoning: <think> blocks go to reasoning, split anywhere", "[reasoni
       {false, "plain answer with < and </ and <thin", "", "plain answer with < and </ and <thin"},
       {true, "never closed", "never closed", ""},
       {false, "a<think>b</think>c", "b", "ac"},
+      // One block per reply: a later <think> is content.
+      {false, "<think>a</think>b<think>c</think>", "a", "b<think>c</think>"},
   };
   std::mt19937 rng(3);
   for (const auto& c : cases) {
@@ -142,6 +144,26 @@ TEST_CASE("reasoning: <think> blocks go to reasoning, split anywhere", "[reasoni
       t += f.content;
       CHECK(r == c.reasoning);
       CHECK(t == c.content);
+    }
+  }
+  // Under a grammar, reasoning only comes first: a <think> inside the constrained text stays.
+  for (const std::string& text : {std::string("{\"a\": \"<think>x</think>\"}"), std::string("  <think>r</think>{}")}) {
+    ReasoningSplitter s(false, /*at_start_only=*/true);
+    std::string r, t;
+    for (const auto& p : split_bytes(text)) {
+      auto o = s.push(p);
+      r += o.reasoning;
+      t += o.content;
+    }
+    auto f = s.flush();
+    r += f.reasoning;
+    t += f.content;
+    if (text[0] == '{') {
+      CHECK(r.empty());
+      CHECK(t == text);
+    } else {
+      CHECK(r == "r");
+      CHECK(t == "  {}");
     }
   }
   CHECK(ReasoningSplitter::prompt_opens_reasoning("<|im_start|>assistant\n<think>\n"));

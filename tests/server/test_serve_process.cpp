@@ -41,10 +41,13 @@ TEST_CASE("serve --help documents every flag", "[process]") {
   const std::string help = p.log();
   for (const char* flag :
        {"--model", "-m", "--version", "--host", "--port", "--served-model-name", "--api-key", "DELTASERVE_API_KEY",
-        "--max-ctx", "--kv-cache-dtype", "--mamba-ssm-cache-dtype", "--block-size", "--gpu-memory-utilization",
+        "--paged-attention", "--max-ctx", "--kv-cache-dtype", "--mamba-ssm-cache-dtype", "--block-size", "--gpu-memory-utilization",
         "--kv-cache-memory", "--max-num-seqs", "--max-num-batched-tokens", "--max-queue", "--quantization", "--fp8-weights", "--backend",
         "--enforce-eager",
-        "--chat-template", "--log-level", "--log-format"})
+        "--chat-template", "--log-level", "--log-format", "--max-connections", "--max-body-size", "--max-body-memory",
+        "--request-head-timeout", "--request-body-timeout", "--min-body-rate", "--keep-alive-timeout", "--write-timeout",
+        "--grammar-compile-concurrency", "--grammar-compile-queue", "--grammar-compile-timeout", "--grammar-max-states",
+        "--grammar-max-memory", "--grammar-cache-memory"})
     CHECK(help.find(flag) != std::string::npos);
   // No internal default values of negated flags in the text.
   CHECK(help.find("{false}") == std::string::npos);
@@ -132,7 +135,7 @@ TEST_CASE("serve refuses flags that cannot work, before serving, with a clear me
       {{"--kv-cache-dtype", "bf16"}, "stores K/V as f32"},
       {{"--max-ctx", "100000"}, "exceeds the model's 4096 positions"},
       {{"--max-ctx", "4096", "--kv-cache-memory", "8MiB"}, "more than the K/V cache holds"},
-      {{"--kv-cache-memory", "1KiB"}, "cannot hold one DeltaNet state slot"},
+      {{"--kv-cache-memory", "1KiB"}, "--kv-cache-memory: a cache budget of 1024 bytes cannot hold one DeltaNet state slot"},
       {{"--kv-cache-memory", "lots"}, "--kv-cache-memory: 'lots' is not a size"},
       {{"--kv-cache-dtype", "int3"}, "--kv-cache-dtype: unknown element type 'int3'"},
       {{"--mamba-ssm-cache-dtype", "float16"}, "--mamba-ssm-cache-dtype must be auto, float32 or bfloat16"},
@@ -148,6 +151,10 @@ TEST_CASE("serve refuses flags that cannot work, before serving, with a clear me
       {{"--max-num-seqs", "0"}, "--max-num-seqs"},
       {{"--quantization", "int4"}, "--quantization must be none or fp8"},
       {{"--fp8-weights", "fp16"}, "--fp8-weights must be bf16 or resident"},
+      {{"--max-body-size", "64MiB", "--max-body-memory", "32MiB"}, "--max-body-memory must be at least --max-body-size"},
+      {{"--max-body-size", "lots"}, "--max-body-size:"},
+      {{"--max-connections", "0"}, "--max-connections must be"},
+      {{"--grammar-compile-timeout", "0"}, "--grammar-compile-timeout must be"},
       {{"--speculative-config", R"({"method": "mtp", "num_speculative_tokens": 2})"},
        "speculative method \"mtp\" needs the checkpoint's MTP module"},
   };
@@ -161,6 +168,7 @@ TEST_CASE("serve refuses flags that cannot work, before serving, with a clear me
                       (!c.alternative.empty() && p.log().find(c.alternative) != std::string::npos);
     CHECK(said);
     CHECK(p.log().find("ready:") == std::string::npos);
+    CHECK(p.log().find("size_pools") == std::string::npos);  // the flag, never an internal function
   }
 }
 
@@ -233,7 +241,7 @@ TEST_CASE("SIGINT lets an in-flight stream finish; a second signal cancels it; e
 }
 
 TEST_CASE("--log-format json writes one JSON object per line", "[process]") {
-  ServeProcess p(with(kSmall, {"--log-format", "json", "--max-ctx", "256", "--served-model-name", "tiny",
+  ServeProcess p(with(kSmall, {"--log-format", "json", "--paged-attention", "--max-ctx", "256", "--served-model-name", "tiny",
                                "--api-key", "k1"}));
   REQUIRE(p.wait_log("ready:"));
   const int port = p.port();

@@ -60,6 +60,7 @@ TEST_CASE("thinking setup: a request's budget, its kwargs and the engine's spec"
     REQUIRE(spec);
     CHECK(spec->validate(1024).empty());
     CHECK(spec->starts_inside == (inside && !closed));
+    CHECK((spec->open_token == -1) == closed);  // thinking off: nothing the reply writes opens a block
     return spec->budget;
   };
   CHECK(budget("{}") == 50);                                   // the server's default
