@@ -95,7 +95,8 @@ void add_server_options(CLI::App& app, ServerOptions& o) {
              "(default: a tenth of the budget)");
   // The K/V cache is always the paged block pool; the flag stays so that the command line users
   // know (`serve --model DIR --paged-attention --max-ctx N`) keeps working.
-  app.add_flag("--paged-attention", "K/V in the paged block pool (always so; accepted for familiar command lines)");
+  app.add_flag_callback(
+      "--paged-attention", [] {}, "K/V in the paged block pool (always so; accepted for familiar command lines)");
   app.add_flag("--enforce-eager", o.enforce_eager,
                "Run every step eagerly: no CUDA graphs for decode and verify steps (they are on by default with "
                "the cuda backend)");
