@@ -30,7 +30,7 @@ SYSTEM_LIBS = re.compile(r"/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libg
                          r"libcublasLt)\.so")
 STEP_KINDS = ("run", "tests", "serve", "python", "shell")
 PLACEHOLDER = re.compile(r"\{(ckpt|data|out|scratch|root|extra|bin)(?::([A-Za-z0-9._-]+))?\}")
-CKPT = re.compile(r"^(4b|9b|27b)(-fp8)?$")  # the geometries make_random_checkpoint.py writes
+CKPT = re.compile(r"^(4b|9b|27b)(-fp8|-gptq|-awq)?(-vl)?$")  # the geometries and layouts make_random_checkpoint.py writes (-vl: --vision)
 KEYS = {"question", "binaries", "baseline", "extras", "deadline_s", "steps", "report", "notes"}
 
 
@@ -51,6 +51,14 @@ def extra_source(name):
         "make_reference.py": os.path.join(shared, "scripts", "make_reference.py") if shared else None,
         "json-schema-test-suite": "/usr/share/json-schema-test-suite/tests",  # Debian's json-schema-test-suite
     }.get(name)
+
+
+def tracked_tree_mib(root):
+    """What the device tool copies besides the carried paths: tracked and untracked-not-ignored files."""
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=root,
+                           capture_output=True, check=True).stdout.split(b"\0")
+    return sum(os.path.getsize(os.path.join(root, f.decode())) for f in files
+               if f and os.path.isfile(os.path.join(root, f.decode()))) / 2**20
 
 
 def load(name):
@@ -94,7 +102,7 @@ def check(name, spec):
             bad.append(f"step {label}: no {step['python']}")
         for m in PLACEHOLDER.finditer(json.dumps(step)):
             if m.group(1) == "ckpt" and not CKPT.match(m.group(2) or ""):
-                bad.append(f"step {label}: checkpoint {m.group(2)!r} (9b, 27b, 4b, optionally -fp8)")
+                bad.append(f"step {label}: checkpoint {m.group(2)!r} (9b, 27b, 4b, optionally -fp8, -gptq or -awq, then -vl)")
             if m.group(1) == "extra" and m.group(2) not in spec.get("extras", []):
                 bad.append(f"step {label}: extra {m.group(2)!r} not in \"extras\"")
     for e in spec.get("extras", []):
@@ -206,12 +214,21 @@ def main():
             f.write("\n".join(a.studies) + "\n")
         os.makedirs(a.dest, exist_ok=True)
         out = os.path.join(a.dest, "bundle.tar.xz")
-        subprocess.run(f"tar -C '{stage}' -cf - . | xz -T{a.jobs} -{a.xz_level} > '{out}'", shell=True, check=True)
+        # One xz stream with a dictionary wider than a binary: every binary links the same CUDA
+        # library, so the second copy of it compresses to almost nothing (threaded xz cuts the
+        # stream into blocks that cannot see each other).
+        dict_mib = 128 if a.xz_level > 0 else 1
+        subprocess.run(f"tar -C '{stage}' -cf - . | xz -T1 --lzma2=preset={a.xz_level},dict={dict_mib}MiB > '{out}'",
+                       shell=True, check=True)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     size = os.path.getsize(out) / 2**20
     rel = os.path.relpath(a.dest, ROOT)
-    print(f"bundle: {out} ({size:.1f} MiB; the device tool carries 64 MiB in all)")
+    tree = tracked_tree_mib(ROOT)
+    print(f"bundle: {out} ({size:.1f} MiB; with the working tree's {tree:.1f} MiB, {size + tree:.1f} of the 64 MiB "
+          "the device tool carries)")
+    if size + tree > 64:
+        print("bundle: too large to carry: bundle fewer studies at once")
     print(f"on the device, carrying {rel}: " + "; ".join(f"python3 bench/run_study.py {n}" for n in a.studies))
     return 0
 

@@ -17,7 +17,10 @@ bench/results/COMPONENT.json holds one component's table: {"component", "order",
     the run), source ("log": transcribed from the log; "study": taken from a study's output)
 
 One row per metric: a new measurement replaces the row (`update` does it for the metrics a
-study's "report" list names); the log keeps the history.
+study's "report" list names); the log keeps the history. A metric no run has measured yet is
+named in a study's "report" with the component it goes to ("component": the file's name
+without .json); its row appears at the first `update`. A component without rows is left out
+of the report.
 """
 import argparse
 import json
@@ -75,14 +78,20 @@ def problems(comps, log_anchors):
     studies = {f[:-5] for f in os.listdir(STUDIES) if f.endswith(".json")}
     bad = []
     # A metric is a row's key (`update` finds it by name): one row per name across the report,
-    # and every metric a study says it measures has its row.
+    # and every metric a study says it measures has its row, or names the component its first
+    # measurement joins.
     every = [r.get("metric") for _, c in comps for r in c.get("rows", [])]
     bad += [f"metric {m!r} has {every.count(m)} rows" for m in sorted(set(every)) if every.count(m) > 1]
+    files = {name[:-5] for name, _ in comps}
     for st in sorted(studies):
         with open(os.path.join(STUDIES, st + ".json")) as f:
             for m in json.load(f).get("report", []):
-                if m.get("metric") not in every:
-                    bad.append(f"study {st}: reports {m.get('metric')!r}, which no row of bench/results has")
+                if m.get("component") is not None and m["component"] not in files:
+                    bad.append(f"study {st}: reports {m.get('metric')!r} into bench/results/{m['component']}.json, "
+                               f"which does not exist")
+                elif m.get("metric") not in every and m.get("component") is None:
+                    bad.append(f"study {st}: reports {m.get('metric')!r}, which no row of bench/results has "
+                               f"(a new metric names its \"component\")")
     for name, c in comps:
         for k in ("component", "order", "rows"):
             if k not in c:
@@ -123,6 +132,7 @@ def cell(text):
 
 
 def render(comps, log_anchors):
+    comps = [(name, c) for name, c in comps if c["rows"]]  # nothing measured yet: no section
     out = [
         "# Benchmarks",
         "",
@@ -138,9 +148,11 @@ def render(comps, log_anchors):
         "same program in the same run; \"peer\" is the named peer's figure and ours against it.",
         "",
         "Contents: " + " · ".join(f"[{c['component']}](#{anchors('# ' + c['component'])[c['component']]})"
-                                  for _, c in comps),
+                                  for _, c in comps if c["rows"]),
     ]
     for _, c in comps:
+        if not c["rows"]:
+            continue
         out += ["", f"## {c['component']}", ""]
         if c.get("note"):
             out += [c["note"], ""]
@@ -221,7 +233,10 @@ def update(out_dirs):
                     new.update(of_floor=round(r["of_floor"], 2), floor=r.get("floor", ""))
                 if m.get("peer_step") and (m["peer_step"], m["select"]) in found:
                     base = found[(m["peer_step"], m["select"])][1]["value"]
-                    new["also"] = f"{r['value'] / base:.2f}x {m['peer_step']}"
+                    if m.get("peer_name"):  # a peer program: the peer column, with its figure
+                        new["peer"] = f"{r['value'] / base:.2f}x {m['peer_name']} ({base:.4g} {r['unit']})"
+                    else:
+                        new["also"] = f"{r['value'] / base:.2f}x {m['peer_step']}"
             head, plus, local = manifest["commit"].partition("+")
             new.update(gpu=gpu, date=date, commit=head[:7] + plus + local,
                        study=manifest["study"], source="study")
@@ -235,7 +250,11 @@ def update(out_dirs):
                     continue
                 break
             else:
-                print(f"update: no row {m['metric']!r} in bench/results (add it to a component first)")
+                if m.get("component") in {n[:-5] for n in comps}:
+                    comps[m["component"] + ".json"]["rows"].append(new)
+                    changed += 1
+                else:
+                    print(f"update: no row {m['metric']!r} in bench/results (add it to a component first)")
     for name, c in comps.items():
         with open(os.path.join(RESULTS, name), "w") as f:
             f.write(json.dumps(c, indent=1) + "\n")

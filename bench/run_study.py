@@ -15,7 +15,7 @@ left of the deadline. bench/README.md describes the study format; in short, a st
     {"name": N, "python": SCRIPT, "args": [...]}        a Python script (peers, checkpoint tools)
     {"name": N, "shell": COMMAND}                       a shell command
 
-with "{ckpt:9b}" / "{ckpt:27b-fp8}" (random checkpoints), "{data}" (tests/data), "{out}" (the
+with "{ckpt:9b}" / "{ckpt:27b-fp8}" / "{ckpt:9b-gptq}" / "{ckpt:9b-vl}" (random checkpoints; -vl: with the vision tower), "{data}" (tests/data), "{out}" (the
 raw results), "{bin}" (the bundle's binaries), "{scratch}" and "{extra:NAME}" (files the bundle
 carries) replaced in arguments.
 A step with "ab": true runs the bundle's baseline binaries (`bundle.py --baseline REF`) and the
@@ -170,19 +170,23 @@ class Study:
             for n in todo:
                 path = os.path.join(root, n)
                 shutil.rmtree(path, ignore_errors=True)
-                size, _, kind = n.partition("-")
+                size, *kinds = n.split("-")
                 t0 = time.monotonic()
                 log = os.path.join(self.raw, f"checkpoint_{n}.log")
                 tools = os.path.join(ROOT, "bench", "tools")
                 cmd = [sys.executable, os.path.join(tools, "make_random_checkpoint.py"), "--size", size, "--out", path]
-                if kind == "fp8":
-                    cmd.append("--fp8")
+                for layout in ("fp8", "gptq", "awq"):
+                    if layout in kinds:
+                        cmd.append("--" + layout)
+                tok = [sys.executable, os.path.join(tools, "make_checkpoint_tokenizer.py"), "--out", path]
+                if "vl" in kinds:  # the released vision tower, and the template that renders images
+                    cmd.append("--vision")
+                    tok += ["--template-dir", os.path.join(ROOT, "tests", "data", "tiny-qwen35-vl")]
                 with open(log, "w") as f:
                     try:
                         ok = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=max(60, self.left()),
                                             env=dict(self.env, PYTHONUNBUFFERED="1")).returncode == 0
-                        ok = ok and subprocess.run([sys.executable, os.path.join(tools, "make_checkpoint_tokenizer.py"),
-                                                    "--out", path], stdout=f, stderr=subprocess.STDOUT).returncode == 0
+                        ok = ok and subprocess.run(tok, stdout=f, stderr=subprocess.STDOUT).returncode == 0
                     except subprocess.TimeoutExpired:
                         ok = False
                 if ok:
@@ -303,11 +307,17 @@ class Study:
     def run_python(self, step, name):
         log = os.path.join(self.raw, name + ".txt")
         cmd = [sys.executable, os.path.join(ROOT, step["python"])] + self.expand(step.get("args", []))
+        out = os.path.join(self.raw, name + ".json")
+        if step.get("json"):  # a peer that writes a program's result file (a report's peer_step)
+            cmd += ["--json", out]
         env = dict(self.step_env(step), PYTHONUNBUFFERED="1")
         rc, secs = self.call(cmd, log, step.get("timeout", self.left()), env)
         self.note(f"{name}: {step['python']} rc={rc} in {secs:.0f} s")
         if step.get("show"):
             self.show(log, step["show"])
+        if step.get("json"):
+            self.tables(out, name)
+            return [{"log": log, "json": out, "rc": rc}]
         return [{"log": log, "rc": rc}]
 
     def run_shell(self, step, name):

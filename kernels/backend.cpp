@@ -1,6 +1,7 @@
 // The Backend contract (backend.h), checked once for every backend: each op checks its
 // arguments' types and shapes, then runs the backend's do_<op>.
 #include "kernels/backend.h"
+#include "kernels/contract.h"
 
 #include <cmath>
 #include <stdexcept>
@@ -8,53 +9,8 @@
 #include <utility>
 
 namespace ds::kernels {
+using namespace contract;
 namespace {
-
-[[noreturn]] void fail(const char* op, const std::string& what) {
-  throw std::invalid_argument(std::string(op) + ": " + what);
-}
-// The message is built only on failure: these checks run on every op of every step.
-// (Wrap a condition holding braces, e.g. Shape{a, b}, in parentheses.)
-#define DS_REQUIRE(ok, op, ...)        \
-  do {                                 \
-    if (!(ok)) fail(op, __VA_ARGS__); \
-  } while (0)
-
-std::string type_name(DType t) { return std::string(dtype_name(t)); }
-
-// t is a non-empty tensor of type `want`.
-void require_type(const Tensor& t, const char* op, const char* name, DType want) {
-  DS_REQUIRE(!t.empty(), op, std::string(name) + " is empty");
-  DS_REQUIRE(t.dtype() == want, op, std::string(name) + " must be " + type_name(want) + ", not " + type_name(t.dtype()));
-}
-
-// A GEMM weight: f32, activation_dtype(), or fp8_e4m3 (2-D, with scales) where the backend
-// keeps FP8 weights.
-void require_weight(const Backend& be, const Tensor& w, const char* op, const char* name) {
-  DS_REQUIRE(!w.empty(), op, std::string(name) + " is empty");
-  const bool fp8 = w.dtype() == DType::fp8_e4m3 && be.fp8_weights();
-  DS_REQUIRE(fp8 || w.dtype() == DType::f32 || w.dtype() == be.activation_dtype(), op,
-             std::string(name) + " must be f32 or " + type_name(be.activation_dtype()) +
-                 (be.fp8_weights() ? " or fp8_e4m3" : "") + ", not " + type_name(w.dtype()));
-  DS_REQUIRE(!fp8 || (w.rank() == 2 && w.fp8_scales().data &&
-                      w.fp8_scales().cols == (w.dim(1) + Fp8Scales::kBlockCols - 1) / Fp8Scales::kBlockCols),
-             op, std::string(name) + " is fp8_e4m3 without scales for " + w.shape().str());
-}
-
-// t is a non-empty tensor of type f32 or `other` (activation_dtype(): GEMM inputs and weights).
-void require_f32_or(const Tensor& t, const char* op, const char* name, DType other) {
-  DS_REQUIRE(!t.empty(), op, std::string(name) + " is empty");
-  DS_REQUIRE(t.dtype() == DType::f32 || t.dtype() == other, op,
-             std::string(name) + " must be f32" + (other == DType::f32 ? "" : " or " + type_name(other)) + ", not " +
-                 type_name(t.dtype()));
-}
-
-// x ends in d = weight.numel() elements per row.
-void require_rows_of(const Tensor& x, const Tensor& weight, const char* op) {
-  const int64_t d = weight.numel();
-  DS_REQUIRE(d > 0 && x.rank() >= 1 && x.dim(x.rank() - 1) == d, op,
-             "x " + x.shape().str() + " must end in the weight's " + std::to_string(d) + " elements");
-}
 
 // K and V pools of one [blocks, block_size, Nkv, D] shape in `type`, holding the plan's blocks.
 void require_pools(const Tensor& k_pool, const Tensor& v_pool, const BatchPlan& plan, DType type, const char* op) {
@@ -69,6 +25,14 @@ void require_pools(const Tensor& k_pool, const Tensor& v_pool, const BatchPlan& 
                  std::to_string(k_pool.dim(0)) + " blocks");
   DS_REQUIRE(!is_quantized(type) || k_pool.dim(3) % 32 == 0, op,
              "a " + type_name(type) + " K/V cache needs a head dim that is a multiple of 32");
+}
+
+// A plan with M-RoPE positions needs sections that fit the rotary frequencies.
+void require_mrope(const BatchPlan& plan, const RopeParams& p, const char* op) {
+  if (!plan.has_mrope()) return;
+  const auto& s = p.mrope_section;
+  DS_REQUIRE(s[0] > 0 && s[1] >= 0 && s[2] >= 0 && s[0] + s[1] + s[2] == p.rotary_dim / 2, op,
+             "M-RoPE positions need an mrope_section summing to rotary_dim / 2 = " + std::to_string(p.rotary_dim / 2));
 }
 
 // A DeltaNet state tensor [slots, layers, ...] holding `layer` and the plan's state slots.
@@ -164,6 +128,22 @@ void Backend::gemm(const Tensor& x, const Tensor& w, Tensor& out, bool accumulat
   do_gemm(x, w, out, accumulate);
 }
 
+void Backend::gemm_bias(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out, bool accumulate) {
+  const char* op = "gemm_bias";
+  require_f32_or(x, op, "x", activation_dtype());
+  require_weight(*this, w, op, "w");
+  require_type(bias, op, "bias", DType::f32);
+  require_type(out, op, "out", DType::f32);
+  DS_REQUIRE(x.rank() == 2 && w.rank() == 2 && out.rank() == 2, op,
+             "x, w, out must be 2-D, got " + x.shape().str() + ", " + w.shape().str() + ", " + out.shape().str());
+  const int64_t m = x.dim(0), k = x.dim(1), n = w.dim(0);
+  DS_REQUIRE(w.dim(1) == k, op, "x " + x.shape().str() + " and w " + w.shape().str() + " disagree on K");
+  DS_REQUIRE(out.dim(0) == m && out.dim(1) == n, op, "out must be " + Shape{m, n}.str() + ", got " + out.shape().str());
+  DS_REQUIRE(bias.numel() == n, op, "bias must have " + std::to_string(n) + " values, got " + bias.shape().str());
+  if (m == 0 || n == 0) return;
+  do_gemm_bias(x, w, bias, out, accumulate);
+}
+
 void Backend::swiglu(const Tensor& gate_up, Tensor& out) {
   const char* op = "swiglu";
   require_type(gate_up, op, "gate_up", DType::f32);
@@ -256,6 +236,7 @@ void Backend::rope(Tensor& x, const BatchPlan& plan, const RopeParams& params) {
   require_type(x, op, "x", DType::f32);
   DS_REQUIRE(x.rank() == 3 && x.dim(0) == plan.num_rows(), op, "x must be [rows, heads, D], got " + x.shape().str());
   check_rope_params(op, params, x.dim(2));
+  require_mrope(plan, params, op);
   do_rope(x, plan, params);
 }
 
@@ -275,6 +256,7 @@ void Backend::prepare_qk(const Tensor& qg, const Tensor& q_norm, const Tensor& k
              "k must be [rows, Nkv, " + std::to_string(d) + "], got " + k.shape().str());
   DS_REQUIRE(q_norm.numel() == d && k_norm.numel() == d, op, "q_norm and k_norm must have D elements");
   check_rope_params(op, rope_params, d);
+  require_mrope(plan, rope_params, op);
   do_prepare_qk(qg, q_norm, k_norm, eps, plan, rope_params, q, gate, k);
 }
 

@@ -28,6 +28,7 @@
 //    kernel for, say).
 #pragma once
 
+#include <array>
 #include <memory>
 #include <span>
 #include <string>
@@ -37,12 +38,16 @@
 #include "kernels/batch_plan.h"
 #include "kernels/step_graph.h"
 #include "kernels/tensor.h"
+#include "kernels/vision_plan.h"
 
 namespace ds::kernels {
 
 // Partial rotate-half RoPE: dims [0, rotary_dim) of each head rotate, pairs (i, i + rotary_dim/2),
 // angle_i = f32(position * inv_freq_i), and the rotated pair is scaled by attention_scaling
-// (HF multiplies cos and sin by it; the dims past rotary_dim are not scaled).
+// (HF multiplies cos and sin by it; the dims past rotary_dim are not scaled). Interleaved
+// M-RoPE (a plan with M-RoPE positions, batch_plan.h): frequency i takes the h position when
+// i % 3 == 1 and i < 3 * mrope_section[1], the w position when i % 3 == 2 and
+// i < 3 * mrope_section[2], the t position otherwise (HF's mrope_section, Qwen3.5's [11, 11, 10]).
 struct RopeParams {
   RopeParams() = default;
   RopeParams(int64_t rotary, double base) : rotary_dim(rotary), theta(base) {}
@@ -53,6 +58,7 @@ struct RopeParams {
   // frequencies themselves, in place of theta's; empty: theta's.
   std::vector<float> inv_freq;
   float attention_scaling = 1.0f;
+  std::array<int64_t, 3> mrope_section{};  // read only for a plan with M-RoPE positions
 };
 
 // The frequencies a backend rotates by: params.inv_freq, or theta's in HF's f32 recipe
@@ -83,6 +89,10 @@ class Backend {
   // (HostTensor::scales) and gemm / gate_up_swiglu read them. Otherwise a loader dequantises
   // FP8 weights on the host and uploads the values.
   virtual bool fp8_weights() const { return false; }
+  // Whether weights may stay 4-bit: upload() takes int4 matrices with their groups
+  // (HostTensor::int4) and gemm / gate_up_swiglu read them. Otherwise a loader dequantises
+  // GPTQ / AWQ weights on the host and uploads the values.
+  virtual bool int4_weights() const { return false; }
   // Element type of the K/V pools this backend allocates and reads.
   virtual DType kv_cache_dtype() const = 0;
   // Element type of the recurrent (delta-rule) state slots: f32, what Qwen3.5's config asks for
@@ -112,6 +122,10 @@ class Backend {
   void copy_from_host(std::span<const float> src, Tensor& dst);
   // Validates a step's indices and makes them available to the ops.
   virtual std::unique_ptr<BatchPlan> plan(const BatchDesc& desc) = 0;
+  // The same for a vision-encoder step (vision_plan.h); a device backend uploads it.
+  virtual std::unique_ptr<VisionPlan> plan_vision(const VisionBatchDesc& desc) {
+    return std::make_unique<VisionPlan>(desc);
+  }
 
   // ---- recorded steps (kernels/step_graph.h) ----------------------------------------------
   // Whether this backend records steps. Only then are the calls below made.
@@ -136,7 +150,7 @@ class Backend {
   // ---- ops ----------------------------------------------------------------------------
   // "f32 or act" below: f32 or activation_dtype(). Weights (table, w, gate_up) are what
   // upload() stored: f32 or activation_dtype(); w and gate_up also fp8_e4m3 where
-  // fp8_weights().
+  // fp8_weights() and int4 where int4_weights().
   // out[r] = table[token_ids[r]]. table [V, H], out [rows, H] f32.
   void embedding(const Tensor& table, const BatchPlan& plan, Tensor& out);
   // out[i] = x[logit_rows[i]]. x [rows, H], out [logit_rows, H], both f32.
@@ -148,6 +162,9 @@ class Backend {
   // out = x · wᵀ (accumulate: out += x · wᵀ, the residual add). x [M, K] f32 or act, w [N, K],
   // out [M, N] f32.
   void gemm(const Tensor& x, const Tensor& w, Tensor& out, bool accumulate);
+  // gemm plus a linear layer's bias [N] f32 on every row (the vision encoder's projections).
+  // The default is gemm then add_bias; CUDA adds it in the GEMM's epilogue.
+  void gemm_bias(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out, bool accumulate);
   // SwiGLU on a fused projection: gate_up [M, 2I] f32 = [gate | up]; out [M, I] f32 or act =
   // silu(gate) * up.
   void swiglu(const Tensor& gate_up, Tensor& out);
@@ -210,6 +227,38 @@ class Backend {
   // x, z [rows, heads, d] f32, weight [d] f32, out f32 or act; out may be x when f32.
   void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, float eps, Tensor& out);
 
+  // ---- the vision encoder's ops (model/qwen35/vision_encoder.h) ---------------------------
+  // LayerNorm with weight and bias over the last dim d: out = (x - mean) * rsqrt(var + eps)
+  // * w + b (biased variance). x [n, d] f32, weight and bias [d] f32, out [n, d] f32 or act.
+  void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out);
+  // x += bias on every row. x [n, d] f32, bias [d] f32.
+  void add_bias(Tensor& x, const Tensor& bias);
+  // out = GELU(x + bias) (the MLP's bias folded into its activation's pass): exact (erf) or
+  // the tanh approximation (HF's gelu_pytorch_tanh). x [n, d] f32, bias [d] f32, out [n, d]
+  // f32 or act.
+  enum class Gelu : uint8_t { erf, tanh };
+  void gelu(const Tensor& x, const Tensor& bias, Gelu kind, Tensor& out);
+  // x[r] += sum_t plan.pos_weight[r, t] * table[plan.pos_index[r, t]]: the learned position
+  // embedding resampled to each image's grid. table [plan.pos_table_rows(), d] f32 or act,
+  // x [rows, d] f32.
+  void add_position_embedding(const Tensor& table, const VisionPlan& plan, Tensor& x);
+  // In-place rotate-half RoPE over the whole head with the plan's per-row tables: for
+  // i < d / 2, (x_i, x_{i+d/2}) -> (x_i cos - x_{i+d/2} sin, x_{i+d/2} cos + x_i sin).
+  // x [rows, heads, d] f32 with d = 2 * plan.rope_half().
+  void rotary_embedding(Tensor& x, const VisionPlan& plan);
+  // Non-causal attention within each of the plan's segments: row r of segment s attends to
+  // every row of s. Softmax in f32 with scores * scale. q, k, v [rows, heads, d] f32,
+  // out [rows, heads, d] f32 or act.
+  void segment_attention(const Tensor& q, const Tensor& k, const Tensor& v, const VisionPlan& plan, float scale,
+                         Tensor& out);
+  // A vision block's attention from its fused projection, as add_bias, split_columns,
+  // rotary_embedding of q and k, and segment_attention: qkv [rows, 3 heads d] f32 (q, k and v
+  // side by side, before their bias), bias [3 heads d] f32, out [rows, heads, d] f32 or act.
+  // scratch [3 rows, heads d] f32 holds the split q, k and v where a backend does these steps
+  // one by one; qkv and scratch are left undefined.
+  void qkv_segment_attention(Tensor& qkv, const Tensor& bias, const VisionPlan& plan, float scale, Tensor& scratch,
+                             Tensor& out);
+
  protected:
   // The backend's implementations, called with arguments that satisfy the contract above.
   virtual void do_fill_zero(Tensor& t) = 0;
@@ -220,6 +269,10 @@ class Backend {
   virtual void do_gather_rows(const Tensor& x, const BatchPlan& plan, Tensor& out) = 0;
   virtual void do_rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) = 0;
   virtual void do_gemm(const Tensor& x, const Tensor& w, Tensor& out, bool accumulate) = 0;
+  virtual void do_gemm_bias(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out, bool accumulate) {
+    gemm(x, w, out, accumulate);
+    add_bias(out, bias);
+  }
   virtual void do_swiglu(const Tensor& gate_up, Tensor& out) = 0;
   virtual void do_gate_up_swiglu(const Tensor& x, const Tensor& gate_up, Tensor& scratch, Tensor& out) {
     gemm(x, gate_up, scratch, false);
@@ -248,6 +301,16 @@ class Backend {
                                    const Tensor& dt_bias, Tensor& recurrent_state, int64_t layer,
                                    const BatchPlan& plan, const DeltaNetDims& dims, Tensor& out) = 0;
   virtual void do_gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, float eps, Tensor& out) = 0;
+  virtual void do_layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out) = 0;
+  virtual void do_add_bias(Tensor& x, const Tensor& bias) = 0;
+  virtual void do_gelu(const Tensor& x, const Tensor& bias, Gelu kind, Tensor& out) = 0;
+  virtual void do_add_position_embedding(const Tensor& table, const VisionPlan& plan, Tensor& x) = 0;
+  virtual void do_rotary_embedding(Tensor& x, const VisionPlan& plan) = 0;
+  virtual void do_segment_attention(const Tensor& q, const Tensor& k, const Tensor& v, const VisionPlan& plan,
+                                    float scale, Tensor& out) = 0;
+  // The steps one by one (backend_vision.cpp).
+  virtual void do_qkv_segment_attention(Tensor& qkv, const Tensor& bias, const VisionPlan& plan, float scale,
+                                        Tensor& scratch, Tensor& out);
 };
 
 }  // namespace ds::kernels

@@ -26,6 +26,14 @@
 // would cost the request a step). Same rules for the slots as for row states; a chunk has row
 // states or snapshot rows, not both.
 //
+// M-RoPE (Qwen's multimodal rotary positions; docs/vision.md): a chunk of a prompt with images
+// names the (t, h, w) positions of its first rows, three per row; its other rows, and every
+// row of a chunk that names none, sit at position + rope_delta on all three axes (the delta a
+// prompt's images leave carries into its decode). A plan where no chunk names any has no
+// M-RoPE positions: RoPE reads rope_positions() (position + rope_delta, one axis, which is
+// M-RoPE with three equal axes), so the decode steps of an image prompt are shaped like text
+// ones and can be recorded.
+//
 // Recorded steps (kernels/step_graph.h) need a plan whose layout depends only on the step's
 // shape: BatchDesc::table_blocks fixes every sequence's block-table row to one width, and the
 // last BatchDesc::n_padding sequences pad the batch to a recorded batch size. Padding
@@ -64,6 +72,8 @@ struct SequenceChunk {
   int32_t logit_rows = 0;
   std::span<const int32_t> row_state_slots = {};  // < n_tokens() slots: the state after rows 0, 1, ...
   std::span<const SnapshotRow> snapshot_rows = {};  // rows ascending, each < n_tokens() - 1
+  std::span<const int64_t> mrope_positions = {};  // (t, h, w) of the first rows, 3 per row (see above)
+  int64_t rope_delta = 0;
 
   int64_t n_tokens() const { return static_cast<int64_t>(tokens.size()); }
 };
@@ -145,6 +155,10 @@ class BatchPlan {
         block_ids_.push_back(id);
         max_block_id_ = std::max(max_block_id_, id);
       }
+      if (in.mrope_positions.size() % 3 != 0 || static_cast<int64_t>(in.mrope_positions.size()) > 3 * n_tokens)
+        fail(who + " names " + std::to_string(in.mrope_positions.size()) + " M-RoPE positions for " +
+             std::to_string(n_tokens) + " rows (3 a row, at most all rows)");
+      if (!in.mrope_positions.empty()) has_mrope_ = true;
       for (int64_t t = 0; t < n_tokens; ++t) {
         const int64_t pos = in.n_cached + t;
         const int32_t id = in.tokens[static_cast<size_t>(t)];
@@ -152,6 +166,7 @@ class BatchPlan {
           fail("token id " + std::to_string(id) + " outside the vocabulary of " + std::to_string(d.vocab_size));
         token_ids_.push_back(id);
         positions_.push_back(pos);
+        rope_positions_.push_back(pos + in.rope_delta);
         const int64_t block = in.block_ids[static_cast<size_t>(pos / d.block_size)];
         kv_slots_.push_back(block * d.block_size + pos % d.block_size);
         row_seq_.push_back(static_cast<int32_t>(s));
@@ -193,6 +208,15 @@ class BatchPlan {
       rows += n_tokens;
       if (!padding) real_rows = rows;
     }
+    if (has_mrope_) {
+      mrope_positions_.reserve(static_cast<size_t>(3 * rows));
+      for (const SequenceChunk& in : d.seqs) {
+        const auto given = static_cast<int64_t>(in.mrope_positions.size() / 3);
+        mrope_positions_.insert(mrope_positions_.end(), in.mrope_positions.begin(), in.mrope_positions.end());
+        for (int64_t t = given; t < in.n_tokens(); ++t)
+          mrope_positions_.insert(mrope_positions_.end(), 3, in.n_cached + t + in.rope_delta);
+      }
+    }
 
     std::sort(slots.begin(), slots.end());
     if (std::adjacent_find(slots.begin(), slots.end()) != slots.end())
@@ -222,6 +246,12 @@ class BatchPlan {
   // Per row: absolute position, K/V pool row (block * block_size + offset), sequence index.
   const std::vector<int64_t>& positions() const { return positions_; }
   const std::vector<int64_t>& kv_slots() const { return kv_slots_; }
+  // Per row: the RoPE position without M-RoPE, position + its chunk's rope_delta.
+  const std::vector<int64_t>& rope_positions() const { return rope_positions_; }
+  // M-RoPE (see above): whether any chunk names (t, h, w) positions, and then every row's, 3
+  // per row.
+  bool has_mrope() const { return has_mrope_; }
+  const std::vector<int64_t>& mrope_positions() const { return mrope_positions_; }
   const std::vector<int32_t>& row_seq() const { return row_seq_; }
   // Every sequence's block ids, concatenated (see Seq::block_begin).
   const std::vector<int32_t>& block_ids() const { return block_ids_; }
@@ -241,10 +271,13 @@ class BatchPlan {
   int32_t n_padding_ = 0;
   int32_t max_block_id_ = -1;
   int32_t max_state_slot_ = -1;
+  bool has_mrope_ = false;
   std::vector<Seq> seqs_;
   std::vector<int32_t> token_ids_;
   std::vector<int64_t> positions_;
+  std::vector<int64_t> rope_positions_;
   std::vector<int64_t> kv_slots_;
+  std::vector<int64_t> mrope_positions_;
   std::vector<int32_t> row_seq_;
   std::vector<int32_t> block_ids_;
   std::vector<int64_t> logit_rows_;

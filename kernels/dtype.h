@@ -8,6 +8,11 @@
 // fp8_e4m3 is a weight type only: one float8_e4m3fn code per element, whose value is the code
 // times a block scale the Tensor carries (kernels/tensor.h, Fp8Scales); a backend that keeps
 // FP8 weights resident says so (Backend::fp8_weights). K/V pools never use it.
+//
+// int4 is a weight type only too: 4-bit codes 0..15, two per byte (the even column in the low
+// nibble), whose value is scale * (code - zero) with a scale and zero per row and group of
+// columns that the Tensor carries (kernels/tensor.h, Int4Groups): GPTQ and AWQ checkpoints
+// (model/qwen35/int4.h) on a backend that keeps them (Backend::int4_weights).
 #pragma once
 
 #include <cstdint>
@@ -17,13 +22,14 @@
 
 namespace ds {
 
-enum class DType : uint8_t { f32, bf16, f16, q8_0, q4_0, fp8_e4m3 };
+enum class DType : uint8_t { f32, bf16, f16, q8_0, q4_0, fp8_e4m3, int4 };
 
 inline constexpr int64_t kQuantBlock = 32;
 
 inline constexpr bool is_quantized(DType t) { return t == DType::q8_0 || t == DType::q4_0; }
 
-// Bytes of one row of n elements of type t (n a multiple of 32 for quantised types).
+// Bytes of one row of n elements of type t (n a multiple of 32 for quantised types, even for
+// int4).
 inline constexpr int64_t row_bytes(DType t, int64_t n) {
   switch (t) {
     case DType::f32: return 4 * n;
@@ -32,6 +38,7 @@ inline constexpr int64_t row_bytes(DType t, int64_t n) {
     case DType::q8_0: return (n / kQuantBlock) * 34;
     case DType::q4_0: return (n / kQuantBlock) * 18;
     case DType::fp8_e4m3: return n;
+    case DType::int4: return n / 2;
   }
   return 0;
 }
@@ -44,6 +51,7 @@ inline constexpr std::string_view dtype_name(DType t) {
     case DType::q8_0: return "q8_0";
     case DType::q4_0: return "q4_0";
     case DType::fp8_e4m3: return "fp8_e4m3";
+    case DType::int4: return "int4";
   }
   return "?";
 }

@@ -9,8 +9,9 @@
 // HostTensor is the other direction: a read-only view of host bytes (an mmap'd checkpoint
 // tensor) that a backend uploads into its own storage.
 //
-// An fp8_e4m3 weight carries its block scales (Fp8Scales) beside its codes, in the same
-// memory space; a row view keeps the scales of its rows.
+// An fp8_e4m3 weight carries its block scales (Fp8Scales) beside its codes, and an int4
+// weight its group scales and zeros (Int4Groups), in the same memory space; a row view keeps
+// those of its rows.
 #pragma once
 
 #include <array>
@@ -84,6 +85,22 @@ struct Fp8Scales {
   int64_t rows_for(int64_t n) const { return n > 0 ? ((n - 1) >> row_shift) + 1 : 0; }
 };
 
+// The groups of an int4 weight [N, K] (DType::int4; model/qwen35/int4.h reads GPTQ and AWQ
+// checkpoints into it): the value of stored column k of row n is
+// scales[n * G + k / group_size] * (code(n, k) - zeros[n * G + k / group_size]), G = K /
+// group_size groups per row, f32 scales and u8 zeros row-major. perm, when set ([K]), is the
+// input column each stored column multiplies (GPTQ's act order, sorted so that each group's
+// columns are consecutive): the GEMM reads x[:, perm[k]] for stored column k; it is shared by
+// every row. Host tensors hold the codes two per byte in stored column order (the even one in
+// the low nibble); a device backend may rearrange them within a row (CUDA does, for its
+// kernels: kernels/cuda/int4_gemm.cu).
+struct Int4Groups {
+  const float* scales = nullptr;
+  const uint8_t* zeros = nullptr;
+  int64_t group_size = 0;
+  const int32_t* perm = nullptr;
+};
+
 class Tensor {
  public:
   Tensor() = default;
@@ -93,6 +110,9 @@ class Tensor {
   // An fp8_e4m3 weight [N, K] and its scales (in the same storage).
   Tensor(std::shared_ptr<void> storage, void* codes, Shape shape, Fp8Scales scales)
       : storage_(std::move(storage)), data_(codes), dtype_(DType::fp8_e4m3), shape_(shape), scales_(scales) {}
+  // An int4 weight [N, K] and its groups (in the same storage).
+  Tensor(std::shared_ptr<void> storage, void* codes, Shape shape, Int4Groups groups)
+      : storage_(std::move(storage)), data_(codes), dtype_(DType::int4), shape_(shape), int4_(groups) {}
 
   bool empty() const { return data_ == nullptr; }
   DType dtype() const { return dtype_; }
@@ -108,6 +128,8 @@ class Tensor {
   T* data_as() const { return static_cast<T*>(data_); }
   // The block scales of an fp8_e4m3 tensor (empty otherwise).
   const Fp8Scales& fp8_scales() const { return scales_; }
+  // The groups of an int4 tensor (empty otherwise).
+  const Int4Groups& int4_groups() const { return int4_; }
 
   // Rows [first, first + count) along dim 0, sharing the storage.
   Tensor rows(int64_t first, int64_t count) const {
@@ -124,14 +146,21 @@ class Tensor {
       t.scales_ = scales_;
       t.scales_.data += (first >> scales_.row_shift) * scales_.cols;
     }
+    if (dtype_ == DType::int4) {
+      const int64_t groups = dim(1) / int4_.group_size;
+      t.int4_ = int4_;
+      t.int4_.scales += first * groups;
+      t.int4_.zeros += first * groups;
+    }
     return t;
   }
   // The same elements under another shape with as many elements.
   Tensor reshape(Shape s) const {
-    if (s.numel() != numel() || (dtype_ == DType::fp8_e4m3 && !(s == shape_)))
+    if (s.numel() != numel() || ((dtype_ == DType::fp8_e4m3 || dtype_ == DType::int4) && !(s == shape_)))
       throw std::invalid_argument("Tensor::reshape: " + shape_.str() + " to " + s.str());
     Tensor t(storage_, data_, dtype_, s);
     t.scales_ = scales_;
+    t.int4_ = int4_;
     return t;
   }
 
@@ -141,16 +170,20 @@ class Tensor {
   DType dtype_ = DType::f32;
   Shape shape_;
   Fp8Scales scales_;
+  Int4Groups int4_;
 };
 
 // Read-only host bytes of one tensor in a stored type (a checkpoint tensor), to be uploaded.
 struct HostTensor {
   HostTensor() = default;
   HostTensor(DType t, Shape s, const void* d, Fp8Scales sc = {}) : dtype(t), shape(s), data(d), scales(sc) {}
-  DType dtype = DType::f32;  // f32, bf16, f16, or fp8_e4m3 (2-D, with host scales)
+  HostTensor(Shape s, const void* codes, Int4Groups g) : dtype(DType::int4), shape(s), data(codes), int4(g) {}
+  // f32, bf16, f16, fp8_e4m3 (2-D, with host scales) or int4 (2-D, with host groups)
+  DType dtype = DType::f32;
   Shape shape;
   const void* data = nullptr;
   Fp8Scales scales;
+  Int4Groups int4;
   int64_t bytes() const { return ds::row_bytes(dtype, shape.numel()); }
 };
 

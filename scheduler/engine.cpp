@@ -52,6 +52,7 @@ Engine::Engine(ForwardModel& model, EngineConfig config, std::unique_ptr<kernels
     model.enable_step_graphs(max_ctx_ + k + 1, sc.max_num_seqs);
   }
   token_masks_ = sampler->applies_token_masks();
+  has_vision_ = model.has_vision();
   core_ = std::make_unique<Core>(model, config_, sizes_, max_ctx_, std::move(sampler), std::move(drafter));
   {
     // What stats() shows before the first iteration.
@@ -92,6 +93,9 @@ SubmitResult Engine::submit(Request request) {
     return refuse(SubmitStatus::invalid_request,
                   "the grammar was compiled for a vocabulary of " + std::to_string(request.grammar->vocabulary().size()) +
                       " tokens, not the model's " + std::to_string(vocab_));
+  if (request.multimodal) {
+    if (std::string e = check_multimodal(request); !e.empty()) return refuse(SubmitStatus::invalid_request, e);
+  }
   if (request.thinking) {
     if (std::string e = request.thinking->validate(vocab_); !e.empty())
       return refuse(SubmitStatus::invalid_request, "thinking budget: " + e);
@@ -125,6 +129,27 @@ SubmitResult Engine::submit(Request request) {
   shared_->cv.notify_all();
   r.handle = RequestHandle(id, std::move(stream), std::weak_ptr<CancelSink>(shared_));
   return r;
+}
+
+std::string Engine::check_multimodal(const Request& r) const {
+  const MultimodalInput& mm = *r.multimodal;
+  if (!has_vision_) return "this model takes no images (it has no vision tower, or serve runs --language-model-only)";
+  if (mm.images.size() != mm.layout.images.size()) return "the images and their places in the prompt disagree";
+  const auto& prompt = *r.prompt;
+  int64_t after = 0;
+  const int64_t budget = config_.scheduler.encoder_budget();
+  for (size_t k = 0; k < mm.images.size(); ++k) {
+    const qwen35::PromptImageSpan& s = mm.layout.images[k];
+    if (!mm.images[k].pixels || s.offset < after || s.offset + s.tokens() > static_cast<int64_t>(prompt.size()))
+      return "an image's place in the prompt is out of order or outside it";
+    if (s.tokens() > budget)
+      return "an image of " + std::to_string(s.tokens()) + " tokens is more than the encoder's per-step budget of " +
+             std::to_string(budget) + " (raise --max-num-batched-tokens or send a smaller image)";
+    after = s.offset + s.tokens();
+  }
+  if (mm.layout.mrope.end != after || mm.layout.mrope.positions.size() != static_cast<size_t>(3 * after))
+    return "the prompt's M-RoPE positions do not cover its images";
+  return {};
 }
 
 void Engine::cancel(RequestId id) { shared_->cancel(id); }

@@ -79,17 +79,22 @@ class Engine {
   // The context limit in force (config.max_ctx, lowered to the pool's token capacity).
   int64_t max_ctx() const { return max_ctx_; }
   int64_t vocab_size() const { return vocab_; }
+  // Whether the model takes images (Request::multimodal).
+  bool has_vision() const { return has_vision_; }
   const kvcache::PoolSizes& pool_sizes() const { return sizes_; }
 
  private:
   struct Shared;
   struct Core;
+  // Why a request's images cannot run (empty when they can).
+  std::string check_multimodal(const Request& r) const;
 
   EngineConfig config_;
   kvcache::PoolSizes sizes_;
   int64_t max_ctx_ = 0;
   int64_t vocab_ = 0;
   bool token_masks_ = false;  // the sampler applies SampleRow::allowed (structured outputs)
+  bool has_vision_ = false;
   std::shared_ptr<Shared> shared_;  // inbox + stats; handles hold it weakly to cancel
   std::unique_ptr<Core> core_;      // everything the engine thread owns
   std::thread thread_;

@@ -40,6 +40,10 @@ struct EngineConfig {
   int64_t snapshot_bytes = 0;
   int32_t num_snapshots = 0;
 
+  // Images: the encoder cache's budget (scheduler/encoder_cache.h), in the model's memory.
+  // The encoder's per-step budget is scheduler.max_encoder_tokens.
+  int64_t encoder_cache_bytes = int64_t{256} << 20;
+
   // Speculative decoding (engine.h): off unless speculative.method is set. With K drafted
   // tokens a running sequence may hold 1 + K state slots, so the pools are sized for that.
   SpeculativeConfig speculative;

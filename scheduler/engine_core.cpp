@@ -23,7 +23,7 @@ Engine::Core::Core(ForwardModel& model, const EngineConfig& config, const kvcach
                : config.speculative.enabled()       ? make_drafter(config.speculative)
                                                     : nullptr),
       num_speculative_tokens_(config.speculative.enabled() ? config.speculative.num_speculative_tokens : 0),
-      seeder_(std::random_device{}()) {
+      seeder_(std::random_device{}()), encoder_cache_(config.encoder_cache_bytes) {
   mtp_ = dynamic_cast<MtpDrafter*>(drafter_.get());
   counters_.num_speculative_tokens = num_speculative_tokens_;
   counters_.spec_decode_accepted_per_position.assign(static_cast<size_t>(num_speculative_tokens_), 0);
@@ -107,6 +107,12 @@ void Engine::Core::intake(std::vector<Shared::Pending>& submissions) {
     }
     if (p.request.thinking && p.request.thinking->limited()) l.thinking.emplace(std::move(p.request.thinking));
     const RequestId id = p.id;
+    SequenceImages images;
+    if (p.request.multimodal) {
+      images = sequence_images(p.request);
+      l.mm = p.request.multimodal;
+      l.image_embeds.resize(l.mm->images.size());
+    }
     live_.emplace(id, std::move(l));
     if (static_cast<int64_t>(p.request.prompt_size()) >= max_ctx_) {
       // The prompt already fills the context: nothing can be generated.
@@ -115,7 +121,8 @@ void Engine::Core::intake(std::vector<Shared::Pending>& submissions) {
       end_request(id, std::move(e));
       continue;
     }
-    scheduler_.add(id, std::vector<int32_t>(*p.request.prompt), std::move(finish), std::move(p.request.cache_points));
+    scheduler_.add(id, std::vector<int32_t>(*p.request.prompt), std::move(finish), std::move(p.request.cache_points),
+                   std::move(images));
   }
 }
 
@@ -208,6 +215,13 @@ void Engine::Core::publish_stats(Shared& shared) {
     counters_.prefix_cache_queries_total = scheduler_.prefix_queries();
     counters_.prefix_cache_hits_total = scheduler_.prefix_hits();
   }
+  const EncoderCacheStats& es = encoder_cache_.stats();
+  counters_.encoder_cache_hits_total = es.hits_total;
+  counters_.encoder_cache_misses_total = es.misses_total;
+  counters_.encoder_cache_evictions_total = es.evictions_total;
+  counters_.encoder_cache_bytes = es.bytes;
+  counters_.encoder_cache_capacity_bytes = es.capacity_bytes;
+  counters_.encoder_cache_entries = es.entries;
   size_t inbox = 0;
   {
     std::lock_guard lock(shared.mu);

@@ -18,6 +18,7 @@
 #include "kvcache/state_pool.h"
 #include "model/grammar/matcher.h"
 #include "scheduler/drafter.h"
+#include "scheduler/encoder_cache.h"
 #include "scheduler/engine.h"
 #include "scheduler/mtp_drafter.h"
 #include "scheduler/scheduler.h"
@@ -74,6 +75,10 @@ struct Engine::Core {
     bool constrained = false;
     int32_t grammar_after = -1;
     std::vector<uint32_t> mask;
+    // Images (Request::multimodal): the prompt's, and the encoder output of each while the
+    // prefill still reads it (engine_images.cpp).
+    std::shared_ptr<const MultimodalInput> mm;
+    std::vector<kernels::Tensor> image_embeds;
     // A thinking budget (Request::thinking, when limited): where the reply's reasoning stands.
     std::optional<ThinkingTracker> thinking;
   };
@@ -110,6 +115,15 @@ struct Engine::Core {
   // After a forward over `plan` (or part of it): sample its rows, let the scheduler settle
   // the step (Scheduler::update), run the snapshot copies it asked for, publish the tokens.
   void settle(const StepPlan& plan, const kernels::Tensor& logits);
+  // Images (engine_images.cpp): the prefix cache's view and spans of a new request's prompt;
+  // encoding the images this step's chunks reach (cache first), false when the encoder failed
+  // (every request of the step is then failed here); the model's batch for a plan (an image
+  // prompt's chunks get their image rows and M-RoPE positions); and letting go of images no
+  // prefill reads.
+  static SequenceImages sequence_images(const Request& r);
+  bool prepare_images(const StepPlan& plan);
+  void load_batch(const StepPlan& plan);
+  void release_images();
   std::string describe_step(const StepPlan& plan) const;
 
   // Sampling (engine_sampling.cpp): one row per sampling chunk, 1 + its drafts per verify
@@ -170,9 +184,11 @@ struct Engine::Core {
   std::vector<Ended> ended_;  // for config_.on_finish, called before the outbox is delivered
   EngineStats counters_;
   int32_t dequeued_ = 0;  // requests that left Shared::queued since the last publish
+  EncoderCache encoder_cache_;
 
   // Per-step scratch.
   qwen35::ForwardBatch batch_;
+  std::vector<std::vector<qwen35::EmbeddingRows>> chunk_rows_;  // image rows of batch_'s chunks
   std::vector<kernels::SampleRow> rows_;
   std::vector<kernels::SampledToken> sampled_;
   // Requests whose rows got no token, and why: a grammar that allows none, a sampler that

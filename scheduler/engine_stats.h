@@ -59,6 +59,17 @@ struct EngineStats {
   double sample_seconds_total = 0;      // sampling + bookkeeping of results
   double grammar_mask_seconds_total = 0;  // of that, filling structured outputs' token masks
   int64_t grammar_masks_total = 0;        // token masks filled
+  // Images (scheduler/encoder_cache.h): images run through the vision encoder, its time (part
+  // of forward_seconds_total), and the encoder cache (hits: an image's output found, its
+  // encoding skipped; bytes: what the cache holds, within its capacity).
+  int64_t images_encoded_total = 0;
+  double encoder_seconds_total = 0;
+  int64_t encoder_cache_hits_total = 0;
+  int64_t encoder_cache_misses_total = 0;
+  int64_t encoder_cache_evictions_total = 0;
+  int64_t encoder_cache_bytes = 0;
+  int64_t encoder_cache_capacity_bytes = 0;
+  int32_t encoder_cache_entries = 0;
 
   // The last step.
   int32_t last_batch_seqs = 0;

@@ -54,12 +54,14 @@ bool Engine::Core::step() {
   if (mtp_) extend_mtp_drafts(plan);
   // Read before the step settles (which moves the sequences on).
   const std::string step_trace = spdlog::should_log(spdlog::level::debug) ? describe_step(plan) : std::string();
-  const kernels::Tensor* logits = forward(plan);
+  // Images first: a step whose encoding failed runs no forward (its requests are failed).
+  const kernels::Tensor* logits = prepare_images(plan) ? forward(plan) : nullptr;
   const auto t2 = Clock::now();
   counters_.forward_seconds_total += seconds_between(t1, t2) - (counters_.draft_seconds_total - drafting);
 
   const double drafted = counters_.draft_seconds_total;
   if (logits) settle(plan, *logits);
+  release_images();
   counters_.sample_seconds_total += seconds_between(t2, Clock::now()) - (counters_.draft_seconds_total - drafted);
   if (!step_trace.empty())
     spdlog::debug("step {}: {:.1f} ms, {}", counters_.iterations_total, seconds_between(t1, Clock::now()) * 1e3,
@@ -102,7 +104,7 @@ void Engine::Core::propose_drafts() {
 }
 
 const kernels::Tensor* Engine::Core::forward(const StepPlan& plan) {
-  batch_.seqs.assign(plan.chunks.begin(), plan.chunks.end());
+  load_batch(plan);
   try {
     // Prefix hits start from their snapshots: copied in before the forward reads the slots.
     for (const StateCopy& c : plan.restores) model_.copy_state(c.from, c.to);
@@ -130,7 +132,7 @@ void Engine::Core::retry_chunks_alone(const StepPlan& plan) {
   // A chunk that fails again ends only its own request; the others' chunks are untouched.
   for (size_t i = 0; i < plan.chunks.size(); ++i) {
     const StepPlan one = single_chunk(plan, i);
-    batch_.seqs.assign(one.chunks.begin(), one.chunks.end());
+    load_batch(one);
     const kernels::Tensor* logits = nullptr;
     try {
       logits = &model_.forward(batch_);

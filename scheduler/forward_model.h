@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "kvcache/state_pool.h"
 #include "model/qwen35/forward_batch.h"
 #include "model/qwen35/mtp.h"
+#include "model/vision/processor.h"
 
 namespace ds::scheduler {
 
@@ -53,6 +55,14 @@ class ForwardModel {
   virtual const kernels::Tensor& forward_mtp(const qwen35::MtpBatch& batch) {
     (void)batch;
     throw std::logic_error("this model has no MTP module");
+  }
+  // The vision tower (model/qwen35/vision_encoder.h): whether the model has one, and the
+  // encoder output of images, one [tokens, hidden] f32 tensor per image in the model's
+  // memory (what qwen35::EmbeddingRows feed to a forward). Ordered like copy_state.
+  virtual bool has_vision() const { return false; }
+  virtual std::vector<kernels::Tensor> encode_images(std::span<const vision::ProcessedImage* const> images) {
+    (void)images;
+    throw std::logic_error("this model has no vision tower");
   }
 };
 

@@ -9,14 +9,17 @@
 #include <vector>
 
 #include "model/qwen35/model.h"
+#include "model/qwen35/vision_encoder.h"
 #include "scheduler/forward_model.h"
 
 namespace ds::scheduler {
 
 class Qwen35ForwardModel final : public ForwardModel {
  public:
-  // model must outlive this adapter.
-  explicit Qwen35ForwardModel(qwen35::Model& model, bool logits_in_place = false);
+  // model (and encoder, the vision tower when the model is served with one) must outlive
+  // this adapter.
+  explicit Qwen35ForwardModel(qwen35::Model& model, bool logits_in_place = false,
+                              qwen35::VisionEncoder* encoder = nullptr);
 
   int64_t vocab_size() const override { return model_.config().vocab_size; }
   std::vector<int32_t> eos_token_ids() const override { return model_.config().eos_token_ids; }
@@ -30,6 +33,8 @@ class Qwen35ForwardModel final : public ForwardModel {
   const kernels::Tensor& forward(const qwen35::ForwardBatch& batch) override;
   bool has_mtp() const override { return model_.has_mtp(); }
   const kernels::Tensor& forward_mtp(const qwen35::MtpBatch& batch) override;
+  bool has_vision() const override { return encoder_ != nullptr; }
+  std::vector<kernels::Tensor> encode_images(std::span<const vision::ProcessedImage* const> images) override;
 
   qwen35::Model& model() { return model_; }
 
@@ -37,6 +42,7 @@ class Qwen35ForwardModel final : public ForwardModel {
   const kernels::Tensor& readable(const qwen35::Logits& logits);
 
   qwen35::Model& model_;
+  qwen35::VisionEncoder* encoder_;
   bool host_logits_;
   kernels::Tensor host_;  // the copy, for a device backend
 };

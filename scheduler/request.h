@@ -21,6 +21,8 @@
 #include <vector>
 
 #include "model/grammar/compiler.h"
+#include "model/qwen35/multimodal.h"
+#include "model/vision/processor.h"
 #include "scheduler/sampling_params.h"
 #include "scheduler/thinking_budget.h"
 
@@ -28,6 +30,21 @@ namespace ds::scheduler {
 
 using Clock = std::chrono::steady_clock;
 using RequestId = uint64_t;
+
+// One image of a multimodal prompt, prepared by the server: its preprocessed pixels (what the
+// model's vision encoder reads) and a content hash of them, the key of the engine's encoder
+// cache and what the prefix cache sees in place of its pad tokens (scheduler.h).
+struct RequestImage {
+  std::shared_ptr<const vision::ProcessedImage> pixels;
+  std::string hash;  // 32 bytes (SHA-256 of the preprocessed pixels and grid)
+};
+
+// A prompt's images: in prompt order, with where their pad tokens sit and the prompt's M-RoPE
+// positions (model/qwen35/multimodal.h). The prompt holds each image's pads already expanded.
+struct MultimodalInput {
+  std::vector<RequestImage> images;
+  qwen35::MultimodalPrompt layout;
+};
 
 struct Request {
   std::shared_ptr<const std::vector<int32_t>> prompt;  // token ids, at least one
@@ -45,6 +62,9 @@ struct Request {
   // token is generated (a reasoning model's </think>), the token itself unconstrained.
   std::shared_ptr<const grammar::CompiledGrammar> grammar;
   int32_t grammar_after = -1;
+  // Images of the prompt (null: text only); the engine encodes them (ForwardModel) before the
+  // chunks that reach their pads, and refuses them when the model has no vision tower.
+  std::shared_ptr<const MultimodalInput> multimodal;
   // Reasoning (thinking_budget.h): the reply's thinking tags and its budget. With a budget,
   // once that many tokens were thought the reply is made to close the block (the close
   // sequence, sampled under one-token masks); without one (or null) nothing changes.

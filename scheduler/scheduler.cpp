@@ -32,12 +32,18 @@ Scheduler::~Scheduler() {
 }
 
 Sequence& Scheduler::add(RequestId id, std::vector<int32_t> tokens, FinishCriteria finish,
-                         std::vector<int64_t> cache_points) {
+                         std::vector<int64_t> cache_points, SequenceImages images) {
   if (tokens.empty()) throw std::invalid_argument("scheduler: a sequence needs at least one token");
   if (seqs_.count(id)) throw std::invalid_argument("scheduler: request id " + std::to_string(id) + " is already queued");
   auto seq = std::make_unique<Sequence>(id, next_arrival_++, std::move(tokens), blocks_.block_size(),
                                         std::move(finish));
   Sequence& s = *seq;
+  s.images = std::move(images.spans);
+  if (!images.key_tokens.empty()) {
+    if (images.key_tokens.size() != s.tokens.size())
+      throw std::invalid_argument("scheduler: the key tokens of a prompt with images must match its length");
+    s.key_tokens = std::move(images.key_tokens);
+  }
   if (cache_) {
     // Block boundaries inside the prompt with one token after them (a hit must leave one token
     // to compute), at or before the positions the caller names.
@@ -69,6 +75,7 @@ const StepPlan& Scheduler::schedule() {
   plan_.num_tokens = plan_.num_decodes = plan_.num_draft_tokens = plan_.num_samples = 0;
   ++step_;
   int64_t budget = config_.max_num_batched_tokens;
+  encoder_budget_ = config_.encoder_budget();
   schedule_decodes(budget);
   schedule_running_prefills(budget);
   if (plan_.preempted.empty()) schedule_admissions(budget);
@@ -213,6 +220,8 @@ void Scheduler::schedule_running_prefills(int64_t& budget) {
       fit = fitting_tokens(s, want);
     }
     if (fit == 0) continue;
+    fit = fit_encoder(s, s.num_computed, fit);
+    if (fit == 0) continue;
     fit = cut_at_cache_point(s, fit);
     grow_table(s, fit);
     add_chunk(s, fit);
@@ -227,10 +236,10 @@ void Scheduler::schedule_admissions(int64_t& budget) {
     kvcache::PrefixHit hit;
     if (cache_ && !look_up_prefix(s, hit, budget)) break;
     s.num_computed = hit.tokens;
-    const int64_t want = cut_at_cache_point(s, std::min(s.num_pending(), budget));
+    const int64_t want = cut_at_cache_point(s, fit_encoder(s, hit.tokens, std::min(s.num_pending(), budget)));
     std::optional<kvcache::Reservation> blocks = reserve_blocks(s.table.blocks_needed(hit.tokens + want - s.table.num_tokens()));
-    std::optional<kvcache::SlotHandle> slot = blocks ? slots_.acquire() : std::nullopt;  // acquire zeroes the slot
-    if (blocks && !slot && reclaim_spare_slot()) slot = slots_.acquire();
+    std::optional<kvcache::SlotHandle> slot = blocks && want > 0 ? slots_.acquire() : std::nullopt;  // acquire zeroes the slot
+    if (blocks && want > 0 && !slot && reclaim_spare_slot()) slot = slots_.acquire();
     if (!slot) {
       // Neither or both: give back the hit (the reservation rolls back as it goes out of scope).
       if (cache_) cache_->release(s.table);
@@ -266,6 +275,17 @@ std::optional<kvcache::Reservation> Scheduler::reserve_blocks(int32_t n) {
   return blocks_.reserve(n);
 }
 
+int64_t Scheduler::fit_encoder(Sequence& s, int64_t start, int64_t n) {
+  for (SequenceImage& im : s.images) {
+    if (im.offset >= start + n) break;  // in prompt order: the rest lie beyond the chunk
+    if (im.ready || im.offset + im.tokens <= start || im.planned_step == step_) continue;
+    if (im.tokens > encoder_budget_) return std::max<int64_t>(0, im.offset - start);
+    encoder_budget_ -= im.tokens;
+    im.planned_step = step_;
+  }
+  return n;
+}
+
 int64_t Scheduler::fitting_tokens(const Sequence& s, int64_t want) const {
   const int64_t room = s.table.capacity() - s.num_computed +
                        static_cast<int64_t>(available_blocks()) * blocks_.block_size();
@@ -297,7 +317,7 @@ void Scheduler::add_chunk(Sequence& s, int64_t n) {
 void Scheduler::release_cache(Sequence& s) {
   if (cache_) {
     s.update_keys(blocks_.block_size());
-    cache_->insert(s.table, s.tokens, s.keys, s.num_computed);
+    cache_->insert(s.table, s.cache_tokens(), s.keys, s.num_computed);
     cache_->release(s.table);
     track_cache_points(s, -1);
   } else {

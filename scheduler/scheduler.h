@@ -65,6 +65,16 @@
 // cache, and are overwritten before anything reads them). Single-token decodes are planned
 // before verify chunks (a device backend's decode kernel takes the leading one-row chunks).
 //
+// Images: a prompt with images (SequenceImages) has them encoded by the engine before the
+// first chunk that reaches their pads, each image whole. Encoding counts against a per-step
+// encoder budget (SchedulerConfig::max_encoder_tokens, in image tokens): a prefill chunk that
+// reaches an image whose encoder output the engine does not hold (SequenceImage::ready) takes
+// its tokens from the budget, and one that does not fit is cut before that image (a chunk may
+// still end inside an image whose output is held: the engine feeds the rows it covers). The
+// engine refuses images larger than the whole budget at submit. The prefix cache keys a
+// sequence by cache_tokens(): its pads read as ids of the image's content, so prompts that
+// differ only in an image never share blocks past it.
+//
 // A chunk that reaches the last token of its sequence samples (one logits row). Prefix-cache
 // admission (the lookup, branch points, staging and snapshots) lives in prefix_admission.cpp.
 // Preemption
@@ -97,6 +107,10 @@ namespace ds::scheduler {
 struct SchedulerConfig {
   int32_t max_num_seqs = 256;             // running sequences (each holds a state slot)
   int64_t max_num_batched_tokens = 2048;  // tokens of one step, decodes and prefill chunks
+  // Image tokens the vision encoder may encode in one step (see "Images"); 0 = as many as
+  // max_num_batched_tokens (vLLM's encoder budget).
+  int64_t max_encoder_tokens = 0;
+  int64_t encoder_budget() const { return max_encoder_tokens > 0 ? max_encoder_tokens : max_num_batched_tokens; }
 };
 
 // A sequence's chunk of a step: the one struct every layer uses (kernels/batch_plan.h). Its
@@ -171,7 +185,7 @@ class Scheduler {
   // cache_points: prompt positions worth a state snapshot besides the prompt's end (rounded
   // down to blocks; ignored without a prefix cache).
   Sequence& add(RequestId id, std::vector<int32_t> tokens, FinishCriteria finish,
-                std::vector<int64_t> cache_points = {});
+                std::vector<int64_t> cache_points = {}, SequenceImages images = {});
   Sequence* find(RequestId id);
 
   // Plans the next step (see above). The plan stays valid until the next schedule(),
@@ -256,6 +270,9 @@ class Scheduler {
   bool stage_snapshot(Sequence& seq, int64_t row);
   // Gives back the staging slots of the points at or after `from` (all by default).
   void drop_staged_snapshots(Sequence& seq, int64_t from = 0);
+  // The tokens of a chunk of seq from `start` (at most n) that this step's encoder budget
+  // allows (see "Images"); images it reaches are counted against the budget.
+  int64_t fit_encoder(Sequence& seq, int64_t start, int64_t n);
   // Branch points: where seq's prompt stops sharing cached blocks, or the prompt of a running
   // sequence, beyond its hit; those get a cache point (see above).
   void find_branch_points(Sequence& seq, const kvcache::PrefixHit& hit, int64_t& budget);
@@ -291,6 +308,7 @@ class Scheduler {
   StepPlan plan_;
   StepOutcome outcome_;
   uint64_t step_ = 0;
+  int64_t encoder_budget_ = 0;  // image tokens this step may still encode
   uint64_t next_arrival_ = 0;
   uint64_t next_admission_ = 0;
   int64_t num_preemptions_ = 0;

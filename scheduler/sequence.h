@@ -52,6 +52,23 @@ struct FinishCriteria {
   }
 };
 
+// A prompt image as the scheduler sees it: its pad tokens and whether the engine holds its
+// encoder output (scheduler.h, "Images").
+struct SequenceImage {
+  int64_t offset = 0;
+  int64_t tokens = 0;
+  bool ready = false;
+  uint64_t planned_step = 0;  // the step whose encoder budget it was counted against
+};
+
+// What add() needs to know of a prompt's images: their spans, and the prefix cache's view of
+// the prompt (key_tokens: the tokens with each image's pads replaced by ids derived from its
+// hash; empty for a text prompt).
+struct SequenceImages {
+  std::vector<SequenceImage> spans;
+  std::vector<int32_t> key_tokens;
+};
+
 struct Sequence {
   Sequence(RequestId id_, uint64_t arrival_, std::vector<int32_t> prompt, int32_t block_size,
            FinishCriteria finish_)
@@ -97,6 +114,11 @@ struct Sequence {
   std::vector<kvcache::SlotId> row_slots;
   std::vector<kvcache::SlotHandle> spare_slots;
 
+  // Images (scheduler.h): spans in prompt order, and the prefix cache's view of the tokens
+  // (key_tokens, extended with the generated tokens as cache_tokens() is asked for).
+  std::vector<SequenceImage> images;
+  std::vector<int32_t> key_tokens;
+
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int64_t num_generated() const { return num_tokens() - prompt_len; }
   int64_t num_pending() const { return num_tokens() - num_computed; }
@@ -104,13 +126,20 @@ struct Sequence {
   std::span<const int32_t> generated() const {
     return {tokens.data() + prompt_len, static_cast<size_t>(num_generated())};
   }
+  // The tokens as the prefix cache keys and compares them: `tokens`, except that an image's
+  // pads read as ids of its content, so prompts that differ only in an image differ there.
+  std::span<const int32_t> cache_tokens() {
+    if (key_tokens.empty()) return tokens;
+    if (key_tokens.size() < tokens.size()) key_tokens.insert(key_tokens.end(), tokens.begin() + static_cast<long>(key_tokens.size()), tokens.end());
+    return key_tokens;
+  }
   // Extends keys to every full block of tokens.
   void update_keys(int32_t block_size) {
-    const size_t n = tokens.size() / static_cast<size_t>(block_size);
+    const std::span<const int32_t> t = cache_tokens();
+    const size_t n = t.size() / static_cast<size_t>(block_size);
     kvcache::PrefixKey k = keys.empty() ? 0 : keys.back();
     for (size_t i = keys.size(); i < n; ++i) {
-      k = kvcache::chain_key(k, std::span<const int32_t>(tokens).subspan(i * static_cast<size_t>(block_size),
-                                                                         static_cast<size_t>(block_size)));
+      k = kvcache::chain_key(k, t.subspan(i * static_cast<size_t>(block_size), static_cast<size_t>(block_size)));
       keys.push_back(k);
     }
   }

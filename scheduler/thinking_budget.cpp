@@ -32,7 +32,8 @@ std::optional<int32_t> ThinkingTracker::forced() const {
 void ThinkingTracker::accept(int32_t token) {
   switch (phase_) {
     case Phase::outside:
-      if (token == spec_->open_token) phase_ = Phase::thinking;
+      if (may_open_ && token == spec_->open_token) phase_ = Phase::thinking;
+      else if (spec_->opens_at_start_only) may_open_ = false;
       return;
     case Phase::thinking:
       if (token == spec_->close_token) {
@@ -40,6 +41,7 @@ void ThinkingTracker::accept(int32_t token) {
         // follows only when the budget closed the block.
         const bool forced_close = spec_->limited() && thought_ >= spec_->budget;
         closed_ = 1;
+        may_open_ = false;
         phase_ = forced_close && closed_ < spec_->close_sequence.size() ? Phase::closing : Phase::outside;
         return;
       }

@@ -12,6 +12,7 @@
 
 #include "server/api_error.h"
 #include "server/chat_request.h"
+#include "server/client_watch.h"
 #include "server/job_reply.h"
 #include "server/messages_reply.h"
 #include "server/messages_request.h"
@@ -136,7 +137,9 @@ void handle_count_tokens(const RouteContext& ctx, const HttpRequest& req, HttpRe
   const Json body = parse_json_body(req);
   check_model(body, ctx.model);
   const Json chat = messages_to_chat_body(body, MessagesEndpoint::count_tokens);
-  const ChatPrompt p = with_client_fields(kMessagesNames, [&] { return build_chat_prompt(chat, ctx.model); });
+  const ClientWatch client(ctx);
+  const ChatPrompt p =
+      with_client_fields(kMessagesNames, [&] { return build_chat_prompt(chat, ctx.model, client.fetch_stop()); });
   send_json(res, 200, Json{{"input_tokens", p.ids.size()}});
 }
 

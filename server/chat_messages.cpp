@@ -9,38 +9,62 @@ namespace ds::server {
 
 namespace {
 
-std::string content_text(const Json& content, const std::string& where) {
-  if (content.is_null()) return {};
-  if (content.is_string()) return content.get<std::string>();
+// The URL of an image part: image_url {"url": ...} or a bare string.
+std::string image_url(const Json& part, const std::string& at) {
+  const auto it = part.find("image_url");
+  if (it != part.end() && it->is_string()) return it->get<std::string>();
+  if (it != part.end() && it->is_object() && it->contains("url") && (*it)["url"].is_string())
+    return (*it)["url"].get<std::string>();
+  throw bad_request("'" + at + ".image_url' must be {\"url\": ...} or a URL string", at + ".image_url");
+}
+
+// A message's content in template form: a string (text parts joined with "\n"), or, when it
+// has images, its parts with each image as {"type": "image"} (its URL added to images).
+Json content_for_template(const Json& content, const std::string& where, std::vector<ImageRef>* images) {
+  if (content.is_null()) return "";
+  if (content.is_string()) return content;
   if (!content.is_array())
     throw bad_request("'" + where + "' must be a string or a list of content parts", where);
   std::string text;
-  bool first = true;
+  Json parts = Json::array();
+  bool first = true, has_image = false;
   for (size_t j = 0; j < content.size(); ++j) {
     const Json& part = content[j];
     const std::string at = where + "[" + std::to_string(j) + "]";
+    std::string piece;
     if (part.is_string()) {  // lenient: a bare string part
-      if (!first) text += '\n';
-      text += part.get<std::string>();
-      first = false;
-      continue;
+      piece = part.get<std::string>();
+    } else {
+      if (!part.is_object()) throw bad_request("'" + at + "' must be a content part object", at);
+      const std::string type = part.value("type", "");
+      if (type == "image_url" && images) {
+        // A part translated from another API names the client's own field (kClientField).
+        const auto cf = part.find(kClientField);
+        images->push_back({image_url(part, at), cf != part.end() && cf->is_string() ? cf->get<std::string>()
+                                                                                     : at + ".image_url"});
+        parts.push_back(Json{{"type", "image"}});
+        has_image = true;
+        continue;
+      }
+      if (type != "text" && type != "input_text")
+        throw unsupported_field(at + ".type", "content parts of type '" + type + "' (" +
+                                                  (images ? "text and image_url are" : "only text is") + " accepted)");
+      if (!part.contains("text") || !part["text"].is_string())
+        throw bad_request("'" + at + ".text' must be a string", at + ".text");
+      piece = part["text"].get<std::string>();
     }
-    if (!part.is_object()) throw bad_request("'" + at + "' must be a content part object", at);
-    const std::string type = part.value("type", "");
-    if (type != "text" && type != "input_text")
-      throw unsupported_field(at + ".type", "content parts of type '" + type + "' (only text is accepted)");
-    if (!part.contains("text") || !part["text"].is_string())
-      throw bad_request("'" + at + ".text' must be a string", at + ".text");
     if (!first) text += '\n';
-    text += part["text"].get<std::string>();
+    text += piece;
     first = false;
+    parts.push_back(Json{{"type", "text"}, {"text", std::move(piece)}});
   }
+  if (has_image) return parts;
   return text;
 }
 
 }  // namespace
 
-Json normalize_messages(const Json& messages) {
+Json normalize_messages(const Json& messages, std::vector<ImageRef>* images) {
   if (!messages.is_array() || messages.empty())
     throw bad_request("'messages' must be a non-empty list", "messages");
   Json out = Json::array();
@@ -60,7 +84,7 @@ Json normalize_messages(const Json& messages) {
       if (role != "assistant") throw bad_request("'" + at + ".content' is required", at + ".content");
       n["content"] = "";
     } else {
-      n["content"] = content_text(m["content"], at + ".content");
+      n["content"] = content_for_template(m["content"], at + ".content", images);
     }
     if (role == "assistant") {
       if (!m.contains("reasoning_content") && m.contains("reasoning") && m["reasoning"].is_string())
@@ -171,7 +195,7 @@ ChatFields parse_chat_fields(const Json& body) {
   f.parse_tool_calls = !f.tools.is_null() && tool_choice != "none";
 
   f.add_generation_prompt = get_bool(body, "add_generation_prompt").value_or(true);
-  f.messages = normalize_messages(body["messages"]);
+  f.messages = normalize_messages(body["messages"], &f.images);
   return f;
 }
 

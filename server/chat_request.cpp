@@ -2,12 +2,13 @@
 
 #include "model/chat/template_error.h"
 #include "server/api_error.h"
+#include "server/image_inputs.h"
 #include "server/reasoning_splitter.h"
 #include "server/request_params.h"
 
 namespace ds::server {
 
-ChatPrompt build_chat_prompt(const Json& body, const ServedModel& model) {
+ChatPrompt build_chat_prompt(const Json& body, const ServedModel& model, FetchStop* stop) {
   ChatFields f = parse_chat_fields(body);
   ChatPrompt p;
   p.thinking = parse_thinking_fields(body);
@@ -19,6 +20,10 @@ ChatPrompt build_chat_prompt(const Json& body, const ServedModel& model) {
   p.parallel_tool_calls = f.parallel_tool_calls;
   if (!model.chat_template)
     throw bad_request("the model '" + model.name + "' has no chat template; use /v1/completions or start the server with --chat-template FILE");
+  if (!f.images.empty() && !model.vision)
+    throw ApiError(400, "the model '" + model.name + "' does not take images: " + model.vision_unusable,
+                   "invalid_request_error", f.images.front().field, "model_not_multimodal");
+  const vision::PixelBounds bounds = parse_mm_processor_kwargs(body);
   try {
     p.rendered = model.chat_template->render(f.messages, f.kwargs, f.add_generation_prompt);
   } catch (const chat::TemplateError& e) {
@@ -33,6 +38,7 @@ ChatPrompt build_chat_prompt(const Json& body, const ServedModel& model) {
                    "chat_template_error");
   }
   p.ids = model.tokenizer->encode(p.rendered, /*allow_special=*/true);
+  if (!f.images.empty()) p.multimodal = prepare_images(f.images, *model.vision, bounds, p.ids, stop);
   // ChatML (Qwen's templates): each message opens with <|im_start|>; the one after the leading
   // system messages begins what differs between requests that share a system prompt.
   size_t systems = 0;

@@ -6,11 +6,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "scheduler/request.h"
 #include "server/chat_messages.h"
 #include "server/json.h"
+#include "server/media_fetch.h"
 #include "server/served_model.h"
 #include "server/thinking_setup.h"
 
@@ -37,12 +40,16 @@ struct ChatPrompt {
   // snapshots: the prompt's end (the next turn extends it) and the end of the leading system
   // messages (with the tools).
   std::vector<int64_t> cache_points;
+  // The prompt's images (null: none); ids holds their pads expanded (image_inputs.h).
+  std::shared_ptr<const scheduler::MultimodalInput> multimodal;
   // thinking_token_budget / thinking_budget / reasoning_effort (thinking_setup.h).
   ThinkingFields thinking;
 };
 
-// Checks the chat-only fields and builds the prompt. Throws ApiError (400 for bad messages,
-// unsupported fields or a template that rejects the request).
-ChatPrompt build_chat_prompt(const Json& body, const ServedModel& model);
+// Checks the chat-only fields and builds the prompt, its images fetched and prepared when it
+// has any (image_inputs.h). Throws ApiError (400 for bad messages, unsupported fields, a
+// template that rejects the request, an image that cannot be used or a model that takes none;
+// 499 when `stop` ended an image fetch because the client left).
+ChatPrompt build_chat_prompt(const Json& body, const ServedModel& model, FetchStop* stop = nullptr);
 
 }  // namespace ds::server

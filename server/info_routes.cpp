@@ -1,6 +1,7 @@
 // GET /v1/models, POST /tokenize, POST /detokenize (vLLM's shapes).
 #include "server/api_error.h"
 #include "server/chat_request.h"
+#include "server/client_watch.h"
 #include "server/request_params.h"
 #include "server/routes.h"
 
@@ -56,7 +57,8 @@ void handle_tokenize(const RouteContext& ctx, const HttpRequest& req, HttpRespon
   check_model(body, ctx.model);
   std::vector<int32_t> ids;
   if (body.contains("messages")) {
-    ids = build_chat_prompt(body, ctx.model).ids;
+    const ClientWatch client(ctx);
+    ids = build_chat_prompt(body, ctx.model, client.fetch_stop()).ids;
   } else if (auto prompt = get_string(body, "prompt")) {
     ids = ctx.model.tokenizer->encode(*prompt, /*allow_special=*/true);
   } else {

@@ -17,31 +17,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/grammar/json_nesting.h"
+
 namespace ds::server {
 
 using Json = nlohmann::ordered_json;
 
 inline constexpr size_t kMaxJsonDepth = 128;
 
-// Whether `text` nests arrays/objects deeper than max_depth (strings are skipped; the text
-// need not be valid JSON).
+// Whether `text` nests arrays/objects deeper than max_depth (model/grammar/json_nesting.h).
 inline bool json_too_deep(std::string_view text, size_t max_depth = kMaxJsonDepth) {
-  size_t depth = 0;
-  bool in_string = false, escaped = false;
-  for (const char c : text) {
-    if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > max_depth) return true;
-    } else if ((c == ']' || c == '}') && depth > 0) {
-      --depth;
-    }
-  }
-  return false;
+  return grammar::json_nests_deeper(text, max_depth);
 }
 
 // The parsed value, or a discarded value (is_discarded()) when the text is not JSON or nests

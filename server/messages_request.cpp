@@ -1,8 +1,13 @@
 #include "server/messages_request.h"
 
 #include <string>
+#include <string_view>
+#include <vector>
 
+#include "model/vision/decode.h"
 #include "server/api_error.h"
+#include "server/chat_messages.h"
+#include "server/base64.h"
 #include "server/field_path.h"
 #include "server/request_params.h"
 
@@ -15,7 +20,69 @@ std::string text_of(const Json& content, const std::string& where) { return text
 
 Json user_message(std::string text) { return Json{{"role", "user"}, {"content", std::move(text)}}; }
 
-// One user turn: its text blocks, and a "tool" message per tool_result, in block order.
+// An image block as a chat image_url part: its base64 source as a data: URL, or its url.
+Json image_part(const Json& b, const std::string& w) {
+  const auto src = b.find("source");
+  if (src == b.end() || !src->is_object()) throw bad_request("'" + w + ".source' must be an object", w + ".source");
+  const std::string sw = w + ".source";
+  const std::string kind = string_field(*src, "type", sw);
+  std::string url, field = sw + ".url";
+  if (kind == "base64") {
+    const std::string& media = string_field(*src, "media_type", sw);
+    if (media != "image/jpeg" && media != "image/png" && media != "image/gif" && media != "image/webp")
+      throw bad_request("'" + sw + ".media_type' must be image/jpeg, image/png, image/gif or image/webp", sw + ".media_type");
+    const std::string& data = string_field(*src, "data", sw);
+    // As Anthropic's API does, the bytes must be what media_type says (sniffed from the first
+    // 12 bytes: 16 base64 characters; a shorter or malformed payload fails later, when decoded).
+    std::vector<uint8_t> head;
+    if (data.size() >= 16 && decode_base64(std::string_view(data).substr(0, 16), head)) {
+      const vision::ImageFormat f = vision::sniff_format(head);
+      const char* actual = f == vision::ImageFormat::png    ? "image/png"
+                           : f == vision::ImageFormat::jpeg ? "image/jpeg"
+                           : f == vision::ImageFormat::webp ? "image/webp"
+                           : f == vision::ImageFormat::gif  ? "image/gif"
+                                                            : "";
+      if (*actual && media != actual)
+        throw bad_request("'" + sw + ".data' is " + std::string(vision::format_name(f)) +
+                              " data, which does not match media_type " + media,
+                          sw + ".data");
+    }
+    url = "data:" + media + ";base64," + data;
+    field = sw + ".data";
+  } else if (kind == "url") {
+    url = string_field(*src, "url", sw);
+  } else {
+    throw unsupported_field(sw + ".type", "image sources of type '" + kind + "' (base64 and url are accepted)");
+  }
+  return Json{{"type", "image_url"}, {"image_url", {{"url", std::move(url)}}}, {kClientField, std::move(field)}};
+}
+
+// A tool_result's content for the "tool" message: its text (blocks joined with "\n"), or,
+// when it holds image blocks (an agent's screenshot or image file), chat parts in order.
+Json tool_result_content(const Json& b, const std::string& w, bool is_error) {
+  const std::string cw = w + ".content";
+  const auto c = b.find("content");
+  bool images = false;
+  if (c != b.end() && c->is_array())
+    for (const Json& part : *c) images = images || (part.is_object() && part.value("type", "") == "image");
+  if (!images) {
+    std::string result = c != b.end() && !c->is_null() ? text_of(*c, cw) : "";
+    return is_error ? "Error: " + result : result;
+  }
+  Json parts = Json::array();
+  if (is_error) parts.push_back(Json{{"type", "text"}, {"text", "Error:"}});
+  for (size_t i = 0; i < c->size(); ++i) {
+    const std::string pw = field_path(cw, i);
+    const std::string type = typed_object((*c)[i], pw);
+    if (type == "text") parts.push_back(Json{{"type", "text"}, {"text", string_field((*c)[i], "text", pw)}});
+    else if (type == "image") parts.push_back(image_part((*c)[i], pw));
+    else throw unsupported_field(pw + ".type", "content of type '" + type + "' (text and image are accepted here)");
+  }
+  return parts;
+}
+
+// One user turn: its text and image blocks, and a "tool" message per tool_result, in block
+// order. Text alone becomes one string (blocks joined with "\n"); with images, chat parts.
 void add_user_turn(const Json& content, const std::string& where, Json& out) {
   if (content.is_string()) {
     out.push_back(user_message(content.get<std::string>()));
@@ -23,11 +90,14 @@ void add_user_turn(const Json& content, const std::string& where, Json& out) {
   }
   if (!content.is_array()) throw bad_request("'" + where + "' must be a string or a list of content blocks", where);
   std::string text;
-  bool have_text = false, any = false;
+  Json parts = Json::array();
+  bool have_text = false, have_image = false, any = false;
   auto flush_text = [&] {
-    if (have_text) out.push_back(user_message(std::move(text)));
+    if (have_image) out.push_back(Json{{"role", "user"}, {"content", std::move(parts)}});
+    else if (have_text) out.push_back(user_message(std::move(text)));
     text.clear();
-    have_text = false;
+    parts = Json::array();
+    have_text = have_image = false;
   };
   for (size_t i = 0; i < content.size(); ++i) {
     const std::string w = field_path(where, i);
@@ -35,19 +105,25 @@ void add_user_turn(const Json& content, const std::string& where, Json& out) {
     const std::string type = typed_object(b, w);
     if (type == "text") {
       if (have_text) text += '\n';
-      text += string_field(b, "text", w);
+      const std::string& t = string_field(b, "text", w);
+      text += t;
+      parts.push_back(Json{{"type", "text"}, {"text", t}});
       have_text = true;
+    } else if (type == "image") {
+      parts.push_back(image_part(b, w));
+      have_image = true;
     } else if (type == "tool_result") {
       flush_text();
-      std::string result = b.contains("content") && !b["content"].is_null() ? text_of(b["content"], w + ".content") : "";
-      if (auto err = get_bool(b, "is_error"); err && *err) result = "Error: " + result;
-      out.push_back(Json{{"role", "tool"}, {"tool_call_id", string_field(b, "tool_use_id", w)}, {"content", std::move(result)}});
+      const bool is_error = get_bool(b, "is_error").value_or(false);
+      out.push_back(Json{{"role", "tool"},
+                         {"tool_call_id", string_field(b, "tool_use_id", w)},
+                         {"content", tool_result_content(b, w, is_error)}});
       any = true;
     } else {
-      throw unsupported_field(w + ".type", "content blocks of type '" + type + "' (text and tool_result are accepted)");
+      throw unsupported_field(w + ".type", "content blocks of type '" + type + "' (text, image and tool_result are accepted)");
     }
   }
-  if (have_text || !any) {
+  if (have_text || have_image || !any) {
     have_text = true;
     flush_text();
   }

@@ -185,6 +185,21 @@ std::string ServerMetrics::render(const scheduler::EngineStats* st) const {
   header(out, "vllm:prefix_cache_hits_total", "counter", "Tokens found in the prefix cache at admission.");
   sample(out, "vllm:prefix_cache_hits_total", m, static_cast<double>(s.prefix_cache_hits_total));
 
+  header(out, "deltaserve:images_encoded_total", "counter", "Images run through the vision encoder.");
+  sample(out, "deltaserve:images_encoded_total", m, static_cast<double>(s.images_encoded_total));
+  header(out, "deltaserve:encoder_seconds_total", "counter", "Engine time in the vision encoder (part of the forward time).");
+  sample(out, "deltaserve:encoder_seconds_total", m, s.encoder_seconds_total);
+  header(out, "deltaserve:encoder_cache_hits_total", "counter", "Images whose encoder output was found in the encoder cache.");
+  sample(out, "deltaserve:encoder_cache_hits_total", m, static_cast<double>(s.encoder_cache_hits_total));
+  header(out, "deltaserve:encoder_cache_misses_total", "counter", "Images looked up in the encoder cache and not found.");
+  sample(out, "deltaserve:encoder_cache_misses_total", m, static_cast<double>(s.encoder_cache_misses_total));
+  header(out, "deltaserve:encoder_cache_evictions_total", "counter", "Encoder outputs evicted from the encoder cache.");
+  sample(out, "deltaserve:encoder_cache_evictions_total", m, static_cast<double>(s.encoder_cache_evictions_total));
+  header(out, "deltaserve:encoder_cache_bytes", "gauge", "Bytes of encoder outputs the encoder cache holds.");
+  sample(out, "deltaserve:encoder_cache_bytes", m, static_cast<double>(s.encoder_cache_bytes));
+  header(out, "deltaserve:encoder_cache_capacity_bytes", "gauge", "The encoder cache's budget in bytes.");
+  sample(out, "deltaserve:encoder_cache_capacity_bytes", m, static_cast<double>(s.encoder_cache_capacity_bytes));
+
   header(out, "deltaserve:engine_iterations_total", "counter", "Engine steps (forward passes).");
   sample(out, "deltaserve:engine_iterations_total", m, static_cast<double>(s.iterations_total));
   header(out, "deltaserve:engine_schedule_seconds_total", "counter", "Engine time spent planning steps.");

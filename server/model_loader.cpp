@@ -99,6 +99,19 @@ BackendSampler make_sampler(kernels::Backend& backend) {
   return s;
 }
 
+std::string backend_not_built(const ServerOptions& o) {
+#ifndef DELTASERVE_HAS_CUDA
+  if (o.backend == BackendChoice::cuda)
+    return "--backend cuda: this build has no cuda backend (it was configured without CUDA). Build with CUDA "
+           "(CUDA >= 12.9, an sm_90 GPU: H100 / H200): `CUDA=1 scripts/run.sh`, or `cmake -S . -B build "
+           "-DDELTASERVE_CUDA=ON && cmake --build build --target serve`; or use --backend cpu";
+#endif
+  if (o.backend == BackendChoice::hip)
+    return "--backend hip: this build has no hip backend for the model (only the HIP attention kernels exist); use "
+           "--backend cpu";
+  return {};
+}
+
 namespace {
 
 // The backend --backend names (auto: cuda where the build has it and a device is present).
@@ -119,14 +132,7 @@ std::unique_ptr<kernels::Backend> make_backend(const ServerOptions& o) {
     }
   }
 #endif
-  if (!backend && o.backend == BackendChoice::cuda)
-    throw std::runtime_error(
-        "--backend cuda: this build has no cuda backend (it was configured without CUDA). Build with CUDA "
-        "(CUDA >= 12.9, an sm_90 GPU: H100 / H200): `CUDA=1 scripts/run.sh`, or `cmake -S . -B build "
-        "-DDELTASERVE_CUDA=ON && cmake --build build --target serve`; or use --backend cpu");
-  if (!backend && o.backend == BackendChoice::hip)
-    throw std::runtime_error("--backend hip: this build has no hip backend for the model (only the HIP attention "
-                             "kernels exist); use --backend cpu");
+  if (const std::string why = backend_not_built(o); !backend && !why.empty()) throw std::runtime_error(why);
   if (!backend && o.gpu_memory_utilization)
     throw std::runtime_error("--gpu-memory-utilization sizes device memory, and --backend " + name +
                              " found no GPU backend here (cpu: use --kv-cache-memory BYTES)");
@@ -188,6 +194,10 @@ void load_weights(const ServerOptions& o, const fs::path& dir, bool progress_bar
                  cfg.fp8->block_cols, quantize ? "; --quantization fp8 has nothing to do" : "");
   else if (quantize)
     spdlog::info("--quantization fp8: linear weights quantised to e4m3 in 128x128 blocks at load");
+  else if (cfg.int4)
+    spdlog::info("{} checkpoint (4 bits, group size {}{}): quantised weights {} at load", cfg.int4->method_name(),
+                 cfg.int4->group_size, cfg.int4->desc_act ? ", act order" : "",
+                 lm.backend->int4_weights() ? "kept 4-bit" : "dequantised");
   spdlog::info("weights: {} layers ({} full attention, {} DeltaNet), hidden {}, vocab {}; checkpoint {:.1f} MiB, "
                "resident {:+.1f} MiB on {}; loaded in {:.2f} s",
                cfg.num_layers, cfg.num_full_layers(), cfg.num_deltanet_layers(), cfg.hidden_size, cfg.vocab_size,
@@ -197,6 +207,58 @@ void load_weights(const ServerOptions& o, const fs::path& dir, bool progress_bar
                  "positions up to {}",
                  cfg.yarn->factor, cfg.yarn->original_max_positions, cfg.yarn->beta_fast, cfg.yarn->beta_slow,
                  cfg.yarn->attention_factor, cfg.yarn->truncate ? "" : ", untruncated", cfg.max_positions());
+}
+
+// The vision tower: loaded with its workspace for the largest encoder step before the cache
+// budget is measured, so the K/V cache leaves it room. The encoder's per-step budget is
+// vLLM's: the step's token budget, or one image of the largest size the processor makes when
+// that is more, so every image it accepts fits a step (its prefill then runs in chunks).
+// Returns that budget (SchedulerConfig::max_encoder_tokens); sets lm.served.vision_unusable
+// when images are refused.
+int64_t load_vision(const ServerOptions& o, const fs::path& dir, LoadedModel& lm) {
+  const auto& cfg = lm.model->config();
+  std::string vision_unusable = cfg.vision_unusable;
+  int64_t encoder_tokens = o.max_num_batched_tokens;
+  if (cfg.vision && o.language_model_only) {
+    vision_unusable = "serve runs with --language-model-only";
+    spdlog::info("vision tower: not loaded (--language-model-only); requests with images are refused");
+  } else if (cfg.vision) {
+    try {
+      const auto t_vis = std::chrono::steady_clock::now();
+      lm.encoder = qwen35::VisionEncoder::load(*lm.backend, dir, qwen35::Checkpoint(dir), *cfg.vision);
+      auto v = std::make_unique<VisionServing>();
+      v->processor = lm.encoder->processor();
+      const int64_t factor = v->processor.factor();
+      encoder_tokens = std::max(encoder_tokens, v->processor.max_pixels / (factor * factor));
+      lm.encoder->reserve(encoder_tokens * cfg.vision->merge_unit());
+      v->image_token_id = cfg.vision->image_token_id;
+      v->merge_size = cfg.vision->spatial_merge_size;
+      v->max_images = o.images_per_prompt;
+      v->media.allowed_domains = o.allowed_media_domains;
+      v->media.allowed_local_path = o.allowed_local_media_path;
+      v->decode.max_bytes = v->media.max_bytes;
+      lm.vision = std::move(v);
+      const auto& vc = *cfg.vision;
+      spdlog::info("vision tower: {} blocks, hidden {}, {} heads, patch {} (merge {}), {:.1f} MiB on {}, loaded in {:.2f} s; "
+                   "images per prompt <= {}, {} .. {} pixels each, {} image tokens per step; image URLs: data:{}{}",
+                   vc.depth, vc.hidden_size, vc.num_heads, vc.patch_size, vc.spatial_merge_size,
+                   mib(lm.encoder->weights().bytes), lm.backend->name(),
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t_vis).count(), lm.vision->max_images,
+                   lm.vision->processor.min_pixels, lm.vision->processor.max_pixels, encoder_tokens,
+                   o.allowed_media_domains.empty() ? "" : ", http(s) from " + std::to_string(o.allowed_media_domains.size()) + " hosts",
+                   o.allowed_local_media_path.empty() ? "" : ", files under " + o.allowed_local_media_path);
+    } catch (const std::exception& e) {
+      lm.encoder.reset();
+      lm.vision.reset();
+      vision_unusable = std::string("its vision tower could not be loaded: ") + e.what();
+      spdlog::warn("vision tower: not loaded, requests with images are refused: {}", e.what());
+    }
+  } else {
+    spdlog::info("vision tower: none ({}); requests with images are refused", vision_unusable);
+  }
+  lm.served.vision = lm.vision.get();
+  lm.served.vision_unusable = vision_unusable;
+  return encoder_tokens;
 }
 
 // Bytes for the K/V blocks and state slots: --kv-cache-memory, or on a device backend what
@@ -211,11 +273,12 @@ int64_t cache_budget(const ServerOptions& o, LoadedModel& lm) {
 }
 
 // The engine's configuration from the options; `positions` is the model's (0: unknown).
-scheduler::EngineConfig engine_config(const ServerOptions& o, int64_t budget, int64_t positions,
+scheduler::EngineConfig engine_config(const ServerOptions& o, int64_t budget, int64_t positions, int64_t encoder_tokens,
                                       ServerMetrics* metrics) {
   scheduler::EngineConfig ec;
   ec.scheduler.max_num_seqs = o.max_num_seqs;
   ec.scheduler.max_num_batched_tokens = o.max_num_batched_tokens;
+  ec.scheduler.max_encoder_tokens = encoder_tokens;
   ec.max_queue = o.max_queue;
   ec.max_ctx = o.max_ctx > 0 ? o.max_ctx : (positions > 0 ? positions : 4096);  // the engine lowers it to the pool
   ec.block_size = o.block_size;
@@ -283,7 +346,8 @@ void log_capacity(const ServerOptions& o, const LoadedModel& lm) {
 
 // The engine over the loaded model: its budget and configuration, the sampler for where the
 // backend leaves the logits, what a composer changes, and the checks of the pools it sized.
-void start_engine(const ServerOptions& o, ServerMetrics* metrics, const EngineComposer& compose, LoadedModel& lm) {
+void start_engine(const ServerOptions& o, ServerMetrics* metrics, const EngineComposer& compose, int64_t encoder_tokens,
+                  LoadedModel& lm) {
   const int64_t positions = lm.model->config().max_positions();
   if (positions > 0 && o.max_ctx > positions)
     throw std::runtime_error("--max-ctx " + std::to_string(o.max_ctx) + " exceeds the model's " +
@@ -291,9 +355,9 @@ void start_engine(const ServerOptions& o, ServerMetrics* metrics, const EngineCo
                              " positions (max_position_embeddings, or YaRN's factor x original_max_position_embeddings; "
                              "--hf-overrides can set rope_parameters)");
   EngineParts parts;
-  parts.config = engine_config(o, cache_budget(o, lm), positions, metrics);
+  parts.config = engine_config(o, cache_budget(o, lm), positions, encoder_tokens, metrics);
   BackendSampler bs = make_sampler(*lm.backend);
-  parts.model = std::make_unique<scheduler::Qwen35ForwardModel>(*lm.model, bs.device_logits);
+  parts.model = std::make_unique<scheduler::Qwen35ForwardModel>(*lm.model, bs.device_logits, lm.encoder.get());
   parts.sampler = std::move(bs.sampler);
   if (compose) compose(parts);
   lm.forward = std::move(parts.model);
@@ -331,7 +395,8 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::strin
   // generation_config.json's defaults are checked now, not at the first request that omits one.
   const GenerationDefaults defaults = GenerationDefaults::load(dir);
   load_weights(o, dir, progress_bar, *lm);
-  start_engine(o, metrics, compose, *lm);
+  const int64_t encoder_tokens = load_vision(o, dir, *lm);
+  start_engine(o, metrics, compose, encoder_tokens, *lm);
 
   // Structured outputs compile against the model's vocabulary (the logits' width).
   const auto t_vocab = std::chrono::steady_clock::now();

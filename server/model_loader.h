@@ -24,6 +24,7 @@
 #include "kernels/backend.h"
 #include "model/chat/chat_template.h"
 #include "model/qwen35/model.h"
+#include "model/qwen35/vision_encoder.h"
 #include "model/tokenizer/tokenizer.h"
 #include "scheduler/drafter.h"
 #include "scheduler/engine.h"
@@ -38,6 +39,8 @@ struct LoadedModel {
   // Declaration order is destruction order reversed: the engine goes first, the backend last.
   std::unique_ptr<kernels::Backend> backend;
   std::unique_ptr<qwen35::Model> model;
+  std::unique_ptr<qwen35::VisionEncoder> encoder;  // null: no images (none in the checkpoint, or --language-model-only)
+  std::unique_ptr<VisionServing> vision;
   std::unique_ptr<scheduler::ForwardModel> forward;  // the engine's view of model (or what wraps it)
   std::unique_ptr<tok::Tokenizer> tokenizer;
   std::unique_ptr<chat::ChatTemplate> chat_template;
@@ -50,6 +53,9 @@ struct LoadedModel {
 std::string resolve_model_dir(const ServerOptions& o, const char* argv0);
 // The served name: --served-model-name or the directory's name.
 std::string served_name(const ServerOptions& o, const std::string& model_dir);
+// Empty when this build has the backend --backend names, else why not and how to build it
+// (serve checks it before it binds its port).
+std::string backend_not_built(const ServerOptions& o);
 
 // The sampler for a loaded model on `backend` and whether it reads the logits where the
 // backend leaves them: a CUDA backend samples on the device (only token ids and logprobs

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "server/api_error.h"
+#include "server/chat_messages.h"
 #include "server/field_path.h"
 #include "server/request_params.h"
 
@@ -35,6 +36,34 @@ std::string reasoning_of(const Json& item, const std::string& where) {
   return text;
 }
 
+bool has_image(const Json& content) {
+  if (!content.is_array()) return false;
+  for (const Json& p : content)
+    if (p.is_object() && p.value("type", "") == "input_image") return true;
+  return false;
+}
+
+// A user message's content with input_image parts, as chat parts (image_url for each image).
+Json image_parts(const Json& content, const std::string& where) {
+  Json parts = Json::array();
+  for (size_t i = 0; i < content.size(); ++i) {
+    const std::string w = field_path(where, i);
+    const Json& p = content[i];
+    const std::string type = typed_object(p, w);
+    if (type == "input_text" || type == "text") {
+      parts.push_back(Json{{"type", "text"}, {"text", string_field(p, "text", w)}});
+    } else if (type == "input_image") {
+      if (present(p, "file_id")) throw unsupported_field(w + ".file_id", "images by file id (send image_url)");
+      parts.push_back(Json{{"type", "image_url"},
+                           {"image_url", {{"url", string_field(p, "image_url", w)}}},
+                           {kClientField, w + ".image_url"}});
+    } else {
+      throw unsupported_field(w + ".type", "content parts of type '" + type + "' (input_text and input_image are accepted)");
+    }
+  }
+  return parts;
+}
+
 // Builds the chat messages from the input items.
 class Conversation {
  public:
@@ -62,6 +91,9 @@ class Conversation {
     }
     push(Json{{"role", role}, {"content", std::move(text)}});
   }
+
+  // A user message with images: chat parts (image_parts).
+  void user_parts(Json parts) { push(Json{{"role", "user"}, {"content", std::move(parts)}}); }
 
   void reasoning(std::string text) {
     if (assistant_ && (!messages_.back()["content"].get_ref<const std::string&>().empty() ||
@@ -117,7 +149,10 @@ void add_item(Conversation& conv, const Json& item, const std::string& w) {
     if (role != "user" && role != "assistant" && role != "system" && role != "developer")
       throw bad_request("'" + w + ".role' must be user, assistant, system or developer", w + ".role");
     if (!item.contains("content")) throw bad_request("'" + w + ".content' is required", w + ".content");
-    conv.message(role, text_of(item["content"], w + ".content"));
+    if (role == "user" && has_image(item["content"]))
+      conv.user_parts(image_parts(item["content"], w + ".content"));
+    else
+      conv.message(role, text_of(item["content"], w + ".content"));
   } else if (type == "function_call") {
     const std::string& args = string_field(item, "arguments", w);
     Json parsed = parse_json(args);

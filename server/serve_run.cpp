@@ -84,6 +84,10 @@ int run_server(const ServerOptions& o, const char* argv0, const EngineComposer& 
     ::setrlimit(RLIMIT_NOFILE, &rl);
   }
 
+  if (const std::string why = backend_not_built(o); !why.empty()) {
+    spdlog::error("{}", why);
+    return 1;
+  }
   const std::string name = served_name(o, model_dir);
   ServerMetrics metrics(name);
   HttpServerOptions ho;

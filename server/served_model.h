@@ -14,6 +14,7 @@
 #include "scheduler/engine.h"
 #include "server/generation_defaults.h"
 #include "server/grammar_cache.h"
+#include "server/image_inputs.h"
 #include "server/thinking_setup.h"
 
 namespace ds::server {
@@ -30,6 +31,9 @@ struct ServedModel {
   // Compiled structured-output grammars for this model's vocabulary; null: structured
   // outputs are refused (400).
   GrammarCache* grammars = nullptr;
+  // Images (image_inputs.h); null: the model takes none, and vision_unusable says why.
+  const VisionServing* vision = nullptr;
+  std::string vision_unusable = "it has no vision tower";
   // Reasoning tags, the close sequence and the budget settings (thinking_setup.h).
   ThinkingSetup thinking;
 };

@@ -104,9 +104,10 @@ void add_server_options(CLI::App& app, ServerOptions& o) {
              "Speculative decoding as JSON: '{\"method\": \"ngram\", \"num_speculative_tokens\": 3}' "
              "(methods: ngram = prompt lookup, with prompt_lookup_min/max; mtp = the checkpoint's MTP module; "
              "disable_by_batch_size: no drafts while more sequences run)");
-  add_parsed(app, "--quantization", o.quantization, parse_quantization,
-             "Weight quantisation at load time: none, or fp8 (block-wise e4m3 of the linear weights, "
-             "as Qwen's -FP8 releases; a no-op on an FP8 checkpoint, which loads as stored)",
+  add_parsed(app, "--quantization", o.quantization, qwen35::parse_quantization,
+             "Weight quantisation: none; fp8 (block-wise e4m3 of the linear weights at load, as Qwen's "
+             "-FP8 releases; a no-op on an FP8 checkpoint, which loads as stored); gptq or awq (4-bit "
+             "checkpoints, detected from config.json without the flag: it only checks the checkpoint is one)",
              "none");
   add_parsed(app, "--fp8-weights", o.fp8_weights_resident, parse_fp8_weights_resident,
              "How the CUDA backend stores FP8 weights: resident (kept e4m3: ~40% less weight memory, "
@@ -118,6 +119,15 @@ void add_server_options(CLI::App& app, ServerOptions& o) {
   app.add_option("--chat-template", o.chat_template,
                  "Jinja chat template file (default: the model's chat_template.jinja or "
                  "tokenizer_config.json)");
+  add_parsed(app, "--limit-mm-per-prompt", o.images_per_prompt, parse_limit_mm_per_prompt,
+             "Images per prompt at most, as JSON: '{\"image\": 4}' (default 8; video is not supported)");
+  app.add_option("--allowed-media-domains", o.allowed_media_domains,
+                 "Hosts whose http(s) image URLs the server fetches (default: none; data: URLs are always taken)")
+      ->delimiter(',');
+  app.add_option("--allowed-local-media-path", o.allowed_local_media_path,
+                 "Directory whose files file:// image URLs may name (default: none)");
+  app.add_flag("--language-model-only", o.language_model_only,
+               "Do not load the vision tower: requests with images are refused, its memory stays free");
   add_parsed(app, "--default-thinking-budget", o.default_thinking_budget, parse_thinking_budget,
              "Reasoning tokens a chat reply may think before it is made to close its <think> block, for "
              "requests that set no thinking_token_budget, thinking_budget or mapped reasoning_effort "
@@ -188,12 +198,6 @@ DType parse_recurrent_state_dtype(const std::string& s) {
   throw std::invalid_argument("--mamba-ssm-cache-dtype must be auto, float32 or bfloat16, got '" + s + "'");
 }
 
-qwen35::Quantization parse_quantization(const std::string& text) {
-  if (text == "none") return qwen35::Quantization::none;
-  if (text == "fp8") return qwen35::Quantization::fp8;
-  throw std::invalid_argument("--quantization must be none or fp8, got '" + text + "'");
-}
-
 bool parse_fp8_weights_resident(const std::string& text) {
   if (text == "resident") return true;
   if (text == "bf16") return false;
@@ -248,11 +252,30 @@ std::string validate_options(const ServerOptions& o) {
            "(default 1GiB)";
   if (o.prefix_cache_state_memory && !o.prefix_caching)
     return "--prefix-cache-state-memory needs prefix caching (drop --no-enable-prefix-caching)";
+  if (!o.allowed_local_media_path.empty() && !std::filesystem::is_directory(o.allowed_local_media_path))
+    return "--allowed-local-media-path: no such directory: " + o.allowed_local_media_path;
   if (!o.chat_template.empty() && !std::filesystem::is_regular_file(o.chat_template))
     return "--chat-template: no such file: " + o.chat_template;
   if (!o.model.empty() && !std::filesystem::is_directory(o.model))
     return "--model: no such directory: " + o.model;
   return validate_limit_options(o.limits);
+}
+
+int64_t parse_limit_mm_per_prompt(const std::string& text) {
+  const auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) throw std::invalid_argument("must be a JSON object such as {\"image\": 4}");
+  int64_t images = 8;
+  for (const auto& [k, v] : j.items()) {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 1024)
+      throw std::invalid_argument("\"" + k + "\" must be an integer from 0 to 1024");
+    if (k == "image")
+      images = v.get<int64_t>();
+    else if ((k == "video" || k == "audio") && v.get<int64_t>() == 0)
+      continue;
+    else
+      throw std::invalid_argument("\"" + k + "\" inputs are not supported (only \"image\")");
+  }
+  return images;
 }
 
 std::filesystem::path default_model_dir(const char* argv0) {

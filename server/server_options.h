@@ -15,7 +15,8 @@
 // --kv-cache-memory, --max-num-seqs, --max-num-batched-tokens, --max-queue,
 // --enable-prefix-caching / --no-enable-prefix-caching, --prefix-cache-state-memory,
 // --speculative-config, --enforce-eager, --quantization, --fp8-weights, --backend,
-// --chat-template, --default-thinking-budget, --reasoning-effort-budgets, --hf-overrides,
+// --chat-template, --limit-mm-per-prompt, --allowed-media-domains, --allowed-local-media-path,
+// --language-model-only, --default-thinking-budget, --reasoning-effort-budgets, --hf-overrides,
 // --log-level, --log-format, and the limits of limit_options.h.
 #pragma once
 
@@ -24,6 +25,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "kernels/dtype.h"
 #include "model/qwen35/weights.h"
@@ -63,10 +65,15 @@ struct ServerOptions {
   std::optional<int64_t> prefix_cache_state_memory;  // bytes; none: kDefaultSnapshotShare of the budget
   scheduler::SpeculativeConfig speculative;           // --speculative-config (speculative_option.h); off by default
   bool enforce_eager = false;                         // no recorded steps (EngineConfig::step_graphs)
-  qwen35::Quantization quantization = qwen35::Quantization::none;
+  qwen35::Quantization quantization = qwen35::Quantization::none;  // qwen35::parse_quantization
   bool fp8_weights_resident = true;  // --fp8-weights resident (CudaBackendOptions::fp8_weights) or bf16
   BackendChoice backend = BackendChoice::automatic;
   std::string chat_template;
+  // Images (vLLM's flags; server/image_inputs.h, server/media_fetch.h).
+  int64_t images_per_prompt = 8;                   // --limit-mm-per-prompt {"image": N}
+  std::vector<std::string> allowed_media_domains;  // hosts whose http(s) image URLs are fetched
+  std::string allowed_local_media_path;            // file:// image URLs under this directory
+  bool language_model_only = false;                // skip the vision tower: no images, its memory freed
   // Thinking budgets (thinking_setup.h): the budget of requests that name none, and the budgets
   // of reasoning efforts (--reasoning-effort-budgets low=1024,medium=4096,high=16384).
   std::optional<int64_t> default_thinking_budget;
@@ -92,10 +99,11 @@ BackendChoice parse_backend(const std::string& text);
 std::string_view backend_name(BackendChoice b);
 std::optional<DType> parse_kv_cache_dtype(const std::string& text);  // "auto": none
 DType parse_recurrent_state_dtype(const std::string& text);         // auto, float32, bfloat16
-qwen35::Quantization parse_quantization(const std::string& text);   // none, fp8
 bool parse_fp8_weights_resident(const std::string& text);           // resident, bf16
 int64_t parse_thinking_budget(const std::string& text);             // a token count >= 0
 std::string parse_hf_overrides(const std::string& text);            // a JSON object
+// --limit-mm-per-prompt: {"image": N} -> N (video and audio, which are not supported, only as 0).
+int64_t parse_limit_mm_per_prompt(const std::string& text);
 
 // Where the bundled model lives: next to the executable's source tree (build/serve ->
 // ../tests/data/tiny-qwen35), in the source tree it was built from, or under the current

@@ -1,10 +1,10 @@
 #include "server/start_job.h"
 
 #include <algorithm>
-#include <atomic>
 
 #include "server/api_error.h"
 #include "server/chat_request.h"
+#include "server/client_watch.h"
 #include "server/structured_output.h"
 #include "server/tool_call_grammar.h"
 
@@ -29,26 +29,6 @@ void check_context(const ServedModel& m, const GenerationParams& gp, int64_t pro
                            f.max_tokens);
   }
 }
-
-// The client of a request, watched while its grammar compiles (the generation job watches it
-// afterwards): GrammarCache::get polls `gone`.
-class ClientWatch {
- public:
-  ClientWatch(const RouteContext& ctx) : watcher_(ctx.watcher), gone_(std::make_shared<std::atomic<bool>>(false)) {
-    token_ = watcher_.watch(ctx.socket, [g = gone_] { g->store(true); });
-  }
-  ~ClientWatch() { watcher_.unwatch(token_); }
-  ClientWatch(const ClientWatch&) = delete;
-  ClientWatch& operator=(const ClientWatch&) = delete;
-  GrammarCache::Gone gone() const {
-    return [g = gone_] { return g->load(); };
-  }
-
- private:
-  DisconnectWatcher& watcher_;
-  std::shared_ptr<std::atomic<bool>> gone_;
-  DisconnectWatcher::Token token_ = 0;
-};
 
 GrammarCache& grammars_of(const ServedModel& m, const std::string& param) {
   if (!m.grammars) throw unsupported_field(param, "structured outputs are not available for this model");
@@ -146,7 +126,10 @@ std::vector<ChoiceSpec> choice_specs(const ServedModel& m, const GenerationParam
 std::unique_ptr<GenerationJob> start_chat_job(const RouteContext& ctx, const Json& chat_body,
                                               const GenerationParams& gp, const RequestFields& fields) {
   const ServedModel& m = ctx.model;
-  ChatPrompt cp = build_chat_prompt(chat_body, m);
+  ChatPrompt cp = [&] {
+    const ClientWatch client(ctx);
+    return build_chat_prompt(chat_body, m, client.fetch_stop());
+  }();
   const OutputGrammar grammar = chat_grammar(ctx, chat_body, cp);
   ChoiceOptions opts = choice_options(m, gp);
   // With thinking off the prompt closed the reasoning block: nothing in the reply is
@@ -158,11 +141,11 @@ std::unique_ptr<GenerationJob> start_chat_job(const RouteContext& ctx, const Jso
   opts.parse_tool_calls = cp.parse_tool_calls;
   opts.tools = cp.tools;
   opts.thinking = thinking_spec(cp.thinking, m.thinking, cp.reasoning == PromptReasoning::opened,
-                                cp.reasoning == PromptReasoning::closed);
+                                cp.reasoning == PromptReasoning::closed, opts.reasoning_at_start_only);
   const std::vector<PromptIds> prompts = {std::make_shared<const std::vector<int32_t>>(std::move(cp.ids))};
-  return std::make_unique<GenerationJob>(*m.engine, *m.tokenizer, ctx.metrics,
-                                         choice_specs(m, gp, prompts, opts, fields, cp.cache_points, grammar),
-                                         fields.prompt);
+  std::vector<ChoiceSpec> specs = choice_specs(m, gp, prompts, opts, fields, cp.cache_points, grammar);
+  for (ChoiceSpec& s : specs) s.request.multimodal = cp.multimodal;  // n choices: one image, encoded once
+  return std::make_unique<GenerationJob>(*m.engine, *m.tokenizer, ctx.metrics, std::move(specs), fields.prompt);
 }
 
 }  // namespace ds::server

@@ -78,7 +78,7 @@ void apply_effort_to_kwargs(const ThinkingFields& f, const ThinkingSetup& setup,
 }
 
 std::shared_ptr<const scheduler::ThinkingSpec> thinking_spec(const ThinkingFields& f, const ThinkingSetup& setup,
-                                                            bool starts_inside, bool closed) {
+                                                            bool starts_inside, bool closed, bool constrained) {
   std::optional<int64_t> budget = f.budget;
   if (!budget && f.effort) {
     const auto it = setup.effort_budgets.find(*f.effort);
@@ -97,6 +97,7 @@ std::shared_ptr<const scheduler::ThinkingSpec> thinking_spec(const ThinkingField
   s->close_token = *setup.close_token;
   s->close_sequence = setup.close_sequence;
   s->starts_inside = starts_inside && !closed;
+  s->opens_at_start_only = constrained;
   // A prompt that closed the block leaves nothing to budget (the reply is the answer).
   s->budget = closed ? -1 : budget.value_or(-1);
   return s;

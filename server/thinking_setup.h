@@ -71,9 +71,10 @@ void apply_effort_to_kwargs(const ThinkingFields& f, const ThinkingSetup& setup,
 
 // The engine's spec for a chat reply, or null when nothing is to be tracked (no think tokens,
 // or the prompt closed the block). starts_inside: the prompt leaves the reply inside <think>;
-// closed: the prompt holds a closed block (thinking off). Throws ApiError 400 when the
-// request asks for a budget this model cannot enforce.
+// closed: the prompt holds a closed block (thinking off); constrained: a structured-output
+// grammar shapes the reply (a block opens only at its start, as the splitter reads it). Throws
+// ApiError 400 when the request asks for a budget this model cannot enforce.
 std::shared_ptr<const scheduler::ThinkingSpec> thinking_spec(const ThinkingFields& f, const ThinkingSetup& setup,
-                                                            bool starts_inside, bool closed);
+                                                            bool starts_inside, bool closed, bool constrained = false);
 
 }  // namespace ds::server

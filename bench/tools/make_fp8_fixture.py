@@ -29,7 +29,6 @@
 inputs give the same bytes (the reference up to float64 summation order).
 """
 import argparse
-import importlib.util
 import json
 import math
 import os
@@ -39,6 +38,7 @@ import sys
 import tempfile
 
 from fp8_layout import FP8_QUANTIZATION_CONFIG, bf16_to_f32, block_shape, is_fp8_target, quantize
+from reference_module import load_make_reference
 
 HIDDEN, INTERMEDIATE = 96, 320
 COPIED = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "generation_config.json")
@@ -216,23 +216,6 @@ def make_checkpoint(src, out, twin):
           f"max |error| / block scale {stats['max_abs_over_scale']:.3f} (at most 16 for e4m3)")
     print(f"  unquantised tensors kept: {len(fixture) - 2 * stats['quantised']}")
     return {"text_config": tc, "stats": stats, "bf16_weights": bf16_weights, "dequant": dequant}
-
-
-def load_make_reference(path):
-    """make_reference.py as a module. It reads its tokenizer assets at import, which the
-    references() used here do not need: a stub stands in when they are absent."""
-    if not path or not os.path.exists(path):
-        fail(f"make_reference.py not found at {path!r} (give --make-reference or MAKE_REFERENCE)")
-    assets = os.environ.get("ASSETS", ".assets")
-    if not os.path.exists(os.path.join(assets, "qwen3-tokenizer_config.json")):
-        assets = tempfile.mkdtemp(prefix="fp8fix-assets-")
-        with open(os.path.join(assets, "qwen3-tokenizer_config.json"), "w") as f:
-            json.dump({"chat_template": ""}, f)
-        os.environ["ASSETS"] = assets
-    spec = importlib.util.spec_from_file_location("make_reference", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def make_reference(src, out, twin, made, make_reference_py):

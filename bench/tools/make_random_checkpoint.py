@@ -22,6 +22,19 @@ at the edges), and quantization_config in config.json. The quantisation is serve
 even, saturating), so with the same --seed the FP8 checkpoint loads to the same weights as
 the bf16 one under --quantization fp8. Needs torch >= 2.1 (float8_e4m3fn) and fp8_layout.py
 beside this script.
+
+--gptq / --awq write a 4-bit checkpoint instead (int4_layout.py beside this script, which says
+the layouts): the same linear weights as --fp8 (not the MTP module, which the published GPTQ
+builds keep in bf16), rounded to nearest in groups of --group-size inputs (128) with f16
+scales; GPTQ symmetric with v1's qzeros and g_idx = k / group_size (no act order), AWQ with
+zero points in its interleaved order; quantization_config in config.json. The other tensors
+are the bf16 draw's, so a seed gives the bf16 checkpoint's other weights.
+
+--vision adds the released vision tower (model.visual.*, bf16 also with --fp8, --gptq or
+--awq, as the quantised releases keep it; drawn after every other tensor, so the language
+model's weights stay those of the same seed without it), its vision_config and image token
+ids in config.json, and preprocessor_config.json; give the checkpoint the vision-language
+chat template (make_checkpoint_tokenizer.py --template-dir tests/data/tiny-qwen35-vl).
 """
 import argparse
 import json
@@ -33,6 +46,7 @@ from safetensors.torch import save_file
 # What Qwen's FP8 releases quantise, and their quantization_config (fp8_layout.py beside this
 # script: one definition for it and make_fp8_fixture.py).
 from fp8_layout import E4M3_MAX, FP8_BLOCK, FP8_QUANTIZATION_CONFIG, is_fp8_target
+from int4_layout import AWQ_ORDER, awq_config, gptq_config, is_int4_target
 
 SIZES = {
     # model spec 1.2: H, I, layers, Nq, Nkv, Hk, Hv, tie
@@ -41,6 +55,62 @@ SIZES = {
     "4b": dict(hidden=2560, inter=9216, layers=32, nq=16, nkv=4, hk=16, hv=32, tie=True),
 }
 VOCAB, HEAD_DIM, DK, KC = 248320, 256, 128, 4
+# The vision towers (docs/vision.md): 9B and 27B share one geometry but for the merger's output.
+VISION = {
+    "9b": dict(depth=27, hidden=1152, heads=16, inter=4304),
+    "27b": dict(depth=27, hidden=1152, heads=16, inter=4304),
+    "4b": dict(depth=24, hidden=1024, heads=16, inter=4096),
+}
+# Qwen3.5's ids of the vision tokens (the added tokens from 248,044 on, in Qwen3's order).
+VISION_TOKENS = dict(vision_start_token_id=248053, vision_end_token_id=248054, image_token_id=248056,
+                     video_token_id=248057)
+PREPROCESSOR = {
+    "size": {"shortest_edge": 65536, "longest_edge": 16777216}, "patch_size": 16, "temporal_patch_size": 2,
+    "merge_size": 2, "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5],
+    "processor_class": "Qwen3VLProcessor", "image_processor_type": "Qwen2VLImageProcessorFast",
+}
+
+
+def vision_config(size, g):
+    v = VISION[size]
+    return {"model_type": "qwen3_5_vision", "depth": v["depth"], "hidden_size": v["hidden"],
+            "num_heads": v["heads"], "intermediate_size": v["inter"], "out_hidden_size": g["hidden"],
+            "hidden_act": "gelu_pytorch_tanh", "in_channels": 3, "patch_size": 16, "temporal_patch_size": 2,
+            "spatial_merge_size": 2, "num_position_embeddings": 2304, "initializer_range": 0.02}
+
+
+def vision_tensors(size, g, dev, gen):
+    v = VISION[size]
+    C, I, M = v["hidden"], v["inter"], 4 * v["hidden"]
+
+    def mat(*shape, std=0.02):
+        return (torch.randn(*shape, device=dev, generator=gen, dtype=torch.float32) * std).to(torch.bfloat16)
+
+    def layer_norm(q, n):
+        yield q + ".weight", (1.0 + mat(n, std=0.1).float()).to(torch.bfloat16)
+        yield q + ".bias", mat(n)
+
+    p = "model.visual."
+    yield p + "patch_embed.proj.weight", mat(C, 3, 2, 16, 16)
+    yield p + "patch_embed.proj.bias", mat(C)
+    yield p + "pos_embed.weight", mat(2304, C)
+    for i in range(v["depth"]):
+        q = f"{p}blocks.{i}."
+        yield from layer_norm(q + "norm1", C)
+        yield from layer_norm(q + "norm2", C)
+        yield q + "attn.qkv.weight", mat(3 * C, C)
+        yield q + "attn.qkv.bias", mat(3 * C)
+        yield q + "attn.proj.weight", mat(C, C)
+        yield q + "attn.proj.bias", mat(C)
+        yield q + "mlp.linear_fc1.weight", mat(I, C)
+        yield q + "mlp.linear_fc1.bias", mat(I)
+        yield q + "mlp.linear_fc2.weight", mat(C, I)
+        yield q + "mlp.linear_fc2.bias", mat(C)
+    yield from layer_norm(p + "merger.norm", C)
+    yield p + "merger.linear_fc1.weight", mat(M, M)
+    yield p + "merger.linear_fc1.bias", mat(M)
+    yield p + "merger.linear_fc2.weight", mat(g["hidden"], M)
+    yield p + "merger.linear_fc2.bias", mat(g["hidden"])
 
 
 def config(g):
@@ -73,6 +143,41 @@ def fp8_blocks(w):
     scale = torch.where(amax > 0, amax / E4M3_MAX, torch.ones_like(amax))
     q = (blocks / scale[:, None, :, None]).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
     return q.view(br * FP8_BLOCK, bc * FP8_BLOCK)[:rows, :cols].contiguous(), scale.contiguous()
+
+
+def _pack_words(nibbles):
+    """int32 words of [..., 8] nibbles (nibble i at bits 4i), as torch stores I32."""
+    shifts = torch.arange(0, 32, 4, device=nibbles.device, dtype=torch.int64)
+    words = (nibbles.to(torch.int64) << shifts).sum(dim=-1)
+    return torch.where(words >= 2**31, words - 2**32, words).to(torch.int32)
+
+
+def int4_groups(w, group_size, method):
+    """{suffix: tensor} of a 4-bit [N, K] weight (int4_layout.py's rules, with torch): GPTQ
+    symmetric (scale 2 amax / 15, zero 8) or AWQ asymmetric (scale (max - min) / 15, zero
+    -round(min / scale)), f16 scales, codes round(w / scale) + zero in 0..15."""
+    N, K = w.shape
+    G = group_size
+    x = w.float().view(N, K // G, G)
+    if method == "gptq":
+        amax = x.abs().amax(dim=2)
+        scale = torch.where(amax > 0, 2 * amax / 15, torch.ones_like(amax)).half()
+        zero = torch.full_like(amax, 8.0)
+    else:
+        lo, hi = x.amin(dim=2), x.amax(dim=2)
+        scale = ((hi - lo).clamp(min=1e-5) / 15).half()
+        zero = (-torch.round(lo / scale.float())).clamp(0, 15)
+    codes = (torch.round(x / scale.float()[..., None]) + zero[..., None]).clamp(0, 15).to(torch.int32).view(N, K)
+    zero = zero.to(torch.int32)  # [N, K/G]
+    if method == "gptq":
+        return {"qweight": _pack_words(codes.t().reshape(K // 8, 8, N).transpose(1, 2)),  # [K/8, N]
+                "qzeros": _pack_words((zero - 1).t().reshape(K // G, N // 8, 8)),  # v1: zero - 1
+                "scales": scale.t().contiguous(),
+                "g_idx": torch.arange(K, device=w.device, dtype=torch.int32) // G}
+    order = torch.tensor(AWQ_ORDER, device=w.device)
+    return {"qweight": _pack_words(codes.t().reshape(K, N // 8, 8)[..., order]),  # [K, N/8]
+            "qzeros": _pack_words(zero.t().reshape(K // G, N // 8, 8)[..., order]),
+            "scales": scale.t().contiguous()}
 
 
 def tensors(g, dev, gen):
@@ -137,8 +242,14 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--shard-gb", type=float, default=4.0)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--fp8", action="store_true", help="the layout of Qwen's -FP8 releases (block-wise e4m3)")
+    layout = ap.add_mutually_exclusive_group()
+    layout.add_argument("--fp8", action="store_true", help="the layout of Qwen's -FP8 releases (block-wise e4m3)")
+    layout.add_argument("--gptq", action="store_true", help="4-bit GPTQ (Qwen's -GPTQ-Int4 layout: sym, v1)")
+    layout.add_argument("--awq", action="store_true", help="4-bit AWQ (AutoAWQ's gemm layout)")
+    ap.add_argument("--group-size", type=int, default=128, help="inputs per scale of --gptq / --awq")
+    ap.add_argument("--vision", action="store_true", help="with the released vision tower (model.visual.*)")
     args = ap.parse_args()
+    int4 = "gptq" if args.gptq else "awq" if args.awq else None
     g = SIZES[args.size]
     os.makedirs(args.out, exist_ok=True)
     dev = "cuda" if torch.cuda.is_available() else "cpu"
@@ -164,10 +275,18 @@ def main():
             codes, scale = fp8_blocks(t)
             yield name, codes
             yield name + "_scale_inv", scale
+        elif int4 and is_int4_target(name):
+            for suffix, q in int4_groups(t, args.group_size, int4).items():
+                yield name[: -len(".weight")] + "." + suffix, q
         else:
             yield name, t
 
-    for drawn_name, drawn in tensors(g, dev, gen):
+    def everything():
+        yield from tensors(g, dev, gen)
+        if args.vision:
+            yield from vision_tensors(args.size, g, dev, gen)
+
+    for drawn_name, drawn in everything():
         for name, t in stored(drawn_name, drawn):
             t = t.cpu().contiguous()
             nbytes = t.numel() * t.element_size()
@@ -192,7 +311,15 @@ def main():
         cfg = config(g)
         if args.fp8:
             cfg["quantization_config"] = FP8_QUANTIZATION_CONFIG
+        elif int4:
+            cfg["quantization_config"] = (gptq_config if int4 == "gptq" else awq_config)(args.group_size)
+        if args.vision:
+            cfg["vision_config"] = vision_config(args.size, g)
+            cfg.update(VISION_TOKENS)
         json.dump(cfg, f, indent=1)
+    if args.vision:
+        with open(os.path.join(args.out, "preprocessor_config.json"), "w") as f:
+            json.dump(PREPROCESSOR, f, indent=1)
     with open(os.path.join(args.out, "generation_config.json"), "w") as f:
         json.dump({"eos_token_id": [248046, 248044], "pad_token_id": 248044}, f, indent=1)
     print(f"wrote {len(names)} tensors, {total / 1e9:.1f} GB in {n_shards} shards to {args.out}")

@@ -31,7 +31,6 @@ Deterministic: the same inputs give the same prompts and (up to float64 summatio
 reference. Runs on the GPU machine's image (torch + transformers 5); CPU only.
 """
 import argparse
-import importlib.util
 import json
 import math
 import os
@@ -39,6 +38,8 @@ import random
 import shutil
 import sys
 import tempfile
+
+from reference_module import load_make_reference
 
 OVERRIDES = {
     "text_config": {
@@ -87,23 +88,6 @@ def yarn_inv_freq_f64(theta, dim, factor, original, beta_fast=32.0, beta_slow=1.
         keep = 1 - ramp
         out.append((1 / (factor * pos)) * (1 - keep) + (1 / pos) * keep)
     return out
-
-
-def load_make_reference(path):
-    """make_reference.py as a module (its tokenizer assets are stubbed when absent, as
-    make_fp8_fixture.py does: references() does not need them)."""
-    if not path or not os.path.exists(path):
-        fail(f"make_reference.py not found at {path!r} (give --make-reference or MAKE_REFERENCE)")
-    assets = os.environ.get("ASSETS", ".assets")
-    if not os.path.exists(os.path.join(assets, "qwen3-tokenizer_config.json")):
-        assets = tempfile.mkdtemp(prefix="yarnfix-assets-")
-        with open(os.path.join(assets, "qwen3-tokenizer_config.json"), "w") as f:
-            json.dump({"chat_template": ""}, f)
-        os.environ["ASSETS"] = assets
-    spec = importlib.util.spec_from_file_location("make_reference", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def main():

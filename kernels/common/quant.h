@@ -91,8 +91,8 @@ inline double dequantize_q4_0(const BlockQ4_0& b, int j) {
 
 namespace detail {
 inline void check_row(DType t, int64_t n) {
-  if (t == DType::fp8_e4m3)
-    throw std::invalid_argument("fp8_e4m3 is a weight type with block scales, not a row type");
+  if (t == DType::fp8_e4m3 || t == DType::int4)
+    throw std::invalid_argument(std::string(dtype_name(t)) + " is a weight type with group scales, not a row type");
   if (n < 0 || (is_quantized(t) && n % kQuantBlock != 0))
     throw std::invalid_argument("row of " + std::to_string(n) + " elements cannot be stored as " +
                                 std::string(dtype_name(t)) + " (quantised rows need a multiple of 32)");
@@ -131,7 +131,9 @@ inline void encode_row(DType t, const float* x, void* dst, int64_t n) {
         const BlockQ4_0 blk = quantize_block_q4_0(x + 32 * b);
         std::memcpy(out + 18 * b, &blk, 18);
       }
-      return;    case DType::fp8_e4m3:
+      return;
+    case DType::fp8_e4m3:
+    case DType::int4:
       return;  // refused by check_row
   }
 }
@@ -169,7 +171,9 @@ inline void decode_row(DType t, const void* src, double* y, int64_t n) {
         std::memcpy(&blk, in + 18 * b, 18);
         for (int j = 0; j < 32; ++j) y[32 * b + j] = dequantize_q4_0(blk, j);
       }
-      return;    case DType::fp8_e4m3:
+      return;
+    case DType::fp8_e4m3:
+    case DType::int4:
       return;  // refused by check_row
   }
 }

@@ -13,6 +13,7 @@
 #include <new>
 
 #include "kernels/common/half.h"
+#include "kernels/int4.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/thread_pool.h"
 
@@ -77,7 +78,8 @@ class CpuBackend final : public Backend {
   explicit CpuBackend(const CpuBackendOptions& options)
       : pool_(options.num_threads),
         fused_projection_rows_(options.fused_projection_rows),
-        recurrent_state_dtype_(options.recurrent_state_dtype) {
+        recurrent_state_dtype_(options.recurrent_state_dtype),
+        int4_weights_(options.int4_weights) {
     // GEMMs are split over our own pool (gemm.cpp); OpenBLAS's threads would only compete.
     openblas_set_num_threads(1);
   }
@@ -85,6 +87,7 @@ class CpuBackend final : public Backend {
   std::string_view name() const override { return "cpu"; }
   DType kv_cache_dtype() const override { return DType::f32; }
   DType recurrent_state_dtype() const override { return recurrent_state_dtype_; }
+  bool int4_weights() const override { return int4_weights_; }
 
   Tensor alloc(DType dtype, const Shape& shape) override {
     DS_CHECK(!is_quantized(dtype), "alloc", "the cpu backend stores no quantised tensors");
@@ -121,6 +124,11 @@ class CpuBackend final : public Backend {
           std::memcpy(&h, bytes + 2 * i, 2);  // checkpoint data need not be aligned
           dst[i] = src.dtype == DType::bf16 ? bf16_to_f32(h) : f16_to_f32(h);
         }
+        break;
+      case DType::int4:
+        DS_CHECK(int4_weights_ && src.shape.rank() == 2 && src.int4.scales && src.int4.zeros && src.int4.group_size > 0,
+                 "upload", "int4 weights need a 2-D shape with groups and the int4_weights option");
+        dequantize_int4_rows(src, 0, src.shape[0], dst);
         break;
       default:
         DS_CHECK(false, "upload", "cannot load " + std::string(dtype_name(src.dtype)) + " weights");
@@ -207,11 +215,27 @@ class CpuBackend final : public Backend {
                       Tensor& out) override {
     cpu::gated_rms_norm(pool_, x, z, weight, eps, out);
   }
+  void do_layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out) override {
+    cpu::layer_norm(pool_, x, weight, bias, eps, out);
+  }
+  void do_add_bias(Tensor& x, const Tensor& bias) override { cpu::add_bias(pool_, x, bias); }
+  void do_gelu(const Tensor& x, const Tensor& bias, Gelu kind, Tensor& out) override {
+    cpu::gelu(pool_, x, bias, kind, out);
+  }
+  void do_add_position_embedding(const Tensor& table, const VisionPlan& plan, Tensor& x) override {
+    cpu::add_position_embedding(pool_, table, plan, x);
+  }
+  void do_rotary_embedding(Tensor& x, const VisionPlan& plan) override { cpu::rotary_embedding(pool_, x, plan); }
+  void do_segment_attention(const Tensor& q, const Tensor& k, const Tensor& v, const VisionPlan& plan, float scale,
+                            Tensor& out) override {
+    cpu::segment_attention(pool_, q, k, v, plan, scale, out);
+  }
 
  private:
   ThreadPool pool_;
   int64_t fused_projection_rows_;
   DType recurrent_state_dtype_;
+  bool int4_weights_;
 };
 
 }  // namespace

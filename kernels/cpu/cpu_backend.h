@@ -23,6 +23,10 @@ struct CpuBackendOptions {
   int64_t fused_projection_rows = 0;
   // Backend::recurrent_state_dtype: f32 or bf16 (anything else is refused by make_cpu_backend).
   DType recurrent_state_dtype = DType::f32;
+  // Backend::int4_weights: upload takes 4-bit weights (codes and groups) and widens them to f32
+  // itself, where the loader otherwise dequantises them first: the same values either way.
+  // Off by default; tests turn it on to check the loading path of a GPU that keeps them.
+  bool int4_weights = false;
 };
 
 std::unique_ptr<Backend> make_cpu_backend(CpuBackendOptions options = {});

@@ -42,5 +42,12 @@ void gated_delta_rule(ThreadPool& pool, const Tensor& qkv, const Tensor& a, cons
                       Tensor& out);
 void gated_rms_norm(ThreadPool& pool, const Tensor& x, const Tensor& z, const Tensor& weight,
                     float eps, Tensor& out);
+void layer_norm(ThreadPool& pool, const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out);
+void add_bias(ThreadPool& pool, Tensor& x, const Tensor& bias);
+void gelu(ThreadPool& pool, const Tensor& x, const Tensor& bias, Backend::Gelu kind, Tensor& out);
+void add_position_embedding(ThreadPool& pool, const Tensor& table, const VisionPlan& plan, Tensor& x);
+void rotary_embedding(ThreadPool& pool, Tensor& x, const VisionPlan& plan);
+void segment_attention(ThreadPool& pool, const Tensor& q, const Tensor& k, const Tensor& v, const VisionPlan& plan,
+                       float scale, Tensor& out);
 
 }  // namespace ds::kernels::cpu

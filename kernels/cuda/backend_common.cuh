@@ -93,6 +93,11 @@ void launch_dependent(const char* name, void (*kernel)(Params...), dim3 grid, di
              name);
 }
 
+// Row r's position for rotary frequency i (RopePositions in backend_ops.h).
+__device__ __forceinline__ float rope_position(const RopePositions& p, int64_t row, int i) {
+  return static_cast<float>(p.mrope ? p.mrope[3 * row + p.axis[i]] : p.positions[row]);
+}
+
 __device__ __forceinline__ float silu_f(float x) { return x / (1.0f + expf(-x)); }
 __device__ __forceinline__ float sigmoid_f(float x) { return 1.0f / (1.0f + expf(-x)); }
 

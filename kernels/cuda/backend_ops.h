@@ -181,6 +181,38 @@ void dequantize_fp8_bf16(const Fp8Weight& w, int64_t N, int64_t K, uint16_t* out
 void quantize_rows_fp8(const uint16_t* x, int64_t M, int64_t K, uint8_t* codes, float* scales, int64_t scale_row_stride,
                        int64_t scale_col_stride, Stream stream);
 
+// ---- int4_gemm.cu
+// A 4-bit weight [N, K] on the device (kernels::Int4Groups): codes half a byte each, each row's
+// chunks of 128 columns in the kernels' order (repack_int4), f32 scales and u8 zeros [N, K /
+// group_size], and the input column of each stored column (perm [K]) or null for the identity.
+struct Int4Weight {
+  const uint8_t* codes = nullptr;
+  const float* scales = nullptr;
+  const uint8_t* zeros = nullptr;
+  int64_t group_size = 0;
+  const int32_t* perm = nullptr;
+};
+// What the device layout holds: K a multiple of 128 and group sizes of 32, 64 or a multiple of
+// 128 that divide K (every group of a released checkpoint); the backend keeps other int4
+// weights as bf16.
+bool int4_layout_supported(int64_t K, int64_t group_size);
+// In place: the host form (column k at nibble k % 2 of byte k / 2 of its row) to the kernels'
+// order. Queued on stream (not as a dependent launch: it runs at upload).
+void repack_int4(uint8_t* codes, int64_t N, int64_t K, Stream stream);
+// The decode GEMMs over 4-bit weights, decoded in registers: out [M, N] (+)= x [M, K] · wᵀ, x
+// bf16, f32 out, 1 to kSkinnyInt4MaxRows rows (the x rows in up to 8 column tiles of
+// mma.m16n8k16, so the weights are streamed once).
+inline constexpr int64_t kSkinnyInt4MaxRows = 64;
+bool skinny_gemm_int4_supported(int64_t M);
+void skinny_gemm_int4(const Int4Weight& w, const uint16_t* x, int64_t M, int64_t N, int64_t K, float* out,
+                      bool accumulate, Stream stream);
+// gemv_swiglu_bf16 over a 4-bit [gate; up] weight on that kernel.
+void skinny_swiglu_int4(const Int4Weight& w, const uint16_t* x, int64_t inter, int64_t K, void* act, DType act_type,
+                        Stream stream);
+// out [N, K] bf16 in input column order = scale * (code - zero) (rounded to nearest even):
+// what cuBLAS reads for larger steps.
+void dequantize_int4_bf16(const Int4Weight& w, int64_t N, int64_t K, uint16_t* out, Stream stream);
+
 // ---- norms.cu
 // Zero-centred RMSNorm over rows of d: out = x * rsqrt(mean(x²) + eps) * (1 + w). x and out f32
 // or bf16 (may alias when of one type); w f32 [d].
@@ -191,18 +223,66 @@ void gated_rms_norm(const float* x, const float* z, const float* w, int64_t rows
                     DType out_type, Stream stream);
 
 // ---- rope.cu
-// In-place partial rotate-half RoPE on x [rows, heads, d] at positions[row]; inv_freq [rotary/2];
+// Where RoPE reads a row's position: positions[row]; with M-RoPE (mrope not null: the plan's
+// (t, h, w) per row, kernels/batch_plan.h) frequency i of row r reads mrope[3 r + axis[i]].
+struct RopePositions {
+  const int32_t* positions = nullptr;
+  const int32_t* mrope = nullptr;
+  const uint8_t* axis = nullptr;  // [rotary / 2]: 0 t, 1 h, 2 w
+};
+// In-place partial rotate-half RoPE on x [rows, heads, d] at each row's position; inv_freq [rotary/2];
 // the rotated pairs scaled by `scale` (RopeParams::attention_scaling).
-void rope(float* x, const int32_t* positions, int64_t rows, int64_t heads, int64_t d, int64_t rotary,
+void rope(float* x, const RopePositions& positions, int64_t rows, int64_t heads, int64_t d, int64_t rotary,
           const float* inv_freq, float scale, Stream stream);
 // The attention block's q/k preparation in one launch: q = rope(rms_norm(query half of qg, q_norm)),
 // gate = gate half of qg, k = rope(rms_norm(k, k_norm)) in place. qg [rows, nq, 2d], q and gate
 // [rows, nq, d], k [rows, nkv, d], all f32; d a multiple of 32, at most 1024.
 bool qk_norm_rope_supported(int64_t d);
 void qk_norm_rope(const float* qg, float* q, float* gate, float* k, const float* q_norm, const float* k_norm,
-                  const int32_t* positions, int64_t rows, int64_t nq, int64_t nkv, int64_t d, float eps,
+                  const RopePositions& positions, int64_t rows, int64_t nq, int64_t nkv, int64_t d, float eps,
                   int64_t rotary, const float* inv_freq, float scale, Stream stream);
 
+// ---- vision_ops.cu: the vision encoder's small kernels (kernels/backend.h)
+// out = LayerNorm(x) * w + b per row of d (x f32; out f32 or bf16).
+void layer_norm(const float* x, const float* w, const float* b, int64_t rows, int64_t d, float eps, void* out,
+                DType out_type, Stream stream);
+// x [rows, d] += b [d].
+void add_bias(float* x, const float* b, int64_t rows, int64_t d, Stream stream);
+// out = GELU(x), the tanh approximation or exact (erf); out f32 or bf16.
+void gelu(const float* x, const float* bias, int64_t rows, int64_t d, bool tanh_approx, void* out, DType out_type,
+          Stream stream);
+// x[r] += sum_t weights[r, t] * table[idx[r, t]] (table f32 or bf16 [*, d]).
+void add_position_embedding(const void* table, DType table_type, const int32_t* idx, const float* weights, int64_t rows,
+                            int64_t taps, int64_t d, float* x, Stream stream);
+// In-place rotate-half over whole heads of x [rows, heads, 2 half] with per-row cos / sin [rows, half].
+void rotary_embedding(float* x, const float* cos, const float* sin, int64_t rows, int64_t heads, int64_t half,
+                      Stream stream);
+// ---- segment_attention.cu, segment_attention_tc.cu
+// Non-causal attention within segments [offsets[s], offsets[s + 1]) (device, n_segments + 1
+// entries). d up to 128.
+// segment_attention: the f32 kernel (the f32-weight reference mode) for q, k, v [rows, heads, d]
+// f32; out f32 or bf16.
+bool segment_attention_supported(int64_t d);
+void segment_attention(const float* q, const float* k, const float* v, const int64_t* offsets, int64_t n_segments,
+                       int64_t rows, int64_t heads, int64_t d, float scale, void* out, DType out_type, Stream stream);
+// segment_attention_tc: the tensor-core kernel (bf16 Q, K, V and P, f32 accumulation) for a
+// bf16 out [rows, heads, d]. Its inputs are f32 column blocks [rows, heads * d] with row stride
+// ld (separate tensors, or the thirds of the vision block's fused QKV projection), to which it
+// first adds `bias` [3, heads * d] (if not null) and applies the rotary embedding of
+// rotary_embedding (cos, sin [rows, d / 2], if not null) to q and k, in its pass that packs
+// them to bf16 into `scratch` (segment_attention_tc_scratch_bytes).
+struct SegmentOperands {
+  const float* q = nullptr;
+  const float* k = nullptr;
+  const float* v = nullptr;
+  int64_t ld = 0;
+  const float* bias = nullptr;
+  const float* cos = nullptr;
+  const float* sin = nullptr;
+};
+int64_t segment_attention_tc_scratch_bytes(int64_t rows, int64_t heads, int64_t d);
+void segment_attention_tc(const SegmentOperands& in, const int64_t* offsets, int64_t n_segments, int64_t rows,
+                          int64_t heads, int64_t d, float scale, void* scratch, void* out, Stream stream);
 // ---- conv1d.cu
 // Depthwise causal conv1d + SiLU per sequence from its conv state [slots, layers, C, kc-1],
 // leaving the last kc-1 inputs there. x, out [rows, C] f32, w [C, kc] f32. For the sequences

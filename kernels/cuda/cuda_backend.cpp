@@ -3,16 +3,19 @@
 // only this backend's own limits.
 #include "kernels/cuda/cuda_backend.h"
 
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "kernels/common/half.h"
+#include "kernels/int4.h"
 #include "kernels/cuda/backend_ops.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_context.h"
@@ -21,6 +24,7 @@
 #include "kernels/cuda/gemm_chooser.h"
 #include "kernels/cuda/cuda_graphs.h"
 #include "kernels/cuda/cuda_plan.h"
+#include "kernels/cuda/cuda_vision_plan.h"
 
 namespace ds::cuda {
 namespace {
@@ -39,6 +43,12 @@ using kernels::Tensor;
 const CudaBatchPlan& cuda_plan(const BatchPlan& plan, const char* op) {
   const auto* p = dynamic_cast<const CudaBatchPlan*>(&plan);
   if (!p) fail(op, "the plan was not made by this backend");
+  return *p;
+}
+
+const CudaVisionPlan& cuda_plan(const kernels::VisionPlan& plan, const char* op) {
+  const auto* p = dynamic_cast<const CudaVisionPlan*>(&plan);
+  if (!p) fail(op, "the vision plan was not made by this backend");
   return *p;
 }
 
@@ -89,9 +99,13 @@ class CudaBackend final : public kernels::Backend {
   // FP8 weights stay FP8 (fp8_gemm.cu reads them) unless the options say otherwise; never in
   // the f32 reference mode.
   bool fp8_weights() const override { return options_.fp8_weights && !options_.f32_weights; }
+  // 4-bit weights stay 4-bit (int4_gemm.cu reads them) unless the options say otherwise;
+  // never in the f32 reference mode.
+  bool int4_weights() const override { return options_.int4_weights && !options_.f32_weights; }
 
   Tensor upload(const HostTensor& src) override {
     if (src.dtype == DType::fp8_e4m3) return upload_fp8(src);
+    if (src.dtype == DType::int4) return upload_int4(src);
     if (src.dtype != DType::f32 && src.dtype != DType::bf16 && src.dtype != DType::f16)
       fail("upload", "cannot load " + std::string(dtype_name(src.dtype)) + " weights");
     const int64_t n = src.shape.numel();
@@ -139,9 +153,51 @@ class CudaBackend final : public kernels::Backend {
     return Tensor(std::move(storage), p, src.shape, dev_scales);
   }
 
+  // Codes, scales, zeros and permutation in one allocation (each part 256-byte aligned); the
+  // codes rearranged on the device into the kernels' order (int4_gemm.cu). A weight the
+  // kernels' layout does not hold (K not a multiple of 128, an odd group size) is stored as
+  // bf16 values instead.
+  Tensor upload_int4(const HostTensor& src) {
+    const kernels::Int4Groups& hg = src.int4;
+    if (!int4_weights() || src.shape.rank() != 2 || !hg.scales || !hg.zeros || hg.group_size <= 0 ||
+        src.shape[1] % hg.group_size != 0)
+      fail("upload", "int4 weights need a 2-D shape with groups and a backend that keeps them");
+    const int64_t n = src.shape[0], k = src.shape[1], groups = n * (k / hg.group_size);
+    if (!ops::int4_layout_supported(k, hg.group_size)) {
+      std::vector<float> values(static_cast<size_t>(n * k));
+      dequantize_int4_rows(src, 0, n, values.data());
+      return upload(HostTensor{DType::f32, src.shape, values.data()});
+    }
+    const auto padded = [](int64_t b) { return (b + 255) / 256 * 256; };
+    const int64_t code_bytes = padded(n * k / 2), scale_bytes = padded(groups * 4), zero_bytes = padded(groups);
+    const int64_t perm_bytes = hg.perm ? k * 4 : 0;
+    auto* p = static_cast<unsigned char*>(ctx_.malloc_device(static_cast<size_t>(code_bytes + scale_bytes + zero_bytes + perm_bytes),
+                                                             "an int4 weight " + src.shape.str()));
+    std::shared_ptr<void> storage(p, [](void* q) { cudaFree(q); });
+    cudaStream_t s = ctx_.stream();
+    const auto copy = [&](int64_t at, const void* from, int64_t bytes) {
+      ops::check_cuda(cudaMemcpyAsync(p + at, from, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, s), "upload: cudaMemcpy");
+    };
+    copy(0, src.data, n * k / 2);
+    copy(code_bytes, hg.scales, groups * 4);
+    copy(code_bytes + scale_bytes, hg.zeros, groups);
+    if (hg.perm) copy(code_bytes + scale_bytes + zero_bytes, hg.perm, perm_bytes);
+    ops::repack_int4(p, n, k, ops::Stream{s, false});
+    ops::check_cuda(cudaStreamSynchronize(s), "upload");
+    const kernels::Int4Groups dev{reinterpret_cast<const float*>(p + code_bytes), p + code_bytes + scale_bytes, hg.group_size,
+                                  hg.perm ? reinterpret_cast<const int32_t*>(p + code_bytes + scale_bytes + zero_bytes) : nullptr};
+    return Tensor(std::move(storage), p, src.shape, dev);
+  }
+
   std::unique_ptr<BatchPlan> plan(const kernels::BatchDesc& desc) override {
     auto p = std::make_unique<CudaBatchPlan>(desc, uploader_, ctx_.stream(), ++generation_);
     after("plan");
+    return p;
+  }
+
+  std::unique_ptr<kernels::VisionPlan> plan_vision(const kernels::VisionBatchDesc& desc) override {
+    auto p = std::make_unique<CudaVisionPlan>(desc, ctx_);
+    after("plan_vision");
     return p;
   }
 
@@ -235,6 +291,14 @@ class CudaBackend final : public kernels::Backend {
     after("gemm");
   }
 
+  void do_gemm_bias(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out, bool accumulate) override {
+    if (!run_gemm_bias(ctx_, options_.paths, x, w, bias, out, accumulate)) {
+      kernels::Backend::do_gemm_bias(x, w, bias, out, accumulate);
+      return;
+    }
+    after("gemm_bias");
+  }
+
   void do_swiglu(const Tensor& gate_up, Tensor& out) override {
     ops::swiglu(gate_up.data_as<const float>(), gate_up.dim(0), gate_up.dim(1) / 2, out.data(), out.dtype(),
                 ctx_.stream());
@@ -243,8 +307,9 @@ class CudaBackend final : public kernels::Backend {
 
   // The step's GEMM kernel (gemm_chooser.h) decides. One row (batch-1 decode): the gate and up
   // rows in one kernel that writes the SwiGLU product (the weight-streaming kernel, or FP8's
-  // GEMV or tensor-core kernel); steps on cuBLAS or the block-scaled FP8 GEMM: the product in
-  // bf16, then the elementwise kernel; otherwise the GEMM (f32 out) and the elementwise kernel.
+  // GEMV or tensor-core kernel, or the 4-bit kernel); steps on cuBLAS, the block-scaled FP8
+  // GEMM or dequantised 4-bit tiles: the product in bf16, then the elementwise kernel;
+  // otherwise the GEMM (f32 out) and the elementwise kernel.
   void do_gate_up_swiglu(const Tensor& x, const Tensor& w, Tensor& scratch, Tensor& out) override {
     const GemmKernel kernel = choose_gemm(gemm_shape(x, w), options_.paths);
     const bool bf16_row = x.dim(0) == 1 && x.dtype() == DType::bf16;
@@ -275,6 +340,10 @@ class CudaBackend final : public kernels::Backend {
         done = true;
         break;
       }
+      case GemmKernel::skinny_int4:
+      case GemmKernel::int4_dequant_tiles:
+        done = run_gate_up_swiglu_int4(ctx_, kernel, x, w, scratch, out);
+        break;
       case GemmKernel::skinny_bf16:
       case GemmKernel::fp8_dequant_tiles:
         break;
@@ -307,7 +376,7 @@ class CudaBackend final : public kernels::Backend {
   void do_rope(Tensor& x, const BatchPlan& plan, const RopeParams& params) override {
     const auto& p = cuda_plan(plan, "rope");
     const int64_t r = params.rotary_dim;
-    ops::rope(x.data_as<float>(), p.d_positions, x.dim(0), x.dim(1), x.dim(2), r, inv_freq(params),
+    ops::rope(x.data_as<float>(), rope_positions(p, params), x.dim(0), x.dim(1), x.dim(2), r, inv_freq(params),
               params.attention_scaling, ctx_.stream());
     after("rope");
   }
@@ -322,8 +391,8 @@ class CudaBackend final : public kernels::Backend {
     const auto& p = cuda_plan(plan, "prepare_qk");
     const int64_t r = params.rotary_dim;
     ops::qk_norm_rope(qg.data_as<const float>(), q.data_as<float>(), gate.data_as<float>(), k.data_as<float>(),
-                      q_norm.data_as<const float>(), k_norm.data_as<const float>(), p.d_positions, rows, nq, k.dim(1), d,
-                      eps, r, inv_freq(params), params.attention_scaling, ctx_.stream());
+                      q_norm.data_as<const float>(), k_norm.data_as<const float>(), rope_positions(p, params), rows, nq,
+                      k.dim(1), d, eps, r, inv_freq(params), params.attention_scaling, ctx_.stream());
     after("prepare_qk");
   }
 
@@ -407,7 +476,84 @@ class CudaBackend final : public kernels::Backend {
     after("gated_rms_norm");
   }
 
+  // ---- the vision encoder (vision_ops.cu, segment_attention.cu)
+
+  void do_layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out) override {
+    ops::layer_norm(x.data_as<const float>(), weight.data_as<const float>(), bias.data_as<const float>(), x.dim(0),
+                    x.dim(1), eps, out.data(), out.dtype(), ctx_.stream());
+    after("layer_norm");
+  }
+
+  void do_add_bias(Tensor& x, const Tensor& bias) override {
+    ops::add_bias(x.data_as<float>(), bias.data_as<const float>(), x.dim(0), x.dim(1), ctx_.stream());
+    after("add_bias");
+  }
+
+  void do_gelu(const Tensor& x, const Tensor& bias, Gelu kind, Tensor& out) override {
+    ops::gelu(x.data_as<const float>(), bias.data_as<const float>(), x.dim(0), x.dim(1), kind == Gelu::tanh, out.data(),
+              out.dtype(), ctx_.stream());
+    after("gelu");
+  }
+
+  void do_add_position_embedding(const Tensor& table, const kernels::VisionPlan& plan, Tensor& x) override {
+    const auto& p = cuda_plan(plan, "add_position_embedding");
+    ops::add_position_embedding(table.data(), table.dtype(), p.d_pos_index, p.d_pos_weight, p.num_rows(), p.taps(),
+                                x.dim(1), x.data_as<float>(), ctx_.stream());
+    after("add_position_embedding");
+  }
+
+  void do_rotary_embedding(Tensor& x, const kernels::VisionPlan& plan) override {
+    const auto& p = cuda_plan(plan, "rotary_embedding");
+    ops::rotary_embedding(x.data_as<float>(), p.d_cos, p.d_sin, x.dim(0), x.dim(1), p.rope_half(), ctx_.stream());
+    after("rotary_embedding");
+  }
+
+  void do_segment_attention(const Tensor& q, const Tensor& k, const Tensor& v, const kernels::VisionPlan& plan,
+                            float scale, Tensor& out) override {
+    const char* op = "segment_attention";
+    const auto& p = cuda_plan(plan, op);
+    if (!ops::segment_attention_supported(q.dim(2))) fail(op, "head size " + std::to_string(q.dim(2)) + " above 128");
+    const int64_t rows = q.dim(0), heads = q.dim(1), d = q.dim(2);
+    if (out.dtype() == DType::bf16) {
+      const ops::SegmentOperands in{.q = q.data_as<const float>(), .k = k.data_as<const float>(),
+                                    .v = v.data_as<const float>(), .ld = heads * d};
+      ops::segment_attention_tc(in, p.d_offsets, p.num_segments(), rows, heads, d, scale,
+                                segment_scratch(rows, heads, d), out.data(), ctx_.stream());
+    } else {
+      ops::segment_attention(q.data_as<const float>(), k.data_as<const float>(), v.data_as<const float>(), p.d_offsets,
+                             p.num_segments(), rows, heads, d, scale, out.data(), out.dtype(), ctx_.stream());
+    }
+    after(op);
+  }
+
+  // bf16 out: one pass adds the bias, rotates q and k and packs them for the tensor-core kernel
+  // (no split of the projection, no separate bias and rotary passes). The f32 reference mode
+  // takes the steps one by one.
+  void do_qkv_segment_attention(Tensor& qkv, const Tensor& bias, const kernels::VisionPlan& plan, float scale,
+                                Tensor& scratch, Tensor& out) override {
+    const char* op = "qkv_segment_attention";
+    const int64_t rows = out.dim(0), heads = out.dim(1), d = out.dim(2), c = heads * d;
+    if (out.dtype() != DType::bf16 || !ops::segment_attention_supported(d)) {
+      kernels::Backend::do_qkv_segment_attention(qkv, bias, plan, scale, scratch, out);
+      return;
+    }
+    const auto& p = cuda_plan(plan, op);
+    const auto* x = qkv.data_as<const float>();
+    const ops::SegmentOperands in{.q = x, .k = x + c, .v = x + 2 * c, .ld = 3 * c, .bias = bias.data_as<const float>(),
+                                  .cos = p.d_cos, .sin = p.d_sin};
+    // The packed bf16 Q, K, V fit in the caller's f32 scratch for any head size from 8 up.
+    const bool fits = ops::segment_attention_tc_scratch_bytes(rows, heads, d) <= scratch.numel() * 4;
+    ops::segment_attention_tc(in, p.d_offsets, p.num_segments(), rows, heads, d, scale,
+                              fits ? scratch.data() : segment_scratch(rows, heads, d), out.data(), ctx_.stream());
+    after(op);
+  }
+
  private:
+  void* segment_scratch(int64_t rows, int64_t heads, int64_t d) {
+    return ctx_.scratch(Scratch::segment_operands,
+                        static_cast<size_t>(ops::segment_attention_tc_scratch_bytes(rows, heads, d)));
+  }
+
   static float element(const HostTensor& src, const unsigned char* bytes, int64_t i) {
     if (src.dtype == DType::f32) {
       float f;
@@ -430,6 +576,30 @@ class CudaBackend final : public kernels::Backend {
     if (e != cudaSuccess) throw std::runtime_error(std::string("cuda backend: ") + op + ": " + cudaGetErrorString(e));
   }
 
+  // Where RoPE reads the step's positions: the plan's, and with M-RoPE its per-row (t, h, w)
+  // and each frequency's axis (interleaved sections, backend.h), uploaded once per sections.
+  ops::RopePositions rope_positions(const CudaBatchPlan& p, const RopeParams& params) {
+    ops::RopePositions rp{p.d_positions};
+    if (!p.d_mrope) return rp;
+    const int64_t half = params.rotary_dim / 2;
+    const auto key = std::make_pair(half, params.mrope_section);
+    auto it = mrope_axis_.find(key);
+    if (it == mrope_axis_.end()) {
+      std::vector<uint8_t> axis(static_cast<size_t>(half), 0);
+      for (int64_t i = 0; i < half; ++i) {
+        if (i % 3 == 1 && i < 3 * params.mrope_section[1]) axis[static_cast<size_t>(i)] = 1;
+        if (i % 3 == 2 && i < 3 * params.mrope_section[2]) axis[static_cast<size_t>(i)] = 2;
+      }
+      auto* d = static_cast<uint8_t*>(ctx_.malloc_device(axis.size(), "the M-RoPE axis table"));
+      std::shared_ptr<void> keep(d, [](void* q) { cudaFree(q); });
+      ops::check_cuda(cudaMemcpy(d, axis.data(), axis.size(), cudaMemcpyHostToDevice), "M-RoPE axis table");
+      it = mrope_axis_.emplace(key, std::move(keep)).first;
+    }
+    rp.mrope = p.d_mrope;
+    rp.axis = static_cast<const uint8_t*>(it->second.get());
+    return rp;
+  }
+
   // The RoPE frequencies (kernels::rope_frequencies, the CPU backend's), uploaded once per
   // table: a recorded step keeps pointing at the same upload.
   const float* inv_freq(const RopeParams& params) {
@@ -448,6 +618,7 @@ class CudaBackend final : public kernels::Backend {
   bool sync_;
   uint64_t generation_ = 0;
   std::map<std::vector<float>, Tensor> inv_freq_;
+  std::map<std::pair<int64_t, std::array<int64_t, 3>>, std::shared_ptr<void>> mrope_axis_;
 };
 
 }  // namespace

@@ -3,8 +3,10 @@
 // Weights are uploaded once: matrices (the GEMM weights and the embedding table) in bf16, the
 // small vectors and the conv filters in f32 (widened exactly); FP8 weights (fp8_weights())
 // stay e4m3 with their f32 block scales, read by fp8_gemm.cu's decode kernels and
-// dequantised to bf16 tiles for cuBLAS in larger steps. Activations are f32 except the
-// GEMM inputs, which are bf16 (activation_dtype()), so the norms, the SwiGLU, the attention
+// dequantised to bf16 tiles for cuBLAS in larger steps; 4-bit weights (int4_weights()) stay
+// codes with their group scales and zeros, read the same way by int4_gemm.cu (or kept as bf16
+// values where its layout does not hold the shape). Activations are f32 except the GEMM
+// inputs, which are bf16 (activation_dtype()), so the norms, the SwiGLU, the attention
 // and the gated norm write what cuBLAS reads; GEMMs accumulate in fp32. K/V pools are bf16 by
 // default, or f16, Q8_0 or Q4_0 (kv_dtype; ggml's 32-element blocks with an f16 scale, written
 // by the K/V write as rows arrive, read directly by the decode kernel and widened to bf16 by
@@ -43,6 +45,10 @@ struct CudaBackendOptions {
   // the memory back but runs steps of more than 8-16 rows at bf16's speed (see
   // docs/bench-log, "FP8 weights on the H200"). Ignored with f32_weights.
   bool fp8_weights = true;
+  // 4-bit weights (GPTQ / AWQ checkpoints) stay 4-bit in device memory (int4_gemm.cu reads
+  // them). false: the loader dequantises them to bf16 (the benchmarks' baseline of the same
+  // weights in bf16). Ignored with f32_weights.
+  bool int4_weights = true;
   bool sync_each_op = false;
   // Element type of both K/V pools: bf16, f16, q8_0 or q4_0 (the quantised types need a head
   // dim that is a multiple of 32). Anything else is refused by make_cuda_backend.
@@ -74,6 +80,11 @@ struct CudaBackendOptions {
     // Those block-scaled GEMMs of up to 64 rows on the tile shapes chosen for decode steps
     // (fp8_block_gemm.cpp, decode_tile); false: cuBLASLt's heuristic's choice.
     bool fp8_decode_tiles = true;
+    // 4-bit-weight GEMMs of up to this many rows (at most ops::kSkinnyInt4MaxRows = 64) by
+    // int4_gemm.cu's kernel, which reads the codes directly (one-row steps when gemv, the
+    // others when skinny_gemm); larger ones by cuBLAS over the weight dequantised to bf16
+    // tiles in scratch (choose_gemm decides; cuda_gemm_int4.cpp runs them).
+    int64_t int4_skinny_rows = 64;
     // Backend::fused_projection_rows (0: never): steps this small run a layer's stacked
     // projections as one GEMM, which saves the launch latency of the small ones.
     int64_t fused_projection_rows = 128;

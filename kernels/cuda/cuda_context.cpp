@@ -7,6 +7,7 @@
 
 #include "kernels/cuda/backend_ops.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/bias_gemm.h"
 #include "kernels/cuda/fp8_block_gemm.h"
 
 namespace ds::cuda {
@@ -52,6 +53,7 @@ CudaContext::CudaContext(int device, bool chained_launches) : device_(device), c
 CudaContext::~CudaContext() {
   if (stream_) cudaStreamSynchronize(stream_);
   fp8_block_gemm_.reset();
+  bias_gemm_.reset();
   for (void* p : scratch_)
     if (p) cudaFree(p);
   if (cublas_) cublasDestroy(cublas_);
@@ -62,6 +64,11 @@ CudaContext::~CudaContext() {
 Fp8BlockGemm& CudaContext::fp8_block_gemm() {
   if (!fp8_block_gemm_) fp8_block_gemm_ = std::make_unique<Fp8BlockGemm>(stream_, cublas_workspace_, kCublasWorkspace);
   return *fp8_block_gemm_;
+}
+
+BiasGemm& CudaContext::bias_gemm() {
+  if (!bias_gemm_) bias_gemm_ = std::make_unique<BiasGemm>(stream_, cublas_workspace_, kCublasWorkspace);
+  return *bias_gemm_;
 }
 
 void* CudaContext::malloc_device(size_t bytes, const std::string& what) {

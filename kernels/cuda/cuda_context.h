@@ -18,6 +18,7 @@
 
 namespace ds::cuda {
 
+class BiasGemm;
 class Fp8BlockGemm;
 
 // Scratch slots (one buffer each; a slot's contents do not outlive the op that fills it).
@@ -27,6 +28,7 @@ enum class Scratch : int {
   gemm_weight,  // a tile of an FP8 weight dequantised to bf16 for cuBLAS
   fp8_activations,  // x quantised to e4m3 with its scales for the block-scaled FP8 GEMM
   deltanet_chunks,   // chunked DeltaNet scratch
+  segment_operands,  // the vision attention's Q, K and V packed to bf16
   count
 };
 
@@ -44,6 +46,8 @@ class CudaContext {
   // cuBLASLt's block-scaled FP8 GEMM on this stream (created on first use; shares the cuBLAS
   // workspace, which the stream's order keeps from being used twice at once).
   Fp8BlockGemm& fp8_block_gemm();
+  // cuBLASLt's bf16 GEMM with the bias epilogue, likewise.
+  BiasGemm& bias_gemm();
 
   // At least `bytes` of device memory for slot s (contents undefined after growth).
   void* scratch(Scratch s, size_t bytes);
@@ -64,6 +68,7 @@ class CudaContext {
   cublasHandle_t cublas_ = nullptr;
   void* cublas_workspace_ = nullptr;
   std::unique_ptr<Fp8BlockGemm> fp8_block_gemm_;
+  std::unique_ptr<BiasGemm> bias_gemm_;
   std::array<void*, static_cast<size_t>(Scratch::count)> scratch_{};
   std::array<size_t, static_cast<size_t>(Scratch::count)> scratch_size_{};
   uint64_t scratch_reallocations_ = 0;

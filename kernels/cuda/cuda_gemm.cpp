@@ -1,13 +1,14 @@
-// GEMM of the CUDA backend: the kernel choose_gemm picks (gemm_chooser.h), run. cuBLAS takes
-// bf16 operands and accumulates in fp32 into an f32 output (beta = 1 is the fused residual
-// add); row-major [M, K] x and [N, K] W are column-major [K, M] and [K, N], so out
-// (column-major [N, M]) = op_T(W) · x.
+// GEMM of the CUDA backend: the kernel choose_gemm picks (gemm_chooser.h), run; 4-bit
+// weights' kernels in cuda_gemm_int4.cpp. cuBLAS takes bf16 operands and accumulates in fp32
+// into an f32 output (beta = 1 is the fused residual add); row-major [M, K] x and [N, K] W
+// are column-major [K, M] and [K, N], so out (column-major [N, M]) = op_T(W) · x.
 #include <algorithm>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
 
 #include "kernels/cuda/backend_ops.h"
+#include "kernels/cuda/bias_gemm.h"
 #include "kernels/cuda/cuda_gemm.h"
 #include "kernels/cuda/fp8_block_gemm.h"
 #include "kernels/cuda/gemm_chooser.h"
@@ -138,6 +139,10 @@ void run_gemm(CudaContext& ctx, const CudaBackendOptions::KernelPaths& paths, co
     case GemmKernel::fp8_dequant_tiles:
       run_gemm_fp8(ctx, paths, kernel, static_cast<const uint16_t*>(xp), w, M, out, accumulate);
       return;
+    case GemmKernel::skinny_int4:
+    case GemmKernel::int4_dequant_tiles:
+      run_gemm_int4(ctx, kernel, static_cast<const uint16_t*>(xp), w, M, out, accumulate);
+      return;
     case GemmKernel::gemv_bf16:
       ops::gemv_bf16(w.data_as<const uint16_t>(), static_cast<const uint16_t*>(xp), M, N, K, out.data_as<float>(),
                      accumulate, ctx.stream());
@@ -154,6 +159,20 @@ void run_gemm(CudaContext& ctx, const CudaBackendOptions::KernelPaths& paths, co
   check_cublas(cublasGemmEx(ctx.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, w.data(), type, k, xp, type, k,
                             &beta, out.data(), CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                "gemm", "cublasGemmEx");
+}
+
+bool run_gemm_bias(CudaContext& ctx, const CudaBackendOptions::KernelPaths& paths, const kernels::Tensor& x,
+                   const kernels::Tensor& w, const kernels::Tensor& bias, kernels::Tensor& out, bool accumulate) {
+  const int64_t M = x.dim(0), K = x.dim(1), N = w.dim(0);
+  if (w.dtype() != DType::bf16 || choose_gemm(gemm_shape(x, w), paths) != GemmKernel::cublas) return false;
+  const auto* xp = static_cast<const uint16_t*>(x.data());
+  if (x.dtype() == DType::f32) {
+    auto* tmp = static_cast<uint16_t*>(ctx.scratch(Scratch::gemm_input, static_cast<size_t>(M * K) * 2));
+    ops::to_bf16(x.data_as<const float>(), tmp, M * K, ctx.stream());
+    xp = tmp;
+  }
+  return ctx.bias_gemm().matmul(w.data_as<const uint16_t>(), xp, bias.data_as<const float>(), M, N, K,
+                                out.data_as<float>(), accumulate);
 }
 
 bool run_gate_up_swiglu_tiled(CudaContext& ctx, const kernels::Tensor& x, const kernels::Tensor& w,

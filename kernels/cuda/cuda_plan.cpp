@@ -67,6 +67,10 @@ CudaBatchPlan::CudaBatchPlan(const kernels::BatchDesc& desc, PlanUploader& uploa
   for (int64_t p : positions())
     if (p > std::numeric_limits<int32_t>::max() - 1)
       throw std::invalid_argument("forward batch: position beyond the cuda backend's 32-bit positions");
+  for (const auto* list : {&rope_positions(), &mrope_positions()})
+    for (int64_t p : *list)
+      if (p < std::numeric_limits<int32_t>::min() || p > std::numeric_limits<int32_t>::max())
+        throw std::invalid_argument("forward batch: RoPE position beyond the cuda backend's 32-bit positions");
 
   for (int32_t id : block_ids()) max_block_id = std::max(max_block_id, id);
   for (const Seq& s : sq) table_stride = std::max<int32_t>(table_stride, static_cast<int32_t>(s.n_blocks));
@@ -129,12 +133,13 @@ CudaBatchPlan::CudaBatchPlan(const kernels::BatchDesc& desc, PlanUploader& uploa
   const size_t n_row_table = multi_row ? static_cast<size_t>(n_decode) : 0;
   const size_t o_dtable = place(n_row_table * static_cast<size_t>(table_stride) * 4);
   const size_t o_dlens = place(n_row_table * 4);
+  const size_t o_mrope = place(mrope_positions().size() * 4);
   const size_t total = std::max<size_t>(off, 16);
 
   uint8_t* h = uploader.stage(total, stream);
   std::memcpy(h + o_tok, token_ids().data(), static_cast<size_t>(rows) * 4);
   auto* pos = reinterpret_cast<int32_t*>(h + o_pos);
-  for (int64_t r = 0; r < rows; ++r) pos[r] = static_cast<int32_t>(positions()[static_cast<size_t>(r)]);
+  for (int64_t r = 0; r < rows; ++r) pos[r] = static_cast<int32_t>(rope_positions()[static_cast<size_t>(r)]);
   std::memcpy(h + o_kv, kv_slots().data(), static_cast<size_t>(rows) * 8);
   auto* lr = reinterpret_cast<int32_t*>(h + o_logit);
   for (size_t i = 0; i < logit_rows().size(); ++i) lr[i] = static_cast<int32_t>(logit_rows()[i]);
@@ -167,6 +172,9 @@ CudaBatchPlan::CudaBatchPlan(const kernels::BatchDesc& desc, PlanUploader& uploa
     std::memcpy(h + o_dlens, decode_lens.data(), decode_lens.size() * 4);
   }
 
+  auto* mrope = reinterpret_cast<int32_t*>(h + o_mrope);
+  for (size_t i = 0; i < mrope_positions().size(); ++i) mrope[i] = static_cast<int32_t>(mrope_positions()[i]);
+
   uint8_t* d = uploader.upload(total, stream);
   d_token_ids = reinterpret_cast<const int32_t*>(d + o_tok);
   d_positions = reinterpret_cast<const int32_t*>(d + o_pos);
@@ -182,6 +190,7 @@ CudaBatchPlan::CudaBatchPlan(const kernels::BatchDesc& desc, PlanUploader& uploa
   d_snapshots = reinterpret_cast<const ops::DevSnapshot*>(d + o_snaps);
   d_decode_table = multi_row ? reinterpret_cast<const int32_t*>(d + o_dtable) : d_table;
   d_decode_lens = multi_row ? reinterpret_cast<const int32_t*>(d + o_dlens) : d_seq_lens;
+  d_mrope = has_mrope() ? reinterpret_cast<const int32_t*>(d + o_mrope) : nullptr;
 }
 
 }  // namespace ds::cuda

@@ -62,7 +62,7 @@ class CudaBatchPlan final : public kernels::BatchPlan {
 
   // Device copies.
   const int32_t* d_token_ids = nullptr;
-  const int32_t* d_positions = nullptr;
+  const int32_t* d_positions = nullptr;  // BatchPlan::rope_positions(): what RoPE reads without M-RoPE
   const int64_t* d_kv_slots = nullptr;
   const int32_t* d_logit_rows = nullptr;
   const ops::DevSeq* d_seqs = nullptr;
@@ -77,6 +77,8 @@ class CudaBatchPlan final : public kernels::BatchPlan {
   // and d_seq_lens themselves when every decode-path sequence has one row).
   const int32_t* d_decode_table = nullptr;
   const int32_t* d_decode_lens = nullptr;
+  // M-RoPE positions, 3 per row (BatchPlan::mrope_positions; null when the step has none).
+  const int32_t* d_mrope = nullptr;
 
   int32_t table_stride = 0;
   int32_t max_block_id = -1;              // largest block id of the step (pool bound checks)

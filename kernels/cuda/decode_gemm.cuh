@@ -227,4 +227,27 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1
 
 __device__ __forceinline__ uint32_t word(const uint4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 
+// The tensor-core decode kernels' epilogue (fp8_gemm.cu, int4_gemm.cu): sums the kWarps warps'
+// tiles c (one row tile of 16 weight rows, NT column tiles of 8 x rows) in warp order (a fixed
+// order: the result does not depend on timing) through `part` (kWarps * NT * 4 * 32 floats of
+// shared memory), then calls store(m, g, j, sum) for each sum of x row m and lane group g
+// (weight row gid = g, or g + 8 when j >= 2), spread over the block's threads.
+template <int kWarps, int NT, typename Store>
+__device__ __forceinline__ void mma_tiles_reduce(float* part, const float (&c)[NT][4], Store&& store) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+#pragma unroll
+  for (int t = 0; t < NT; ++t)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) part[(warp * NT * 4 + 4 * t + j) * 32 + lane] = c[t][j];
+  __syncthreads();
+  for (int e = threadIdx.x; e < NT * 4 * 32; e += kWarps * 32) {
+    const int q = e / 32, l = e % 32, t = q / 4, j = q % 4;
+    float sum = 0.0f;
+#pragma unroll
+    for (int v = 0; v < kWarps; ++v) sum += part[(v * NT * 4 + q) * 32 + l];
+    store(8 * t + 2 * (l & 3) + (j & 1), l >> 2, j, sum);
+  }
+  __syncthreads();
+}
+
 }  // namespace ds::cuda::ops

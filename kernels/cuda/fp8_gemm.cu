@@ -274,27 +274,6 @@ __device__ __forceinline__ void fp8_mma_rows(const Fp8Weight& w, const uint16_t*
   __syncthreads();
 }
 
-// Sums the warps' tiles of row tile r in warp order (a fixed order: the result does not
-// depend on timing) into part, then calls store(m, g, j, sum) for each sum of x row m and
-// lane group g (weight row gid = g, or g + 8 when j >= 2), spread over the block's threads.
-template <int NT, typename Store>
-__device__ __forceinline__ void fp8_mma_reduce(float* part, const float (&c)[NT][4], Store&& store) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-#pragma unroll
-  for (int t = 0; t < NT; ++t)
-#pragma unroll
-    for (int j = 0; j < 4; ++j) part[(warp * NT * 4 + 4 * t + j) * 32 + lane] = c[t][j];
-  __syncthreads();
-  for (int e = threadIdx.x; e < NT * 4 * 32; e += kMmaWarps * 32) {
-    const int q = e / 32, l = e % 32, t = q / 4, j = q % 4;
-    float sum = 0.0f;
-#pragma unroll
-    for (int v = 0; v < kMmaWarps; ++v) sum += part[(v * NT * 4 + q) * 32 + l];
-    store(8 * t + 2 * (l & 3) + (j & 1), l >> 2, j, sum);
-  }
-  __syncthreads();
-}
-
 // out [M, N] (+)= x [M, K] · wᵀ; a block owns weight rows n0..n0 + 16·RT - 1.
 template <int NT, int RT>
 __global__ void __launch_bounds__(kMmaWarps * 32, (kMinBlocks<NT, RT>)) fp8_mma_gemm_kernel(Fp8Weight w, const uint16_t* __restrict__ x, int M,
@@ -316,7 +295,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32, (kMinBlocks<NT, RT>)) fp8_mma_
   float* part = reinterpret_cast<float*>(smem);
 #pragma unroll
   for (int r = 0; r < RT; ++r)
-    fp8_mma_reduce<NT>(part, c[r], [&](int m, int g, int j, float sum) {
+    mma_tiles_reduce<kMmaWarps, NT>(part, c[r], [&](int m, int g, int j, float sum) {
       const int64_t n = n0 + 16 * r + g + 8 * (j >> 1);
       if (m < M && n < N) {
         float* o = out + static_cast<int64_t>(m) * N + n;
@@ -339,7 +318,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32) fp8_mma_swiglu_kernel(Fp8Weigh
   fp8_mma_rows<1, 1>(w, x, 1, K, rows, smem, c);
   float* part = reinterpret_cast<float*>(smem);
   // Gate sums (j = 0) are stored first and read back by the thread of the matching up sum (j = 2).
-  fp8_mma_reduce<1>(part, c[0], [&](int m, int g, int j, float sum) {
+  mma_tiles_reduce<kMmaWarps, 1>(part, c[0], [&](int m, int g, int j, float sum) {
     if (m == 0 && (j == 0 || j == 2)) part[kMmaWarps * 4 * 32 + j * 8 + g] = sum;
   });
   if (threadIdx.x < 8 && i0 + threadIdx.x < inter) {

@@ -1,6 +1,9 @@
 // choose_gemm (gemm_chooser.h): the decode-sized kernels where the paths allow them and the
-// shape fits, the block-scaled FP8 GEMM for larger FP8 steps, cuBLAS otherwise.
+// shape fits, the block-scaled FP8 GEMM for larger FP8 steps, dequantised tiles for larger
+// 4-bit steps, cuBLAS otherwise.
 #include "kernels/cuda/gemm_chooser.h"
+
+#include <algorithm>
 
 #include "kernels/cuda/backend_ops.h"
 
@@ -22,6 +25,16 @@ GemmKernel choose_fp8(const GemmShape& s, const CudaBackendOptions::KernelPaths&
   return GemmKernel::fp8_dequant_tiles;
 }
 
+// Decode-sized steps read the codes (the bytes floor of a decode step: half a byte a weight
+// plus its group's scale and zero); larger ones are compute-bound and run cuBLAS over
+// dequantised tiles. Every int4 weight the backend keeps has a layout the kernel reads
+// (ops::int4_layout_supported; the others stay bf16), so the choice needs no K.
+GemmKernel choose_int4(const GemmShape& s, const CudaBackendOptions::KernelPaths& paths) {
+  const bool allowed = s.M == 1 ? paths.gemv : paths.skinny_gemm;
+  if (allowed && s.M <= std::min(paths.int4_skinny_rows, ops::kSkinnyInt4MaxRows)) return GemmKernel::skinny_int4;
+  return GemmKernel::int4_dequant_tiles;
+}
+
 }  // namespace
 
 const char* gemm_kernel_name(GemmKernel k) {
@@ -33,6 +46,8 @@ const char* gemm_kernel_name(GemmKernel k) {
     case GemmKernel::skinny_fp8: return "skinny_fp8";
     case GemmKernel::fp8_block: return "fp8_block";
     case GemmKernel::fp8_dequant_tiles: return "fp8_dequant_tiles";
+    case GemmKernel::skinny_int4: return "skinny_int4";
+    case GemmKernel::int4_dequant_tiles: return "int4_dequant_tiles";
   }
   return "?";
 }
@@ -45,6 +60,7 @@ GemmShape gemm_shape(const kernels::Tensor& x, const kernels::Tensor& w) {
 
 GemmKernel choose_gemm(const GemmShape& s, const CudaBackendOptions::KernelPaths& paths) {
   if (s.weight == DType::fp8_e4m3) return choose_fp8(s, paths);
+  if (s.weight == DType::int4) return choose_int4(s, paths);
   if (s.weight == DType::f32) return GemmKernel::cublas;  // the decode kernels read bf16 weights
   if (paths.gemv && ops::gemv_supported(s.M, s.K)) return GemmKernel::gemv_bf16;
   if (paths.skinny_gemm && ops::skinny_gemm_supported(s.M, s.K)) return GemmKernel::skinny_bf16;

@@ -1,5 +1,5 @@
 // choose_gemm: the one place that decides which kernel runs a GEMM of the CUDA backend
-// (cuda_gemm.cpp runs it), from the step's shape, the weight's element type and the
+// (cuda_gemm.cpp and cuda_gemm_int4.cpp run it), from the step's shape, the weight's element type and the
 // backend's KernelPaths -- pure host code, unit-tested in CI (tests/kernels_cuda/
 // test_gemm_chooser.cpp), after llama.cpp's ggml_cuda_get_best_fattn_kernel. Its decisions
 // for the 9B and 27B projections are docs/gemm-choices.md, which that test generates.
@@ -24,13 +24,15 @@ enum class GemmKernel : uint8_t {
   fp8_block,         // cuBLASLt's block-scaled FP8 GEMM (fp8_block_gemm.h; the rows past the last
                      // multiple of 4 on skinny_fp8), or fp8_dequant_tiles where cuBLASLt has no
                      // algorithm for the shape (known at its first call)
-  fp8_dequant_tiles  // cuBLAS over bf16 tiles of the weight dequantised into scratch
+  fp8_dequant_tiles,  // cuBLAS over bf16 tiles of the weight dequantised into scratch
+  skinny_int4,        // int4_gemm.cu: the 4-bit codes read directly, 1 to paths.int4_skinny_rows rows
+  int4_dequant_tiles  // cuBLAS over L2-sized bf16 tiles of the 4-bit weight dequantised into scratch
 };
 
 const char* gemm_kernel_name(GemmKernel k);
 
-// out [M, N] (+)= x [M, K] · w [N, K]ᵀ, w of type `weight` (bf16, f32 or fp8_e4m3; an FP8
-// weight with 128 x 128 block scales when block_scales).
+// out [M, N] (+)= x [M, K] · w [N, K]ᵀ, w of type `weight` (bf16, f32, fp8_e4m3 or int4; an
+// FP8 weight with 128 x 128 block scales when block_scales).
 struct GemmShape {
   int64_t M = 0, N = 0, K = 0;
   DType weight = DType::bf16;

@@ -111,6 +111,10 @@ void OpProfiler::do_rms_norm(const Tensor& x, const Tensor& weight, float eps, T
 void OpProfiler::do_gemm(const Tensor& x, const Tensor& w, Tensor& out, bool accumulate) {
   timed(enabled_ ? "gemm N=" + std::to_string(w.dim(0)) : std::string(), [&] { inner_.gemm(x, w, out, accumulate); });
 }
+void OpProfiler::do_gemm_bias(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out, bool accumulate) {
+  timed(enabled_ ? "gemm_bias N=" + std::to_string(w.dim(0)) : std::string(),
+        [&] { inner_.gemm_bias(x, w, bias, out, accumulate); });
+}
 void OpProfiler::do_swiglu(const Tensor& gate_up, Tensor& out) {
   timed("swiglu", [&] { inner_.swiglu(gate_up, out); });
 }
@@ -156,6 +160,36 @@ void OpProfiler::do_gated_delta_rule(const Tensor& qkv, const Tensor& a, const T
 }
 void OpProfiler::do_gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, float eps, Tensor& out) {
   timed("gated_rms_norm", [&] { inner_.gated_rms_norm(x, z, weight, eps, out); });
+}
+
+void OpProfiler::do_layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out) {
+  timed("layer_norm", [&] { inner_.layer_norm(x, weight, bias, eps, out); });
+}
+
+void OpProfiler::do_add_bias(Tensor& x, const Tensor& bias) {
+  timed("add_bias", [&] { inner_.add_bias(x, bias); });
+}
+
+void OpProfiler::do_gelu(const Tensor& x, const Tensor& bias, Gelu kind, Tensor& out) {
+  timed("gelu", [&] { inner_.gelu(x, bias, kind, out); });
+}
+
+void OpProfiler::do_add_position_embedding(const Tensor& table, const kernels::VisionPlan& plan, Tensor& x) {
+  timed("add_position_embedding", [&] { inner_.add_position_embedding(table, plan, x); });
+}
+
+void OpProfiler::do_rotary_embedding(Tensor& x, const kernels::VisionPlan& plan) {
+  timed("rotary_embedding", [&] { inner_.rotary_embedding(x, plan); });
+}
+
+void OpProfiler::do_qkv_segment_attention(Tensor& qkv, const Tensor& bias, const kernels::VisionPlan& plan,
+                                          float scale, Tensor& scratch, Tensor& out) {
+  timed("qkv_segment_attention", [&] { inner_.qkv_segment_attention(qkv, bias, plan, scale, scratch, out); });
+}
+
+void OpProfiler::do_segment_attention(const Tensor& q, const Tensor& k, const Tensor& v, const kernels::VisionPlan& plan,
+                                      float scale, Tensor& out) {
+  timed("segment_attention", [&] { inner_.segment_attention(q, k, v, plan, scale, out); });
 }
 
 }  // namespace ds::cuda

@@ -8,7 +8,8 @@
 //   prof.set_enabled(true); ...; std::puts(prof.report().c_str());
 //
 // Ops are named as the backend runs them: each GEMM by its N, attention and the delta rule by
-// the path the batch takes. Composite ops (prepare_qk, gate_up_swiglu) count as one.
+// the path the batch takes. Composite ops (prepare_qk, gate_up_swiglu, qkv_segment_attention)
+// count as one.
 #pragma once
 
 #include <map>
@@ -36,9 +37,13 @@ class OpProfiler final : public kernels::Backend {
   DType kv_cache_dtype() const override { return inner_.kv_cache_dtype(); }
   DType activation_dtype() const override { return inner_.activation_dtype(); }
   bool fp8_weights() const override { return inner_.fp8_weights(); }
+  bool int4_weights() const override { return inner_.int4_weights(); }
   DeviceMemory device_memory() const override { return inner_.device_memory(); }
   void synchronize() override { inner_.synchronize(); }
   std::unique_ptr<kernels::BatchPlan> plan(const kernels::BatchDesc& desc) override { return inner_.plan(desc); }
+  std::unique_ptr<kernels::VisionPlan> plan_vision(const kernels::VisionBatchDesc& desc) override {
+    return inner_.plan_vision(desc);
+  }
   int64_t fused_projection_rows() const override { return inner_.fused_projection_rows(); }
 
  protected:
@@ -50,6 +55,8 @@ class OpProfiler final : public kernels::Backend {
   void do_gather_rows(const kernels::Tensor& x, const kernels::BatchPlan& plan, kernels::Tensor& out) override;
   void do_rms_norm(const kernels::Tensor& x, const kernels::Tensor& weight, float eps, kernels::Tensor& out) override;
   void do_gemm(const kernels::Tensor& x, const kernels::Tensor& w, kernels::Tensor& out, bool accumulate) override;
+  void do_gemm_bias(const kernels::Tensor& x, const kernels::Tensor& w, const kernels::Tensor& bias,
+                    kernels::Tensor& out, bool accumulate) override;
   void do_swiglu(const kernels::Tensor& gate_up, kernels::Tensor& out) override;
   void do_gate_up_swiglu(const kernels::Tensor& x, const kernels::Tensor& gate_up, kernels::Tensor& scratch,
                          kernels::Tensor& out) override;
@@ -72,6 +79,17 @@ class OpProfiler final : public kernels::Backend {
                            const kernels::DeltaNetDims& dims, kernels::Tensor& out) override;
   void do_gated_rms_norm(const kernels::Tensor& x, const kernels::Tensor& z, const kernels::Tensor& weight, float eps,
                          kernels::Tensor& out) override;
+  void do_layer_norm(const kernels::Tensor& x, const kernels::Tensor& weight, const kernels::Tensor& bias, float eps,
+                     kernels::Tensor& out) override;
+  void do_add_bias(kernels::Tensor& x, const kernels::Tensor& bias) override;
+  void do_gelu(const kernels::Tensor& x, const kernels::Tensor& bias, Gelu kind, kernels::Tensor& out) override;
+  void do_add_position_embedding(const kernels::Tensor& table, const kernels::VisionPlan& plan,
+                                 kernels::Tensor& x) override;
+  void do_rotary_embedding(kernels::Tensor& x, const kernels::VisionPlan& plan) override;
+  void do_qkv_segment_attention(kernels::Tensor& qkv, const kernels::Tensor& bias, const kernels::VisionPlan& plan,
+                                float scale, kernels::Tensor& scratch, kernels::Tensor& out) override;
+  void do_segment_attention(const kernels::Tensor& q, const kernels::Tensor& k, const kernels::Tensor& v,
+                            const kernels::VisionPlan& plan, float scale, kernels::Tensor& out) override;
 
  private:
   // Runs f between an event pair named `op` (when enabled).

@@ -17,7 +17,7 @@ constexpr int kMaxHeadDim = 1024;
 
 __global__ void qk_norm_rope_kernel(const float* __restrict__ qg, float* __restrict__ q, float* __restrict__ gate,
                                     float* __restrict__ k, const float* __restrict__ q_norm,
-                                    const float* __restrict__ k_norm, const int32_t* __restrict__ positions,
+                                    const float* __restrict__ k_norm, RopePositions positions,
                                     int64_t nq, int64_t nkv, int d, float eps, int half,
                                     const float* __restrict__ inv_freq, float scale) {
   __shared__ float red[32];
@@ -32,7 +32,8 @@ __global__ void qk_norm_rope_kernel(const float* __restrict__ qg, float* __restr
   const bool rotates = i < 2 * half;
   float c = 1.0f, s = 0.0f;
   if (rotates) {
-    const float angle = static_cast<float>(positions[row]) * inv_freq[i < half ? i : i - half];
+    const int f = i < half ? i : i - half;
+    const float angle = rope_position(positions, row, f) * inv_freq[f];
     c = static_cast<float>(cos(static_cast<double>(angle))) * scale;
     s = static_cast<float>(sin(static_cast<double>(angle))) * scale;
   }
@@ -69,14 +70,14 @@ constexpr int kVecMaxHalf = 64;
 template <int kChunks>
 __global__ void qk_norm_rope_vec_kernel(const float* __restrict__ qg, float* __restrict__ q, float* __restrict__ gate,
                                         float* __restrict__ k, const float* __restrict__ q_norm,
-                                        const float* __restrict__ k_norm, const int32_t* __restrict__ positions,
+                                        const float* __restrict__ k_norm, RopePositions positions,
                                         int nq, int nkv, int d, float eps, int half,
                                         const float* __restrict__ inv_freq, float scale) {
   __shared__ float cs[2][kVecMaxHalf];
   const int64_t row = blockIdx.x;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   for (int i = static_cast<int>(threadIdx.x); i < half; i += static_cast<int>(blockDim.x)) {
-    const float angle = static_cast<float>(positions[row]) * inv_freq[i];
+    const float angle = rope_position(positions, row, i) * inv_freq[i];
     cs[0][i] = static_cast<float>(cos(static_cast<double>(angle))) * scale;
     cs[1][i] = static_cast<float>(sin(static_cast<double>(angle))) * scale;
   }
@@ -159,7 +160,7 @@ unsigned warps_for(int64_t heads) {
 bool qk_norm_rope_supported(int64_t d) { return d > 0 && d % 32 == 0 && d <= kMaxHeadDim; }
 
 void qk_norm_rope(const float* qg, float* q, float* gate, float* k, const float* q_norm, const float* k_norm,
-                  const int32_t* positions, int64_t rows, int64_t nq, int64_t nkv, int64_t d, float eps,
+                  const RopePositions& positions, int64_t rows, int64_t nq, int64_t nkv, int64_t d, float eps,
                   int64_t rotary, const float* inv_freq, float scale, Stream stream) {
   if (!qk_norm_rope_supported(d)) throw std::invalid_argument("cuda backend: qk_norm_rope: unsupported head dim");
   if (rotary < 0 || rotary > d || rotary % 2 != 0) throw std::invalid_argument("cuda backend: qk_norm_rope: bad rotary dim");

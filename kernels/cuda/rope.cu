@@ -3,20 +3,20 @@
 // (and HF's) float32 recipe, angle = f32(p * inv_freq_i), with cos and sin taken in double
 // of that f32 angle, so both backends rotate by the same rounded angle at any position; cos
 // and sin are multiplied by the attention scaling (YaRN's; 1 otherwise) in f32.
-// One thread per (row, head, pair).
+// One thread per (row, head, pair). With M-RoPE each frequency reads its axis's position.
 #include "kernels/cuda/backend_common.cuh"
 #include "kernels/cuda/backend_ops.h"
 
 namespace ds::cuda::ops {
 namespace {
 
-__global__ void rope_kernel(float* x, const int32_t* positions, int64_t rows, int64_t heads, int64_t d, int64_t half,
+__global__ void rope_kernel(float* x, RopePositions positions, int64_t rows, int64_t heads, int64_t d, int64_t half,
                             const float* inv_freq, float scale) {
   wait_for_previous_kernel();
   const int64_t n = rows * heads * half;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t k = i % half, rh = i / half, row = rh / heads;
-    const float angle = static_cast<float>(positions[row]) * inv_freq[k];
+    const float angle = rope_position(positions, row, static_cast<int>(k)) * inv_freq[k];
     const float c = static_cast<float>(cos(static_cast<double>(angle))) * scale;
     const float s = static_cast<float>(sin(static_cast<double>(angle))) * scale;
     float* v = x + rh * d;
@@ -28,7 +28,7 @@ __global__ void rope_kernel(float* x, const int32_t* positions, int64_t rows, in
 
 }  // namespace
 
-void rope(float* x, const int32_t* positions, int64_t rows, int64_t heads, int64_t d, int64_t rotary,
+void rope(float* x, const RopePositions& positions, int64_t rows, int64_t heads, int64_t d, int64_t rotary,
           const float* inv_freq, float scale, Stream stream) {
   const int64_t half = rotary / 2, n = rows * heads * half;
   if (n == 0) return;

@@ -8,6 +8,7 @@
 #include <string>
 #include <unordered_set>
 
+#include "model/grammar/json_nesting.h"
 #include "model/grammar/json_schema_detail.h"
 #include "model/grammar/regex.h"
 
@@ -444,24 +445,8 @@ Grammar json_schema_grammar(const OrderedJson& schema, const JsonSchemaOptions& 
 }
 
 Grammar json_schema_grammar_from_text(std::string_view schema_text, const JsonSchemaOptions& options) {
-  // nlohmann's parser is iterative but copying, comparing and printing a value recurse: text
-  // nested deeper than any schema needs is refused before it is parsed (as server/json.h does).
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (const char c : schema_text) {
-    if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      if (++depth > kMaxSchemaTextDepth)
-        throw GrammarError("json_schema: the schema nests deeper than " + std::to_string(kMaxSchemaTextDepth) + " levels");
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
+  if (json_nests_deeper(schema_text, kMaxSchemaTextDepth))
+    throw GrammarError("json_schema: the schema nests deeper than " + std::to_string(kMaxSchemaTextDepth) + " levels");
   OrderedJson schema;
   try {
     schema = OrderedJson::parse(schema_text);

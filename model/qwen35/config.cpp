@@ -1,6 +1,9 @@
 #include "model/qwen35/config.h"
 
+#include <cctype>
 #include <cmath>
+#include <initializer_list>
+#include <optional>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -69,14 +72,54 @@ std::vector<int32_t> token_ids(const json& v, const Reader& r, const std::string
   return out;
 }
 
-// quantization_config: only the block-wise FP8 of Qwen's releases is loadable.
+// The module names listed under any of `keys` (absent or null: none).
+template <class Bad>
+std::vector<std::string> module_list(const json& q, std::initializer_list<const char*> keys, Bad&& bad) {
+  std::vector<std::string> out;
+  for (const char* key : keys) {
+    if (!q.contains(key) || q[key].is_null()) continue;
+    if (!q[key].is_array()) bad(std::string(key) + " is not a list");
+    for (const auto& m : q[key]) {
+      if (!m.is_string()) bad(std::string(key) + " holds " + m.dump() + ", not a module name");
+      out.push_back(m.get<std::string>());
+    }
+  }
+  return out;
+}
+
+// The integer under the first of `keys` present (AutoAWQ's and HF's spellings differ).
+template <class Bad>
+std::optional<int64_t> int_key(const json& q, std::initializer_list<const char*> keys, Bad&& bad) {
+  for (const char* key : keys) {
+    if (!q.contains(key) || q[key].is_null()) continue;
+    if (!q[key].is_number_integer()) bad(std::string(key) + " " + q[key].dump() + " is not an integer");
+    return q[key].get<int64_t>();
+  }
+  return std::nullopt;
+}
+
+template <class Bad>
+bool bool_key(const json& q, const char* key, bool fallback, Bad&& bad) {
+  if (!q.contains(key) || q[key].is_null()) return fallback;
+  if (!q[key].is_boolean()) bad(std::string(key) + " " + q[key].dump() + " is not true or false");
+  return q[key].get<bool>();
+}
+
+template <class Bad>
+std::string string_key(const json& q, const char* key, const std::string& fallback, Bad&& bad) {
+  if (!q.contains(key) || q[key].is_null()) return fallback;
+  if (!q[key].is_string()) bad(std::string(key) + " " + q[key].dump() + " is not a string");
+  return q[key].get<std::string>();
+}
+
+std::string lower(std::string s) {
+  for (auto& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return s;
+}
+
+// The block-wise FP8 of Qwen's -FP8 releases.
 Fp8Config fp8_config(const json& q, const Reader& r) {
   auto bad = [&](const std::string& what) { r.fail("quantization_config: " + what); };
-  if (!q.is_object()) bad("is not an object");
-  const std::string method = q.contains("quant_method") && q["quant_method"].is_string()
-                                 ? q["quant_method"].get<std::string>()
-                                 : (q.contains("quant_method") ? q["quant_method"].dump() : std::string("(none)"));
-  if (method != "fp8") bad("quant_method " + method + " is not supported (only fp8, block-wise e4m3)");
   if (q.contains("fmt") && q["fmt"] != "e4m3")
     bad("fmt " + q["fmt"].dump() + " is not supported (only e4m3)");
   if (q.contains("activation_scheme") && q["activation_scheme"] != "dynamic")
@@ -87,15 +130,72 @@ Fp8Config fp8_config(const json& q, const Reader& r) {
   const json& b = q["weight_block_size"];
   if (!b.is_array() || b.size() != 2 || b[0] != 128 || b[1] != 128)
     bad("weight_block_size " + b.dump() + " is not supported (only [128, 128])");
-  for (const char* key : {"modules_to_not_convert", "ignored_layers"}) {
-    if (!q.contains(key) || q[key].is_null()) continue;
-    if (!q[key].is_array()) bad(std::string(key) + " is not a list");
-    for (const auto& m : q[key]) {
-      if (!m.is_string()) bad(std::string(key) + " holds " + m.dump() + ", not a module name");
-      f.modules_to_not_convert.push_back(m.get<std::string>());
-    }
-  }
+  f.modules_to_not_convert = module_list(q, {"modules_to_not_convert", "ignored_layers"}, bad);
   return f;
+}
+
+// GPTQ (AutoGPTQ / GPTQModel, as vLLM's gptq and gptq_marlin read it) and AWQ (AutoAWQ's GEMM
+// layout, vLLM's awq and awq_marlin): 4-bit codes in groups of input columns.
+Int4Config int4_config(const json& q, const std::string& method, const Reader& r) {
+  auto bad = [&](const std::string& what) { r.fail("quantization_config: " + what); };
+  Int4Config c;
+  c.method = method == "gptq" ? Int4Method::gptq : Int4Method::awq;
+  const auto bits = int_key(q, {"bits", "w_bit"}, bad);
+  if (!bits) bad("no bits");
+  if (*bits != 4) bad("bits " + std::to_string(*bits) + " is not supported (only 4-bit " + method + " weights)");
+  const auto group = int_key(q, {"group_size", "q_group_size"}, bad);
+  if (!group) bad("no group_size");
+  if (*group != -1 && *group <= 0) bad("group_size " + std::to_string(*group) + " must be positive or -1");
+  c.group_size = *group;
+  if (c.method == Int4Method::gptq) {
+    c.desc_act = bool_key(q, "desc_act", false, bad);
+    c.sym = bool_key(q, "sym", true, bad);
+    // GPTQModel writes checkpoint_format, older exports format; both name the qzeros convention.
+    std::string format = lower(string_key(q, "checkpoint_format", "", bad));
+    const std::string other = lower(string_key(q, "format", "", bad));
+    if (format.empty()) format = other;
+    if (!other.empty() && other != format)
+      bad("checkpoint_format " + format + " and format " + other + " disagree");
+    if (format.empty()) format = "gptq";
+    if (format != "gptq" && format != "gptq_v2")
+      bad("checkpoint_format " + format + " is not supported (gptq or gptq_v2: the packed layout of AutoGPTQ and GPTQModel)");
+    c.zeros_minus_one = format == "gptq";
+    const std::string pack = lower(string_key(q, "pack_dtype", "int32", bad));
+    if (pack != "int32") bad("pack_dtype " + pack + " is not supported (only int32)");
+    if (q.contains("dynamic") && !q["dynamic"].is_null()) {
+      if (!q["dynamic"].is_object()) bad("dynamic is not an object");
+      for (const auto& [rule, override] : q["dynamic"].items()) {
+        if (!override.is_object() || !override.empty())
+          bad("dynamic rule \"" + rule + "\" overrides " + override.dump() +
+              ": per-module settings are not supported (only exclusions, \"-:regex\": {})");
+        if (rule.rfind("-:", 0) == 0) c.modules_not_quantized.push_back(rule.substr(2));
+      }
+    }
+  } else {
+    c.sym = false;
+    c.zeros_minus_one = false;
+    if (!bool_key(q, "zero_point", true, bad))
+      bad("zero_point false is not supported (only AWQ with zero points, the GEMM layout)");
+    const std::string version = lower(string_key(q, "version", "gemm", bad));
+    if (version != "gemm") bad("version " + version + " is not supported (only AWQ's gemm layout)");
+  }
+  for (auto& m : module_list(q, {"modules_to_not_convert"}, bad)) c.modules_not_quantized.push_back(std::move(m));
+  return c;
+}
+
+// quantization_config: the block-wise FP8 of Qwen's -FP8 releases, or 4-bit GPTQ / AWQ.
+void quantization(const json& q, const Reader& r, ModelConfig& c) {
+  auto bad = [&](const std::string& what) { r.fail("quantization_config: " + what); };
+  if (!q.is_object()) bad("is not an object");
+  const std::string method = q.contains("quant_method") && q["quant_method"].is_string()
+                                 ? lower(q["quant_method"].get<std::string>())
+                                 : (q.contains("quant_method") ? q["quant_method"].dump() : std::string("(none)"));
+  if (method == "fp8")
+    c.fp8 = fp8_config(q, r);
+  else if (method == "gptq" || method == "awq")
+    c.int4 = int4_config(q, method, r);
+  else
+    bad("quant_method " + method + " is not supported (fp8: block-wise e4m3; gptq or awq: 4-bit)");
 }
 
 // HF's _compute_yarn_parameters' reading of its inputs (config.h).
@@ -291,6 +391,18 @@ ModelConfig ModelConfig::parse(std::string_view config_json, std::string_view ge
     r.fail("rotary dim head_dim * partial_rotary_factor = " + std::to_string(c.rotary_dim) +
            " must be positive and even");
 
+  // M-RoPE sections, over the rotary frequencies; text-only prompts never read them.
+  if (const json* sec = rope_key("mrope_section")) {
+    if (!sec->is_array() || sec->size() != 3) r.fail("mrope_section must be 3 integers, got " + sec->dump());
+    for (size_t i = 0; i < 3; ++i) {
+      if (!(*sec)[i].is_number_integer() || (*sec)[i].get<int64_t>() < 0) r.fail("mrope_section must be 3 integers");
+      c.mrope_section[i] = (*sec)[i].get<int64_t>();
+    }
+  } else {
+    c.mrope_section = {11, 11, 10};
+  }
+  if (c.mrope_section[0] + c.mrope_section[1] + c.mrope_section[2] != c.rotary_dim / 2) c.mrope_section = {};
+
   if (const json* types = r.find("layer_types")) {
     if (!types->is_array() || static_cast<int64_t>(types->size()) != c.num_layers)
       r.fail("\"layer_types\" must list " + std::to_string(c.num_layers) + " layers");
@@ -315,7 +427,7 @@ ModelConfig ModelConfig::parse(std::string_view config_json, std::string_view ge
       r.fail("\"mtp_num_hidden_layers\" must be a non-negative integer, got " + m->dump());
     c.mtp_layers = m->get<int64_t>();
   }
-  if (const json* q = r.find("quantization_config")) c.fp8 = fp8_config(*q, r);
+  if (const json* q = r.find("quantization_config")) quantization(*q, r, c);
 
   if (!generation_json.empty()) {
     json gen;
@@ -333,6 +445,11 @@ ModelConfig ModelConfig::parse(std::string_view config_json, std::string_view ge
     if (const json* eos = r.find("eos_token_id")) c.eos_token_ids = token_ids(*eos, r, "eos_token_id");
   for (int32_t id : c.eos_token_ids)
     if (id >= c.vocab_size) r.fail("eos token id " + std::to_string(id) + " is outside the vocabulary");
+  c.vision = parse_vision_config(root, c.hidden_size, c.vocab_size, c.vision_unusable);
+  if (c.vision && c.mrope_section == std::array<int64_t, 3>{}) {
+    c.vision.reset();
+    c.vision_unusable = "rope_parameters.mrope_section does not cover the rotary dims";
+  }
   return c;
 }
 

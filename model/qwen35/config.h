@@ -15,9 +15,10 @@
 // first, then the rope dict's, then max_position_embeddings, as HF's standardize_rope_params),
 // beta_fast / beta_slow (32 / 1 when absent or 0), attention_factor (else from mscale and
 // mscale_all_dim, else 0.1 ln(factor) + 1) and truncate (the top rope dict's, default true):
-// the inputs of HF's _compute_yarn_parameters, whose frequencies rope.h computes. The
-// mrope_section / mrope_interleaved keys need nothing: with text positions (the same position
-// in all three M-RoPE sections) interleaved M-RoPE is plain RoPE over the rotary dims.
+// the inputs of HF's _compute_yarn_parameters, whose frequencies rope.h computes.
+// mrope_section (interleaved, as mrope_interleaved says for every Qwen3.5) matters only for
+// image prompts: with text positions (the same position on all three axes) M-RoPE is plain
+// RoPE over the rotary dims.
 //
 // Overrides (vLLM's --hf-overrides): a JSON object deep-merged into config.json before it is
 // read (objects merge key by key, anything else replaces; RFC 7386, so null removes a key). In
@@ -27,10 +28,15 @@
 //
 // An FP8 checkpoint (Qwen's -FP8 releases) carries "quantization_config": {"quant_method":
 // "fp8", "fmt": "e4m3", "weight_block_size": [128, 128], "activation_scheme": "dynamic",
-// "modules_to_not_convert": [...]}; it becomes `fp8`. Other methods, formats, block sizes and
-// static activation scales are refused.
+// "modules_to_not_convert": [...]}; it becomes `fp8`. A 4-bit one (Qwen's -GPTQ-Int4
+// releases, AutoAWQ's GEMM layout; model/qwen35/int4.h) carries {"quant_method": "gptq",
+// "bits": 4, "group_size": 128, "desc_act": false, "sym": true, ...} or {"quant_method": "awq",
+// "bits": 4, "group_size": 128, "zero_point": true, "version": "gemm", ...}; it becomes
+// `int4`. Other methods, bit widths, formats, block sizes, packings and static activation
+// scales are refused, naming the key.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -40,6 +46,7 @@
 
 #include "kernels/dtype.h"
 #include "kvcache/capacity.h"
+#include "model/qwen35/vision_config.h"
 
 namespace ds::qwen35 {
 
@@ -54,6 +61,27 @@ struct Fp8Config {
   // the list's matching rules differ between HF versions (substring, suffix, regex) and a
   // release may share its list with models that have other modules (MoE gates).
   std::vector<std::string> modules_to_not_convert;
+};
+
+// The 4-bit layout of a GPTQ or AWQ checkpoint's quantised weights (model/qwen35/int4.h).
+enum class Int4Method : uint8_t { gptq, awq };
+struct Int4Config {
+  Int4Method method = Int4Method::gptq;
+  // Input columns per scale and zero; -1 (GPTQ's per-channel) is one group of the whole row.
+  int64_t group_size = 128;
+  // GPTQ's act order: g_idx assigns the input columns to groups in any order (group_size
+  // each); without it, column k is in group k / group_size.
+  bool desc_act = false;
+  // GPTQ: every zero point is 8 (AWQ: false; each group has its own).
+  bool sym = true;
+  // GPTQ's checkpoint_format: "gptq" (v1, AutoGPTQ's and GPTQModel's default output) stores
+  // zero - 1 in qzeros; "gptq_v2" the zero itself. AWQ stores the zero.
+  bool zeros_minus_one = true;
+  // As listed (modules_to_not_convert, and GPTQModel's "dynamic" rules, which may only exclude
+  // modules: "-:regex": {}). Informational, as for FP8: the loader goes by each weight's
+  // stored form (X.qweight ... or X.weight).
+  std::vector<std::string> modules_not_quantized;
+  const char* method_name() const { return method == Int4Method::gptq ? "gptq" : "awq"; }
 };
 
 struct ModelConfig {
@@ -71,6 +99,10 @@ struct ModelConfig {
   int64_t head_dim = 0;      // D
   int64_t rotary_dim = 0;    // int(D * partial_rotary_factor), even
   double rope_theta = 0;
+  // Interleaved M-RoPE sections (t, h, w) over the rotary_dim / 2 frequencies (rope_parameters'
+  // mrope_section; HF's [11, 11, 10] when absent). All zero when they do not fit: such a
+  // model takes no images.
+  std::array<int64_t, 3> mrope_section{};
   // rope_type "yarn": HF's _compute_yarn_parameters inputs, resolved as it resolves them.
   struct Yarn {
     double factor = 1;
@@ -96,6 +128,10 @@ struct ModelConfig {
   int64_t mtp_layers = 0;
   std::vector<int32_t> eos_token_ids;  // generation_config.json, else config's eos_token_id
   std::optional<Fp8Config> fp8;        // quantization_config of an FP8 checkpoint
+  std::optional<Int4Config> int4;      // quantization_config of a GPTQ or AWQ checkpoint
+  // The vision tower (vision_config.h), or why there is none this engine can run.
+  std::optional<VisionConfig> vision;
+  std::string vision_unusable;
 
   std::vector<LayerKind> layer_kinds;  // [L]
   // Position of layer i among the layers of its kind: its K/V pool index (full attention)

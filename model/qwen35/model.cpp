@@ -181,7 +181,37 @@ const Logits& Model::forward(const ForwardBatch& batch) {
   if (k_pools_.empty() && conv_state_.empty())
     throw std::logic_error("Model::forward: allocate_cache() has not been called");
   target_rows_ = 0;  // the MTP module's source is rewritten
-  if (graphs_ && !observer_ && forward_recorded(batch)) return logits_;
+  overrides_.clear();
+  // Image rows (forward_batch.h): checked here, copied over the token embeddings in run_step.
+  if (!batch.embeddings.empty() && batch.embeddings.size() != batch.seqs.size())
+    throw std::invalid_argument("forward batch: embedding rows for " + std::to_string(batch.embeddings.size()) +
+                                " of " + std::to_string(batch.seqs.size()) + " sequences");
+  bool plain = true;
+  int64_t first = 0;
+  for (size_t i = 0; i < batch.seqs.size(); ++i) {
+    const SequenceChunk& s = batch.seqs[i];
+    const std::string who = "forward batch: sequence " + std::to_string(i);
+    const int64_t n = s.n_tokens();
+    int64_t after = 0;
+    if (!batch.embeddings.empty())
+      for (const EmbeddingRows& e : batch.embeddings[i]) {
+        if (e.row < after || e.embeddings.empty() || e.embeddings.rank() != 2 || e.row + e.embeddings.dim(0) > n ||
+            e.embeddings.dim(1) != config_.hidden_size || e.embeddings.dtype() != DType::f32)
+          throw std::invalid_argument(who + " has embedding rows that are out of order, outside the chunk or not [n, " +
+                                      std::to_string(config_.hidden_size) + "] f32");
+        after = e.row + e.embeddings.dim(0);
+        overrides_.push_back({first + e.row, e.embeddings});
+      }
+    if ((!s.mrope_positions.empty() || s.rope_delta != 0) && config_.mrope_section == std::array<int64_t, 3>{})
+      throw std::invalid_argument(who + " has M-RoPE positions, which this model's config does not define");
+    plain = plain && s.mrope_positions.empty();
+    first += n;
+  }
+  // Recorded steps carry neither other embeddings nor M-RoPE positions: such steps run
+  // eagerly. A rope_delta alone (the decode of an image prompt) only shifts the positions
+  // RoPE reads from the plan, so it records like text.
+  plain = plain && overrides_.empty();
+  if (graphs_ && !observer_ && plain && forward_recorded(batch)) return logits_;
   const std::unique_ptr<kernels::BatchPlan> plan = make_plan(batch.seqs);  // validates every index
   const int64_t T = plan->num_rows(), R = static_cast<int64_t>(plan->logit_rows().size());
   workspace(T, R);
@@ -197,6 +227,11 @@ void Model::run_step(const kernels::BatchPlan& plan, int64_t T, int64_t R) {
   Tensor x = ws.x.rows(0, T);
 
   be.embedding(weights_.embed, plan, h);
+  for (const auto& [row, e] : overrides_) {
+    Tensor dst = h.rows(row, e.dim(0));
+    be.copy(e, dst);
+  }
+  overrides_.clear();
   if (observer_) observer_(0, h);
   for (int64_t i = 0; i < config_.num_layers; ++i) {
     const LayerWeights& L = weights_.layers[static_cast<size_t>(i)];

@@ -187,6 +187,8 @@ class Model {
   int32_t pad_blocks_ = 0;  // blocks [num_blocks_, num_blocks_ + pad_blocks_) and slot
   int32_t pad_slot_ = -1;   // pad_slot_ (past num_slots_), for padding sequences (allocate_cache)
   Logits logits_;
+  // This step's rows fed other embeddings (forward_batch.h): global row and rows.
+  std::vector<std::pair<int64_t, kernels::Tensor>> overrides_;
   HiddenStateObserver observer_;
   // The MTP module's buffers (mtp_forward.cpp) and the rows each hidden-state source holds.
   struct MtpWorkspace;

@@ -36,7 +36,9 @@ std::vector<float> RefMatrix::row(int64_t r) const {
 
 ReferenceFile::ReferenceFile(const std::filesystem::path& path) : file_(path) {
   while (has(prompt_tensor(num_prompts_, "prompt"))) ++num_prompts_;
-  if (num_prompts_ == 0) throw std::runtime_error(path.string() + ": no prompts (p0.prompt missing)");
+  while (has("c" + std::to_string(num_cases_) + ".input_ids")) ++num_cases_;
+  if (num_prompts_ == 0 && num_cases_ == 0)
+    throw std::runtime_error(path.string() + ": no prompts (p0.prompt missing) and no image cases (c0.input_ids)");
 }
 
 const SafetensorsFile::TensorInfo& ReferenceFile::get(const std::string& name) const {
@@ -47,10 +49,10 @@ const SafetensorsFile::TensorInfo& ReferenceFile::get(const std::string& name) c
 
 std::vector<int32_t> ReferenceFile::ints(const std::string& name) const {
   const auto& info = get(name);
-  if (info.shape.size() != 1 || (info.dtype != StDType::i32 && info.dtype != StDType::i64))
-    throw std::runtime_error(path().string() + ": tensor " + name + " must be a 1-D int32/int64 array, got " +
+  if (info.shape.empty() || (info.dtype != StDType::i32 && info.dtype != StDType::i64))
+    throw std::runtime_error(path().string() + ": tensor " + name + " must be an int32/int64 array, got " +
                              dtype_name(info.dtype) + " " + shape_str(info.shape));
-  std::vector<int32_t> out(static_cast<size_t>(info.shape[0]));
+  std::vector<int32_t> out(static_cast<size_t>(info.numel()));
   const auto* p = static_cast<const unsigned char*>(info.data);
   for (size_t i = 0; i < out.size(); ++i) {
     if (info.dtype == StDType::i32) {
@@ -65,6 +67,8 @@ std::vector<int32_t> ReferenceFile::ints(const std::string& name) const {
   }
   return out;
 }
+
+std::vector<int64_t> ReferenceFile::shape(const std::string& name) const { return get(name).shape; }
 
 RefMatrix ReferenceFile::matrix(const std::string& name) const {
   const auto& info = get(name);

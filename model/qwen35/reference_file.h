@@ -3,6 +3,7 @@
 //   p{i}.prompt int32 [L], p{i}.prefill_logits f32 [L, V], p{i}.greedy_tokens int32 [G],
 //   p{i}.greedy_logits f32 [G, V] (row 0 = logits at the last prompt position, row s = after
 //   feeding greedy_tokens[s-1]); optionally p{i}.hidden_states f32 [layers + 1, L, H].
+// Or (and) image cases c{i}.* (the vision-language fixture; vision_refcheck.h).
 // Rows are read on demand from the mapped file, so a 248k-vocabulary reference does not
 // have to fit in memory twice.
 #pragma once
@@ -43,15 +44,19 @@ class ReferenceFile {
   const std::filesystem::path& path() const { return file_.path(); }
   // Prompts p0 .. p{n-1} (consecutive from 0).
   int num_prompts() const { return num_prompts_; }
+  // Image cases c0 .. c{n-1} (vision_refcheck.h).
+  int num_cases() const { return num_cases_; }
   bool has(const std::string& name) const { return file_.find(name) != nullptr; }
-  // A 1-D int32 or int64 tensor.
+  // An int32 or int64 tensor, flattened.
   std::vector<int32_t> ints(const std::string& name) const;
+  std::vector<int64_t> shape(const std::string& name) const;
   RefMatrix matrix(const std::string& name) const;
 
  private:
   const SafetensorsFile::TensorInfo& get(const std::string& name) const;
   SafetensorsFile file_;
   int num_prompts_ = 0;
+  int num_cases_ = 0;
 };
 
 }  // namespace ds::qwen35

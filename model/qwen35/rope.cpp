@@ -19,6 +19,7 @@ kernels::RopeParams rope_params(const ModelConfig& c) {
   kernels::RopeParams p;
   p.rotary_dim = c.rotary_dim;
   p.theta = c.rope_theta;
+  p.mrope_section = c.mrope_section;
   if (!c.yarn) return p;
   const ModelConfig::Yarn& y = *c.yarn;
   const int64_t dim = c.rotary_dim, half = dim / 2;

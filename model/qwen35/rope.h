@@ -10,8 +10,9 @@
 //   ramp_i       = clamp((i - low) / (high - low), 0, 1)   (high += 0.001 when equal)
 //   inv_freq_i   = interpolated x ramp_i + extrapolated x (1 - ramp_i)
 // so the fast dims (small i) keep their frequency, the slow ones are divided by factor, and
-// cos and sin are multiplied by the attention factor. With text positions Qwen3.5's
-// interleaved M-RoPE is this RoPE (config.h).
+// cos and sin are multiplied by the attention factor. Interleaved M-RoPE (image prompts)
+// picks each frequency's position axis by mrope_section over these same frequencies; with
+// text positions it is this RoPE.
 #pragma once
 
 #include "kernels/backend.h"

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "model/qwen35/fp8.h"
+#include "model/qwen35/int4.h"
 
 namespace ds::qwen35 {
 
@@ -50,7 +51,7 @@ class Loader {
  public:
   Loader(kernels::Backend& backend, const Checkpoint& ckpt, std::string prefix, const ModelConfig& config,
          const LoadOptions& options)
-      : backend_(backend), ckpt_(ckpt), prefix_(std::move(prefix)), fp8_(config.fp8),
+      : backend_(backend), ckpt_(ckpt), prefix_(std::move(prefix)), fp8_(config.fp8), int4_(config.int4),
         // An FP8 checkpoint is loaded as stored: its unquantised weights stay so on purpose.
         quantize_(options.quantization == Quantization::fp8 && !config.fp8), mtp_(options.mtp) {}
 
@@ -60,6 +61,7 @@ class Loader {
   // FP8) live in scratch_ until the next upload.
   HostTensor host(const std::string& name, const std::vector<int64_t>& want, Fp8Target target = Fp8Target::no) {
     const auto* e = ckpt_.find(name);
+    if (!e && is_int4(name)) return int4_weight(module_of(name), want);
     if (!e) {
       std::string files;
       for (const auto& f : ckpt_.file_names()) files += (files.empty() ? "" : ", ") + f;
@@ -90,6 +92,28 @@ class Loader {
     const HostTensor stored{dtype, to_shape(want), info.data};
     if (quantize_ && target == Fp8Target::yes) return quantized(stored, want);
     return stored;
+  }
+
+  // Whether the checkpoint holds the weight `name`, in whatever form.
+  bool has(const std::string& name) const { return ckpt_.find(name) || is_int4(name); }
+
+  // Whether name ("X.weight") is stored as GPTQ / AWQ tensors (X.qweight ...) instead.
+  bool is_int4(const std::string& name) const {
+    return name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0 && int4::stored(ckpt_, module_of(name));
+  }
+  static std::string module_of(const std::string& name) { return name.substr(0, name.size() - 7); }
+
+  // A GPTQ / AWQ weight: the codes and groups where the backend keeps 4-bit weights, else
+  // the values.
+  HostTensor int4_weight(const std::string& module, const std::vector<int64_t>& want) {
+    const std::string where = ckpt_.dir().string() + ": tensor " + module + ".qweight";
+    if (!int4_)
+      throw std::runtime_error(where + " is stored as a GPTQ / AWQ weight but config.json has no gptq or awq "
+                               "quantization_config");
+    if (want.size() != 2) throw std::runtime_error(where + " is stored 4-bit, which only 2-D weights may be");
+    int4_scratch_.push_back(int4::read(ckpt_, module, *int4_, want[0], want[1], used_));
+    const HostTensor h = int4_scratch_.back().host();
+    return backend_.int4_weights() ? h : values(h);
   }
 
   // W = decode(codes) * scale per block, in f32.
@@ -132,8 +156,13 @@ class Loader {
     return HostTensor{DType::f32, shape, scratch_.back().data()};
   }
 
-  // The values of an FP8 host tensor (for a stack that mixes it with unquantised parts).
+  // The values of a quantised host tensor (for a stack that mixes it with unquantised parts,
+  // or a weight that is only used as values).
   HostTensor values(const HostTensor& h) {
+    if (h.dtype == DType::int4) {
+      scratch_.push_back(int4::dequantize(h));
+      return HostTensor{DType::f32, h.shape, scratch_.back().data()};
+    }
     if (h.dtype != DType::fp8_e4m3) return h;
     const fp8::BlockShape bs{h.shape[0], h.shape[1], fp8::kBlock, fp8::kBlock};
     const auto* codes = static_cast<const uint8_t*>(h.data);
@@ -192,20 +221,26 @@ class Loader {
 
   Tensor stack(const std::vector<Part>& parts) {
     std::vector<HostTensor> hs;
-    int64_t rows = 0, bytes = 0;
+    int64_t rows = 0;
     for (const auto& [name, want, target] : parts) {
       hs.push_back(host(name, want, target));
       rows += want[0];
-      bytes += hs.back().bytes();
     }
     const Shape shape{rows, parts.front().shape[1]};
     const auto fp8_part = [](const HostTensor& h) { return h.dtype == DType::fp8_e4m3; };
+    const auto quantized = [](const HostTensor& h) { return h.dtype == DType::fp8_e4m3 || h.dtype == DType::int4; };
     if (std::all_of(hs.begin(), hs.end(), fp8_part)) return stack_fp8(hs, shape);
-    if (std::any_of(hs.begin(), hs.end(), fp8_part))
-      for (auto& h : hs) h = values(h);  // FP8 beside unquantised parts: stacked as values
+    if (int4::stackable(hs)) {
+      int4_scratch_.push_back(int4::stack(hs));
+      return backend_.upload(int4_scratch_.back().host());
+    }
+    if (std::any_of(hs.begin(), hs.end(), quantized))
+      for (auto& h : hs) h = values(h);  // quantised beside other parts: stacked as values
     const bool same_type =
         std::all_of(hs.begin(), hs.end(), [&](const HostTensor& h) { return h.dtype == hs.front().dtype; });
     if (same_type) {
+      int64_t bytes = 0;
+      for (const auto& h : hs) bytes += h.bytes();
       std::vector<unsigned char> stacked(static_cast<size_t>(bytes));
       int64_t at = 0;
       for (const auto& h : hs) {
@@ -255,11 +290,18 @@ class Loader {
   void clear_scratch() {
     scratch_.clear();
     code_scratch_.clear();
+    int4_scratch_.clear();
   }
 
-  // Whether the linear weights stay FP8 on the backend (an FP8 checkpoint or --quantization
-  // fp8 on a backend that keeps FP8 weights).
-  bool fp8_resident() const { return backend_.fp8_weights() && (fp8_ || quantize_); }
+  // Whether a weight reaches the backend quantised: stored FP8 (or made FP8 by --quantization
+  // fp8) where the backend keeps FP8 weights, stored 4-bit where it keeps 4-bit ones.
+  bool stays_quantized(const Part& p) const {
+    if (const auto* e = ckpt_.find(p.name)) {
+      if (e->info->dtype == StDType::f8_e4m3) return backend_.fp8_weights();
+      return quantize_ && p.target == Fp8Target::yes && backend_.fp8_weights();
+    }
+    return is_int4(p.name) && backend_.int4_weights();
+  }
 
   // Every tensor that is neither skipped nor loaded is an error.
   void check_nothing_left() const {
@@ -274,11 +316,13 @@ class Loader {
   const Checkpoint& ckpt_;
   std::string prefix_;
   std::optional<Fp8Config> fp8_;
+  std::optional<Int4Config> int4_;
   bool quantize_;
   bool mtp_;
   std::set<std::string> used_;
   std::deque<std::vector<float>> scratch_;  // deque: earlier buffers stay put
   std::deque<std::vector<uint8_t>> code_scratch_;
+  std::deque<int4::Weight> int4_scratch_;
 };
 
 // One decoder layer under prefix p ("model.layers.3.", "mtp.layers.0.").
@@ -305,7 +349,7 @@ LayerWeights load_layer(Loader& ld, const std::string& p, LayerKind kind, const 
     const Loader::Part z{p + "linear_attn.in_proj_z.weight", {Hv * dv, H}, linear};
     const Loader::Part b{p + "linear_attn.in_proj_b.weight", {Hv, H}};
     const Loader::Part a{p + "linear_attn.in_proj_a.weight", {Hv, H}};
-    if (ld.fp8_resident()) {
+    if (ld.stays_quantized(qkv) || ld.stays_quantized(z)) {
       g.in_proj = ld.load_stacked({qkv, z});
       g.in_proj_ba = ld.load_stacked({b, a});
     } else {
@@ -325,7 +369,7 @@ LayerWeights load_layer(Loader& ld, const std::string& p, LayerKind kind, const 
 // The MTP module (mtp.*), refused with a clear message when the checkpoint has none.
 MtpWeights load_mtp(Loader& ld, const Checkpoint& ckpt, const ModelConfig& c) {
   const std::string who = ckpt.dir().string() + ": speculative method \"mtp\" needs the checkpoint's MTP module";
-  if (c.mtp_layers < 1 || !ckpt.find("mtp.fc.weight"))
+  if (c.mtp_layers < 1 || !ld.has("mtp.fc.weight"))
     throw std::runtime_error(who + " (config.json's mtp_num_hidden_layers and the mtp.* tensors), and this one has " +
                              (c.mtp_layers < 1 ? "no mtp_num_hidden_layers" : "no mtp.fc.weight") +
                              "; use a released Qwen3.5/3.6 checkpoint or another method (\"ngram\")");
@@ -353,7 +397,38 @@ MtpWeights load_mtp(Loader& ld, const Checkpoint& ckpt, const ModelConfig& c) {
   return m;
 }
 
+// serve --quantization against what the checkpoint is.
+void check_quantization(const Checkpoint& ckpt, const ModelConfig& c, const LoadOptions& options) {
+  const std::string is = c.int4 ? std::string(c.int4->method == Int4Method::gptq ? "a gptq" : "an awq") + " checkpoint"
+                         : c.fp8 ? std::string("an fp8 checkpoint")
+                                 : std::string("not quantised (config.json has no quantization_config)");
+  const std::string who = ckpt.dir().string() + ": --quantization ";
+  switch (options.quantization) {
+    case Quantization::none: return;
+    case Quantization::fp8:
+      if (c.int4) throw std::runtime_error(who + "fp8 cannot quantise " + is + " again (drop the flag: it loads as stored)");
+      return;
+    case Quantization::gptq:
+    case Quantization::awq: {
+      const Int4Method want = options.quantization == Quantization::gptq ? Int4Method::gptq : Int4Method::awq;
+      if (!c.int4 || c.int4->method != want)
+        throw std::runtime_error(who + (want == Int4Method::gptq ? "gptq" : "awq") + " loads " +
+                                 (want == Int4Method::gptq ? "GPTQ" : "AWQ") + " checkpoints as released, and this one is " +
+                                 is + "; 4-bit weights are not made at load");
+      return;
+    }
+  }
+}
+
 }  // namespace
+
+Quantization parse_quantization(std::string_view s) {
+  if (s == "none") return Quantization::none;
+  if (s == "fp8") return Quantization::fp8;
+  if (s == "gptq") return Quantization::gptq;
+  if (s == "awq") return Quantization::awq;
+  throw std::invalid_argument("--quantization must be none, fp8, gptq or awq, got '" + std::string(s) + "'");
+}
 
 ModelWeights load_weights(kernels::Backend& backend, const Checkpoint& ckpt, const ModelConfig& c,
                           const LoadOptions& options) {
@@ -362,17 +437,19 @@ ModelWeights load_weights(kernels::Backend& backend, const Checkpoint& ckpt, con
   std::string prefix = c.multimodal_layout ? "model.language_model." : "model.";
   const std::string other = c.multimodal_layout ? "model." : "model.language_model.";
   if (!ckpt.find(prefix + "embed_tokens.weight") && ckpt.find(other + "embed_tokens.weight")) prefix = other;
+  check_quantization(ckpt, c, options);
   Loader ld(backend, ckpt, prefix, c, options);
   const int64_t H = c.hidden_size, V = c.vocab_size;
 
   ModelWeights w;
-  w.embed = ld.load(prefix + "embed_tokens.weight", {V, H});
+  // As values: the embedding op gathers rows of values.
+  w.embed = ld.upload(ld.values(ld.host(prefix + "embed_tokens.weight", {V, H})));
   w.final_norm = ld.load(prefix + "norm.weight", {H});
-  if (ckpt.find("lm_head.weight") && !c.tie_word_embeddings) {
+  if (ld.has("lm_head.weight") && !c.tie_word_embeddings) {
     w.lm_head = ld.load("lm_head.weight", {V, H});
   } else if (c.tie_word_embeddings) {
     // Tied: HF reuses the embedding even when a copy of lm_head was saved.
-    if (ckpt.find("lm_head.weight")) ld.host("lm_head.weight", {V, H});
+    if (ld.has("lm_head.weight")) ld.host("lm_head.weight", {V, H});
     w.lm_head = w.embed;
   } else {
     ld.load("lm_head.weight", {V, H});  // reports it missing

@@ -19,12 +19,24 @@
 // same treatment at load time: the linear weights an FP8 release quantises (q/k/v/o_proj,
 // gate/up/down_proj, the DeltaNet's in_proj_qkv, in_proj_z and out_proj; not the embedding,
 // lm_head, norms, conv1d, A_log, dt_bias or the small in_proj_a/b, which Qwen's releases keep
-// in bf16) are block-quantised. Where the weights stay FP8, the DeltaNet's unquantised
-// in_proj_b/a are stacked apart (in_proj_ba), so the FP8 stack holds FP8 rows only.
+// in bf16) are block-quantised.
+//
+// INT4 (model/qwen35/int4.h): a linear weight stored as GPTQ or AWQ tensors (X.qweight,
+// X.qzeros, X.scales, X.g_idx instead of X.weight) is read as config.int4 says. A backend that
+// keeps 4-bit weights (Backend::int4_weights: CUDA) gets the codes with their group scales and
+// zeros (int4 tensors; a stack of int4 parts with one group size and column order stays int4);
+// any other gets the values, dequantised to f32 on the host. Which weights are quantised is
+// the checkpoint's business (Qwen's releases leave the embedding, lm_head, norms, conv1d, the
+// DeltaNet's in_proj_a/b and, in some, more in bf16): each weight loads as it is stored.
+// Where a DeltaNet's in_proj_qkv or in_proj_z stays quantised (FP8 or int4), its unquantised
+// in_proj_b/a are stacked apart (in_proj_ba), so the quantised stack holds quantised rows only.
+// The embedding is always uploaded as values (the backend's embedding reads rows of values);
+// MTP's fc too (it is cut into column halves).
 #pragma once
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kernels/backend.h"
@@ -44,9 +56,9 @@ struct AttentionWeights {
 
 struct DeltaNetWeights {
   // [conv_dim + Hv*dv + 2*Hv, H] = [in_proj_qkv; in_proj_z; in_proj_b; in_proj_a], or, where
-  // the weights stay FP8, [conv_dim + Hv*dv, H] = [in_proj_qkv; in_proj_z] and in_proj_ba.
+  // those stay quantised, [conv_dim + Hv*dv, H] = [in_proj_qkv; in_proj_z] and in_proj_ba.
   kernels::Tensor in_proj;
-  kernels::Tensor in_proj_ba;   // [2*Hv, H] = [in_proj_b; in_proj_a] (FP8-resident weights only)
+  kernels::Tensor in_proj_ba;   // [2*Hv, H] = [in_proj_b; in_proj_a] (quantised in_proj only)
   kernels::Tensor conv1d;       // [conv_dim, 1, Kc]
   kernels::Tensor dt_bias;      // [Hv]
   kernels::Tensor a_log;        // [Hv]
@@ -85,11 +97,16 @@ struct ModelWeights {
   std::optional<MtpWeights> mtp;  // when loaded (LoadOptions::mtp)
 };
 
-enum class Quantization : uint8_t { none, fp8 };
+// serve --quantization, as vLLM spells it.
+enum class Quantization : uint8_t { none, fp8, gptq, awq };
+// "none", "fp8", "gptq" or "awq"; std::invalid_argument naming them otherwise.
+Quantization parse_quantization(std::string_view s);
 
 struct LoadOptions {
   // fp8: quantise the linear weights of a bf16/f32 checkpoint at load time (serve
-  // --quantization fp8). A no-op on a checkpoint that is already FP8 (config.fp8 set).
+  // --quantization fp8). A no-op on a checkpoint that is already FP8 (config.fp8 set); refused
+  // on a GPTQ or AWQ one. gptq / awq: the checkpoint must be one (its quantization_config says
+  // so), which loads as stored; anything else is refused, naming what it is.
   Quantization quantization = Quantization::none;
   // Load the MTP module (speculative decoding's "mtp" method). A checkpoint without one
   // (config.json's mtp_num_hidden_layers, the mtp.* tensors) is refused with a message

@@ -5,7 +5,8 @@
 //                    [--no-chained-launches] [--no-gemv] [--no-skinny-gemm] [--fused-projection-rows N]
 //                    [--no-decode-bulk-copies] [--no-token-rows] [--quantization fp8] [--fp8-skinny-rows N]
 //                    [--no-fp8-block-gemm] [--no-fp8-decode-tiles]
-//                    [--no-fp8-weights] [--graphs on,off] [--json FILE]
+//                    [--no-fp8-weights] [--no-int4-weights] [--int4-skinny-rows N] [--graphs on,off]
+//                    [--json FILE]
 //
 // First it measures the GPU's ceilings (device_ceilings.h). Then:
 //  * prefill: one sequence of --prefill tokens in one step (logits for its last token),
@@ -22,7 +23,9 @@
 //    K/V of the context + DeltaNet state read and written, over the measured copy bandwidth).
 //  * --quantization fp8 loads a bf16 checkpoint as the server's flag does (an FP8 checkpoint
 //    loads as FP8 without it): the linear weights stay FP8 on the device, so the bytes floor is
-//    that of the FP8 codes and scales. The device memory the weights took is printed.
+//    that of the FP8 codes and scales. A GPTQ or AWQ checkpoint loads 4-bit (no flag needed),
+//    and its bytes floor is that of the int4 codes with their group scales and zeros (4.3 bits
+//    a weight at group size 128). The device memory the weights took is printed.
 //  * layouts: the same decode at --layout-batch x max(contexts) with each sequence's blocks
 //    shuffled over the pool (paged) or consecutive (contiguous: one region per sequence).
 //  * --graphs: the decode points with recorded steps (CUDA graphs, Model::enable_step_graphs,
@@ -58,13 +61,15 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// Bytes of the weights a decode step streams, as uploaded (FP8 codes with their scales): all
-// but the embedding, whose rows are gathered (lm_head is streamed, tied or not).
+// Bytes of the weights a decode step streams, as uploaded (FP8 codes with their scales, int4
+// codes with their f32 scales and u8 zeros per group): all but the embedding, whose rows are
+// gathered (lm_head is streamed, tied or not).
 double streamed_weight_bytes(const qwen35::ModelWeights& w) {
   const auto bytes = [](const kernels::Tensor& t) {
     if (t.empty()) return 0.0;
     double b = static_cast<double>(t.bytes());
     if (t.dtype() == DType::fp8_e4m3) b += 4.0 * static_cast<double>(t.fp8_scales().rows_for(t.dim(0)) * t.fp8_scales().cols);
+    if (t.dtype() == DType::int4) b += 5.0 * static_cast<double>(t.numel() / t.int4_groups().group_size);
     return b;
   };
   double sum = bytes(w.lm_head) + bytes(w.final_norm);
@@ -128,6 +133,14 @@ int main(int argc, char** argv) {
   app.add_option("--fp8-skinny-rows", bo.paths.fp8_skinny_rows,
                  "FP8 GEMMs of up to this many rows (<= 64) by fp8_gemm.cu's skinny kernel, larger by the "
                  "block-scaled FP8 GEMM (or cuBLAS over dequantised tiles)");
+  bool no_int4_weights = false;
+  app.add_flag("--no-int4-weights", no_int4_weights,
+               "4-bit (GPTQ / AWQ) weights dequantised to bf16 at load (the backend's int4_weights off): the same "
+               "weights at bf16's bytes and kernels");
+  app.add_option("--int4-skinny-rows", bo.paths.int4_skinny_rows,
+                 "4-bit GEMMs of up to this many rows (<= 64) by int4_gemm.cu's code-reading kernel, larger by cuBLAS "
+                 "over bf16 tiles")
+      ->check(CLI::Range(0, 64));
   bool fp8_warp_gemv = false, no_fp8_block_gemm = false, no_fp8_decode_tiles = false;
   app.add_flag("--no-fp8-decode-tiles", no_fp8_decode_tiles,
                "block-scaled FP8 GEMMs of up to 64 rows on cuBLASLt's heuristic's tiles instead of the decode tiles");
@@ -140,8 +153,10 @@ int main(int argc, char** argv) {
                  "steps of at most this many rows run stacked projections as one GEMM (0 = never)");
   app.add_flag("--no-decode-bulk-copies", no_bulk, "decode K/V tiles by cp.async instead of bulk tensor copies");
   app.add_flag("--no-token-rows", no_rows, "decode never uses token-row tiles (a block per KV head)");
-  app.add_option("--quantization", quantization, "none, or fp8: quantise the linear weights at load (FP8 on the device)")
-      ->check(CLI::IsMember({"none", "fp8"}));
+  app.add_option("--quantization", quantization,
+                 "none; fp8: quantise the linear weights at load (FP8 on the device); gptq or awq: the checkpoint "
+                 "must be one (it loads 4-bit without the flag)")
+      ->check(CLI::IsMember({"none", "fp8", "gptq", "awq"}));
   std::string graphs_s = "on";
   app.add_option("--graphs", graphs_s, "decode with recorded steps (CUDA graphs): on, off, or on,off (both, compared)");
   app.add_flag("--profile", profile, "after each timed point, per-op GPU times of one more run (prefill) or 3 steps");
@@ -185,6 +200,7 @@ int main(int argc, char** argv) {
     bo.paths.fp8_decode_tiles = !no_fp8_decode_tiles;
     bo.paths.skinny_gemm = !no_skinny;
     bo.fp8_weights = !no_fp8_weights;
+    bo.int4_weights = !no_int4_weights;
     bo.decode.bulk_copies = !no_bulk;
     bo.decode.token_rows = !no_rows;
     auto backend = cuda::make_cuda_backend(bo);
@@ -196,7 +212,7 @@ int main(int argc, char** argv) {
     const auto t_load = Clock::now();
     const auto free_before = be.device_memory().free_bytes;
     qwen35::LoadOptions load;
-    if (quantization == "fp8") load.quantization = qwen35::Quantization::fp8;
+    load.quantization = qwen35::parse_quantization(quantization);
     auto model = qwen35::Model::load(be, model_dir, load);
     be.synchronize();
     const auto& cfg = model->config();
@@ -205,11 +221,17 @@ int main(int argc, char** argv) {
                 static_cast<long long>(cfg.hidden_size), static_cast<long long>(cfg.vocab_size));
     const auto geo = model->cache_geometry();
     const double wbytes = streamed_weight_bytes(model->weights());
-    std::printf("weights: %.2f GiB of device memory (--quantization %s, FP8 kept: %s); %.2f GB streamed per decode step\n",
+    std::printf("weights: %.2f GiB of device memory (--quantization %s, FP8 kept: %s, %s); %.2f GB streamed per decode step\n",
                 static_cast<double>(free_before - be.device_memory().free_bytes) / (1 << 30), quantization.c_str(),
-                be.fp8_weights() ? "yes" : "no", wbytes / 1e9);
+                be.fp8_weights() ? "yes" : "no",
+                cfg.int4 ? (std::string(cfg.int4->method_name()) + " checkpoint, 4-bit kept: " +
+                            (be.int4_weights() ? "yes" : "no")).c_str()
+                         : "not 4-bit",
+                wbytes / 1e9);
     result.set("model", model_dir);
     result.set("weights_gib", static_cast<double>(free_before - be.device_memory().free_bytes) / (1 << 30));
+    result.set("weight_format", cfg.int4 ? std::string(cfg.int4->method_name()) + " int4"
+                                : (be.fp8_weights() && (cfg.fp8 || quantization == "fp8")) ? "fp8" : "bf16");
     const double kv_token = static_cast<double>(geo.kv_bytes_per_token());
     const double state_slot = static_cast<double>(geo.state_bytes_per_slot());
 

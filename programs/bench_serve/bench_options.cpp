@@ -4,6 +4,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "programs/bench_serve/random_image.h"
+
 namespace ds::bench {
 
 void add_bench_options(CLI::App& app, BenchOptions& o) {
@@ -40,6 +42,11 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
       ->capture_default_str();
   app.add_option("--dataset-path", o.dataset_path,
                  "file: JSONL, one {\"prompt\": text or ids | \"messages\": [...], \"max_tokens\": N} per line");
+  app.add_option("--image-size", o.image_size,
+                 "WxH: each request's user message also carries random JPEG images of this size "
+                 "(chat endpoint; random and shared-prefix datasets)");
+  app.add_option("--images-per-request", o.images_per_request, "Images per request (default 1 with --image-size)")
+      ->capture_default_str();
   app.add_flag("--ignore-eos", o.ignore_eos, "Send ignore_eos: every reply runs to max_tokens");
   app.add_option("--temperature", o.temperature, "Sampling temperature (default: the server's)");
   app.add_option("--extra-body", o.extra_body, "JSON object merged into every request body");
@@ -85,6 +92,16 @@ std::string validate_options(const BenchOptions& o) {
     return "--shared-prefix-len and --shared-suffix-len must be >= 0 and not both 0";
   if (o.turns < 1) return "--turns must be at least 1";
   if (o.system_prompt_len < 0) return "--system-prompt-len must be >= 0";
+  if (o.images_per_request < 0) return "--images-per-request must be >= 0";
+  if (o.images_per_request > 0 && o.image_size.empty()) return "--images-per-request needs --image-size WxH";
+  if (!o.image_size.empty()) {
+    int w = 0, h = 0;
+    if (!parse_image_size(o.image_size, w, h))
+      return "--image-size must be WxH, each side 1..16384 (got '" + o.image_size + "')";
+    if (!is_chat_endpoint(o)) return "--image-size sends images in chat messages: use --endpoint /v1/chat/completions";
+    if (o.dataset != "random" && o.dataset != "shared-prefix")
+      return "--image-size works with --dataset random or shared-prefix";
+  }
   if (o.max_concurrency < 0) return "--max-concurrency must be >= 0";
   if (!(o.request_rate > 0)) return "--request-rate must be positive (inf: all at once)";
   if (o.warmup < 0) return "--warmup must be >= 0";

@@ -36,6 +36,10 @@ struct BenchOptions {
   int turns = 4;                 // multi-turn: turns per conversation
   int system_prompt_len = 256;   // multi-turn: system prompt words
   std::string dataset_path;      // file: JSONL of {prompt | messages, max_tokens}
+  // Images (chat; random and shared-prefix): each user message also carries this many
+  // random JPEGs of image_size ("WxH"), as data: URLs, new ones for every request.
+  std::string image_size;
+  int images_per_request = 0;  // 0 with --image-size: 1
   bool ignore_eos = false;
   std::optional<double> temperature;  // sent only when given (else the server's default)
   std::string extra_body;             // a JSON object merged into every request body

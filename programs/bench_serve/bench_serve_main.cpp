@@ -6,6 +6,7 @@
 //
 // Exit status: 0 when every request succeeded, 2 when the run finished with failed requests
 // (each counted and reported with its error), 1 when it could not run.
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <fstream>
@@ -64,6 +65,8 @@ int run(const BenchOptions& o) {
   info.base_url = o.base_url;
   info.endpoint = o.endpoint;
   info.dataset = o.dataset;
+  if (!o.image_size.empty())  // e.g. "random+2x448x448": two 448x448 images per request
+    info.dataset += "+" + std::to_string(std::max(1, o.images_per_request)) + "x" + o.image_size;
   info.label = o.label;
   info.sessions = sessions.size();
   info.requests = count_requests(sessions);
@@ -75,7 +78,7 @@ int run(const BenchOptions& o) {
   for (const Session& s : sessions)
     for (const Turn& t : s.turns) constrained += t.structured ? 1 : 0;
   std::fprintf(stderr, "bench_serve: %zu requests (%s, %zu sessions; %zu constrained) to %s%s, model %s\n",
-               info.requests, o.dataset.c_str(), info.sessions, constrained, o.base_url.c_str(), o.endpoint.c_str(),
+               info.requests, info.dataset.c_str(), info.sessions, constrained, o.base_url.c_str(), o.endpoint.c_str(),
                model.c_str());
 
   if (o.warmup > 0) warm_up(o, address, body, sessions);

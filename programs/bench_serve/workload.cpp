@@ -6,6 +6,7 @@
 #include <random>
 #include <stdexcept>
 
+#include "programs/bench_serve/random_image.h"
 #include "programs/bench_serve/random_prompt.h"
 
 namespace ds::bench {
@@ -13,6 +14,22 @@ namespace ds::bench {
 namespace {
 
 Json user_message(const std::string& text) { return Json::array({{{"role", "user"}, {"content", text}}}); }
+
+// The images of request `index` (none without --image-size), then the text, as the content
+// of a user message; plain text when there are no images.
+Json user_content(const BenchOptions& o, int index, const std::string& text) {
+  if (o.image_size.empty()) return text;
+  int width = 0, height = 0;
+  parse_image_size(o.image_size, width, height);
+  const int n = std::max(1, o.images_per_request);
+  Json parts = Json::array();
+  for (int k = 0; k < n; ++k) {
+    const uint64_t seed = o.seed * 1000003ULL + static_cast<uint64_t>(index) * static_cast<uint64_t>(n) + k;
+    parts.push_back({{"type", "image_url"}, {"image_url", {{"url", jpeg_data_url(random_jpeg(width, height, seed))}}}});
+  }
+  parts.push_back({{"type", "text"}, {"text", text}});
+  return parts;
+}
 
 Session single(Json input, int max_tokens, int nominal) {
   Session s;
@@ -26,7 +43,8 @@ std::vector<Session> random_sessions(const BenchOptions& o, bool chat) {
   for (int i = 0; i < o.num_prompts; ++i) {
     const int in = r.length(o.random_input_len, o.random_range_ratio);
     const int max_tokens = r.length(o.random_output_len, o.random_range_ratio);
-    out.push_back(single(chat ? user_message(r.words(in)) : r.prompt(in), max_tokens, in));
+    Json input = chat ? Json::array({{{"role", "user"}, {"content", user_content(o, i, r.words(in))}}}) : r.prompt(in);
+    out.push_back(single(std::move(input), max_tokens, in));
   }
   return out;
 }
@@ -47,7 +65,7 @@ std::vector<Session> shared_prefix_sessions(const BenchOptions& o, bool chat) {
     if (chat) {
       input = Json::array();
       if (o.shared_prefix_len > 0) input.push_back({{"role", "system"}, {"content", prefix}});
-      input.push_back({{"role", "user"}, {"content", r.words(std::max(1, o.shared_suffix_len))}});
+      input.push_back({{"role", "user"}, {"content", user_content(o, i, r.words(std::max(1, o.shared_suffix_len)))}});
     } else if (r.exact()) {
       input = prefix;
       for (int32_t id : r.ids(o.shared_suffix_len)) input.push_back(id);

@@ -1,6 +1,9 @@
 // refcheck --model DIR [--reference FILE] [--backend cpu|cuda|cuda-f32] [--chunk N]
 //          [--tolerance X] [--min-agreement F] [--kv-cache-dtype bf16|f16|q8_0|q4_0 (cuda)]
-//          [--quantization none|fp8] [--hf-overrides JSON | --hf-overrides-file FILE]
+//          [--quantization none|fp8|gptq|awq] [--hf-overrides JSON | --hf-overrides-file FILE]
+//
+// A reference with image cases (the vision-language fixture, vision_refcheck.h) runs the
+// vision refcheck instead: one line per case, then "refcheck: PASS|FAIL <k>/<n> image cases".
 //
 // Checks a checkpoint against its reference file (default DIR/reference.safetensors): prefill
 // logits at every prompt position, teacher-forced decode logits, and greedy tokens (see
@@ -18,6 +21,8 @@
 // YaRN fixture (tests/data/tiny-qwen35-yarn) is tiny-qwen35's checkpoint under its
 // hf_overrides.json, checked against its own reference.
 #include <cstdio>
+#include <filesystem>
+#include <stdexcept>
 #include <exception>
 #include <fstream>
 #include <sstream>
@@ -32,6 +37,7 @@
 #endif
 #include "model/qwen35/model.h"
 #include "model/qwen35/refcheck.h"
+#include "model/qwen35/vision_refcheck.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Compare the engine's logits and greedy tokens with a reference file."};
@@ -53,8 +59,9 @@ int main(int argc, char** argv) {
   app.add_option("--min-agreement", min_agreement,
                  "fraction of teacher-forced steps whose argmax must match (default 1 = exact greedy; cuda 0.95)")
       ->check(CLI::Range(0.0, 1.0));
-  app.add_option("--quantization", quantization, "none, or fp8: block-wise e4m3 of the linear weights at load")
-      ->check(CLI::IsMember({"none", "fp8"}));
+  app.add_option("--quantization", quantization,
+                 "none; fp8: block-wise e4m3 of the linear weights at load; gptq or awq: the checkpoint must be one")
+      ->check(CLI::IsMember({"none", "fp8", "gptq", "awq"}));
   auto* ov = app.add_option("--hf-overrides", overrides, "JSON object merged into config.json (serve's --hf-overrides)");
   app.add_option("--hf-overrides-file", overrides_file, "the same, read from a file")
       ->check(CLI::ExistingFile)
@@ -82,7 +89,7 @@ int main(int argc, char** argv) {
 #endif
     }
     ds::qwen35::LoadOptions load_options;
-    if (quantization == "fp8") load_options.quantization = ds::qwen35::Quantization::fp8;
+    load_options.quantization = ds::qwen35::parse_quantization(quantization);
     if (!overrides_file.empty()) {
       std::ifstream in(overrides_file);
       std::stringstream text;
@@ -92,6 +99,27 @@ int main(int argc, char** argv) {
     load_options.config_overrides = overrides;
     auto model = ds::qwen35::Model::load(*be, model_dir, load_options);
     const ds::qwen35::ReferenceFile ref(reference);
+    if (ref.num_cases() > 0) {
+      // A vision-language fixture (vision_refcheck.h): its images next to the reference.
+      if (!model->config().vision)
+        throw std::runtime_error("the reference has image cases but the model has no usable vision tower: " +
+                                 model->config().vision_unusable);
+      const ds::qwen35::Checkpoint ckpt(model_dir);
+      auto encoder = ds::qwen35::VisionEncoder::load(*be, model_dir, ckpt, *model->config().vision);
+      ds::qwen35::VisionRefcheckOptions vo;
+      vo.chunk = chunk;
+      vo.tolerance = tolerance > 0 ? tolerance : default_tolerance;
+      vo.min_agreement = min_agreement > 0 ? min_agreement : default_agreement;
+      if (backend != "cpu") vo.pixel_tolerance = 1e-6;  // preprocessing runs on the host either way
+      const auto report = ds::qwen35::run_vision_refcheck(
+          *model, *encoder, ref, std::filesystem::path(reference).parent_path(), vo,
+          [](const ds::qwen35::VisionCaseCheck& c) {
+            std::printf("%s\n", ds::qwen35::format_case(c).c_str());
+            std::fflush(stdout);
+          });
+      std::printf("%s\n", ds::qwen35::format_summary(report).c_str());
+      return report.pass() ? 0 : 1;
+    }
     ds::qwen35::RefcheckOptions options;
     options.chunk = chunk;
     options.tolerance = tolerance > 0 ? tolerance : default_tolerance;

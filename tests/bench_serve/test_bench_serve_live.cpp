@@ -267,3 +267,18 @@ TEST_CASE("errors: wrong model (404), full queue (429), no server: failures with
     CHECK(r.result["error_counts"][0]["error"] == "connection: could not connect to http://127.0.0.1:" + std::to_string(port));
   }
 }
+
+TEST_CASE("images: random JPEGs per request on the vision-language fixture", "[images]") {
+  Server s({"--model", ds::test::data_path("tiny-qwen35-vl"), "--max-num-seqs", "4", "--limit-mm-per-prompt",
+            R"({"image": 2})"});
+  const double p0 = s.counter("vllm:prompt_tokens_total"), g0 = s.counter("vllm:generation_tokens_total");
+  const BenchRun r = bench(s.url(), {"--endpoint", "/v1/chat/completions", "--num-prompts", "3", "--random-input-len",
+                                     "6", "--random-output-len", "4", "--ignore-eos", "--image-size", "64x40",
+                                     "--images-per-request", "2", "--max-concurrency", "2"});
+  check_counts(r, s, p0, g0, 3);
+  CHECK(r.result["dataset"] == "random+2x64x40");
+  // Each image adds at least its merged tokens and the vision start/end tokens.
+  for (const auto& n : r.result["input_lens"]) CHECK(n.get<int>() > 6 + 2 * 4);
+  // Every image is new: the encoder ran for each of them.
+  CHECK(s.counter("deltaserve:images_encoded_total") == 6);
+}

@@ -8,14 +8,17 @@
 #include <cstdio>
 #include <fstream>
 #include <limits>
+#include <set>
 
 #include <unistd.h>
 
 #include "model/grammar/json_schema.h"
+#include "model/vision/decode.h"
 #include "programs/bench_serve/bench_options.h"
 #include "programs/bench_serve/load_generator.h"
 #include "tests/test_paths.h"
 #include "programs/bench_serve/openai_client.h"
+#include "programs/bench_serve/random_image.h"
 #include "programs/bench_serve/request_body.h"
 #include "programs/bench_serve/serving_metrics.h"
 #include "programs/bench_serve/sse_parser.h"
@@ -465,4 +468,83 @@ TEST_CASE("options: inconsistent flags are refused by name", "[options]") {
   o.structured_fraction = 0;
   o.structured_body = "{}";
   CHECK(validate_options(o).rfind("--structured-body", 0) == 0);
+  o = BenchOptions{};
+  o.image_size = "64x48";
+  CHECK(validate_options(o).find("/v1/chat/completions") != std::string::npos);
+  o.endpoint = "/v1/chat/completions";
+  CHECK(validate_options(o).empty());
+  for (const char* bad : {"64", "x48", "64x", "0x4", "64x48x2", "-1x4", "99999x2"}) {
+    o.image_size = bad;
+    CHECK(validate_options(o).rfind("--image-size", 0) == 0);
+  }
+  o = BenchOptions{};
+  o.images_per_request = 2;
+  CHECK(validate_options(o).rfind("--images-per-request", 0) == 0);
+}
+
+namespace {
+
+std::vector<uint8_t> from_base64(const std::string& s) {
+  static const std::string kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::vector<uint8_t> out;
+  uint32_t acc = 0;
+  int bits = 0;
+  for (char c : s) {
+    if (c == '=') break;
+    acc = (acc << 6) | static_cast<uint32_t>(kAlphabet.find(c));
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<uint8_t>(acc >> bits));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("images: N distinct JPEGs of WxH before the text of each chat request", "[images]") {
+  BenchOptions o;
+  o.endpoint = "/v1/chat/completions";
+  o.num_prompts = 3;
+  o.random_input_len = 5;
+  o.image_size = "70x33";
+  o.images_per_request = 2;
+  REQUIRE(validate_options(o).empty());
+  const auto sessions = build_workload(o);
+  REQUIRE(sessions.size() == 3);
+  std::set<std::string> urls;
+  for (const auto& s : sessions) {
+    const Json& content = s.turns.at(0).input.at(0).at("content");
+    REQUIRE(content.is_array());
+    REQUIRE(content.size() == 3);
+    CHECK(content[2]["type"] == "text");
+    for (int k = 0; k < 2; ++k) {
+      CHECK(content[k]["type"] == "image_url");
+      const std::string url = content[k]["image_url"]["url"];
+      const std::string prefix = "data:image/jpeg;base64,";
+      REQUIRE(url.rfind(prefix, 0) == 0);
+      urls.insert(url);
+      const auto bytes = from_base64(url.substr(prefix.size()));
+      const ds::vision::RgbImage img = ds::vision::decode_image(bytes);
+      CHECK(img.width == 70);
+      CHECK(img.height == 33);
+    }
+  }
+  CHECK(urls.size() == 6);  // no image repeats: a server's encoder cache never hits
+  // The same seed, the same images.
+  CHECK(build_workload(o)[1].turns[0].input == sessions[1].turns[0].input);
+  // Base64 of every length remainder decodes back.
+  for (size_t n : {0u, 1u, 2u, 3u, 4u, 5u}) {
+    std::vector<uint8_t> b(n);
+    for (size_t i = 0; i < n; ++i) b[i] = static_cast<uint8_t>(i * 97 + 1);
+    const std::string url = jpeg_data_url(b);
+    CHECK(from_base64(url.substr(url.find(',') + 1)) == b);
+  }
+  // shared-prefix keeps its system prefix and puts the images in the user message.
+  o.dataset = "shared-prefix";
+  o.images_per_request = 0;  // --image-size alone: one image
+  const auto shared = build_workload(o);
+  CHECK(shared[0].turns[0].input.at(0)["role"] == "system");
+  CHECK(shared[0].turns[0].input.at(1)["content"].size() == 2);
 }

@@ -9,10 +9,13 @@
 //     reachable in CI and Debian packages neither SDK, so there they are reported as skipped;
 //     each has a JavaScript twin that runs).
 // The examples use port 8080 (scripts/run.sh's); the test serves on a free port and rewrites
-// `:8080` to it. Without node packages the JS blocks cannot run: exit 77 (CTest: skipped).
+// `:8080` to it. The image examples (those that read `shot.png`) go to a second server on the
+// vision-language fixture (tests/data/tiny-qwen35-vl; the bundled model has no vision tower),
+// with one of the fixture's images as shot.png in the working directory of every block.
+// Without node packages the JS blocks cannot run: exit 77 (CTest: skipped).
 //   SERVE_BIN=build/serve node tests/docs/readme_examples.test.mjs
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -42,10 +45,10 @@ if (curlCalls < 10) fail(`only ${curlCalls} curl calls found in README.md`);
 if (jsBlocks.length < 2) fail(`only ${jsBlocks.length} JavaScript examples found in README.md`);
 if (pyBlocks.length !== jsBlocks.length) fail(`${pyBlocks.length} Python examples but ${jsBlocks.length} JavaScript twins`);
 
-// Starts serve on a free port (the README's server: the bundled model, no API key); resolves
-// {port, stop()}.
-function startServe() {
-  const proc = spawn(serveBin, ['--port', '0', '--kv-cache-memory', '256MiB', '--max-num-seqs', '16'],
+// Starts serve on a free port (the README's server: the bundled model, or the given one; no
+// API key); resolves {port, stop()}.
+function startServe(model = []) {
+  const proc = spawn(serveBin, [...model, '--port', '0', '--kv-cache-memory', '256MiB', '--max-num-seqs', '16'],
                      { stdio: ['ignore', 'pipe', 'pipe'] });
   let log = '';
   return new Promise((resolve, reject) => {
@@ -73,17 +76,22 @@ function run(cmd, args, opts) {
   return { ok: r.status === 0, out: `${r.stdout ?? ''}${r.stderr ?? ''}${r.error ? String(r.error) : ''}` };
 }
 
+const usesImage = (b) => /\bshot\.png\b/.test(b.code);
+if (!blocks.some(usesImage)) fail('no image examples (reading shot.png) found in README.md');
 const server = await startServe();
-const port = String(server.port);
-const here = (code) => code.replace(/(localhost|127\.0\.0\.1):8080\b/g, `$1:${port}`);
+const vlServer = await startServe(['--model', join(root, 'tests', 'data', 'tiny-qwen35-vl')]);
+const here = (b) => b.code.replace(/(localhost|127\.0\.0\.1):8080\b/g,
+                                   `$1:${usesImage(b) ? vlServer.port : server.port}`);
+const port = `${server.port} (images: ${vlServer.port})`;
 const work = mkdtempSync(join(tmpdir(), 'ds-readme-'));
+copyFileSync(join(root, 'tests', 'data', 'tiny-qwen35-vl', 'images', 'square96.png'), join(work, 'shot.png'));
 let ran = 0;
 let skipped = 0;
 try {
   for (const b of curlBlocks) {
     // Strict curl for every call of the block; a failure anywhere (pipes included) fails it.
-    const script = `set -eo pipefail\ncurl() { command curl --fail-with-body -S --max-time 60 "$@"; }\n${here(b.code)}`;
-    const r = run('bash', ['-c', script]);
+    const script = `set -eo pipefail\ncurl() { command curl --fail-with-body -S --max-time 60 "$@"; }\n${here(b)}`;
+    const r = run('bash', ['-c', script], { cwd: work });
     if (!r.ok) fail(`README.md:${b.line} (sh) failed:\n${r.out}`);
     else ran++;
   }
@@ -93,7 +101,7 @@ try {
     symlinkSync(nodeModules, join(work, 'node_modules'), 'dir');
     jsBlocks.forEach((b, i) => {
       const file = join(work, `example_${i}.mjs`);
-      writeFileSync(file, here(b.code));
+      writeFileSync(file, here(b));
       const r = run(process.execPath, [file], { cwd: work });
       if (!r.ok) fail(`README.md:${b.line} (js) failed:\n${r.out}`);
       else ran++;
@@ -106,7 +114,7 @@ try {
   if (py.ok) {
     pyBlocks.forEach((b, i) => {
       const file = join(work, `example_${i}.py`);
-      writeFileSync(file, here(b.code));
+      writeFileSync(file, here(b));
       const r = run('python3', [file], { cwd: work });
       if (!r.ok) fail(`README.md:${b.line} (python) failed:\n${r.out}`);
       else ran++;
@@ -117,8 +125,10 @@ try {
                 `(their JavaScript twins ran)`);
   }
   console.log(`README examples: ${ran} blocks ran (${curlCalls} curl calls), ${skipped} skipped, against serve on port ${port}`);
-  const code = await server.stop();
-  if (code !== 0) fail(`serve exited with ${code} on SIGTERM`);
+  for (const s of [server, vlServer]) {
+    const code = await s.stop();
+    if (code !== 0) fail(`serve exited with ${code} on SIGTERM`);
+  }
   if (!havePackages && !process.exitCode) process.exitCode = 77;
 } finally {
   rmSync(work, { recursive: true, force: true });

@@ -197,6 +197,10 @@ TEST_CASE("hardening: schema corner cases are refused as schema errors", "[gramm
   // Schema text nested 100,000 deep (a const value, say) is refused before it is parsed.
   CHECK_THROWS_WITH(json_schema_grammar_from_text("{\"const\":" + std::string(100000, '[') + std::string(100000, ']') + "}"),
                     Catch::Contains("nests deeper than"));
+  // Stray closers before the schema cannot buy depth back.
+  CHECK_THROWS_WITH(json_schema_grammar_from_text(std::string(200, ']') + "{\"const\":" + std::string(kMaxSchemaTextDepth, '[') +
+                                                  std::string(kMaxSchemaTextDepth, ']') + "}"),
+                    Catch::Contains("nests deeper than"));
   // A chain of 300 references, each converted inside the last: bounded as nesting is.
   OrderedJson defs = OrderedJson::object();
   for (int i = 0; i < 300; ++i) defs["d" + std::to_string(i)] = {{"$ref", "#/$defs/d" + std::to_string(i + 1)}};

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cuda/backend_ops.h"
@@ -24,11 +25,12 @@ GemmKernel choose(int64_t M, int64_t K, DType w, Paths paths = {}, bool block_sc
   return choose_gemm({.M = M, .N = 4096, .K = K, .weight = w, .block_scales = block_scales}, paths);
 }
 
-// One weight of a model: its name, [N, K] and whether an FP8 checkpoint quantises it.
+// One weight of a model: its name, [N, K] and whether an FP8 or 4-bit (GPTQ / AWQ)
+// checkpoint quantises it.
 struct Projection {
   std::string name;
   int64_t N, K;
-  bool fp8;
+  bool quantised;
 };
 
 struct ModelShape {
@@ -72,17 +74,22 @@ std::string table() {
        "weight's type only, so steps of up to `fused_projection_rows` (128) rows, which run a\n"
        "layer's stacked projections as one GEMM, choose as their parts do. `fp8_block`: cuBLASLt's\n"
        "block-scaled FP8 GEMM (cuBLAS over dequantised bf16 tiles where it has no algorithm);\n"
-       "`fp8_dequant_tiles`: cuBLAS over the weight dequantised to bf16 tiles.\n";
+       "`fp8_dequant_tiles`: cuBLAS over the weight dequantised to bf16 tiles; `skinny_int4`: the\n"
+       "4-bit kernel reading the codes; `int4_dequant_tiles`: cuBLAS over L2-sized bf16 tiles of\n"
+       "the 4-bit weight.\n";
+  const std::pair<DType, const char*> checkpoints[] = {
+      {DType::bf16, "bf16 checkpoint"},
+      {DType::fp8_e4m3, "FP8 checkpoint (or `--quantization fp8`)"},
+      {DType::int4, "GPTQ or AWQ 4-bit checkpoint"}};
   for (const ModelShape& m : models()) {
-    for (const bool fp8 : {false, true}) {
-      o << "\n## " << m.name << ", " << (fp8 ? "FP8 checkpoint (or `--quantization fp8`)" : "bf16 checkpoint")
-        << "\n\n| projection | N x K | weight |";
+    for (const auto& [quantised_type, title] : checkpoints) {
+      o << "\n## " << m.name << ", " << title << "\n\n| projection | N x K | weight |";
       for (int64_t M : kRows) o << " M = " << M << " |";
       o << "\n|---|---|---|";
       for (size_t i = 0; i < kRows.size(); ++i) o << "---|";
       o << "\n";
       for (const Projection& p : m.projections()) {
-        const DType w = fp8 && p.fp8 ? DType::fp8_e4m3 : DType::bf16;
+        const DType w = p.quantised ? quantised_type : DType::bf16;
         o << "| " << p.name << " | " << p.N << " x " << p.K << " | " << dtype_name(w) << " |";
         for (int64_t M : kRows)
           o << " " << gemm_kernel_name(choose_gemm({.M = M, .N = p.N, .K = p.K, .weight = w}, {})) << " |";
@@ -138,6 +145,31 @@ TEST_CASE("choose_gemm: FP8 weights", "[gemm_chooser]") {
   CHECK(choose(1, 4096, f8, no_decode) == GemmKernel::fp8_dequant_tiles);  // the block GEMM needs M > 1
   CHECK(choose(4, 4096, f8, no_decode) == GemmKernel::fp8_block);
   CHECK(choose(2, 4096, f8, no_decode) == GemmKernel::fp8_dequant_tiles);  // no multiple of 4 rows
+}
+
+TEST_CASE("choose_gemm: 4-bit weights", "[gemm_chooser]") {
+  const DType i4 = DType::int4;
+  // Up to int4_skinny_rows (64) rows on the kernel that reads the codes, then dequantised tiles.
+  CHECK(choose(1, 4096, i4) == GemmKernel::skinny_int4);
+  CHECK(choose(8, 4096, i4) == GemmKernel::skinny_int4);
+  CHECK(choose(ops::kSkinnyInt4MaxRows, 4096, i4) == GemmKernel::skinny_int4);
+  CHECK(choose(ops::kSkinnyInt4MaxRows + 1, 4096, i4) == GemmKernel::int4_dequant_tiles);
+  CHECK(choose(2048, 17408, i4) == GemmKernel::int4_dequant_tiles);
+  Paths narrow;
+  narrow.int4_skinny_rows = 16;
+  CHECK(choose(16, 4096, i4, narrow) == GemmKernel::skinny_int4);
+  CHECK(choose(17, 4096, i4, narrow) == GemmKernel::int4_dequant_tiles);
+  Paths wide;  // never past what the kernel takes
+  wide.int4_skinny_rows = 4 * ops::kSkinnyInt4MaxRows;
+  CHECK(choose(ops::kSkinnyInt4MaxRows + 1, 4096, i4, wide) == GemmKernel::int4_dequant_tiles);
+  Paths no_gemv;  // one row follows gemv, more follow skinny_gemm
+  no_gemv.gemv = false;
+  CHECK(choose(1, 4096, i4, no_gemv) == GemmKernel::int4_dequant_tiles);
+  CHECK(choose(2, 4096, i4, no_gemv) == GemmKernel::skinny_int4);
+  Paths no_skinny;
+  no_skinny.skinny_gemm = false;
+  CHECK(choose(1, 4096, i4, no_skinny) == GemmKernel::skinny_int4);
+  CHECK(choose(2, 4096, i4, no_skinny) == GemmKernel::int4_dequant_tiles);
 }
 
 TEST_CASE("choose_gemm: docs/gemm-choices.md is the chooser's table", "[gemm_chooser]") {

@@ -19,8 +19,8 @@ std::unique_ptr<qwen35::Model> load_model(kernels::Backend& be, const std::files
 }  // namespace
 
 Harness::Harness(const std::filesystem::path& dir, int32_t num_blocks, int32_t block_size, int32_t num_slots,
-                 const qwen35::LoadOptions& options)
-    : backend_(kernels::cpu::make_cpu_backend()),
+                 const qwen35::LoadOptions& options, const kernels::cpu::CpuBackendOptions& backend_options)
+    : backend_(kernels::cpu::make_cpu_backend(backend_options)),
       model_(load_model(*backend_, dir, num_blocks, block_size, num_slots, options)),
       blocks_(num_blocks, block_size),
       slots_(num_slots, model_->cache_geometry().state, model_->state_zero_fn()) {}

@@ -28,10 +28,11 @@ class Harness {
     int32_t logit_rows = 1;
   };
 
-  // Loads dir on a fresh CPU backend (with options) and allocates num_blocks blocks and
-  // num_slots slots.
+  // Loads dir on a fresh CPU backend (with options, and the backend's) and allocates
+  // num_blocks blocks and num_slots slots.
   Harness(const std::filesystem::path& dir, int32_t num_blocks = 64, int32_t block_size = 4,
-          int32_t num_slots = 4, const qwen35::LoadOptions& options = {});
+          int32_t num_slots = 4, const qwen35::LoadOptions& options = {},
+          const kernels::cpu::CpuBackendOptions& backend_options = {});
 
   qwen35::Model& model() { return *model_; }
   kvcache::BlockPool& blocks() { return blocks_; }

@@ -421,7 +421,7 @@ TEST_CASE("fp8: a corrupt FP8 checkpoint names the tensor", "[fp8][loading]") {
     using Edit = std::pair<std::function<void(nlohmann::json&)>, std::string>;
     for (const auto& [edit, message] : std::vector<Edit>{
              {[](nlohmann::json& q) { q["fmt"] = "e5m2"; }, "quantization_config: fmt \"e5m2\" is not supported"},
-             {[](nlohmann::json& q) { q["quant_method"] = "awq"; }, "quant_method awq is not supported"},
+             {[](nlohmann::json& q) { q["quant_method"] = "bitsandbytes"; }, "quant_method bitsandbytes is not supported"},
              {[](nlohmann::json& q) { q["weight_block_size"] = {64, 64}; }, "weight_block_size [64,64] is not supported"},
              {[](nlohmann::json& q) { q.erase("weight_block_size"); }, "per-tensor FP8 scales are not supported"},
              {[](nlohmann::json& q) { q["activation_scheme"] = "static"; }, "activation_scheme \"static\" is not supported"},

@@ -2,8 +2,9 @@
 // every layer's output (the hidden-state observer) and the logits, over steps that mix
 // prefill chunks (both DeltaNet paths: token by token and 64-token chunks) with decode rows,
 // through shuffled paged blocks; plus the DeltaNet state a chunked prefill leaves against
-// the one per-token decode leaves, on the GPU itself; and FP8-resident weights (--quantization
-// fp8) against the CPU engine with the same quantisation and against the HF fixture.
+// the one per-token decode leaves, on the GPU itself; FP8-resident weights (--quantization
+// fp8) against the CPU engine with the same quantisation and against the HF fixture; and the
+// 4-bit fixtures (GPTQ with act order, AWQ) kept 4-bit against the CPU engine.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -42,9 +43,9 @@ struct Engine {
   };
 
   Engine(std::unique_ptr<kernels::Backend> be, int32_t num_blocks, int32_t bs, int32_t num_slots,
-         const qwen35::LoadOptions& load = {})
+         const qwen35::LoadOptions& load = {}, const std::string& fixture = "tiny-qwen35")
       : backend(std::move(be)),
-        model(qwen35::Model::load(*backend, test::data_path("tiny-qwen35"), load)),
+        model(qwen35::Model::load(*backend, test::data_path(fixture), load)),
         blocks(num_blocks, bs),
         slots((alloc(*model, num_blocks, bs, num_slots), num_slots), model->cache_geometry().state,
               model->state_zero_fn()) {
@@ -331,4 +332,67 @@ TEST_CASE("cuda model: f16, Q8_0 and Q4_0 K/V caches track the CPU engine within
   // The 4-bit cache must really be coarser than the 16-bit one (the pools are not bf16 in
   // disguise).
   CHECK(err[DType::q4_0] > 2 * err[DType::bf16]);
+}
+
+TEST_CASE("cuda model: 4-bit GPTQ and AWQ weights track the CPU engine", "[cuda_model][gpu][int4]") {
+  for (const std::string fixture : {"tiny-qwen35-gptq", "tiny-qwen35-awq"}) {
+    DYNAMIC_SECTION(fixture) {
+      Engine cpu(kernels::cpu::make_cpu_backend(), 160, 8, 6, {}, fixture);
+      Engine gpu_e(gpu(false), 160, 8, 6, {}, fixture);
+      // The quantised projections stay 4-bit on the GPU; the DeltaNet's b/a rows, the embedding
+      // and lm_head are bf16.
+      const auto& w = gpu_e.model->weights();
+      int64_t int4_tensors = 0;
+      for (const auto& L : w.layers) {
+        for (const kernels::Tensor* t : {&L.gate_up, &L.down, &L.attn.qkv_proj, &L.attn.o_proj, &L.deltanet.in_proj,
+                                         &L.deltanet.out_proj})
+          if (!t->empty()) int4_tensors += t->dtype() == DType::int4;
+        if (L.kind == qwen35::LayerKind::deltanet) CHECK(L.deltanet.in_proj_ba.dtype() == DType::bf16);
+      }
+      CHECK(int4_tensors == 4 * static_cast<int64_t>(w.layers.size()));
+      // The GPTQ fixture's act order (one permutation per input, so q/k/v, gate/up and
+      // in_proj_qkv/z stack) reaches the kernels: x is gathered through it.
+      CHECK((w.layers[0].gate_up.int4_groups().perm != nullptr) == (fixture == "tiny-qwen35-gptq"));
+      CHECK(w.lm_head.dtype() == DType::bf16);
+      {
+        // With the backend's int4_weights off, the loader dequantises them (bf16 on the device).
+        cuda::CudaBackendOptions o;
+        o.int4_weights = false;
+        auto be = cuda::make_cuda_backend(o);
+        const auto m = qwen35::Model::load(*be, test::data_path(fixture));
+        CHECK(m->weights().layers[0].gate_up.dtype() == DType::bf16);
+        CHECK(m->weights().layers[0].deltanet.in_proj_ba.empty());
+      }
+      std::mt19937 rng(15);
+      const auto a0 = tokens(rng, 150), b0 = tokens(rng, 5), b1 = tokens(rng, 40), c0 = tokens(rng, 3);
+      using P = Engine::Part;
+      // Prefill (cuBLAS over dequantised tiles), 44-, 3- and 2-row steps (the code-reading
+      // kernel with eight, one and one column tiles), then one-row steps (the same kernel and
+      // the fused gate_up + SwiGLU).
+      std::vector<std::vector<P>> steps = {
+          {{0, a0, 150}, {1, b0, 5}},
+          {{0, {a0[3]}, 1}, {1, b1, 40}, {2, c0, 3}},
+          {{0, {a0[7]}, 1}, {1, {b1[2]}, 1}, {2, {c0[1]}, 1}},
+          {{0, {a0[8]}, 1}, {2, {c0[2]}, 1}},
+      };
+      for (int k = 0; k < 6; ++k) steps.push_back({{1, {b1[static_cast<size_t>(k)]}, 1}});
+      for (int k = 0; k < 3; ++k) {
+        cpu.add();
+        gpu_e.add();
+      }
+      const int64_t V = cpu.model->config().vocab_size;
+      int64_t rows = 0, agree = 0;
+      for (size_t s = 0; s < steps.size(); ++s) {
+        INFO("step " << s);
+        const auto logits = step_both(cpu, gpu_e, steps[s], 5e-2, 3e-2);  // the bf16 production tolerances
+        const auto &lc = logits.first, &lg = logits.second;
+        for (size_t r = 0; r < lc.size() / static_cast<size_t>(V); ++r, ++rows) {
+          const auto row = [&](const std::vector<float>& l) { return l.begin() + static_cast<int64_t>(r) * V; };
+          agree += std::max_element(row(lc), row(lc) + V) - row(lc) == std::max_element(row(lg), row(lg) + V) - row(lg);
+        }
+      }
+      INFO("greedy agreement " << agree << " / " << rows);
+      CHECK(agree >= rows * 95 / 100);
+    }
+  }
 }

@@ -1,6 +1,8 @@
 // The fixture of the engine's tests on the bundled tiny Qwen3.5 checkpoint (CPU backend, or
 // DELTASERVE_TEST_BACKEND): the model loaded once per executable, HF's greedy reference, and
-// helpers to run requests together or alone.
+// helpers to run requests together or alone. DELTASERVE_TEST_MODEL names another fixture of
+// tests/data with a reference of the same prompts (tiny-qwen35-gptq, -awq: the engine over
+// 4-bit weights).
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -26,14 +28,19 @@ using namespace ds::scheduler;
 
 inline constexpr int kRefTokens = 24;  // greedy tokens per reference prompt
 
+inline std::string test_model() {
+  const char* v = std::getenv("DELTASERVE_TEST_MODEL");
+  return v && *v ? std::string(v) : std::string("tiny-qwen35");
+}
+
 // The tiny model, loaded once for the whole executable (the engine thread is its only user
 // while an engine runs; engines run one at a time).
 struct Tiny {
   Tiny()
       : backend(test::make_test_backend()),  // DELTASERVE_TEST_BACKEND (tests/test_backend.h)
-        model(qwen35::Model::load(*backend, test::data_path("tiny-qwen35"))),
+        model(qwen35::Model::load(*backend, test::data_path(test_model()))),
         forward(*model),
-        ref(test::data_path("tiny-qwen35/reference.safetensors")) {
+        ref(test::data_path(test_model() + "/reference.safetensors")) {
     for (int i = 0; i < ref.num_prompts(); ++i) {
       prompts.push_back(ref.ints("p" + std::to_string(i) + ".prompt"));
       greedy.push_back(ref.ints("p" + std::to_string(i) + ".greedy_tokens"));

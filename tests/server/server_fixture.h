@@ -27,11 +27,13 @@
 #include "kernels/cpu/sampler.h"
 #include "model/chat/chat_template.h"
 #include "model/qwen35/model.h"
+#include "model/qwen35/vision_encoder.h"
 #include "model/tokenizer/tokenizer.h"
 #include "scheduler/engine.h"
 #include "scheduler/qwen35_forward_model.h"
 #include "server/http_server.h"
 #include "server/json.h"
+#include "server/image_inputs.h"
 #include "server/served_model.h"
 #include "tests/server/scripted_model.h"
 #include "tests/test_paths.h"
@@ -48,6 +50,11 @@ struct TestServerConfig {
   server::HttpTransportOptions transport;  // limits, threads, connections, timeouts
   server::GrammarCacheOptions grammar;     // compile pool and limits
   bool ready = true;                     // false: never set_model (503 tests)
+  // The checkpoint under tests/data (not scripted); one with a vision tower also takes images
+  // under `media` (the fixture's preprocessor settings, at most max_images a prompt).
+  std::string model = "tiny-qwen35";
+  server::MediaPolicy media;
+  int64_t max_images = 8;
   int step_delay_ms = 0;                 // scripted model only
   std::string chat_template_file;        // instead of the tiny model's template (a data_path name)
   std::optional<int64_t> default_thinking_budget;     // serve's --default-thinking-budget
@@ -65,8 +72,8 @@ struct TestServerConfig {
 
 class TestServer {
  public:
-  explicit TestServer(TestServerConfig cfg = {}) : cfg_(std::move(cfg)), metrics_("tiny-qwen35") {
-    const std::string dir = data_path("tiny-qwen35");
+  explicit TestServer(TestServerConfig cfg = {}) : cfg_(std::move(cfg)), metrics_(cfg_.model) {
+    const std::string dir = data_path(cfg_.model);
     tokenizer_ = std::make_unique<tok::Tokenizer>(tok::Tokenizer::load(dir));
     template_ = std::make_unique<chat::ChatTemplate>(
         cfg_.chat_template_file.empty()
@@ -84,10 +91,19 @@ class TestServer {
       bo.num_threads = 1;
       backend_ = kernels::cpu::make_cpu_backend(bo);
       model_ = qwen35::Model::load(*backend_, dir);
-      forward_ = std::make_unique<scheduler::Qwen35ForwardModel>(*model_);
+      if (const auto& vc = model_->config().vision) {
+        encoder_ = qwen35::VisionEncoder::load(*backend_, dir, qwen35::Checkpoint(dir), *vc);
+        vision_.processor = encoder_->processor();
+        vision_.image_token_id = vc->image_token_id;
+        vision_.merge_size = vc->spatial_merge_size;
+        vision_.max_images = cfg_.max_images;
+        vision_.media = cfg_.media;
+        served_.vision = &vision_;
+      }
+      forward_ = std::make_unique<scheduler::Qwen35ForwardModel>(*model_, false, encoder_.get());
       engine_ = std::make_unique<scheduler::Engine>(*forward_, cfg_.engine, kernels::cpu::make_cpu_sampler());
     }
-    served_.name = "tiny-qwen35";
+    served_.name = cfg_.model;
     served_.dir = dir;
     served_.tokenizer = tokenizer_.get();
     served_.chat_template = template_.get();
@@ -103,7 +119,7 @@ class TestServer {
 
     server::HttpServerOptions ho;
     ho.api_key = cfg_.api_key;
-    ho.served_name = "tiny-qwen35";
+    ho.served_name = cfg_.model;
     ho.transport = cfg_.transport;
     ho.transport.host = "127.0.0.1";
     ho.transport.port = 0;
@@ -184,6 +200,8 @@ class TestServer {
   std::unique_ptr<server::GrammarCache> grammars_;
   std::unique_ptr<kernels::Backend> backend_;
   std::unique_ptr<qwen35::Model> model_;
+  std::unique_ptr<qwen35::VisionEncoder> encoder_;
+  server::VisionServing vision_;
   std::unique_ptr<scheduler::Qwen35ForwardModel> forward_;
   std::unique_ptr<ScriptedModel> scripted_;
   std::unique_ptr<scheduler::Engine> engine_;

@@ -133,8 +133,12 @@ TEST_CASE("messages request: what is refused, by name", "[agent]") {
   CHECK(messages_refusal(R"({"max_tokens": 8, "messages": []})") == "messages");
   CHECK(messages_refusal(R"({"max_tokens": 8, "messages": [{"role": "system", "content": "x"}]})") == "messages[0].role");
   CHECK(messages_refusal(R"({"max_tokens": 8, "messages": [{"role": "user", "content": [
-        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AA=="}}]}]})") ==
-        "messages[0].content[0].type");
+        {"type": "image", "source": {"type": "base64", "media_type": "image/bmp", "data": "AA=="}}]}]})") ==
+        "messages[0].content[0].source.media_type");
+  CHECK(messages_refusal(R"({"max_tokens": 8, "messages": [{"role": "user", "content": [
+        {"type": "image", "source": {"type": "file", "file_id": "f"}}]}]})") == "messages[0].content[0].source.type");
+  CHECK(messages_refusal(R"({"max_tokens": 8, "messages": [{"role": "user", "content": [
+        {"type": "document", "source": {"type": "text", "data": "x"}}]}]})") == "messages[0].content[0].type");
   CHECK(messages_refusal(R"({"max_tokens": 8, "messages": [{"role": "user", "content": "a"},
         {"role": "assistant", "content": "prefill"}]})") == "messages");
   CHECK(messages_refusal(R"({"max_tokens": 8, "messages": [{"role": "user", "content": "a"}],
@@ -218,8 +222,10 @@ TEST_CASE("responses request: what is refused, by name", "[agent]") {
   CHECK(responses_refusal(R"({"input": []})") == "input");
   CHECK(responses_refusal(R"({"input": "hi", "max_output_tokens": 0})") == "max_output_tokens");
   CHECK(responses_refusal(R"({"input": [{"type": "item_reference", "id": "msg_1"}]})") == "input[0].type");
-  CHECK(responses_refusal(R"({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]})") ==
-        "input[0].content[0].type");
+  CHECK(responses_refusal(R"({"input": [{"role": "user", "content": [{"type": "input_image", "file_id": "f"}]}]})") ==
+        "input[0].content[0].file_id");
+  CHECK(responses_refusal(R"({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"},
+        {"type": "input_file", "file_id": "f"}]}]})") == "input[0].content[1].type");
   CHECK(responses_refusal(R"({"input": [{"type": "function_call", "call_id": "c", "name": "f", "arguments": "{bad"}]})") ==
         "input[0].arguments");
   CHECK(responses_refusal(R"({"input": "hi", "tools": [{"type": "web_search"}]})") == "tools[0].type");
@@ -371,4 +377,33 @@ TEST_CASE("responses reply: output items whole and streamed agree", "[agent]") {
   const auto failed = parse_named_events(w.fail("boom"));
   CHECK(failed.back().name == "response.failed");
   CHECK(failed.back().data["response"]["error"]["message"] == "boom");
+}
+
+TEST_CASE("agent requests: image blocks become chat image_url parts, in order", "[agent]") {
+  const Json chat = messages_to_chat_body(Json::parse(R"({"max_tokens": 8, "messages": [{"role": "user", "content": [
+      {"type": "text", "text": "a"},
+      {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}},
+      {"type": "image", "source": {"type": "url", "url": "https://h/x.jpg"}},
+      {"type": "text", "text": "b"}]}]})"),
+                                          MessagesEndpoint::create);
+  const Json& c = chat["messages"][0]["content"];
+  REQUIRE(c.is_array());
+  REQUIRE(c.size() == 4);
+  CHECK(c[0] == Json::parse(R"({"type": "text", "text": "a"})"));
+  CHECK(c[1]["image_url"]["url"] == "data:image/png;base64,AAAA");
+  CHECK(c[2]["image_url"]["url"] == "https://h/x.jpg");
+  // Each keeps the client's field, for its errors.
+  CHECK(c[1]["client_field"] == "messages[0].content[1].source.data");
+  CHECK(c[2]["client_field"] == "messages[0].content[2].source.url");
+  CHECK(c[3]["text"] == "b");
+  // Text alone stays one string.
+  CHECK(messages_to_chat_body(Json::parse(R"({"max_tokens": 8, "messages": [{"role": "user", "content": [
+      {"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]})"),
+                              MessagesEndpoint::create)["messages"][0]["content"] == "a\nb");
+  const Json r = parse_responses_request(Json::parse(R"({"input": [{"role": "user", "content": [
+      {"type": "input_text", "text": "look"}, {"type": "input_image", "image_url": "data:image/gif;base64,AAAA"}]}]})")).chat_body;
+  const Json& rc = r["messages"][0]["content"];
+  REQUIRE(rc.size() == 2);
+  CHECK(rc[1] == Json::parse(R"({"type": "image_url", "image_url": {"url": "data:image/gif;base64,AAAA"},
+                                  "client_field": "input[0].content[1].image_url"})"));
 }

@@ -159,6 +159,7 @@ TEST_CASE("json depth guard: deep nesting is found without recursion, strings do
   std::string ok = std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']');
   CHECK_FALSE(json_too_deep(ok));
   CHECK(json_too_deep("[" + ok + "]"));
+  CHECK(json_too_deep(std::string(50, ']') + "[" + ok + "]"));  // stray closers buy no depth
   CHECK(ds::server::parse_json(ok).is_array());
   // Brackets inside strings (with escaped quotes) are text.
   CHECK_FALSE(json_too_deep("{\"s\": \"" + std::string(1000, '[') + "\\\"" + std::string(1000, '{') + "\"}"));

@@ -171,8 +171,11 @@ TEST_CASE("options: each flag parsed once to its type; combinations that cannot 
   CHECK(parse_recurrent_state_dtype("bfloat16") == ds::DType::bf16);
   CHECK_THROWS_WITH(parse_recurrent_state_dtype("float16"),
                     Catch::Contains("--mamba-ssm-cache-dtype must be auto, float32 or bfloat16"));
-  CHECK(parse_quantization("fp8") == ds::qwen35::Quantization::fp8);
-  CHECK_THROWS_WITH(parse_quantization("int4"), Catch::Contains("--quantization must be none or fp8"));
+  // --quantization's parser is the model's (weights.h): one spelling for serve, refcheck and the benchmarks.
+  CHECK(ds::qwen35::parse_quantization("fp8") == ds::qwen35::Quantization::fp8);
+  CHECK(ds::qwen35::parse_quantization("gptq") == ds::qwen35::Quantization::gptq);
+  CHECK_THROWS_WITH(ds::qwen35::parse_quantization("int4"),
+                    Catch::Contains("--quantization must be none, fp8, gptq or awq"));
   CHECK_FALSE(parse_fp8_weights_resident("bf16"));
   CHECK_THROWS_WITH(parse_fp8_weights_resident("fp16"), Catch::Contains("--fp8-weights must be bf16 or resident"));
 
@@ -197,6 +200,8 @@ TEST_CASE("options: each flag parsed once to its type; combinations that cannot 
   CHECK(t.recurrent_state_dtype == ds::DType::bf16);
   CHECK_THROWS_WITH((parsed({"--kv-cache-memory", "big"})), Catch::Contains("--kv-cache-memory"));
   CHECK_THROWS_WITH((parsed({"--speculative-config", "{}"})), Catch::Contains("--speculative-config"));
+  CHECK(parsed({"--quantization", "awq"}).quantization == ds::qwen35::Quantization::awq);
+  CHECK_THROWS_WITH((parsed({"--quantization", "int4"})), Catch::Contains("--quantization must be none, fp8, gptq or awq"));
 
   ServerOptions ok;
   CHECK(validate_options(ok).empty());

@@ -1,7 +1,8 @@
 // The `serve` program itself: --help, flags refused at start, the start-up log, JSON logs,
-// signals (graceful SIGTERM/SIGINT exit 0, a second signal cancels), and speculative decoding
-// with the checkpoint's MTP module against plain serving; and programs/serve_bench, serve with
-// the benchmarks' contiguous baseline and simulated verdict injected at its composition root.
+// signals (graceful SIGTERM/SIGINT exit 0, a second signal cancels), speculative decoding
+// with the checkpoint's MTP module against plain serving, and the vision tower (its encoder
+// budget, --language-model-only); and programs/serve_bench, serve with the benchmarks'
+// contiguous baseline and simulated verdict injected at its composition root.
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
@@ -124,13 +125,14 @@ TEST_CASE("serve refuses flags that cannot work, before serving, with a clear me
     std::vector<std::string> args;
     std::string message;
     std::string alternative = {};  // a second acceptable message, where the build decides which
+    bool before_listening = false;  // refused before the port is bound
   };
   const std::vector<Case> cases = {
       {{"--gpu-memory-utilization", "0.9"}, "--gpu-memory-utilization sizes device memory"},
       {{"--backend", "cuda", "--gpu-memory-utilization", "0.9", "--kv-cache-memory", "1G"}, "not both"},
       // A build without CUDA has no cuda backend; a CUDA build on a machine without a GPU finds none.
       {{"--backend", "cuda"}, "-DDELTASERVE_CUDA=ON", "no CUDA device available"},
-      {{"--backend", "hip"}, "no hip backend"},
+      {{"--backend", "hip"}, "no hip backend", {}, true},
       {{"--backend", "tpu"}, "--backend must be"},
       {{"--kv-cache-dtype", "bf16"}, "stores K/V as f32"},
       {{"--max-ctx", "100000"}, "exceeds the model's 4096 positions"},
@@ -149,7 +151,7 @@ TEST_CASE("serve refuses flags that cannot work, before serving, with a clear me
       {{"--log-level", "loud"}, "--log-level must be"},
       {{"--block-size", "0"}, "--block-size"},
       {{"--max-num-seqs", "0"}, "--max-num-seqs"},
-      {{"--quantization", "int4"}, "--quantization must be none or fp8"},
+      {{"--quantization", "int4"}, "--quantization must be none, fp8, gptq or awq"},
       {{"--fp8-weights", "fp16"}, "--fp8-weights must be bf16 or resident"},
       {{"--max-body-size", "64MiB", "--max-body-memory", "32MiB"}, "--max-body-memory must be at least --max-body-size"},
       {{"--max-body-size", "lots"}, "--max-body-size:"},
@@ -167,6 +169,10 @@ TEST_CASE("serve refuses flags that cannot work, before serving, with a clear me
     const bool said = p.log().find(c.message) != std::string::npos ||
                       (!c.alternative.empty() && p.log().find(c.alternative) != std::string::npos);
     CHECK(said);
+    // A build without the backend says so before it listens (a CUDA build without a GPU finds
+    // out only when it loads).
+    if (c.before_listening || p.log().find("-DDELTASERVE_CUDA=ON") != std::string::npos)
+      CHECK(p.log().find("listening on") == std::string::npos);
     CHECK(p.log().find("ready:") == std::string::npos);
     CHECK(p.log().find("size_pools") == std::string::npos);  // the flag, never an internal function
   }
@@ -453,4 +459,43 @@ TEST_CASE("serve with the MTP module drafting replies as plain serving does (sto
   const std::string metrics = mtp.back().get<std::string>();
   CHECK(metrics.find("vllm:spec_decode_num_draft_tokens_total") != std::string::npos);
   CHECK(metrics.find("vllm:spec_decode_num_drafts_total{model_name=") != std::string::npos);
+}
+
+TEST_CASE("serve loads a checkpoint's vision tower with an encoder budget for its largest image; "
+          "--language-model-only refuses images", "[process]") {
+  const std::filesystem::path vl = data_path("tiny-qwen35-vl");
+  const std::string image = (vl / "images" / "square96.png").string();  // 96 x 96: 9 image tokens
+  const Json body = {{"max_tokens", 2},
+                     {"messages", Json::array({Json{{"role", "user"}, {"content", Json::array({
+                         Json{{"type", "image_url"}, {"image_url", {{"url", "file://" + image}}}},
+                         Json{{"type", "text"}, {"text", "What is it?"}}})}}})}};
+  {
+    // A step of 8 tokens is less than the image, and less than the fixture's largest image
+    // (128 x 128 = 16 tokens): the encoder's budget is the larger (vLLM's), so the image is
+    // encoded in one step and its prefill runs in chunks of 8.
+    ServeProcess p(with(kSmall, {"--model", vl.string(), "--max-num-batched-tokens", "8",
+                                 "--allowed-local-media-path", (vl / "images").string()}));
+    REQUIRE(p.wait_log("ready:"));
+    CHECK(p.log().find("vision tower: 2 blocks") != std::string::npos);
+    CHECK(p.log().find("16 image tokens per step") != std::string::npos);
+    httplib::Client c("127.0.0.1", p.port());
+    auto r = c.Post("/v1/chat/completions", body.dump(), "application/json");
+    REQUIRE(r);
+    INFO(r->body);
+    CHECK(r->status == 200);
+    CHECK(Json::parse(r->body)["usage"]["prompt_tokens"].get<int64_t>() > 9);
+    p.signal(SIGTERM);
+    CHECK(p.wait_exit(std::chrono::seconds(30)) == 0);
+  }
+  ServeProcess p(with(kSmall, {"--model", vl.string(), "--language-model-only", "--allowed-local-media-path",
+                               (vl / "images").string()}));
+  REQUIRE(p.wait_log("ready:"));
+  CHECK(p.log().find("vision tower: not loaded (--language-model-only)") != std::string::npos);
+  httplib::Client c("127.0.0.1", p.port());
+  auto r = c.Post("/v1/chat/completions", body.dump(), "application/json");
+  REQUIRE(r);
+  CHECK(r->status == 400);
+  CHECK(r->body.find("--language-model-only") != std::string::npos);
+  p.signal(SIGTERM);
+  CHECK(p.wait_exit(std::chrono::seconds(30)) == 0);
 }

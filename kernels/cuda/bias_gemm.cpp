@@ -1,0 +1,106 @@
+// cuBLASLt's bf16 GEMM with the bias epilogue (bias_gemm.h). Row-major [N, K] w and [M, K] x
+// are column-major K x N and K x M, so out (column-major N x M, i.e. row-major [M, N]) =
+// op_T(w) · x, and the epilogue's bias runs along out's N rows (one value per output feature).
+// With beta = 1 the epilogue computes alpha · op_T(w) · x + beta · out + bias: the residual add
+// and the bias in one pass.
+#include "kernels/cuda/bias_gemm.h"
+
+#include <stdexcept>
+#include <string>
+
+namespace ds::cuda {
+namespace {
+
+void check_lt(cublasStatus_t st, const char* what) {
+  if (st != CUBLAS_STATUS_SUCCESS)
+    throw std::runtime_error(std::string("cuda backend: bias gemm: ") + what + " failed: " + cublasGetStatusString(st));
+}
+
+}  // namespace
+
+struct BiasGemm::Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  bool usable = false;
+  ~Plan() {
+    if (d) cublasLtMatrixLayoutDestroy(d);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (desc) cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+BiasGemm::BiasGemm(cudaStream_t stream, void* workspace, size_t workspace_bytes)
+    : stream_(stream), workspace_(workspace), workspace_bytes_(workspace_bytes) {
+  check_lt(cublasLtCreate(&lt_), "cublasLtCreate");
+}
+
+BiasGemm::~BiasGemm() {
+  plans_.clear();
+  if (lt_) cublasLtDestroy(lt_);
+}
+
+BiasGemm::Plan* BiasGemm::plan_for(const Key& key, const float* bias) {
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return it->second.get();
+  const auto [M, N, K] = key;
+  Plan* p = plans_.emplace(key, std::make_unique<Plan>()).first->second.get();
+  check_lt(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
+  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+  const cudaDataType_t bias_type = CUDA_R_32F;
+  check_lt(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "set transa");
+  check_lt(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "set transb");
+  check_lt(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue),
+           "set epilogue");
+  check_lt(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type),
+           "set bias type");
+  // The heuristic sees the bias pointer of the first call (its alignment can matter).
+  check_lt(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
+           "set bias");
+  check_lt(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, static_cast<uint64_t>(K), static_cast<uint64_t>(N), K),
+           "layout of w");
+  check_lt(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, static_cast<uint64_t>(K), static_cast<uint64_t>(M), K),
+           "layout of x");
+  check_lt(cublasLtMatrixLayoutCreate(&p->d, CUDA_R_32F, static_cast<uint64_t>(N), static_cast<uint64_t>(M), N),
+           "layout of out");
+  cublasLtMatmulPreference_t pref = nullptr;
+  check_lt(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
+  check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
+                                                sizeof workspace_bytes_),
+           "set workspace");
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(lt_, p->desc, p->a, p->b, p->d, p->d, pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  // NOT_SUPPORTED / INVALID_VALUE: no kernel for this shape on this device and library (the
+  // caller falls back).
+  if (st != CUBLAS_STATUS_NOT_SUPPORTED && st != CUBLAS_STATUS_INVALID_VALUE)
+    check_lt(st, "cublasLtMatmulAlgoGetHeuristic");
+  p->usable = st == CUBLAS_STATUS_SUCCESS && found > 0;
+  if (p->usable) p->algo = result.algo;
+  return p;
+}
+
+bool BiasGemm::matmul(const uint16_t* w, const uint16_t* x, const float* bias, int64_t M, int64_t N, int64_t K,
+                      float* out, bool accumulate) {
+  if (M <= 0 || N <= 0) return true;
+  Plan* p = plan_for(Key{M, N, K}, bias);
+  if (!p->usable) return false;
+  check_lt(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
+           "set bias");
+  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+  const cublasStatus_t st = cublasLtMatmul(lt_, p->desc, &alpha, w, p->a, x, p->b, &beta, out, p->d, out, p->d,
+                                           &p->algo, workspace_, workspace_bytes_, stream_);
+  // Refused at the call although the heuristic offered an algorithm: never again for this shape.
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
+    p->usable = false;
+    return false;
+  }
+  check_lt(st, "cublasLtMatmul");
+  return true;
+}
+
+}  // namespace ds::cuda

@@ -1,0 +1,45 @@
+// bf16 GEMMs with the linear layer's bias added in cuBLASLt's epilogue (CUBLASLT_EPILOGUE_BIAS):
+// the vision encoder's projections, whose bias would otherwise be a separate pass over the
+// output. Same operands and f32 output as run_gemm's cuBLAS path (cuda_gemm.cpp).
+//
+// Internal to kernels/cuda. Not thread-safe (one per CudaContext).
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <tuple>
+
+namespace ds::cuda {
+
+class BiasGemm {
+ public:
+  // Queues on `stream`, with `workspace` (bytes) for cuBLASLt's split-K and similar.
+  BiasGemm(cudaStream_t stream, void* workspace, size_t workspace_bytes);
+  ~BiasGemm();
+  BiasGemm(const BiasGemm&) = delete;
+  BiasGemm& operator=(const BiasGemm&) = delete;
+
+  // out [M, N] f32 row-major = x · wᵀ + bias, or out + x · wᵀ + bias when accumulate: w [N, K]
+  // and x [M, K] bf16, bias [N] f32. Returns false, having queued nothing, when cuBLASLt has no
+  // algorithm for the shape (the caller takes gemm then add_bias); throws on a failed call. A
+  // shape's plan (descriptors and the heuristic's algorithm) is made on its first call and kept.
+  bool matmul(const uint16_t* w, const uint16_t* x, const float* bias, int64_t M, int64_t N, int64_t K, float* out,
+              bool accumulate);
+
+ private:
+  struct Plan;
+  using Key = std::tuple<int64_t, int64_t, int64_t>;  // M, N, K (beta and bias are call arguments)
+  Plan* plan_for(const Key& key, const float* bias);
+
+  cudaStream_t stream_;
+  void* workspace_;
+  size_t workspace_bytes_;
+  cublasLtHandle_t lt_ = nullptr;
+  std::map<Key, std::unique_ptr<Plan>> plans_;
+};
+
+}  // namespace ds::cuda

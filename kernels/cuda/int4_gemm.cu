@@ -1,0 +1,404 @@
+// GEMMs with 4-bit weights (DType::int4, kernels/tensor.h Int4Groups: codes with an f32 scale
+// and a u8 zero per row and group of stored columns, and for GPTQ's act order a permutation of
+// the input columns): out [M, N] (+)= x [M, K] · wᵀ with w = scale * (code - zero), x bf16,
+// fp32 accumulation.
+//
+// Steps of 1 to 64 rows read the codes directly, half a byte per weight: one tensor-core
+// kernel, the FP8 kernel's structure (fp8_gemm.cu) on 128-column chunks: a block owns 16 or 32
+// weight rows, its warps split K in chunks, the codes stream through a per-warp cp.async ring
+// (16 bytes, 32 codes, of each of a lane's rows per chunk), and the x rows are the 8-column side
+// of mma.m16n8k16 in up to 8 column tiles that share each decoded weight fragment. A code
+// becomes a bf16 by the magic-number trick: its nibble under the exponent of 128 is 128 +
+// code, exactly, and one bf16x2 fma subtracts 128 + zero, leaving the exact integer code -
+// zero; the products with x are exact and summed in fp32 per group, then scaled once per group
+// and row. One-row steps also fuse the MLP's gate_up + SwiGLU. With a permutation each lane
+// gathers its x values through it (the weights are stored in group order, so a group's columns
+// are consecutive).
+//
+// The device layout (repack_int4, run once at upload): per row, per chunk of 128 stored
+// columns (64 bytes), lane tig's 16 bytes at 16·tig, its word j holding columns 32j + 8·tig ..
+// + 7 with columns 2i and 2i + 1 at nibbles i and i + 4, so that one shift and mask give the
+// pair (2i, 2i + 1) as the low halves of two 16-bit words: the A operand's k order, which the
+// x values (one 16-byte load per word) follow. A group of 32 columns is one word of each lane:
+// group sizes of 32, 64 and multiples of 128 keep every mma step inside one group.
+//
+// Larger steps go to cuBLAS over bf16 tiles of the weight dequantised into scratch
+// (dequantize_int4_bf16, cuda_gemm_int4.cpp), in input column order.
+#include <cuda_bf16.h>
+
+#include "kernels/cuda/backend_common.cuh"
+#include "kernels/cuda/backend_ops.h"
+#include "kernels/cuda/cp_async.cuh"
+#include "kernels/cuda/decode_gemm.cuh"
+
+namespace ds::cuda::ops {
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kChunk = 128;  // stored columns per chunk: 16 bytes of each of a lane's weight rows
+// Chunks in flight per warp (a shared-memory ring per warp), kStages - 1 at a time; more with
+// two row tiles, whose blocks are fewer for the same weight (as fp8_gemm.cu). No minimum of
+// resident blocks (fp8_gemm.cu asks for two with two row tiles): the per-group partial tiles
+// need the registers, which two blocks of 256 threads would spill.
+template <int RT>
+constexpr int kStagesFor = RT == 2 ? 6 : 4;
+
+// The stored column of nibble p of a device word, relative to the word's first.
+__device__ __forceinline__ int nibble_column(int p) { return p < 4 ? 2 * p : 2 * (p - 4) + 1; }
+
+// -(128 + zero) twice, as bf16.
+__device__ __forceinline__ uint32_t minus_zero_pair(int zero) {
+  const uint32_t b = 0xc300u | static_cast<uint32_t>(zero);
+  return b | (b << 16);
+}
+
+// Columns 2i and 2i + 1 of a device word as the bf16 pair (code - zero): exact integers.
+__device__ __forceinline__ uint32_t code_pair(uint32_t v, int i, uint32_t minus_zero) {
+  const uint32_t biased = ((v >> (4 * i)) & 0x000f000fu) | 0x43004300u;  // 128 + code, twice
+  uint32_t r;
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(r) : "r"(biased), "r"(0x3f803f80u), "r"(minus_zero));
+  return r;
+}
+
+// Eight bf16 x values of row pointer xr for stored columns k0 .. k0 + 7 (k0 a multiple of 8),
+// through the permutation when there is one.
+template <bool kPerm>
+__device__ __forceinline__ uint4 load_x8(const uint16_t* xr, const int32_t* perm, int64_t k0) {
+  if constexpr (!kPerm) {
+    return __ldg(reinterpret_cast<const uint4*>(xr + k0));
+  } else {
+    const int4 p0 = __ldg(reinterpret_cast<const int4*>(perm + k0)), p1 = __ldg(reinterpret_cast<const int4*>(perm + k0) + 1);
+    const int idx[8] = {p0.x, p0.y, p0.z, p0.w, p1.x, p1.y, p1.z, p1.w};
+    uint32_t w[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      w[i] = static_cast<uint32_t>(__ldg(xr + idx[2 * i])) | (static_cast<uint32_t>(__ldg(xr + idx[2 * i + 1])) << 16);
+    return make_uint4(w[0], w[1], w[2], w[3]);
+  }
+}
+
+template <int NT, int RT>
+constexpr size_t mma_smem_bytes() {
+  const size_t ring = size_t{kWarps} * kStagesFor<RT> * 2 * RT * 32 * 16;
+  const size_t part = size_t{kWarps} * NT * 4 * 32 * sizeof(float) + 32 * sizeof(float);
+  return ring > part ? ring : part;
+}
+
+// The partial products of one warp: rows[r][0] and rows[r][1] are the weight rows of lanes'
+// groups gid and gid + 8 in row tile r (16 rows each), x the M <= 8·NT input rows in NT column
+// tiles of 8. Warp w takes chunks w, w + 8, ...; within a chunk, word j (32 columns) is two mma
+// steps, whose products go to a fresh tile that is scaled when the group ends:
+// c[r][t] (+)= scale · (16 rows x 8 x rows).
+template <int NT, int RT, bool kPerm>
+__device__ __forceinline__ void int4_mma_rows(const Int4Weight& w, const uint16_t* __restrict__ x, int M, int64_t K,
+                                              const int64_t (&rows)[RT][2], uint4* smem, float (&c)[RT][NT][4]) {
+  constexpr int V = 2 * RT, kStages = kStagesFor<RT>;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3;
+  const int64_t groups = K / w.group_size;
+  // Words (32 columns) per group inside a chunk: 1, 2, or 4 (a group of 128 or more columns).
+  const int words_per_group = w.group_size >= kChunk ? 4 : static_cast<int>(w.group_size / 32);
+  const uint8_t* src[RT][2];
+#pragma unroll
+  for (int r = 0; r < RT; ++r)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) src[r][h] = w.codes + rows[r][h] * (K / 2) + 16 * tig;
+  const int64_t chunks = K / kChunk;
+  const int mine = static_cast<int>(chunks > warp ? (chunks - warp + kWarps - 1) / kWarps : 0);
+  uint4* ring = smem + warp * (kStages * V * 32) + lane;
+  auto issue = [&](int j) {
+    if (j < mine) {
+      const int64_t at = static_cast<int64_t>(warp + kWarps * j) * (kChunk / 2);
+      uint4* slot = ring + (j % kStages) * V * 32;
+#pragma unroll
+      for (int r = 0; r < RT; ++r)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) detail::cp_async<16>(detail::smem_addr(slot + (2 * r + h) * 32), src[r][h] + at, 16);
+    }
+    detail::cp_async_commit();
+  };
+#pragma unroll
+  for (int j = 0; j < kStages - 1; ++j) issue(j);  // no earlier kernel writes the weights
+  wait_for_previous_kernel();  // x and the residual in out are the previous kernels' results
+  const uint16_t* xr[NT];
+  bool ok[NT];
+#pragma unroll
+  for (int t = 0; t < NT; ++t) {
+    const int m = gid + 8 * t;
+    ok[t] = m < M;
+    xr[t] = x + static_cast<int64_t>(ok[t] ? m : 0) * K;
+  }
+#pragma unroll
+  for (int r = 0; r < RT; ++r)
+#pragma unroll
+    for (int t = 0; t < NT; ++t)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) c[r][t][i] = 0.0f;
+  for (int jc = 0; jc < mine; ++jc) {
+    issue(jc + kStages - 1);
+    detail::cp_async_wait<kStages - 1>();  // chunk jc's group is complete
+    const uint4* slot = ring + (jc % kStages) * V * 32;
+    const int64_t k0 = static_cast<int64_t>(warp + kWarps * jc) * kChunk;
+    uint4 v[RT][2];
+#pragma unroll
+    for (int r = 0; r < RT; ++r)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) v[r][h] = slot[(2 * r + h) * 32];
+    float acc[RT][NT][4] = {};
+    float s[RT][2] = {};
+    uint32_t mz[RT][2] = {};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if (j % words_per_group == 0) {  // a group starts: its scales and zeros
+        const int64_t g = (k0 + 32 * j) / w.group_size;
+#pragma unroll
+        for (int r = 0; r < RT; ++r)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int64_t at = rows[r][h] * groups + g;
+            s[r][h] = __ldg(w.scales + at);
+            mz[r][h] = minus_zero_pair(__ldg(w.zeros + at));
+          }
+#pragma unroll
+        for (int r = 0; r < RT; ++r)
+#pragma unroll
+          for (int t = 0; t < NT; ++t)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) acc[r][t][i] = 0.0f;
+      }
+      uint32_t a[RT][2][4];
+#pragma unroll
+      for (int r = 0; r < RT; ++r)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) a[r][h][i] = code_pair(word(v[r][h], j), i, mz[r][h]);
+      const int64_t kx = k0 + 32 * j + 8 * tig;
+#pragma unroll
+      for (int t = 0; t < NT; ++t) {
+        const uint4 xv = ok[t] ? load_x8<kPerm>(xr[t], w.perm, kx) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int r = 0; r < RT; ++r) {
+          mma_bf16(acc[r][t], a[r][0][0], a[r][1][0], a[r][0][1], a[r][1][1], xv.x, xv.y);
+          mma_bf16(acc[r][t], a[r][0][2], a[r][1][2], a[r][0][3], a[r][1][3], xv.z, xv.w);
+        }
+      }
+      if ((j + 1) % words_per_group == 0) {  // the group ends
+#pragma unroll
+        for (int r = 0; r < RT; ++r)
+#pragma unroll
+          for (int t = 0; t < NT; ++t) {
+            c[r][t][0] = fmaf(s[r][0], acc[r][t][0], c[r][t][0]);
+            c[r][t][1] = fmaf(s[r][0], acc[r][t][1], c[r][t][1]);
+            c[r][t][2] = fmaf(s[r][1], acc[r][t][2], c[r][t][2]);
+            c[r][t][3] = fmaf(s[r][1], acc[r][t][3], c[r][t][3]);
+          }
+      }
+    }
+  }
+  detail::cp_async_wait<0>();  // the ring becomes the epilogue's scratch
+  __syncthreads();
+}
+
+// out [M, N] (+)= x [M, K] · wᵀ; a block owns weight rows n0..n0 + 16·RT - 1.
+template <int NT, int RT, bool kPerm>
+__global__ void __launch_bounds__(kWarps * 32)
+    int4_mma_gemm_kernel(Int4Weight w, const uint16_t* __restrict__ x, int M, int64_t N, int64_t K,
+                         float* __restrict__ out, bool accumulate) {
+  extern __shared__ uint4 smem[];
+  const int gid = (threadIdx.x & 31) >> 2;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * 16 * RT;
+  int64_t rows[RT][2];
+#pragma unroll
+  for (int r = 0; r < RT; ++r)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t n = n0 + 16 * r + 8 * h + gid;
+      rows[r][h] = n < N ? n : N - 1;
+    }
+  float c[RT][NT][4];
+  int4_mma_rows<NT, RT, kPerm>(w, x, M, K, rows, smem, c);
+  float* part = reinterpret_cast<float*>(smem);
+#pragma unroll
+  for (int r = 0; r < RT; ++r)
+    mma_tiles_reduce<kWarps, NT>(part, c[r], [&](int m, int g, int j, float sum) {
+      const int64_t n = n0 + 16 * r + g + 8 * (j >> 1);
+      if (m < M && n < N) {
+        float* o = out + static_cast<int64_t>(m) * N + n;
+        *o = accumulate ? *o + sum : sum;
+      }
+    });
+}
+
+// act[i] = silu(w[i] · x) * (w[I + i] · x) for one x row: a block owns act columns
+// i0..i0 + 7, its lane groups gid the gate rows and gid + 8 the up rows.
+template <bool kBf16Out, bool kPerm>
+__global__ void __launch_bounds__(kWarps * 32) int4_mma_swiglu_kernel(Int4Weight w, const uint16_t* __restrict__ x,
+                                                                      int64_t inter, int64_t K, void* __restrict__ act) {
+  extern __shared__ uint4 smem[];
+  const int gid = (threadIdx.x & 31) >> 2;
+  const int64_t i0 = static_cast<int64_t>(blockIdx.x) * 8;
+  const int64_t i = i0 + gid < inter ? i0 + gid : inter - 1;
+  const int64_t rows[1][2] = {{i, inter + i}};
+  float c[1][1][4];
+  int4_mma_rows<1, 1, kPerm>(w, x, 1, K, rows, smem, c);
+  float* part = reinterpret_cast<float*>(smem);
+  // Gate sums (j = 0) are stored first and read back by the thread of the matching up sum (j = 2).
+  mma_tiles_reduce<kWarps, 1>(part, c[0], [&](int m, int g, int j, float sum) {
+    if (m == 0 && (j == 0 || j == 2)) part[kWarps * 4 * 32 + j * 8 + g] = sum;
+  });
+  if (threadIdx.x < 8 && i0 + threadIdx.x < inter) {
+    const float g = part[kWarps * 4 * 32 + threadIdx.x], u = part[kWarps * 4 * 32 + 16 + threadIdx.x];
+    store_act<kBf16Out>(act, i0 + threadIdx.x, silu_f(g) * u);
+  }
+}
+
+// ---- layout and dequantisation
+
+// In place, one thread per (row, chunk): the host form (column k at nibble k % 2 of byte k / 2,
+// so word q of a chunk holds columns 8q .. 8q + 7 in order) to the device layout above.
+__global__ void repack_int4_kernel(uint8_t* __restrict__ codes, int64_t chunks) {
+  for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < chunks;
+       c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    uint4* p = reinterpret_cast<uint4*>(codes + c * (kChunk / 2));
+    const uint4 a = p[0], b = p[1], d = p[2], e = p[3];
+    const uint32_t in[16] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w, d.x, d.y, d.z, d.w, e.x, e.y, e.z, e.w};
+    uint32_t out[16];
+#pragma unroll
+    for (int tig = 0; tig < 4; ++tig)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const uint32_t v = in[4 * j + tig];
+        uint32_t r = 0;
+#pragma unroll
+        for (int n = 0; n < 8; ++n) r |= ((v >> (4 * nibble_column(n))) & 15u) << (4 * n);
+        out[4 * tig + j] = r;
+      }
+#pragma unroll
+    for (int q = 0; q < 4; ++q) p[q] = make_uint4(out[4 * q], out[4 * q + 1], out[4 * q + 2], out[4 * q + 3]);
+  }
+}
+
+// out [N, K] bf16 (input column order) = scale * (code - zero), one thread per device word.
+template <bool kPerm>
+__global__ void dequantize_int4_kernel(Int4Weight w, int64_t N, int64_t K, uint16_t* __restrict__ out) {
+  wait_for_previous_kernel();  // out is scratch that the previous GEMM may still read
+  const int64_t words_per_row = K / 8, groups = K / w.group_size;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < N * words_per_row;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t n = i / words_per_row, q = i % words_per_row;
+    const int64_t within = q % 16, tig = within / 4, j = within % 4;
+    const int64_t k0 = (q / 16) * kChunk + 32 * j + 8 * tig;
+    const uint32_t v = reinterpret_cast<const uint32_t*>(w.codes + n * (K / 2))[q];
+    const int64_t g = n * groups + k0 / w.group_size;
+    const float s = w.scales[g];
+    const int zero = w.zeros[g];
+    uint16_t h[8];
+#pragma unroll
+    for (int p = 0; p < 8; ++p)
+      h[nibble_column(p)] = detail::f32_to_bf16_bits(s * static_cast<float>(static_cast<int>((v >> (4 * p)) & 15u) - zero));
+    uint16_t* row = out + n * K;
+    if constexpr (kPerm) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) row[w.perm[k0 + e]] = h[e];
+    } else {
+      *reinterpret_cast<uint4*>(row + k0) = make_uint4(h[0] | (uint32_t{h[1]} << 16), h[2] | (uint32_t{h[3]} << 16),
+                                                       h[4] | (uint32_t{h[5]} << 16), h[6] | (uint32_t{h[7]} << 16));
+    }
+  }
+}
+
+template <typename Kernel>
+void allow_smem(Kernel kernel, size_t bytes) {
+  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
+             "int4 gemm: shared memory attribute");
+}
+
+template <int NT, int RT, bool kPerm>
+void launch_int4_mma(const Int4Weight& w, const uint16_t* x, int M, int64_t N, int64_t K, float* out, bool accumulate,
+                     Stream stream) {
+  constexpr size_t smem = mma_smem_bytes<NT, RT>();
+  static const bool attr = (allow_smem(int4_mma_gemm_kernel<NT, RT, kPerm>, smem), true);
+  (void)attr;
+  launch_dependent("gemm (int4, tensor core) kernel", int4_mma_gemm_kernel<NT, RT, kPerm>, dim3(grid_for(N, 16 * RT)),
+                   dim3(kWarps * 32), smem, stream, w, x, M, N, K, out, accumulate);
+}
+
+template <bool kPerm>
+void launch_int4_rows(const Int4Weight& w, const uint16_t* x, int M, int64_t N, int64_t K, float* out, bool accumulate,
+                      Stream stream) {
+  // Two row tiles per block from 17 rows, as fp8_gemm.cu: each block reads x through the L2
+  // once, so more weight rows per block halve that traffic where it outgrows the weights'.
+  if (M <= 8)
+    launch_int4_mma<1, 1, kPerm>(w, x, M, N, K, out, accumulate, stream);
+  else if (M <= 16)
+    launch_int4_mma<2, 1, kPerm>(w, x, M, N, K, out, accumulate, stream);
+  else if (M <= 32)
+    launch_int4_mma<4, 2, kPerm>(w, x, M, N, K, out, accumulate, stream);
+  else
+    launch_int4_mma<8, 2, kPerm>(w, x, M, N, K, out, accumulate, stream);
+}
+
+template <bool kBf16Out, bool kPerm>
+void launch_int4_swiglu(const Int4Weight& w, const uint16_t* x, int64_t inter, int64_t K, void* act, Stream stream) {
+  constexpr size_t smem = mma_smem_bytes<1, 1>();
+  static const bool attr = (allow_smem(int4_mma_swiglu_kernel<kBf16Out, kPerm>, smem), true);
+  (void)attr;
+  launch_dependent("gate_up + swiglu (int4, tensor core) kernel", int4_mma_swiglu_kernel<kBf16Out, kPerm>,
+                   dim3(grid_for(inter, 8)), dim3(kWarps * 32), smem, stream, w, x, inter, K, act);
+}
+
+}  // namespace
+
+bool int4_layout_supported(int64_t K, int64_t group_size) {
+  return K > 0 && K % kChunk == 0 && group_size > 0 && K % group_size == 0 &&
+         (group_size == 32 || group_size == 64 || group_size % kChunk == 0);
+}
+
+bool skinny_gemm_int4_supported(int64_t M) { return M >= 1 && M <= kSkinnyInt4MaxRows; }
+
+void repack_int4(uint8_t* codes, int64_t N, int64_t K, Stream stream) {
+  const int64_t chunks = N * (K / kChunk);
+  if (chunks == 0) return;
+  const int threads = 256;
+  const unsigned blocks = grid_for(chunks < int64_t{1} << 22 ? chunks : int64_t{1} << 22, threads);
+  repack_int4_kernel<<<blocks, threads, 0, static_cast<cudaStream_t>(stream)>>>(codes, chunks);
+  check_cuda(cudaGetLastError(), "int4 repack kernel");
+}
+
+void skinny_gemm_int4(const Int4Weight& w, const uint16_t* x, int64_t M, int64_t N, int64_t K, float* out,
+                      bool accumulate, Stream stream) {
+  if (!skinny_gemm_int4_supported(M) || !int4_layout_supported(K, w.group_size))
+    throw std::invalid_argument("cuda backend: int4 skinny gemm: unsupported shape");
+  if (N == 0) return;
+  if (w.perm)
+    launch_int4_rows<true>(w, x, static_cast<int>(M), N, K, out, accumulate, stream);
+  else
+    launch_int4_rows<false>(w, x, static_cast<int>(M), N, K, out, accumulate, stream);
+}
+
+void skinny_swiglu_int4(const Int4Weight& w, const uint16_t* x, int64_t inter, int64_t K, void* act, DType act_type,
+                        Stream stream) {
+  if (!int4_layout_supported(K, w.group_size))
+    throw std::invalid_argument("cuda backend: int4 gate_up + swiglu: unsupported shape");
+  if (inter == 0) return;
+  const bool bf16 = act_type == DType::bf16;
+  if (w.perm)
+    bf16 ? launch_int4_swiglu<true, true>(w, x, inter, K, act, stream) : launch_int4_swiglu<false, true>(w, x, inter, K, act, stream);
+  else
+    bf16 ? launch_int4_swiglu<true, false>(w, x, inter, K, act, stream) : launch_int4_swiglu<false, false>(w, x, inter, K, act, stream);
+}
+
+void dequantize_int4_bf16(const Int4Weight& w, int64_t N, int64_t K, uint16_t* out, Stream stream) {
+  if (N == 0 || K == 0) return;
+  const int threads = 256;
+  const int64_t words = N * (K / 8);
+  const unsigned blocks = grid_for(words < int64_t{1} << 22 ? words : int64_t{1} << 22, threads);
+  if (w.perm)
+    launch_dependent("int4 dequantise kernel", dequantize_int4_kernel<true>, dim3(blocks), dim3(threads), 0, stream, w,
+                     N, K, out);
+  else
+    launch_dependent("int4 dequantise kernel", dequantize_int4_kernel<false>, dim3(blocks), dim3(threads), 0, stream, w,
+                     N, K, out);
+}
+
+}  // namespace ds::cuda::ops
