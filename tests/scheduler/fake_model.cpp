@@ -80,6 +80,7 @@ void FakeModel::violation(const std::string& what) {
 
 const kernels::Tensor& FakeModel::forward(const qwen35::ForwardBatch& batch) {
   ++forward_calls_;
+  if (on_forward) on_forward();
   // Validation first, as the real model does: nothing is touched when it throws.
   if (batch.seqs.empty()) throw std::invalid_argument("fake model: empty batch");
   std::vector<int32_t> slots;

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,10 @@ class FakeModel final : public scheduler::ForwardModel {
   std::vector<int32_t> reference_tokens(const std::vector<int32_t>& prompt, int64_t max_tokens,
                                         const std::vector<int32_t>& stop_ids, int64_t max_ctx,
                                         const scheduler::SamplingParams& params, uint64_t seed) const;
+
+  // Runs at the start of every forward, on the engine thread: a test that must have every
+  // request queued before the second step holds the first one here.
+  std::function<void()> on_forward;
 
   int32_t reject_token = -1;
   int32_t crash_token = -1;

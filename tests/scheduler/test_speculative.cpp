@@ -7,10 +7,12 @@
 // from a row-state slot after a partial acceptance has exactly the state of its accepted tokens.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <cmath>
 #include <functional>
 #include <map>
 #include <random>
+#include <thread>
 
 #include "engine_checks.h"
 #include "fake_model.h"
@@ -310,7 +312,21 @@ TEST_CASE("speculative: disable_by_batch_size drafts only while few sequences ru
     sc.disable_by_batch_size = limit;
     Speculating sp = speculating(model, config(sc), 0.0);
     Engine& engine = *sp;
-    check_same(run_together(engine, reqs), plain);
+    // The first step (request 0's prefill) waits until all three are queued, so the counts
+    // below do not depend on how fast this thread submits under load.
+    std::atomic<bool> queued{false};
+    model.on_forward = [&] { while (!queued.load()) std::this_thread::yield(); };
+    std::vector<scheduler::RequestHandle> hs;
+    for (const Request& r : reqs) {
+      auto s = engine.submit(r);
+      REQUIRE(s.ok());
+      hs.push_back(std::move(s.handle));
+    }
+    queued = true;
+    std::vector<Outcome> out;
+    for (auto& h : hs) out.push_back(collect(h));
+    model.on_forward = nullptr;
+    check_same(out, plain);
     check_pools_free(engine);
     return engine.stats().spec_decode_drafts_total;
   };
@@ -318,8 +334,7 @@ TEST_CASE("speculative: disable_by_batch_size drafts only while few sequences ru
   // Verify steps per sequence: ~max_tokens each when always; request 0 never drafts alongside
   // two others, and only the last request drafts alone.
   // ~105 verify steps when always; ~70 with two at most (the last two after the first
-  // finished); ~24 alone (the last one's). Loose bounds: the engine thread may start a step
-  // before all three are submitted.
+  // finished); ~24 alone (the last one's).
   CHECK(always > up_to_two + 20);
   CHECK(alone > 0);
   CHECK(alone < up_to_two / 2);
