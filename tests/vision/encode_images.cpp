@@ -152,6 +152,12 @@ std::vector<uint8_t> encode_gif(int width, int height, const std::vector<uint8_t
   GifFreeMapObject(gmap);
   for (const GifFrame& f : frames) {
     ColorMapObject* lmap = f.palette.empty() ? nullptr : make_map(f.palette);
+    // giflib 5.2's EGifPutImageDesc drops the previous frame's local map without freeing it
+    // when this frame has none (LeakSanitizer finds it): free it here.
+    if (!lmap && gif->Image.ColorMap) {
+      GifFreeMapObject(gif->Image.ColorMap);
+      gif->Image.ColorMap = nullptr;
+    }
     if (EGifPutImageDesc(gif, f.left, f.top, f.width, f.height, f.interlaced, lmap) == GIF_ERROR)
       throw std::runtime_error("gif frame");
     if (lmap) GifFreeMapObject(lmap);
