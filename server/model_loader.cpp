@@ -233,12 +233,41 @@ int64_t load_vision(const ServerOptions& o, const fs::path& dir, LoadedModel& lm
       lm.encoder->reserve(encoder_tokens * cfg.vision->merge_unit());
       v->image_token_id = cfg.vision->image_token_id;
       v->merge_size = cfg.vision->spatial_merge_size;
-      v->max_images = o.images_per_prompt;
+      v->max_images = o.mm_per_prompt.images;
       v->media.allowed_domains = o.allowed_media_domains;
       v->media.allowed_local_path = o.allowed_local_media_path;
       v->decode.max_bytes = v->media.max_bytes;
+      // Videos: the video processor's settings, and the same tower. A temporal patch is one
+      // encoder item; the step budget covers the largest the processor makes, as for images.
+      if (const auto pad = lm.tokenizer->token_id("<|video_pad|>"); pad && *pad == cfg.vision->video_token_id &&
+                                                                     o.mm_per_prompt.videos > 0) {
+        v->video = vision::VideoProcessorConfig::load(dir);
+        const auto& vp = v->video.image;
+        if (vp.patch_size != v->processor.patch_size || vp.merge_size != v->processor.merge_size ||
+            vp.temporal_patch_size != v->processor.temporal_patch_size)
+          throw std::runtime_error("video_preprocessor_config.json: patch / merge / temporal sizes differ from the image processor's");
+        v->video_token_id = cfg.vision->video_token_id;
+        v->max_videos = o.mm_per_prompt.videos;
+        v->video_decode.max_bytes = v->media.max_bytes;
+        const int64_t patch_tokens =
+            std::max(vp.max_pixels / vp.temporal_patch_size, vp.min_pixels) / (factor * factor) + 1;
+        encoder_tokens = std::max(encoder_tokens, patch_tokens);
+        lm.encoder->reserve(encoder_tokens * cfg.vision->merge_unit());
+        v->max_patch_tokens = encoder_tokens;
+      }
       lm.vision = std::move(v);
       const auto& vc = *cfg.vision;
+      if (lm.vision->video_token_id >= 0)
+        spdlog::info("video: up to {} per prompt, {} fps, {} .. {} frames, {} .. {} pixels over all frames; decoding "
+                     "limits {} s, {} frames, {} pixels a frame",
+                     lm.vision->max_videos, lm.vision->video.fps, lm.vision->video.min_frames,
+                     lm.vision->video.max_frames, lm.vision->video.image.min_pixels, lm.vision->video.image.max_pixels,
+                     lm.vision->video_decode.max_seconds, lm.vision->video_decode.max_frames,
+                     lm.vision->video_decode.max_pixels);
+      else
+        spdlog::info("video: not taken ({})", o.mm_per_prompt.videos == 0 ? "--limit-mm-per-prompt video 0"
+                                                                         : "the tokenizer has no <|video_pad|> of the "
+                                                                           "config's video_token_id");
       spdlog::info("vision tower: {} blocks, hidden {}, {} heads, patch {} (merge {}), {:.1f} MiB on {}, loaded in {:.2f} s; "
                    "images per prompt <= {}, {} .. {} pixels each, {} image tokens per step; image URLs: data:{}{}",
                    vc.depth, vc.hidden_size, vc.num_heads, vc.patch_size, vc.spatial_merge_size,
