@@ -26,7 +26,10 @@ std::vector<vision::ProcessedVideo> prepare_videos(const std::vector<ImageRef>& 
   for (const ImageRef& r : refs) {
     const std::vector<uint8_t> bytes = fetch_media(r.url, v.media, r.field, stop, "video");
     try {
-      vision::ProcessedVideo pv = vision::preprocess_video(vision::decode_video(bytes, v.video_decode, choose), v.video);
+      // Each kept frame is resized as it is decoded: the request holds the processor's pixel
+      // budget, not its frames at the source's size.
+      vision::ProcessedVideo pv = vision::preprocess_video(
+          vision::decode_video(bytes, v.video_decode, choose, vision::frame_resizer(v.video)), v.video);
       for (const vision::ProcessedImage& p : pv.patches)
         if (v.max_patch_tokens > 0 && p.num_tokens(v.merge_size) > v.max_patch_tokens)
           throw vision::ImageError("a frame of " + std::to_string(p.num_tokens(v.merge_size)) +

@@ -11,6 +11,7 @@ extern "C" {
 #include <libavformat/avformat.h>
 #include <libavutil/error.h>
 #include <libavutil/log.h>
+#include <libavutil/pixdesc.h>
 #include <libswscale/swscale.h>
 }
 
@@ -92,6 +93,11 @@ struct SwsCloser {
   void operator()(SwsContext* s) const { sws_freeContext(s); }
 };
 
+void check_time(const Deadline& d, const VideoLimits& limits) {
+  if (Clock::now() > d.at)
+    fail("the video took longer than " + std::to_string(limits.max_time.count()) + " ms to decode");
+}
+
 // One demuxer over the bytes (each pass opens its own: the first pass's reading position and
 // state are not reused).
 class Demuxer {
@@ -116,12 +122,15 @@ class Demuxer {
     av_dict_set(&opts, "codec_whitelist", kCodecs, 0);
     const int rc = avformat_open_input(&f, nullptr, nullptr, &opts);  // frees f on failure
     av_dict_free(&opts);
+    if (rc < 0) check_time(deadline, limits);  // the interrupt callback ended it
     if (rc < 0)
       fail("the data is not a video in a supported container (MP4 / MOV, WebM / Matroska, AVI, MPEG-TS, Ogg, "
            "FLV): " + av_error(rc));
     fmt_.reset(f);
-    if (const int r = avformat_find_stream_info(f, nullptr); r < 0)
+    if (const int r = avformat_find_stream_info(f, nullptr); r < 0) {
+      check_time(deadline, limits);
       fail("the video's streams could not be read: " + av_error(r));
+    }
     stream_ = av_find_best_stream(f, AVMEDIA_TYPE_VIDEO, -1, -1, nullptr, 0);
     if (stream_ < 0) fail("the file has no video stream");
     const AVCodecParameters* par = f->streams[stream_]->codecpar;
@@ -152,11 +161,6 @@ double frame_rate(const AVStream* s) {
   return 0;
 }
 
-void check_time(const Deadline& d, const VideoLimits& limits) {
-  if (Clock::now() > d.at)
-    fail("the video took longer than " + std::to_string(limits.max_time.count()) + " ms to decode");
-}
-
 // Pass 1: the stream's frames (packets), within the limits.
 VideoStreamInfo probe(std::span<const uint8_t> data, Deadline& deadline, const VideoLimits& limits) {
   Demuxer dm(data, deadline, limits);
@@ -171,16 +175,21 @@ VideoStreamInfo probe(std::span<const uint8_t> data, Deadline& deadline, const V
     const int rc = av_read_frame(dm.fmt(), pkt.get());
     if (rc == AVERROR_EOF) break;
     check_time(deadline, limits);
-    if (rc < 0) fail("the video's data is damaged: " + av_error(rc));
+    if (rc < 0) fail("the video's data is truncated or damaged: " + av_error(rc));
     const bool ours = pkt->stream_index == dm.stream();
     const bool corrupt = (pkt->flags & AV_PKT_FLAG_CORRUPT) != 0;
     av_packet_unref(pkt.get());
     if (!ours) continue;
-    if (corrupt) fail("the video's data is damaged (a corrupt packet at frame " + std::to_string(info.total_frames) + ")");
+    if (corrupt)
+      fail("the video's data is truncated or damaged (a corrupt packet at frame " + std::to_string(info.total_frames) + ")");
     if (++info.total_frames > limits.max_frames)
       fail("the video has more than " + std::to_string(limits.max_frames) + " frames");
   }
   if (info.total_frames == 0) fail("the video stream has no frames");
+  // A container that lists its frames (MP4's sample tables) and holds fewer was cut short.
+  if (const int64_t listed = dm.av_stream()->nb_frames; listed > info.total_frames)
+    fail("the video ended after " + std::to_string(info.total_frames) + " of its " + std::to_string(listed) +
+         " frames (truncated or damaged)");
   if (info.fps > 0 && static_cast<double>(info.total_frames) / info.fps > limits.max_seconds)
     fail("the video is " + std::to_string(static_cast<int64_t>(static_cast<double>(info.total_frames) / info.fps)) +
          " s long; at most " + std::to_string(static_cast<int64_t>(limits.max_seconds)) + " s are allowed");
@@ -189,7 +198,8 @@ VideoStreamInfo probe(std::span<const uint8_t> data, Deadline& deadline, const V
 
 }  // namespace
 
-DecodedVideo decode_video(std::span<const uint8_t> data, const VideoLimits& limits, const FrameChooser& choose) {
+DecodedVideo decode_video(std::span<const uint8_t> data, const VideoLimits& limits, const FrameChooser& choose,
+                          const FrameTransform& transform) {
   static std::once_flag quiet;
   // FFmpeg logs every damaged packet on stderr; the refusal says what went wrong instead.
   std::call_once(quiet, [] { av_log_set_level(AV_LOG_QUIET); });
@@ -253,7 +263,8 @@ DecodedVideo decode_video(std::span<const uint8_t> data, const VideoLimits& limi
         const int stride[4] = {static_cast<int>(frame->width * 3), 0, 0, 0};
         if (sws_scale(sws.get(), frame->data, frame->linesize, 0, frame->height, dst, stride) != frame->height)
           fail("the video's frame " + std::to_string(decoded) + " could not be converted to RGB");
-        out.frames[next] = std::move(rgb);
+        out.frames[next] =
+            transform ? transform(std::move(rgb), out.info, static_cast<int64_t>(out.indices.size())) : std::move(rgb);
         // A chosen index named twice gets the same frame.
         for (++next; next < out.indices.size() && out.indices[next] == decoded; ++next) out.frames[next] = out.frames[next - 1];
       }

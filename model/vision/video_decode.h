@@ -31,7 +31,7 @@ struct VideoLimits {
   int64_t max_bytes = int64_t{64} << 20;  // encoded size
   double max_seconds = 600;               // frames / fps
   int64_t max_frames = 36000;             // frames in the stream (not only the sampled ones)
-  int64_t max_pixels = int64_t{1920} * 1088;  // width * height of a frame
+  int64_t max_pixels = int64_t{3840} * 2160;  // width * height of a frame
   int64_t max_side = 4096;
   std::chrono::milliseconds max_time{30000};  // both passes
   int threads = 4;  // decoder threads
@@ -47,13 +47,18 @@ struct VideoStreamInfo {
 struct DecodedVideo {
   VideoStreamInfo info;
   std::vector<int64_t> indices;  // the chosen frames, as the chooser returned them
-  std::vector<RgbImage> frames;  // one per index
+  std::vector<RgbImage> frames;  // one per index (as the transform left it, if one was given)
 };
 
 // Returns the frame indices to keep (each in [0, total_frames), non-decreasing); may throw
 // ImageError.
 using FrameChooser = std::function<std::vector<int64_t>(const VideoStreamInfo&)>;
+// Applied to each kept frame as soon as it is decoded (kept: how many frames are kept in all),
+// so that only its result is held: the video processor's resize keeps a request's memory at
+// the processor's pixel budget instead of (kept frames x the source's size).
+using FrameTransform = std::function<RgbImage(RgbImage&& frame, const VideoStreamInfo& info, int64_t kept)>;
 
-DecodedVideo decode_video(std::span<const uint8_t> data, const VideoLimits& limits, const FrameChooser& choose);
+DecodedVideo decode_video(std::span<const uint8_t> data, const VideoLimits& limits, const FrameChooser& choose,
+                          const FrameTransform& transform = {});
 
 }  // namespace ds::vision

@@ -137,21 +137,42 @@ FrameChooser frame_chooser(const VideoProcessorConfig& c, const VideoSampling& s
   };
 }
 
-ProcessedVideo preprocess_video(const DecodedVideo& v, const VideoProcessorConfig& c, const PixelBounds& bounds) {
-  const ImageProcessorConfig& ic = c.image;
+namespace {
+
+ResizeTarget clip_target(const VideoStreamInfo& info, int64_t kept, const ImageProcessorConfig& ic,
+                         const PixelBounds& bounds) {
   const int64_t lo = bounds.min_pixels.value_or(ic.min_pixels), hi = bounds.max_pixels.value_or(ic.max_pixels);
   if (lo <= 0 || hi <= 0 || lo > hi) throw ImageError("min_pixels and max_pixels must be positive with min_pixels <= max_pixels");
+  return video_smart_resize(kept, info.height, info.width, ic.temporal_patch_size, ic.factor(), lo, hi);
+}
+
+}  // namespace
+
+FrameTransform frame_resizer(const VideoProcessorConfig& c, const PixelBounds& bounds) {
+  return [ic = c.image, bounds](RgbImage&& f, const VideoStreamInfo& info, int64_t kept) {
+    const ResizeTarget t = clip_target(info, kept, ic, bounds);
+    return t.height == f.height && t.width == f.width ? std::move(f) : resize_bicubic(f, t.width, t.height);
+  };
+}
+
+ProcessedVideo preprocess_video(DecodedVideo v, const VideoProcessorConfig& c, const PixelBounds& bounds) {
+  const ImageProcessorConfig& ic = c.image;
   if (v.frames.size() != v.indices.size()) throw std::invalid_argument("preprocess_video: frames and indices differ");
   const auto n = static_cast<int64_t>(v.frames.size());
-  const ResizeTarget t = video_smart_resize(n, v.info.height, v.info.width, ic.temporal_patch_size, ic.factor(), lo, hi);
+  const ResizeTarget t = clip_target(v.info, n, ic, bounds);
   ProcessedVideo out;
   out.info = v.info;
   out.indices = v.indices;
   std::vector<RgbImage> resized;
   resized.reserve(v.frames.size());
-  for (const RgbImage& f : v.frames) {
-    if (f.width != v.info.width || f.height != v.info.height) throw std::invalid_argument("preprocess_video: a frame's size differs");
-    resized.push_back(t.height == f.height && t.width == f.width ? f : resize_bicubic(f, t.width, t.height));
+  for (RgbImage& f : v.frames) {
+    if (f.width == t.width && f.height == t.height) {
+      resized.push_back(std::move(f));  // frame_resizer's output (or a source already that size)
+    } else if (f.width == v.info.width && f.height == v.info.height) {
+      resized.push_back(resize_bicubic(f, t.width, t.height));
+    } else {
+      throw std::invalid_argument("preprocess_video: a frame is neither the source's size nor the target's");
+    }
   }
   const auto T = static_cast<size_t>(ic.temporal_patch_size);
   while (resized.size() % T) {  // HF repeats the last frame

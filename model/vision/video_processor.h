@@ -73,9 +73,12 @@ struct ProcessedVideo {
 
 // The chooser decode_video takes for this config and request.
 FrameChooser frame_chooser(const VideoProcessorConfig& config, const VideoSampling& sampling);
+// The transform decode_video takes: each kept frame resized at once to the clip's
+// video_smart_resize target (what preprocess_video would do later).
+FrameTransform frame_resizer(const VideoProcessorConfig& config, const PixelBounds& bounds = {});
 
-// video: decoded with frame_chooser(config, sampling). bounds: per-request min / max pixels.
-ProcessedVideo preprocess_video(const DecodedVideo& video, const VideoProcessorConfig& config,
-                                const PixelBounds& bounds = {});
+// video: decoded with frame_chooser(config, sampling), its frames at the source's size or
+// already resized by frame_resizer(config, bounds). bounds: per-request min / max pixels.
+ProcessedVideo preprocess_video(DecodedVideo video, const VideoProcessorConfig& config, const PixelBounds& bounds = {});
 
 }  // namespace ds::vision

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "model/vision/video_decode.h"
@@ -31,13 +32,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   proc.image.max_pixels = 65536;
   proc.max_frames = 16;
   try {
-    const vision::DecodedVideo v =
-        vision::decode_video(std::span<const uint8_t>(data, size), lim, vision::frame_chooser(proc, {}));
+    vision::DecodedVideo v = vision::decode_video(std::span<const uint8_t>(data, size), lim,
+                                                  vision::frame_chooser(proc, {}), vision::frame_resizer(proc));
     if (v.frames.size() != v.indices.size()) std::abort();
     for (const vision::RgbImage& f : v.frames)
-      if (f.width != v.info.width || f.height != v.info.height || f.rgb.size() != static_cast<size_t>(f.pixels() * 3))
+      if (f.width != v.frames[0].width || f.height != v.frames[0].height ||
+          f.rgb.size() != static_cast<size_t>(f.pixels() * 3))
         std::abort();
-    const vision::ProcessedVideo p = vision::preprocess_video(v, proc);
+    const vision::ProcessedVideo p = vision::preprocess_video(std::move(v), proc);
     if (p.patches.size() != p.timestamps.size()) std::abort();
     for (const vision::ProcessedImage& im : p.patches) {
       const int64_t temporal = proc.image.temporal_patch_size;

@@ -110,7 +110,16 @@ TEST_CASE("video http: a clip's prompt is HF's expansion with timestamps, encode
                ask(Json::array({video_part(clip_url("clip64x48_4fps.webm", "video/webm")), text_part("What happens?")})));
   REQUIRE(r.status == 200);
   CHECK(r.body["usage"]["prompt_tokens"] == text_tokens + 9);
-  // A video beside an image, and per-request sampling: max_frames 2 keeps frames 0 and 9 (one
+  // An image before the video (square96.png: 96 x 96, 3 x 3 merged patches): its placeholder
+  // (3 tokens, the pad becoming 9) joins the prompt, and the video's pairs follow it.
+  const std::string png = file_bytes(kDir / "images" / "square96.png");
+  r = srv.post("/v1/chat/completions",
+               ask(Json::array({Json{{"type", "image_url"}, {"image_url", {{"url", "data:image/png;base64," + b64(png)}}}},
+                                video_part(clip_url()), text_part("What happens?")})));
+  INFO(r.text);
+  REQUIRE(r.status == 200);
+  CHECK(r.body["usage"]["prompt_tokens"] == text_tokens + 9 + 2 + 9);
+  // Per-request sampling: max_frames 2 keeps frames 0 and 9 (one
   // temporal patch at (0 + 2.25) / 2 = 1.125 s).
   Json two = ask(Json::array({video_part(clip_url()), text_part("What happens?")}));
   two["mm_processor_kwargs"] = {{"max_frames", 2}};

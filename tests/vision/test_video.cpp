@@ -280,3 +280,19 @@ TEST_CASE("video fixture: our sampling and timestamp text against HF's (video_re
     CHECK(cs["expanded"].get<std::string>().find(expanded) != std::string::npos);
   }
 }
+
+TEST_CASE("video decode: frames resized as they are decoded equal the processor's resize", "[video]") {
+  const VideoProcessorConfig c = VideoProcessorConfig::load(ds::test::data_path("tiny-qwen35-vl"));
+  const auto clip = bytes(kVideos / "clip64x48_4fps.mp4");
+  const DecodedVideo native = decode_video(clip, {}, frame_chooser(c, {}));
+  const DecodedVideo early = decode_video(clip, {}, frame_chooser(c, {}), frame_resizer(c));
+  REQUIRE(early.frames.size() == 5);
+  CHECK(early.frames[0].width == 64);
+  CHECK(early.frames[0].height == 64);  // 48 -> 64: smart_resize's target, held instead of the source
+  const ProcessedVideo a = preprocess_video(native, c), b = preprocess_video(early, c);
+  REQUIRE(a.patches.size() == b.patches.size());
+  for (size_t k = 0; k < a.patches.size(); ++k) {
+    CHECK(a.patches[k].resized.rgb == b.patches[k].resized.rgb);
+    CHECK(a.patches[k].later[0].rgb == b.patches[k].later[0].rgb);
+  }
+}
