@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -10,6 +11,7 @@
 extern "C" {
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
+#include <libavformat/version.h>
 #include <libavutil/opt.h>
 }
 
@@ -27,11 +29,18 @@ void check(int rc, const char* what) {
   }
 }
 
+// avio's write callback takes a const buffer from libavformat 61 (FFmpeg 7) on.
+#if LIBAVFORMAT_VERSION_MAJOR >= 61
+using WriteBuffer = const uint8_t*;
+#else
+using WriteBuffer = uint8_t*;
+#endif
+
 // A growable in-memory output the MP4 muxer can seek in (it rewrites sizes at the end).
 struct MemoryWriter {
   std::vector<uint8_t> data;
   int64_t pos = 0;
-  static int write(void* opaque, const uint8_t* buf, int n) {
+  static int write(void* opaque, WriteBuffer buf, int n) {
     auto* w = static_cast<MemoryWriter*>(opaque);
     if (w->data.size() < static_cast<size_t>(w->pos + n)) w->data.resize(static_cast<size_t>(w->pos + n));
     std::memcpy(w->data.data() + w->pos, buf, static_cast<size_t>(n));
@@ -92,13 +101,14 @@ std::vector<uint8_t> random_mp4(int width, int height, double seconds, double fp
   cx->framerate = rate;
   cx->gop_size = static_cast<int>(std::lround(fps * 2));
   cx->max_b_frames = 2;
-  cx->bit_rate = static_cast<int64_t>(width) * height * 2;  // MPEG-4's rate; libx264 uses crf
   cx->thread_count = 0;
   if (fmt->oformat->flags & AVFMT_GLOBALHEADER) cx->flags |= AV_CODEC_FLAG_GLOBAL_HEADER;
   AVDictionary* opts = nullptr;
   if (std::strcmp(codec->name, "libx264") == 0) {
     av_dict_set(&opts, "preset", "veryfast", 0);
     av_dict_set(&opts, "crf", "26", 0);
+  } else {
+    cx->bit_rate = static_cast<int64_t>(width) * height * 2;
   }
   const int orc = avcodec_open2(cx, codec, &opts);
   av_dict_free(&opts);

@@ -131,6 +131,26 @@ TEST_CASE("video http: a clip's prompt is HF's expansion with timestamps, encode
   CHECK(srv.wait_pools_free());
 }
 
+TEST_CASE("video http: a prefill cut into chunks of 7 (inside the pairs' pad runs) answers as one", "[video]") {
+  const Json body = ask(Json::array({video_part(clip_url()), text_part("What happens?")}));
+  Json whole;
+  {
+    TestServer srv(config());
+    const auto r = srv.post("/v1/chat/completions", body);
+    REQUIRE(r.status == 200);
+    whole = r.body["choices"][0]["message"];
+  }
+  TestServerConfig c = config();
+  c.engine.scheduler.max_num_batched_tokens = 7;  // also the encoder's budget: one pair a step
+  TestServer srv(c);
+  const auto r = srv.post("/v1/chat/completions", body);
+  INFO(r.text);
+  REQUIRE(r.status == 200);
+  CHECK(r.body["choices"][0]["message"] == whole);
+  CHECK(metric(srv, "deltaserve:images_encoded_total") == 3);
+  CHECK(srv.wait_pools_free());
+}
+
 TEST_CASE("video http: every bad video input is a 400 naming its field; nothing leaks", "[video]") {
   TestServer srv(config());
   auto with = [&](const Json& part) { return ask(Json::array({part, text_part("Hi")})); };
