@@ -42,6 +42,7 @@ struct VisionServing {
   int64_t max_videos = 1;  // per prompt (--limit-mm-per-prompt)
   vision::VideoLimits video_decode;
   int64_t max_patch_tokens = 0;  // tokens of one temporal patch at most (the encoder's step budget; 0: none)
+  std::string video_unusable = "it has no video processor";  // why, when video_token_id is -1
 };
 
 // mm_processor_kwargs of a request body.

@@ -9,8 +9,8 @@ std::vector<vision::ProcessedVideo> prepare_videos(const std::vector<ImageRef>& 
   std::vector<vision::ProcessedVideo> out;
   if (refs.empty()) return out;
   if (v.video_token_id < 0)
-    throw ApiError(400, "this model does not take videos", "invalid_request_error", refs.front().field,
-                   "model_not_multimodal");
+    throw ApiError(400, "this model does not take videos: " + v.video_unusable, "invalid_request_error",
+                   refs.front().field, "model_not_multimodal");
   if (static_cast<int64_t>(refs.size()) > v.max_videos)
     throw bad_request("the request has " + std::to_string(refs.size()) + " videos; at most " +
                           std::to_string(v.max_videos) + " are allowed per prompt (--limit-mm-per-prompt)",

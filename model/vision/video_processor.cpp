@@ -182,7 +182,7 @@ ProcessedVideo preprocess_video(DecodedVideo v, const VideoProcessorConfig& c, c
   for (size_t i = 0; i < resized.size(); i += T) {
     ProcessedImage p;
     p.resized = std::move(resized[i]);
-    for (size_t k = 1; k < T; ++k) p.later.push_back(resized[i + k]);
+    for (size_t k = 1; k < T; ++k) p.later.push_back(std::move(resized[i + k]));
     p.grid_t = 1;
     p.grid_h = t.height / ic.patch_size;
     p.grid_w = t.width / ic.patch_size;

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "server/server_options.h"
 #include "tests/server/http_test_util.h"
 #include "tests/server/server_fixture.h"
 
@@ -208,4 +209,24 @@ TEST_CASE("video http: a model without a vision tower refuses videos with a 400"
   const auto r = srv.post("/v1/chat/completions", ask(Json::array({video_part(clip_url())})));
   CHECK(r.status == 400);
   CHECK_THAT(r.text, Catch::Contains("does not take videos"));
+}
+
+TEST_CASE("video http: --limit-mm-per-prompt takes image and video counts", "[video]") {
+  const server::MmLimits both = server::parse_limit_mm_per_prompt(R"({"image": 2, "video": 3})");
+  CHECK(both.images == 2);
+  CHECK(both.videos == 3);
+  const server::MmLimits off = server::parse_limit_mm_per_prompt(R"({"video": 0, "audio": 0})");
+  CHECK(off.images == 8);
+  CHECK(off.videos == 0);
+  CHECK_THROWS_AS(server::parse_limit_mm_per_prompt(R"({"audio": 1})"), std::invalid_argument);
+  CHECK_THROWS_AS(server::parse_limit_mm_per_prompt(R"({"video": -1})"), std::invalid_argument);
+  CHECK_THROWS_AS(server::parse_limit_mm_per_prompt(R"({"video": 1025})"), std::invalid_argument);
+  CHECK_THROWS_AS(server::parse_limit_mm_per_prompt("[1]"), std::invalid_argument);
+  // A server taking no video refuses one by the limit's name.
+  TestServerConfig c = config();
+  c.max_videos = 0;
+  TestServer srv(c);
+  const auto r = srv.post("/v1/chat/completions", ask(Json::array({video_part(clip_url())})));
+  CHECK(r.status == 400);
+  CHECK_THAT(r.text, Catch::Contains("at most 0"));
 }

@@ -296,3 +296,33 @@ TEST_CASE("video decode: frames resized as they are decoded equal the processor'
     CHECK(a.patches[k].later[0].rgb == b.patches[k].later[0].rgb);
   }
 }
+
+TEST_CASE("video processor config: HF's class defaults, the file's keys, refusals", "[video]") {
+  const fs::path dir = fs::temp_directory_path() / "ds_video_cfg_test";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "preprocessor_config.json") << R"({"patch_size": 16, "merge_size": 2, "temporal_patch_size": 2})";
+  // No video file: Qwen3VLVideoProcessor's defaults with the image file's patch settings.
+  VideoProcessorConfig c = VideoProcessorConfig::load(dir);
+  CHECK(c.image.min_pixels == 128 * 32 * 32);
+  CHECK(c.image.max_pixels == 768 * 32 * 32);
+  CHECK(c.image.patch_size == 16);
+  CHECK(c.image.mean[0] == 0.5f);
+  CHECK(c.fps == 2);
+  CHECK(c.min_frames == 4);
+  CHECK(c.max_frames == 768);
+  std::ofstream(dir / "video_preprocessor_config.json")
+      << R"({"size": {"shortest_edge": 4096, "longest_edge": 25165824}, "patch_size": 16, "fps": 1.5, "max_frames": 64})";
+  c = VideoProcessorConfig::load(dir);
+  CHECK(c.image.min_pixels == 4096);
+  CHECK(c.image.max_pixels == 25165824);
+  CHECK(c.fps == 1.5);
+  CHECK(c.max_frames == 64);
+  std::ofstream(dir / "video_preprocessor_config.json") << R"({"fps": 0})";
+  CHECK_THROWS_WITH(VideoProcessorConfig::load(dir), Contains("fps"));
+  std::ofstream(dir / "video_preprocessor_config.json") << R"({"num_frames": 16})";
+  CHECK_THROWS_WITH(VideoProcessorConfig::load(dir), Contains("num_frames"));
+  std::ofstream(dir / "video_preprocessor_config.json") << R"({"max_frames": 0})";
+  CHECK_THROWS_WITH(VideoProcessorConfig::load(dir), Contains("max_frames"));
+  fs::remove_all(dir);
+}
