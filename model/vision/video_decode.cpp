@@ -238,6 +238,7 @@ DecodedVideo decode_video(std::span<const uint8_t> data, const VideoLimits& limi
   std::unique_ptr<AVFrame, FrameCloser> frame(av_frame_alloc());
   if (!pkt || !frame) fail("out of memory decoding the video");
   std::unique_ptr<SwsContext, SwsCloser> sws;
+  std::vector<uint8_t> staging;  // one RGB frame with padded rows (see below)
   int64_t decoded = 0;
   size_t next = 0;  // the next index to fill
   auto take_frames = [&]() {
@@ -258,11 +259,18 @@ DecodedVideo decode_video(std::span<const uint8_t> data, const VideoLimits& limi
                                        AV_PIX_FMT_RGB24, SWS_BILINEAR, nullptr, nullptr, nullptr));
         if (!sws) fail(std::string("the video's pixel format (") + (av_get_pix_fmt_name(fmt) ? av_get_pix_fmt_name(fmt) : "?") +
                        ") cannot be converted to RGB");
-        RgbImage rgb(frame->width, frame->height);
-        uint8_t* dst[4] = {rgb.rgb.data(), nullptr, nullptr, nullptr};
-        const int stride[4] = {static_cast<int>(frame->width * 3), 0, 0, 0};
+        // swscale's SIMD writes whole vectors past a row's end: convert into rows padded to
+        // 64 bytes (and a spare row), then copy the pixels out.
+        const int row = frame->width * 3, padded = (row + 63) / 64 * 64;
+        staging.resize(static_cast<size_t>(padded) * static_cast<size_t>(frame->height + 1));
+        uint8_t* dst[4] = {staging.data(), nullptr, nullptr, nullptr};
+        const int stride[4] = {padded, 0, 0, 0};
         if (sws_scale(sws.get(), frame->data, frame->linesize, 0, frame->height, dst, stride) != frame->height)
           fail("the video's frame " + std::to_string(decoded) + " could not be converted to RGB");
+        RgbImage rgb(frame->width, frame->height);
+        for (int y = 0; y < frame->height; ++y)
+          std::memcpy(rgb.row(y), staging.data() + static_cast<size_t>(y) * static_cast<size_t>(padded),
+                      static_cast<size_t>(row));
         out.frames[next] =
             transform ? transform(std::move(rgb), out.info, static_cast<int64_t>(out.indices.size())) : std::move(rgb);
         // A chosen index named twice gets the same frame.

@@ -116,9 +116,13 @@ TEST_CASE("video decode: bad input and every limit are clear refusals", "[video]
   CHECK_THAT(refusal(bytes(fs::path(ds::test::data_path("tiny-qwen35-vl")) / "images" / "square96.png")),
              Contains("not a video"));
   CHECK_THAT(refusal(std::vector<uint8_t>(clip.begin(), clip.begin() + 3000)), Contains("truncated or damaged"));
-  std::vector<uint8_t> damaged = clip;
-  for (size_t i = 2500; i < 2600; ++i) damaged[i] ^= 0x5a;
+  // Damage the decoder detects (NAL sizes past the packet; a macroblock predicted from outside
+  // the picture) is refused, not concealed. Damage no decoder can tell from content decodes.
+  std::vector<uint8_t> damaged = clip, zeroed = clip;
+  for (size_t i = 1500; i < 3500; ++i) damaged[i] ^= 0x5a;
+  for (size_t i = 2000; i < 2400; ++i) zeroed[i] = 0;
   CHECK_THAT(refusal(damaged), Contains("damaged"));
+  CHECK_THAT(refusal(zeroed), Contains("damaged"));
   VideoLimits lim;
   lim.max_bytes = 1000;
   CHECK_THAT(refusal(clip, lim), Contains("at most 1000 are allowed"));
@@ -222,8 +226,11 @@ TEST_CASE("video preprocess: temporal patches of resized frames, the last repeat
   std::vector<float> one_copy(16 * 3 * 256);
   CHECK_THROWS(write_patches(p.patches[0], c.image, 1, one_copy));  // a pair needs both frames
   // fps and max_frames per request.
-  CHECK(decode_video(bytes(kVideos / "clip64x48_4fps.mp4"), {}, frame_chooser(c, {.fps = 4.0})).indices.size() == 10);
-  CHECK(decode_video(bytes(kVideos / "clip64x48_4fps.mp4"), {}, frame_chooser(c, {.max_frames = 2})).indices ==
+  VideoSampling faster, fewer;
+  faster.fps = 4.0;
+  fewer.max_frames = 2;
+  CHECK(decode_video(bytes(kVideos / "clip64x48_4fps.mp4"), {}, frame_chooser(c, faster)).indices.size() == 10);
+  CHECK(decode_video(bytes(kVideos / "clip64x48_4fps.mp4"), {}, frame_chooser(c, fewer)).indices ==
         std::vector<int64_t>{0, 9});
 }
 
