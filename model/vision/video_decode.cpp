@@ -165,6 +165,7 @@ double frame_rate(const AVStream* s) {
 VideoStreamInfo probe(std::span<const uint8_t> data, Deadline& deadline, const VideoLimits& limits) {
   Demuxer dm(data, deadline, limits);
   VideoStreamInfo info;
+  int64_t cut_packets = 0;
   const AVCodecParameters* par = dm.av_stream()->codecpar;
   info.width = par->width;
   info.height = par->height;
@@ -178,8 +179,15 @@ VideoStreamInfo probe(std::span<const uint8_t> data, Deadline& deadline, const V
     if (rc < 0) fail("the video's data is truncated or damaged: " + av_error(rc));
     const bool ours = pkt->stream_index == dm.stream();
     const bool corrupt = (pkt->flags & AV_PKT_FLAG_CORRUPT) != 0;
+    // An edit list can cut frames (MP4s with B-frames often do): the decoder decodes such a
+    // packet but shows no frame for it, so it is not one of the video's frames.
+    const bool cut = (pkt->flags & AV_PKT_FLAG_DISCARD) != 0;
     av_packet_unref(pkt.get());
     if (!ours) continue;
+    if (cut) {
+      ++cut_packets;
+      continue;
+    }
     if (corrupt)
       fail("the video's data is truncated or damaged (a corrupt packet at frame " + std::to_string(info.total_frames) + ")");
     if (++info.total_frames > limits.max_frames)
@@ -187,7 +195,7 @@ VideoStreamInfo probe(std::span<const uint8_t> data, Deadline& deadline, const V
   }
   if (info.total_frames == 0) fail("the video stream has no frames");
   // A container that lists its frames (MP4's sample tables) and holds fewer was cut short.
-  if (const int64_t listed = dm.av_stream()->nb_frames; listed > info.total_frames)
+  if (const int64_t listed = dm.av_stream()->nb_frames; listed > info.total_frames + cut_packets)
     fail("the video ended after " + std::to_string(info.total_frames) + " of its " + std::to_string(listed) +
          " frames (truncated or damaged)");
   if (info.fps > 0 && static_cast<double>(info.total_frames) / info.fps > limits.max_seconds)

@@ -12,6 +12,7 @@ extern "C" {
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
 #include <libavformat/version.h>
+#include <libavutil/log.h>
 #include <libavutil/opt.h>
 }
 
@@ -63,6 +64,7 @@ struct MemoryWriter {
 std::vector<uint8_t> random_mp4(int width, int height, double seconds, double fps, uint64_t seed) {
   if (width < 16 || height < 16 || width % 2 || height % 2) throw std::invalid_argument("random_mp4: sides must be even, >= 16");
   const int frames = std::max(1, static_cast<int>(std::lround(seconds * fps)));
+  av_log_set_level(AV_LOG_ERROR);  // libx264 reports its statistics at the info level
   const AVRational rate = av_d2q(fps, 1001000);
   const AVCodec* codec = avcodec_find_encoder_by_name("libx264");
   if (!codec) codec = avcodec_find_encoder(AV_CODEC_ID_MPEG4);
@@ -116,6 +118,7 @@ std::vector<uint8_t> random_mp4(int width, int height, double seconds, double fp
   AVStream* st = avformat_new_stream(fmt, nullptr);
   if (!st) throw std::runtime_error("random_mp4: out of memory");
   st->time_base = cx->time_base;
+  st->avg_frame_rate = rate;
   check(avcodec_parameters_from_context(st->codecpar, cx), "stream parameters");
   check(avformat_write_header(fmt, nullptr), "write the header");
 
@@ -134,6 +137,7 @@ std::vector<uint8_t> random_mp4(int width, int height, double seconds, double fp
       const int rc = avcodec_receive_packet(cx, pkt);
       if (rc == AVERROR(EAGAIN) || rc == AVERROR_EOF) return;
       check(rc, "encode");
+      pkt->duration = 1;  // one frame; without it the muxer's edit list cuts the last frame
       av_packet_rescale_ts(pkt, cx->time_base, st->time_base);
       pkt->stream_index = st->index;
       check(av_interleaved_write_frame(fmt, pkt), "write a packet");

@@ -97,6 +97,11 @@ TEST_CASE("video decode: WebM / VP9 and other containers", "[video]") {
   CHECK(avi.info.width == 48);
   const DecodedVideo vp8 = decode_video(bytes(corpus / "webm_vp8_40x40"), {}, all_frames());
   CHECK(vp8.info.total_frames == 5);
+  // An MP4 whose edit list cuts its last frame (15 packets, ffprobe: nb_frames 15,
+  // nb_read_frames 14): 14 frames, as the decoder shows them, and no "truncated" refusal.
+  const DecodedVideo cut = decode_video(bytes(corpus / "mp4_edit_list_cuts_a_frame"), {}, all_frames());
+  CHECK(cut.info.total_frames == 14);
+  CHECK(cut.frames.size() == 14);
 }
 
 TEST_CASE("video decode: only the chosen frames are kept, in order", "[video]") {
