@@ -32,6 +32,7 @@ missing_of() {  # packages... -> those not installed, one per line
 pkgs=(build-essential cmake ninja-build pkg-config git curl
       nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev libpcre2-dev libutf8proc-dev libopenblas-dev
       libpng-dev libjpeg62-turbo-dev libwebp-dev libgif-dev  # images in (model/vision)
+      libavformat-dev libavcodec-dev libswscale-dev libavutil-dev  # video in (model/vision)
       libcpp-httplib-dev libssl-dev)  # image URLs over http(s), SHA-256 image hashes (server/)
 if [ "$stage" = test ]; then
   pkgs+=(catch2 python3 ccache

@@ -9,18 +9,20 @@ namespace ds::server {
 
 namespace {
 
-// The URL of an image part: image_url {"url": ...} or a bare string.
-std::string image_url(const Json& part, const std::string& at) {
-  const auto it = part.find("image_url");
+// The URL of an image_url / video_url part (key): key {"url": ...} or a bare string.
+std::string media_url(const Json& part, const std::string& at, const char* key = "image_url") {
+  const auto it = part.find(key);
   if (it != part.end() && it->is_string()) return it->get<std::string>();
   if (it != part.end() && it->is_object() && it->contains("url") && (*it)["url"].is_string())
     return (*it)["url"].get<std::string>();
-  throw bad_request("'" + at + ".image_url' must be {\"url\": ...} or a URL string", at + ".image_url");
+  throw bad_request("'" + at + "." + key + "' must be {\"url\": ...} or a URL string", at + "." + key);
 }
 
 // A message's content in template form: a string (text parts joined with "\n"), or, when it
-// has images, its parts with each image as {"type": "image"} (its URL added to images).
-Json content_for_template(const Json& content, const std::string& where, std::vector<ImageRef>* images) {
+// has images or videos, its parts with each image as {"type": "image"} and each video as
+// {"type": "video"} (their URLs added to images / videos).
+Json content_for_template(const Json& content, const std::string& where, std::vector<ImageRef>* images,
+                          std::vector<ImageRef>* videos) {
   if (content.is_null()) return "";
   if (content.is_string()) return content;
   if (!content.is_array())
@@ -40,15 +42,24 @@ Json content_for_template(const Json& content, const std::string& where, std::ve
       if (type == "image_url" && images) {
         // A part translated from another API names the client's own field (kClientField).
         const auto cf = part.find(kClientField);
-        images->push_back({image_url(part, at), cf != part.end() && cf->is_string() ? cf->get<std::string>()
+        images->push_back({media_url(part, at), cf != part.end() && cf->is_string() ? cf->get<std::string>()
                                                                                      : at + ".image_url"});
         parts.push_back(Json{{"type", "image"}});
         has_image = true;
         continue;
       }
+      if (type == "video_url" && videos) {
+        videos->push_back({media_url(part, at, "video_url"), at + ".video_url"});
+        parts.push_back(Json{{"type", "video"}});
+        has_image = true;
+        continue;
+      }
       if (type != "text" && type != "input_text")
         throw unsupported_field(at + ".type", "content parts of type '" + type + "' (" +
-                                                  (images ? "text and image_url are" : "only text is") + " accepted)");
+                                                  (videos ? "text, image_url and video_url are"
+                                                   : images ? "text and image_url are"
+                                                            : "only text is") +
+                                                  " accepted)");
       if (!part.contains("text") || !part["text"].is_string())
         throw bad_request("'" + at + ".text' must be a string", at + ".text");
       piece = part["text"].get<std::string>();
@@ -64,7 +75,7 @@ Json content_for_template(const Json& content, const std::string& where, std::ve
 
 }  // namespace
 
-Json normalize_messages(const Json& messages, std::vector<ImageRef>* images) {
+Json normalize_messages(const Json& messages, std::vector<ImageRef>* images, std::vector<ImageRef>* videos) {
   if (!messages.is_array() || messages.empty())
     throw bad_request("'messages' must be a non-empty list", "messages");
   Json out = Json::array();
@@ -84,7 +95,7 @@ Json normalize_messages(const Json& messages, std::vector<ImageRef>* images) {
       if (role != "assistant") throw bad_request("'" + at + ".content' is required", at + ".content");
       n["content"] = "";
     } else {
-      n["content"] = content_for_template(m["content"], at + ".content", images);
+      n["content"] = content_for_template(m["content"], at + ".content", images, videos);
     }
     if (role == "assistant") {
       if (!m.contains("reasoning_content") && m.contains("reasoning") && m["reasoning"].is_string())
@@ -195,7 +206,7 @@ ChatFields parse_chat_fields(const Json& body) {
   f.parse_tool_calls = !f.tools.is_null() && tool_choice != "none";
 
   f.add_generation_prompt = get_bool(body, "add_generation_prompt").value_or(true);
-  f.messages = normalize_messages(body["messages"], &f.images);
+  f.messages = normalize_messages(body["messages"], &f.images, &f.videos);
   return f;
 }
 

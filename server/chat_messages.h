@@ -7,8 +7,10 @@
 //    a message with image parts ({"type": "image_url", "image_url": {"url": ...}} or
 //    {"type": "image_url", "image_url": "..."}) keeps a list of parts instead, text parts as
 //    they are and each image as {"type": "image"} (what Qwen's templates render as the image's
-//    placeholder), and its URLs are collected in order (ChatFields::images); any other part
-//    type (input_audio, file, video_url) is refused by name;
+//    placeholder), and its URLs are collected in order (ChatFields::images); video_url parts
+//    (vLLM's extension: {"type": "video_url", "video_url": {"url": ...}}) likewise become
+//    {"type": "video"} with their URLs in ChatFields::videos; any other part type
+//    (input_audio, file) is refused by name;
 //  * role "developer" (OpenAI's newer name) becomes "system";
 //  * assistant tool_calls keep their OpenAI shape, with function.arguments parsed from its
 //    JSON string into an object (Qwen3.5's template iterates arguments|items);
@@ -27,8 +29,8 @@
 
 namespace ds::server {
 
-// An image part of a request: its URL and the field it came from (server/image_inputs.h
-// fetches and prepares it).
+// An image or video part of a request: its URL and the field it came from
+// (server/image_inputs.h and video_inputs.h fetch and prepare it).
 // The key under which an image_url part translated from the Messages or Responses API keeps
 // the field the client sent, so that the image's errors name it.
 inline constexpr const char* kClientField = "client_field";
@@ -41,6 +43,7 @@ struct ImageRef {
 struct ChatFields {
   Json messages;                 // normalised
   std::vector<ImageRef> images;  // the image parts' URLs, in message order
+  std::vector<ImageRef> videos;  // the video parts' URLs, in message order
   Json kwargs = Json::object();  // template variables: chat_template_kwargs plus tools
   Json tools;                    // the request's tools (null when none)
   bool parse_tool_calls = false; // tools given and tool_choice is not "none"
@@ -58,8 +61,9 @@ ChatFields parse_chat_fields(const Json& body);
 // Throws ApiError 400 naming `where` (the name's field) unless `name` is a valid tool name.
 void check_tool_name(const std::string& name, const std::string& where);
 
-// The messages array in template form (exposed for /tokenize and tests). images: where image
-// parts' URLs go (null: image parts are refused).
-Json normalize_messages(const Json& messages, std::vector<ImageRef>* images = nullptr);
+// The messages array in template form (exposed for /tokenize and tests). images / videos:
+// where image / video parts' URLs go (null: such parts are refused).
+Json normalize_messages(const Json& messages, std::vector<ImageRef>* images = nullptr,
+                        std::vector<ImageRef>* videos = nullptr);
 
 }  // namespace ds::server

@@ -5,6 +5,7 @@
 #include "server/image_inputs.h"
 #include "server/reasoning_splitter.h"
 #include "server/request_params.h"
+#include "server/video_inputs.h"
 
 namespace ds::server {
 
@@ -20,10 +21,12 @@ ChatPrompt build_chat_prompt(const Json& body, const ServedModel& model, FetchSt
   p.parallel_tool_calls = f.parallel_tool_calls;
   if (!model.chat_template)
     throw bad_request("the model '" + model.name + "' has no chat template; use /v1/completions or start the server with --chat-template FILE");
-  if (!f.images.empty() && !model.vision)
-    throw ApiError(400, "the model '" + model.name + "' does not take images: " + model.vision_unusable,
-                   "invalid_request_error", f.images.front().field, "model_not_multimodal");
-  const vision::PixelBounds bounds = parse_mm_processor_kwargs(body);
+  if ((!f.images.empty() || !f.videos.empty()) && !model.vision)
+    throw ApiError(400, "the model '" + model.name + "' does not take " + (f.images.empty() ? "videos" : "images") +
+                       ": " + model.vision_unusable,
+                   "invalid_request_error", (f.images.empty() ? f.videos : f.images).front().field,
+                   "model_not_multimodal");
+  const MmProcessorKwargs mm_kwargs = parse_mm_processor_kwargs(body);
   try {
     p.rendered = model.chat_template->render(f.messages, f.kwargs, f.add_generation_prompt);
   } catch (const chat::TemplateError& e) {
@@ -37,8 +40,15 @@ ChatPrompt build_chat_prompt(const Json& body, const ServedModel& model, FetchSt
     throw ApiError(400, "the chat template rejected the request: " + what, "invalid_request_error", "messages",
                    "chat_template_error");
   }
+  // Videos first: their timestamps go into the text before it is tokenised (video_inputs.h).
+  std::vector<vision::ProcessedVideo> videos;
+  if (!f.videos.empty()) {
+    videos = prepare_videos(f.videos, *model.vision, mm_kwargs.video, stop);
+    p.rendered = expand_video_placeholders(p.rendered, videos);
+  }
   p.ids = model.tokenizer->encode(p.rendered, /*allow_special=*/true);
-  if (!f.images.empty()) p.multimodal = prepare_images(f.images, *model.vision, bounds, p.ids, stop);
+  if (!f.images.empty() || !videos.empty())
+    p.multimodal = prepare_images(f.images, *model.vision, mm_kwargs.pixels, p.ids, stop, videos);
   // ChatML (Qwen's templates): each message opens with <|im_start|>; the one after the leading
   // system messages begins what differs between requests that share a system prompt.
   size_t systems = 0;

@@ -2,7 +2,9 @@
 // template, tokenisation.
 //
 // The chat fields are checked and the messages normalised by chat_messages.h; the rendered
-// text is tokenised with special tokens parsed, as HF's apply_chat_template does.
+// text is tokenised with special tokens parsed, as HF's apply_chat_template does. Videos are
+// decoded before tokenisation (their timestamps go into the text: video_inputs.h), images
+// after it (image_inputs.h expands both kinds of pads).
 #pragma once
 
 #include <cstdint>

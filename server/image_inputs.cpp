@@ -1,25 +1,40 @@
 #include "server/image_inputs.h"
 
+#include <algorithm>
+
 #include <openssl/evp.h>
 
 #include "server/api_error.h"
 
 namespace ds::server {
 
-vision::PixelBounds parse_mm_processor_kwargs(const Json& body) {
-  vision::PixelBounds b;
-  if (!body.contains("mm_processor_kwargs") || body["mm_processor_kwargs"].is_null()) return b;
+MmProcessorKwargs parse_mm_processor_kwargs(const Json& body) {
+  MmProcessorKwargs out;
+  vision::PixelBounds& b = out.pixels;
+  if (!body.contains("mm_processor_kwargs") || body["mm_processor_kwargs"].is_null()) return out;
   const Json& kw = body["mm_processor_kwargs"];
   if (!kw.is_object()) throw bad_request("'mm_processor_kwargs' must be an object", "mm_processor_kwargs");
   for (const auto& [key, v] : kw.items()) {
     const std::string at = "mm_processor_kwargs." + key;
+    if (key == "fps") {
+      if (!v.is_number() || !(v.get<double>() > 0) || v.get<double>() > 60)
+        throw bad_request("'" + at + "' must be a number above 0 and at most 60", at);
+      out.video.fps = v.get<double>();
+      continue;
+    }
+    if (key == "max_frames") {
+      if (!v.is_number_integer() || v.get<int64_t>() < 2 || v.get<int64_t>() > 4096)
+        throw bad_request("'" + at + "' must be an integer from 2 to 4096", at);
+      out.video.max_frames = v.get<int64_t>();
+      continue;
+    }
     if (key != "min_pixels" && key != "max_pixels")
-      throw unsupported_field(at, "only min_pixels and max_pixels are accepted");
+      throw unsupported_field(at, "only min_pixels, max_pixels, fps and max_frames are accepted");
     if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > (int64_t{1} << 31))
       throw bad_request("'" + at + "' must be an integer from 1 to 2^31", at);
     (key == "min_pixels" ? b.min_pixels : b.max_pixels) = v.get<int64_t>();
   }
-  return b;
+  return out;
 }
 
 std::string image_hash(const vision::ProcessedImage& im) {
@@ -30,6 +45,9 @@ std::string image_hash(const vision::ProcessedImage& im) {
   const bool ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr) == 1 &&
                   EVP_DigestUpdate(ctx, dims, sizeof dims) == 1 &&
                   EVP_DigestUpdate(ctx, im.resized.rgb.data(), im.resized.rgb.size()) == 1 &&
+                  std::all_of(im.later.begin(), im.later.end(), [&](const vision::RgbImage& f) {
+                    return EVP_DigestUpdate(ctx, f.rgb.data(), f.rgb.size()) == 1;
+                  }) &&
                   EVP_DigestFinal_ex(ctx, reinterpret_cast<unsigned char*>(out.data()), &len) == 1 && len == 32;
   EVP_MD_CTX_free(ctx);
   if (!ok) throw std::runtime_error("image_hash: SHA-256 failed");
@@ -39,8 +57,9 @@ std::string image_hash(const vision::ProcessedImage& im) {
 std::shared_ptr<const scheduler::MultimodalInput> prepare_images(const std::vector<ImageRef>& refs,
                                                                   const VisionServing& v,
                                                                   const vision::PixelBounds& bounds,
-                                                                  std::vector<int32_t>& ids, FetchStop* stop) {
-  if (static_cast<int64_t>(refs.size()) > v.max_images)
+                                                                  std::vector<int32_t>& ids, FetchStop* stop,
+                                                                  const std::vector<vision::ProcessedVideo>& videos) {
+  if (!refs.empty() && static_cast<int64_t>(refs.size()) > v.max_images)
     throw bad_request("the request has " + std::to_string(refs.size()) + " images; at most " +
                           std::to_string(v.max_images) + " are allowed per prompt (--limit-mm-per-prompt)",
                       refs[static_cast<size_t>(v.max_images)].field);
@@ -64,28 +83,48 @@ std::shared_ptr<const scheduler::MultimodalInput> prepare_images(const std::vect
                      "invalid_image");
     }
   }
-  // The template put one pad per image part; each becomes its image's tokens.
-  size_t pads = 0;
-  for (int32_t t : ids) pads += t == v.image_token_id;
+  // A video's temporal patches, in order; each is one pad in the text (video_inputs.h).
+  std::vector<scheduler::RequestImage> patches;
+  for (const vision::ProcessedVideo& pv : videos)
+    for (const vision::ProcessedImage& p : pv.patches) {
+      auto px = std::make_shared<vision::ProcessedImage>(p);
+      const std::string hash = image_hash(*px);
+      patches.push_back({std::move(px), hash});
+    }
+  // The template put one pad per image part (and the video expansion one per temporal patch);
+  // each becomes its image's tokens.
+  size_t pads = 0, video_pads = 0;
+  for (int32_t t : ids) {
+    pads += t == v.image_token_id;
+    video_pads += v.video_token_id >= 0 && t == v.video_token_id;
+  }
   if (pads != refs.size())
     throw bad_request("the chat template placed " + std::to_string(pads) + " image placeholders for " +
                           std::to_string(refs.size()) + " images (an image in a message the template does not "
                           "render, or '<|image_pad|>' in the text)",
                       "messages");
+  if (video_pads != patches.size())
+    throw bad_request("the prompt holds " + std::to_string(video_pads) + " video placeholders for " +
+                          std::to_string(patches.size()) + " temporal patches of its videos ('<|video_pad|>' in the text)",
+                      "messages");
+  std::vector<scheduler::RequestImage> ordered;
   std::vector<int32_t> out;
   std::vector<qwen35::PromptImageSpan> spans;
-  size_t k = 0;
+  size_t k = 0, kv = 0;
   for (int32_t t : ids) {
-    if (t != v.image_token_id) {
+    const bool image = t == v.image_token_id, video = v.video_token_id >= 0 && t == v.video_token_id;
+    if (!image && !video) {
       out.push_back(t);
       continue;
     }
-    const vision::ProcessedImage& im = *mm->images[k++].pixels;
+    ordered.push_back(image ? std::move(mm->images[k++]) : std::move(patches[kv++]));
+    const vision::ProcessedImage& im = *ordered.back().pixels;
     qwen35::PromptImageSpan s{static_cast<int64_t>(out.size()), im.grid_t, im.grid_h / v.merge_size,
                               im.grid_w / v.merge_size};
-    out.insert(out.end(), static_cast<size_t>(s.tokens()), v.image_token_id);
+    out.insert(out.end(), static_cast<size_t>(s.tokens()), t);
     spans.push_back(s);
   }
+  mm->images = std::move(ordered);
   mm->layout = qwen35::MultimodalPrompt::make(static_cast<int64_t>(out.size()), std::move(spans));
   ids = std::move(out);
   return mm;

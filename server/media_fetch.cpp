@@ -22,26 +22,26 @@ std::string lower(std::string s) {
   throw ApiError(400, what, "invalid_request_error", field, "invalid_image_url");
 }
 
-std::vector<uint8_t> from_data_url(const std::string& url, const MediaPolicy& p, const std::string& field) {
+std::vector<uint8_t> from_data_url(const std::string& url, const MediaPolicy& p, const std::string& field, const std::string& kind) {
   const size_t comma = url.find(',');
   if (comma == std::string::npos) refuse(field, "the data: URL has no ',' before its data");
   const std::string head = lower(url.substr(5, comma - 5));
   if (head.size() < 7 || head.compare(head.size() - 7, 7, ";base64") != 0)
-    refuse(field, "only base64 data: URLs are accepted (data:image/<type>;base64,...)");
+    refuse(field, "only base64 data: URLs are accepted (data:" + kind + "/<type>;base64,...)");
   const std::string type = head.substr(0, head.size() - 7);
-  if (!type.empty() && type.rfind("image/", 0) != 0)
-    refuse(field, "the data: URL's media type '" + type + "' is not an image type");
+  if (!type.empty() && type.rfind(kind + "/", 0) != 0)
+    refuse(field, "the data: URL's media type '" + type + "' is not " + (kind == "image" ? "an image" : "a " + kind) + " type");
   const std::string_view data = std::string_view(url).substr(comma + 1);
   if (static_cast<int64_t>(data.size()) > (p.max_bytes + 2) / 3 * 4 + 4)
-    refuse(field, "the image is larger than the " + std::to_string(p.max_bytes) + " bytes allowed");
+    refuse(field, "the " + kind + " is larger than the " + std::to_string(p.max_bytes) + " bytes allowed");
   std::vector<uint8_t> out;
   if (!decode_base64(data, out)) refuse(field, "the data: URL's base64 data is malformed");
   return out;
 }
 
-std::vector<uint8_t> from_file(const std::string& url, const MediaPolicy& p, const std::string& field) {
+std::vector<uint8_t> from_file(const std::string& url, const MediaPolicy& p, const std::string& field, const std::string& kind) {
   if (p.allowed_local_path.empty())
-    refuse(field, "file:// image URLs are off; start serve with --allowed-local-media-path DIR to allow files under DIR");
+    refuse(field, "file:// " + kind + " URLs are off; start serve with --allowed-local-media-path DIR to allow files under DIR");
   std::string path = url.substr(7);
   if (path.rfind("localhost/", 0) == 0) path.erase(0, 9);
   if (path.empty() || path[0] != '/') refuse(field, "a file:// URL must name an absolute path");
@@ -91,25 +91,26 @@ bool parse_url(const std::string& url, Url& u) {
 }
 
 [[noreturn]] void client_left() {
-  throw client_closed("the client closed the connection while its image was fetched");
+  throw client_closed("the client closed the connection while its media was fetched");
 }
 
-std::vector<uint8_t> from_http(const std::string& url, const MediaPolicy& p, const std::string& field, FetchStop* stop) {
+std::vector<uint8_t> from_http(const std::string& url, const MediaPolicy& p, const std::string& field, FetchStop* stop,
+                               const std::string& kind) {
   Url u;
-  if (!parse_url(url, u)) refuse(field, "the image URL is not a valid http(s) URL");
+  if (!parse_url(url, u)) refuse(field, "the " + kind + " URL is not a valid http(s) URL");
   const bool allowed = std::any_of(p.allowed_domains.begin(), p.allowed_domains.end(),
                                    [&](const std::string& d) { return lower(d) == u.host; });
   if (!allowed)
     refuse(field, p.allowed_domains.empty()
-                      ? "image URLs are not fetched by this server (start serve with --allowed-media-domains HOST,...); "
-                        "send the image as a data: URL"
+                      ? kind + " URLs are not fetched by this server (start serve with --allowed-media-domains HOST,...); "
+                        "send the " + kind + " as a data: URL"
                       : "the host " + u.host + " is not in --allowed-media-domains");
   const auto deadline = std::chrono::steady_clock::now() + p.timeout;
   std::string path = u.path;
   for (int hop = 0; hop <= p.max_redirects; ++hop) {
     httplib::Client cli(u.scheme + "://" + u.host + ":" + std::to_string(u.port));
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) refuse(field, "fetching the image took longer than " + std::to_string(p.timeout.count()) + " ms");
+    if (left.count() <= 0) refuse(field, "fetching the " + kind + " took longer than " + std::to_string(p.timeout.count()) + " ms");
     cli.set_connection_timeout(left);
     cli.set_read_timeout(left);
     cli.set_write_timeout(left);
@@ -132,9 +133,9 @@ std::vector<uint8_t> from_http(const std::string& url, const MediaPolicy& p, con
       return true;
     });
     if (stop && stop->stopped()) client_left();
-    if (too_big) refuse(field, "the image at " + url + " is larger than the " + std::to_string(p.max_bytes) + " bytes allowed");
-    if (too_slow) refuse(field, "fetching the image took longer than " + std::to_string(p.timeout.count()) + " ms");
-    if (!res) refuse(field, "the image at " + url + " could not be fetched (" + httplib::to_string(res.error()) + ")");
+    if (too_big) refuse(field, "the " + kind + " at " + url + " is larger than the " + std::to_string(p.max_bytes) + " bytes allowed");
+    if (too_slow) refuse(field, "fetching the " + kind + " took longer than " + std::to_string(p.timeout.count()) + " ms");
+    if (!res) refuse(field, "the " + kind + " at " + url + " could not be fetched (" + httplib::to_string(res.error()) + ")");
     if (res->status >= 300 && res->status < 400 && res->has_header("Location")) {
       const std::string loc = res->get_header_value("Location");
       Url next;
@@ -143,14 +144,14 @@ std::vector<uint8_t> from_http(const std::string& url, const MediaPolicy& p, con
         continue;
       }
       if (!parse_url(loc, next) || next.scheme != u.scheme || next.host != u.host || next.port != u.port)
-        refuse(field, "the image URL redirects to another host, which is not followed");
+        refuse(field, "the " + kind + " URL redirects to another host, which is not followed");
       path = next.path;
       continue;
     }
-    if (res->status != 200) refuse(field, "the image URL answered HTTP " + std::to_string(res->status));
+    if (res->status != 200) refuse(field, "the " + kind + " URL answered HTTP " + std::to_string(res->status));
     return body;
   }
-  refuse(field, "the image URL redirects more than " + std::to_string(p.max_redirects) + " times");
+  refuse(field, "the " + kind + " URL redirects more than " + std::to_string(p.max_redirects) + " times");
 }
 
 }  // namespace
@@ -179,12 +180,12 @@ void FetchStop::clear() {
 }
 
 std::vector<uint8_t> fetch_media(const std::string& url, const MediaPolicy& policy, const std::string& field,
-                                 FetchStop* stop) {
+                                 FetchStop* stop, const std::string& kind) {
   const std::string scheme = lower(url.substr(0, std::min<size_t>(url.size(), 8)));
-  if (scheme.rfind("data:", 0) == 0) return from_data_url(url, policy, field);
-  if (scheme.rfind("file://", 0) == 0) return from_file(url, policy, field);
-  if (scheme.rfind("http://", 0) == 0 || scheme.rfind("https://", 0) == 0) return from_http(url, policy, field, stop);
-  refuse(field, "image URLs must be data:, http(s):// or file:// URLs");
+  if (scheme.rfind("data:", 0) == 0) return from_data_url(url, policy, field, kind);
+  if (scheme.rfind("file://", 0) == 0) return from_file(url, policy, field, kind);
+  if (scheme.rfind("http://", 0) == 0 || scheme.rfind("https://", 0) == 0) return from_http(url, policy, field, stop, kind);
+  refuse(field, kind + " URLs must be data:, http(s):// or file:// URLs");
 }
 
 }  // namespace ds::server

@@ -1,4 +1,4 @@
-// Fetching an image a request names by URL, under the server's media policy (vLLM's flags):
+// Fetching an image or video a request names by URL, under the server's media policy (vLLM's flags):
 //  * data: URLs (data:image/<type>;base64,<data>) always;
 //  * http(s):// only for hosts listed in --allowed-media-domains (none by default: the server
 //    fetches nothing a client points it at unless told to), with a byte limit and a deadline,
@@ -46,8 +46,10 @@ class FetchStop {
 };
 
 // The bytes `url` names. field: the request field, for error messages; stop: null, or the
-// request's (its client may leave while the fetch waits on a slow host).
+// request's (its client may leave while the fetch waits on a slow host); kind: "image" or
+// "video", what the messages call it and the media type a data: URL must name (data:video/...
+// for a video; the bytes are sniffed by the decoder whatever it says).
 std::vector<uint8_t> fetch_media(const std::string& url, const MediaPolicy& policy, const std::string& field,
-                                 FetchStop* stop = nullptr);
+                                 FetchStop* stop = nullptr, const std::string& kind = "image");
 
 }  // namespace ds::server

@@ -233,12 +233,51 @@ int64_t load_vision(const ServerOptions& o, const fs::path& dir, LoadedModel& lm
       lm.encoder->reserve(encoder_tokens * cfg.vision->merge_unit());
       v->image_token_id = cfg.vision->image_token_id;
       v->merge_size = cfg.vision->spatial_merge_size;
-      v->max_images = o.images_per_prompt;
+      v->max_images = o.mm_per_prompt.images;
       v->media.allowed_domains = o.allowed_media_domains;
       v->media.allowed_local_path = o.allowed_local_media_path;
       v->decode.max_bytes = v->media.max_bytes;
+      // Videos: the video processor's settings, and the same tower. A temporal patch is one
+      // encoder item; the step budget covers the largest the processor makes, as for images.
+      // A video processor that cannot be used turns video off, not the tower.
+      const auto pad = lm.tokenizer->token_id("<|video_pad|>");
+      if (o.mm_per_prompt.videos == 0) {
+        v->video_unusable = "serve runs with --limit-mm-per-prompt video 0";
+      } else if (!pad || *pad != cfg.vision->video_token_id) {
+        v->video_unusable = "its tokenizer has no <|video_pad|> of config.json's video_token_id";
+      } else try {
+        v->video = vision::VideoProcessorConfig::load(dir);
+        const auto& vp = v->video.image;
+        // The encoder writes every item's patch rows with the image processor's layout and
+        // normalisation: a video processor that differs from it is not taken.
+        if (vp.patch_size != v->processor.patch_size || vp.merge_size != v->processor.merge_size ||
+            vp.temporal_patch_size != v->processor.temporal_patch_size || vp.mean != v->processor.mean ||
+            vp.std != v->processor.std || vp.rescale_factor != v->processor.rescale_factor)
+          throw std::runtime_error("video_preprocessor_config.json: its patch, merge or temporal size, mean, std or "
+                                   "rescale factor differ from preprocessor_config.json's (not supported)");
+        v->video_token_id = cfg.vision->video_token_id;
+        v->max_videos = o.mm_per_prompt.videos;
+        v->video_decode.max_bytes = v->media.max_bytes;
+        const int64_t patch_tokens =
+            std::max(vp.max_pixels / vp.temporal_patch_size, vp.min_pixels) / (factor * factor) + 1;
+        encoder_tokens = std::max(encoder_tokens, patch_tokens);
+        lm.encoder->reserve(encoder_tokens * cfg.vision->merge_unit());
+        v->max_patch_tokens = encoder_tokens;
+      } catch (const std::exception& e) {
+        v->video_token_id = -1;
+        v->video_unusable = e.what();
+      }
       lm.vision = std::move(v);
       const auto& vc = *cfg.vision;
+      if (lm.vision->video_token_id >= 0)
+        spdlog::info("video: up to {} per prompt, {} fps, {} .. {} frames, {} .. {} pixels over all frames; decoding "
+                     "limits {} s, {} frames, {} pixels a frame",
+                     lm.vision->max_videos, lm.vision->video.fps, lm.vision->video.min_frames,
+                     lm.vision->video.max_frames, lm.vision->video.image.min_pixels, lm.vision->video.image.max_pixels,
+                     lm.vision->video_decode.max_seconds, lm.vision->video_decode.max_frames,
+                     lm.vision->video_decode.max_pixels);
+      else
+        spdlog::warn("video: not taken: {}", lm.vision->video_unusable);
       spdlog::info("vision tower: {} blocks, hidden {}, {} heads, patch {} (merge {}), {:.1f} MiB on {}, loaded in {:.2f} s; "
                    "images per prompt <= {}, {} .. {} pixels each, {} image tokens per step; image URLs: data:{}{}",
                    vc.depth, vc.hidden_size, vc.num_heads, vc.patch_size, vc.spatial_merge_size,

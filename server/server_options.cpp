@@ -119,8 +119,9 @@ void add_server_options(CLI::App& app, ServerOptions& o) {
   app.add_option("--chat-template", o.chat_template,
                  "Jinja chat template file (default: the model's chat_template.jinja or "
                  "tokenizer_config.json)");
-  add_parsed(app, "--limit-mm-per-prompt", o.images_per_prompt, parse_limit_mm_per_prompt,
-             "Images per prompt at most, as JSON: '{\"image\": 4}' (default 8; video is not supported)");
+  add_parsed(app, "--limit-mm-per-prompt", o.mm_per_prompt, parse_limit_mm_per_prompt,
+             "Images and videos per prompt at most, as JSON: '{\"image\": 4, \"video\": 2}' (default 8 images, "
+             "1 video)");
   app.add_option("--allowed-media-domains", o.allowed_media_domains,
                  "Hosts whose http(s) image URLs the server fetches (default: none; data: URLs are always taken)")
       ->delimiter(',');
@@ -261,21 +262,24 @@ std::string validate_options(const ServerOptions& o) {
   return validate_limit_options(o.limits);
 }
 
-int64_t parse_limit_mm_per_prompt(const std::string& text) {
+MmLimits parse_limit_mm_per_prompt(const std::string& text) {
   const auto j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) throw std::invalid_argument("must be a JSON object such as {\"image\": 4}");
-  int64_t images = 8;
+  if (j.is_discarded() || !j.is_object())
+    throw std::invalid_argument("must be a JSON object such as {\"image\": 4, \"video\": 1}");
+  MmLimits out;
   for (const auto& [k, v] : j.items()) {
     if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 1024)
       throw std::invalid_argument("\"" + k + "\" must be an integer from 0 to 1024");
     if (k == "image")
-      images = v.get<int64_t>();
-    else if ((k == "video" || k == "audio") && v.get<int64_t>() == 0)
+      out.images = v.get<int64_t>();
+    else if (k == "video")
+      out.videos = v.get<int64_t>();
+    else if (k == "audio" && v.get<int64_t>() == 0)
       continue;
     else
-      throw std::invalid_argument("\"" + k + "\" inputs are not supported (only \"image\")");
+      throw std::invalid_argument("\"" + k + "\" inputs are not supported (only \"image\" and \"video\")");
   }
-  return images;
+  return out;
 }
 
 std::filesystem::path default_model_dir(const char* argv0) {

@@ -45,6 +45,12 @@ inline constexpr double kDefaultSnapshotShare = 0.1;
 // --backend: auto picks cuda when the build has it and a device is present, else cpu.
 enum class BackendChoice : uint8_t { automatic, cpu, cuda, hip };
 
+// Media items per prompt (--limit-mm-per-prompt).
+struct MmLimits {
+  int64_t images = 8;
+  int64_t videos = 1;
+};
+
 struct ServerOptions {
   std::string model;  // empty: the bundled tiny model (default_model_dir)
   std::string host = "127.0.0.1";
@@ -70,7 +76,7 @@ struct ServerOptions {
   BackendChoice backend = BackendChoice::automatic;
   std::string chat_template;
   // Images (vLLM's flags; server/image_inputs.h, server/media_fetch.h).
-  int64_t images_per_prompt = 8;                   // --limit-mm-per-prompt {"image": N}
+  MmLimits mm_per_prompt;                          // --limit-mm-per-prompt {"image": N, "video": M}
   std::vector<std::string> allowed_media_domains;  // hosts whose http(s) image URLs are fetched
   std::string allowed_local_media_path;            // file:// image URLs under this directory
   bool language_model_only = false;                // skip the vision tower: no images, its memory freed
@@ -102,8 +108,9 @@ DType parse_recurrent_state_dtype(const std::string& text);         // auto, flo
 bool parse_fp8_weights_resident(const std::string& text);           // resident, bf16
 int64_t parse_thinking_budget(const std::string& text);             // a token count >= 0
 std::string parse_hf_overrides(const std::string& text);            // a JSON object
-// --limit-mm-per-prompt: {"image": N} -> N (video and audio, which are not supported, only as 0).
-int64_t parse_limit_mm_per_prompt(const std::string& text);
+// --limit-mm-per-prompt: {"image": N, "video": M} (each 0 to 1,024; a key left out keeps its
+// default; audio, which is not supported, only as 0).
+MmLimits parse_limit_mm_per_prompt(const std::string& text);
 
 // Where the bundled model lives: next to the executable's source tree (build/serve ->
 // ../tests/data/tiny-qwen35), in the source tree it was built from, or under the current

@@ -69,6 +69,14 @@ PREPROCESSOR = {
     "merge_size": 2, "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5],
     "processor_class": "Qwen3VLProcessor", "image_processor_type": "Qwen2VLImageProcessorFast",
 }
+# The video processor's file as Qwen3-VL publishes it (Qwen3.5 takes video the same way): the
+# pixel budget counts every frame (4096 .. 768 x 32 x 32 x 32 pixels); fps 2, 4 .. 768 frames
+# are the class defaults.
+VIDEO_PREPROCESSOR = {
+    "size": {"shortest_edge": 4096, "longest_edge": 25165824}, "patch_size": 16, "temporal_patch_size": 2,
+    "merge_size": 2, "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5],
+    "processor_class": "Qwen3VLProcessor", "video_processor_type": "Qwen3VLVideoProcessor",
+}
 
 
 def vision_config(size, g):
@@ -320,6 +328,8 @@ def main():
     if args.vision:
         with open(os.path.join(args.out, "preprocessor_config.json"), "w") as f:
             json.dump(PREPROCESSOR, f, indent=1)
+        with open(os.path.join(args.out, "video_preprocessor_config.json"), "w") as f:
+            json.dump(VIDEO_PREPROCESSOR, f, indent=1)
     with open(os.path.join(args.out, "generation_config.json"), "w") as f:
         json.dump({"eos_token_id": [248046, 248044], "pad_token_id": 248044}, f, indent=1)
     print(f"wrote {len(names)} tensors, {total / 1e9:.1f} GB in {n_shards} shards to {args.out}")

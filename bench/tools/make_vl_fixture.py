@@ -79,13 +79,15 @@ PREPROCESSOR = {
 VIDEO_PREPROCESSOR = dict(PREPROCESSOR, video_processor_type="Qwen3VLVideoProcessor")
 del VIDEO_PREPROCESSOR["image_processor_type"]
 
-# The image part of the fixture's chat template: qwen35_style.jinja's render_content with the
-# vision branch of Qwen3.5's own template (an image part is one placeholder the processor
-# expands to the image's token count).
+# The image and video parts of the fixture's chat template: qwen35_style.jinja's render_content
+# with the vision branch of Qwen3.5's own template (an image or video part is one placeholder
+# the processor expands: to the image's token count, or to the video's timestamped frames).
 TEMPLATE_OLD = "            {%- if part.type == 'text' -%}{{- part.text | trim -}}{%- endif -%}\n"
 TEMPLATE_NEW = ("            {%- if part.type == 'text' -%}{{- part.text | trim -}}\n"
                 "            {%- elif part.type == 'image' or part.type == 'image_url' -%}"
                 "{{- '<|vision_start|><|image_pad|><|vision_end|>' -}}\n"
+                "            {%- elif part.type == 'video' or part.type == 'video_url' -%}"
+                "{{- '<|vision_start|><|video_pad|><|vision_end|>' -}}\n"
                 "            {%- endif -%}\n")
 
 

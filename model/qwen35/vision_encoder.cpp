@@ -51,7 +51,8 @@ VisionEncoder::Workspace& VisionEncoder::workspace(int64_t rows) {
   const DType act = be.activation_dtype();
   const int64_t C = c.hidden_size, wide = std::max(c.intermediate_size, C);
   w = Workspace{};
-  w.input = be.alloc(act, Shape{rows, c.patch_values()});
+  // Room for a video's rows (temporal_patch_size frames each); a still image uses 1 / T of it.
+  w.input = be.alloc(act, Shape{rows * c.temporal_patch_size, c.patch_values()});
   w.h = be.alloc(DType::f32, Shape{rows, C});
   w.xn = be.alloc(act, Shape{rows, C});
   w.qkv = be.alloc(DType::f32, Shape{rows, 3 * C});
@@ -66,29 +67,41 @@ VisionEncoder::Workspace& VisionEncoder::workspace(int64_t rows) {
 Tensor VisionEncoder::encode(std::span<const vision::ProcessedImage* const> images) {
   std::vector<VisionGrid> grids;
   int64_t rows = 0;
+  bool video = false;
   for (const auto* im : images) {
     grids.push_back({im->grid_t, im->grid_h, im->grid_w});
     rows += im->num_patches();
+    video = video || im->is_video();
   }
-  std::vector<float> patches(static_cast<size_t>(rows * config_.patch_values()));
+  // A step with a video's temporal patches writes every row with all its frames (a still
+  // image repeated, as HF does) and uses the unsummed kernel; otherwise one copy a row.
+  const int64_t temporal = video ? config_.temporal_patch_size : 1;
+  const int64_t row_len = config_.patch_values() * temporal;
+  std::vector<float> patches(static_cast<size_t>(rows * row_len));
   int64_t at = 0;
   for (const auto* im : images) {
-    const int64_t n = im->num_patches() * config_.patch_values();
-    vision::write_patches(*im, processor_, 1, std::span<float>(patches).subspan(static_cast<size_t>(at), static_cast<size_t>(n)));
+    const int64_t n = im->num_patches() * row_len;
+    vision::write_patches(*im, processor_, temporal,
+                          std::span<float>(patches).subspan(static_cast<size_t>(at), static_cast<size_t>(n)));
     at += n;
   }
-  return encode_patches(patches, grids);
+  return encode_patches(patches, grids, temporal);
 }
 
-Tensor VisionEncoder::encode_patches(std::span<const float> patches, std::span<const VisionGrid> grids) {
+Tensor VisionEncoder::encode_patches(std::span<const float> patches, std::span<const VisionGrid> grids,
+                                     int64_t temporal) {
   auto& be = *backend_;
   const auto& c = config_;
   const int64_t H = c.num_heads, d = c.head_dim(), I = c.intermediate_size, M = c.merged_hidden();
+  if (temporal != 1 && temporal != c.temporal_patch_size)
+    throw std::invalid_argument("VisionEncoder: patch rows of " + std::to_string(temporal) + " frames; the tower takes 1 or " +
+                                std::to_string(c.temporal_patch_size));
+  const int64_t row_len = c.patch_values() * temporal;
   int64_t N = 0;
   for (const VisionGrid& g : grids) N += g.patches();
-  if (N == 0 || static_cast<int64_t>(patches.size()) != N * c.patch_values())
+  if (N == 0 || static_cast<int64_t>(patches.size()) != N * row_len)
     throw std::invalid_argument("VisionEncoder: " + std::to_string(patches.size()) + " patch values for " +
-                                std::to_string(N) + " patches");
+                                std::to_string(N) + " patches of " + std::to_string(row_len));
   const VisionPositions pos = vision_positions(grids, c);
   kernels::VisionBatchDesc desc;
   desc.segments = pos.segments;
@@ -102,11 +115,11 @@ Tensor VisionEncoder::encode_patches(std::span<const float> patches, std::span<c
 
   Workspace& ws = workspace(N);
   const VisionWeights& w = weights_;
-  Tensor input = ws.input.rows(0, N);
+  Tensor input = ws.input.rows(0, N * temporal).reshape(Shape{N, row_len});
   Tensor h = ws.h.rows(0, N), xn = ws.xn.rows(0, N), qkv = ws.qkv.rows(0, N);
   Tensor qkv_parts = ws.qkv_parts.rows(0, 3 * N), attn = ws.attn.rows(0, N);
   be.copy_from_host(patches, input);
-  be.gemm_bias(input, w.patch_w, w.patch_b, h, false);
+  be.gemm_bias(input, temporal == 1 ? w.patch_w : w.patch_w_video, w.patch_b, h, false);
   be.add_position_embedding(w.pos_embed, *plan, h);
 
   const float eps = 1e-6f;
@@ -147,7 +160,7 @@ double VisionEncoder::flops(std::span<const VisionGrid> grids) const {
   double f = 0;
   for (const VisionGrid& g : grids) {
     const double n = static_cast<double>(g.patches()), seg = static_cast<double>(g.h * g.w);
-    f += 2 * n * static_cast<double>(c.patch_values()) * C;
+    f += 2 * n * static_cast<double>(c.patch_values()) * C;  // the summed kernel (a video's rows: T times this)
     f += static_cast<double>(c.depth) * (2 * n * C * (3 * C + C + 2 * I) + 4 * n * seg * C);
     f += 2 * (n / static_cast<double>(c.merge_unit())) * M * (M + out);
   }

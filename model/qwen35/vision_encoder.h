@@ -2,7 +2,7 @@
 // (kernels/backend.h) as Model is: images in (their processed patches), one row per image
 // token out, in the language model's hidden size (docs/vision.md "The encoder").
 //
-//   patches [N, 3 P P] -> GEMM (temporal-summed Conv3d) + bias -> + resampled position table
+//   patches [N, 3 P P] -> GEMM (temporal-summed Conv3d; a video's [N, 3 T P P], the whole one) + bias -> + resampled position table
 //   -> depth x [x += proj(attn(LN1 x)) ; x += fc2(gelu(fc1(LN2 x)))]   (attention within each
 //   image, 2-D rotary on q and k) -> merger: LN, 2 x 2 patches as one row, fc1, exact GELU, fc2.
 //
@@ -48,9 +48,13 @@ class VisionEncoder {
   // The embeddings of `images`: [sum of their tokens, out_hidden] f32 in backend memory (a
   // fresh tensor the caller keeps), image i's rows after image i-1's.
   kernels::Tensor encode(std::span<const vision::ProcessedImage* const> images);
-  // The same from patch rows already made ([N, 3 P P], write_patches with temporal 1) for
-  // these grids (tests feed HF's pixel values through it).
-  kernels::Tensor encode_patches(std::span<const float> patches, std::span<const VisionGrid> grids);
+  // A step with any video temporal patch (ProcessedImage::is_video) writes all its rows with
+  // their T frames and uses the unsummed patch kernel; otherwise rows of one copy.
+  // The same from patch rows already made for these grids (tests feed HF's pixel values
+  // through it): temporal 1, [N, 3 P P] (write_patches with temporal 1, the summed kernel), or
+  // temporal_patch_size, [N, 3 T P P] (HF's pixel_values rows, the checkpoint's kernel).
+  kernels::Tensor encode_patches(std::span<const float> patches, std::span<const VisionGrid> grids,
+                                 int64_t temporal = 1);
 
   // Sizes the workspace for steps of up to max_patches patch rows now (what serve does at
   // start-up, before the cache takes the rest of the memory).

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <random>
 #include <stdexcept>
 
@@ -15,6 +16,8 @@
 #include "model/qwen35/multimodal.h"
 #include "model/qwen35/refcheck.h"
 #include "model/vision/decode.h"
+#include "model/vision/video_decode.h"
+#include "model/vision/video_processor.h"
 
 namespace ds::qwen35 {
 namespace {
@@ -22,7 +25,10 @@ namespace {
 struct CaseRef {
   std::string name;
   std::vector<std::string> images;
+  std::vector<std::string> videos;  // a video case (video_reference.json) has one, and no images
+  std::vector<int64_t> frames;      // HF's sampled frame indices, when the manifest says
   vision::PixelBounds bounds;
+  vision::VideoSampling sampling;
   std::vector<int32_t> ids, greedy, grids, positions;
   int64_t delta = 0;
 };
@@ -54,21 +60,34 @@ VisionRefcheckReport run_vision_refcheck(Model& model, VisionEncoder& encoder, c
   const VisionConfig& vc = encoder.config();
   const int64_t m = vc.spatial_merge_size;
   auto& be = model.backend();
-  const nlohmann::json manifest = nlohmann::json::parse(std::ifstream(dir / "reference.json"));
+  // reference.safetensors goes with reference.json, video_reference.safetensors with
+  // video_reference.json.
+  const auto manifest_path = dir / (ref.path().stem().string() + ".json");
+  const nlohmann::json manifest = nlohmann::json::parse(std::ifstream(manifest_path));
   if (!manifest.contains("cases") || static_cast<int>(manifest["cases"].size()) != ref.num_cases())
-    throw std::runtime_error((dir / "reference.json").string() + ": its cases do not match the reference file's");
+    throw std::runtime_error(manifest_path.string() + ": its cases do not match the reference file's");
 
   std::vector<CaseRef> cases;
+  std::optional<vision::VideoProcessorConfig> video_config;
   int64_t longest = 0;
   for (int i = 0; i < ref.num_cases(); ++i) {
     const auto& mc = manifest["cases"][static_cast<size_t>(i)];
     CaseRef c;
     c.name = mc.value("name", "c" + std::to_string(i));
-    for (const auto& f : mc["images"]) c.images.push_back(f.get<std::string>());
+    if (mc.contains("images"))
+      for (const auto& f : mc["images"]) c.images.push_back(f.get<std::string>());
+    if (mc.contains("videos"))
+      for (const auto& f : mc["videos"]) c.videos.push_back(f.get<std::string>());
+    if (mc.contains("frames_indices"))
+      for (const auto& f : mc["frames_indices"]) c.frames.push_back(f.get<int64_t>());
+    if (!c.videos.empty() && (c.videos.size() > 1 || !c.images.empty()))
+      throw std::runtime_error(manifest_path.string() + ": case " + c.name + ": a video case holds one video and no image");
     if (mc.contains("mm_processor_kwargs")) {
       const auto& kw = mc["mm_processor_kwargs"];
       if (kw.contains("min_pixels")) c.bounds.min_pixels = kw["min_pixels"].get<int64_t>();
       if (kw.contains("max_pixels")) c.bounds.max_pixels = kw["max_pixels"].get<int64_t>();
+      if (kw.contains("fps")) c.sampling.fps = kw["fps"].get<double>();
+      if (kw.contains("max_frames")) c.sampling.max_frames = kw["max_frames"].get<int64_t>();
     }
     const std::string p = "c" + std::to_string(i) + ".";
     c.ids = ref.ints(p + "input_ids");
@@ -78,7 +97,7 @@ VisionRefcheckReport run_vision_refcheck(Model& model, VisionEncoder& encoder, c
     c.delta = ref.ints(p + "rope_delta").at(0);
     for (int32_t t : c.ids)
       if (t < 0 || t >= vocab) throw std::runtime_error(ref.path().string() + ": case " + c.name + " token outside the vocabulary");
-    if (c.grids.size() != 3 * c.images.size()) throw std::runtime_error(ref.path().string() + ": case " + c.name + ": grids and images disagree");
+    if (c.videos.empty() && c.grids.size() != 3 * c.images.size()) throw std::runtime_error(ref.path().string() + ": case " + c.name + ": grids and images disagree");
     longest = std::max<int64_t>(longest, static_cast<int64_t>(c.ids.size() + c.greedy.size()));
     cases.push_back(std::move(c));
   }
@@ -104,23 +123,36 @@ VisionRefcheckReport run_vision_refcheck(Model& model, VisionEncoder& encoder, c
     cc.prompt_len = static_cast<int64_t>(c.ids.size());
     cc.greedy_total = static_cast<int64_t>(c.greedy.size());
 
-    // 1. The image processor.
+    // 1. The image processor: the images, or the video's temporal patches (its grids in
+    // the reference are HF's get_rope_index split, (1, h, w) per temporal patch; its patch rows
+    // hold both frames, temporal = temporal_patch_size).
     std::vector<vision::ProcessedImage> images;
     std::vector<VisionGrid> grids;
     cc.grids_equal = true;
     for (size_t k = 0; k < c.images.size(); ++k) {
       const vision::RgbImage rgb = vision::decode_image(read_bytes(dir / "images" / c.images[k]));
       images.push_back(vision::preprocess(rgb, encoder.processor(), c.bounds));
-      const auto& im = images.back();
+    }
+    if (!c.videos.empty()) {
+      if (!video_config) video_config = vision::VideoProcessorConfig::load(dir);
+      const vision::DecodedVideo v = vision::decode_video(read_bytes(dir / "videos" / c.videos[0]), {},
+                                                          vision::frame_chooser(*video_config, c.sampling));
+      cc.grids_equal = c.frames.empty() || v.indices == c.frames;
+      for (auto& patch : vision::preprocess_video(v, *video_config).patches) images.push_back(std::move(patch));
+    }
+    const int64_t temporal = c.videos.empty() ? 1 : vc.temporal_patch_size;
+    cc.grids_equal = cc.grids_equal && c.grids.size() == 3 * images.size();
+    for (size_t k = 0; k < images.size(); ++k) {
+      const auto& im = images[k];
       grids.push_back({im.grid_t, im.grid_h, im.grid_w});
-      cc.grids_equal = cc.grids_equal && im.grid_t == c.grids[3 * k] && im.grid_h == c.grids[3 * k + 1] &&
-                       im.grid_w == c.grids[3 * k + 2];
+      cc.grids_equal = cc.grids_equal && 3 * k + 2 < c.grids.size() && im.grid_t == c.grids[3 * k] &&
+                       im.grid_h == c.grids[3 * k + 1] && im.grid_w == c.grids[3 * k + 2];
     }
     const std::vector<float> hf_patches = all_rows(ref.matrix(p + "patches"));
     std::vector<float> ours;
     for (const auto& im : images) {
-      std::vector<float> one(static_cast<size_t>(im.num_patches() * vc.patch_values()));
-      vision::write_patches(im, encoder.processor(), 1, one);
+      std::vector<float> one(static_cast<size_t>(im.num_patches() * vc.patch_values() * temporal));
+      vision::write_patches(im, encoder.processor(), temporal, one);
       ours.insert(ours.end(), one.begin(), one.end());
     }
     if (ours.size() != hf_patches.size()) {
@@ -137,19 +169,20 @@ VisionRefcheckReport run_vision_refcheck(Model& model, VisionEncoder& encoder, c
     const std::vector<float> got = host(be, embeds);
     cc.embeds_rel = got.size() == hf_embeds.size() ? relative_error(got, hf_embeds) : INFINITY;
     std::vector<VisionGrid> hf_grids;
-    for (size_t k = 0; k < c.images.size(); ++k) hf_grids.push_back({c.grids[3 * k], c.grids[3 * k + 1], c.grids[3 * k + 2]});
-    const std::vector<float> from_hf = host(be, encoder.encode_patches(hf_patches, hf_grids));
+    for (size_t k = 0; k + 2 < c.grids.size(); k += 3) hf_grids.push_back({c.grids[k], c.grids[k + 1], c.grids[k + 2]});
+    const std::vector<float> from_hf = host(be, encoder.encode_patches(hf_patches, hf_grids, temporal));
     cc.embeds_rel_hf_input = from_hf.size() == hf_embeds.size() ? relative_error(from_hf, hf_embeds) : INFINITY;
 
-    // 3. M-RoPE: the image spans are the runs of image pads, in order.
+    // 3. M-RoPE: the image spans are the runs of image (or video) pads, in order.
     std::vector<PromptImageSpan> spans;
     for (size_t t = 0; t < c.ids.size();) {
-      if (c.ids[t] != vc.image_token_id) {
+      const int32_t pad = c.ids[t];
+      if (pad != vc.image_token_id && pad != vc.video_token_id) {
         ++t;
         continue;
       }
       size_t e = t;
-      while (e < c.ids.size() && c.ids[e] == vc.image_token_id) ++e;
+      while (e < c.ids.size() && c.ids[e] == pad) ++e;
       const size_t k = spans.size();
       if (k >= grids.size()) throw std::runtime_error("case " + c.name + ": more pad runs than images");
       spans.push_back({static_cast<int64_t>(t), grids[k].t, grids[k].h / m, grids[k].w / m});
@@ -249,6 +282,7 @@ VisionRefcheckReport run_vision_refcheck(Model& model, VisionEncoder& encoder, c
     report.steps += G;
     report.max_rel = std::max({report.max_rel, cc.embeds_rel, cc.prefill_max_rel, cc.decode_max_rel});
     report.passed += cc.pass;
+    report.video = report.video || !c.videos.empty();
     report.cases.push_back(cc);
     if (on_case) on_case(cc);
   }
@@ -271,9 +305,9 @@ std::string format_case(const VisionCaseCheck& c) {
 
 std::string format_summary(const VisionRefcheckReport& r) {
   char buf[220];
-  std::snprintf(buf, sizeof buf, "teacher-forced argmax %lld/%lld\nrefcheck: %s %d/%zu image cases, max rel err %.3g",
+  std::snprintf(buf, sizeof buf, "teacher-forced argmax %lld/%lld\nrefcheck: %s %d/%zu %s cases, max rel err %.3g",
                 static_cast<long long>(r.agree), static_cast<long long>(r.steps), r.pass() ? "PASS" : "FAIL", r.passed,
-                r.cases.size(), r.max_rel);
+                r.cases.size(), r.video ? "video" : "image", r.max_rel);
   return buf;
 }
 

@@ -1,6 +1,9 @@
 // Vision refcheck: a vision-language checkpoint against its HF reference (the image cases
 // c{i}.* of reference.safetensors, their images and messages in reference.json; made by
-// scripts/make_vl_fixture.py), each layer of the path checked on its own and then end to end:
+// scripts/make_vl_fixture.py; or the video cases of video_reference.safetensors and
+// video_reference.json, their clips in videos/, made by bench/tools/make_video_fixture.py: a
+// video's temporal patches are checked as images, with both frames in each patch row), each
+// layer of the path checked on its own and then end to end:
 //  1. the image processor: each case's image files decoded and preprocessed here, against
 //     HF's patches (max abs error) and grids (equal);
 //  2. the encoder: on our patches, against HF's image embeddings (relative L2), and on HF's
@@ -53,13 +56,14 @@ struct VisionRefcheckReport {
   int passed = 0;
   int64_t agree = 0, steps = 0;
   double min_agreement = 1.0;
+  bool video = false;  // video cases (video_reference.*)
   bool pass() const {
     return !cases.empty() && passed == static_cast<int>(cases.size()) &&
            static_cast<double>(agree) >= min_agreement * static_cast<double>(steps);
   }
 };
 
-// fixture_dir holds reference.json and images/. Throws std::runtime_error when the reference
+// fixture_dir holds the manifest (the reference file's name with .json) and images/ or videos/. Throws std::runtime_error when the reference
 // does not fit the model.
 VisionRefcheckReport run_vision_refcheck(Model& model, VisionEncoder& encoder, const ReferenceFile& ref,
                                          const std::filesystem::path& fixture_dir, const VisionRefcheckOptions& options,

@@ -148,6 +148,7 @@ VisionWeights load_vision_weights(kernels::Backend& backend, const Checkpoint& c
           for (int64_t i = 0; i < pp; ++i)
             sum[static_cast<size_t>((o * 3 + ch) * pp + i)] += conv[static_cast<size_t>(((o * 3 + ch) * T + t) * pp + i)];
     w.patch_w = ld.upload(sum, {C, 3 * pp});
+    w.patch_w_video = ld.upload(conv, {C, 3 * T * pp});
   }
   w.patch_b = ld.load(p + "patch_embed.proj.bias", {C});
   w.pos_embed = ld.load(p + "pos_embed.weight", {c.num_position_embeddings, C});

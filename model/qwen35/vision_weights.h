@@ -7,6 +7,8 @@
 // summed over its T temporal slices: a still image repeats itself along time (the processor
 // copies it T times), so x · W = x_0 · (W_0 + ... + W_{T-1}). Our patch rows are one copy
 // ([N, 3 P P], vision::write_patches with temporal 1): T times less input and GEMM work.
+// A video's temporal patch holds T different frames, so the unsummed kernel is kept too
+// (patch_w_video, [C, 3 T P P] in HF's row order channel, time, y, x).
 //
 // An FP8 release keeps its tower in bf16; a tower stored as F8_E4M3 with block scales
 // (`<name>_scale_inv`, F32 or BF16) is dequantised at load like the text weights (fp8.h).
@@ -31,6 +33,7 @@ struct VisionBlockWeights {
 
 struct VisionWeights {
   kernels::Tensor patch_w;  // [C, 3 P P], summed over time (see above)
+  kernels::Tensor patch_w_video;  // [C, 3 T P P], as the checkpoint has it
   kernels::Tensor patch_b;  // [C]
   kernels::Tensor pos_embed;  // [num_position_embeddings, C]
   std::vector<VisionBlockWeights> blocks;

@@ -19,7 +19,10 @@ int64_t round_half_even(double x) { return static_cast<int64_t>(std::nearbyint(x
 }  // namespace
 
 ImageProcessorConfig ImageProcessorConfig::load(const std::filesystem::path& dir) {
-  const auto path = dir / "preprocessor_config.json";
+  return load_file(dir / "preprocessor_config.json", ImageProcessorConfig{});
+}
+
+ImageProcessorConfig ImageProcessorConfig::load_file(const std::filesystem::path& path, ImageProcessorConfig c) {
   std::ifstream in(path);
   if (!in) throw std::runtime_error(path.string() + ": cannot open");
   nlohmann::json j;
@@ -28,7 +31,6 @@ ImageProcessorConfig ImageProcessorConfig::load(const std::filesystem::path& dir
   } catch (const std::exception& e) {
     throw std::runtime_error(path.string() + ": " + e.what());
   }
-  ImageProcessorConfig c;
   auto fail = [&](const std::string& key, const std::string& why) {
     throw std::runtime_error(path.string() + ": " + key + " " + why);
   };
@@ -118,8 +120,13 @@ void write_patches(const ProcessedImage& img, const ImageProcessorConfig& c, int
     mean[ch] = c.mean[static_cast<size_t>(ch)] * inv;
     std_[ch] = c.std[static_cast<size_t>(ch)] * inv;
   }
+  if (img.is_video() && (temporal != 1 + static_cast<int64_t>(img.later.size())))
+    throw std::invalid_argument("write_patches: a temporal patch of " + std::to_string(1 + img.later.size()) +
+                                " frames written with temporal " + std::to_string(temporal));
+  for (const RgbImage& f : img.later)
+    if (f.width != img.resized.width || f.height != img.resized.height)
+      throw std::invalid_argument("write_patches: a temporal patch's frames differ in size");
   float* dst = out.data();
-  const RgbImage& im = img.resized;
   for (int64_t t = 0; t < img.grid_t; ++t)
     for (int64_t bh = 0; bh < img.grid_h / m; ++bh)
       for (int64_t bw = 0; bw < img.grid_w / m; ++bw)
@@ -127,11 +134,13 @@ void write_patches(const ProcessedImage& img, const ImageProcessorConfig& c, int
           for (int64_t iw = 0; iw < m; ++iw) {
             const int64_t py = (bh * m + ih) * P, px = (bw * m + iw) * P;
             for (int64_t ch = 0; ch < 3; ++ch)
-              for (int64_t tt = 0; tt < temporal; ++tt)
+              for (int64_t tt = 0; tt < temporal; ++tt) {
+                const RgbImage& im = tt == 0 || !img.is_video() ? img.resized : img.later[static_cast<size_t>(tt - 1)];
                 for (int64_t y = 0; y < P; ++y) {
                   const uint8_t* src = im.row(py + y) + px * 3 + ch;
                   for (int64_t x = 0; x < P; ++x) *dst++ = (static_cast<float>(src[3 * x]) - mean[ch]) / std_[ch];
                 }
+              }
           }
 }
 

@@ -14,6 +14,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "model/vision/image.h"
 
@@ -34,6 +35,9 @@ struct ImageProcessorConfig {
   // std::runtime_error naming the file and key for a value out of range or a resample other
   // than bicubic.
   static ImageProcessorConfig load(const std::filesystem::path& dir);
+  // The same keys of any processor config file, over `defaults` (the video processor's file
+  // shares them).
+  static ImageProcessorConfig load_file(const std::filesystem::path& file, ImageProcessorConfig defaults);
   int64_t factor() const { return patch_size * merge_size; }
   // Values per patch row of a still image (channels x patch x patch; the temporal copies are
   // folded into the patch embedding, see write_patches).
@@ -54,6 +58,10 @@ ResizeTarget smart_resize(int64_t height, int64_t width, int64_t factor, int64_t
 
 struct ProcessedImage {
   RgbImage resized;     // the smart_resize target
+  // A video's temporal patch (video_processor.h): its frames after the first, the same size
+  // as `resized`. Empty for a still image, which HF repeats along time.
+  std::vector<RgbImage> later;
+  bool is_video() const { return !later.empty(); }
   int64_t grid_t = 1;   // temporal patches (1 for a still image)
   int64_t grid_h = 0;   // patch rows and columns
   int64_t grid_w = 0;
@@ -67,7 +75,9 @@ ProcessedImage preprocess(const RgbImage& image, const ImageProcessorConfig& con
 // (x - 255 mean) / (255 std) in f32, in HF's patch order (block-major over merge x merge
 // blocks). temporal = 1: one copy per row ([num_patches, 3 p p], channel, y, x), what our
 // encoder reads with its temporal-summed patch weight; temporal = temporal_patch_size: HF's
-// pixel_values rows exactly ([num_patches, 3 T p p], channel, time, y, x).
+// pixel_values rows exactly ([num_patches, 3 T p p], channel, time, y, x), time step k from
+// later[k - 1] when the image is a video's temporal patch (which needs temporal =
+// temporal_patch_size: its frames differ).
 void write_patches(const ProcessedImage& image, const ImageProcessorConfig& config, int64_t temporal,
                    std::span<float> out);
 

@@ -47,6 +47,11 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
                  "(chat endpoint; random and shared-prefix datasets)");
   app.add_option("--images-per-request", o.images_per_request, "Images per request (default 1 with --image-size)")
       ->capture_default_str();
+  app.add_option("--video-seconds", o.video_seconds,
+                 "S: each request's user message also carries a synthetic H.264 MP4 clip this long (with "
+                 "--video-size; chat endpoint; random and shared-prefix datasets; 8 distinct clips in turn)");
+  app.add_option("--video-size", o.video_size, "WxH of the --video-seconds clip (even sides)");
+  app.add_option("--video-fps", o.video_fps, "Frame rate of the --video-seconds clip")->capture_default_str();
   app.add_flag("--ignore-eos", o.ignore_eos, "Send ignore_eos: every reply runs to max_tokens");
   app.add_option("--temperature", o.temperature, "Sampling temperature (default: the server's)");
   app.add_option("--extra-body", o.extra_body, "JSON object merged into every request body");
@@ -101,6 +106,16 @@ std::string validate_options(const BenchOptions& o) {
     if (!is_chat_endpoint(o)) return "--image-size sends images in chat messages: use --endpoint /v1/chat/completions";
     if (o.dataset != "random" && o.dataset != "shared-prefix")
       return "--image-size works with --dataset random or shared-prefix";
+  }
+  if (o.video_seconds != 0 || !o.video_size.empty()) {
+    int w = 0, h = 0;
+    if (!(o.video_seconds > 0 && o.video_seconds <= 3600)) return "--video-seconds must be in (0, 3600] (with --video-size)";
+    if (!parse_image_size(o.video_size, w, h) || w % 2 || h % 2 || w < 16 || h < 16)
+      return "--video-size must be WxH, each side even, 16..16384 (got '" + o.video_size + "')";
+    if (!(o.video_fps > 0 && o.video_fps <= 240)) return "--video-fps must be in (0, 240]";
+    if (!is_chat_endpoint(o)) return "--video-seconds sends a clip in chat messages: use --endpoint /v1/chat/completions";
+    if (o.dataset != "random" && o.dataset != "shared-prefix")
+      return "--video-seconds works with --dataset random or shared-prefix";
   }
   if (o.max_concurrency < 0) return "--max-concurrency must be >= 0";
   if (!(o.request_rate > 0)) return "--request-rate must be positive (inf: all at once)";

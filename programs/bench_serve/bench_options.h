@@ -40,6 +40,11 @@ struct BenchOptions {
   // random JPEGs of image_size ("WxH"), as data: URLs, new ones for every request.
   std::string image_size;
   int images_per_request = 0;  // 0 with --image-size: 1
+  // Video (chat; random and shared-prefix): each user message also carries one synthetic MP4
+  // clip (random_video.h) of video_size ("WxH"), video_seconds long at video_fps.
+  std::string video_size;
+  double video_seconds = 0;
+  double video_fps = 30;
   bool ignore_eos = false;
   std::optional<double> temperature;  // sent only when given (else the server's default)
   std::string extra_body;             // a JSON object merged into every request body

@@ -17,7 +17,10 @@
 #include "programs/bench_serve/bench_options.h"
 #include "programs/bench_serve/load_generator.h"
 #include "programs/bench_serve/openai_client.h"
+#include "programs/bench_serve/random_image.h"
+#include "programs/bench_serve/random_video.h"
 #include "programs/bench_serve/report.h"
+#include "programs/bench_serve/video_timing.h"
 #include "programs/bench_serve/request_body.h"
 #include "programs/bench_serve/serving_metrics.h"
 #include "programs/bench_serve/workload.h"
@@ -67,6 +70,13 @@ int run(const BenchOptions& o) {
   info.dataset = o.dataset;
   if (!o.image_size.empty())  // e.g. "random+2x448x448": two 448x448 images per request
     info.dataset += "+" + std::to_string(std::max(1, o.images_per_request)) + "x" + o.image_size;
+  if (!o.video_size.empty()) {  // e.g. "random+video30sx1280x720@30"
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%g", o.video_seconds);
+    char rate[32];
+    std::snprintf(rate, sizeof rate, "%g", o.video_fps);
+    info.dataset += std::string("+video") + secs + "sx" + o.video_size + "@" + rate;
+  }
   info.label = o.label;
   info.sessions = sessions.size();
   info.requests = count_requests(sessions);
@@ -81,6 +91,12 @@ int run(const BenchOptions& o) {
                info.requests, info.dataset.c_str(), info.sessions, constrained, o.base_url.c_str(), o.endpoint.c_str(),
                model.c_str());
 
+  if (!o.video_size.empty()) {  // what one such clip costs a server's host before its engine
+    int w = 0, h = 0;
+    parse_image_size(o.video_size, w, h);
+    std::fprintf(stderr, "%s\n",
+                 time_video_host(random_mp4(w, h, o.video_seconds, o.video_fps, o.seed + 1)).summary().c_str());
+  }
   if (o.warmup > 0) warm_up(o, address, body, sessions);
 
   LoadPlan plan;

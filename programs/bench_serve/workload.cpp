@@ -8,6 +8,7 @@
 
 #include "programs/bench_serve/random_image.h"
 #include "programs/bench_serve/random_prompt.h"
+#include "programs/bench_serve/random_video.h"
 
 namespace ds::bench {
 
@@ -15,14 +16,29 @@ namespace {
 
 Json user_message(const std::string& text) { return Json::array({{{"role", "user"}, {"content", text}}}); }
 
-// The images of request `index` (none without --image-size), then the text, as the content
-// of a user message; plain text when there are no images.
-Json user_content(const BenchOptions& o, int index, const std::string& text) {
-  if (o.image_size.empty()) return text;
+// The clips of --video-seconds / --video-size as data: URLs: min(requests, 8) distinct ones,
+// request i sending clip i % 8 (encoding a long clip takes seconds; eight distinct clips in
+// turn never hit a server's LRU encoder cache, which holds about one 720p clip's encodings).
+std::vector<std::string> video_urls(const BenchOptions& o) {
+  std::vector<std::string> out;
+  if (o.video_size.empty()) return out;
   int width = 0, height = 0;
-  parse_image_size(o.image_size, width, height);
-  const int n = std::max(1, o.images_per_request);
+  parse_image_size(o.video_size, width, height);
+  for (int k = 0; k < std::min(o.num_prompts, 8); ++k)
+    out.push_back(mp4_data_url(random_mp4(width, height, o.video_seconds, o.video_fps, o.seed * 7919ULL + k)));
+  return out;
+}
+
+// The clip (with --video-size) and images (with --image-size) of request `index`, then the
+// text, as the content of a user message; plain text when there are neither.
+Json user_content(const BenchOptions& o, int index, const std::string& text, const std::vector<std::string>& clips) {
+  if (o.image_size.empty() && clips.empty()) return text;
   Json parts = Json::array();
+  if (!clips.empty())
+    parts.push_back({{"type", "video_url"}, {"video_url", {{"url", clips[static_cast<size_t>(index) % clips.size()]}}}});
+  int width = 0, height = 0;
+  if (!o.image_size.empty()) parse_image_size(o.image_size, width, height);
+  const int n = o.image_size.empty() ? 0 : std::max(1, o.images_per_request);
   for (int k = 0; k < n; ++k) {
     const uint64_t seed = o.seed * 1000003ULL + static_cast<uint64_t>(index) * static_cast<uint64_t>(n) + k;
     parts.push_back({{"type", "image_url"}, {"image_url", {{"url", jpeg_data_url(random_jpeg(width, height, seed))}}}});
@@ -39,11 +55,12 @@ Session single(Json input, int max_tokens, int nominal) {
 
 std::vector<Session> random_sessions(const BenchOptions& o, bool chat) {
   RandomPrompt r(o.seed, o.random_vocab_size);
+  const std::vector<std::string> clips = video_urls(o);
   std::vector<Session> out;
   for (int i = 0; i < o.num_prompts; ++i) {
     const int in = r.length(o.random_input_len, o.random_range_ratio);
     const int max_tokens = r.length(o.random_output_len, o.random_range_ratio);
-    Json input = chat ? Json::array({{{"role", "user"}, {"content", user_content(o, i, r.words(in))}}}) : r.prompt(in);
+    Json input = chat ? Json::array({{{"role", "user"}, {"content", user_content(o, i, r.words(in), clips)}}}) : r.prompt(in);
     out.push_back(single(std::move(input), max_tokens, in));
   }
   return out;
@@ -56,6 +73,7 @@ std::vector<Session> shared_prefix_sessions(const BenchOptions& o, bool chat) {
   std::vector<Json> prefixes;
   for (int g = 0; g < o.shared_prefix_groups; ++g)
     prefixes.push_back(chat ? Json(r.words(o.shared_prefix_len)) : r.prompt(o.shared_prefix_len));
+  const std::vector<std::string> clips = chat ? video_urls(o) : std::vector<std::string>{};
   std::vector<Session> out;
   const int nominal = o.shared_prefix_len + o.shared_suffix_len;
   for (int i = 0; i < o.num_prompts; ++i) {
@@ -65,7 +83,7 @@ std::vector<Session> shared_prefix_sessions(const BenchOptions& o, bool chat) {
     if (chat) {
       input = Json::array();
       if (o.shared_prefix_len > 0) input.push_back({{"role", "system"}, {"content", prefix}});
-      input.push_back({{"role", "user"}, {"content", user_content(o, i, r.words(std::max(1, o.shared_suffix_len)))}});
+      input.push_back({{"role", "user"}, {"content", user_content(o, i, r.words(std::max(1, o.shared_suffix_len)), clips)}});
     } else if (r.exact()) {
       input = prefix;
       for (int32_t id : r.ids(o.shared_suffix_len)) input.push_back(id);

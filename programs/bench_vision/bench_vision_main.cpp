@@ -69,6 +69,7 @@ qwen35::VisionWeights random_weights(kernels::Backend& be, const qwen35::VisionC
   const int64_t C = c.hidden_size, I = c.intermediate_size, M = c.merged_hidden();
   qwen35::VisionWeights w;
   w.patch_w = mat(C, c.patch_values());
+  w.patch_w_video = mat(C, c.patch_values() * c.temporal_patch_size);
   w.patch_b = vec(C);
   w.pos_embed = upload({c.num_position_embeddings, C}, 0, 0.5f);
   for (int64_t i = 0; i < c.depth; ++i) {

@@ -14,11 +14,14 @@
 
 #include "model/grammar/json_schema.h"
 #include "model/vision/decode.h"
+#include "model/vision/video_decode.h"
 #include "programs/bench_serve/bench_options.h"
 #include "programs/bench_serve/load_generator.h"
 #include "tests/test_paths.h"
 #include "programs/bench_serve/openai_client.h"
 #include "programs/bench_serve/random_image.h"
+#include "programs/bench_serve/random_video.h"
+#include "programs/bench_serve/video_timing.h"
 #include "programs/bench_serve/request_body.h"
 #include "programs/bench_serve/serving_metrics.h"
 #include "programs/bench_serve/sse_parser.h"
@@ -547,4 +550,53 @@ TEST_CASE("images: N distinct JPEGs of WxH before the text of each chat request"
   const auto shared = build_workload(o);
   CHECK(shared[0].turns[0].input.at(0)["role"] == "system");
   CHECK(shared[0].turns[0].input.at(1)["content"].size() == 2);
+}
+
+TEST_CASE("video: a synthetic MP4 of S seconds at WxH before the text, distinct clips in turn", "[images]") {
+  BenchOptions o;
+  o.endpoint = "/v1/chat/completions";
+  o.num_prompts = 3;
+  o.random_input_len = 5;
+  o.video_seconds = 1.5;
+  o.video_size = "96x64";
+  o.video_fps = 10;
+  REQUIRE(validate_options(o).empty());
+  const auto sessions = build_workload(o);
+  std::set<std::string> urls;
+  for (const auto& s : sessions) {
+    const Json& content = s.turns.at(0).input.at(0).at("content");
+    REQUIRE(content.size() == 2);
+    CHECK(content[0]["type"] == "video_url");
+    CHECK(content[1]["type"] == "text");
+    const std::string url = content[0]["video_url"]["url"];
+    const std::string prefix = "data:video/mp4;base64,";
+    REQUIRE(url.rfind(prefix, 0) == 0);
+    urls.insert(url);
+    // FFmpeg's own demuxer and decoder (the server's, model/vision) read it back: 15 frames of
+    // 96x64 at 10 fps, and the frames move.
+    const auto bytes = from_base64(url.substr(prefix.size()));
+    const ds::vision::DecodedVideo v = ds::vision::decode_video(bytes, {}, [](const ds::vision::VideoStreamInfo& i) {
+      return std::vector<int64_t>{0, i.total_frames - 1};
+    });
+    CHECK(v.info.total_frames == 15);
+    CHECK(v.info.fps == Approx(10));
+    CHECK(v.info.width == 96);
+    CHECK(v.info.height == 64);
+    CHECK(v.frames[0].rgb != v.frames[1].rgb);
+  }
+  CHECK(urls.size() == 3);
+  const ds::bench::VideoHostTiming t = ds::bench::time_video_host(ds::bench::random_mp4(96, 64, 3, 10, 5), 1);
+  CHECK(t.total_frames == 30);
+  CHECK(t.kept_frames == 6);  // 2 fps of 3 s
+  CHECK(t.pairs == 3);
+  // Refusals by name.
+  BenchOptions bad = o;
+  bad.video_size = "95x64";
+  CHECK(validate_options(bad).find("--video-size") != std::string::npos);
+  bad = o;
+  bad.video_seconds = 0;
+  CHECK(validate_options(bad).find("--video-seconds") != std::string::npos);
+  bad = o;
+  bad.endpoint = "/v1/completions";
+  CHECK(validate_options(bad).find("chat") != std::string::npos);
 }

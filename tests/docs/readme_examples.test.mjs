@@ -9,9 +9,10 @@
 //     reachable in CI and Debian packages neither SDK, so there they are reported as skipped;
 //     each has a JavaScript twin that runs).
 // The examples use port 8080 (scripts/run.sh's); the test serves on a free port and rewrites
-// `:8080` to it. The image examples (those that read `shot.png`) go to a second server on the
-// vision-language fixture (tests/data/tiny-qwen35-vl; the bundled model has no vision tower),
-// with one of the fixture's images as shot.png in the working directory of every block.
+// `:8080` to it. The image and video examples (those that read `shot.png` or `clip.mp4`) go to
+// a second server on the vision-language fixture (tests/data/tiny-qwen35-vl; the bundled model
+// has no vision tower), with one of the fixture's images as shot.png and its clip as clip.mp4
+// in the working directory of every block.
 // Without node packages the JS blocks cannot run: exit 77 (CTest: skipped).
 //   SERVE_BIN=build/serve node tests/docs/readme_examples.test.mjs
 import { spawn, spawnSync } from 'node:child_process';
@@ -76,7 +77,7 @@ function run(cmd, args, opts) {
   return { ok: r.status === 0, out: `${r.stdout ?? ''}${r.stderr ?? ''}${r.error ? String(r.error) : ''}` };
 }
 
-const usesImage = (b) => /\bshot\.png\b/.test(b.code);
+const usesImage = (b) => /\b(shot\.png|clip\.mp4)\b/.test(b.code);
 if (!blocks.some(usesImage)) fail('no image examples (reading shot.png) found in README.md');
 const server = await startServe();
 const vlServer = await startServe(['--model', join(root, 'tests', 'data', 'tiny-qwen35-vl')]);
@@ -85,6 +86,7 @@ const here = (b) => b.code.replace(/(localhost|127\.0\.0\.1):8080\b/g,
 const port = `${server.port} (images: ${vlServer.port})`;
 const work = mkdtempSync(join(tmpdir(), 'ds-readme-'));
 copyFileSync(join(root, 'tests', 'data', 'tiny-qwen35-vl', 'images', 'square96.png'), join(work, 'shot.png'));
+copyFileSync(join(root, 'tests', 'data', 'tiny-qwen35-vl', 'videos', 'clip64x48_4fps.mp4'), join(work, 'clip.mp4'));
 let ran = 0;
 let skipped = 0;
 try {

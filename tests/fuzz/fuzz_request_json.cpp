@@ -82,7 +82,7 @@ VisionServing fuzz_vision() {
 // The chat route's images: a prompt with one pad per image between text tokens, expanded to
 // each image's tokens. Invariant: the expansion holds exactly the images' tokens.
 void run_images(const Json& body, const std::vector<ImageRef>& refs) {
-  const ds::vision::PixelBounds bounds = parse_mm_processor_kwargs(body);
+  const ds::vision::PixelBounds bounds = parse_mm_processor_kwargs(body).pixels;
   if (refs.empty()) return;
   static const VisionServing v = fuzz_vision();
   std::vector<int32_t> ids{1, 2};

@@ -55,6 +55,7 @@ struct TestServerConfig {
   std::string model = "tiny-qwen35";
   server::MediaPolicy media;
   int64_t max_images = 8;
+  int64_t max_videos = 1;                // videos a prompt (the fixture's video processor settings)
   int step_delay_ms = 0;                 // scripted model only
   std::string chat_template_file;        // instead of the tiny model's template (a data_path name)
   std::optional<int64_t> default_thinking_budget;     // serve's --default-thinking-budget
@@ -98,6 +99,9 @@ class TestServer {
         vision_.merge_size = vc->spatial_merge_size;
         vision_.max_images = cfg_.max_images;
         vision_.media = cfg_.media;
+        vision_.video = vision::VideoProcessorConfig::load(dir);
+        vision_.video_token_id = vc->video_token_id;
+        vision_.max_videos = cfg_.max_videos;
         served_.vision = &vision_;
       }
       forward_ = std::make_unique<scheduler::Qwen35ForwardModel>(*model_, false, encoder_.get());
