@@ -39,6 +39,10 @@ struct EngineConfig {
   bool prefix_caching = false;
   int64_t snapshot_bytes = 0;
   int32_t num_snapshots = 0;
+  // The host tier under it (kvcache/host_cache.h; serve --kv-offload-memory): host memory for
+  // the blocks and snapshots the prefix cache evicts (split by HostTierSizes::from_budget);
+  // 0 = none. Needs prefix_caching and a model that has one (ForwardModel::allocate_host_cache).
+  int64_t host_cache_bytes = 0;
 
   // Images: the encoder cache's budget (scheduler/encoder_cache.h), in the model's memory.
   // The encoder's per-step budget is scheduler.max_encoder_tokens.

@@ -83,8 +83,9 @@ struct Engine::Core {
     std::optional<ThinkingTracker> thinking;
   };
 
-  Core(ForwardModel& model, const EngineConfig& config, const kvcache::PoolSizes& sizes, int64_t max_ctx,
-       std::unique_ptr<kernels::Sampler> sampler, std::unique_ptr<Drafter> drafter);
+  Core(ForwardModel& model, const EngineConfig& config, const kvcache::PoolSizes& sizes,
+       const ForwardModel::HostTier& host, int64_t max_ctx, std::unique_ptr<kernels::Sampler> sampler,
+       std::unique_ptr<Drafter> drafter);
 
   void run(Shared& shared);
 
@@ -159,6 +160,16 @@ struct Engine::Core {
   // Runs the snapshot copies the scheduler asked for after completed chunks.
   void save_snapshots();
 
+  // The prefix cache's host tier (engine_host.cpp; scheduler.h, "Host tier"). Loading
+  // sequences whose copies are done join the steps; the copies evictions asked for are queued
+  // (device -> host) before anything reuses the memory they read; a plan's loads are queued
+  // (host -> device) and their ticket given to their sequences; with nothing else to run, the
+  // engine waits for a load (false: none in flight).
+  void finish_loads();
+  void flush_offloads();
+  void start_loads(const StepPlan& plan);
+  bool wait_for_a_load();
+
   Shared* shared_ = nullptr;  // set by run()
   ForwardModel& model_;
   EngineConfig config_;
@@ -166,7 +177,10 @@ struct Engine::Core {
   std::vector<int32_t> eos_ids_;
   kvcache::BlockPool blocks_;
   kvcache::StatePool slots_;
+  ForwardModel::HostTier host_tier_;
+  std::unique_ptr<kvcache::HostCache> host_cache_;      // before prefix_cache_: it outlives it
   std::unique_ptr<kvcache::PrefixCache> prefix_cache_;  // before scheduler_: it outlives it
+  std::unordered_map<RequestId, Clock::time_point> load_started_;  // loads in flight
   Scheduler scheduler_;
   std::unique_ptr<kernels::Sampler> sampler_;
   std::unique_ptr<Drafter> drafter_;  // null: no speculative decoding

@@ -289,6 +289,7 @@ scheduler::EngineConfig engine_config(const ServerOptions& o, int64_t budget, in
     ec.snapshot_bytes = o.prefix_cache_state_memory
                             ? *o.prefix_cache_state_memory
                             : static_cast<int64_t>(static_cast<double>(budget) * kDefaultSnapshotShare);
+  if (o.prefix_caching) ec.host_cache_bytes = o.kv_offload_memory;
   ec.speculative = o.speculative;
   ec.step_graphs = !o.enforce_eager;
   if (metrics)
@@ -334,6 +335,20 @@ void log_capacity(const ServerOptions& o, const LoadedModel& lm) {
     spdlog::info("prefix caching: on; {} state snapshots ({:.1f} MiB, {:.2f} MiB each), finished requests' blocks "
                  "stay cached until their space is needed",
                  ps.num_snapshots, mib(ps.snapshot_bytes), mib(geo.state_bytes_per_slot()));
+  if (o.kv_offload_memory > 0 && ec.prefix_caching) {
+    const auto& h = engine.host_tier();
+    if (h.sizes.blocks == 0)
+      spdlog::warn("host tier: --kv-offload-memory {} bytes holds not one block ({:.2f} MiB) and one snapshot "
+                   "({:.1f} MiB): off",
+                   o.kv_offload_memory, mib(h.block_bytes), mib(h.state_bytes));
+    else
+      spdlog::info("host tier: {} blocks = {} tokens ({:.1f} MiB) and {} state snapshots ({:.1f} MiB) in {} host "
+                   "memory; evicted prefixes load back from it",
+                   h.sizes.blocks, int64_t{h.sizes.blocks} * ps.block_size,
+                   mib(int64_t{h.sizes.blocks} * h.block_bytes), h.sizes.snapshots,
+                   mib(int64_t{h.sizes.snapshots} * h.state_bytes),
+                   lm.backend->name() == "cpu" ? "ordinary" : "pinned");
+  }
   if (ps.num_slots < o.max_num_seqs && !contiguous)
     spdlog::warn("only {} state slots fit in half the cache budget: at most {} sequences run at once", ps.num_slots,
                  ps.num_slots);
