@@ -10,6 +10,7 @@
 #include "kernels/contract.h"
 
 namespace ds::kernels {
+using namespace contract;
 
 std::shared_ptr<void> Backend::alloc_host(int64_t bytes) {
   DS_REQUIRE(bytes > 0, "alloc_host", "size " + std::to_string(bytes));

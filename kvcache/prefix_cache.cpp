@@ -189,6 +189,7 @@ std::optional<SlotId> PrefixCache::add_snapshot(std::span<const int32_t> tokens,
   s.uses = 0;
   s.lru = snapshot_lru_.insert(snapshot_lru_.end(), slot);
   e.snapshot = slot;
+  if (host_) unsaved_.push_back(slot);
   return slot;
 }
 
@@ -215,7 +216,7 @@ bool PrefixCache::has_snapshot(std::span<const int32_t> tokens, std::span<const 
 
 void PrefixCache::detach_snapshot(Entry& e, bool offload) {
   if (e.snapshot < 0) return;
-  if (offload && host_)
+  if (offload && host_ && std::find(unsaved_.begin(), unsaved_.end(), e.snapshot) == unsaved_.end())
     if (auto h = host_->store_snapshot(e.key, e.check)) offloads_.states.push_back({e.snapshot, *h});
   Snapshot& s = snapshot_of(e.snapshot);
   snapshot_lru_.erase(s.lru);

@@ -102,10 +102,13 @@ class PrefixCache {
   // A snapshot slot for the state at `position` (a multiple of the block size whose blocks
   // are cached by insert()), attached to the block ending there; nullopt when that block
   // already has one, is not cached, or no slot can be had. The caller copies the state into
-  // the slot; if that fails it must drop_snapshot().
+  // the slot; if that fails it must drop_snapshot(). Until the caller says the copies are
+  // queued (snapshots_saved), such a snapshot is not offloaded when evicted: its slot does not
+  // hold it yet.
   std::optional<SlotId> add_snapshot(std::span<const int32_t> tokens, std::span<const PrefixKey> keys,
                                      int64_t position);
   void drop_snapshot(SlotId slot);
+  void snapshots_saved() { unsaved_.clear(); }
   // Whether a snapshot exists for the prefix of this many tokens (a multiple of the block size).
   bool has_snapshot(std::span<const int32_t> tokens, std::span<const PrefixKey> keys, int64_t position) const;
 
@@ -179,6 +182,7 @@ class PrefixCache {
   std::list<SlotId> snapshot_lru_;                // front = next to evict
   HostCache* host_;
   Offloads offloads_;
+  std::vector<SlotId> unsaved_;  // snapshot slots add_snapshot gave out since snapshots_saved()
   int32_t num_cached_ = 0;
   int64_t evicted_blocks_ = 0, evicted_snapshots_ = 0;
 };

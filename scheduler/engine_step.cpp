@@ -158,7 +158,9 @@ void Engine::Core::settle(const StepPlan& plan, const kernels::Tensor& logits) {
 
 void Engine::Core::save_snapshots() {
   flush_offloads();  // a snapshot slot evicted in this update is rewritten below
-  for (const StateCopy& c : scheduler_.take_saves()) {
+  const std::vector<StateCopy> saves = scheduler_.take_saves();
+  scheduler_.snapshots_saved();  // queued below (on the device, before any later copy reads them)
+  for (const StateCopy& c : saves) {
     try {
       model_.copy_state(c.from, c.to);
     } catch (const std::exception& e) {

@@ -226,6 +226,10 @@ class Scheduler {
   // the sequence's next step; a copy that fails must be dropped with drop_snapshot().
   std::vector<StateCopy> take_saves();
   void drop_snapshot(kvcache::SlotId snapshot);
+  // The copies take_saves() gave are queued: those snapshots may go to the host tier now.
+  void snapshots_saved() {
+    if (cache_) cache_->snapshots_saved();
+  }
 
   // Host tier (see above): a loading sequence's copies are done; it runs from the next step.
   void load_done(Sequence& seq);

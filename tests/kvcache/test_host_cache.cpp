@@ -123,6 +123,22 @@ TEST_CASE("host cache: device evictions go to the host and a lookup continues th
   const auto snap = cache.add_snapshot(a, keys, 16);
   REQUIRE(snap);
   cache.release(ta);
+  // Before its state is copied in, an evicted snapshot would carry nothing to the host.
+  {
+    BlockPool pool2(6, kBs);
+    HostCache host2(16, 4, kBs);
+    PrefixCache early(pool2, 100, 1, &host2);
+    BlockTable t2 = computed(pool2, a);
+    early.insert(t2, a, keys, 16);
+    REQUIRE(early.add_snapshot(a, keys, 8));
+    REQUIRE(early.add_snapshot(a, keys, 16));  // evicts the one at 8, not saved yet
+    CHECK(early.take_offloads().states.empty());
+    early.snapshots_saved();
+    early.release(t2);
+    REQUIRE(early.make_free(6));
+    CHECK(early.take_offloads().states.size() == 1);  // the one at 16, saved
+  }
+  cache.snapshots_saved();
   CHECK(cache.take_offloads().empty());  // nothing evicted yet
 
   // Everything evicted: the blocks (deepest first) and the snapshot go to the host.

@@ -56,13 +56,13 @@ class FakeModel final : public scheduler::ForwardModel {
   bool transfer_done(uint64_t ticket) override;
   void wait_transfer(uint64_t ticket) override { land_loads(ticket); }
   void order_after(uint64_t ticket) override {
-    ++order_after_calls_;
+    if (!(ticket & 1)) ++fenced_loads_;  // a load's ticket: an abandoned load (offloads are odd)
     land_loads(ticket);
   }
 
   int32_t load_delay = 0;  // polls of transfer_done before a load lands
   int64_t loads_landed() const { return loads_landed_; }
-  int64_t order_after_calls() const { return order_after_calls_; }
+  int64_t fenced_loads() const { return fenced_loads_; }
 
   // The logits row after feeding `history` (what forward returns for its last position).
   std::vector<float> logits_after(const std::vector<int32_t>& history) const;
@@ -102,7 +102,7 @@ class FakeModel final : public scheduler::ForwardModel {
   std::vector<int64_t> host_count_;
   int32_t host_blocks_ = 0, host_slots_ = 0;
   uint64_t offload_tickets_ = 0, load_tickets_ = 0;
-  std::atomic<int64_t> loads_landed_{0}, order_after_calls_{0};  // read by the test thread
+  std::atomic<int64_t> loads_landed_{0}, fenced_loads_{0};  // read by the test thread
 
   int64_t vocab_;
   std::vector<int32_t> eos_;
