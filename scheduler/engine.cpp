@@ -66,6 +66,8 @@ Engine::Engine(ForwardModel& model, EngineConfig config, std::unique_ptr<kernels
     shared_->stats.prefix_cache_snapshot_capacity = sizes_.num_snapshots;
     shared_->stats.host_cache_block_capacity = host_tier_.sizes.blocks;
     shared_->stats.host_cache_snapshot_capacity = host_tier_.sizes.snapshots;
+    shared_->stats.host_cache_capacity_bytes = int64_t{host_tier_.sizes.blocks} * host_tier_.block_bytes +
+                                               int64_t{host_tier_.sizes.snapshots} * host_tier_.state_bytes;
     shared_->stats.max_ctx = max_ctx_;
   }
   thread_ = std::thread([core = core_.get(), shared = shared_.get()] { core->run(*shared); });

@@ -39,6 +39,8 @@ Engine::Core::Core(ForwardModel& model, const EngineConfig& config, const kvcach
   counters_.max_ctx = max_ctx;
   counters_.host_cache_block_capacity = host.sizes.blocks;
   counters_.host_cache_snapshot_capacity = host.sizes.snapshots;
+  counters_.host_cache_capacity_bytes =
+      int64_t{host.sizes.blocks} * host.block_bytes + int64_t{host.sizes.snapshots} * host.state_bytes;
   // A loading sequence that ends or is preempted: later ops wait for the copies still writing
   // its blocks and slot (scheduler.h, "Host tier").
   scheduler_.set_load_fence([this](uint64_t ticket) { model_.order_after(ticket); });
@@ -233,6 +235,8 @@ void Engine::Core::publish_stats(Shared& shared) {
     counters_.host_cache_stored_snapshots_total = hs.stored_snapshots_total;
     counters_.host_loading = scheduler_.num_loading();
     counters_.host_cache_pinned = hs.pinned_blocks + hs.pinned_snapshots;
+    counters_.host_cache_bytes =
+        int64_t{hs.blocks} * host_tier_.block_bytes + int64_t{hs.snapshots} * host_tier_.state_bytes;
     counters_.host_cache_hits_total = scheduler_.host_hits();
     counters_.host_cache_hit_tokens_total = scheduler_.host_hit_tokens();
   }

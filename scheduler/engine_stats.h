@@ -56,6 +56,8 @@ struct EngineStats {
   int32_t host_cache_snapshot_capacity = 0;
   int32_t host_loading = 0;
   int32_t host_cache_pinned = 0;  // host blocks and snapshots read by loads in flight
+  int64_t host_cache_bytes = 0;           // what the held blocks and snapshots take
+  int64_t host_cache_capacity_bytes = 0;  // the tier's memory
   int64_t host_cache_hits_total = 0;
   int64_t host_cache_hit_tokens_total = 0;
   int64_t host_cache_stored_blocks_total = 0;

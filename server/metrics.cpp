@@ -115,6 +115,11 @@ void render_host_tier(std::string& out, const std::string& m, const scheduler::E
     header(out, gauges[i].first, "gauge", gauge_help[i]);
     sample(out, gauges[i].first, m, gauges[i].second);
   }
+  header(out, "deltaserve:prefix_cache_host_memory_bytes", "gauge",
+         "Bytes of the host tier's memory that its blocks and snapshots hold (used), and all of it (capacity).");
+  sample(out, "deltaserve:prefix_cache_host_memory_bytes", m + ",kind=\"used\"", static_cast<double>(s.host_cache_bytes));
+  sample(out, "deltaserve:prefix_cache_host_memory_bytes", m + ",kind=\"capacity\"",
+         static_cast<double>(s.host_cache_capacity_bytes));
   header(out, "deltaserve:prefix_cache_host_stored_total", "counter", "Evicted device entries copied to the host tier.");
   sample(out, "deltaserve:prefix_cache_host_stored_total", m + ",kind=\"block\"",
          static_cast<double>(s.host_cache_stored_blocks_total));

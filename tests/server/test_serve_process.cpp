@@ -43,7 +43,7 @@ TEST_CASE("serve --help documents every flag", "[process]") {
   for (const char* flag :
        {"--model", "-m", "--version", "--host", "--port", "--served-model-name", "--api-key", "DELTASERVE_API_KEY",
         "--paged-attention", "--max-ctx", "--kv-cache-dtype", "--mamba-ssm-cache-dtype", "--block-size", "--gpu-memory-utilization",
-        "--kv-cache-memory", "--max-num-seqs", "--max-num-batched-tokens", "--max-queue", "--quantization", "--fp8-weights", "--backend",
+        "--kv-cache-memory", "--kv-offload-memory", "--max-num-seqs", "--max-num-batched-tokens", "--max-queue", "--quantization", "--fp8-weights", "--backend",
         "--enforce-eager",
         "--chat-template", "--log-level", "--log-format", "--max-connections", "--max-body-size", "--max-body-memory",
         "--request-head-timeout", "--request-body-timeout", "--min-body-rate", "--keep-alive-timeout", "--write-timeout",
@@ -198,6 +198,25 @@ TEST_CASE("serve starts on the bundled model, logs its capacity, and exits 0 on 
   p.signal(SIGTERM);
   CHECK(p.wait_exit(std::chrono::seconds(30)) == 0);
   CHECK(p.log().find("stopped") != std::string::npos);
+}
+
+TEST_CASE("serve --kv-offload-memory logs the host tier it made and serves with it", "[process]") {
+  std::vector<std::string> args = kSmall;
+  args.insert(args.end(), {"--kv-offload-memory", "64MiB"});
+  ServeProcess p(args);
+  REQUIRE(p.wait_log("ready:"));
+  const std::string log = p.log();
+  CHECK(log.find("host tier: ") != std::string::npos);
+  CHECK(log.find("state snapshots") != std::string::npos);
+  httplib::Client c("127.0.0.1", p.port());
+  auto r = c.Post("/v1/completions", R"({"prompt": "Hi", "max_tokens": 3})", "application/json");
+  REQUIRE(r);
+  CHECK(r->status == 200);
+  auto m = c.Get("/metrics");
+  REQUIRE(m);
+  CHECK(m->body.find("deltaserve:prefix_cache_host_block_capacity{") != std::string::npos);
+  p.signal(SIGTERM);
+  CHECK(p.wait_exit(std::chrono::seconds(30)) == 0);
 }
 
 TEST_CASE("serve --quantization fp8 quantises the bundled model at load and serves it", "[process]") {
