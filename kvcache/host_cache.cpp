@@ -122,6 +122,18 @@ HostSlotId HostCache::find_snapshot(PrefixKey key, PrefixKey check) const {
   return it->second;
 }
 
+HostCache::BlockInfo HostCache::block_info(HostBlockId id) const {
+  const Block& b = blocks_.at(static_cast<size_t>(id));
+  if (!b.used) throw std::logic_error("HostCache::block_info: block " + std::to_string(id) + " is free");
+  return {b.key, b.check, b.parent, b.tokens};
+}
+
+std::pair<PrefixKey, PrefixKey> HostCache::snapshot_info(HostSlotId id) const {
+  const Snapshot& s = snapshots_.at(static_cast<size_t>(id));
+  if (!s.used) throw std::logic_error("HostCache::snapshot_info: snapshot " + std::to_string(id) + " is free");
+  return {s.key, s.check};
+}
+
 void HostCache::pin(std::span<const HostBlockId> blocks, HostSlotId snapshot) {
   for (HostBlockId id : blocks) {
     Block& b = blocks_.at(static_cast<size_t>(id));

@@ -32,6 +32,7 @@
 #include <optional>
 #include <span>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "kvcache/block_table.h"
@@ -97,6 +98,15 @@ class HostCache {
   HostBlockId find_block(PrefixKey key, PrefixKey check, PrefixKey parent_key, std::span<const int32_t> tokens) const;
   // The host snapshot at the end of the block (key, check), or -1.
   HostSlotId find_snapshot(PrefixKey key, PrefixKey check) const;
+
+  // What a stored entry is (its key, check, parent key and tokens; a snapshot's key and
+  // check): what the disk tier writes beside its bytes. The entry must be in use.
+  struct BlockInfo {
+    PrefixKey key = 0, check = 0, parent = 0;
+    std::vector<int32_t> tokens;
+  };
+  BlockInfo block_info(HostBlockId id) const;
+  std::pair<PrefixKey, PrefixKey> snapshot_info(HostSlotId id) const;
 
   // A hit's entries, read by a load from now until unpin (pins count; pinned entries leave the
   // LRU and come back as the most recently used, a chain's head last, so it leaves last).

@@ -44,6 +44,7 @@ Engine::Core::Core(ForwardModel& model, const EngineConfig& config, const kvcach
   // A loading sequence that ends or is preempted: later ops wait for the copies still writing
   // its blocks and slot (scheduler.h, "Host tier").
   scheduler_.set_load_fence([this](uint64_t ticket) { model_.order_after(ticket); });
+  if (host_cache_ && !config.host_disk_dir.empty()) open_disk();
 }
 
 void Engine::Core::run(Shared& shared) {
@@ -86,6 +87,17 @@ void Engine::Core::run(Shared& shared) {
     publish_stats(shared);
     deliver();
     if (stopping && !scheduler_.has_work() && live_.empty()) break;
+  }
+  try {
+    // What the device cache holds goes down the tiers too, so a restart finds every prefix;
+    // then everything offloaded is on disk before the engine stops.
+    if (disk_ && prefix_cache_ && prefix_cache_->host()) {
+      prefix_cache_->make_free(blocks_.num_blocks());
+      flush_offloads();
+    }
+    service_disk(true);
+  } catch (const std::exception& e) {
+    spdlog::error("engine: finishing the disk tier's writes: {}", e.what());
   }
 }
 
@@ -239,6 +251,15 @@ void Engine::Core::publish_stats(Shared& shared) {
         int64_t{hs.blocks} * host_tier_.block_bytes + int64_t{hs.snapshots} * host_tier_.state_bytes;
     counters_.host_cache_hits_total = scheduler_.host_hits();
     counters_.host_cache_hit_tokens_total = scheduler_.host_hit_tokens();
+  }
+  if (disk_) {
+    const DiskTier::Stats ds = disk_->stats();
+    counters_.disk_files_written_total = ds.files_written;
+    counters_.disk_bytes_written_total = ds.bytes_written;
+    counters_.disk_write_failures_total = ds.write_failures;
+    counters_.disk_files_loaded_total = ds.files_loaded;
+    counters_.disk_files_refused_total = ds.files_refused;
+    counters_.disk_bytes = ds.bytes_on_disk;
   }
   const EncoderCacheStats& es = encoder_cache_.stats();
   counters_.encoder_cache_hits_total = es.hits_total;

@@ -17,6 +17,7 @@
 #include "kvcache/prefix_cache.h"
 #include "kvcache/state_pool.h"
 #include "model/grammar/matcher.h"
+#include "scheduler/disk_tier.h"
 #include "scheduler/drafter.h"
 #include "scheduler/encoder_cache.h"
 #include "scheduler/engine.h"
@@ -169,6 +170,11 @@ struct Engine::Core {
   void flush_offloads();
   void start_loads(const StepPlan& plan);
   bool wait_for_a_load();
+  // The disk tier (engine_host.cpp): opened, and its files read into the host tier, at
+  // construction; offloaded entries stay pinned until their copies are done and the writer
+  // has written them (wait: at shutdown, every pending write is finished first).
+  void open_disk();
+  void service_disk(bool wait);
 
   Shared* shared_ = nullptr;  // set by run()
   ForwardModel& model_;
@@ -181,6 +187,9 @@ struct Engine::Core {
   std::unique_ptr<kvcache::HostCache> host_cache_;      // before prefix_cache_: it outlives it
   std::unique_ptr<kvcache::PrefixCache> prefix_cache_;  // before scheduler_: it outlives it
   std::unordered_map<RequestId, Clock::time_point> load_started_;  // loads in flight
+  std::unique_ptr<DiskTier> disk_;
+  uint64_t disk_fingerprint_ = 0;
+  std::vector<std::pair<uint64_t, std::vector<DiskTier::Job>>> pending_writes_;  // (offload ticket, its entries)
   Scheduler scheduler_;
   std::unique_ptr<kernels::Sampler> sampler_;
   std::unique_ptr<Drafter> drafter_;  // null: no speculative decoding

@@ -3,6 +3,7 @@
 // that wait on them.
 #include <algorithm>
 #include <exception>
+#include <set>
 #include <spdlog/spdlog.h>
 #include <stdexcept>
 #include <string>
@@ -14,6 +15,7 @@ namespace ds::scheduler {
 
 void Engine::Core::finish_loads() {
   if (!host_cache_) return;
+  service_disk(false);
   std::vector<Sequence*> done;
   for (Sequence* s : scheduler_.running())
     if (s->loading && s->load_ticket != 0 && model_.transfer_done(s->load_ticket)) done.push_back(s);
@@ -50,6 +52,31 @@ void Engine::Core::flush_offloads() {
     throw;
   }
   model_.order_after(ticket);
+  if (disk_) {
+    // Written once the copies are done (service_disk); pinned until then, so that neither a
+    // store nor a load rewrites the slots meanwhile. A slot stored twice in one flush holds
+    // the later entry: written once.
+    std::vector<DiskTier::Job> jobs;
+    std::set<int32_t> blocks_seen, states_seen;
+    for (const kvcache::BlockTransfer& b : o.blocks) {
+      if (!blocks_seen.insert(b.host).second) continue;
+      kvcache::HostCache::BlockInfo info = host_cache_->block_info(b.host);
+      host_cache_->pin(std::span<const kvcache::HostBlockId>(&b.host, 1), -1);
+      DiskTier::Job& j = jobs.emplace_back();
+      j.entry = {kvcache::DiskEntryKind::block, disk_fingerprint_, info.key, info.check, info.parent,
+                 blocks_.block_size(), std::move(info.tokens), {}};
+      j.host_id = b.host;
+    }
+    for (const kvcache::StateTransfer& s : o.states) {
+      if (!states_seen.insert(s.host).second) continue;
+      const auto [key, check] = host_cache_->snapshot_info(s.host);
+      host_cache_->pin({}, s.host);
+      DiskTier::Job& j = jobs.emplace_back();
+      j.entry = {kvcache::DiskEntryKind::snapshot, disk_fingerprint_, key, check, 0, blocks_.block_size(), {}, {}};
+      j.host_id = s.host;
+    }
+    pending_writes_.emplace_back(ticket, std::move(jobs));
+  }
   counters_.host_cache_offload_bytes_total += static_cast<int64_t>(o.blocks.size()) * host_tier_.block_bytes +
                                               static_cast<int64_t>(o.states.size()) * host_tier_.state_bytes;
 }
@@ -81,6 +108,55 @@ void Engine::Core::start_loads(const StepPlan& plan) {
   }
   counters_.host_cache_load_bytes_total += static_cast<int64_t>(blocks.size()) * host_tier_.block_bytes +
                                            static_cast<int64_t>(states.size()) * host_tier_.state_bytes;
+}
+
+void Engine::Core::open_disk() {
+  kvcache::DiskEntryExpect x;
+  x.block_size = blocks_.block_size();
+  x.block_bytes = host_tier_.block_bytes;
+  x.state_bytes = host_tier_.state_bytes;
+  // The checkpoint's fingerprint (the composition root's) with the entries' layout.
+  const int32_t layout[] = {x.block_size, static_cast<int32_t>(x.block_bytes), static_cast<int32_t>(x.block_bytes >> 32),
+                            static_cast<int32_t>(x.state_bytes), static_cast<int32_t>(x.state_bytes >> 32)};
+  x.fingerprint = disk_fingerprint_ = kvcache::chain_key(config_.host_disk_fingerprint, layout);
+  DiskTier::Options o;
+  o.dir = config_.host_disk_dir;
+  o.expect = x;
+  o.max_bytes = counters_.host_cache_capacity_bytes;  // what a restart can read back
+  disk_ = std::make_unique<DiskTier>(o, [this](kvcache::DiskEntryKind kind, int32_t id, std::span<uint8_t> out) {
+    model_.read_host_entry(kind, id, out);
+  });
+  disk_->load([this](kvcache::DiskEntry&& e) {
+    if (e.kind == kvcache::DiskEntryKind::block) {
+      if (auto id = host_cache_->store_block(e.key, e.check, e.parent, e.tokens))
+        model_.write_host_entry(e.kind, *id, e.payload);
+    } else if (auto id = host_cache_->store_snapshot(e.key, e.check)) {
+      model_.write_host_entry(e.kind, *id, e.payload);
+    }
+  });
+  const DiskTier::Stats s = disk_->stats();
+  spdlog::info("disk tier: {} read {} entries back into the host tier ({} refused)", config_.host_disk_dir,
+               s.files_loaded, s.files_refused);
+}
+
+void Engine::Core::service_disk(bool wait) {
+  if (!disk_) return;
+  while (!pending_writes_.empty()) {
+    auto& [ticket, jobs] = pending_writes_.front();
+    if (wait)
+      model_.wait_transfer(ticket);
+    else if (!model_.transfer_done(ticket))
+      break;
+    disk_->write(std::move(jobs));
+    pending_writes_.erase(pending_writes_.begin());
+  }
+  if (wait) disk_->drain();
+  for (const DiskTier::Job& j : disk_->take_done()) {
+    if (j.entry.kind == kvcache::DiskEntryKind::block)
+      host_cache_->unpin(std::span<const kvcache::HostBlockId>(&j.host_id, 1), -1);
+    else
+      host_cache_->unpin({}, j.host_id);
+  }
 }
 
 bool Engine::Core::wait_for_a_load() {

@@ -58,6 +58,15 @@ struct EngineStats {
   int32_t host_cache_pinned = 0;  // host blocks and snapshots read by loads in flight
   int64_t host_cache_bytes = 0;           // what the held blocks and snapshots take
   int64_t host_cache_capacity_bytes = 0;  // the tier's memory
+  // The disk tier (scheduler/disk_tier.h; zeros without one): files written and their bytes,
+  // writes that failed, files read back at start-up, files refused as untrusted, and what this
+  // model's files take.
+  int64_t disk_files_written_total = 0;
+  int64_t disk_bytes_written_total = 0;
+  int64_t disk_write_failures_total = 0;
+  int64_t disk_files_loaded_total = 0;
+  int64_t disk_files_refused_total = 0;
+  int64_t disk_bytes = 0;
   int64_t host_cache_hits_total = 0;
   int64_t host_cache_hit_tokens_total = 0;
   int64_t host_cache_stored_blocks_total = 0;

@@ -18,6 +18,7 @@
 
 #include "kernels/tensor.h"
 #include "kvcache/capacity.h"
+#include "kvcache/disk_entry.h"
 #include "kvcache/host_cache.h"
 #include "kvcache/state_pool.h"
 #include "model/qwen35/forward_batch.h"
@@ -68,6 +69,21 @@ class ForwardModel {
     (void)blocks;
     (void)states;
     (void)to_host;
+    throw std::logic_error("this model has no host tier");
+  }
+  // The disk tier (disk_tier.h): a host entry's bytes, gathered into `out` (block: every
+  // pool's block, in the model's order; snapshot: its state), or scattered from `in`. Host
+  // memory only: read_host_entry is called on the disk tier's thread for pinned entries.
+  virtual void read_host_entry(kvcache::DiskEntryKind kind, int32_t host_id, std::span<uint8_t> out) {
+    (void)kind;
+    (void)host_id;
+    (void)out;
+    throw std::logic_error("this model has no host tier");
+  }
+  virtual void write_host_entry(kvcache::DiskEntryKind kind, int32_t host_id, std::span<const uint8_t> in) {
+    (void)kind;
+    (void)host_id;
+    (void)in;
     throw std::logic_error("this model has no host tier");
   }
   virtual bool transfer_done(uint64_t ticket) {

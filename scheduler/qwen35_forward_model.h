@@ -35,6 +35,12 @@ class Qwen35ForwardModel final : public ForwardModel {
                          bool to_host) override {
     return model_.transfer_host(blocks, states, to_host);
   }
+  void read_host_entry(kvcache::DiskEntryKind kind, int32_t host_id, std::span<uint8_t> out) override {
+    model_.host_entry_bytes(kind == kvcache::DiskEntryKind::block, host_id, out.data(), nullptr);
+  }
+  void write_host_entry(kvcache::DiskEntryKind kind, int32_t host_id, std::span<const uint8_t> in) override {
+    model_.host_entry_bytes(kind == kvcache::DiskEntryKind::block, host_id, nullptr, in.data());
+  }
   bool transfer_done(uint64_t ticket) override { return model_.backend().transfer_done(ticket); }
   void wait_transfer(uint64_t ticket) override { model_.backend().wait_transfer(ticket); }
   void order_after(uint64_t ticket) override { model_.backend().order_after(ticket); }

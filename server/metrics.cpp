@@ -131,6 +131,18 @@ void render_host_tier(std::string& out, const std::string& m, const scheduler::E
          static_cast<double>(s.host_cache_offload_bytes_total));
   sample(out, "deltaserve:prefix_cache_host_bytes_total", m + ",direction=\"load\"",
          static_cast<double>(s.host_cache_load_bytes_total));
+  header(out, "deltaserve:prefix_cache_disk_files_total", "counter",
+         "Disk-tier files written, read back at start-up, and refused as untrusted (corrupt, truncated, foreign).");
+  sample(out, "deltaserve:prefix_cache_disk_files_total", m + ",event=\"written\"",
+         static_cast<double>(s.disk_files_written_total));
+  sample(out, "deltaserve:prefix_cache_disk_files_total", m + ",event=\"loaded\"",
+         static_cast<double>(s.disk_files_loaded_total));
+  sample(out, "deltaserve:prefix_cache_disk_files_total", m + ",event=\"refused\"",
+         static_cast<double>(s.disk_files_refused_total));
+  sample(out, "deltaserve:prefix_cache_disk_files_total", m + ",event=\"write_failed\"",
+         static_cast<double>(s.disk_write_failures_total));
+  header(out, "deltaserve:prefix_cache_disk_bytes", "gauge", "Bytes of this model's disk-tier files.");
+  sample(out, "deltaserve:prefix_cache_disk_bytes", m, static_cast<double>(s.disk_bytes));
   const std::string name = "deltaserve:prefix_cache_host_load_seconds";
   header(out, name, "histogram", "Time from a host-tier load's start to the step that found it done.");
   int64_t cumulative = 0;

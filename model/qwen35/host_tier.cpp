@@ -1,5 +1,6 @@
 // The prefix cache's host tier on the model's side (model.h, "host tier"): host memory laid
 // out as the pools, and the block and slot copies between them.
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -59,6 +60,26 @@ uint64_t Model::transfer_host(std::span<const kvcache::BlockTransfer> blocks,
   for (const auto& s : states)
     copies.push_back({recurrent_state_.rows(s.device, 1), host_.recurrent + rec_bytes * s.host});
   return backend_->transfer(copies, to_host);
+}
+
+void Model::host_entry_bytes(bool block, int32_t id, uint8_t* out, const uint8_t* in) const {
+  const auto& sz = host_.layout.sizes;
+  if (id < 0 || id >= (block ? sz.blocks : sz.snapshots))
+    throw std::out_of_range("host_entry_bytes: entry " + std::to_string(id) + " outside the host tier");
+  auto move = [&](char* at, int64_t n, int64_t& offset) {
+    if (out) std::memcpy(out + offset, at, static_cast<size_t>(n));
+    else std::memcpy(at, in + offset, static_cast<size_t>(n));
+    offset += n;
+  };
+  int64_t offset = 0;
+  if (block) {
+    for (char* pool : host_.pools) move(pool + host_.pool_block_bytes * id, host_.pool_block_bytes, offset);
+    return;
+  }
+  const int64_t conv_bytes = conv_state_.rows(0, 1).bytes();
+  const int64_t rec_bytes = recurrent_state_.rows(0, 1).bytes();
+  move(host_.conv + conv_bytes * id, conv_bytes, offset);
+  move(host_.recurrent + rec_bytes * id, rec_bytes, offset);
 }
 
 }  // namespace ds::qwen35

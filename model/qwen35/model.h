@@ -119,6 +119,9 @@ class Model {
   HostTierLayout allocate_host_cache(int64_t bytes);
   uint64_t transfer_host(std::span<const kvcache::BlockTransfer> blocks, std::span<const kvcache::StateTransfer> states,
                          bool to_host);
+  // A host entry's bytes (layout.block_bytes of a block, state_bytes of a snapshot), copied
+  // out to `out` or in from `in` (one of them): host memory only, for the disk tier.
+  void host_entry_bytes(bool block, int32_t id, uint8_t* out, const uint8_t* in) const;
 
   // One step over the batch. Throws std::invalid_argument for a malformed batch (empty
   // chunk, table too small, block or slot outside the pools, token id outside the vocab,

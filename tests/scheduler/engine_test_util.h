@@ -86,6 +86,12 @@ class DelegatingModel : public scheduler::ForwardModel {
                          bool to_host) override {
     return inner_.transfer_host(b, s, to_host);
   }
+  void read_host_entry(kvcache::DiskEntryKind k, int32_t id, std::span<uint8_t> out) override {
+    inner_.read_host_entry(k, id, out);
+  }
+  void write_host_entry(kvcache::DiskEntryKind k, int32_t id, std::span<const uint8_t> in) override {
+    inner_.write_host_entry(k, id, in);
+  }
   bool transfer_done(uint64_t t) override { return inner_.transfer_done(t); }
   void wait_transfer(uint64_t t) override { inner_.wait_transfer(t); }
   void order_after(uint64_t t) override { inner_.order_after(t); }

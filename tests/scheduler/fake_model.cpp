@@ -1,6 +1,7 @@
 #include "fake_model.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 
@@ -211,6 +212,30 @@ bool FakeModel::transfer_done(uint64_t ticket) {
   }
   land_loads(ticket);
   return true;
+}
+
+void FakeModel::read_host_entry(kvcache::DiskEntryKind kind, int32_t id, std::span<uint8_t> out) {
+  if (kind == kvcache::DiskEntryKind::block) {
+    if (id < 0 || id >= host_blocks_ || out.size() != static_cast<size_t>(block_size_) * 4)
+      throw std::out_of_range("fake model: reading a host block outside the tier");
+    std::memcpy(out.data(), host_kv_.data() + static_cast<size_t>(id) * static_cast<size_t>(block_size_), out.size());
+    return;
+  }
+  if (id < 0 || id >= host_slots_ || out.size() != 16) throw std::out_of_range("fake model: reading a host slot outside the tier");
+  std::memcpy(out.data(), &host_hash_[static_cast<size_t>(id)], 8);
+  std::memcpy(out.data() + 8, &host_count_[static_cast<size_t>(id)], 8);
+}
+
+void FakeModel::write_host_entry(kvcache::DiskEntryKind kind, int32_t id, std::span<const uint8_t> in) {
+  if (kind == kvcache::DiskEntryKind::block) {
+    if (id < 0 || id >= host_blocks_ || in.size() != static_cast<size_t>(block_size_) * 4)
+      throw std::out_of_range("fake model: writing a host block outside the tier");
+    std::memcpy(host_kv_.data() + static_cast<size_t>(id) * static_cast<size_t>(block_size_), in.data(), in.size());
+    return;
+  }
+  if (id < 0 || id >= host_slots_ || in.size() != 16) throw std::out_of_range("fake model: writing a host slot outside the tier");
+  std::memcpy(&host_hash_[static_cast<size_t>(id)], in.data(), 8);
+  std::memcpy(&host_count_[static_cast<size_t>(id)], in.data() + 8, 8);
 }
 
 void FakeModel::land_loads(uint64_t ticket) {

@@ -54,6 +54,8 @@ class FakeModel final : public scheduler::ForwardModel {
   uint64_t transfer_host(std::span<const kvcache::BlockTransfer> blocks, std::span<const kvcache::StateTransfer> states,
                          bool to_host) override;
   bool transfer_done(uint64_t ticket) override;
+  void read_host_entry(kvcache::DiskEntryKind kind, int32_t host_id, std::span<uint8_t> out) override;
+  void write_host_entry(kvcache::DiskEntryKind kind, int32_t host_id, std::span<const uint8_t> in) override;
   void wait_transfer(uint64_t ticket) override { land_loads(ticket); }
   void order_after(uint64_t ticket) override {
     if (!(ticket & 1)) ++fenced_loads_;  // a load's ticket: an abandoned load (offloads are odd)
