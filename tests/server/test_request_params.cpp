@@ -239,6 +239,8 @@ TEST_CASE("options: each flag parsed once to its type; combinations that cannot 
           o.prefix_caching = false;
           o.kv_offload_memory = 1 << 30;
         }).find("--kv-offload-memory needs prefix caching") != std::string::npos);
+  CHECK(bad([](ServerOptions& o) { o.kv_offload_dir = "."; }).find("--kv-offload-dir needs --kv-offload-memory") !=
+        std::string::npos);
   CHECK(bad([](ServerOptions& o) { o.log_format = "xml"; }).find("--log-format") != std::string::npos);
   CHECK(bad([](ServerOptions& o) { o.chat_template = "/nonexistent/t.jinja"; }).find("--chat-template") !=
         std::string::npos);

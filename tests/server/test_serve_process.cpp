@@ -43,7 +43,7 @@ TEST_CASE("serve --help documents every flag", "[process]") {
   for (const char* flag :
        {"--model", "-m", "--version", "--host", "--port", "--served-model-name", "--api-key", "DELTASERVE_API_KEY",
         "--paged-attention", "--max-ctx", "--kv-cache-dtype", "--mamba-ssm-cache-dtype", "--block-size", "--gpu-memory-utilization",
-        "--kv-cache-memory", "--kv-offload-memory", "--max-num-seqs", "--max-num-batched-tokens", "--max-queue", "--quantization", "--fp8-weights", "--backend",
+        "--kv-cache-memory", "--kv-offload-memory", "--kv-offload-dir", "--max-num-seqs", "--max-num-batched-tokens", "--max-queue", "--quantization", "--fp8-weights", "--backend",
         "--enforce-eager",
         "--chat-template", "--log-level", "--log-format", "--max-connections", "--max-body-size", "--max-body-memory",
         "--request-head-timeout", "--request-body-timeout", "--min-body-rate", "--keep-alive-timeout", "--write-timeout",
