@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 #include <stdexcept>
 #include <system_error>
+#include <utility>
 
 namespace ds::scheduler {
 

@@ -66,20 +66,20 @@ void Model::host_entry_bytes(bool block, int32_t id, uint8_t* out, const uint8_t
   const auto& sz = host_.layout.sizes;
   if (id < 0 || id >= (block ? sz.blocks : sz.snapshots))
     throw std::out_of_range("host_entry_bytes: entry " + std::to_string(id) + " outside the host tier");
-  auto move = [&](char* at, int64_t n, int64_t& offset) {
+  auto copy_part = [&](char* at, int64_t n, int64_t& offset) {
     if (out) std::memcpy(out + offset, at, static_cast<size_t>(n));
     else std::memcpy(at, in + offset, static_cast<size_t>(n));
     offset += n;
   };
   int64_t offset = 0;
   if (block) {
-    for (char* pool : host_.pools) move(pool + host_.pool_block_bytes * id, host_.pool_block_bytes, offset);
+    for (char* pool : host_.pools) copy_part(pool + host_.pool_block_bytes * id, host_.pool_block_bytes, offset);
     return;
   }
   const int64_t conv_bytes = conv_state_.rows(0, 1).bytes();
   const int64_t rec_bytes = recurrent_state_.rows(0, 1).bytes();
-  move(host_.conv + conv_bytes * id, conv_bytes, offset);
-  move(host_.recurrent + rec_bytes * id, rec_bytes, offset);
+  copy_part(host_.conv + conv_bytes * id, conv_bytes, offset);
+  copy_part(host_.recurrent + rec_bytes * id, rec_bytes, offset);
 }
 
 }  // namespace ds::qwen35
