@@ -51,7 +51,7 @@ uint64_t disk_checksum(std::span<const uint8_t> bytes, uint64_t seed) {
 std::vector<uint8_t> encode_disk_entry(const DiskEntry& e) {
   std::vector<uint8_t> out;
   out.reserve(kFixed + 4 * e.tokens.size() + 16 + e.payload.size());
-  out.insert(out.end(), kMagic, kMagic + 8);
+  for (char c : kMagic) out.push_back(static_cast<uint8_t>(c));
   put<uint32_t>(out, kVersion);
   put<uint32_t>(out, static_cast<uint32_t>(e.kind));
   put<uint64_t>(out, e.fingerprint);

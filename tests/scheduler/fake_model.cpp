@@ -167,7 +167,7 @@ const kernels::Tensor& FakeModel::forward(const qwen35::ForwardBatch& batch) {
   return logits_tensor_;
 }
 
-ForwardModel::HostTier FakeModel::allocate_host_cache(int64_t bytes) {
+scheduler::ForwardModel::HostTier FakeModel::allocate_host_cache(int64_t bytes) {
   HostTier t;
   t.block_bytes = int64_t{block_size_} * 4;
   t.state_bytes = 16;
