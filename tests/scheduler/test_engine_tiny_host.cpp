@@ -30,6 +30,7 @@ TEST_CASE("tiny: outputs through host-tier hits equal a cold cache's", "[engine]
     Request g = greedy_request(p, 10);
     g.sampling.logprobs = true;
     g.sampling.top_logprobs = 3;
+    g.cache_points = {static_cast<int64_t>(p.size()) - 1};  // as the server names a chat prompt's end
     reqs.push_back(g);
   }
   const std::string be = test::test_backend_name();
