@@ -4,7 +4,11 @@
 // is refused with a reason.
 #include <catch2/catch.hpp>
 
+#include <fstream>
+#include <iterator>
+
 #include "kvcache/disk_entry.h"
+#include "tests/test_paths.h"
 
 using namespace ds::kvcache;
 
@@ -98,4 +102,22 @@ TEST_CASE("disk entry: another model's, another geometry's or an inconsistent en
   snap.payload.assign(20, 0);
   CHECK_FALSE(decode_disk_entry(encode_disk_entry(snap), expect(), why));
   CHECK(expect().max_file_bytes() >= static_cast<int64_t>(good.size()));
+}
+
+TEST_CASE("disk entry: the fuzz corpus's seeds are what they say (valid entries, a truncated one)", "[disk_entry]") {
+  // tests/fuzz/corpus/disk_entry was written by another implementation of the format (a
+  // script): its valid seeds decode, so the fuzzer starts from inputs that reach the end.
+  auto read = [](const std::string& name) {
+    std::ifstream in(ds::test::source_dir() + "/tests/fuzz/corpus/disk_entry/" + name, std::ios::binary);
+    REQUIRE(in);
+    return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+  };
+  std::string why;
+  const auto block = decode_disk_entry(read("block"), expect(), why);
+  REQUIRE(block);
+  CHECK(block->tokens == block_entry().tokens);
+  CHECK(block->payload == block_entry().payload);
+  CHECK(encode_disk_entry(*block) == read("block"));
+  CHECK(decode_disk_entry(read("snapshot"), expect(), why));
+  CHECK_FALSE(decode_disk_entry(read("truncated"), expect(), why));
 }
