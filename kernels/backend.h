@@ -120,6 +120,29 @@ class Backend {
   // whose activation_dtype() is not f32 also converts tensors of that type.
   void copy_to_host(const Tensor& src, std::span<float> dst);
   void copy_from_host(std::span<const float> src, Tensor& dst);
+  // ---- host transfers (the prefix cache's host tier: kvcache/host_cache.h) ------------------
+  // Host memory that transfers copy to and from: page-locked on a device backend, so copies
+  // run at the link's speed and asynchronously; ordinary memory on the host backend (mapped
+  // lazily: untouched pages cost nothing). Contents undefined.
+  virtual std::shared_ptr<void> alloc_host(int64_t bytes);
+  // Queues copies between contiguous backend tensors (a pool block, a state slot) and host
+  // bytes (each host range holds device.bytes()), device -> host (to_host) or host -> device,
+  // and returns a ticket. They start after every op issued before the call and run beside the
+  // ops issued after it (on a device backend: a copy stream per direction; a load also waits
+  // for the offloads queued before it, whose host bytes it may read). The host backend copies
+  // at once. A ticket completes when its copies and every earlier one of its direction have.
+  struct HostCopy {
+    Tensor device;
+    void* host = nullptr;
+  };
+  uint64_t transfer(std::span<const HostCopy> copies, bool to_host);
+  // Whether a ticket's copies are done (never blocks; their data is then visible to any op).
+  virtual bool transfer_done(uint64_t ticket) { return ticket <= transfers_issued_; }
+  // Blocks the calling thread until the ticket's copies are done.
+  virtual void wait_transfer(uint64_t ticket) { (void)ticket; }
+  // Ops issued from now on run after the ticket's copies (on a device backend the device
+  // waits, not the host): before memory a transfer reads or writes is used again.
+  virtual void order_after(uint64_t ticket) { (void)ticket; }
   // Validates a step's indices and makes them available to the ops.
   virtual std::unique_ptr<BatchPlan> plan(const BatchDesc& desc) = 0;
   // The same for a vision-encoder step (vision_plan.h); a device backend uploads it.
@@ -265,6 +288,9 @@ class Backend {
   virtual void do_copy(const Tensor& src, Tensor& dst) = 0;
   virtual void do_copy_to_host(const Tensor& src, std::span<float> dst) = 0;
   virtual void do_copy_from_host(std::span<const float> src, Tensor& dst) = 0;
+  // The copies of transfer(), checked; returns the ticket. Default: memcpy now (host memory).
+  virtual uint64_t do_transfer(std::span<const HostCopy> copies, bool to_host);
+  uint64_t transfers_issued_ = 0;  // the default's tickets
   virtual void do_embedding(const Tensor& table, const BatchPlan& plan, Tensor& out) = 0;
   virtual void do_gather_rows(const Tensor& x, const BatchPlan& plan, Tensor& out) = 0;
   virtual void do_rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) = 0;

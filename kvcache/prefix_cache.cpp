@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace ds::kvcache {
 
@@ -14,9 +15,12 @@ std::span<const int32_t> block_tokens(std::span<const int32_t> tokens, size_t i,
 
 }  // namespace
 
-PrefixCache::PrefixCache(BlockPool& blocks, SlotId first_snapshot_slot, int32_t num_snapshots)
+PrefixCache::PrefixCache(BlockPool& blocks, SlotId first_snapshot_slot, int32_t num_snapshots, HostCache* host)
     : blocks_(blocks), block_size_(blocks.block_size()), first_snapshot_(first_snapshot_slot),
-      entries_(static_cast<size_t>(blocks.num_blocks())), snapshots_(static_cast<size_t>(std::max(0, num_snapshots))) {
+      entries_(static_cast<size_t>(blocks.num_blocks())), snapshots_(static_cast<size_t>(std::max(0, num_snapshots))),
+      host_(host) {
+  if (host_ && host_->block_size() != block_size_)
+    throw std::invalid_argument("PrefixCache: the host tier's block size differs from the pool's");
   if (num_snapshots < 0) throw std::invalid_argument("PrefixCache: negative snapshot count");
   for (int32_t i = num_snapshots - 1; i >= 0; --i) free_snapshots_.push_back(first_snapshot_ + i);
 }
@@ -50,10 +54,38 @@ PrefixHit PrefixCache::lookup(std::span<const int32_t> tokens, std::span<const P
       hit.snapshot = e->snapshot;
     }
   }
-  hit.matched_tokens = static_cast<int64_t>(chain.size()) * block_size_;
-  chain.resize(with_snapshot);
+  const size_t on_device = chain.size();
+  // The host tier continues the chain where the device's ends, and may hold a deeper snapshot
+  // (also one the device evicted while keeping its blocks). A device snapshot wins a tie.
+  size_t best = with_snapshot;
+  std::vector<HostBlockId> host_chain;
+  if (host_) {
+    PrefixKey check = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const auto toks = block_tokens(tokens, i, block_size_);
+      check = check_key(check, toks);
+      if (i >= on_device) {
+        const HostBlockId b = host_->find_block(keys[i], check, i > 0 ? keys[i - 1] : 0, toks);
+        if (b < 0) break;
+        host_chain.push_back(b);
+      }
+      if (i + 1 > best) {
+        const HostSlotId s = host_->find_snapshot(keys[i], check);
+        if (s >= 0) {
+          best = i + 1;
+          hit.host_snapshot = s;
+          hit.snapshot = -1;
+        }
+      }
+    }
+  }
+  hit.matched_tokens = static_cast<int64_t>(on_device + host_chain.size()) * block_size_;
+  chain.resize(std::min(best, on_device));
   hit.blocks = std::move(chain);
-  hit.tokens = static_cast<int64_t>(hit.blocks.size()) * block_size_;
+  if (best > on_device) host_chain.resize(best - on_device);
+  else host_chain.clear();
+  hit.host_blocks = std::move(host_chain);
+  hit.tokens = static_cast<int64_t>(best) * block_size_;
   return hit;
 }
 
@@ -63,7 +95,7 @@ void PrefixCache::use(const PrefixHit& hit, BlockTable& table) {
     blocks_.share(h, table);
     set_evictable(h.id, false);
   }
-  table.append_tokens(hit.tokens);
+  table.append_tokens(hit.device_tokens(block_size_));
   if (hit.snapshot >= 0) {
     Snapshot& s = snapshot_of(hit.snapshot);
     snapshot_lru_.splice(snapshot_lru_.end(), snapshot_lru_, s.lru);
@@ -77,8 +109,10 @@ void PrefixCache::insert(const BlockTable& table, std::span<const int32_t> token
                              static_cast<size_t>(table.num_blocks()),
                              tokens.size() / static_cast<size_t>(block_size_)});
   BlockHandle parent;
+  PrefixKey check = 0;
   for (size_t i = 0; i < n; ++i) {
     const auto toks = block_tokens(tokens, i, block_size_);
+    check = check_key(check, toks);
     if (const Entry* e = match(keys[i], toks, parent)) {
       parent = e->self;  // this content is cached already (maybe in another block)
       continue;
@@ -99,12 +133,16 @@ void PrefixCache::insert(const BlockTable& table, std::span<const int32_t> token
       if (!(e.self == h) || e.key != keys[i] || !std::equal(toks.begin(), toks.end(), e.tokens.begin(), e.tokens.end()))
         return;
       e.parent = parent;
+      e.check = check;
+      e.parent_key = i > 0 ? keys[i - 1] : 0;
     } else {
       blocks_.retain(h);
       e.cached = true;
       e.self = h;
       e.parent = parent;
       e.key = keys[i];
+      e.check = check;
+      e.parent_key = i > 0 ? keys[i - 1] : 0;
       e.tokens.assign(toks.begin(), toks.end());
       e.snapshot = -1;
       e.evictable = false;
@@ -141,7 +179,7 @@ std::optional<SlotId> PrefixCache::add_snapshot(std::span<const int32_t> tokens,
   if (free_snapshots_.empty()) {
     if (snapshot_lru_.empty()) return std::nullopt;  // no snapshot slots at all
     const SlotId victim = snapshot_lru_.front();
-    detach_snapshot(entries_[static_cast<size_t>(snapshot_of(victim).block)]);
+    detach_snapshot(entries_[static_cast<size_t>(snapshot_of(victim).block)], true);
     ++evicted_snapshots_;
   }
   const SlotId slot = free_snapshots_.back();
@@ -151,13 +189,14 @@ std::optional<SlotId> PrefixCache::add_snapshot(std::span<const int32_t> tokens,
   s.uses = 0;
   s.lru = snapshot_lru_.insert(snapshot_lru_.end(), slot);
   e.snapshot = slot;
+  if (host_) unsaved_.push_back(slot);
   return slot;
 }
 
 void PrefixCache::drop_snapshot(SlotId slot) {
   if (slot < first_snapshot_ || slot >= first_snapshot_ + static_cast<SlotId>(snapshots_.size())) return;
   const Snapshot& s = snapshot_of(slot);
-  if (s.block >= 0) detach_snapshot(entries_[static_cast<size_t>(s.block)]);
+  if (s.block >= 0) detach_snapshot(entries_[static_cast<size_t>(s.block)], false);
 }
 
 bool PrefixCache::has_snapshot(std::span<const int32_t> tokens, std::span<const PrefixKey> keys,
@@ -175,8 +214,10 @@ bool PrefixCache::has_snapshot(std::span<const int32_t> tokens, std::span<const 
   return last->snapshot >= 0;
 }
 
-void PrefixCache::detach_snapshot(Entry& e) {
+void PrefixCache::detach_snapshot(Entry& e, bool offload) {
   if (e.snapshot < 0) return;
+  if (offload && host_ && std::find(unsaved_.begin(), unsaved_.end(), e.snapshot) == unsaved_.end())
+    if (auto h = host_->store_snapshot(e.key, e.check)) offloads_.states.push_back({e.snapshot, *h});
   Snapshot& s = snapshot_of(e.snapshot);
   snapshot_lru_.erase(s.lru);
   s.block = -1;
@@ -203,10 +244,12 @@ void PrefixCache::set_evictable(BlockId id, bool evictable) {
   e.evictable = evictable;
 }
 
-void PrefixCache::evict(BlockId id) {
+void PrefixCache::evict(BlockId id, bool offload) {
   Entry& e = entries_[static_cast<size_t>(id)];
   if (!e.cached) return;
-  detach_snapshot(e);
+  detach_snapshot(e, offload);
+  if (offload && host_)
+    if (auto h = host_->store_block(e.key, e.check, e.parent_key, e.tokens)) offloads_.blocks.push_back({id, *h});
   set_evictable(id, false);
   if (auto it = by_key_.find(e.key); it != by_key_.end() && it->second == id) by_key_.erase(it);
   e.cached = false;
@@ -228,9 +271,11 @@ int32_t PrefixCache::available_blocks() const {
 }
 
 void PrefixCache::clear() {
-  for (size_t id = 0; id < entries_.size(); ++id) evict(static_cast<BlockId>(id));
+  for (size_t id = 0; id < entries_.size(); ++id) evict(static_cast<BlockId>(id), false);
   by_key_.clear();
 }
+
+Offloads PrefixCache::take_offloads() { return std::exchange(offloads_, {}); }
 
 bool PrefixCache::is_cached(BlockId id) const {
   return id >= 0 && static_cast<size_t>(id) < entries_.size() && entries_[static_cast<size_t>(id)].cached;
@@ -273,6 +318,7 @@ void PrefixCache::check_invariants() const {
     }
   }
   if (cached != num_cached_) fail("cached count is off");
+  if (host_) host_->check_invariants();
   if (evictable != static_cast<int32_t>(evictable_.size())) fail("the LRU list and the evictable entries differ");
   for (BlockId id : evictable_)
     if (!entries_[static_cast<size_t>(id)].evictable) fail("LRU lists a block that is not evictable");

@@ -20,6 +20,13 @@
 // LRU thrashes when the conversations in flight need more snapshots than there are slots
 // (docs/bench-log, "Prefix caching", "The 27B").
 //
+// Host tier (host_cache.h, with a HostCache): what eviction drops is stored there instead --
+// an evicted block (K/V) and an evicted snapshot (the DeltaNet state) each get a host slot,
+// and the copies to make are queued for the engine (take_offloads), which runs them before
+// anything reuses the device memory. A lookup continues a prompt's chain past the device's
+// blocks into the host's and takes the deepest snapshot of either tier: the hit's device
+// blocks are shared as before, its host blocks and host snapshot loaded (PrefixHit).
+//
 // The cache does bookkeeping only: the scheduler copies states between slots (through the
 // model) and shares blocks into tables. Not thread-safe: the engine thread owns it.
 #pragma once
@@ -32,16 +39,31 @@
 #include <vector>
 
 #include "kvcache/block_pool.h"
+#include "kvcache/host_cache.h"
 #include "kvcache/prefix_key.h"
 #include "kvcache/state_pool.h"
 
 namespace ds::kvcache {
 
 struct PrefixHit {
-  std::vector<BlockHandle> blocks;  // the hit's blocks, in order
-  SlotId snapshot = -1;             // the state at their end
-  int64_t tokens = 0;               // blocks.size() * block_size
-  int64_t matched_tokens = 0;       // cached blocks matched, with or without a snapshot
+  std::vector<BlockHandle> blocks;  // the hit's device blocks, in order
+  SlotId snapshot = -1;             // the state at the hit's end, in a device snapshot slot
+  // Host tier: the hit's blocks after the device ones, and the state at its end when the
+  // device holds no snapshot there (then snapshot is -1).
+  std::vector<HostBlockId> host_blocks;
+  HostSlotId host_snapshot = -1;
+  int64_t tokens = 0;               // (blocks + host_blocks) * block_size
+  int64_t matched_tokens = 0;       // cached blocks matched (either tier), with or without a snapshot
+  bool from_host() const { return !host_blocks.empty() || host_snapshot >= 0; }
+  int64_t device_tokens(int32_t block_size) const { return static_cast<int64_t>(blocks.size()) * block_size; }
+};
+
+// The copies that evictions asked for (device -> host), to run before the device memory they
+// read is used again.
+struct Offloads {
+  std::vector<BlockTransfer> blocks;
+  std::vector<StateTransfer> states;
+  bool empty() const { return blocks.empty() && states.empty(); }
 };
 
 struct PrefixCacheStats {
@@ -55,7 +77,8 @@ struct PrefixCacheStats {
 
 class PrefixCache {
  public:
-  PrefixCache(BlockPool& blocks, SlotId first_snapshot_slot, int32_t num_snapshots);
+  // host: the host tier, or null (it must outlive the cache).
+  PrefixCache(BlockPool& blocks, SlotId first_snapshot_slot, int32_t num_snapshots, HostCache* host = nullptr);
   ~PrefixCache();  // gives every cached block back to the pool
   PrefixCache(const PrefixCache&) = delete;
   PrefixCache& operator=(const PrefixCache&) = delete;
@@ -66,8 +89,9 @@ class PrefixCache {
   // snapshot. keys = prefix_keys(tokens) (at least as many as the blocks looked at).
   PrefixHit lookup(std::span<const int32_t> tokens, std::span<const PrefixKey> keys, int64_t max_tokens) const;
 
-  // Shares the hit's blocks into an empty table (a reference each) and marks the hit recently
-  // used. The table then holds hit.tokens tokens.
+  // Shares the hit's device blocks into an empty table (a reference each) and marks the hit
+  // recently used. The table then holds hit.device_tokens() tokens; the caller adds blocks
+  // for the host blocks and loads them (pinned in the HostCache while it does).
   void use(const PrefixHit& hit, BlockTable& table);
 
   // Records the full blocks among the first num_tokens tokens of table (whose tokens are
@@ -78,10 +102,13 @@ class PrefixCache {
   // A snapshot slot for the state at `position` (a multiple of the block size whose blocks
   // are cached by insert()), attached to the block ending there; nullopt when that block
   // already has one, is not cached, or no slot can be had. The caller copies the state into
-  // the slot; if that fails it must drop_snapshot().
+  // the slot; if that fails it must drop_snapshot(). Until the caller says the copies are
+  // queued (snapshots_saved), such a snapshot is not offloaded when evicted: its slot does not
+  // hold it yet.
   std::optional<SlotId> add_snapshot(std::span<const int32_t> tokens, std::span<const PrefixKey> keys,
                                      int64_t position);
   void drop_snapshot(SlotId slot);
+  void snapshots_saved() { unsaved_.clear(); }
   // Whether a snapshot exists for the prefix of this many tokens (a multiple of the block size).
   bool has_snapshot(std::span<const int32_t> tokens, std::span<const PrefixKey> keys, int64_t position) const;
 
@@ -95,8 +122,18 @@ class PrefixCache {
   // Blocks that are free or could be made free.
   int32_t available_blocks() const;
 
-  // Forgets everything: every cached block and snapshot goes (blocks still in tables stay).
+  // Forgets everything: every cached block and snapshot goes (blocks still in tables stay),
+  // nothing to the host tier.
   void clear();
+
+  // The host tier (null without one), and the copies evictions queued since the last call.
+  HostCache* host() const { return host_; }
+  Offloads take_offloads();
+  // Stops using the host tier (its copies failed: what it holds cannot be trusted).
+  void drop_host() {
+    host_ = nullptr;
+    offloads_ = {};
+  }
 
   PrefixCacheStats stats() const;
   // Checks the entries against the pool (tests): cached blocks live and referenced, evictable
@@ -112,6 +149,8 @@ class PrefixCache {
     BlockHandle self;
     BlockHandle parent;  // invalid for a first block
     PrefixKey key = 0;
+    PrefixKey check = 0;       // check_key of the prefix through this block (host tier)
+    PrefixKey parent_key = 0;  // the parent's chain key (0 for a first block)
     std::vector<int32_t> tokens;
     SlotId snapshot = -1;
     bool evictable = false;
@@ -126,8 +165,10 @@ class PrefixCache {
   // The cached block for chain position i given the previous block (or nullptr).
   const Entry* match(PrefixKey key, std::span<const int32_t> block_tokens, BlockHandle parent) const;
   void set_evictable(BlockId id, bool evictable);
-  void evict(BlockId id);
-  void detach_snapshot(Entry& e);
+  // offload: store what leaves in the host tier (not when clearing, nor for a snapshot whose
+  // copy failed).
+  void evict(BlockId id, bool offload = true);
+  void detach_snapshot(Entry& e, bool offload);
   Snapshot& snapshot_of(SlotId slot) { return snapshots_[static_cast<size_t>(slot - first_snapshot_)]; }
 
   BlockPool& blocks_;
@@ -139,6 +180,9 @@ class PrefixCache {
   std::vector<Snapshot> snapshots_;               // by slot - first_snapshot_
   std::vector<SlotId> free_snapshots_;
   std::list<SlotId> snapshot_lru_;                // front = next to evict
+  HostCache* host_;
+  Offloads offloads_;
+  std::vector<SlotId> unsaved_;  // snapshot slots add_snapshot gave out since snapshots_saved()
   int32_t num_cached_ = 0;
   int64_t evicted_blocks_ = 0, evicted_snapshots_ = 0;
 };

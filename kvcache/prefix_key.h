@@ -25,6 +25,14 @@ inline PrefixKey chain_key(PrefixKey parent, std::span<const int32_t> block_toke
   return h;
 }
 
+// A second, independent chain hash of the same blocks (another seed), kept beside the key
+// where a block's parent cannot be checked by identity: the host tier (host_cache.h) matches a
+// block by key, check, parent key and its own tokens, so a wrong hit needs two independent
+// 64-bit hashes of different prefixes to collide at once.
+inline PrefixKey check_key(PrefixKey parent_check, std::span<const int32_t> block_tokens) {
+  return chain_key(parent_check ^ 0x2545f4914f6cdd1dull, block_tokens) * 0xd6e8feb86659fd93ull;
+}
+
 // The chain keys of the full blocks of `tokens` (tokens.size() / block_size of them).
 inline std::vector<PrefixKey> prefix_keys(std::span<const int32_t> tokens, int32_t block_size) {
   std::vector<PrefixKey> keys;

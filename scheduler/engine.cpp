@@ -47,13 +47,15 @@ Engine::Engine(ForwardModel& model, EngineConfig config, std::unique_ptr<kernels
   if (vocab_ < 1) throw std::invalid_argument("engine: the model reports an empty vocabulary");
 
   model.allocate_cache(sizes_);
+  if (config_.host_cache_bytes < 0) throw std::invalid_argument("engine: host_cache_bytes must be >= 0");
+  if (config_.host_cache_bytes > 0 && config_.prefix_caching) host_tier_ = model.allocate_host_cache(config_.host_cache_bytes);
   if (config_.step_graphs) {
     const int64_t k = config_.speculative.enabled() ? config_.speculative.num_speculative_tokens : 0;
     model.enable_step_graphs(max_ctx_ + k + 1, sc.max_num_seqs);
   }
   token_masks_ = sampler->applies_token_masks();
   has_vision_ = model.has_vision();
-  core_ = std::make_unique<Core>(model, config_, sizes_, max_ctx_, std::move(sampler), std::move(drafter));
+  core_ = std::make_unique<Core>(model, config_, sizes_, host_tier_, max_ctx_, std::move(sampler), std::move(drafter));
   {
     // What stats() shows before the first iteration.
     std::lock_guard lock(shared_->stats_mu);
@@ -62,6 +64,10 @@ Engine::Engine(ForwardModel& model, EngineConfig config, std::unique_ptr<kernels
     shared_->stats.slots_total = sizes_.num_slots;
     shared_->stats.prefix_caching = config_.prefix_caching;
     shared_->stats.prefix_cache_snapshot_capacity = sizes_.num_snapshots;
+    shared_->stats.host_cache_block_capacity = host_tier_.sizes.blocks;
+    shared_->stats.host_cache_snapshot_capacity = host_tier_.sizes.snapshots;
+    shared_->stats.host_cache_capacity_bytes = int64_t{host_tier_.sizes.blocks} * host_tier_.block_bytes +
+                                               int64_t{host_tier_.sizes.snapshots} * host_tier_.state_bytes;
     shared_->stats.max_ctx = max_ctx_;
   }
   thread_ = std::thread([core = core_.get(), shared = shared_.get()] { core->run(*shared); });

@@ -82,6 +82,8 @@ class Engine {
   // Whether the model takes images (Request::multimodal).
   bool has_vision() const { return has_vision_; }
   const kvcache::PoolSizes& pool_sizes() const { return sizes_; }
+  // The host tier the engine made (sizes zero when none).
+  const ForwardModel::HostTier& host_tier() const { return host_tier_; }
 
  private:
   struct Shared;
@@ -91,6 +93,7 @@ class Engine {
 
   EngineConfig config_;
   kvcache::PoolSizes sizes_;
+  ForwardModel::HostTier host_tier_;
   int64_t max_ctx_ = 0;
   int64_t vocab_ = 0;
   bool token_masks_ = false;  // the sampler applies SampleRow::allowed (structured outputs)

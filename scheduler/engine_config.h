@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 
 #include "scheduler/request.h"
 #include "scheduler/scheduler.h"
@@ -39,6 +40,15 @@ struct EngineConfig {
   bool prefix_caching = false;
   int64_t snapshot_bytes = 0;
   int32_t num_snapshots = 0;
+  // The host tier under it (kvcache/host_cache.h; serve --kv-offload-memory): host memory for
+  // the blocks and snapshots the prefix cache evicts (split by HostTierSizes::from_budget);
+  // 0 = none. Needs prefix_caching and a model that has one (ForwardModel::allocate_host_cache).
+  int64_t host_cache_bytes = 0;
+  // The disk tier under the host tier (scheduler/disk_tier.h; serve --kv-offload-dir): a
+  // directory, and the fingerprint of the checkpoint and its cache types (the composition
+  // root's; the engine adds the entries' sizes). Empty: none. Needs a host tier.
+  std::string host_disk_dir;
+  uint64_t host_disk_fingerprint = 0;
 
   // Images: the encoder cache's budget (scheduler/encoder_cache.h), in the model's memory.
   // The encoder's per-step budget is scheduler.max_encoder_tokens.

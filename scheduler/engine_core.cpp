@@ -10,13 +10,17 @@
 namespace ds::scheduler {
 
 Engine::Core::Core(ForwardModel& model, const EngineConfig& config, const kvcache::PoolSizes& sizes,
-                   int64_t max_ctx, std::unique_ptr<kernels::Sampler> sampler, std::unique_ptr<Drafter> drafter)
+                   const ForwardModel::HostTier& host, int64_t max_ctx, std::unique_ptr<kernels::Sampler> sampler,
+                   std::unique_ptr<Drafter> drafter)
     : model_(model), config_(config), max_ctx_(max_ctx), eos_ids_(model.eos_token_ids()),
       blocks_(sizes.num_blocks, sizes.block_size),
-      slots_(sizes.num_slots, model.cache_geometry().state, model.state_zero_fn()),
-      prefix_cache_(config.prefix_caching
-                        ? std::make_unique<kvcache::PrefixCache>(blocks_, sizes.num_slots, sizes.num_snapshots)
-                        : nullptr),
+      slots_(sizes.num_slots, model.cache_geometry().state, model.state_zero_fn()), host_tier_(host),
+      host_cache_(config.prefix_caching && host.sizes.blocks > 0
+                      ? std::make_unique<kvcache::HostCache>(host.sizes.blocks, host.sizes.snapshots, sizes.block_size)
+                      : nullptr),
+      prefix_cache_(config.prefix_caching ? std::make_unique<kvcache::PrefixCache>(blocks_, sizes.num_slots,
+                                                                                   sizes.num_snapshots, host_cache_.get())
+                                          : nullptr),
       scheduler_(config.scheduler, blocks_, slots_, prefix_cache_.get()), sampler_(std::move(sampler)),
       drafter_(drafter                                 ? std::move(drafter)
                : config.speculative.method == "mtp" ? std::make_unique<MtpDrafter>(model, *sampler_)
@@ -33,6 +37,14 @@ Engine::Core::Core(ForwardModel& model, const EngineConfig& config, const kvcach
   counters_.prefix_caching = config.prefix_caching;
   counters_.prefix_cache_snapshot_capacity = sizes.num_snapshots;
   counters_.max_ctx = max_ctx;
+  counters_.host_cache_block_capacity = host.sizes.blocks;
+  counters_.host_cache_snapshot_capacity = host.sizes.snapshots;
+  counters_.host_cache_capacity_bytes =
+      int64_t{host.sizes.blocks} * host.block_bytes + int64_t{host.sizes.snapshots} * host.state_bytes;
+  // A loading sequence that ends or is preempted: later ops wait for the copies still writing
+  // its blocks and slot (scheduler.h, "Host tier").
+  scheduler_.set_load_fence([this](uint64_t ticket) { model_.order_after(ticket); });
+  if (host_cache_ && !config.host_disk_dir.empty()) open_disk();
 }
 
 void Engine::Core::run(Shared& shared) {
@@ -75,6 +87,17 @@ void Engine::Core::run(Shared& shared) {
     publish_stats(shared);
     deliver();
     if (stopping && !scheduler_.has_work() && live_.empty()) break;
+  }
+  try {
+    // What the device cache holds goes down the tiers too, so a restart finds every prefix;
+    // then everything offloaded is on disk before the engine stops.
+    if (disk_ && prefix_cache_ && prefix_cache_->host()) {
+      prefix_cache_->make_free(blocks_.num_blocks());
+      flush_offloads();
+    }
+    service_disk(true);
+  } catch (const std::exception& e) {
+    spdlog::error("engine: finishing the disk tier's writes: {}", e.what());
   }
 }
 
@@ -173,6 +196,7 @@ void Engine::Core::end_request(RequestId id, RequestEvent e, const Sequence* end
     }
   }
   if (running) scheduler_.finish(*running);  // blocks and slot back to the pools, now
+  load_started_.erase(id);
   switch (*e.finish) {
     case FinishReason::stop: ++counters_.requests_finished_stop_total; break;
     case FinishReason::length: ++counters_.requests_finished_length_total; break;
@@ -214,6 +238,28 @@ void Engine::Core::publish_stats(Shared& shared) {
     counters_.prefix_cache_snapshot_capacity = cs.snapshot_capacity;
     counters_.prefix_cache_queries_total = scheduler_.prefix_queries();
     counters_.prefix_cache_hits_total = scheduler_.prefix_hits();
+  }
+  if (host_cache_) {
+    const auto hs = host_cache_->stats();
+    counters_.host_cache_blocks = hs.blocks;
+    counters_.host_cache_snapshots = hs.snapshots;
+    counters_.host_cache_stored_blocks_total = hs.stored_blocks_total;
+    counters_.host_cache_stored_snapshots_total = hs.stored_snapshots_total;
+    counters_.host_loading = scheduler_.num_loading();
+    counters_.host_cache_pinned = hs.pinned_blocks + hs.pinned_snapshots;
+    counters_.host_cache_bytes =
+        int64_t{hs.blocks} * host_tier_.block_bytes + int64_t{hs.snapshots} * host_tier_.state_bytes;
+    counters_.host_cache_hits_total = scheduler_.host_hits();
+    counters_.host_cache_hit_tokens_total = scheduler_.host_hit_tokens();
+  }
+  if (disk_) {
+    const DiskTier::Stats ds = disk_->stats();
+    counters_.disk_files_written_total = ds.files_written;
+    counters_.disk_bytes_written_total = ds.bytes_written;
+    counters_.disk_write_failures_total = ds.write_failures;
+    counters_.disk_files_loaded_total = ds.files_loaded;
+    counters_.disk_files_refused_total = ds.files_refused;
+    counters_.disk_bytes = ds.bytes_on_disk;
   }
   const EncoderCacheStats& es = encoder_cache_.stats();
   counters_.encoder_cache_hits_total = es.hits_total;

@@ -17,6 +17,7 @@
 #include "kvcache/prefix_cache.h"
 #include "kvcache/state_pool.h"
 #include "model/grammar/matcher.h"
+#include "scheduler/disk_tier.h"
 #include "scheduler/drafter.h"
 #include "scheduler/encoder_cache.h"
 #include "scheduler/engine.h"
@@ -83,8 +84,9 @@ struct Engine::Core {
     std::optional<ThinkingTracker> thinking;
   };
 
-  Core(ForwardModel& model, const EngineConfig& config, const kvcache::PoolSizes& sizes, int64_t max_ctx,
-       std::unique_ptr<kernels::Sampler> sampler, std::unique_ptr<Drafter> drafter);
+  Core(ForwardModel& model, const EngineConfig& config, const kvcache::PoolSizes& sizes,
+       const ForwardModel::HostTier& host, int64_t max_ctx, std::unique_ptr<kernels::Sampler> sampler,
+       std::unique_ptr<Drafter> drafter);
 
   void run(Shared& shared);
 
@@ -159,6 +161,21 @@ struct Engine::Core {
   // Runs the snapshot copies the scheduler asked for after completed chunks.
   void save_snapshots();
 
+  // The prefix cache's host tier (engine_host.cpp; scheduler.h, "Host tier"). Loading
+  // sequences whose copies are done join the steps; the copies evictions asked for are queued
+  // (device -> host) before anything reuses the memory they read; a plan's loads are queued
+  // (host -> device) and their ticket given to their sequences; with nothing else to run, the
+  // engine waits for a load (false: none in flight).
+  void finish_loads();
+  void flush_offloads();
+  void start_loads(const StepPlan& plan);
+  bool wait_for_a_load();
+  // The disk tier (engine_host.cpp): opened, and its files read into the host tier, at
+  // construction; offloaded entries stay pinned until their copies are done and the writer
+  // has written them (wait: at shutdown, every pending write is finished first).
+  void open_disk();
+  void service_disk(bool wait);
+
   Shared* shared_ = nullptr;  // set by run()
   ForwardModel& model_;
   EngineConfig config_;
@@ -166,7 +183,13 @@ struct Engine::Core {
   std::vector<int32_t> eos_ids_;
   kvcache::BlockPool blocks_;
   kvcache::StatePool slots_;
+  ForwardModel::HostTier host_tier_;
+  std::unique_ptr<kvcache::HostCache> host_cache_;      // before prefix_cache_: it outlives it
   std::unique_ptr<kvcache::PrefixCache> prefix_cache_;  // before scheduler_: it outlives it
+  std::unordered_map<RequestId, Clock::time_point> load_started_;  // loads in flight
+  std::unique_ptr<DiskTier> disk_;
+  uint64_t disk_fingerprint_ = 0;
+  std::vector<std::pair<uint64_t, std::vector<DiskTier::Job>>> pending_writes_;  // (offload ticket, its entries)
   Scheduler scheduler_;
   std::unique_ptr<kernels::Sampler> sampler_;
   std::unique_ptr<Drafter> drafter_;  // null: no speculative decoding

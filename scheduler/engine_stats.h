@@ -6,6 +6,7 @@
 // server builds its histograms.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -41,7 +42,40 @@ struct EngineStats {
   int64_t decode_tokens_total = 0;      // tokens fed as decodes
   int64_t preemptions_total = 0;
   int64_t prefix_cache_queries_total = 0;  // tokens of admitted sequences looked up
-  int64_t prefix_cache_hits_total = 0;     // of those, taken from the cache
+  int64_t prefix_cache_hits_total = 0;     // of those, taken from the cache (either tier)
+  // The prefix cache's host tier (kvcache/host_cache.h; zeros without one): what it holds,
+  // sequences waiting on their loads, admissions that hit it and the tokens whose K/V they
+  // loaded from it, what the device evicted into it and bytes copied each way, and the time
+  // from a load's issue to the step that found it done (counts per bucket of
+  // kHostLoadSeconds, the last for anything longer).
+  static constexpr std::array<double, 11> kHostLoadSeconds = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                                                              0.05,   0.1,   0.25,   0.5,   1.0};
+  int32_t host_cache_blocks = 0;
+  int32_t host_cache_block_capacity = 0;
+  int32_t host_cache_snapshots = 0;
+  int32_t host_cache_snapshot_capacity = 0;
+  int32_t host_loading = 0;
+  int32_t host_cache_pinned = 0;  // host blocks and snapshots read by loads in flight
+  int64_t host_cache_bytes = 0;           // what the held blocks and snapshots take
+  int64_t host_cache_capacity_bytes = 0;  // the tier's memory
+  // The disk tier (scheduler/disk_tier.h; zeros without one): files written and their bytes,
+  // writes that failed, files read back at start-up, files refused as untrusted, and what this
+  // model's files take.
+  int64_t disk_files_written_total = 0;
+  int64_t disk_bytes_written_total = 0;
+  int64_t disk_write_failures_total = 0;
+  int64_t disk_files_loaded_total = 0;
+  int64_t disk_files_refused_total = 0;
+  int64_t disk_bytes = 0;
+  int64_t host_cache_hits_total = 0;
+  int64_t host_cache_hit_tokens_total = 0;
+  int64_t host_cache_stored_blocks_total = 0;
+  int64_t host_cache_stored_snapshots_total = 0;
+  int64_t host_cache_offload_bytes_total = 0;
+  int64_t host_cache_load_bytes_total = 0;
+  std::array<int64_t, kHostLoadSeconds.size() + 1> host_load_buckets{};
+  int64_t host_loads_total = 0;
+  double host_load_seconds_total = 0;
   // Speculative decoding (vLLM's spec_decode counters): verify chunks, drafted tokens they
   // carried, drafted tokens accepted, and accepted ones by position in the draft (index i:
   // the (i+1)-th drafted token; as long as num_speculative_tokens).

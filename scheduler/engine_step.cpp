@@ -22,6 +22,7 @@ StepPlan single_chunk(const StepPlan& plan, size_t i) {
 }  // namespace
 
 bool Engine::Core::step() {
+  finish_loads();
   propose_drafts();
   const auto t0 = Clock::now();
   const StepPlan& plan = scheduler_.schedule();
@@ -41,7 +42,9 @@ bool Engine::Core::step() {
     }
   }
   release_queue_slots();
-  if (plan.empty()) return false;
+  flush_offloads();  // before anything below writes what evictions read
+  start_loads(plan);
+  if (plan.empty()) return wait_for_a_load();
 
   ++counters_.iterations_total;
   counters_.last_batch_seqs = static_cast<int32_t>(plan.chunks.size());
@@ -154,7 +157,10 @@ void Engine::Core::settle(const StepPlan& plan, const kernels::Tensor& logits) {
 }
 
 void Engine::Core::save_snapshots() {
-  for (const StateCopy& c : scheduler_.take_saves()) {
+  flush_offloads();  // a snapshot slot evicted in this update is rewritten below
+  const std::vector<StateCopy> saves = scheduler_.take_saves();
+  scheduler_.snapshots_saved();  // queued below (on the device, before any later copy reads them)
+  for (const StateCopy& c : saves) {
     try {
       model_.copy_state(c.from, c.to);
     } catch (const std::exception& e) {

@@ -18,6 +18,8 @@
 
 #include "kernels/tensor.h"
 #include "kvcache/capacity.h"
+#include "kvcache/disk_entry.h"
+#include "kvcache/host_cache.h"
 #include "kvcache/state_pool.h"
 #include "model/qwen35/forward_batch.h"
 #include "model/qwen35/mtp.h"
@@ -47,6 +49,49 @@ class ForwardModel {
   // Copies one state slot into another (prefix-cache snapshots: sizes.num_slots and beyond);
   // ordered after the forwards issued before it and before those issued after it.
   virtual void copy_state(kvcache::SlotId from, kvcache::SlotId to) = 0;
+  // The prefix cache's host tier (kvcache/host_cache.h), after allocate_cache: host memory for
+  // as many K/V blocks and state snapshots as `bytes` holds (HostTierSizes::from_budget of this
+  // model's block and state bytes), and copies between it and the pools, queued as the
+  // backend's host transfers (kernels/backend.h): to_host reads blocks and slots after the ops
+  // issued before, from host writes them beside the ops issued after; the ticket says when
+  // they are done, and order_after puts later ops behind them. A model without one has none.
+  struct HostTier {
+    kvcache::HostTierSizes sizes;
+    int64_t block_bytes = 0;  // one block of every attention layer's K and V
+    int64_t state_bytes = 0;  // one state slot
+  };
+  virtual HostTier allocate_host_cache(int64_t bytes) {
+    (void)bytes;
+    throw std::invalid_argument("this model has no host tier");
+  }
+  virtual uint64_t transfer_host(std::span<const kvcache::BlockTransfer> blocks,
+                                 std::span<const kvcache::StateTransfer> states, bool to_host) {
+    (void)blocks;
+    (void)states;
+    (void)to_host;
+    throw std::logic_error("this model has no host tier");
+  }
+  // The disk tier (disk_tier.h): a host entry's bytes, gathered into `out` (block: every
+  // pool's block, in the model's order; snapshot: its state), or scattered from `in`. Host
+  // memory only: read_host_entry is called on the disk tier's thread for pinned entries.
+  virtual void read_host_entry(kvcache::DiskEntryKind kind, int32_t host_id, std::span<uint8_t> out) {
+    (void)kind;
+    (void)host_id;
+    (void)out;
+    throw std::logic_error("this model has no host tier");
+  }
+  virtual void write_host_entry(kvcache::DiskEntryKind kind, int32_t host_id, std::span<const uint8_t> in) {
+    (void)kind;
+    (void)host_id;
+    (void)in;
+    throw std::logic_error("this model has no host tier");
+  }
+  virtual bool transfer_done(uint64_t ticket) {
+    (void)ticket;
+    return true;
+  }
+  virtual void wait_transfer(uint64_t ticket) { (void)ticket; }
+  virtual void order_after(uint64_t ticket) { (void)ticket; }
   // One step. The logits tensor lives in host memory readable by the CPU sampler.
   virtual const kernels::Tensor& forward(const qwen35::ForwardBatch& batch) = 0;
   // The MTP module (model/qwen35/mtp.h; speculative decoding's "mtp" method): whether the

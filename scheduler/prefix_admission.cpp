@@ -16,6 +16,7 @@ bool Scheduler::look_up_prefix(Sequence& s, kvcache::PrefixHit& hit, int64_t& bu
     return false;  // the prefix is being computed: take it from the cache in a step or two
   }
   cache_->use(hit, s.table);  // the hit's blocks are held (not evictable) from here on
+  pin_host(s, hit);           // and its host entries (kept from the evictions its admission causes)
   return true;
 }
 

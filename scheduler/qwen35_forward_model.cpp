@@ -30,6 +30,11 @@ std::vector<kernels::Tensor> Qwen35ForwardModel::encode_images(std::span<const v
   return out;
 }
 
+ForwardModel::HostTier Qwen35ForwardModel::allocate_host_cache(int64_t bytes) {
+  const qwen35::Model::HostTierLayout l = model_.allocate_host_cache(bytes);
+  return {l.sizes, l.block_bytes, l.state_bytes};
+}
+
 const kernels::Tensor& Qwen35ForwardModel::forward(const qwen35::ForwardBatch& batch) {
   return readable(model_.forward(batch));
 }

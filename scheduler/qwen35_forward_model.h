@@ -30,6 +30,20 @@ class Qwen35ForwardModel final : public ForwardModel {
   }
   kvcache::StatePool::ZeroFn state_zero_fn() override { return model_.state_zero_fn(); }
   void copy_state(kvcache::SlotId from, kvcache::SlotId to) override { model_.copy_state_slot(from, to); }
+  HostTier allocate_host_cache(int64_t bytes) override;
+  uint64_t transfer_host(std::span<const kvcache::BlockTransfer> blocks, std::span<const kvcache::StateTransfer> states,
+                         bool to_host) override {
+    return model_.transfer_host(blocks, states, to_host);
+  }
+  void read_host_entry(kvcache::DiskEntryKind kind, int32_t host_id, std::span<uint8_t> out) override {
+    model_.host_entry_bytes(kind == kvcache::DiskEntryKind::block, host_id, out.data(), nullptr);
+  }
+  void write_host_entry(kvcache::DiskEntryKind kind, int32_t host_id, std::span<const uint8_t> in) override {
+    model_.host_entry_bytes(kind == kvcache::DiskEntryKind::block, host_id, nullptr, in.data());
+  }
+  bool transfer_done(uint64_t ticket) override { return model_.backend().transfer_done(ticket); }
+  void wait_transfer(uint64_t ticket) override { model_.backend().wait_transfer(ticket); }
+  void order_after(uint64_t ticket) override { model_.backend().order_after(ticket); }
   const kernels::Tensor& forward(const qwen35::ForwardBatch& batch) override;
   bool has_mtp() const override { return model_.has_mtp(); }
   const kernels::Tensor& forward_mtp(const qwen35::MtpBatch& batch) override;

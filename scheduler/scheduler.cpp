@@ -20,6 +20,7 @@ Scheduler::~Scheduler() {
   // Give everything back, so pools that outlive the scheduler end up fully free.
   for (auto& [id, seq] : seqs_) {
     if (seq->state == SeqState::running) {
+      unpin_host(*seq);
       if (cache_)
         cache_->release(seq->table);
       else
@@ -72,6 +73,7 @@ const StepPlan& Scheduler::schedule() {
   plan_.restores.clear();
   plan_.preempted.clear();
   plan_.admitted.clear();
+  plan_.loads.clear();
   plan_.num_tokens = plan_.num_decodes = plan_.num_draft_tokens = plan_.num_samples = 0;
   ++step_;
   int64_t budget = config_.max_num_batched_tokens;
@@ -103,7 +105,7 @@ void Scheduler::schedule_decodes(int64_t& budget) {
   // Indices stay valid: preemption only removes sequences after i (or i itself, the last).
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
     Sequence& s = *running_[i];
-    if (s.num_pending() != 1) continue;
+    if (s.num_pending() != 1 || s.loading) continue;
     bool preempted_self = false;
     while (s.table.blocks_needed(1) > available_blocks()) {
       Sequence& victim = *running_.back();
@@ -203,7 +205,7 @@ void Scheduler::release_spare_slots(Sequence& s) {
 void Scheduler::schedule_running_prefills(int64_t& budget) {
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
     Sequence& s = *running_[i];
-    if (s.num_pending() <= 1 || s.scheduled_step == step_) continue;
+    if (s.num_pending() <= 1 || s.scheduled_step == step_ || s.loading) continue;
     const int64_t want = std::min(s.num_pending(), budget);
     int64_t fit = fitting_tokens(s, want);
     while (fit == 0) {
@@ -235,6 +237,10 @@ void Scheduler::schedule_admissions(int64_t& budget) {
     Sequence& s = *waiting_.front();
     kvcache::PrefixHit hit;
     if (cache_ && !look_up_prefix(s, hit, budget)) break;
+    if (hit.from_host()) {
+      if (!admit_from_host(s, hit)) break;
+      continue;  // it runs once its copies are in (no chunk, no budget now)
+    }
     s.num_computed = hit.tokens;
     const int64_t want = cut_at_cache_point(s, fit_encoder(s, hit.tokens, std::min(s.num_pending(), budget)));
     std::optional<kvcache::Reservation> blocks = reserve_blocks(s.table.blocks_needed(hit.tokens + want - s.table.num_tokens()));
@@ -315,6 +321,7 @@ void Scheduler::add_chunk(Sequence& s, int64_t n) {
 }
 
 void Scheduler::release_cache(Sequence& s) {
+  if (s.loading) abandon_load(s);  // records only the blocks that were on the device
   if (cache_) {
     s.update_keys(blocks_.block_size());
     cache_->insert(s.table, s.cache_tokens(), s.keys, s.num_computed);
@@ -372,7 +379,7 @@ void Scheduler::check_invariants() const {
     const std::string who = "request " + std::to_string(s->id);
     if (s->state != SeqState::waiting) fail(who + " is queued but not waiting");
     if (s->slot || s->table.num_blocks() != 0 || s->num_computed != 0 || !s->spare_slots.empty() ||
-        !s->staging_slots.empty())
+        !s->staging_slots.empty() || s->loading || !s->host_pins.empty() || s->host_snapshot_pin >= 0)
       fail(who + " waits while holding cache");
   }
   if (running_.size() + waiting_.size() != seqs_.size()) fail("a sequence is neither running nor waiting");

@@ -47,6 +47,18 @@
 // Finished and preempted sequences leave their full blocks cached; blocks are taken from the
 // cache's evictable ones whenever the free list runs short.
 //
+// Host tier (a PrefixCache with a HostCache, kvcache/host_cache.h): a hit may continue past
+// the device's blocks into the host's, or end at a snapshot only the host holds. Its host
+// entries are pinned at the lookup; admission then takes fresh blocks for the host blocks and
+// the state slot as usual, plans no chunk, and lists the copies in StepPlan::loads, which the
+// engine queues (asynchronously on a device: the step's forward runs beside them) and whose
+// ticket it keeps in the sequence. The sequence is `loading` -- running, holding its blocks
+// and slot, given no chunk -- until the engine sees the ticket done (load_done()); other
+// sequences run meanwhile. A loading sequence that is preempted or finished (cancelled) gives
+// back its pins at once, records none of the blocks being loaded, and has the engine order
+// every later op after its copies (the load fence), so that memory they still write is not
+// reused under them.
+//
 // Speculative decoding: a decoding sequence whose `draft` the engine filled before schedule()
 // gets a verify chunk instead of a one-token decode: the pending token and the draft, as many
 // drafted tokens as the budget, the free blocks (drafts never preempt nor evict cached
@@ -88,6 +100,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -126,6 +139,13 @@ struct StateCopy {
   kvcache::SlotId to = -1;
 };
 
+// The copies that bring a host-tier hit in (the engine queues them after planning).
+struct HostLoad {
+  Sequence* seq = nullptr;
+  std::vector<kvcache::BlockTransfer> blocks;  // host block -> the sequence's fresh device block
+  std::vector<kvcache::StateTransfer> states;  // host snapshot -> its state slot
+};
+
 struct StepPlan {
   // What the forward runs: decodes first, then verify chunks, then prefill chunks; chunks[i]
   // belongs to sequences[i]. The chunks' spans point into the sequences (tokens, table,
@@ -133,13 +153,14 @@ struct StepPlan {
   std::vector<SequenceChunk> chunks;
   std::vector<Sequence*> sequences;
   std::vector<StateCopy> restores;     // prefix hits: run before the forward
+  std::vector<HostLoad> loads;         // host-tier hits admitted in this step (loading)
   std::vector<RequestId> preempted;    // preempted while planning (now waiting again)
   std::vector<Sequence*> admitted;     // admitted in this step (first time or again)
   int64_t num_tokens = 0;
   int64_t num_decodes = 0;        // decoding sequences (one pending token each)
   int64_t num_draft_tokens = 0;   // drafted tokens of their verify chunks
   int64_t num_samples = 0;        // sampling chunks
-  bool empty() const { return chunks.empty(); }
+  bool empty() const { return chunks.empty(); }  // (loads may still have been planned)
   // Sampled rows over all chunks (the rows update() reads, in chunk order).
   int64_t num_logit_rows() const {
     int64_t n = 0;
@@ -205,6 +226,21 @@ class Scheduler {
   // the sequence's next step; a copy that fails must be dropped with drop_snapshot().
   std::vector<StateCopy> take_saves();
   void drop_snapshot(kvcache::SlotId snapshot);
+  // The copies take_saves() gave are queued: those snapshots may go to the host tier now.
+  void snapshots_saved() {
+    if (cache_) cache_->snapshots_saved();
+  }
+
+  // Host tier (see above): a loading sequence's copies are done; it runs from the next step.
+  void load_done(Sequence& seq);
+  // Called with the ticket of a loading sequence that is preempted or finished: the engine
+  // orders every later op after that ticket's copies.
+  void set_load_fence(std::function<void(uint64_t)> fence) { load_fence_ = std::move(fence); }
+  // Running sequences that are loading.
+  int32_t num_loading() const;
+  // Admissions that hit the host tier, and the tokens whose blocks they loaded from it.
+  int64_t host_hits() const { return host_hits_; }
+  int64_t host_hit_tokens() const { return host_hit_tokens_; }
 
   // Frees the sequence's blocks and slot (if running) and forgets it. The Sequence is
   // destroyed: pointers to it (in a plan too) are dead afterwards.
@@ -264,6 +300,13 @@ class Scheduler {
   // seq was admitted with `hit`: counts it, restores the snapshot into `slot`, tracks its
   // cache points.
   void admit_prefix(Sequence& seq, const kvcache::PrefixHit& hit, kvcache::SlotId slot);
+  // Host tier (host_admission.cpp): pins the hit's host entries (at the lookup); admits seq
+  // loading the hit (false, giving everything back, when its blocks or slot cannot be had);
+  // gives back the pins; what release_cache does first for a loading sequence.
+  void pin_host(Sequence& seq, const kvcache::PrefixHit& hit);
+  bool admit_from_host(Sequence& seq, const kvcache::PrefixHit& hit);
+  void unpin_host(Sequence& seq);
+  void abandon_load(Sequence& seq);
   // A chunk of seq from num_computed of at most n tokens: the cache points inside it are
   // staged while slots can be had (see above); the first one that cannot be ends it.
   int64_t cut_at_cache_point(Sequence& seq, int64_t n);
@@ -302,6 +345,8 @@ class Scheduler {
   std::unordered_map<kvcache::PrefixKey, int32_t> in_flight_;  // cache points of running sequences
   std::vector<StateCopy> saves_;
   int64_t prefix_queries_ = 0, prefix_hits_ = 0;
+  int64_t host_hits_ = 0, host_hit_tokens_ = 0;
+  std::function<void(uint64_t)> load_fence_;
   std::unordered_map<RequestId, std::unique_ptr<Sequence>> seqs_;
   std::deque<Sequence*> waiting_;
   std::vector<Sequence*> running_;  // admission order, oldest first

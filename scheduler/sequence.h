@@ -21,6 +21,7 @@
 
 #include "kernels/batch_plan.h"
 #include "kvcache/block_table.h"
+#include "kvcache/host_cache.h"
 #include "kvcache/prefix_key.h"
 #include "kvcache/state_pool.h"
 #include "scheduler/request.h"
@@ -103,6 +104,16 @@ struct Sequence {
   int64_t planned_end = 0;  // num_computed after this step's chunk (when it has one)
   int64_t cached_tokens = 0;
   int32_t deferred_steps = 0;
+
+  // The host tier (scheduler.h, "Host tier"): admitted with a hit the host holds part of, the
+  // sequence runs no chunk while `loading` (its host blocks and snapshot being copied in under
+  // the engine's load_ticket, 0 until issued); the host entries it pins meanwhile, and the
+  // tokens of its hit that were on the device.
+  bool loading = false;
+  uint64_t load_ticket = 0;
+  std::vector<kvcache::HostBlockId> host_pins;
+  kvcache::HostSlotId host_snapshot_pin = -1;
+  int64_t device_hit = 0;
 
   // Speculative decoding (scheduler.h): tokens drafted to follow `tokens` (set before
   // schedule(), trimmed to what the step holds, cleared when verified); the planned verify

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
+#include <utility>
 
 namespace ds::server {
 
@@ -85,6 +87,76 @@ void Histogram::render(std::string& out, std::string_view name, std::string_view
   sample(out, std::string(name) + "_sum", labels, sum_);
   sample(out, std::string(name) + "_count", labels, static_cast<double>(count_));
 }
+
+namespace {
+
+// The prefix cache's host tier (kvcache/host_cache.h): hits per tier, what the host holds,
+// bytes each way, and the load latency histogram.
+void render_host_tier(std::string& out, const std::string& m, const scheduler::EngineStats& s) {
+  header(out, "deltaserve:prefix_cache_hit_tokens_total", "counter",
+         "Prompt tokens whose K/V a prefix-cache hit took from each tier (device: shared; host: loaded back).");
+  sample(out, "deltaserve:prefix_cache_hit_tokens_total", m + ",tier=\"device\"",
+         static_cast<double>(s.prefix_cache_hits_total - s.host_cache_hit_tokens_total));
+  sample(out, "deltaserve:prefix_cache_hit_tokens_total", m + ",tier=\"host\"",
+         static_cast<double>(s.host_cache_hit_tokens_total));
+  header(out, "deltaserve:prefix_cache_host_hits_total", "counter",
+         "Admissions that loaded K/V blocks or a DeltaNet state snapshot from the host tier.");
+  sample(out, "deltaserve:prefix_cache_host_hits_total", m, static_cast<double>(s.host_cache_hits_total));
+  const std::pair<const char*, int32_t> gauges[] = {
+      {"deltaserve:prefix_cache_host_blocks", s.host_cache_blocks},
+      {"deltaserve:prefix_cache_host_block_capacity", s.host_cache_block_capacity},
+      {"deltaserve:prefix_cache_host_snapshots", s.host_cache_snapshots},
+      {"deltaserve:prefix_cache_host_snapshot_capacity", s.host_cache_snapshot_capacity},
+      {"deltaserve:prefix_cache_host_loading", s.host_loading}};
+  const char* gauge_help[] = {"K/V blocks the host tier holds.", "K/V block slots of the host tier.",
+                              "DeltaNet state snapshots the host tier holds.", "State snapshot slots of the host tier.",
+                              "Requests waiting for their prefix to load from the host tier."};
+  for (size_t i = 0; i < std::size(gauges); ++i) {
+    header(out, gauges[i].first, "gauge", gauge_help[i]);
+    sample(out, gauges[i].first, m, gauges[i].second);
+  }
+  header(out, "deltaserve:prefix_cache_host_memory_bytes", "gauge",
+         "Bytes of the host tier's memory that its blocks and snapshots hold (used), and all of it (capacity).");
+  sample(out, "deltaserve:prefix_cache_host_memory_bytes", m + ",kind=\"used\"", static_cast<double>(s.host_cache_bytes));
+  sample(out, "deltaserve:prefix_cache_host_memory_bytes", m + ",kind=\"capacity\"",
+         static_cast<double>(s.host_cache_capacity_bytes));
+  header(out, "deltaserve:prefix_cache_host_stored_total", "counter", "Evicted device entries copied to the host tier.");
+  sample(out, "deltaserve:prefix_cache_host_stored_total", m + ",kind=\"block\"",
+         static_cast<double>(s.host_cache_stored_blocks_total));
+  sample(out, "deltaserve:prefix_cache_host_stored_total", m + ",kind=\"snapshot\"",
+         static_cast<double>(s.host_cache_stored_snapshots_total));
+  header(out, "deltaserve:prefix_cache_host_bytes_total", "counter",
+         "Bytes copied between the device and the host tier (offload: to the host; load: back).");
+  sample(out, "deltaserve:prefix_cache_host_bytes_total", m + ",direction=\"offload\"",
+         static_cast<double>(s.host_cache_offload_bytes_total));
+  sample(out, "deltaserve:prefix_cache_host_bytes_total", m + ",direction=\"load\"",
+         static_cast<double>(s.host_cache_load_bytes_total));
+  header(out, "deltaserve:prefix_cache_disk_files_total", "counter",
+         "Disk-tier files written, read back at start-up, and refused as untrusted (corrupt, truncated, foreign).");
+  sample(out, "deltaserve:prefix_cache_disk_files_total", m + ",event=\"written\"",
+         static_cast<double>(s.disk_files_written_total));
+  sample(out, "deltaserve:prefix_cache_disk_files_total", m + ",event=\"loaded\"",
+         static_cast<double>(s.disk_files_loaded_total));
+  sample(out, "deltaserve:prefix_cache_disk_files_total", m + ",event=\"refused\"",
+         static_cast<double>(s.disk_files_refused_total));
+  sample(out, "deltaserve:prefix_cache_disk_files_total", m + ",event=\"write_failed\"",
+         static_cast<double>(s.disk_write_failures_total));
+  header(out, "deltaserve:prefix_cache_disk_bytes", "gauge", "Bytes of this model's disk-tier files.");
+  sample(out, "deltaserve:prefix_cache_disk_bytes", m, static_cast<double>(s.disk_bytes));
+  const std::string name = "deltaserve:prefix_cache_host_load_seconds";
+  header(out, name, "histogram", "Time from a host-tier load's start to the step that found it done.");
+  int64_t cumulative = 0;
+  for (size_t i = 0; i < scheduler::EngineStats::kHostLoadSeconds.size(); ++i) {
+    cumulative += s.host_load_buckets[i];
+    sample(out, name + "_bucket", m + ",le=\"" + number(scheduler::EngineStats::kHostLoadSeconds[i]) + "\"",
+           static_cast<double>(cumulative));
+  }
+  sample(out, name + "_bucket", m + ",le=\"+Inf\"", static_cast<double>(s.host_loads_total));
+  sample(out, name + "_sum", m, s.host_load_seconds_total);
+  sample(out, name + "_count", m, static_cast<double>(s.host_loads_total));
+}
+
+}  // namespace
 
 ServerMetrics::ServerMetrics(std::string model_name)
     : model_name_(std::move(model_name)),
@@ -184,6 +256,7 @@ std::string ServerMetrics::render(const scheduler::EngineStats* st) const {
   sample(out, "vllm:prefix_cache_queries_total", m, static_cast<double>(s.prefix_cache_queries_total));
   header(out, "vllm:prefix_cache_hits_total", "counter", "Tokens found in the prefix cache at admission.");
   sample(out, "vllm:prefix_cache_hits_total", m, static_cast<double>(s.prefix_cache_hits_total));
+  render_host_tier(out, m, s);
 
   header(out, "deltaserve:images_encoded_total", "counter", "Images run through the vision encoder.");
   sample(out, "deltaserve:images_encoded_total", m, static_cast<double>(s.images_encoded_total));

@@ -24,6 +24,7 @@
 #include "model/qwen35/device_budget.h"
 #include "kvcache/capacity.h"
 #include "scheduler/qwen35_forward_model.h"
+#include "server/model_fingerprint.h"
 #include "server/thinking_setup.h"
 
 namespace ds::server {
@@ -328,6 +329,8 @@ scheduler::EngineConfig engine_config(const ServerOptions& o, int64_t budget, in
     ec.snapshot_bytes = o.prefix_cache_state_memory
                             ? *o.prefix_cache_state_memory
                             : static_cast<int64_t>(static_cast<double>(budget) * kDefaultSnapshotShare);
+  if (o.prefix_caching) ec.host_cache_bytes = o.kv_offload_memory;
+  if (o.prefix_caching) ec.host_disk_dir = o.kv_offload_dir;
   ec.speculative = o.speculative;
   ec.step_graphs = !o.enforce_eager;
   if (metrics)
@@ -373,6 +376,20 @@ void log_capacity(const ServerOptions& o, const LoadedModel& lm) {
     spdlog::info("prefix caching: on; {} state snapshots ({:.1f} MiB, {:.2f} MiB each), finished requests' blocks "
                  "stay cached until their space is needed",
                  ps.num_snapshots, mib(ps.snapshot_bytes), mib(geo.state_bytes_per_slot()));
+  if (o.kv_offload_memory > 0 && ec.prefix_caching) {
+    const auto& h = engine.host_tier();
+    if (h.sizes.blocks == 0)
+      spdlog::warn("host tier: --kv-offload-memory {} bytes holds not one block ({:.2f} MiB) and one snapshot "
+                   "({:.1f} MiB): off",
+                   o.kv_offload_memory, mib(h.block_bytes), mib(h.state_bytes));
+    else
+      spdlog::info("host tier: {} blocks = {} tokens ({:.1f} MiB) and {} state snapshots ({:.1f} MiB) in {} host "
+                   "memory; evicted prefixes load back from it",
+                   h.sizes.blocks, int64_t{h.sizes.blocks} * ps.block_size,
+                   mib(int64_t{h.sizes.blocks} * h.block_bytes), h.sizes.snapshots,
+                   mib(int64_t{h.sizes.snapshots} * h.state_bytes),
+                   lm.backend->name() == "cpu" ? "ordinary" : "pinned");
+  }
   if (ps.num_slots < o.max_num_seqs && !contiguous)
     spdlog::warn("only {} state slots fit in half the cache budget: at most {} sequences run at once", ps.num_slots,
                  ps.num_slots);
@@ -395,6 +412,7 @@ void start_engine(const ServerOptions& o, ServerMetrics* metrics, const EngineCo
                              "--hf-overrides can set rope_parameters)");
   EngineParts parts;
   parts.config = engine_config(o, cache_budget(o, lm), positions, encoder_tokens, metrics);
+  parts.config.host_disk_fingerprint = lm.fingerprint;
   BackendSampler bs = make_sampler(*lm.backend);
   parts.model = std::make_unique<scheduler::Qwen35ForwardModel>(*lm.model, bs.device_logits, lm.encoder.get());
   parts.sampler = std::move(bs.sampler);
@@ -435,6 +453,13 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::strin
   const GenerationDefaults defaults = GenerationDefaults::load(dir);
   load_weights(o, dir, progress_bar, *lm);
   const int64_t encoder_tokens = load_vision(o, dir, *lm);
+  if (!o.kv_offload_dir.empty()) {
+    const kernels::Backend& be = *lm->backend;
+    lm->fingerprint = model_fingerprint(
+        dir, std::string(be.name()) + " kv " + std::string(dtype_name(be.kv_cache_dtype())) + " state " +
+                 std::string(dtype_name(be.recurrent_state_dtype())) + " fp8 " + (be.fp8_weights() ? "kept" : "no") + " int4 " +
+                 (be.int4_weights() ? "kept" : "no") + " overrides " + o.hf_overrides);
+  }
   start_engine(o, metrics, compose, encoder_tokens, *lm);
 
   // Structured outputs compile against the model's vocabulary (the logits' width).

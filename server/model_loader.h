@@ -47,6 +47,7 @@ struct LoadedModel {
   std::unique_ptr<GrammarCache> grammars;
   std::unique_ptr<scheduler::Engine> engine;
   ServedModel served;
+  uint64_t fingerprint = 0;  // for the disk tier (model_fingerprint.h); 0 without one
 };
 
 // The model directory serve will use (--model or the bundled one); throws when none.

@@ -93,6 +93,12 @@ void add_server_options(CLI::App& app, ServerOptions& o) {
   add_parsed(app, "--prefix-cache-state-memory", o.prefix_cache_state_memory, parse_bytes,
              "Bytes of the cache budget for DeltaNet state snapshots of cached prefixes, e.g. 4GiB "
              "(default: a tenth of the budget)");
+  add_parsed(app, "--kv-offload-memory", o.kv_offload_memory, parse_bytes,
+             "Host memory (pinned on a GPU) for the prefix cache's host tier: K/V blocks and DeltaNet state "
+             "snapshots the device cache evicts go there and load back on a hit, e.g. 64GiB (default: none)");
+  app.add_option("--kv-offload-dir", o.kv_offload_dir,
+                 "Directory for the host tier's disk tier: its entries are also written there and read back "
+                 "at start-up, so a restarted server keeps its cached prefixes (needs --kv-offload-memory)");
   // The K/V cache is always the paged block pool; the flag stays so that the command line users
   // know (`serve --model DIR --paged-attention --max-ctx N`) keeps working.
   app.add_flag_callback(
@@ -253,6 +259,10 @@ std::string validate_options(const ServerOptions& o) {
            "(default 1GiB)";
   if (o.prefix_cache_state_memory && !o.prefix_caching)
     return "--prefix-cache-state-memory needs prefix caching (drop --no-enable-prefix-caching)";
+  if (o.kv_offload_memory > 0 && !o.prefix_caching)
+    return "--kv-offload-memory needs prefix caching (drop --no-enable-prefix-caching)";
+  if (!o.kv_offload_dir.empty() && o.kv_offload_memory <= 0)
+    return "--kv-offload-dir needs --kv-offload-memory (the disk tier keeps the host tier's entries)";
   if (!o.allowed_local_media_path.empty() && !std::filesystem::is_directory(o.allowed_local_media_path))
     return "--allowed-local-media-path: no such directory: " + o.allowed_local_media_path;
   if (!o.chat_template.empty() && !std::filesystem::is_regular_file(o.chat_template))

@@ -69,6 +69,8 @@ struct ServerOptions {
   int max_queue = 1024;
   bool prefix_caching = true;
   std::optional<int64_t> prefix_cache_state_memory;  // bytes; none: kDefaultSnapshotShare of the budget
+  int64_t kv_offload_memory = 0;  // bytes of host memory for the prefix cache's host tier; 0 = none
+  std::string kv_offload_dir;     // the disk tier under it; empty = none
   scheduler::SpeculativeConfig speculative;           // --speculative-config (speculative_option.h); off by default
   bool enforce_eager = false;                         // no recorded steps (EngineConfig::step_graphs)
   qwen35::Quantization quantization = qwen35::Quantization::none;  // qwen35::parse_quantization

@@ -24,6 +24,7 @@
 #include "kernels/cuda/gemm_chooser.h"
 #include "kernels/cuda/cuda_graphs.h"
 #include "kernels/cuda/cuda_plan.h"
+#include "kernels/cuda/cuda_transfers.h"
 #include "kernels/cuda/cuda_vision_plan.h"
 
 namespace ds::cuda {
@@ -65,6 +66,7 @@ class CudaBackend final : public kernels::Backend {
       : options_(o),
         ctx_(o.device, o.paths.chained_launches),
         attention_(ctx_, o.decode),
+        transfers_(o.device, ctx_.stream()),
         sync_(o.sync_each_op || env_sync()) {}
 
   ~CudaBackend() override { cudaStreamSynchronize(ctx_.stream()); }
@@ -81,6 +83,12 @@ class CudaBackend final : public kernels::Backend {
   }
 
   void synchronize() override { ops::check_cuda(cudaStreamSynchronize(ctx_.stream()), "synchronize (an op failed)"); }
+
+  // Host transfers on copy streams of their own (cuda_transfers.h).
+  std::shared_ptr<void> alloc_host(int64_t bytes) override { return transfers_.alloc_pinned(bytes); }
+  bool transfer_done(uint64_t ticket) override { return transfers_.done(ticket); }
+  void wait_transfer(uint64_t ticket) override { transfers_.wait(ticket); }
+  void order_after(uint64_t ticket) override { transfers_.order_after(ticket); }
 
   void* stream() { return ctx_.stream(); }
 
@@ -231,6 +239,10 @@ class CudaBackend final : public kernels::Backend {
                                     ctx_.stream()),
                     "copy");
     after("copy");
+  }
+
+  uint64_t do_transfer(std::span<const HostCopy> copies, bool to_host) override {
+    return transfers_.issue(copies, to_host);
   }
 
   void do_copy_to_host(const Tensor& src, std::span<float> dst) override {
@@ -615,6 +627,7 @@ class CudaBackend final : public kernels::Backend {
   CudaContext ctx_;
   PlanUploader uploader_;
   AttentionRunner attention_;
+  CudaTransfers transfers_;
   bool sync_;
   uint64_t generation_ = 0;
   std::map<std::vector<float>, Tensor> inv_freq_;

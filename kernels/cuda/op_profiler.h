@@ -40,6 +40,10 @@ class OpProfiler final : public kernels::Backend {
   bool int4_weights() const override { return inner_.int4_weights(); }
   DeviceMemory device_memory() const override { return inner_.device_memory(); }
   void synchronize() override { inner_.synchronize(); }
+  std::shared_ptr<void> alloc_host(int64_t bytes) override { return inner_.alloc_host(bytes); }
+  bool transfer_done(uint64_t ticket) override { return inner_.transfer_done(ticket); }
+  void wait_transfer(uint64_t ticket) override { inner_.wait_transfer(ticket); }
+  void order_after(uint64_t ticket) override { inner_.order_after(ticket); }
   std::unique_ptr<kernels::BatchPlan> plan(const kernels::BatchDesc& desc) override { return inner_.plan(desc); }
   std::unique_ptr<kernels::VisionPlan> plan_vision(const kernels::VisionBatchDesc& desc) override {
     return inner_.plan_vision(desc);
@@ -49,6 +53,9 @@ class OpProfiler final : public kernels::Backend {
  protected:
   void do_fill_zero(kernels::Tensor& t) override;
   void do_copy(const kernels::Tensor& src, kernels::Tensor& dst) override;
+  uint64_t do_transfer(std::span<const HostCopy> copies, bool to_host) override {
+    return inner_.transfer(copies, to_host);  // not timed: the copies run beside the ops
+  }
   void do_copy_to_host(const kernels::Tensor& src, std::span<float> dst) override;
   void do_copy_from_host(std::span<const float> src, kernels::Tensor& dst) override;
   void do_embedding(const kernels::Tensor& table, const kernels::BatchPlan& plan, kernels::Tensor& out) override;

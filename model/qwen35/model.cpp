@@ -63,6 +63,7 @@ void Model::allocate_cache(const kvcache::PoolSizes& sizes) {
   // their own, past the engine's (model.h).
   pad_blocks_ = static_cast<int32_t>((kernels::kStepGraphMaxChunk + sizes.block_size - 1) / sizes.block_size);
   graphs_.reset();  // recordings read the pools being replaced: enable_step_graphs again
+  host_ = {};       // laid out for the pools being replaced: allocate_host_cache again
   const Shape pool{sizes.num_blocks + pad_blocks_, sizes.block_size, g.n_kv_heads, g.head_dim};
   for (int64_t i = 0; i < g.n_attention_layers; ++i) {
     k_pools_.push_back(backend_->alloc(g.k_dtype, pool));

@@ -34,6 +34,7 @@
 
 #include "kernels/backend.h"
 #include "kvcache/capacity.h"
+#include "kvcache/host_cache.h"
 #include "kvcache/state_pool.h"
 #include "model/qwen35/config.h"
 #include "model/qwen35/forward_batch.h"
@@ -102,6 +103,25 @@ class Model {
   // Copies one slot's state (every DeltaNet layer, conv and recurrent) to another, on the
   // backend (device to device on a GPU).
   void copy_state_slot(kvcache::SlotId from, kvcache::SlotId to);
+
+  // The prefix cache's host tier (host_tier.cpp; scheduler/forward_model.h): host memory from
+  // the backend (alloc_host: pinned on a device) for as many blocks and state slots as `bytes`
+  // holds, laid out as the pools (per attention layer a K and a V array of blocks, then the
+  // conv and recurrent states of each slot), so consecutive blocks copy as one range. After
+  // allocate_cache; replaces an earlier one. Then transfer_host queues block and slot copies
+  // (kernels::Backend::transfer) and returns the ticket; ids outside the pools or the tier
+  // are std::out_of_range, thrown before anything is queued.
+  struct HostTierLayout {
+    kvcache::HostTierSizes sizes;
+    int64_t block_bytes = 0;
+    int64_t state_bytes = 0;
+  };
+  HostTierLayout allocate_host_cache(int64_t bytes);
+  uint64_t transfer_host(std::span<const kvcache::BlockTransfer> blocks, std::span<const kvcache::StateTransfer> states,
+                         bool to_host);
+  // A host entry's bytes (layout.block_bytes of a block, state_bytes of a snapshot), copied
+  // out to `out` or in from `in` (one of them): host memory only, for the disk tier.
+  void host_entry_bytes(bool block, int32_t id, uint8_t* out, const uint8_t* in) const;
 
   // One step over the batch. Throws std::invalid_argument for a malformed batch (empty
   // chunk, table too small, block or slot outside the pools, token id outside the vocab,
@@ -180,6 +200,15 @@ class Model {
   std::vector<kernels::Tensor> v_pools_;
   kernels::Tensor conv_state_;       // [slots, linear layers, conv_dim, Kc-1]
   kernels::Tensor recurrent_state_;  // [slots, linear layers, Hv, dk, dv]
+  // The host tier (host_tier.cpp): its memory and where each array starts in it.
+  struct HostTier {
+    std::shared_ptr<void> memory;
+    HostTierLayout layout;
+    int64_t pool_block_bytes = 0;  // one block of one K or V pool
+    std::vector<char*> pools;      // K then V of each attention layer: [blocks, pool_block_bytes]
+    char* conv = nullptr;          // [slots, conv bytes per slot]
+    char* recurrent = nullptr;     // [slots, recurrent bytes per slot]
+  } host_;
   std::unique_ptr<Workspace> ws_;
   uint64_t ws_generation_ = 0;  // bumped when the workspace is reallocated (recordings hold it)
   struct StepGraphs;

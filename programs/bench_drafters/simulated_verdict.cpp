@@ -68,6 +68,20 @@ class VerdictModel final : public scheduler::ForwardModel {
     return logits;
   }
   bool has_mtp() const override { return inner_.has_mtp(); }
+  HostTier allocate_host_cache(int64_t bytes) override { return inner_.allocate_host_cache(bytes); }
+  uint64_t transfer_host(std::span<const kvcache::BlockTransfer> b, std::span<const kvcache::StateTransfer> s,
+                         bool to_host) override {
+    return inner_.transfer_host(b, s, to_host);
+  }
+  void read_host_entry(kvcache::DiskEntryKind k, int32_t id, std::span<uint8_t> out) override {
+    inner_.read_host_entry(k, id, out);
+  }
+  void write_host_entry(kvcache::DiskEntryKind k, int32_t id, std::span<const uint8_t> in) override {
+    inner_.write_host_entry(k, id, in);
+  }
+  bool transfer_done(uint64_t t) override { return inner_.transfer_done(t); }
+  void wait_transfer(uint64_t t) override { inner_.wait_transfer(t); }
+  void order_after(uint64_t t) override { inner_.order_after(t); }
   const kernels::Tensor& forward_mtp(const qwen35::MtpBatch& batch) override {
     state_->pending = false;  // the MTP drafter's own sampling follows: not a verdict
     return inner_.forward_mtp(batch);

@@ -15,7 +15,7 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
   app.add_option("--model", o.model, "The \"model\" of every request (default: the first of /v1/models)");
   app.add_option("--api-key", o.api_key, "Send 'Authorization: Bearer KEY'")->envname("OPENAI_API_KEY");
 
-  app.add_option("--dataset", o.dataset, "random, shared-prefix, multi-turn or file")->capture_default_str();
+  app.add_option("--dataset", o.dataset, "random, shared-prefix, multi-turn, agent or file")->capture_default_str();
   app.add_option("--num-prompts", o.num_prompts,
                  "Requests to send (multi-turn: conversations; file: default every line once)")
       ->capture_default_str();
@@ -39,6 +39,12 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
       ->capture_default_str();
   app.add_option("--turns", o.turns, "multi-turn: turns per conversation")->capture_default_str();
   app.add_option("--system-prompt-len", o.system_prompt_len, "multi-turn: system prompt tokens (0: none)")
+      ->capture_default_str();
+  app.add_option("--agent-sessions", o.agent_sessions,
+                 "agent: conversations, all in flight together, each revisited as its reply comes")
+      ->capture_default_str();
+  app.add_option("--agent-max-tokens", o.agent_max_tokens,
+                 "agent: context tokens a conversation grows to by its last turn (tool outputs, short replies)")
       ->capture_default_str();
   app.add_option("--dataset-path", o.dataset_path,
                  "file: JSONL, one {\"prompt\": text or ids | \"messages\": [...], \"max_tokens\": N} per line");
@@ -81,10 +87,16 @@ bool is_chat_endpoint(const BenchOptions& o) { return o.endpoint == "/v1/chat/co
 std::string validate_options(const BenchOptions& o) {
   if (o.endpoint != "/v1/completions" && o.endpoint != "/v1/chat/completions")
     return "--endpoint must be /v1/completions or /v1/chat/completions (got '" + o.endpoint + "')";
-  if (o.dataset != "random" && o.dataset != "shared-prefix" && o.dataset != "multi-turn" && o.dataset != "file")
-    return "--dataset must be random, shared-prefix, multi-turn or file (got '" + o.dataset + "')";
-  if (o.dataset == "multi-turn" && !is_chat_endpoint(o))
-    return "--dataset multi-turn sends conversations: use --endpoint /v1/chat/completions";
+  if (o.dataset != "random" && o.dataset != "shared-prefix" && o.dataset != "multi-turn" && o.dataset != "agent" &&
+      o.dataset != "file")
+    return "--dataset must be random, shared-prefix, multi-turn, agent or file (got '" + o.dataset + "')";
+  if ((o.dataset == "multi-turn" || o.dataset == "agent") && !is_chat_endpoint(o))
+    return "--dataset " + o.dataset + " sends conversations: use --endpoint /v1/chat/completions";
+  if (o.agent_sessions < 1) return "--agent-sessions must be at least 1";
+  if (o.dataset == "agent" &&
+      o.agent_max_tokens < o.system_prompt_len + o.turns * (o.random_output_len + 1))
+    return "--agent-max-tokens must hold the system prompt and, each turn, a reply of --random-output-len and a "
+           "tool output";
   if (o.dataset == "file" && o.dataset_path.empty()) return "--dataset file needs --dataset-path";
   if (o.dataset != "file" && !o.dataset_path.empty()) return "--dataset-path is for --dataset file";
   if (o.num_prompts < 1) return "--num-prompts must be at least 1";

@@ -21,7 +21,7 @@ struct BenchOptions {
   std::string api_key;                             // sent as "Authorization: Bearer KEY"
 
   // What to send.
-  std::string dataset = "random";  // random | shared-prefix | multi-turn | file
+  std::string dataset = "random";  // random | shared-prefix | multi-turn | agent | file
   int num_prompts = 1000;          // requests (conversations for multi-turn)
   bool num_prompts_given = false;  // file: without it, every line of the file once
   int random_input_len = 1024;
@@ -34,7 +34,11 @@ struct BenchOptions {
   int shared_prefix_len = 512;   // tokens every request of a group starts with
   int shared_suffix_len = 128;   // unique tokens after it
   int turns = 4;                 // multi-turn: turns per conversation
-  int system_prompt_len = 256;   // multi-turn: system prompt words
+  int system_prompt_len = 256;   // multi-turn, agent: system prompt words
+  // agent: conversations, each growing by tool outputs over --turns turns to about this many
+  // tokens of context, all in flight together (so revisited round-robin as their replies come).
+  int agent_sessions = 48;
+  int agent_max_tokens = 48000;
   std::string dataset_path;      // file: JSONL of {prompt | messages, max_tokens}
   // Images (chat; random and shared-prefix): each user message also carries this many
   // random JPEGs of image_size ("WxH"), as data: URLs, new ones for every request.

@@ -106,7 +106,7 @@ int run(const BenchOptions& o) {
   plan.request_timeout = o.request_timeout;
   plan.progress = o.progress;
   const LoadRun load = run_load(address, o.api_key, body, sessions, plan);
-  const ServingMetrics m = summarize(load.results, load.duration, o.dataset == "multi-turn");
+  const ServingMetrics m = summarize(load.results, load.duration, o.dataset == "multi-turn" || o.dataset == "agent");
   print_report(stdout, info, m);
   std::fflush(stdout);
 

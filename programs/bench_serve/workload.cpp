@@ -115,6 +115,26 @@ std::vector<Session> multi_turn_sessions(const BenchOptions& o) {
   return out;
 }
 
+// An agent's conversations: a shared system prompt, then per turn a tool output (the user
+// message) and a short reply, the outputs sized so the context reaches --agent-max-tokens at
+// the last turn. All start together (the load generator's sessions), so each is revisited
+// when its reply comes, round-robin with the others, and together they hold more context than
+// a GPU's cache.
+std::vector<Session> agent_sessions(const BenchOptions& o) {
+  RandomPrompt r(o.seed, 0);
+  const std::string system = o.system_prompt_len > 0 ? r.words(o.system_prompt_len) : std::string();
+  const int per_turn = std::max(1, (o.agent_max_tokens - o.system_prompt_len) / o.turns - o.random_output_len);
+  std::vector<Session> out;
+  for (int c = 0; c < o.agent_sessions; ++c) {
+    Session s;
+    s.conversation = true;
+    s.system_prompt = system;
+    for (int t = 0; t < o.turns; ++t) s.turns.push_back(Turn{Json(r.words(per_turn)), o.random_output_len, per_turn});
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 // One line of the JSONL file as a request of the endpoint.
 Session file_line(const Json& j, bool chat, int default_max_tokens, const std::string& where) {
   if (!j.is_object()) throw std::runtime_error(where + ": each line must be a JSON object");
@@ -174,6 +194,7 @@ std::vector<Session> build_workload(const BenchOptions& o) {
   std::vector<Session> sessions = o.dataset == "random"          ? random_sessions(o, chat)
                                   : o.dataset == "shared-prefix" ? shared_prefix_sessions(o, chat)
                                   : o.dataset == "multi-turn"    ? multi_turn_sessions(o)
+                                  : o.dataset == "agent"         ? agent_sessions(o)
                                                                  : file_sessions(o, chat);
   mark_structured(sessions, o.structured_fraction, o.seed);
   return sessions;

@@ -282,6 +282,37 @@ TEST_CASE("workloads: lengths, groups, conversations, files", "[workload]") {
     CHECK(m[5]["content"] == s[0].turns[2].input);
     CHECK(count_requests(s) == 6);
   }
+  SECTION("agent: conversations grow to the target by tool outputs") {
+    o.dataset = "agent";
+    o.endpoint = "/v1/chat/completions";
+    o.agent_sessions = 3;
+    o.agent_max_tokens = 1000;
+    o.turns = 4;
+    o.system_prompt_len = 100;
+    o.random_output_len = 25;
+    REQUIRE(validate_options(o).empty());
+    const auto s = build_workload(o);
+    REQUIRE(s.size() == 3);
+    for (const auto& c : s) {
+      CHECK(c.conversation);
+      CHECK(c.system_prompt == s[0].system_prompt);
+      REQUIRE(c.turns.size() == 4);
+      int64_t context = o.system_prompt_len;
+      for (const auto& t : c.turns) {
+        CHECK(t.max_tokens == 25);
+        CHECK(t.nominal_input_len == (1000 - 100) / 4 - 25);
+        context += t.nominal_input_len + t.max_tokens;
+      }
+      CHECK(context <= 1000);
+      CHECK(context > 1000 - 4);  // the rounding of the per-turn share
+    }
+    CHECK(s[0].turns[0].input != s[1].turns[0].input);
+    o.agent_max_tokens = 200;  // cannot hold 4 turns of 25-token replies beside the system prompt
+    CHECK_FALSE(validate_options(o).empty());
+    o.endpoint = "/v1/completions";
+    o.agent_max_tokens = 1000;
+    CHECK_FALSE(validate_options(o).empty());
+  }
   SECTION("file") {
     const std::string path = ds::test::temp_path("ds_bench_units_" + std::to_string(::getpid()) + ".jsonl");
     {

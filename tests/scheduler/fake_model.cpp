@@ -1,6 +1,7 @@
 #include "fake_model.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 
@@ -165,6 +166,94 @@ const kernels::Tensor& FakeModel::forward(const qwen35::ForwardBatch& batch) {
   logits_tensor_ = rows == 0 ? kernels::Tensor()
                              : kernels::Tensor(nullptr, logits_.data(), DType::f32, kernels::Shape{rows, vocab_});
   return logits_tensor_;
+}
+
+scheduler::ForwardModel::HostTier FakeModel::allocate_host_cache(int64_t bytes) {
+  HostTier t;
+  t.block_bytes = int64_t{block_size_} * 4;
+  t.state_bytes = 16;
+  t.sizes = kvcache::HostTierSizes::from_budget(bytes, t.block_bytes, t.state_bytes);
+  host_blocks_ = t.sizes.blocks;
+  host_slots_ = t.sizes.snapshots;
+  // Garbage until something is stored: a load of a slot never stored breaks the checks.
+  host_kv_.assign(static_cast<size_t>(host_blocks_) * static_cast<size_t>(block_size_), -7);
+  host_hash_.assign(static_cast<size_t>(host_slots_), 0xBADull);
+  host_count_.assign(static_cast<size_t>(host_slots_), -2000000);
+  return t;
+}
+
+uint64_t FakeModel::transfer_host(std::span<const kvcache::BlockTransfer> blocks,
+                                  std::span<const kvcache::StateTransfer> states, bool to_host) {
+  for (const auto& b : blocks)
+    if (b.device < 0 || b.device >= num_blocks_ || b.host < 0 || b.host >= host_blocks_)
+      throw std::out_of_range("fake model: a block transfer outside the pools");
+  for (const auto& s : states)
+    if (s.device < 0 || s.device >= num_slots_ || s.host < 0 || s.host >= host_slots_)
+      throw std::out_of_range("fake model: a state transfer outside the pools");
+  const auto bs = static_cast<size_t>(block_size_);
+  if (!to_host) {
+    pending_loads_.push_back({(++load_tickets_) << 1, 0, {blocks.begin(), blocks.end()}, {states.begin(), states.end()}});
+    return pending_loads_.back().ticket;
+  }
+  for (const auto& b : blocks)
+    std::copy_n(kv_.begin() + static_cast<long>(static_cast<size_t>(b.device) * bs), bs,
+                host_kv_.begin() + static_cast<long>(static_cast<size_t>(b.host) * bs));
+  for (const auto& s : states) {
+    host_hash_[static_cast<size_t>(s.host)] = slot_hash_[static_cast<size_t>(s.device)];
+    host_count_[static_cast<size_t>(s.host)] = slot_count_[static_cast<size_t>(s.device)];
+  }
+  return ((++offload_tickets_) << 1) | 1;
+}
+
+bool FakeModel::transfer_done(uint64_t ticket) {
+  if (ticket & 1) return true;  // offloads land at once
+  for (PendingLoad& p : pending_loads_) {
+    if (p.ticket > ticket) break;
+    if (p.ticket == ticket && ++p.polls <= load_delay) return false;
+  }
+  land_loads(ticket);
+  return true;
+}
+
+void FakeModel::read_host_entry(kvcache::DiskEntryKind kind, int32_t id, std::span<uint8_t> out) {
+  if (kind == kvcache::DiskEntryKind::block) {
+    if (id < 0 || id >= host_blocks_ || out.size() != static_cast<size_t>(block_size_) * 4)
+      throw std::out_of_range("fake model: reading a host block outside the tier");
+    std::memcpy(out.data(), host_kv_.data() + static_cast<size_t>(id) * static_cast<size_t>(block_size_), out.size());
+    return;
+  }
+  if (id < 0 || id >= host_slots_ || out.size() != 16) throw std::out_of_range("fake model: reading a host slot outside the tier");
+  std::memcpy(out.data(), &host_hash_[static_cast<size_t>(id)], 8);
+  std::memcpy(out.data() + 8, &host_count_[static_cast<size_t>(id)], 8);
+}
+
+void FakeModel::write_host_entry(kvcache::DiskEntryKind kind, int32_t id, std::span<const uint8_t> in) {
+  if (kind == kvcache::DiskEntryKind::block) {
+    if (id < 0 || id >= host_blocks_ || in.size() != static_cast<size_t>(block_size_) * 4)
+      throw std::out_of_range("fake model: writing a host block outside the tier");
+    std::memcpy(host_kv_.data() + static_cast<size_t>(id) * static_cast<size_t>(block_size_), in.data(), in.size());
+    return;
+  }
+  if (id < 0 || id >= host_slots_ || in.size() != 16) throw std::out_of_range("fake model: writing a host slot outside the tier");
+  std::memcpy(&host_hash_[static_cast<size_t>(id)], in.data(), 8);
+  std::memcpy(&host_count_[static_cast<size_t>(id)], in.data() + 8, 8);
+}
+
+void FakeModel::land_loads(uint64_t ticket) {
+  if (ticket & 1) return;
+  const auto bs = static_cast<size_t>(block_size_);
+  while (!pending_loads_.empty() && pending_loads_.front().ticket <= ticket) {
+    const PendingLoad& p = pending_loads_.front();
+    for (const auto& b : p.blocks)
+      std::copy_n(host_kv_.begin() + static_cast<long>(static_cast<size_t>(b.host) * bs), bs,
+                  kv_.begin() + static_cast<long>(static_cast<size_t>(b.device) * bs));
+    for (const auto& s : p.states) {
+      slot_hash_[static_cast<size_t>(s.device)] = host_hash_[static_cast<size_t>(s.host)];
+      slot_count_[static_cast<size_t>(s.device)] = host_count_[static_cast<size_t>(s.host)];
+    }
+    ++loads_landed_;
+    pending_loads_.erase(pending_loads_.begin());
+  }
 }
 
 std::vector<float> FakeModel::logits_after(const std::vector<int32_t>& history) const {

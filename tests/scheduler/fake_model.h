@@ -14,12 +14,21 @@
 // expected output of any request can be computed independently (reference_tokens) and a
 // sequence recomputed after preemption must reproduce it exactly.
 //
+// Host tier: a host block holds the token ids of a pool block, a host state slot a slot's
+// hash and count. Offloads copy at once (the device's order, perfectly kept); a load's copies
+// land only when its ticket is seen done -- after load_delay polls of transfer_done -- or when
+// wait_transfer / order_after ask for it (as the device would have finished them by then), and
+// read the host slots at that moment: a sequence run before its load landed, a block or slot
+// reused under an abandoned load, or a host slot rewritten under a load all break the
+// equality above.
+//
 // Fault injection: a chunk containing reject_token makes forward throw std::invalid_argument
 // before touching anything (a batch the model refuses); one containing crash_token throws
 // std::runtime_error after the state of earlier chunks was advanced (a failure mid-step);
 // nan_token as the last token of a logits row makes that row NaN.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -42,6 +51,21 @@ class FakeModel final : public scheduler::ForwardModel {
   kvcache::StatePool::ZeroFn state_zero_fn() override;
   void copy_state(kvcache::SlotId from, kvcache::SlotId to) override;
   const kernels::Tensor& forward(const qwen35::ForwardBatch& batch) override;
+  HostTier allocate_host_cache(int64_t bytes) override;
+  uint64_t transfer_host(std::span<const kvcache::BlockTransfer> blocks, std::span<const kvcache::StateTransfer> states,
+                         bool to_host) override;
+  bool transfer_done(uint64_t ticket) override;
+  void read_host_entry(kvcache::DiskEntryKind kind, int32_t host_id, std::span<uint8_t> out) override;
+  void write_host_entry(kvcache::DiskEntryKind kind, int32_t host_id, std::span<const uint8_t> in) override;
+  void wait_transfer(uint64_t ticket) override { land_loads(ticket); }
+  void order_after(uint64_t ticket) override {
+    if (!(ticket & 1)) ++fenced_loads_;  // a load's ticket: an abandoned load (offloads are odd)
+    land_loads(ticket);
+  }
+
+  int32_t load_delay = 0;  // polls of transfer_done before a load lands
+  int64_t loads_landed() const { return loads_landed_; }
+  int64_t fenced_loads() const { return fenced_loads_; }
 
   // The logits row after feeding `history` (what forward returns for its last position).
   std::vector<float> logits_after(const std::vector<int32_t>& history) const;
@@ -71,6 +95,21 @@ class FakeModel final : public scheduler::ForwardModel {
 
  private:
   void violation(const std::string& what);
+  // Lands the pending loads up to `ticket` (in order).
+  void land_loads(uint64_t ticket);
+  struct PendingLoad {
+    uint64_t ticket = 0;
+    int32_t polls = 0;
+    std::vector<kvcache::BlockTransfer> blocks;
+    std::vector<kvcache::StateTransfer> states;
+  };
+  std::vector<PendingLoad> pending_loads_;
+  std::vector<int32_t> host_kv_;
+  std::vector<uint64_t> host_hash_;
+  std::vector<int64_t> host_count_;
+  int32_t host_blocks_ = 0, host_slots_ = 0;
+  uint64_t offload_tickets_ = 0, load_tickets_ = 0;
+  std::atomic<int64_t> loads_landed_{0}, fenced_loads_{0};  // read by the test thread
 
   int64_t vocab_;
   std::vector<int32_t> eos_;

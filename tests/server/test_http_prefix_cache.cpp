@@ -122,3 +122,46 @@ TEST_CASE("prefix cache: a /v1/completions prompt sent again is served from the 
   CHECK(cached_of(second.body) >= prompt_tokens - 16);
   CHECK(second.body["choices"][0]["text"] == first.body["choices"][0]["text"]);
 }
+
+TEST_CASE("prefix cache: a chat's cached tokens come back from the host tier after the device evicted them",
+          "[prefix]") {
+  // A device cache of 64 blocks (1,024 tokens) and 2 snapshots under a 128 MiB host tier.
+  TestServerConfig cfg = cached_server(true);
+  cfg.engine.cache_bytes = 0;
+  cfg.engine.num_blocks = 64;
+  cfg.engine.num_snapshots = 2;
+  cfg.engine.host_cache_bytes = int64_t{128} << 20;
+  TestServer warm(cfg);
+  TestServer cold(cached_server(false));
+  Json messages = Json::array({Json{{"role", "system"}, {"content", "You are a terse assistant."}},
+                               Json{{"role", "user"}, {"content", "Describe a harbour at dawn, with its boats."}}});
+  const auto first = warm.post("/v1/chat/completions", chat(messages));
+  REQUIRE(first.status == 200);
+  const int64_t first_prompt = first.body["usage"]["prompt_tokens"].get<int64_t>();
+  messages.push_back(Json{{"role", "assistant"}, {"content", first.body["choices"][0]["message"]["content"]}});
+  // Other conversations, long enough together to push the first out of the device cache.
+  std::string filler;
+  for (int i = 0; i < 150; ++i) filler += "word" + std::to_string(i) + " ";
+  for (int i = 0; i < 4; ++i) {
+    const Json other = Json::array({Json{{"role", "user"}, {"content", std::to_string(i) + " " + filler}}});
+    REQUIRE(warm.post("/v1/chat/completions", chat(other, 4)).status == 200);
+  }
+  REQUIRE(warm.engine().stats().host_cache_stored_blocks_total > 0);
+  messages.push_back(Json{{"role", "user"}, {"content", "And the same harbour at night?"}});
+  const auto a = warm.post("/v1/chat/completions", chat(messages));
+  const auto b = cold.post("/v1/chat/completions", chat(messages));
+  REQUIRE(a.status == 200);
+  REQUIRE(b.status == 200);
+  CHECK(a.body["choices"][0]["message"] == b.body["choices"][0]["message"]);
+  CHECK(cached_of(a.body) >= first_prompt - 15);
+  const auto st = warm.engine().stats();
+  CHECK(st.host_cache_hits_total >= 1);
+  CHECK(st.host_cache_pinned == 0);
+  const std::string m = warm.get("/metrics").text;
+  CHECK(m.find("deltaserve:prefix_cache_hit_tokens_total{model_name=\"tiny-qwen35\",tier=\"host\"} 0\n") ==
+        std::string::npos);
+  CHECK(m.find("deltaserve:prefix_cache_host_hits_total{model_name=\"tiny-qwen35\"}") != std::string::npos);
+  CHECK(m.find("deltaserve:prefix_cache_host_load_seconds_count{model_name=\"tiny-qwen35\"}") != std::string::npos);
+  CHECK(m.find("deltaserve:prefix_cache_host_bytes_total{model_name=\"tiny-qwen35\",direction=\"load\"}") !=
+        std::string::npos);
+}

@@ -198,6 +198,9 @@ TEST_CASE("options: each flag parsed once to its type; combinations that cannot 
   CHECK(t.speculative.num_speculative_tokens == 2);
   CHECK_FALSE(t.fp8_weights_resident);
   CHECK(t.recurrent_state_dtype == ds::DType::bf16);
+  CHECK(t.kv_offload_memory == 0);
+  CHECK(parsed({"--kv-offload-memory", "64GiB"}).kv_offload_memory == int64_t{64} << 30);
+  CHECK_THROWS_WITH((parsed({"--kv-offload-memory", "plenty"})), Catch::Contains("--kv-offload-memory"));
   CHECK_THROWS_WITH((parsed({"--kv-cache-memory", "big"})), Catch::Contains("--kv-cache-memory"));
   CHECK_THROWS_WITH((parsed({"--speculative-config", "{}"})), Catch::Contains("--speculative-config"));
   CHECK(parsed({"--quantization", "awq"}).quantization == ds::qwen35::Quantization::awq);
@@ -232,6 +235,12 @@ TEST_CASE("options: each flag parsed once to its type; combinations that cannot 
           o.prefix_caching = false;
           o.prefix_cache_state_memory = 1 << 20;
         }).find("--prefix-cache-state-memory needs prefix caching") != std::string::npos);
+  CHECK(bad([](ServerOptions& o) {
+          o.prefix_caching = false;
+          o.kv_offload_memory = 1 << 30;
+        }).find("--kv-offload-memory needs prefix caching") != std::string::npos);
+  CHECK(bad([](ServerOptions& o) { o.kv_offload_dir = "."; }).find("--kv-offload-dir needs --kv-offload-memory") !=
+        std::string::npos);
   CHECK(bad([](ServerOptions& o) { o.log_format = "xml"; }).find("--log-format") != std::string::npos);
   CHECK(bad([](ServerOptions& o) { o.chat_template = "/nonexistent/t.jinja"; }).find("--chat-template") !=
         std::string::npos);

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pty.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
@@ -43,7 +44,7 @@ TEST_CASE("serve --help documents every flag", "[process]") {
   for (const char* flag :
        {"--model", "-m", "--version", "--host", "--port", "--served-model-name", "--api-key", "DELTASERVE_API_KEY",
         "--paged-attention", "--max-ctx", "--kv-cache-dtype", "--mamba-ssm-cache-dtype", "--block-size", "--gpu-memory-utilization",
-        "--kv-cache-memory", "--max-num-seqs", "--max-num-batched-tokens", "--max-queue", "--quantization", "--fp8-weights", "--backend",
+        "--kv-cache-memory", "--kv-offload-memory", "--kv-offload-dir", "--max-num-seqs", "--max-num-batched-tokens", "--max-queue", "--quantization", "--fp8-weights", "--backend",
         "--enforce-eager",
         "--chat-template", "--log-level", "--log-format", "--max-connections", "--max-body-size", "--max-body-memory",
         "--request-head-timeout", "--request-body-timeout", "--min-body-rate", "--keep-alive-timeout", "--write-timeout",
@@ -198,6 +199,66 @@ TEST_CASE("serve starts on the bundled model, logs its capacity, and exits 0 on 
   p.signal(SIGTERM);
   CHECK(p.wait_exit(std::chrono::seconds(30)) == 0);
   CHECK(p.log().find("stopped") != std::string::npos);
+}
+
+TEST_CASE("serve --kv-offload-memory logs the host tier it made and serves with it", "[process]") {
+  std::vector<std::string> args = kSmall;
+  args.insert(args.end(), {"--kv-offload-memory", "64MiB"});
+  ServeProcess p(args);
+  REQUIRE(p.wait_log("ready:"));
+  const std::string log = p.log();
+  CHECK(log.find("host tier: ") != std::string::npos);
+  CHECK(log.find("state snapshots") != std::string::npos);
+  httplib::Client c("127.0.0.1", p.port());
+  auto r = c.Post("/v1/completions", R"({"prompt": "Hi", "max_tokens": 3})", "application/json");
+  REQUIRE(r);
+  CHECK(r->status == 200);
+  auto m = c.Get("/metrics");
+  REQUIRE(m);
+  CHECK(m->body.find("deltaserve:prefix_cache_host_block_capacity{") != std::string::npos);
+  p.signal(SIGTERM);
+  CHECK(p.wait_exit(std::chrono::seconds(30)) == 0);
+}
+
+TEST_CASE("serve --kv-offload-dir: a restarted server resumes a conversation from the files", "[process]") {
+  const std::filesystem::path dir = temp_path("ds_serve_disk_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const auto args = with(kSmall, {"--kv-offload-memory", "64MiB", "--kv-offload-dir", dir.string()});
+  Json messages = Json::array({Json{{"role", "user"}, {"content", "Tell me about a lighthouse keeper and the sea."}}});
+  auto chat = [&](int port) {
+    httplib::Client c("127.0.0.1", port);
+    const Json body{{"messages", messages},
+                    {"max_tokens", 4},
+                    {"temperature", 0},
+                    {"chat_template_kwargs", {{"enable_thinking", false}}}};
+    auto r = c.Post("/v1/chat/completions", body.dump(), "application/json");
+    REQUIRE(r);
+    REQUIRE(r->status == 200);
+    return Json::parse(r->body);
+  };
+  int64_t first_prompt = 0;
+  {
+    ServeProcess p(args);
+    REQUIRE(p.wait_log("ready:"));
+    const Json a = chat(p.port());
+    first_prompt = a["usage"]["prompt_tokens"].get<int64_t>();
+    messages.push_back(Json{{"role", "assistant"}, {"content", a["choices"][0]["message"]["content"]}});
+    p.signal(SIGTERM);
+    REQUIRE(p.wait_exit(std::chrono::seconds(30)) == 0);  // the cache goes to the files on the way out
+  }
+  REQUIRE(!std::filesystem::is_empty(dir));
+  {
+    ServeProcess p(args);
+    REQUIRE(p.wait_log("ready:"));
+    CHECK(p.log().find("disk tier: ") != std::string::npos);
+    CHECK(p.log().find(" read 0 entries") == std::string::npos);
+    messages.push_back(Json{{"role", "user"}, {"content", "And in winter?"}});
+    const Json b = chat(p.port());
+    CHECK(b["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>() >= first_prompt - 15);
+    p.signal(SIGTERM);
+    CHECK(p.wait_exit(std::chrono::seconds(30)) == 0);
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("serve --quantization fp8 quantises the bundled model at load and serves it", "[process]") {
