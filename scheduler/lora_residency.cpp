@@ -1,5 +1,6 @@
 #include "scheduler/lora_residency.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -27,13 +28,13 @@ LoraResidency::Pin LoraResidency::pin(LoraId id) {
     p.slot = *s;
   } else {
     // A free slot first, then the least recently used unpinned one.
+    auto better = [&](const Slot& a, const Slot& b) {
+      if ((a.id == 0) != (b.id == 0)) return a.id == 0;
+      return a.last_use < b.last_use;
+    };
     for (size_t i = 0; i < slots_.size(); ++i) {
-      const Slot& s = slots_[i];
-      if (s.pins != 0) continue;
-      if (p.slot < 0 || (s.id == 0) > (slots_[static_cast<size_t>(p.slot)].id == 0) ||
-          ((s.id == 0) == (slots_[static_cast<size_t>(p.slot)].id == 0) &&
-           s.last_use < slots_[static_cast<size_t>(p.slot)].last_use))
-        p.slot = static_cast<int32_t>(i);
+      if (slots_[i].pins != 0) continue;
+      if (p.slot < 0 || better(slots_[i], slots_[static_cast<size_t>(p.slot)])) p.slot = static_cast<int32_t>(i);
     }
     if (p.slot < 0) throw std::logic_error("LoraResidency::pin: every slot is pinned");
     slots_[static_cast<size_t>(p.slot)].id = id;

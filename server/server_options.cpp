@@ -135,14 +135,14 @@ void add_server_options(CLI::App& app, ServerOptions& o) {
            for (const std::string& m : v) o.lora_modules.push_back(parse_lora_module(m));
          },
          "LoRA adapters as name=DIR (PEFT's adapter_config.json and adapter_model.safetensors); requests "
-         "select one with \"model\": name")
-      ->expected(1, -1);
+         "select one with \"model\": name");
   app.add_option("--max-loras", o.max_loras, "LoRA adapters in the model's memory at once (slots)")
       ->capture_default_str();
   app.add_option("--max-lora-rank", o.max_lora_rank, "The largest LoRA rank served (sizes the slots)")
       ->capture_default_str();
-  app.add_option("--max-cpu-loras", o.max_cpu_loras,
-                 "LoRA adapters whose host copies are kept (default --max-loras; others are read again when asked for)");
+  app.add_option_function<int>(
+      "--max-cpu-loras", [&o](int n) { o.max_cpu_loras = n; },
+      "LoRA adapters whose host copies are kept (default --max-loras; others are read again when asked for)");
   app.add_flag("--allow-runtime-lora", o.allow_runtime_lora,
                "Enable POST /v1/load_lora_adapter and /v1/unload_lora_adapter (local paths only; needs --api-key)");
   add_parsed(app, "--default-thinking-budget", o.default_thinking_budget, parse_thinking_budget,

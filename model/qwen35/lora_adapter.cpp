@@ -245,6 +245,11 @@ LoraAdapter read_lora_adapter(std::string_view config_json, const SafetensorsFil
     const LoraTargetShape shape = lora_target_shape(c, target);
     if (pieces.count(-1) && pieces.size() > 1)
       fail("layer " + std::to_string(layer) + " adapts in_proj_qkv both whole and as split pieces");
+    // The rows of the target a piece covers: all of them, or in_proj_q's, _k's or _v's.
+    auto piece_rows = [&](int piece) -> std::pair<int64_t, int64_t> {
+      if (piece < 0) return {0, shape.out};
+      return {piece * c.deltanet_key_dim(), piece < 2 ? c.deltanet_key_dim() : c.deltanet_value_dim()};
+    };
     LoraModule m;
     m.layer = layer;
     m.target = target;
@@ -254,13 +259,7 @@ LoraAdapter read_lora_adapter(std::string_view config_json, const SafetensorsFil
       if (!pair.first || !pair.second) fail(module + " has lora_" + (pair.first ? "A" : "B") + " without its partner");
       const auto& A = *pair.first;
       const auto& B = *pair.second;
-      // The rows of the target this piece covers.
-      int64_t first = 0, rows = shape.out;
-      if (piece >= 0) {
-        const int64_t key_dim = c.deltanet_key_dim();
-        first = piece * key_dim;
-        rows = piece < 2 ? key_dim : c.deltanet_value_dim();
-      }
+      const int64_t rows = piece_rows(piece).second;
       const int64_t r = A.shape.size() == 2 ? A.shape[0] : -1;
       if (A.shape.size() != 2 || A.shape[1] != shape.in || r < 1)
         fail("tensor " + A.name + " is " + shape_str(A.shape) + ", the base model needs [r, " +
@@ -274,11 +273,9 @@ LoraAdapter read_lora_adapter(std::string_view config_json, const SafetensorsFil
       const std::vector<float> a = to_f32(A, "tensor " + A.name);
       const std::vector<float> b = to_f32(B, "tensor " + B.name);
       m.a.insert(m.a.end(), a.begin(), a.end());
-      // B goes into columns [m.rank, m.rank + r) of the target's [out, total rank] B, rebuilt
-      // below once the total is known; keep (first, rows, values) meanwhile.
+      // The pieces' B side by side for now; laid out once the total rank is known.
       m.b.insert(m.b.end(), b.begin(), b.end());
       m.rank += r;
-      (void)first;
     }
     if (m.rank > limits.max_rank * shape.rank_factor)
       fail("layer " + std::to_string(layer) + " " + lora_target_name(target) + " has rank " +
@@ -289,11 +286,7 @@ LoraAdapter read_lora_adapter(std::string_view config_json, const SafetensorsFil
     size_t src = 0;
     for (const auto& [piece, pair] : pieces) {
       const int64_t r = pair.first->shape[0];
-      int64_t first = 0, rows = shape.out;
-      if (piece >= 0) {
-        first = piece * c.deltanet_key_dim();
-        rows = piece < 2 ? c.deltanet_key_dim() : c.deltanet_value_dim();
-      }
+      const auto [first, rows] = piece_rows(piece);
       for (int64_t i = 0; i < rows; ++i)
         for (int64_t j = 0; j < r; ++j)
           b[static_cast<size_t>((first + i) * m.rank + col + j)] =

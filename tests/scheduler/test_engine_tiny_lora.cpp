@@ -34,8 +34,9 @@ struct LoraWorld {
     const auto cfg = tiny().model->config();
     ad_a = std::make_shared<const qwen35::LoraAdapter>(qwen35::load_lora_adapter(tmp / "a", cfg, {.max_rank = 8}));
     ad_b = std::make_shared<const qwen35::LoraAdapter>(qwen35::load_lora_adapter(tmp / "b", cfg, {.max_rank = 8}));
-    be_a = kernels::cpu::make_cpu_backend();
-    be_b = kernels::cpu::make_cpu_backend();
+    // The merged oracles run on the backend under test, as the adapters do.
+    be_a = test::make_test_backend();
+    be_b = test::make_test_backend();
     merged_a = qwen35::Model::load(*be_a, tmp / "merged_a");
     merged_b = qwen35::Model::load(*be_b, tmp / "merged_b");
     fwd_a = std::make_unique<Qwen35ForwardModel>(*merged_a);
@@ -51,6 +52,8 @@ LoraWorld& world() {
 Request lora_request(const std::vector<int32_t>& prompt, std::shared_ptr<const qwen35::LoraAdapter> ad, uint64_t id,
                      int64_t max_tokens = 12) {
   Request r = greedy_request(prompt, max_tokens);
+  // The prompt's end is worth a state snapshot, as the server asks (a later send can hit it).
+  r.cache_points = {static_cast<int64_t>(prompt.size()) - 1};
   r.sampling.logprobs = true;
   r.lora = std::move(ad);
   r.lora_id = id;
@@ -68,8 +71,16 @@ std::vector<Outcome> plain_run(ForwardModel& model, const std::vector<Request>& 
   return run_together(engine, plain);
 }
 
+// Equal greedy runs: every token, and logprobs within f32 rounding (the merged weights round
+// differently from W x + B (A x)). On a bf16 backend (which rounds the merged weights to bf16,
+// and is not batch-invariant) the first token, and its logprob within bf16's error.
 void check_same(const Outcome& got, const Outcome& want) {
   INFO("got " << ::Catch::Detail::stringify(got.tokens) << "\nwant " << ::Catch::Detail::stringify(want.tokens));
+  if (test::test_backend_is_bf16()) {
+    REQUIRE(Tiny::same_run(got.tokens, want.tokens));
+    CHECK(std::abs(got.events[0].logprob - want.events[0].logprob) < 0.05);
+    return;
+  }
   REQUIRE(got.tokens == want.tokens);
   REQUIRE(got.events.size() == want.events.size());
   for (size_t i = 0; i < got.events.size(); ++i)
