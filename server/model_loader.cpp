@@ -359,12 +359,14 @@ void load_loras(const ServerOptions& o, const std::string& base_name, LoadedMode
   lm.loras = std::make_unique<LoraRegistry>(lm.model->config(), qwen35::LoraLimits{.max_rank = o.max_lora_rank},
                                             o.max_cpu_loras.value_or(o.max_loras), base_name);
   for (const auto& [name, path] : o.lora_modules) {
+    const auto t0 = std::chrono::steady_clock::now();
     try {
       lm.loras->add(name, path);
     } catch (const std::exception& e) {
       throw std::runtime_error("--lora-modules " + name + "=" + path + ": " + e.what());
     }
-    spdlog::info("LoRA adapter '{}' from {}", name, path);
+    spdlog::info("LoRA adapter '{}' from {}: read and checked in {:.0f} ms", name, path,
+                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include "model/qwen35/lora_adapter.h"
 #include "tests/model/lora_fixture.h"
+#include "tests/model/mtp_checkpoint.h"
 
 namespace ds::test {
 namespace {
@@ -177,6 +178,41 @@ TEST_CASE("tiny lora: prefix caching keeps each adapter's cached prefixes to its
   check_same(run_together(engine, {lora_request(p, w.ad_a, 1)})[0], want_a[0]);
   CHECK(engine.stats().prefix_cache_hits_total > hits0);  // but its own
   check_pools_free(engine);
+}
+
+TEST_CASE("tiny lora: MTP drafts with the base model and the verifier applies the adapter", "[engine][tiny][lora]") {
+  Tiny& t = tiny();
+  LoraWorld& w = world();
+  TempDir dir;
+  write_tiny_mtp_checkpoint(dir.path());
+  auto be = test::make_test_backend();
+  auto model = qwen35::Model::load(*be, dir.path(), {.mtp = true});
+  Qwen35ForwardModel fwd(*model);
+  const std::vector<Request> reqs = {lora_request(t.prompts[2], w.ad_a, 1, 24), lora_request(t.prompts[3], w.ad_b, 2, 24),
+                                     lora_request(t.prompts[1], nullptr, 0, 24)};
+  std::vector<Outcome> plain, spec;
+  {
+    Engine engine(fwd, lora_config(2), kernels::cpu::make_cpu_sampler());
+    plain = run_together(engine, reqs);
+    check_pools_free(engine);
+  }
+  {
+    EngineConfig c = lora_config(2);
+    c.speculative.method = "mtp";
+    c.speculative.num_speculative_tokens = 3;
+    Engine engine(fwd, c, kernels::cpu::make_cpu_sampler());
+    spec = run_together(engine, reqs);
+    check_pools_free(engine);
+    CHECK(engine.stats().spec_decode_drafts_total > 0);
+    CHECK(engine.stats().lora_slots_pinned == 0);
+  }
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    INFO("request " << i);
+    check_same(spec[i], plain[i]);
+  }
+  // And the adapter is what speculation verified with: not the base's output.
+  Engine base(fwd, config(200), kernels::cpu::make_cpu_sampler());
+  CHECK(differs(spec[0], run_together(base, {lora_request(t.prompts[2], nullptr, 0, 24)})[0]));
 }
 
 TEST_CASE("tiny lora: requests with adapters are refused where they cannot run", "[engine][tiny][lora]") {
