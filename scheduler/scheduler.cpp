@@ -332,7 +332,7 @@ void Scheduler::add_chunk(Sequence& s, int64_t n) {
 void Scheduler::release_cache(Sequence& s) {
   if (cache_) {
     s.update_keys(blocks_.block_size());
-    cache_->insert(s.table, s.cache_tokens(), s.keys, s.num_computed);
+    cache_->insert(s.table, s.cache_tokens(), s.keys, s.num_computed, s.key_root);
     cache_->release(s.table);
     track_cache_points(s, -1);
   } else {

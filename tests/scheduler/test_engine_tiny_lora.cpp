@@ -161,14 +161,15 @@ TEST_CASE("tiny lora: with one slot for two adapters, requests wait their turn a
 TEST_CASE("tiny lora: prefix caching keeps each adapter's cached prefixes to itself", "[engine][tiny][lora]") {
   Tiny& t = tiny();
   LoraWorld& w = world();
-  EngineConfig c = lora_config(2);
-  c.prefix_caching = true;
-  c.num_snapshots = 16;
-  Engine engine(t.forward, c, kernels::cpu::make_cpu_sampler());
   const auto& p = t.prompts[4];  // 64 tokens: four full blocks to cache
   const auto want_a = plain_run(*w.fwd_a, {lora_request(p, w.ad_a, 1)});
   const auto want_b = plain_run(*w.fwd_b, {lora_request(p, w.ad_b, 2)});
   const auto want_c = plain_run(t.forward, {lora_request(p, nullptr, 0)});
+  // (After the plain runs: an engine allocates the shared model's caches anew.)
+  EngineConfig c = lora_config(2);
+  c.prefix_caching = true;
+  c.num_snapshots = 16;
+  Engine engine(t.forward, c, kernels::cpu::make_cpu_sampler());
   // Base first (cached), then each adapter on the same prompt, then each again (its own hit).
   check_same(run_together(engine, {lora_request(p, nullptr, 0)})[0], want_c[0]);
   const int64_t hits0 = engine.stats().prefix_cache_hits_total;
@@ -177,7 +178,12 @@ TEST_CASE("tiny lora: prefix caching keeps each adapter's cached prefixes to its
   CHECK(engine.stats().prefix_cache_hits_total == hits0);  // no adapter hit another's blocks
   check_same(run_together(engine, {lora_request(p, w.ad_a, 1)})[0], want_a[0]);
   CHECK(engine.stats().prefix_cache_hits_total > hits0);  // but its own
-  check_pools_free(engine);
+  // Cached blocks stay in the pool (the cache's); nothing else does.
+  REQUIRE(wait_stats(engine, [](const EngineStats& s) { return s.running == 0 && s.waiting == 0; }));
+  CHECK(engine.stats().blocks_used == engine.stats().prefix_cache_blocks);
+  CHECK(engine.stats().slots_used == 0);
+  CHECK(engine.stats().lora_slots_pinned == 0);
+  CHECK(engine.stats().invariant_violations == 0);
 }
 
 TEST_CASE("tiny lora: MTP drafts with the base model and the verifier applies the adapter", "[engine][tiny][lora]") {
