@@ -10,7 +10,8 @@ base_model.model.model.language_model.layers.N.<module>.lora_A.weight [r, in] an
 layers, linear_attn.in_proj_qkv/z/b/a and out_proj on DeltaNet layers, mlp.gate/up/down_proj
 everywhere (--split-qkv: linear_attn.in_proj_q/k/v in place of in_proj_qkv). The values are
 random (A N(0, 1/in), B N(0, 0.01^2)), which means nothing but costs what a real adapter costs.
-Needs numpy only; writes the safetensors itself. Prints one line per adapter with its bytes.
+Writes the safetensors itself; draws with numpy, or (slowly, for small models such as the bundled
+tests/data/tiny-qwen35) with Python's random when numpy is missing. Prints one line per adapter.
 """
 import argparse
 import json
@@ -18,7 +19,13 @@ import os
 import struct
 import time
 
-import numpy as np
+try:
+    import numpy as np
+except ImportError:  # small models only: pure Python below
+    np = None
+import array
+import math
+import random
 
 
 def geometry(cfg, split_qkv):
@@ -44,6 +51,30 @@ def geometry(cfg, split_qkv):
 def bf16(a):
     u = a.astype(np.float32).view(np.uint32)
     return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)  # round to nearest even
+
+
+class PyMatrix:
+    """bf16 bits of a normal draw, as numpy's path gives them (tobytes, nbytes)."""
+
+    def __init__(self, rng, n, std):
+        bits = array.array("H")
+        for _ in range(n):
+            f = array.array("f", [rng.gauss(0.0, std)]).tobytes()
+            u = int.from_bytes(f, "little")
+            bits.append(((u + 0x7FFF + ((u >> 16) & 1)) >> 16) & 0xFFFF)
+        if bits.itemsize != 2:
+            raise SystemExit("make_random_lora: no 16-bit array type")
+        self.data = bits.tobytes()  # little-endian hosts only, as safetensors is
+        self.nbytes = len(self.data)
+
+    def tobytes(self):
+        return self.data
+
+
+def draw(rng, shape, std):
+    if np is not None:
+        return bf16(rng.standard_normal(shape, np.float32) * std)
+    return PyMatrix(rng, shape[0] * shape[1], std)
 
 
 def write_safetensors(path, tensors):
@@ -76,15 +107,15 @@ def main():
     r = args.rank
     for n in range(args.count):
         t0 = time.time()
-        rng = np.random.default_rng(args.seed + n)
+        rng = np.random.default_rng(args.seed + n) if np is not None else random.Random(args.seed + n)
         out = os.path.join(args.out, f"lora{n}")
         os.makedirs(out, exist_ok=True)
         tensors = {}
         for i, mods in layers:
             for m, fan_in, fan_out in mods:
                 p = f"base_model.model.model.language_model.layers.{i}.{m}"
-                tensors[p + ".lora_A.weight"] = ((r, fan_in), bf16(rng.standard_normal((r, fan_in), np.float32) / np.sqrt(fan_in)))
-                tensors[p + ".lora_B.weight"] = ((fan_out, r), bf16(rng.standard_normal((fan_out, r), np.float32) * 0.01))
+                tensors[p + ".lora_A.weight"] = ((r, fan_in), draw(rng, (r, fan_in), 1.0 / math.sqrt(fan_in)))
+                tensors[p + ".lora_B.weight"] = ((fan_out, r), draw(rng, (fan_out, r), 0.01))
         write_safetensors(os.path.join(out, "adapter_model.safetensors"), tensors)
         with open(os.path.join(out, "adapter_config.json"), "w") as f:
             json.dump({"peft_type": "LORA", "r": r, "lora_alpha": 2 * r, "use_rslora": False, "bias": "none",
