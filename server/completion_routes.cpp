@@ -158,7 +158,9 @@ void handle_chat_completions(const RouteContext& ctx, const HttpRequest& req, Ht
   const LoraChoice lora = check_model(body, ctx.model);
   const ServedModel& m = ctx.model;
   const GenerationParams gp = parse_generation_params(body, Endpoint::chat, m.defaults, m.engine->vocab_size());
-  respond(ctx, req, res, start_chat_job(ctx, body, gp, {}, lora), make_shape(m, gp, true), gp.stream);
+  Shape shape = make_shape(m, gp, true);
+  shape.header.model = reply_model(lora, m);
+  respond(ctx, req, res, start_chat_job(ctx, body, gp, {}, lora), std::move(shape), gp.stream);
 }
 
 void handle_completions(const RouteContext& ctx, const HttpRequest& req, HttpResponse& res) {
@@ -174,7 +176,9 @@ void handle_completions(const RouteContext& ctx, const HttpRequest& req, HttpRes
   auto job = std::make_unique<GenerationJob>(*m.engine, *m.tokenizer, ctx.metrics,
                                              choice_specs(m, gp, prompts, choice_options(m, gp), fields, {}, grammar, lora),
                                              fields.prompt);
-  respond(ctx, req, res, std::move(job), make_shape(m, gp, false), gp.stream);
+  Shape shape = make_shape(m, gp, false);
+  shape.header.model = reply_model(lora, m);
+  respond(ctx, req, res, std::move(job), std::move(shape), gp.stream);
 }
 
 }  // namespace ds::server

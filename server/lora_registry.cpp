@@ -61,7 +61,7 @@ std::optional<LoraChoice> LoraRegistry::find(const std::string& name) {
     if (it == entries_.end()) return std::nullopt;
     if (auto a = it->second.live.lock()) {
       keep(name, a);
-      return LoraChoice{it->second.id, std::move(a)};
+      return LoraChoice{it->second.id, std::move(a), name};
     }
     dir = it->second.dir;
     id = it->second.id;
@@ -72,11 +72,11 @@ std::optional<LoraChoice> LoraRegistry::find(const std::string& name) {
   // Unloaded (or replaced under a new id) while it was read: the request gets what it asked for
   // when it asked, as one already in flight would.
   if (it != entries_.end() && it->second.id == id) {
-    if (auto live = it->second.live.lock()) return LoraChoice{id, std::move(live)};
+    if (auto live = it->second.live.lock()) return LoraChoice{id, std::move(live), name};
     it->second.live = a;
     keep(name, a);
   }
-  return LoraChoice{id, std::move(a)};
+  return LoraChoice{id, std::move(a), name};
 }
 
 std::vector<LoraRegistry::Info> LoraRegistry::list() const {

@@ -29,6 +29,7 @@ namespace ds::server {
 struct LoraChoice {
   uint64_t id = 0;  // 0: the base model
   std::shared_ptr<const qwen35::LoraAdapter> adapter;
+  std::string name;  // the adapter's name (what replies report as their model)
 };
 
 class LoraRegistry {

@@ -25,6 +25,10 @@ Json parse_json_body(const HttpRequest& req);
 // What body.model names: the served model (or nothing: an empty choice) or one of its LoRA
 // adapters (lora_registry.h); 404 otherwise.
 LoraChoice check_model(const Json& body, const ServedModel& model);
+// The model a reply names: the adapter the request chose, or the served model.
+inline const std::string& reply_model(const LoraChoice& lora, const ServedModel& model) {
+  return lora.id != 0 ? lora.name : model.name;
+}
 
 void handle_chat_completions(const RouteContext& ctx, const HttpRequest& req, HttpResponse& res);
 void handle_completions(const RouteContext& ctx, const HttpRequest& req, HttpResponse& res);

@@ -49,9 +49,16 @@ TEST_CASE("lora: adapters by name, 404 for unknown ones, listed with their paren
   REQUIRE(base.status == 200);
   REQUIRE(with_a.status == 200);
   CHECK(base.body["choices"][0]["text"] != with_a.body["choices"][0]["text"]);  // the adapter applies
+  CHECK(with_a.body["model"] == "ad-a");  // replies name the adapter, as vLLM's
+  CHECK(base.body["model"] == "tiny-qwen35");
   const auto chat = srv.post("/v1/chat/completions",
                              Json{{"model", "ad-a"}, {"max_tokens", 4}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}});
   CHECK(chat.status == 200);
+  CHECK(chat.body["model"] == "ad-a");
+  const auto msg = srv.post("/v1/messages",
+                            Json{{"model", "ad-a"}, {"max_tokens", 4}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}});
+  CHECK(msg.status == 200);
+  CHECK(msg.body["model"] == "ad-a");
 
   auto missing = srv.post("/v1/completions", completion("nope"));
   CHECK(missing.status == 404);
