@@ -358,3 +358,49 @@ void Backend::gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& wei
 }
 
 }  // namespace ds::kernels
+
+namespace ds::kernels {
+using namespace contract;
+
+namespace {
+// A LoRA slot pool [slots, d1, d2] f32 that holds every slot the plan's rows name.
+void require_lora_pool(const Tensor& pool, const BatchPlan& plan, const char* op, const char* name) {
+  require_type(pool, op, name, DType::f32);
+  DS_REQUIRE(pool.rank() == 3, op, std::string(name) + " must be [slots, ., .], got " + pool.shape().str());
+  DS_REQUIRE(plan.max_lora_slot() < pool.dim(0), op,
+             "LoRA slot " + std::to_string(plan.max_lora_slot()) + " outside the pool of " +
+                 std::to_string(pool.dim(0)) + " slots");
+}
+}  // namespace
+
+void Backend::lora_shrink(const Tensor& x, const Tensor& a, const BatchPlan& plan, Tensor& tmp) {
+  const char* op = "lora_shrink";
+  require_f32_or(x, op, "x", activation_dtype());
+  require_lora_pool(a, plan, op, "a");
+  require_type(tmp, op, "tmp", DType::f32);
+  const int64_t rows = plan.num_rows();
+  DS_REQUIRE(x.rank() == 2 && x.dim(0) == rows && x.dim(1) == a.dim(2), op,
+             "x must be [rows, K] = " + Shape{rows, a.dim(2)}.str() + ", got " + x.shape().str());
+  DS_REQUIRE((tmp.shape() == Shape{rows, a.dim(1)}), op,
+             "tmp must be " + Shape{rows, a.dim(1)}.str() + ", got " + tmp.shape().str());
+  if (rows == 0 || a.dim(1) == 0) return;
+  do_lora_shrink(x, a, plan, tmp);
+}
+
+void Backend::lora_expand(const Tensor& tmp, const Tensor& b, const BatchPlan& plan, int64_t col_offset,
+                          Tensor& out) {
+  const char* op = "lora_expand";
+  require_type(tmp, op, "tmp", DType::f32);
+  require_lora_pool(b, plan, op, "b");
+  require_type(out, op, "out", DType::f32);
+  const int64_t rows = plan.num_rows();
+  DS_REQUIRE((tmp.shape() == Shape{rows, b.dim(2)}), op,
+             "tmp must be " + Shape{rows, b.dim(2)}.str() + ", got " + tmp.shape().str());
+  DS_REQUIRE(out.rank() == 2 && out.dim(0) == rows && col_offset >= 0 && col_offset + b.dim(1) <= out.dim(1), op,
+             "out " + out.shape().str() + " must have " + std::to_string(rows) + " rows and columns [" +
+                 std::to_string(col_offset) + ", " + std::to_string(col_offset + b.dim(1)) + ")");
+  if (rows == 0 || b.dim(1) == 0 || b.dim(2) == 0) return;
+  do_lora_expand(tmp, b, plan, col_offset, out);
+}
+
+}  // namespace ds::kernels

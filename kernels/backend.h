@@ -250,6 +250,17 @@ class Backend {
   // x, z [rows, heads, d] f32, weight [d] f32, out f32 or act; out may be x when f32.
   void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, float eps, Tensor& out);
 
+  // ---- LoRA adapters (model/qwen35/lora_adapter.h): Punica's gathered shrink and expand ----
+  // Row r of the step applies the adapter in slot s = plan.row_lora_slots()[r] (-1: none) of a
+  // slot pool: a [slots, R, K] holds each slot's A (rows past its rank zero), b [slots, N, R]
+  // its B with the adapter's scale folded in (columns past its rank zero), all f32. So
+  // y += scale * B (A x) is shrink then expand, and a batch mixes adapters and the base.
+  // shrink: tmp[r] = a[s] · x[r] (zeros for rows without an adapter); x [rows, K] f32 or act,
+  // tmp [rows, R] f32. expand: out[r, col_offset + j] += sum_i b[s, j, i] * tmp[r, i] for rows
+  // with an adapter (other rows untouched); tmp [rows, R], out [rows, >= col_offset + N] f32.
+  void lora_shrink(const Tensor& x, const Tensor& a, const BatchPlan& plan, Tensor& tmp);
+  void lora_expand(const Tensor& tmp, const Tensor& b, const BatchPlan& plan, int64_t col_offset, Tensor& out);
+
   // ---- the vision encoder's ops (model/qwen35/vision_encoder.h) ---------------------------
   // LayerNorm with weight and bias over the last dim d: out = (x - mean) * rsqrt(var + eps)
   // * w + b (biased variance). x [n, d] f32, weight and bias [d] f32, out [n, d] f32 or act.
@@ -327,6 +338,9 @@ class Backend {
                                    const Tensor& dt_bias, Tensor& recurrent_state, int64_t layer,
                                    const BatchPlan& plan, const DeltaNetDims& dims, Tensor& out) = 0;
   virtual void do_gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, float eps, Tensor& out) = 0;
+  virtual void do_lora_shrink(const Tensor& x, const Tensor& a, const BatchPlan& plan, Tensor& tmp) = 0;
+  virtual void do_lora_expand(const Tensor& tmp, const Tensor& b, const BatchPlan& plan, int64_t col_offset,
+                              Tensor& out) = 0;
   virtual void do_layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out) = 0;
   virtual void do_add_bias(Tensor& x, const Tensor& bias) = 0;
   virtual void do_gelu(const Tensor& x, const Tensor& bias, Gelu kind, Tensor& out) = 0;

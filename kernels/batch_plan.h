@@ -74,6 +74,9 @@ struct SequenceChunk {
   std::span<const SnapshotRow> snapshot_rows = {};  // rows ascending, each < n_tokens() - 1
   std::span<const int64_t> mrope_positions = {};  // (t, h, w) of the first rows, 3 per row (see above)
   int64_t rope_delta = 0;
+  // The LoRA adapter slot every row of the chunk applies (Backend::lora_shrink); -1: none
+  // (the base model). Padding sequences have none.
+  int32_t lora_slot = -1;
 
   int64_t n_tokens() const { return static_cast<int64_t>(tokens.size()); }
 };
@@ -159,6 +162,9 @@ class BatchPlan {
         fail(who + " names " + std::to_string(in.mrope_positions.size()) + " M-RoPE positions for " +
              std::to_string(n_tokens) + " rows (3 a row, at most all rows)");
       if (!in.mrope_positions.empty()) has_mrope_ = true;
+      if (in.lora_slot < -1) fail(who + " has LoRA slot " + std::to_string(in.lora_slot) + " (-1 = none)");
+      if (padding && in.lora_slot >= 0) fail(who + " pads the batch but names a LoRA slot");
+      max_lora_slot_ = std::max(max_lora_slot_, in.lora_slot);
       for (int64_t t = 0; t < n_tokens; ++t) {
         const int64_t pos = in.n_cached + t;
         const int32_t id = in.tokens[static_cast<size_t>(t)];
@@ -170,6 +176,7 @@ class BatchPlan {
         const int64_t block = in.block_ids[static_cast<size_t>(pos / d.block_size)];
         kv_slots_.push_back(block * d.block_size + pos % d.block_size);
         row_seq_.push_back(static_cast<int32_t>(s));
+        row_lora_slots_.push_back(in.lora_slot);
       }
       for (int64_t r = rows + n_tokens - in.logit_rows; r < rows + n_tokens; ++r) logit_rows_.push_back(r);
       if (static_cast<int64_t>(in.row_state_slots.size()) >= n_tokens)
@@ -264,6 +271,9 @@ class BatchPlan {
   // The largest block id and state slot the step touches (-1: none), for the ops' pool checks.
   int32_t max_block_id() const { return max_block_id_; }
   int32_t max_state_slot() const { return max_state_slot_; }
+  // Per row: its chunk's LoRA slot (-1: none), and the largest (-1: no row has one).
+  const std::vector<int32_t>& row_lora_slots() const { return row_lora_slots_; }
+  int32_t max_lora_slot() const { return max_lora_slot_; }
 
  private:
   int32_t block_size_;
@@ -271,6 +281,7 @@ class BatchPlan {
   int32_t n_padding_ = 0;
   int32_t max_block_id_ = -1;
   int32_t max_state_slot_ = -1;
+  int32_t max_lora_slot_ = -1;
   bool has_mrope_ = false;
   std::vector<Seq> seqs_;
   std::vector<int32_t> token_ids_;
@@ -279,6 +290,7 @@ class BatchPlan {
   std::vector<int64_t> kv_slots_;
   std::vector<int64_t> mrope_positions_;
   std::vector<int32_t> row_seq_;
+  std::vector<int32_t> row_lora_slots_;
   std::vector<int32_t> block_ids_;
   std::vector<int64_t> logit_rows_;
   std::vector<int32_t> row_state_slots_;

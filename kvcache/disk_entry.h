@@ -33,7 +33,7 @@ enum class DiskEntryKind : uint32_t { block = 1, snapshot = 2 };
 struct DiskEntry {
   DiskEntryKind kind = DiskEntryKind::block;
   uint64_t fingerprint = 0;
-  PrefixKey key = 0, check = 0, parent = 0;  // parent: a block's parent key (0 for a first block or a snapshot)
+  PrefixKey key = 0, check = 0, parent = 0;  // parent: a block's parent key (the chain root for a first block; 0 for a snapshot)
   int32_t block_size = 0;
   std::vector<int32_t> tokens;  // a block's tokens
   std::vector<uint8_t> payload;

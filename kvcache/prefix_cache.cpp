@@ -27,17 +27,18 @@ PrefixCache::PrefixCache(BlockPool& blocks, SlotId first_snapshot_slot, int32_t 
 
 PrefixCache::~PrefixCache() { clear(); }
 
-const PrefixCache::Entry* PrefixCache::match(PrefixKey key, std::span<const int32_t> toks, BlockHandle parent) const {
+const PrefixCache::Entry* PrefixCache::match(PrefixKey key, std::span<const int32_t> toks, BlockHandle parent,
+                                             PrefixKey root) const {
   auto it = by_key_.find(key);
   if (it == by_key_.end()) return nullptr;
   const Entry& e = entries_[static_cast<size_t>(it->second)];
-  if (!e.cached || !(e.parent == parent) || !std::equal(toks.begin(), toks.end(), e.tokens.begin(), e.tokens.end()))
+  if (!e.cached || !(e.parent == parent) || (!parent.valid() && e.root != root) || !std::equal(toks.begin(), toks.end(), e.tokens.begin(), e.tokens.end()))
     return nullptr;
   return &e;
 }
 
 PrefixHit PrefixCache::lookup(std::span<const int32_t> tokens, std::span<const PrefixKey> keys,
-                              int64_t max_tokens) const {
+                              int64_t max_tokens, PrefixKey root) const {
   PrefixHit hit;
   const size_t n = std::min({keys.size(), tokens.size() / static_cast<size_t>(block_size_),
                              static_cast<size_t>(std::max<int64_t>(0, max_tokens) / block_size_)});
@@ -45,7 +46,7 @@ PrefixHit PrefixCache::lookup(std::span<const int32_t> tokens, std::span<const P
   size_t with_snapshot = 0;
   BlockHandle parent;
   for (size_t i = 0; i < n; ++i) {
-    const Entry* e = match(keys[i], block_tokens(tokens, i, block_size_), parent);
+    const Entry* e = match(keys[i], block_tokens(tokens, i, block_size_), parent, root);
     if (!e) break;
     chain.push_back(e->self);
     parent = e->self;
@@ -60,12 +61,14 @@ PrefixHit PrefixCache::lookup(std::span<const int32_t> tokens, std::span<const P
   size_t best = with_snapshot;
   std::vector<HostBlockId> host_chain;
   if (host_) {
-    PrefixKey check = 0;
+    // Both host-tier hashes start from the chain's root, as the device chain does: a LoRA
+    // adapter's host entries never answer another adapter's (or the base's) prompts.
+    PrefixKey check = root;
     for (size_t i = 0; i < n; ++i) {
       const auto toks = block_tokens(tokens, i, block_size_);
       check = check_key(check, toks);
       if (i >= on_device) {
-        const HostBlockId b = host_->find_block(keys[i], check, i > 0 ? keys[i - 1] : 0, toks);
+        const HostBlockId b = host_->find_block(keys[i], check, i > 0 ? keys[i - 1] : root, toks);
         if (b < 0) break;
         host_chain.push_back(b);
       }
@@ -104,16 +107,16 @@ void PrefixCache::use(const PrefixHit& hit, BlockTable& table) {
 }
 
 void PrefixCache::insert(const BlockTable& table, std::span<const int32_t> tokens, std::span<const PrefixKey> keys,
-                         int64_t num_tokens) {
+                         int64_t num_tokens, PrefixKey root) {
   const size_t n = std::min({static_cast<size_t>(std::max<int64_t>(0, num_tokens) / block_size_), keys.size(),
                              static_cast<size_t>(table.num_blocks()),
                              tokens.size() / static_cast<size_t>(block_size_)});
   BlockHandle parent;
-  PrefixKey check = 0;
+  PrefixKey check = root;  // as lookup() starts it
   for (size_t i = 0; i < n; ++i) {
     const auto toks = block_tokens(tokens, i, block_size_);
     check = check_key(check, toks);
-    if (const Entry* e = match(keys[i], toks, parent)) {
+    if (const Entry* e = match(keys[i], toks, parent, root)) {
       parent = e->self;  // this content is cached already (maybe in another block)
       continue;
     }
@@ -134,7 +137,8 @@ void PrefixCache::insert(const BlockTable& table, std::span<const int32_t> token
         return;
       e.parent = parent;
       e.check = check;
-      e.parent_key = i > 0 ? keys[i - 1] : 0;
+      e.parent_key = i > 0 ? keys[i - 1] : root;
+      e.root = root;
     } else {
       blocks_.retain(h);
       e.cached = true;
@@ -142,7 +146,8 @@ void PrefixCache::insert(const BlockTable& table, std::span<const int32_t> token
       e.parent = parent;
       e.key = keys[i];
       e.check = check;
-      e.parent_key = i > 0 ? keys[i - 1] : 0;
+      e.parent_key = i > 0 ? keys[i - 1] : root;
+      e.root = root;
       e.tokens.assign(toks.begin(), toks.end());
       e.snapshot = -1;
       e.evictable = false;
@@ -154,7 +159,7 @@ void PrefixCache::insert(const BlockTable& table, std::span<const int32_t> token
 }
 
 std::optional<SlotId> PrefixCache::add_snapshot(std::span<const int32_t> tokens, std::span<const PrefixKey> keys,
-                                                int64_t position) {
+                                                int64_t position, PrefixKey root) {
   if (position <= 0 || position % block_size_ != 0) return std::nullopt;
   const size_t n = static_cast<size_t>(position / block_size_);
   if (n > keys.size() || n * static_cast<size_t>(block_size_) > tokens.size()) return std::nullopt;
@@ -162,7 +167,7 @@ std::optional<SlotId> PrefixCache::add_snapshot(std::span<const int32_t> tokens,
   const Entry* last = nullptr;
   SlotId ancestor = -1;  // the deepest snapshot before this one on the chain
   for (size_t i = 0; i < n; ++i) {
-    last = match(keys[i], block_tokens(tokens, i, block_size_), parent);
+    last = match(keys[i], block_tokens(tokens, i, block_size_), parent, root);
     if (!last) return std::nullopt;
     parent = last->self;
     if (i + 1 < n && last->snapshot >= 0) ancestor = last->snapshot;
@@ -200,14 +205,14 @@ void PrefixCache::drop_snapshot(SlotId slot) {
 }
 
 bool PrefixCache::has_snapshot(std::span<const int32_t> tokens, std::span<const PrefixKey> keys,
-                               int64_t position) const {
+                               int64_t position, PrefixKey root) const {
   if (position <= 0 || position % block_size_ != 0) return false;
   const size_t n = static_cast<size_t>(position / block_size_);
   if (n > keys.size() || n * static_cast<size_t>(block_size_) > tokens.size()) return false;
   BlockHandle parent;
   const Entry* last = nullptr;
   for (size_t i = 0; i < n; ++i) {
-    last = match(keys[i], block_tokens(tokens, i, block_size_), parent);
+    last = match(keys[i], block_tokens(tokens, i, block_size_), parent, root);
     if (!last) return false;
     parent = last->self;
   }

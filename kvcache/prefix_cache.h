@@ -87,7 +87,11 @@ class PrefixCache {
 
   // The longest cached prefix of `tokens` of at most max_tokens tokens that ends at a
   // snapshot. keys = prefix_keys(tokens) (at least as many as the blocks looked at).
-  PrefixHit lookup(std::span<const int32_t> tokens, std::span<const PrefixKey> keys, int64_t max_tokens) const;
+  // root: the chain's root key (prefix_key.h): a first block matches only a lookup with the
+  // root it was inserted with (what keeps the K/V of one LoRA adapter from another's
+  // prompts). Every call below takes it, 0 by default.
+  PrefixHit lookup(std::span<const int32_t> tokens, std::span<const PrefixKey> keys, int64_t max_tokens,
+                   PrefixKey root = 0) const;
 
   // Shares the hit's device blocks into an empty table (a reference each) and marks the hit
   // recently used. The table then holds hit.device_tokens() tokens; the caller adds blocks
@@ -97,7 +101,7 @@ class PrefixCache {
   // Records the full blocks among the first num_tokens tokens of table (whose tokens are
   // `tokens`) that are not cached yet; the cache takes a reference on each.
   void insert(const BlockTable& table, std::span<const int32_t> tokens, std::span<const PrefixKey> keys,
-              int64_t num_tokens);
+              int64_t num_tokens, PrefixKey root = 0);
 
   // A snapshot slot for the state at `position` (a multiple of the block size whose blocks
   // are cached by insert()), attached to the block ending there; nullopt when that block
@@ -106,11 +110,12 @@ class PrefixCache {
   // queued (snapshots_saved), such a snapshot is not offloaded when evicted: its slot does not
   // hold it yet.
   std::optional<SlotId> add_snapshot(std::span<const int32_t> tokens, std::span<const PrefixKey> keys,
-                                     int64_t position);
+                                     int64_t position, PrefixKey root = 0);
   void drop_snapshot(SlotId slot);
   void snapshots_saved() { unsaved_.clear(); }
   // Whether a snapshot exists for the prefix of this many tokens (a multiple of the block size).
-  bool has_snapshot(std::span<const int32_t> tokens, std::span<const PrefixKey> keys, int64_t position) const;
+  bool has_snapshot(std::span<const int32_t> tokens, std::span<const PrefixKey> keys, int64_t position,
+                    PrefixKey root = 0) const;
 
   // Drops one reference per block of table and empties it; cached blocks left with only the
   // cache's reference become evictable (deepest first).
@@ -149,8 +154,9 @@ class PrefixCache {
     BlockHandle self;
     BlockHandle parent;  // invalid for a first block
     PrefixKey key = 0;
+    PrefixKey root = 0;  // a first block's chain root
     PrefixKey check = 0;       // check_key of the prefix through this block (host tier)
-    PrefixKey parent_key = 0;  // the parent's chain key (0 for a first block)
+    PrefixKey parent_key = 0;  // the parent's chain key (the root for a first block)
     std::vector<int32_t> tokens;
     SlotId snapshot = -1;
     bool evictable = false;
@@ -163,7 +169,7 @@ class PrefixCache {
   };
 
   // The cached block for chain position i given the previous block (or nullptr).
-  const Entry* match(PrefixKey key, std::span<const int32_t> block_tokens, BlockHandle parent) const;
+  const Entry* match(PrefixKey key, std::span<const int32_t> block_tokens, BlockHandle parent, PrefixKey root) const;
   void set_evictable(BlockId id, bool evictable);
   // offload: store what leaves in the host tier (not when clearing, nor for a snapshot whose
   // copy failed).

@@ -25,6 +25,11 @@ Engine::Engine(ForwardModel& model, EngineConfig config, std::unique_ptr<kernels
     throw std::invalid_argument("engine: speculative method \"mtp\" needs the model's MTP module, and this model was "
                                 "loaded without one (qwen35::LoadOptions::mtp)");
 
+  if (sc.max_loras < 0 || (sc.max_loras > 0 && config_.max_lora_rank < 1))
+    throw std::invalid_argument("engine: max_loras must be >= 0 and max_lora_rank >= 1");
+  // The adapter slots first: on a device they take memory the cache budget does not count.
+  if (sc.max_loras > 0) model.enable_lora(sc.max_loras, config_.max_lora_rank);
+
   const int32_t states_per_seq =
       1 + (config_.speculative.enabled() ? config_.speculative.num_speculative_tokens : 0);
   sizes_ = kvcache::size_pools(model.cache_geometry(),
@@ -101,6 +106,16 @@ SubmitResult Engine::submit(Request request) {
                       " tokens, not the model's " + std::to_string(vocab_));
   if (request.multimodal) {
     if (std::string e = check_multimodal(request); !e.empty()) return refuse(SubmitStatus::invalid_request, e);
+  }
+  if (request.lora || request.lora_id != 0) {
+    if (config_.scheduler.max_loras < 1)
+      return refuse(SubmitStatus::invalid_request, "LoRA adapters are not enabled on this server");
+    if (!request.lora || request.lora_id == 0)
+      return refuse(SubmitStatus::invalid_request, "a LoRA request needs both the adapter and its id");
+    if (request.lora->config.rank > config_.max_lora_rank)
+      return refuse(SubmitStatus::invalid_request, "the adapter's rank " + std::to_string(request.lora->config.rank) +
+                                                       " is above max_lora_rank " +
+                                                       std::to_string(config_.max_lora_rank));
   }
   if (request.thinking) {
     if (std::string e = request.thinking->validate(vocab_); !e.empty())

@@ -54,6 +54,10 @@ struct EngineConfig {
   // The encoder's per-step budget is scheduler.max_encoder_tokens.
   int64_t encoder_cache_bytes = int64_t{256} << 20;
 
+  // LoRA adapters (scheduler.h, "LoRA adapters"): scheduler.max_loras slots in the model, each
+  // holding an adapter of rank up to max_lora_rank (serve --max-loras, --max-lora-rank).
+  int64_t max_lora_rank = 16;
+
   // Speculative decoding (engine.h): off unless speculative.method is set. With K drafted
   // tokens a running sequence may hold 1 + K state slots, so the pools are sized for that.
   SpeculativeConfig speculative;

@@ -136,6 +136,7 @@ void Engine::Core::intake(std::vector<Shared::Pending>& submissions) {
       l.mm = p.request.multimodal;
       l.image_embeds.resize(l.mm->images.size());
     }
+    l.lora = p.request.lora;
     live_.emplace(id, std::move(l));
     if (static_cast<int64_t>(p.request.prompt_size()) >= max_ctx_) {
       // The prompt already fills the context: nothing can be generated.
@@ -145,7 +146,7 @@ void Engine::Core::intake(std::vector<Shared::Pending>& submissions) {
       continue;
     }
     scheduler_.add(id, std::vector<int32_t>(*p.request.prompt), std::move(finish), std::move(p.request.cache_points),
-                   std::move(images));
+                   std::move(images), p.request.lora_id);
   }
 }
 
@@ -230,6 +231,8 @@ void Engine::Core::publish_stats(Shared& shared) {
   counters_.waiting = scheduler_.num_waiting();
   counters_.blocks_used = blocks_.num_used();
   counters_.slots_used = slots_.num_used();
+  counters_.lora_slots_total = scheduler_.lora_residency().num_slots();
+  counters_.lora_slots_pinned = scheduler_.lora_residency().num_pinned();
   if (prefix_cache_) {
     const auto cs = prefix_cache_->stats();
     counters_.prefix_cache_blocks = cs.blocks;

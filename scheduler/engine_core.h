@@ -82,6 +82,8 @@ struct Engine::Core {
     std::vector<kernels::Tensor> image_embeds;
     // A thinking budget (Request::thinking, when limited): where the reply's reasoning stands.
     std::optional<ThinkingTracker> thinking;
+    // Its LoRA adapter (Request::lora): what a slot is loaded with when the scheduler asks.
+    std::shared_ptr<const qwen35::LoraAdapter> lora;
   };
 
   Core(ForwardModel& model, const EngineConfig& config, const kvcache::PoolSizes& sizes,
@@ -124,6 +126,9 @@ struct Engine::Core {
   // prefill reads.
   static SequenceImages sequence_images(const Request& r);
   bool prepare_images(const StepPlan& plan);
+  // Copies the adapters of the sequences admitted into newly taken LoRA slots into those slots
+  // (StepPlan::lora_loads); false when a copy failed (the requests on that slot are failed).
+  bool load_loras(const StepPlan& plan);
   void load_batch(const StepPlan& plan);
   void release_images();
   std::string describe_step(const StepPlan& plan) const;

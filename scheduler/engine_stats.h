@@ -104,6 +104,11 @@ struct EngineStats {
   int64_t encoder_cache_bytes = 0;
   int64_t encoder_cache_capacity_bytes = 0;
   int32_t encoder_cache_entries = 0;
+  // LoRA adapters (scheduler.h): slots, those pinned by running sequences now, and adapter
+  // loads into slots (a miss of the slot pool: the weights copied from the host copy).
+  int32_t lora_slots_total = 0;
+  int32_t lora_slots_pinned = 0;
+  int64_t lora_loads_total = 0;
 
   // The last step.
   int32_t last_batch_seqs = 0;

@@ -58,7 +58,9 @@ bool Engine::Core::step() {
   // Read before the step settles (which moves the sequences on).
   const std::string step_trace = spdlog::should_log(spdlog::level::debug) ? describe_step(plan) : std::string();
   // Images first: a step whose encoding failed runs no forward (its requests are failed).
-  const kernels::Tensor* logits = prepare_images(plan) ? forward(plan) : nullptr;
+  // Adapter loads before anything can fail a step's requests: a slot the plan handed out must
+  // hold its adapter (or be invalidated) whatever happens to the step.
+  const kernels::Tensor* logits = load_loras(plan) && prepare_images(plan) ? forward(plan) : nullptr;
   const auto t2 = Clock::now();
   counters_.forward_seconds_total += seconds_between(t1, t2) - (counters_.draft_seconds_total - drafting);
 

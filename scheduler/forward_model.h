@@ -22,6 +22,7 @@
 #include "kvcache/host_cache.h"
 #include "kvcache/state_pool.h"
 #include "model/qwen35/forward_batch.h"
+#include "model/qwen35/lora_adapter.h"
 #include "model/qwen35/mtp.h"
 #include "model/vision/processor.h"
 
@@ -100,6 +101,18 @@ class ForwardModel {
   virtual const kernels::Tensor& forward_mtp(const qwen35::MtpBatch& batch) {
     (void)batch;
     throw std::logic_error("this model has no MTP module");
+  }
+  // LoRA adapters (model/qwen35/lora_slots.h): a pool of slots of up to max_rank, and copying
+  // an adapter into one (ordered like copy_state). A model without them refuses.
+  virtual void enable_lora(int32_t num_slots, int64_t max_rank) {
+    (void)num_slots;
+    (void)max_rank;
+    throw std::invalid_argument("this model takes no LoRA adapters");
+  }
+  virtual void install_lora(int32_t slot, const qwen35::LoraAdapter& adapter) {
+    (void)slot;
+    (void)adapter;
+    throw std::logic_error("this model takes no LoRA adapters");
   }
   // The vision tower (model/qwen35/vision_encoder.h): whether the model has one, and the
   // encoder output of images, one [tokens, hidden] f32 tensor per image in the model's

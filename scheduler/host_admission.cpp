@@ -51,6 +51,7 @@ bool Scheduler::admit_from_host(Sequence& s, const kvcache::PrefixHit& hit) {
   ++host_hits_;
   host_hit_tokens_ += static_cast<int64_t>(n) * bs;
   s.slot = slot;
+  pin_lora(s);  // its adapter's weights load beside its K/V (the step it joins applies them)
   s.state = SeqState::running;
   s.loading = true;
   s.load_ticket = 0;

@@ -9,7 +9,7 @@ namespace ds::scheduler {
 
 bool Scheduler::look_up_prefix(Sequence& s, kvcache::PrefixHit& hit, int64_t& budget) {
   s.update_keys(blocks_.block_size());
-  hit = cache_->lookup(s.cache_tokens(), s.keys, s.num_tokens() - 1);
+  hit = cache_->lookup(s.cache_tokens(), s.keys, s.num_tokens() - 1, s.key_root);
   find_branch_points(s, hit, budget);
   if (s.deferred_steps < kMaxDeferredSteps && prefix_in_flight(s, hit.tokens)) {
     ++s.deferred_steps;
@@ -116,7 +116,7 @@ int64_t Scheduler::cut_at_cache_point(Sequence& s, int64_t n) {
     const int64_t p = s.cache_points[i];
     if (p <= start) continue;
     if (p > start + n) break;
-    if (cache_->has_snapshot(s.cache_tokens(), s.keys, p)) continue;  // another sequence cached it
+    if (cache_->has_snapshot(s.cache_tokens(), s.keys, p, s.key_root)) continue;  // another sequence cached it
     if (p < start + n && stage_snapshot(s, p - start - 1)) continue;
     s.snapshot_due = p;
     return p - start;
@@ -147,18 +147,18 @@ void Scheduler::record_prefix(const SequenceChunk& c, Sequence& s) {
   // A prompt just computed: its full blocks are recorded at once, so a request arriving while
   // this one decodes finds them (and the point where it parts from them: a branch point).
   if (c.n_cached < s.prompt_len && s.num_computed >= s.prompt_len)
-    cache_->insert(s.table, s.cache_tokens(), s.keys, std::min(s.num_computed, s.prompt_len));
+    cache_->insert(s.table, s.cache_tokens(), s.keys, std::min(s.num_computed, s.prompt_len), s.key_root);
   for (size_t k = 0; k < s.snapshot_rows.size(); ++k) {
     const int64_t p = c.n_cached + s.snapshot_rows[k].row + 1;
-    cache_->insert(s.table, s.cache_tokens(), s.keys, p);
-    if (auto slot = cache_->add_snapshot(s.cache_tokens(), s.keys, p)) saves_.push_back({s.staging_slots[k].id, *slot});
+    cache_->insert(s.table, s.cache_tokens(), s.keys, p, s.key_root);
+    if (auto slot = cache_->add_snapshot(s.cache_tokens(), s.keys, p, s.key_root)) saves_.push_back({s.staging_slots[k].id, *slot});
   }
   // The staging slots go back now: the copies are queued before anything can acquire (and
   // zero) them, which happens in the next schedule().
   drop_staged_snapshots(s);
   if (s.snapshot_due > 0 && s.snapshot_due == s.num_computed) {
-    cache_->insert(s.table, s.cache_tokens(), s.keys, s.snapshot_due);
-    if (auto slot = cache_->add_snapshot(s.cache_tokens(), s.keys, s.snapshot_due)) saves_.push_back({s.slot->id, *slot});
+    cache_->insert(s.table, s.cache_tokens(), s.keys, s.snapshot_due, s.key_root);
+    if (auto slot = cache_->add_snapshot(s.cache_tokens(), s.keys, s.snapshot_due, s.key_root)) saves_.push_back({s.slot->id, *slot});
   }
   s.snapshot_due = 0;
   // Points passed (snapshotted, or cached by another sequence meanwhile) are done.

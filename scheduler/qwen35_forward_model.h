@@ -47,6 +47,8 @@ class Qwen35ForwardModel final : public ForwardModel {
   const kernels::Tensor& forward(const qwen35::ForwardBatch& batch) override;
   bool has_mtp() const override { return model_.has_mtp(); }
   const kernels::Tensor& forward_mtp(const qwen35::MtpBatch& batch) override;
+  void enable_lora(int32_t num_slots, int64_t max_rank) override { model_.enable_lora(num_slots, max_rank); }
+  void install_lora(int32_t slot, const qwen35::LoraAdapter& adapter) override { model_.install_lora(slot, adapter); }
   bool has_vision() const override { return encoder_ != nullptr; }
   std::vector<kernels::Tensor> encode_images(std::span<const vision::ProcessedImage* const> images) override;
 

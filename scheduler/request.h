@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "model/grammar/compiler.h"
+#include "model/qwen35/lora_adapter.h"
 #include "model/qwen35/multimodal.h"
 #include "model/vision/processor.h"
 #include "scheduler/sampling_params.h"
@@ -69,6 +70,11 @@ struct Request {
   // once that many tokens were thought the reply is made to close the block (the close
   // sequence, sampled under one-token masks); without one (or null) nothing changes.
   std::shared_ptr<const ThinkingSpec> thinking;
+  // A LoRA adapter (model/qwen35/lora_adapter.h) to run with, and its id: unique per loaded
+  // adapter, never reused (scheduler/lora_residency.h). Null / 0: the base model. The engine
+  // refuses one unless it runs with LoRA slots (SchedulerConfig::max_loras).
+  std::shared_ptr<const qwen35::LoraAdapter> lora;
+  uint64_t lora_id = 0;
 
   Request() = default;
   explicit Request(std::vector<int32_t> prompt_ids)

@@ -1,6 +1,7 @@
 #include "scheduler/scheduler.h"
 
 #include <algorithm>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -10,7 +11,7 @@ namespace ds::scheduler {
 
 Scheduler::Scheduler(SchedulerConfig config, kvcache::BlockPool& blocks, kvcache::StatePool& slots,
                      kvcache::PrefixCache* cache)
-    : config_(config), blocks_(blocks), slots_(slots), cache_(cache) {
+    : config_(config), blocks_(blocks), slots_(slots), cache_(cache), lora_(config.max_loras) {
   if (config_.max_num_seqs < 1) throw std::invalid_argument("scheduler: max_num_seqs must be >= 1");
   if (config_.max_num_batched_tokens < 1)
     throw std::invalid_argument("scheduler: max_num_batched_tokens must be >= 1");
@@ -33,12 +34,19 @@ Scheduler::~Scheduler() {
 }
 
 Sequence& Scheduler::add(RequestId id, std::vector<int32_t> tokens, FinishCriteria finish,
-                         std::vector<int64_t> cache_points, SequenceImages images) {
+                         std::vector<int64_t> cache_points, SequenceImages images, LoraId lora_id) {
   if (tokens.empty()) throw std::invalid_argument("scheduler: a sequence needs at least one token");
+  if (lora_id != 0 && config_.max_loras < 1)
+    throw std::invalid_argument("scheduler: a sequence names a LoRA adapter but max_loras is 0");
   if (seqs_.count(id)) throw std::invalid_argument("scheduler: request id " + std::to_string(id) + " is already queued");
   auto seq = std::make_unique<Sequence>(id, next_arrival_++, std::move(tokens), blocks_.block_size(),
                                         std::move(finish));
   Sequence& s = *seq;
+  s.lora_id = lora_id;
+  // Chains of an adapter's sequences start from a root of their own: the id mixed with this
+  // scheduler's random salt. Ids are counted per process, so without the salt adapter 1 of one
+  // run would find adapter 1 of an earlier run in the disk tier (--kv-offload-dir).
+  if (lora_id != 0) s.key_root = kvcache::chain_key(lora_id ^ lora_salt_, {});
   s.images = std::move(images.spans);
   if (!images.key_tokens.empty()) {
     if (images.key_tokens.size() != s.tokens.size())
@@ -74,6 +82,7 @@ const StepPlan& Scheduler::schedule() {
   plan_.preempted.clear();
   plan_.admitted.clear();
   plan_.loads.clear();
+  plan_.lora_loads.clear();
   plan_.num_tokens = plan_.num_decodes = plan_.num_draft_tokens = plan_.num_samples = 0;
   ++step_;
   int64_t budget = config_.max_num_batched_tokens;
@@ -91,6 +100,7 @@ void Scheduler::finish_plan() {
     const Sequence& s = *plan_.sequences[i];
     c.block_ids = s.table.block_ids();
     c.state_slot = s.slot->id;
+    c.lora_slot = s.lora_slot;
     if (num_drafted(c) > 0) {
       c.row_state_slots = s.row_slots;
       c.snapshot_rows = {};
@@ -235,6 +245,9 @@ void Scheduler::schedule_admissions(int64_t& budget) {
   while (!waiting_.empty() && budget > 0 &&
          static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
     Sequence& s = *waiting_.front();
+    // Its adapter needs a slot first: when all are pinned it waits, and so does everyone
+    // behind it (see "LoRA adapters").
+    if (s.lora_id != 0 && !lora_.can_pin(s.lora_id)) break;
     kvcache::PrefixHit hit;
     if (cache_ && !look_up_prefix(s, hit, budget)) break;
     if (hit.from_host()) {
@@ -257,6 +270,7 @@ void Scheduler::schedule_admissions(int64_t& budget) {
     blocks_.commit(*blocks, s.table);
     if (cache_) admit_prefix(s, hit, slot->id);
     s.slot = slot;
+    pin_lora(s);
     s.state = SeqState::running;
     s.admission = ++next_admission_;
     waiting_.pop_front();
@@ -265,6 +279,13 @@ void Scheduler::schedule_admissions(int64_t& budget) {
     add_chunk(s, want);
     budget -= want;
   }
+}
+
+void Scheduler::pin_lora(Sequence& s) {
+  if (s.lora_id == 0) return;
+  const LoraResidency::Pin pin = lora_.pin(s.lora_id);
+  s.lora_slot = pin.slot;
+  if (pin.load) plan_.lora_loads.push_back({pin.slot, &s});
 }
 
 int64_t Scheduler::slots_kept() const {
@@ -324,7 +345,7 @@ void Scheduler::release_cache(Sequence& s) {
   if (s.loading) abandon_load(s);  // records only the blocks that were on the device
   if (cache_) {
     s.update_keys(blocks_.block_size());
-    cache_->insert(s.table, s.cache_tokens(), s.keys, s.num_computed);
+    cache_->insert(s.table, s.cache_tokens(), s.keys, s.num_computed, s.key_root);
     cache_->release(s.table);
     track_cache_points(s, -1);
   } else {
@@ -332,6 +353,8 @@ void Scheduler::release_cache(Sequence& s) {
   }
   if (s.slot) slots_.release(*s.slot);
   s.slot.reset();
+  if (s.lora_slot >= 0) lora_.unpin(s.lora_slot);
+  s.lora_slot = -1;
   release_spare_slots(s);
   drop_staged_snapshots(s);
   s.snapshot_due = 0;
@@ -411,6 +434,20 @@ void Scheduler::check_invariants() const {
     fail("pool has " + std::to_string(slots_.num_used()) + " slots in use, " + std::to_string(running_.size()) +
          " running sequences hold " + std::to_string(held_slots));
   if (static_cast<int32_t>(running_.size()) > config_.max_num_seqs) fail("more running than max_num_seqs");
+  // LoRA slots: pinned exactly by the running sequences with an adapter, each on its own's.
+  std::vector<int32_t> lora_pins(static_cast<size_t>(lora_.num_slots()), 0);
+  for (const Sequence* s : running_) {
+    if ((s->lora_id != 0) != (s->lora_slot >= 0)) fail("request " + std::to_string(s->id) + " runs without its LoRA slot");
+    if (s->lora_slot < 0) continue;
+    if (lora_.slot_of(s->lora_id) != s->lora_slot) fail("request " + std::to_string(s->id) + "'s LoRA slot holds another adapter");
+    ++lora_pins[static_cast<size_t>(s->lora_slot)];
+  }
+  for (const Sequence* s : waiting_)
+    if (s->lora_slot >= 0) fail("request " + std::to_string(s->id) + " waits while pinning a LoRA slot");
+  for (int32_t i = 0; i < lora_.num_slots(); ++i)
+    if (lora_.pins(i) != lora_pins[static_cast<size_t>(i)])
+      fail("LoRA slot " + std::to_string(i) + " has " + std::to_string(lora_.pins(i)) + " pins, running sequences hold " +
+           std::to_string(lora_pins[static_cast<size_t>(i)]));
   for (size_t i = 1; i < running_.size(); ++i)
     if (running_[i - 1]->admission >= running_[i]->admission) fail("running list out of admission order");
 }

@@ -87,6 +87,16 @@
 // sequence by cache_tokens(): its pads read as ids of the image's content, so prompts that
 // differ only in an image never share blocks past it.
 //
+// LoRA adapters: a sequence may run with an adapter (add()'s lora_id), which pins one of the
+// model's adapter slots (SchedulerConfig::max_loras; lora_residency.h) while it runs; its
+// chunks name that slot (SequenceChunk::lora_slot), and a slot that must first receive the
+// adapter's weights is listed in StepPlan::lora_loads (the engine copies them in before the
+// forward). A waiting sequence whose adapter has no slot to be had (every slot pinned by
+// running sequences with other adapters) stops admission like one whose blocks do not fit:
+// nothing overtakes it, the running sequences finish and unpin, so it is admitted in turn and
+// never starves. Its prefix-cache keys are rooted in its adapter (Sequence::key_root), so
+// cached K/V and states are shared only between sequences of one adapter.
+//
 // A chunk that reaches the last token of its sequence samples (one logits row). Prefix-cache
 // admission (the lookup, branch points, staging and snapshots) lives in prefix_admission.cpp.
 // Preemption
@@ -99,6 +109,7 @@
 #pragma once
 
 #include <cstdint>
+#include <random>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -112,6 +123,7 @@
 #include "kvcache/block_pool.h"
 #include "kvcache/prefix_cache.h"
 #include "kvcache/state_pool.h"
+#include "scheduler/lora_residency.h"
 #include "scheduler/request.h"
 #include "scheduler/sequence.h"
 
@@ -123,6 +135,8 @@ struct SchedulerConfig {
   // Image tokens the vision encoder may encode in one step (see "Images"); 0 = as many as
   // max_num_batched_tokens (vLLM's encoder budget).
   int64_t max_encoder_tokens = 0;
+  // LoRA adapter slots in the model (serve --max-loras); 0: no sequence may name an adapter.
+  int32_t max_loras = 0;
   int64_t encoder_budget() const { return max_encoder_tokens > 0 ? max_encoder_tokens : max_num_batched_tokens; }
 };
 
@@ -156,6 +170,12 @@ struct StepPlan {
   std::vector<HostLoad> loads;         // host-tier hits admitted in this step (loading)
   std::vector<RequestId> preempted;    // preempted while planning (now waiting again)
   std::vector<Sequence*> admitted;     // admitted in this step (first time or again)
+  // LoRA slots to load with an admitted sequence's adapter before the forward.
+  struct LoraLoad {
+    int32_t slot = -1;
+    Sequence* seq = nullptr;
+  };
+  std::vector<LoraLoad> lora_loads;
   int64_t num_tokens = 0;
   int64_t num_decodes = 0;        // decoding sequences (one pending token each)
   int64_t num_draft_tokens = 0;   // drafted tokens of their verify chunks
@@ -205,8 +225,9 @@ class Scheduler {
   // Queues a new sequence at the tail. tokens = the prompt (not empty); ids must be unique.
   // cache_points: prompt positions worth a state snapshot besides the prompt's end (rounded
   // down to blocks; ignored without a prefix cache).
+  // lora_id: the sequence's adapter (0: the base; another needs max_loras > 0).
   Sequence& add(RequestId id, std::vector<int32_t> tokens, FinishCriteria finish,
-                std::vector<int64_t> cache_points = {}, SequenceImages images = {});
+                std::vector<int64_t> cache_points = {}, SequenceImages images = {}, LoraId lora_id = 0);
   Sequence* find(RequestId id);
 
   // Plans the next step (see above). The plan stays valid until the next schedule(),
@@ -253,6 +274,9 @@ class Scheduler {
   int64_t prefix_queries() const { return prefix_queries_; }
   int64_t prefix_hits() const { return prefix_hits_; }
   const kvcache::PrefixCache* prefix_cache() const { return cache_; }
+  const LoraResidency& lora_residency() const { return lora_; }
+  // A planned load failed: the slot no longer holds its adapter (loaded again on next use).
+  void invalidate_lora_slot(int32_t slot) { lora_.invalidate(slot); }
   bool has_work() const { return !running_.empty() || !waiting_.empty(); }
   const std::vector<Sequence*>& running() const { return running_; }
   const std::deque<Sequence*>& waiting() const { return waiting_; }
@@ -304,6 +328,9 @@ class Scheduler {
   // loading the hit (false, giving everything back, when its blocks or slot cannot be had);
   // gives back the pins; what release_cache does first for a loading sequence.
   void pin_host(Sequence& seq, const kvcache::PrefixHit& hit);
+  // Pins the slot of s's adapter (schedule_admissions checked that one can be had), queueing
+  // its load in the plan when the slot does not hold it yet.
+  void pin_lora(Sequence& s);
   bool admit_from_host(Sequence& seq, const kvcache::PrefixHit& hit);
   void unpin_host(Sequence& seq);
   void abandon_load(Sequence& seq);
@@ -342,6 +369,7 @@ class Scheduler {
   kvcache::BlockPool& blocks_;
   kvcache::StatePool& slots_;
   kvcache::PrefixCache* cache_;
+  LoraResidency lora_;
   std::unordered_map<kvcache::PrefixKey, int32_t> in_flight_;  // cache points of running sequences
   std::vector<StateCopy> saves_;
   int64_t prefix_queries_ = 0, prefix_hits_ = 0;
@@ -355,6 +383,8 @@ class Scheduler {
   uint64_t step_ = 0;
   int64_t encoder_budget_ = 0;  // image tokens this step may still encode
   uint64_t next_arrival_ = 0;
+  // Mixed into LoRA chain roots (add()): fresh per scheduler, so roots never match across runs.
+  const uint64_t lora_salt_ = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
   uint64_t next_admission_ = 0;
   int64_t num_preemptions_ = 0;
 };

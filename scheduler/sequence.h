@@ -130,6 +130,13 @@ struct Sequence {
   std::vector<SequenceImage> images;
   std::vector<int32_t> key_tokens;
 
+  // LoRA (scheduler.h, "LoRA adapters"): the request's adapter (0: the base), the slot it pins
+  // while running (-1: none), and the root of its prefix-cache chain keys (0 for the base; a
+  // hash of the adapter otherwise, so adapters never share cached K/V or states).
+  uint64_t lora_id = 0;
+  int32_t lora_slot = -1;
+  kvcache::PrefixKey key_root = 0;
+
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int64_t num_generated() const { return num_tokens() - prompt_len; }
   int64_t num_pending() const { return num_tokens() - num_computed; }
@@ -148,7 +155,7 @@ struct Sequence {
   void update_keys(int32_t block_size) {
     const std::span<const int32_t> t = cache_tokens();
     const size_t n = t.size() / static_cast<size_t>(block_size);
-    kvcache::PrefixKey k = keys.empty() ? 0 : keys.back();
+    kvcache::PrefixKey k = keys.empty() ? key_root : keys.back();
     for (size_t i = keys.size(); i < n; ++i) {
       k = kvcache::chain_key(k, t.subspan(i * static_cast<size_t>(block_size), static_cast<size_t>(block_size)));
       keys.push_back(k);

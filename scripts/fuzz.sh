@@ -15,7 +15,7 @@ if [ -z "$cxx" ]; then
   exit 0
 fi
 secs=${FUZZ_SECONDS:-30}
-targets=${*:-http_request request_json grammar_compile image_decode video_decode disk_entry}
+targets=${*:-http_request request_json grammar_compile image_decode video_decode disk_entry lora_adapter}
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDELTASERVE_FUZZ=ON \
       -DCMAKE_CXX_COMPILER="$cxx" >/dev/null
 cmake --build build-fuzz -j "${JOBS:-$(nproc)}"

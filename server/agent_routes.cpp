@@ -118,13 +118,13 @@ class ResponsesStream final : public StreamFormat {
 
 void handle_messages(const RouteContext& ctx, const HttpRequest& req, HttpResponse& res) {
   const Json body = parse_json_body(req);
-  check_model(body, ctx.model);
+  const LoraChoice lora = check_model(body, ctx.model);
   const ServedModel& m = ctx.model;
   const Json chat = messages_to_chat_body(body, MessagesEndpoint::create);
   const GenerationParams gp = with_client_fields(
       kMessagesNames, [&] { return parse_generation_params(chat, Endpoint::chat, m.defaults, m.engine->vocab_size()); });
-  auto job = with_client_fields(kMessagesNames, [&] { return start_chat_job(ctx, chat, gp, {"messages", "max_tokens"}); });
-  auto writer = std::make_unique<MessageWriter>(random_id("msg_"), m.name, gp.stream);
+  auto job = with_client_fields(kMessagesNames, [&] { return start_chat_job(ctx, chat, gp, {"messages", "max_tokens"}, lora); });
+  auto writer = std::make_unique<MessageWriter>(random_id("msg_"), reply_model(lora, m), gp.stream);
   if (gp.stream) return stream_job(ctx, req, res, std::move(job), std::make_unique<MessagesStream>(std::move(writer)));
   run_job(ctx, req, *job, [&](ChoiceUpdate& u) { writer->add(u.delta); });
   const ChoiceOutput& c = job->choice(0);
@@ -145,7 +145,7 @@ void handle_count_tokens(const RouteContext& ctx, const HttpRequest& req, HttpRe
 
 void handle_responses(const RouteContext& ctx, const HttpRequest& req, HttpResponse& res) {
   const Json body = parse_json_body(req);
-  check_model(body, ctx.model);
+  const LoraChoice lora = check_model(body, ctx.model);
   const ServedModel& m = ctx.model;
   const ResponsesRequest r = parse_responses_request(body);
   static const FieldNames kNames = {{"messages", "input"},
@@ -155,9 +155,9 @@ void handle_responses(const RouteContext& ctx, const HttpRequest& req, HttpRespo
                                     {"response_format", "text.format"}};
   const GenerationParams gp = with_client_fields(
       kNames, [&] { return parse_generation_params(r.chat_body, Endpoint::chat, m.defaults, m.engine->vocab_size()); });
-  auto job = with_client_fields(kNames, [&] { return start_chat_job(ctx, r.chat_body, gp, {"input", "max_output_tokens"}); });
+  auto job = with_client_fields(kNames, [&] { return start_chat_job(ctx, r.chat_body, gp, {"input", "max_output_tokens"}, lora); });
   auto writer = std::make_unique<ResponseWriter>(
-      random_id("resp_"), static_cast<int64_t>(std::time(nullptr)), m.name, r.settings,
+      random_id("resp_"), static_cast<int64_t>(std::time(nullptr)), reply_model(lora, m), r.settings,
       echoed(body, "temperature", gp.sampling.temperature), echoed(body, "top_p", gp.sampling.top_p), gp.stream);
   if (gp.stream) return stream_job(ctx, req, res, std::move(job), std::make_unique<ResponsesStream>(std::move(writer)));
   run_job(ctx, req, *job, [&](ChoiceUpdate& u) { writer->add(u.delta); });

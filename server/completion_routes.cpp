@@ -155,15 +155,17 @@ std::vector<PromptIds> completion_prompts(const Json& body, const ServedModel& m
 
 void handle_chat_completions(const RouteContext& ctx, const HttpRequest& req, HttpResponse& res) {
   const Json body = parse_json_body(req);
-  check_model(body, ctx.model);
+  const LoraChoice lora = check_model(body, ctx.model);
   const ServedModel& m = ctx.model;
   const GenerationParams gp = parse_generation_params(body, Endpoint::chat, m.defaults, m.engine->vocab_size());
-  respond(ctx, req, res, start_chat_job(ctx, body, gp), make_shape(m, gp, true), gp.stream);
+  Shape shape = make_shape(m, gp, true);
+  shape.header.model = reply_model(lora, m);
+  respond(ctx, req, res, start_chat_job(ctx, body, gp, {}, lora), std::move(shape), gp.stream);
 }
 
 void handle_completions(const RouteContext& ctx, const HttpRequest& req, HttpResponse& res) {
   const Json body = parse_json_body(req);
-  check_model(body, ctx.model);
+  const LoraChoice lora = check_model(body, ctx.model);
   const ServedModel& m = ctx.model;
   if (get_bool(body, "echo").value_or(false)) throw unsupported_field("echo");
   if (auto suffix = get_string(body, "suffix"); suffix && !suffix->empty()) throw unsupported_field("suffix");
@@ -172,9 +174,11 @@ void handle_completions(const RouteContext& ctx, const HttpRequest& req, HttpRes
   const RequestFields fields{"prompt", "max_tokens"};
   const OutputGrammar grammar = completion_grammar(ctx, body);
   auto job = std::make_unique<GenerationJob>(*m.engine, *m.tokenizer, ctx.metrics,
-                                             choice_specs(m, gp, prompts, choice_options(m, gp), fields, {}, grammar),
+                                             choice_specs(m, gp, prompts, choice_options(m, gp), fields, {}, grammar, lora),
                                              fields.prompt);
-  respond(ctx, req, res, std::move(job), make_shape(m, gp, false), gp.stream);
+  Shape shape = make_shape(m, gp, false);
+  shape.header.model = reply_model(lora, m);
+  respond(ctx, req, res, std::move(job), std::move(shape), gp.stream);
 }
 
 }  // namespace ds::server

@@ -140,6 +140,8 @@ struct HttpServer::Impl {
         {"POST", "/v1/messages", handle_messages, true},
         {"POST", "/v1/messages/count_tokens", handle_count_tokens, false},
         {"POST", "/v1/responses", handle_responses, true},
+        {"POST", "/v1/load_lora_adapter", handle_load_lora_adapter, false},
+        {"POST", "/v1/unload_lora_adapter", handle_unload_lora_adapter, false},
     };
     if (p == "/health" && m == "GET") return health(res);
     if (p == "/metrics" && m == "GET") return render_metrics(res);

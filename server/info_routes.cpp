@@ -19,6 +19,15 @@ Json model_card(const ServedModel& m) {
               {"max_model_len", m.engine->max_ctx()}};
 }
 
+// A LoRA adapter's card: vLLM's, with the base as its parent (and not its path as the root).
+Json adapter_card(const ServedModel& m, const LoraRegistry::Info& a) {
+  Json card = model_card(m);
+  card["id"] = a.name;
+  card["root"] = a.name;
+  card["parent"] = m.name;
+  return card;
+}
+
 }  // namespace
 
 Json parse_json_body(const HttpRequest& req) {
@@ -31,9 +40,19 @@ Json parse_json_body(const HttpRequest& req) {
   return body;
 }
 
-void check_model(const Json& body, const ServedModel& model) {
+LoraChoice check_model(const Json& body, const ServedModel& model) {
   auto name = get_string(body, "model");
-  if (name && *name != model.name) throw model_not_found(*name);
+  if (!name || *name == model.name) return {};
+  if (model.loras) {
+    std::optional<LoraChoice> c;
+    try {
+      c = model.loras->find(*name);
+    } catch (const std::exception& e) {
+      throw internal_error("the LoRA adapter '" + *name + "' could not be read again: " + e.what());
+    }
+    if (c) return *c;
+  }
+  throw model_not_found(*name);
 }
 
 void send_json(HttpResponse& res, int status, const Json& body) {
@@ -43,13 +62,19 @@ void send_json(HttpResponse& res, int status, const Json& body) {
 }
 
 void handle_models(const RouteContext& ctx, const HttpRequest&, HttpResponse& res) {
-  send_json(res, 200, Json{{"object", "list"}, {"data", Json::array({model_card(ctx.model)})}});
+  Json data = Json::array({model_card(ctx.model)});
+  if (ctx.model.loras)
+    for (const LoraRegistry::Info& a : ctx.model.loras->list()) data.push_back(adapter_card(ctx.model, a));
+  send_json(res, 200, Json{{"object", "list"}, {"data", std::move(data)}});
 }
 
 void handle_model(const RouteContext& ctx, const HttpRequest& req, HttpResponse& res) {
   const std::string id = req.path.substr(std::string_view("/v1/models/").size());
-  if (id != ctx.model.name) throw model_not_found(id);
-  send_json(res, 200, model_card(ctx.model));
+  if (id == ctx.model.name) return send_json(res, 200, model_card(ctx.model));
+  if (ctx.model.loras)
+    for (const LoraRegistry::Info& a : ctx.model.loras->list())
+      if (a.name == id) return send_json(res, 200, adapter_card(ctx.model, a));
+  throw model_not_found(id);
 }
 
 void handle_tokenize(const RouteContext& ctx, const HttpRequest& req, HttpResponse& res) {

@@ -258,6 +258,13 @@ std::string ServerMetrics::render(const scheduler::EngineStats* st) const {
   sample(out, "vllm:prefix_cache_hits_total", m, static_cast<double>(s.prefix_cache_hits_total));
   render_host_tier(out, m, s);
 
+  header(out, "deltaserve:lora_slots", "gauge", "LoRA adapter slots in the model's memory (--max-loras).");
+  sample(out, "deltaserve:lora_slots", m, static_cast<double>(s.lora_slots_total));
+  header(out, "deltaserve:lora_slots_pinned", "gauge", "LoRA slots pinned by running requests.");
+  sample(out, "deltaserve:lora_slots_pinned", m, static_cast<double>(s.lora_slots_pinned));
+  header(out, "deltaserve:lora_loads_total", "counter", "LoRA adapters copied into a slot (a slot-pool miss).");
+  sample(out, "deltaserve:lora_loads_total", m, static_cast<double>(s.lora_loads_total));
+
   header(out, "deltaserve:images_encoded_total", "counter", "Images run through the vision encoder.");
   sample(out, "deltaserve:images_encoded_total", m, static_cast<double>(s.images_encoded_total));
   header(out, "deltaserve:encoder_seconds_total", "counter", "Engine time in the vision encoder (part of the forward time).");

@@ -332,6 +332,10 @@ scheduler::EngineConfig engine_config(const ServerOptions& o, int64_t budget, in
   if (o.prefix_caching) ec.host_cache_bytes = o.kv_offload_memory;
   if (o.prefix_caching) ec.host_disk_dir = o.kv_offload_dir;
   ec.speculative = o.speculative;
+  if (o.enable_lora) {
+    ec.scheduler.max_loras = o.max_loras;
+    ec.max_lora_rank = o.max_lora_rank;
+  }
   ec.step_graphs = !o.enforce_eager;
   if (metrics)
     ec.on_finish = [metrics](scheduler::RequestId, scheduler::FinishReason, const scheduler::RequestMetrics& m) {
@@ -400,6 +404,28 @@ void log_capacity(const ServerOptions& o, const LoadedModel& lm) {
                  ec.speculative.method, ec.speculative.num_speculative_tokens, states_per_seq);
 }
 
+// --enable-lora: the adapter slots in the model's memory (before the cache budget is measured,
+// so the cache leaves them room; the engine makes them again, the same size) and the
+// --lora-modules, each read and checked now.
+void load_loras(const ServerOptions& o, const std::string& base_name, LoadedModel& lm) {
+  if (!o.enable_lora) return;
+  lm.model->enable_lora(o.max_loras, o.max_lora_rank);
+  spdlog::info("LoRA: {} slots of rank <= {} ({:.1f} MiB), host copies of {} adapters", o.max_loras, o.max_lora_rank,
+               static_cast<double>(lm.model->lora_slots()->bytes()) / (1 << 20), o.max_cpu_loras.value_or(o.max_loras));
+  lm.loras = std::make_unique<LoraRegistry>(lm.model->config(), qwen35::LoraLimits{.max_rank = o.max_lora_rank},
+                                            o.max_cpu_loras.value_or(o.max_loras), base_name);
+  for (const auto& [name, path] : o.lora_modules) {
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      lm.loras->add(name, path);
+    } catch (const std::exception& e) {
+      throw std::runtime_error("--lora-modules " + name + "=" + path + ": " + e.what());
+    }
+    spdlog::info("LoRA adapter '{}' from {}: read and checked in {:.0f} ms", name, path,
+                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+}
+
 // The engine over the loaded model: its budget and configuration, the sampler for where the
 // backend leaves the logits, what a composer changes, and the checks of the pools it sized.
 void start_engine(const ServerOptions& o, ServerMetrics* metrics, const EngineComposer& compose, int64_t encoder_tokens,
@@ -453,6 +479,7 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::strin
   const GenerationDefaults defaults = GenerationDefaults::load(dir);
   load_weights(o, dir, progress_bar, *lm);
   const int64_t encoder_tokens = load_vision(o, dir, *lm);
+  load_loras(o, served_name(o, model_dir), *lm);
   if (!o.kv_offload_dir.empty()) {
     const kernels::Backend& be = *lm->backend;
     lm->fingerprint = model_fingerprint(
@@ -480,6 +507,8 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& o, const std::strin
   s.defaults = defaults;
   s.created = static_cast<int64_t>(std::time(nullptr));
   s.grammars = lm->grammars.get();
+  s.loras = lm->loras.get();
+  s.runtime_lora = o.allow_runtime_lora;
   spdlog::info("sampling defaults from generation_config.json: {}", s.defaults.describe());
   return lm;
 }

@@ -29,6 +29,7 @@
 #include "scheduler/drafter.h"
 #include "scheduler/engine.h"
 #include "scheduler/forward_model.h"
+#include "server/lora_registry.h"
 #include "server/metrics.h"
 #include "server/served_model.h"
 #include "server/server_options.h"
@@ -45,6 +46,7 @@ struct LoadedModel {
   std::unique_ptr<tok::Tokenizer> tokenizer;
   std::unique_ptr<chat::ChatTemplate> chat_template;
   std::unique_ptr<GrammarCache> grammars;
+  std::unique_ptr<LoraRegistry> loras;  // --enable-lora
   std::unique_ptr<scheduler::Engine> engine;
   ServedModel served;
   uint64_t fingerprint = 0;  // for the disk tier (model_fingerprint.h); 0 without one

@@ -22,8 +22,13 @@ struct RouteContext {
 // The body as a JSON object nested at most kMaxJsonDepth deep (400 otherwise), whatever the
 // Content-Type said (curl -d sends form encoding).
 Json parse_json_body(const HttpRequest& req);
-// 404 unless body.model is absent or names the served model.
-void check_model(const Json& body, const ServedModel& model);
+// What body.model names: the served model (or nothing: an empty choice) or one of its LoRA
+// adapters (lora_registry.h); 404 otherwise.
+LoraChoice check_model(const Json& body, const ServedModel& model);
+// The model a reply names: the adapter the request chose, or the served model.
+inline const std::string& reply_model(const LoraChoice& lora, const ServedModel& model) {
+  return lora.id != 0 ? lora.name : model.name;
+}
 
 void handle_chat_completions(const RouteContext& ctx, const HttpRequest& req, HttpResponse& res);
 void handle_completions(const RouteContext& ctx, const HttpRequest& req, HttpResponse& res);
@@ -34,6 +39,9 @@ void handle_models(const RouteContext& ctx, const HttpRequest& req, HttpResponse
 void handle_model(const RouteContext& ctx, const HttpRequest& req, HttpResponse& res);
 void handle_tokenize(const RouteContext& ctx, const HttpRequest& req, HttpResponse& res);
 void handle_detokenize(const RouteContext& ctx, const HttpRequest& req, HttpResponse& res);
+// vLLM's runtime LoRA endpoints (lora_routes.cpp); 404 unless serve --allow-runtime-lora.
+void handle_load_lora_adapter(const RouteContext& ctx, const HttpRequest& req, HttpResponse& res);
+void handle_unload_lora_adapter(const RouteContext& ctx, const HttpRequest& req, HttpResponse& res);
 
 void send_json(HttpResponse& res, int status, const Json& body);
 

@@ -15,6 +15,7 @@
 #include "server/generation_defaults.h"
 #include "server/grammar_cache.h"
 #include "server/image_inputs.h"
+#include "server/lora_registry.h"
 #include "server/thinking_setup.h"
 
 namespace ds::server {
@@ -36,6 +37,10 @@ struct ServedModel {
   std::string vision_unusable = "it has no vision tower";
   // Reasoning tags, the close sequence and the budget settings (thinking_setup.h).
   ThinkingSetup thinking;
+  // LoRA adapters requests may name as their model (lora_registry.h); null: none. With
+  // runtime_lora, /v1/load_lora_adapter and /v1/unload_lora_adapter change them.
+  LoraRegistry* loras = nullptr;
+  bool runtime_lora = false;
 };
 
 }  // namespace ds::server

@@ -135,6 +135,23 @@ void add_server_options(CLI::App& app, ServerOptions& o) {
                  "Directory whose files file:// image URLs may name (default: none)");
   app.add_flag("--language-model-only", o.language_model_only,
                "Do not load the vision tower: requests with images are refused, its memory stays free");
+  app.add_flag("--enable-lora", o.enable_lora, "Serve LoRA adapters on the base model (--lora-modules)");
+  app.add_option_function<std::vector<std::string>>(
+         "--lora-modules",
+         [&o](const std::vector<std::string>& v) {
+           for (const std::string& m : v) o.lora_modules.push_back(parse_lora_module(m));
+         },
+         "LoRA adapters as name=DIR (PEFT's adapter_config.json and adapter_model.safetensors); requests "
+         "select one with \"model\": name");
+  app.add_option("--max-loras", o.max_loras, "LoRA adapters in the model's memory at once (slots)")
+      ->capture_default_str();
+  app.add_option("--max-lora-rank", o.max_lora_rank, "The largest LoRA rank served (sizes the slots)")
+      ->capture_default_str();
+  app.add_option_function<int>(
+      "--max-cpu-loras", [&o](int n) { o.max_cpu_loras = n; },
+      "LoRA adapters whose host copies are kept (default --max-loras; others are read again when asked for)");
+  app.add_flag("--allow-runtime-lora", o.allow_runtime_lora,
+               "Enable POST /v1/load_lora_adapter and /v1/unload_lora_adapter (local paths only; needs --api-key)");
   add_parsed(app, "--default-thinking-budget", o.default_thinking_budget, parse_thinking_budget,
              "Reasoning tokens a chat reply may think before it is made to close its <think> block, for "
              "requests that set no thinking_token_budget, thinking_budget or mapped reasoning_effort "
@@ -269,6 +286,16 @@ std::string validate_options(const ServerOptions& o) {
     return "--chat-template: no such file: " + o.chat_template;
   if (!o.model.empty() && !std::filesystem::is_directory(o.model))
     return "--model: no such directory: " + o.model;
+  if (!o.enable_lora && (!o.lora_modules.empty() || o.allow_runtime_lora))
+    return "--lora-modules and --allow-runtime-lora need --enable-lora";
+  if (o.enable_lora) {
+    if (o.max_loras < 1 || o.max_loras > 1024) return "--max-loras must be in 1..1024";
+    if (o.max_lora_rank < 1 || o.max_lora_rank > 1024) return "--max-lora-rank must be in 1..1024";
+    if (o.max_cpu_loras && *o.max_cpu_loras < o.max_loras) return "--max-cpu-loras must be at least --max-loras";
+    if (o.allow_runtime_lora && o.api_key.empty())
+      return "--allow-runtime-lora needs --api-key: the load/unload endpoints change what the server serves and "
+             "read the server's files";
+  }
   return validate_limit_options(o.limits);
 }
 
@@ -290,6 +317,25 @@ MmLimits parse_limit_mm_per_prompt(const std::string& text) {
       throw std::invalid_argument("\"" + k + "\" inputs are not supported (only \"image\" and \"video\")");
   }
   return out;
+}
+
+std::pair<std::string, std::string> parse_lora_module(const std::string& text) {
+  std::string name, path;
+  if (!text.empty() && text.front() == '{') {
+    const auto j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("name") || !j["name"].is_string() || !j.contains("path") ||
+        !j["path"].is_string())
+      throw std::invalid_argument("--lora-modules: '" + text + "' must be name=DIR or {\"name\": ..., \"path\": ...}");
+    name = j["name"].get<std::string>();
+    path = j["path"].get<std::string>();
+  } else {
+    const size_t eq = text.find('=');
+    if (eq == std::string::npos) throw std::invalid_argument("--lora-modules: '" + text + "' must be name=DIR");
+    name = text.substr(0, eq);
+    path = text.substr(eq + 1);
+  }
+  if (name.empty() || path.empty()) throw std::invalid_argument("--lora-modules: '" + text + "' needs a name and a DIR");
+  return {name, path};
 }
 
 std::filesystem::path default_model_dir(const char* argv0) {

@@ -16,7 +16,8 @@
 // --enable-prefix-caching / --no-enable-prefix-caching, --prefix-cache-state-memory,
 // --speculative-config, --enforce-eager, --quantization, --fp8-weights, --backend,
 // --chat-template, --limit-mm-per-prompt, --allowed-media-domains, --allowed-local-media-path,
-// --language-model-only, --default-thinking-budget, --reasoning-effort-budgets, --hf-overrides,
+// --language-model-only, --enable-lora, --lora-modules, --max-loras, --max-lora-rank,
+// --max-cpu-loras, --allow-runtime-lora, --default-thinking-budget, --reasoning-effort-budgets, --hf-overrides,
 // --log-level, --log-format, and the limits of limit_options.h.
 #pragma once
 
@@ -82,6 +83,16 @@ struct ServerOptions {
   std::vector<std::string> allowed_media_domains;  // hosts whose http(s) image URLs are fetched
   std::string allowed_local_media_path;            // file:// image URLs under this directory
   bool language_model_only = false;                // skip the vision tower: no images, its memory freed
+  // LoRA adapters (vLLM's flags; server/lora_registry.h, scheduler.h "LoRA adapters"):
+  // --lora-modules name=DIR ..., slots in the model (--max-loras) of up to --max-lora-rank,
+  // host copies kept (--max-cpu-loras, default max_loras), and the load/unload endpoints
+  // (--allow-runtime-lora, which needs --api-key).
+  bool enable_lora = false;
+  std::vector<std::pair<std::string, std::string>> lora_modules;
+  int max_loras = 1;
+  int64_t max_lora_rank = 16;
+  std::optional<int> max_cpu_loras;
+  bool allow_runtime_lora = false;
   // Thinking budgets (thinking_setup.h): the budget of requests that name none, and the budgets
   // of reasoning efforts (--reasoning-effort-budgets low=1024,medium=4096,high=16384).
   std::optional<int64_t> default_thinking_budget;
@@ -113,6 +124,8 @@ std::string parse_hf_overrides(const std::string& text);            // a JSON ob
 // --limit-mm-per-prompt: {"image": N, "video": M} (each 0 to 1,024; a key left out keeps its
 // default; audio, which is not supported, only as 0).
 MmLimits parse_limit_mm_per_prompt(const std::string& text);
+// --lora-modules: "name=DIR" or vLLM's JSON '{"name": ..., "path": ...}' -> (name, DIR).
+std::pair<std::string, std::string> parse_lora_module(const std::string& text);
 
 // Where the bundled model lives: next to the executable's source tree (build/serve ->
 // ../tests/data/tiny-qwen35), in the source tree it was built from, or under the current

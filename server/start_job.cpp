@@ -91,7 +91,7 @@ ChoiceOptions choice_options(const ServedModel& m, const GenerationParams& gp) {
 std::vector<ChoiceSpec> choice_specs(const ServedModel& m, const GenerationParams& gp,
                                      const std::vector<PromptIds>& prompts, const ChoiceOptions& opts,
                                      const RequestFields& fields, const std::vector<int64_t>& cache_points,
-                                     const OutputGrammar& grammar) {
+                                     const OutputGrammar& grammar, const LoraChoice& lora) {
   std::vector<ChoiceSpec> specs;
   const int64_t max_ctx = m.engine->max_ctx();
   for (const PromptIds& p : prompts) check_context(m, gp, static_cast<int64_t>(p->size()), fields);
@@ -115,6 +115,8 @@ std::vector<ChoiceSpec> choice_specs(const ServedModel& m, const GenerationParam
       r.grammar = grammar.grammar;
       r.grammar_after = grammar.after;
       r.thinking = opts.thinking;
+      r.lora = lora.adapter;
+      r.lora_id = lora.id;
       // Choice i of a seeded request uses seed + i: reproducible, and the n choices differ.
       if (gp.sampling.seed) r.sampling.seed = *gp.sampling.seed + static_cast<uint64_t>(i);
       specs.push_back(ChoiceSpec{std::move(r), opts, static_cast<int>(pi)});
@@ -124,7 +126,8 @@ std::vector<ChoiceSpec> choice_specs(const ServedModel& m, const GenerationParam
 }
 
 std::unique_ptr<GenerationJob> start_chat_job(const RouteContext& ctx, const Json& chat_body,
-                                              const GenerationParams& gp, const RequestFields& fields) {
+                                              const GenerationParams& gp, const RequestFields& fields,
+                                              const LoraChoice& lora) {
   const ServedModel& m = ctx.model;
   ChatPrompt cp = [&] {
     const ClientWatch client(ctx);
@@ -143,7 +146,7 @@ std::unique_ptr<GenerationJob> start_chat_job(const RouteContext& ctx, const Jso
   opts.thinking = thinking_spec(cp.thinking, m.thinking, cp.reasoning == PromptReasoning::opened,
                                 cp.reasoning == PromptReasoning::closed, opts.reasoning_at_start_only);
   const std::vector<PromptIds> prompts = {std::make_shared<const std::vector<int32_t>>(std::move(cp.ids))};
-  std::vector<ChoiceSpec> specs = choice_specs(m, gp, prompts, opts, fields, cp.cache_points, grammar);
+  std::vector<ChoiceSpec> specs = choice_specs(m, gp, prompts, opts, fields, cp.cache_points, grammar, lora);
   for (ChoiceSpec& s : specs) s.request.multimodal = cp.multimodal;  // n choices: one image, encoded once
   return std::make_unique<GenerationJob>(*m.engine, *m.tokenizer, ctx.metrics, std::move(specs), fields.prompt);
 }

@@ -50,12 +50,14 @@ OutputGrammar completion_grammar(const RouteContext& ctx, const Json& body);
 std::vector<ChoiceSpec> choice_specs(const ServedModel& model, const GenerationParams& params,
                                      const std::vector<PromptIds>& prompts, const ChoiceOptions& options,
                                      const RequestFields& fields, const std::vector<int64_t>& cache_points = {},
-                                     const OutputGrammar& grammar = {});
+                                     const OutputGrammar& grammar = {}, const LoraChoice& lora = {});
 
 // Renders an OpenAI chat body (chat_request.h) and submits its choices with reasoning split
 // and, when the request has tools, tool calls parsed; under the body's structured-output
-// grammar or the tool-call grammar its tool_choice forces.
+// grammar or the tool-call grammar its tool_choice forces; with the LoRA adapter the request's
+// model named (check_model).
 std::unique_ptr<GenerationJob> start_chat_job(const RouteContext& ctx, const Json& chat_body,
-                                              const GenerationParams& params, const RequestFields& fields = {});
+                                              const GenerationParams& params, const RequestFields& fields = {},
+                                              const LoraChoice& lora = {});
 
 }  // namespace ds::server

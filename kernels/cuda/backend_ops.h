@@ -354,4 +354,15 @@ size_t prefill_attention_scratch_floats(const PrefillAttention& a, int32_t n_spl
 // Causal attention of the chunk: token t sees positions [0, n_cached + t].
 void prefill_attention(const PrefillAttention& a, int32_t n_splits, float* scratch, Stream stream);
 
+// ---- lora.cu
+// LoRA's gathered shrink and expand (kernels/backend.h): slots[r] is row r's slot (-1: none).
+// shrink: tmp[r, i] = sum_k a[slots[r], i, k] * x[r, k] (0 without a slot); x f32 or bf16
+// [rows, K], a [slots, R, K], tmp [rows, R].
+void lora_shrink(const void* x, DType x_type, int64_t rows, int64_t K, const float* a, int64_t R,
+                 const int32_t* slots, float* tmp, Stream stream);
+// expand: out[r, col_offset + j] += sum_i b[slots[r], j, i] * tmp[r, i] for rows with a slot;
+// b [slots, N, R], out rows ld floats apart.
+void lora_expand(const float* tmp, int64_t rows, int64_t R, const float* b, int64_t N, const int32_t* slots,
+                 float* out, int64_t ld, int64_t col_offset, Stream stream);
+
 }  // namespace ds::cuda::ops

@@ -134,6 +134,8 @@ CudaBatchPlan::CudaBatchPlan(const kernels::BatchDesc& desc, PlanUploader& uploa
   const size_t o_dtable = place(n_row_table * static_cast<size_t>(table_stride) * 4);
   const size_t o_dlens = place(n_row_table * 4);
   const size_t o_mrope = place(mrope_positions().size() * 4);
+  const bool has_lora = max_lora_slot() >= 0;
+  const size_t o_lora = place(has_lora ? static_cast<size_t>(rows) * 4 : 0);
   const size_t total = std::max<size_t>(off, 16);
 
   uint8_t* h = uploader.stage(total, stream);
@@ -175,6 +177,8 @@ CudaBatchPlan::CudaBatchPlan(const kernels::BatchDesc& desc, PlanUploader& uploa
   auto* mrope = reinterpret_cast<int32_t*>(h + o_mrope);
   for (size_t i = 0; i < mrope_positions().size(); ++i) mrope[i] = static_cast<int32_t>(mrope_positions()[i]);
 
+  if (has_lora) std::memcpy(h + o_lora, row_lora_slots().data(), static_cast<size_t>(rows) * 4);
+
   uint8_t* d = uploader.upload(total, stream);
   d_token_ids = reinterpret_cast<const int32_t*>(d + o_tok);
   d_positions = reinterpret_cast<const int32_t*>(d + o_pos);
@@ -191,6 +195,7 @@ CudaBatchPlan::CudaBatchPlan(const kernels::BatchDesc& desc, PlanUploader& uploa
   d_decode_table = multi_row ? reinterpret_cast<const int32_t*>(d + o_dtable) : d_table;
   d_decode_lens = multi_row ? reinterpret_cast<const int32_t*>(d + o_dlens) : d_seq_lens;
   d_mrope = has_mrope() ? reinterpret_cast<const int32_t*>(d + o_mrope) : nullptr;
+  d_lora_slots = has_lora ? reinterpret_cast<const int32_t*>(d + o_lora) : nullptr;
 }
 
 }  // namespace ds::cuda

@@ -79,6 +79,8 @@ class CudaBatchPlan final : public kernels::BatchPlan {
   const int32_t* d_decode_lens = nullptr;
   // M-RoPE positions, 3 per row (BatchPlan::mrope_positions; null when the step has none).
   const int32_t* d_mrope = nullptr;
+  // Per row: its LoRA slot (BatchPlan::row_lora_slots; null when no row has one).
+  const int32_t* d_lora_slots = nullptr;
 
   int32_t table_stride = 0;
   int32_t max_block_id = -1;              // largest block id of the step (pool bound checks)

@@ -162,6 +162,14 @@ void OpProfiler::do_gated_rms_norm(const Tensor& x, const Tensor& z, const Tenso
   timed("gated_rms_norm", [&] { inner_.gated_rms_norm(x, z, weight, eps, out); });
 }
 
+void OpProfiler::do_lora_shrink(const Tensor& x, const Tensor& a, const BatchPlan& plan, Tensor& tmp) {
+  timed("lora_shrink", [&] { inner_.lora_shrink(x, a, plan, tmp); });
+}
+void OpProfiler::do_lora_expand(const Tensor& tmp, const Tensor& b, const BatchPlan& plan, int64_t col_offset,
+                                Tensor& out) {
+  timed("lora_expand", [&] { inner_.lora_expand(tmp, b, plan, col_offset, out); });
+}
+
 void OpProfiler::do_layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out) {
   timed("layer_norm", [&] { inner_.layer_norm(x, weight, bias, eps, out); });
 }

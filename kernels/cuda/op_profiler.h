@@ -86,6 +86,10 @@ class OpProfiler final : public kernels::Backend {
                            const kernels::DeltaNetDims& dims, kernels::Tensor& out) override;
   void do_gated_rms_norm(const kernels::Tensor& x, const kernels::Tensor& z, const kernels::Tensor& weight, float eps,
                          kernels::Tensor& out) override;
+  void do_lora_shrink(const kernels::Tensor& x, const kernels::Tensor& a, const kernels::BatchPlan& plan,
+                      kernels::Tensor& tmp) override;
+  void do_lora_expand(const kernels::Tensor& tmp, const kernels::Tensor& b, const kernels::BatchPlan& plan,
+                      int64_t col_offset, kernels::Tensor& out) override;
   void do_layer_norm(const kernels::Tensor& x, const kernels::Tensor& weight, const kernels::Tensor& bias, float eps,
                      kernels::Tensor& out) override;
   void do_add_bias(kernels::Tensor& x, const kernels::Tensor& bias) override;

@@ -212,6 +212,8 @@ const Logits& Model::forward(const ForwardBatch& batch) {
   // eagerly. A rope_delta alone (the decode of an image prompt) only shifts the positions
   // RoPE reads from the plan, so it records like text.
   plain = plain && overrides_.empty();
+  note_lora_slots(batch.seqs);
+  plain = plain && step_lora_slots_.empty();
   if (graphs_ && !observer_ && plain && forward_recorded(batch)) return logits_;
   const std::unique_ptr<kernels::BatchPlan> plan = make_plan(batch.seqs);  // validates every index
   const int64_t T = plan->num_rows(), R = static_cast<int64_t>(plan->logit_rows().size());
@@ -238,11 +240,11 @@ void Model::run_step(const kernels::BatchPlan& plan, int64_t T, int64_t R) {
     const LayerWeights& L = weights_.layers[static_cast<size_t>(i)];
     be.rms_norm(h, L.input_norm, eps, x);
     if (L.kind == LayerKind::full_attention)
-      run_attention(L.attn, config_.kind_index[static_cast<size_t>(i)], plan, ws);
+      run_attention(L.attn, config_.kind_index[static_cast<size_t>(i)], i, plan, ws);
     else
       run_deltanet(i, plan, ws);
     be.rms_norm(h, L.post_norm, eps, x);
-    run_mlp(L, T, ws);
+    run_mlp(L, i, plan, ws);
     if (observer_) observer_(static_cast<int>(i + 1), h);
   }
   if (weights_.mtp) {
@@ -268,7 +270,8 @@ void Model::run_step(const kernels::BatchPlan& plan, int64_t T, int64_t R) {
   }
 }
 
-void Model::run_attention(const AttentionWeights& w, int64_t pool, const kernels::BatchPlan& plan, Workspace& ws) {
+void Model::run_attention(const AttentionWeights& w, int64_t pool, int64_t layer, const kernels::BatchPlan& plan,
+                          Workspace& ws) {
   const auto& c = config_;
   auto& be = *backend_;
   const int64_t T = plan.num_rows();
@@ -285,6 +288,9 @@ void Model::run_attention(const AttentionWeights& w, int64_t pool, const kernels
 
   Tensor outputs[] = {qg2, k2, v2};
   project(x, w.qkv_proj, outputs, ws);
+  apply_lora(layer, LoraTarget::q_proj, x, plan, outputs[0]);
+  apply_lora(layer, LoraTarget::k_proj, x, plan, outputs[1]);
+  apply_lora(layer, LoraTarget::v_proj, x, plan, outputs[2]);
   qg = outputs[0].reshape(qg.shape());
   k = outputs[1].reshape(k.shape());
   v = outputs[2].reshape(v.shape());
@@ -294,7 +300,9 @@ void Model::run_attention(const AttentionWeights& w, int64_t pool, const kernels
   be.paged_attention(q, k_pools_[static_cast<size_t>(pool)], v_pools_[static_cast<size_t>(pool)], plan,
                      scale, attn);
   be.sigmoid_gate(attn, gate);
-  be.gemm(attn.reshape(Shape{T, c.num_heads * c.head_dim}), w.o_proj, h, true);
+  const Tensor attn2 = attn.reshape(Shape{T, c.num_heads * c.head_dim});
+  be.gemm(attn2, w.o_proj, h, true);
+  apply_lora(layer, LoraTarget::o_proj, attn2, plan, h);
 }
 
 void Model::run_deltanet(int64_t layer, const kernels::BatchPlan& plan, Workspace& ws) {
@@ -319,6 +327,11 @@ void Model::run_deltanet(int64_t layer, const kernels::BatchPlan& plan, Workspac
     project(x, w.in_proj, std::span<Tensor>(outputs).first(2), ws);
     project(x, w.in_proj_ba, std::span<Tensor>(outputs).last(2), ws, T * w.in_proj.dim(0));
   }
+  apply_lora(layer, LoraTarget::in_proj_qkv, x, plan, outputs[0]);
+  Tensor z_flat = outputs[1].reshape(flat);
+  apply_lora(layer, LoraTarget::in_proj_z, x, plan, z_flat);
+  apply_lora(layer, LoraTarget::in_proj_b, x, plan, outputs[2]);
+  apply_lora(layer, LoraTarget::in_proj_a, x, plan, outputs[3]);
   mixed = outputs[0];
   z = outputs[1].reshape(z.shape());
   b = outputs[2];
@@ -327,7 +340,9 @@ void Model::run_deltanet(int64_t layer, const kernels::BatchPlan& plan, Workspac
   const DeltaNetDims dims{c.deltanet_k_heads, c.deltanet_v_heads, c.deltanet_k_dim, c.deltanet_v_dim};
   be.gated_delta_rule(conv, a, b, w.a_log, w.dt_bias, recurrent_state_, state_layer, plan, dims, core);
   be.gated_rms_norm(core, z, w.norm, static_cast<float>(c.rms_norm_eps), y);
-  be.gemm(y.reshape(flat), w.out_proj, h, true);
+  const Tensor y_flat = y.reshape(flat);
+  be.gemm(y_flat, w.out_proj, h, true);
+  apply_lora(layer, LoraTarget::out_proj, y_flat, plan, h);
 }
 
 void Model::project(const Tensor& x, const Tensor& stacked, std::span<Tensor> outputs, Workspace& ws,
@@ -362,13 +377,23 @@ void Model::project(const Tensor& x, const Tensor& stacked, std::span<Tensor> ou
   if (first != stacked.dim(0)) throw std::logic_error("Model::project: outputs do not cover the stacked weight");
 }
 
-void Model::run_mlp(const LayerWeights& L, int64_t rows, Workspace& ws) {
+void Model::run_mlp(const LayerWeights& L, int64_t layer, const kernels::BatchPlan& plan, Workspace& ws) {
   auto& be = *backend_;
+  const int64_t rows = plan.num_rows(), I = config_.intermediate_size;
   Tensor x = ws.x.rows(0, rows), h = ws.h.rows(0, rows);
-  Tensor gate_up = ws.proj.rows(0, rows * 2 * config_.intermediate_size).reshape(Shape{rows, 2 * config_.intermediate_size});
+  Tensor gate_up = ws.proj.rows(0, rows * 2 * I).reshape(Shape{rows, 2 * I});
   Tensor act = ws.act.rows(0, rows);
-  be.gate_up_swiglu(x, L.gate_up, gate_up, act);
+  if (lora_active(layer, LoraTarget::gate_proj) || lora_active(layer, LoraTarget::up_proj)) {
+    // The adapters' updates go between the projection and SwiGLU: unfused.
+    be.gemm(x, L.gate_up, gate_up, false);
+    apply_lora(layer, LoraTarget::gate_proj, x, plan, gate_up, 0);
+    apply_lora(layer, LoraTarget::up_proj, x, plan, gate_up, I);
+    be.swiglu(gate_up, act);
+  } else {
+    be.gate_up_swiglu(x, L.gate_up, gate_up, act);
+  }
   be.gemm(act, L.down, h, true);
+  apply_lora(layer, LoraTarget::down_proj, act, plan, h);
 }
 
 }  // namespace ds::qwen35

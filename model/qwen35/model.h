@@ -38,6 +38,7 @@
 #include "kvcache/state_pool.h"
 #include "model/qwen35/config.h"
 #include "model/qwen35/forward_batch.h"
+#include "model/qwen35/lora_slots.h"
 #include "model/qwen35/mtp.h"
 #include "model/qwen35/weights.h"
 
@@ -137,6 +138,18 @@ class Model {
 
   void set_hidden_state_observer(HiddenStateObserver observer) { observer_ = std::move(observer); }
 
+  // LoRA adapters (lora_adapter.h, lora_slots.h): a pool of num_slots adapter slots of up to
+  // max_rank, replacing an earlier pool (whose slots are gone). A chunk naming a slot
+  // (SequenceChunk::lora_slot) runs with that slot's adapter on every projection it adapts:
+  // y = W x + B (A x) per row, so one step mixes adapters and the base. The MTP module never
+  // applies one (speculative decoding drafts with the base; the verifier's forward applies the
+  // adapter). Steps with an adapter run eagerly (not recorded). forward() refuses a slot
+  // outside the pool, or any slot before enable_lora.
+  void enable_lora(int32_t num_slots, int64_t max_rank);
+  const LoraSlots* lora_slots() const { return lora_.get(); }
+  void install_lora(int32_t slot, const LoraAdapter& adapter);
+  void clear_lora(int32_t slot);
+
   // Recorded steps (see above), after allocate_cache (which turns them off). A no-op where
   // the backend cannot record steps, unless `record` is false (steps padded, run eagerly:
   // what the tests compare with, on any backend).
@@ -173,9 +186,18 @@ class Model {
   // The backend's plan of a step over these pools (which validates every index).
   std::unique_ptr<kernels::BatchPlan> make_plan(std::span<const SequenceChunk> seqs);
   // A gated full-attention mixer on ws.x, its K/V in pool `pool`, added into ws.h.
-  void run_attention(const AttentionWeights& w, int64_t pool, const kernels::BatchPlan& plan, Workspace& ws);
+  // `layer`: the decoder layer, whose LoRA sites apply (-1: none, the MTP module's layer).
+  void run_attention(const AttentionWeights& w, int64_t pool, int64_t layer, const kernels::BatchPlan& plan,
+                     Workspace& ws);
   void run_deltanet(int64_t layer, const kernels::BatchPlan& plan, Workspace& ws);
-  void run_mlp(const LayerWeights& L, int64_t rows, Workspace& ws);
+  void run_mlp(const LayerWeights& L, int64_t layer, const kernels::BatchPlan& plan, Workspace& ws);
+  // LoRA (lora_forward.cpp): whether any of this step's slots adapts (layer, t), and
+  // out[:, col, col + out_t) += that site's update of x for every row with a slot.
+  bool lora_active(int64_t layer, LoraTarget t) const;
+  void apply_lora(int64_t layer, LoraTarget t, const kernels::Tensor& x, const kernels::BatchPlan& plan,
+                  kernels::Tensor& out, int64_t col = 0);
+  // Checks the batch's LoRA slots and notes which this step uses.
+  void note_lora_slots(std::span<const SequenceChunk> seqs);
   // x · stackedᵀ into outputs (the stacked weight's row ranges in order), fused or one GEMM
   // per output as the backend prefers (Backend::fused_projection_rows). A fused one-row step
   // replaces the outputs with views of the fused result (no copy): callers read `outputs`
@@ -219,6 +241,9 @@ class Model {
   // This step's rows fed other embeddings (forward_batch.h): global row and rows.
   std::vector<std::pair<int64_t, kernels::Tensor>> overrides_;
   HiddenStateObserver observer_;
+  std::unique_ptr<LoraSlots> lora_;
+  std::vector<int32_t> step_lora_slots_;  // distinct slots of this step's chunks
+  kernels::Tensor lora_tmp_;              // [rows, max site rank] shrink output
   // The MTP module's buffers (mtp_forward.cpp) and the rows each hidden-state source holds.
   struct MtpWorkspace;
   std::unique_ptr<MtpWorkspace> mtp_ws_;

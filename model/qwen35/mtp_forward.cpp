@@ -66,9 +66,9 @@ const Logits& Model::forward_mtp(const MtpBatch& batch) {
   be.gemm(x, m.fc_hidden, h, true);
   // One full-attention decoder layer, its K/V in the pool after the model's.
   be.rms_norm(h, m.layer.input_norm, eps, x);
-  run_attention(m.layer.attn, config_.num_full_layers(), *plan, ws);
+  run_attention(m.layer.attn, config_.num_full_layers(), -1, *plan, ws);
   be.rms_norm(h, m.layer.post_norm, eps, x);
-  run_mlp(m.layer, T, ws);
+  run_mlp(m.layer, -1, *plan, ws);
   be.rms_norm(h, m.norm, eps, out);
   module_rows_ = T;
 

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -34,7 +35,13 @@ class SafetensorsFile {
     int64_t numel() const;
   };
 
+  // Headers nesting deeper than this are refused before parsing (a valid one nests 3 deep).
+  static constexpr size_t kMaxHeaderDepth = 8;
+
   explicit SafetensorsFile(const std::filesystem::path& path);
+  // A file's bytes already in memory (fuzzing, tests), checked the same way; `name` stands for
+  // the path in messages.
+  static std::unique_ptr<SafetensorsFile> from_bytes(std::vector<uint8_t> bytes, const std::string& name);
   ~SafetensorsFile();
   SafetensorsFile(const SafetensorsFile&) = delete;
   SafetensorsFile& operator=(const SafetensorsFile&) = delete;
@@ -45,7 +52,12 @@ class SafetensorsFile {
   const TensorInfo* find(const std::string& name) const;
 
  private:
+  SafetensorsFile() = default;
+  // Validates the header of the size_ bytes at base and indexes the tensors.
+  void parse(const unsigned char* base);
+
   std::filesystem::path path_;
+  std::vector<uint8_t> owned_;  // from_bytes
   void* map_ = nullptr;
   uint64_t size_ = 0;
   std::map<std::string, TensorInfo> tensors_;

@@ -13,6 +13,8 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
       ->capture_default_str();
   app.add_option("--endpoint", o.endpoint, "/v1/completions or /v1/chat/completions")->capture_default_str();
   app.add_option("--model", o.model, "The \"model\" of every request (default: the first of /v1/models)");
+  app.add_option("--lora-modules", o.lora_modules,
+                 "LoRA adapter names the requests rotate through as their \"model\" (a mix over adapters)");
   app.add_option("--api-key", o.api_key, "Send 'Authorization: Bearer KEY'")->envname("OPENAI_API_KEY");
 
   app.add_option("--dataset", o.dataset, "random, shared-prefix, multi-turn, agent or file")->capture_default_str();

@@ -6,6 +6,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace CLI {
 class App;
@@ -18,6 +19,9 @@ struct BenchOptions {
   std::string base_url = "http://127.0.0.1:8080";  // scheme://host[:port][/prefix], no /v1
   std::string endpoint = "/v1/completions";        // or /v1/chat/completions
   std::string model;                               // empty: the first model of /v1/models
+  // vllm bench serve's --lora-modules: request i of a session names lora_modules[i % n] as its
+  // model (sessions rotate through them), a request mix over n adapters; empty: --model.
+  std::vector<std::string> lora_modules;
   std::string api_key;                             // sent as "Authorization: Bearer KEY"
 
   // What to send.

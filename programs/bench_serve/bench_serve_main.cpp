@@ -50,6 +50,7 @@ void warm_up(const BenchOptions& o, const ServerAddress& address, const RequestB
   plan.request_rate = std::numeric_limits<double>::infinity();
   plan.request_timeout = o.request_timeout;
   plan.progress = o.progress;
+  plan.models = o.lora_modules;
   plan.title = "warm-up";
   const LoadRun run = run_load(address, o.api_key, body, warm, plan);
   const ServingMetrics m = summarize(run.results, run.duration, false);
@@ -105,6 +106,7 @@ int run(const BenchOptions& o) {
   plan.seed = o.seed;
   plan.request_timeout = o.request_timeout;
   plan.progress = o.progress;
+  plan.models = o.lora_modules;
   const LoadRun load = run_load(address, o.api_key, body, sessions, plan);
   const ServingMetrics m = summarize(load.results, load.duration, o.dataset == "multi-turn" || o.dataset == "agent");
   print_report(stdout, info, m);

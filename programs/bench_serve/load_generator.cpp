@@ -51,7 +51,8 @@ LoadRun run_load(const ServerAddress& address, const std::string& api_key, const
       RequestResult& r = run.results[offset[i] + t];
       const Turn& turn = s.turns[t];
       const Json input = s.conversation ? conversation_messages(s, replies, t) : turn.input;
-      const std::string request = body.make(input, turn.max_tokens, turn.structured);
+      const std::string request =
+          body.make(input, turn.max_tokens, turn.structured, plan.models.empty() ? std::string() : plan.models[i % plan.models.size()]);
       progress.started();
       const double sent = seconds_since(start);
       r = client.stream(body.route(), request, body.chat());

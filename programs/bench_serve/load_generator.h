@@ -24,6 +24,8 @@ struct LoadPlan {
   double request_timeout = 0;   // seconds
   bool progress = true;
   std::string title = "benchmark";
+  // Models the sessions rotate through (session i: models[i % n]); empty: the body's.
+  std::vector<std::string> models;
 };
 
 struct LoadRun {

@@ -43,8 +43,9 @@ RequestBody::RequestBody(const BenchOptions& o, std::string model)
   if (!o.extra_body.empty()) extra_ = object_flag(o.extra_body, "--extra-body");
 }
 
-std::string RequestBody::make(const Json& input, int max_tokens, bool structured) const {
+std::string RequestBody::make(const Json& input, int max_tokens, bool structured, const std::string& model) const {
   Json body = base_;
+  if (!model.empty()) body["model"] = model;
   body[chat_ ? "messages" : "prompt"] = input;
   body[chat_ ? "max_completion_tokens" : "max_tokens"] = max_tokens;
   if (structured) body.merge_patch(structured_);

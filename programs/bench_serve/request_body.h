@@ -26,7 +26,8 @@ class RequestBody {
 
   // input: the completions "prompt" or the chat "messages"; structured: the request is one
   // of the constrained ones.
-  std::string make(const Json& input, int max_tokens, bool structured = false) const;
+  // model: this request's "model" instead of the body's (a LoRA adapter's name); empty: none.
+  std::string make(const Json& input, int max_tokens, bool structured = false, const std::string& model = {}) const;
 
   bool chat() const { return chat_; }
   const std::string& route() const { return route_; }

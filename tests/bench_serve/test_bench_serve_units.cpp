@@ -359,6 +359,8 @@ TEST_CASE("request bodies stream with usage; --extra-body overrides", "[body]") 
   CHECK(a["ignore_eos"] == true);
   CHECK(a["temperature"] == 0.0);
   CHECK(a["top_k"] == 5);
+  // --lora-modules: a request names its adapter as its model.
+  CHECK(Json::parse(c.make(Json({1, 2}), 7, false, "lora3"))["model"] == "lora3");
   o.endpoint = "/v1/chat/completions";
   o.extra_body.clear();
   const RequestBody chat(o, "m");

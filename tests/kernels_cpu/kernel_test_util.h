@@ -58,6 +58,7 @@ struct SeqDesc {
   std::vector<int32_t> row_states = {};  // row-state slots (batch_plan.h)
   std::vector<kernels::SnapshotRow> snapshots = {};  // snapshot rows (batch_plan.h)
   int32_t logit_rows = 0;  // its last rows whose logits are gathered
+  int32_t lora_slot = -1;  // its LoRA slot (batch_plan.h)
 };
 
 // A plan over seqs (token ids all zero unless given: one per row, the sequences back to back).
@@ -73,6 +74,7 @@ inline std::unique_ptr<kernels::BatchPlan> plan_of(kernels::Backend& be, const s
   for (const auto& s : seqs) {
     const std::span<const int32_t> ids(tokens.data() + row, static_cast<size_t>(std::max<int64_t>(s.n_tokens, 0)));
     chunks.push_back({ids, s.n_cached, s.blocks, s.slot, s.logit_rows, s.row_states, s.snapshots});
+    chunks.back().lora_slot = s.lora_slot;
     row += s.n_tokens;
   }
   kernels::BatchDesc d;

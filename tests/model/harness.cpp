@@ -45,6 +45,7 @@ std::vector<float> Harness::step(const std::vector<Part>& parts) {
     if (!r) throw std::runtime_error("Harness: out of K/V blocks");
     blocks_.commit(*r, p.seq->table);
     batch.seqs.push_back({p.tokens, p.seq->table.num_tokens(), p.seq->table.block_ids(), p.seq->slot.id, p.logit_rows});
+    batch.seqs.back().lora_slot = p.lora_slot;
   }
   std::vector<float> out = model_->forward(batch).to_host();
   for (const auto& p : parts) p.seq->table.append_tokens(static_cast<int64_t>(p.tokens.size()));

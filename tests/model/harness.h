@@ -26,6 +26,7 @@ class Harness {
     Seq* seq;
     std::vector<int32_t> tokens;
     int32_t logit_rows = 1;
+    int32_t lora_slot = -1;  // the model's LoRA slot the part runs with (-1: none)
   };
 
   // Loads dir on a fresh CPU backend (with options, and the backend's) and allocates

@@ -310,3 +310,44 @@ TEST_CASE("randomized policy run: invariants every step, progress, everything fi
     CHECK(f.slot_pool.num_used() == 0);
   }
 }
+
+TEST_CASE("LoRA slots: pinned while running, loaded on a miss, waited for in order", "[scheduler][lora]") {
+  SchedulerConfig cfg{8, 100};
+  cfg.max_loras = 1;
+  Fixture f(100, 4, 8, cfg);
+  FinishCriteria fin;
+  fin.max_tokens = 2;
+  // A, A, B, then the base: B finds the one slot pinned by the two A and waits; the base
+  // request behind it waits too (nothing overtakes).
+  f.sched.add(1, std::vector<int32_t>(5, 3), fin, {}, {}, 11);
+  f.sched.add(2, std::vector<int32_t>(5, 3), fin, {}, {}, 11);
+  f.sched.add(3, std::vector<int32_t>(5, 3), fin, {}, {}, 12);
+  f.sched.add(4, std::vector<int32_t>(5, 3), fin);
+  const StepPlan& p1 = f.sched.schedule();
+  REQUIRE(shape(p1) == std::vector<std::pair<RequestId, int64_t>>{{1, 5}, {2, 5}});
+  REQUIRE(p1.lora_loads.size() == 1);  // the slot gets A once
+  CHECK(p1.lora_loads[0].slot == 0);
+  CHECK(p1.chunks[0].lora_slot == 0);
+  CHECK(p1.chunks[1].lora_slot == 0);
+  CHECK(f.sched.lora_residency().pins(0) == 2);
+  f.finish_step(p1);
+  const StepPlan& p2 = f.sched.schedule();  // the A decode; B still waits
+  REQUIRE(shape(p2) == std::vector<std::pair<RequestId, int64_t>>{{1, 1}, {2, 1}});
+  CHECK(f.finish_step(p2).size() == 2);
+  CHECK(f.sched.lora_residency().pins(0) == 0);
+  const StepPlan& p3 = f.sched.schedule();  // B takes the slot (a load), then the base
+  REQUIRE(shape(p3) == std::vector<std::pair<RequestId, int64_t>>{{3, 5}, {4, 5}});
+  REQUIRE(p3.lora_loads.size() == 1);
+  CHECK(p3.lora_loads[0].seq->id == 3);
+  CHECK(p3.chunks[1].lora_slot == -1);
+  f.finish_step(p3);
+  // B's prefix keys are rooted in its adapter: not the base's for the same tokens.
+  CHECK(f.sched.find(3)->key_root != 0);
+  CHECK(f.sched.find(4)->key_root == 0);
+  f.finish_step(f.sched.schedule());
+  CHECK(!f.sched.has_work());
+  CHECK(f.sched.lora_residency().num_pinned() == 0);
+  // An adapter without slots is refused.
+  Fixture g(100, 4, 8, {8, 100});
+  CHECK_THROWS_AS(g.sched.add(1, std::vector<int32_t>(5, 3), fin, {}, {}, 11), std::invalid_argument);
+}

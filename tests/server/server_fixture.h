@@ -60,6 +60,11 @@ struct TestServerConfig {
   std::string chat_template_file;        // instead of the tiny model's template (a data_path name)
   std::optional<int64_t> default_thinking_budget;     // serve's --default-thinking-budget
   std::map<std::string, int64_t> effort_budgets;      // serve's --reasoning-effort-budgets
+  // LoRA (serve --enable-lora; the tiny checkpoint only): slots, adapters by name, and the
+  // runtime load/unload endpoints.
+  int32_t max_loras = 0;
+  std::vector<std::pair<std::string, std::string>> lora_modules;
+  bool runtime_lora = false;
 
   TestServerConfig() {
     engine.cache_bytes = 64ll << 20;
@@ -105,6 +110,15 @@ class TestServer {
         served_.vision = &vision_;
       }
       forward_ = std::make_unique<scheduler::Qwen35ForwardModel>(*model_, false, encoder_.get());
+      if (cfg_.max_loras > 0) {
+        cfg_.engine.scheduler.max_loras = cfg_.max_loras;
+        cfg_.engine.max_lora_rank = 16;
+        loras_ = std::make_unique<server::LoraRegistry>(model_->config(), qwen35::LoraLimits{.max_rank = 16},
+                                                        cfg_.max_loras, cfg_.model);
+        for (const auto& [name, path] : cfg_.lora_modules) loras_->add(name, path);
+        served_.loras = loras_.get();
+        served_.runtime_lora = cfg_.runtime_lora;
+      }
       engine_ = std::make_unique<scheduler::Engine>(*forward_, cfg_.engine, kernels::cpu::make_cpu_sampler());
     }
     served_.name = cfg_.model;
@@ -202,6 +216,7 @@ class TestServer {
   std::unique_ptr<tok::Tokenizer> tokenizer_;
   std::unique_ptr<chat::ChatTemplate> template_;
   std::unique_ptr<server::GrammarCache> grammars_;
+  std::unique_ptr<server::LoraRegistry> loras_;
   std::unique_ptr<kernels::Backend> backend_;
   std::unique_ptr<qwen35::Model> model_;
   std::unique_ptr<qwen35::VisionEncoder> encoder_;

@@ -1,0 +1,67 @@
+// The model's LoRA steps (model.h, "LoRA adapters"): the slot pool, and the updates each
+// adapted projection adds through the backend's gathered shrink and expand.
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "model/qwen35/model.h"
+
+namespace ds::qwen35 {
+
+using kernels::Shape;
+using kernels::Tensor;
+
+void Model::enable_lora(int32_t num_slots, int64_t max_rank) {
+  lora_.reset();
+  lora_tmp_ = Tensor();
+  lora_ = std::make_unique<LoraSlots>(*backend_, config_, num_slots, max_rank);
+}
+
+void Model::install_lora(int32_t slot, const LoraAdapter& adapter) {
+  if (!lora_) throw std::logic_error("Model::install_lora: enable_lora() has not been called");
+  lora_->install(slot, adapter);
+}
+
+void Model::clear_lora(int32_t slot) {
+  if (!lora_) throw std::logic_error("Model::clear_lora: enable_lora() has not been called");
+  lora_->clear(slot);
+}
+
+void Model::note_lora_slots(std::span<const SequenceChunk> seqs) {
+  step_lora_slots_.clear();
+  const int32_t n = lora_ ? lora_->num_slots() : 0;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const int32_t s = seqs[i].lora_slot;
+    if (s < 0) continue;
+    if (s >= n)
+      throw std::invalid_argument("forward batch: sequence " + std::to_string(i) + " names LoRA slot " +
+                                  std::to_string(s) + (n ? " outside the " + std::to_string(n) + " slots"
+                                                         : " but no LoRA slots are enabled"));
+    if (std::find(step_lora_slots_.begin(), step_lora_slots_.end(), s) == step_lora_slots_.end())
+      step_lora_slots_.push_back(s);
+  }
+}
+
+bool Model::lora_active(int64_t layer, LoraTarget t) const {
+  if (!lora_ || layer < 0 || step_lora_slots_.empty()) return false;
+  const LoraSlots::Site* site = lora_->site(layer, t);
+  if (!site) return false;
+  return std::any_of(step_lora_slots_.begin(), step_lora_slots_.end(),
+                     [&](int32_t s) { return site->used[static_cast<size_t>(s)]; });
+}
+
+void Model::apply_lora(int64_t layer, LoraTarget t, const Tensor& x, const kernels::BatchPlan& plan, Tensor& out,
+                       int64_t col) {
+  if (!lora_active(layer, t)) return;
+  const LoraSlots::Site& site = *lora_->site(layer, t);
+  const int64_t T = plan.num_rows(), R = site.a.dim(1);
+  if (lora_tmp_.empty() || lora_tmp_.numel() < T * lora_->max_site_rank())
+    lora_tmp_ = backend_->alloc(DType::f32, Shape{T * lora_->max_site_rank()});
+  Tensor tmp = lora_tmp_.rows(0, T * R).reshape(Shape{T, R});
+  // Outputs arrive in the shapes the model computes them in; the update sees [rows, columns].
+  Tensor out2 = out.reshape(Shape{T, out.numel() / T});
+  backend_->lora_shrink(x, site.a, plan, tmp);
+  backend_->lora_expand(tmp, site.b, plan, col, out2);
+}
+
+}  // namespace ds::qwen35
