@@ -240,4 +240,46 @@ TEST_CASE("tiny lora: requests with adapters are refused where they cannot run",
   CHECK(r.status == SubmitStatus::invalid_request);
 }
 
+TEST_CASE("tiny lora: host-tier hits keep each adapter's prefixes to itself and equal the merged checkpoints",
+          "[engine][tiny][lora]") {
+  Tiny& t = tiny();
+  LoraWorld& w = world();
+  // The same prompts under adapter a, adapter b and the base: a hit across adapters (device or
+  // host tier) would give one the other's K/V and state, and its output would differ.
+  std::vector<Request> ra, rb, rc, all;
+  for (size_t k : {3, 6, 7}) {  // 63, 200 and 511 tokens
+    ra.push_back(lora_request(t.prompts[k], w.ad_a, 1, 6));
+    rb.push_back(lora_request(t.prompts[k], w.ad_b, 2, 6));
+    rc.push_back(lora_request(t.prompts[k], nullptr, 0, 6));
+  }
+  const auto want_a = plain_run(*w.fwd_a, ra), want_b = plain_run(*w.fwd_b, rb), want_c = plain_run(t.forward, rc);
+  for (size_t i = 0; i < ra.size(); ++i) all.insert(all.end(), {ra[i], rb[i], rc[i]});
+  // As the host tier's own test (test_engine_tiny_host.cpp): a device cache of 48 blocks and 2
+  // snapshots, so each request pushes the earlier ones' blocks and states out to the host.
+  EngineConfig c = config(48, 64, 8, 4096);
+  c.prefix_caching = true;
+  c.num_snapshots = 2;
+  c.host_cache_bytes = int64_t{256} << 20;
+  c.scheduler.max_loras = 2;
+  c.max_lora_rank = 8;
+  Engine engine(t.forward, c, kernels::cpu::make_cpu_sampler());
+  for (int pass = 0; pass < 2; ++pass) {
+    const std::vector<Outcome> got = run_alone(engine, all);
+    for (size_t i = 0; i < ra.size(); ++i) {
+      INFO("pass " << pass << ", prompt " << i);
+      check_same(got[3 * i], want_a[i]);
+      check_same(got[3 * i + 1], want_b[i]);
+      check_same(got[3 * i + 2], want_c[i]);
+    }
+  }
+  const EngineStats st = engine.stats();
+  CHECK(st.host_cache_hits_total > 0);  // the second pass came back from the host tier
+  REQUIRE(wait_stats(engine, [](const EngineStats& x) { return x.running == 0 && x.waiting == 0; }));
+  const EngineStats q = engine.stats();
+  CHECK(q.slots_used == 0);
+  CHECK(q.host_cache_pinned == 0);
+  CHECK(q.lora_slots_pinned == 0);
+  CHECK(q.invariant_violations == 0);
+}
+
 }  // namespace ds::test
