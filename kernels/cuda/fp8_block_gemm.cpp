@@ -9,14 +9,13 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/cuda/lt_plan.h"
+
 namespace ds::cuda {
 namespace {
 
-void check_lt(cublasStatus_t st, const char* what) {
-  if (st != CUBLAS_STATUS_SUCCESS)
-    throw std::runtime_error(std::string("cuda backend: fp8 block gemm: ") + what + " failed: " +
-                             cublasGetStatusString(st));
-}
+constexpr const char* kWho = "fp8 block gemm";
+void check_lt(cublasStatus_t st, const char* what) { ds::cuda::check_lt(st, kWho, what); }
 
 // The configuration of a step of M <= kDecodeTileRows rows, N weight rows and K columns, in
 // place of the heuristic's (decode_tile). A decode step reads the weight once and its time is
@@ -99,21 +98,8 @@ Fp8BlockGemm::Plan* Fp8BlockGemm::plan_for(const Key& key, const float* w_scales
            "layout of x");
   check_lt(cublasLtMatrixLayoutCreate(&p->d, dt, static_cast<uint64_t>(N), static_cast<uint64_t>(M), ld_out),
            "layout of out");
-  cublasLtMatmulPreference_t pref = nullptr;
-  check_lt(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
-  check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
-                                                sizeof workspace_bytes_),
-           "set workspace");
-  cublasLtMatmulHeuristicResult_t result{};
-  int found = 0;
-  const cublasStatus_t st =
-      cublasLtMatmulAlgoGetHeuristic(lt_, p->desc, p->a, p->b, p->d, p->d, pref, 1, &result, &found);
-  cublasLtMatmulPreferenceDestroy(pref);
-  // NOT_SUPPORTED / INVALID_VALUE: no kernel for this shape, types or scale modes on this
-  // device and library (the caller falls back).
-  if (st != CUBLAS_STATUS_NOT_SUPPORTED && st != CUBLAS_STATUS_INVALID_VALUE)
-    check_lt(st, "cublasLtMatmulAlgoGetHeuristic");
-  p->usable = st == CUBLAS_STATUS_SUCCESS && found > 0;
+  cublasLtMatmulHeuristicResult_t result;
+  p->usable = lt_heuristic_algo(lt_, p->desc, p->a, p->b, p->d, workspace_bytes_, kWho, result);
   if (!p->usable) return p;
   p->algo = result.algo;
   DecodeTile t;
