@@ -38,7 +38,7 @@ import sys
 import tempfile
 
 from fp8_layout import FP8_QUANTIZATION_CONFIG, bf16_to_f32, block_shape, is_fp8_target, quantize
-from reference_module import load_make_reference
+from reference_module import Checks, load_make_reference
 
 HIDDEN, INTERMEDIATE = 96, 320
 COPIED = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "generation_config.json")
@@ -227,17 +227,8 @@ def make_reference(src, out, twin, made, make_reference_py):
     mr = load_make_reference(make_reference_py)
     # Cross-checks, reported rather than fatal: the engine's loader (checked against the same
     # dequantisation by refcheck at 1e-4) is the authority, and the twin is what it computes.
-    problems = []
-
-    def check(what, fn):
-        try:
-            bad = fn()
-        except Exception as e:  # an API difference of this torch must not cost the fixture
-            bad = [f"could not check: {type(e).__name__}: {e}"]
-        for b in bad:
-            problems.append(f"{what}: {b}")
-            print(f"WARNING: {what}: {b}")
-        print(f"checked: {what}: {'ok' if not bad else f'{len(bad)} problem(s)'}")
+    check = Checks()
+    problems = check.problems
 
     twin_w = load_file(os.path.join(twin, "model.safetensors"))
 

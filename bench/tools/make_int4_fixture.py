@@ -38,7 +38,7 @@ import tempfile
 import zlib
 
 import make_fp8_fixture as fx
-from reference_module import load_make_reference
+from reference_module import Checks, load_make_reference
 from int4_layout import act_order, awq_config, gptq_config, is_int4_target, pack, quantize
 from fp8_layout import bf16_to_f32
 
@@ -143,17 +143,8 @@ def make_reference(src, out, twin, made, make_reference_py, method):
     from safetensors.torch import load_file, save_file
 
     mr = load_make_reference(make_reference_py)
-    problems = []
-
-    def check(what, fn):
-        try:
-            bad = fn()
-        except Exception as e:  # an API difference of this torch must not cost the fixture
-            bad = [f"could not check: {type(e).__name__}: {e}"]
-        for b in bad:
-            problems.append(f"{what}: {b}")
-            print(f"WARNING: {what}: {b}")
-        print(f"checked: {what}: {'ok' if not bad else f'{len(bad)} problem(s)'}")
+    check = Checks()
+    problems = check.problems
 
     twin_w = load_file(os.path.join(twin, "model.safetensors"))
 

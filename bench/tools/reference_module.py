@@ -22,3 +22,23 @@ def load_make_reference(path):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+class Checks:
+    """A fixture maker's cross-checks, reported rather than fatal: check(what, fn) runs fn (a
+    list of problems; an exception counts as one, since an API difference of the machine's torch
+    must not cost the fixture), prints a WARNING per problem and one 'checked:' line, and keeps
+    the problems in .problems."""
+
+    def __init__(self):
+        self.problems = []
+
+    def __call__(self, what, fn):
+        try:
+            bad = fn()
+        except Exception as e:
+            bad = [f"could not check: {type(e).__name__}: {e}"]
+        for b in bad:
+            self.problems.append(f"{what}: {b}")
+            print(f"WARNING: {what}: {b}")
+        print(f"checked: {what}: {'ok' if not bad else f'{len(bad)} problem(s)'}")
