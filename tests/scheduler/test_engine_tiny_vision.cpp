@@ -12,6 +12,7 @@
 #include <iterator>
 
 #include "engine_checks.h"
+#include "greedy_match.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "model/qwen35/model.h"
 #include "model/qwen35/reference_file.h"
@@ -80,34 +81,11 @@ struct TinyVl {
   }
   std::vector<int32_t> greedy(int i) { return ref.ints("c" + std::to_string(i) + ".greedy_tokens"); }
 
-  // Case i's greedy tokens: exactly on the CPU; on another backend a run may leave the
-  // reference where HF's top two logits are a near-tie (as tiny_engine_fixture.h allows).
+  // Case i's greedy tokens (greedy_match.h).
   bool matches_greedy(const std::vector<int32_t>& tokens, int i) {
-    const std::vector<int32_t> want = greedy(i);
-    if (tokens.size() != want.size()) return false;
-    size_t s = 0;
-    while (s < tokens.size() && tokens[s] == want[s]) ++s;
-    if (s == tokens.size()) return true;
-    const std::string be = test::test_backend_name();
-    if (be == "cpu") return false;
-    const double tie = be == "cuda" ? 0.02 : 0.002;
-    const std::vector<float> row = ref.matrix("c" + std::to_string(i) + ".greedy_logits").row(static_cast<int64_t>(s));
-    double mean = 0, var = 0;
-    for (float x : row) mean += x;
-    mean /= static_cast<double>(row.size());
-    for (float x : row) var += (x - mean) * (x - mean);
-    const double sd = std::sqrt(var / static_cast<double>(row.size()));
-    const double gap = row[static_cast<size_t>(want[s])] - row[static_cast<size_t>(tokens[s])];
-    WARN("case " << i << " leaves the reference at step " << s << ": reference gap " << gap / sd << " std (tie <= "
-                 << tie << ")");
-    return gap <= tie * sd;
+    return test::follows_greedy(tokens, greedy(i), ref, "c" + std::to_string(i) + ".greedy_logits", "case " + std::to_string(i));
   }
-  // Two runs of one request: equal, except on a bf16 backend (not bitwise batch-invariant),
-  // where only the first token is compared.
-  static bool same_run(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
-    if (!test::test_backend_is_bf16()) return a == b;
-    return a.size() == b.size() && (a.empty() || a[0] == b[0]);
-  }
+  static bool same_run(const std::vector<int32_t>& a, const std::vector<int32_t>& b) { return test::same_greedy_run(a, b); }
 };
 
 TinyVl& vl() {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "engine_checks.h"
+#include "greedy_match.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "model/qwen35/model.h"
 #include "model/qwen35/reference_file.h"
@@ -47,39 +48,14 @@ struct Tiny {
     }
   }
   // Whether tokens (a greedy run of prompt i) are HF's greedy tokens (their first tokens.size()).
-  // On the CPU backend: exactly. On CUDA (bf16 K/V, and bf16 weights in the production mode)
-  // a run may also leave the reference at a step where the reference itself is a near-tie --
-  // its logit for our token within tie * (std of the row) of its own choice -- after which
-  // the rest is another, equally valid, continuation. A departure at a clear margin fails.
+  // Whether tokens are prompt i's greedy reference tokens (greedy_match.h), compared over the
+  // tokens' length.
   bool matches_greedy(const std::vector<int32_t>& tokens, size_t i) const {
     const std::vector<int32_t> want(greedy[i].begin(), greedy[i].begin() + static_cast<std::ptrdiff_t>(
                                                                            std::min(tokens.size(), greedy[i].size())));
-    if (tokens.size() != want.size()) return false;
-    size_t s = 0;
-    while (s < tokens.size() && tokens[s] == want[s]) ++s;
-    if (s == tokens.size()) return true;
-    const std::string be = test::test_backend_name();
-    if (be == "cpu") return false;
-    const double tie = be == "cuda" ? 0.02 : 0.002;
-    const std::vector<float> row = ref.matrix("p" + std::to_string(i) + ".greedy_logits").row(static_cast<int64_t>(s));
-    double mean = 0, var = 0;
-    for (float x : row) mean += x;
-    mean /= static_cast<double>(row.size());
-    for (float x : row) var += (x - mean) * (x - mean);
-    const double sd = std::sqrt(var / static_cast<double>(row.size()));
-    const double gap = row[static_cast<size_t>(want[s])] - row[static_cast<size_t>(tokens[s])];
-    WARN("prompt " << i << " leaves the reference at step " << s << ": reference gap " << gap / sd << " std (tie <= "
-                   << tie << ")");
-    return gap <= tie * sd;
+    return follows_greedy(tokens, want, ref, "p" + std::to_string(i) + ".greedy_logits", "prompt " + std::to_string(i));
   }
-  // Whether two greedy runs of one request agree: exactly, except on the bf16 backend, which is
-  // not bitwise batch-invariant (cuBLAS picks other kernels for other batch sizes), where only
-  // the first token (the prefill's argmax) is compared; its runs are checked against the
-  // reference (matches_greedy) wherever one exists.
-  static bool same_run(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
-    if (!test::test_backend_is_bf16()) return a == b;
-    return a.size() == b.size() && (a.empty() || a[0] == b[0]);
-  }
+  static bool same_run(const std::vector<int32_t>& a, const std::vector<int32_t>& b) { return same_greedy_run(a, b); }
   std::unique_ptr<kernels::Backend> backend;
   std::unique_ptr<qwen35::Model> model;
   Qwen35ForwardModel forward;
