@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iterator>
+#include <span>
+#include <string>
 #include <utility>
 
 namespace ds::server {
@@ -61,6 +63,24 @@ std::string quote(std::string_view s) {
   return q + '"';
 }
 
+// A histogram's samples: _bucket (cumulative, one per upper bound, then +Inf), _sum and
+// _count. bucket(i): the observations in bucket i alone. labels: extra labels inside the braces.
+template <class Bucket>
+void histogram_samples(std::string& out, std::string_view name, std::string_view labels,
+                       std::span<const double> bounds, Bucket bucket, uint64_t count, double sum) {
+  const std::string name_bucket = std::string(name) + "_bucket";
+  std::string prefix(labels);
+  if (!prefix.empty()) prefix += ',';
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < bounds.size(); ++i) {
+    cumulative += static_cast<uint64_t>(bucket(i));
+    sample(out, name_bucket, prefix + "le=\"" + number(bounds[i]) + "\"", static_cast<double>(cumulative));
+  }
+  sample(out, name_bucket, prefix + "le=\"+Inf\"", static_cast<double>(count));
+  sample(out, std::string(name) + "_sum", labels, sum);
+  sample(out, std::string(name) + "_count", labels, static_cast<double>(count));
+}
+
 }  // namespace
 
 Histogram::Histogram(std::vector<double> upper_bounds)
@@ -75,17 +95,7 @@ void Histogram::observe(double v) {
 }
 
 void Histogram::render(std::string& out, std::string_view name, std::string_view labels) const {
-  const std::string bucket = std::string(name) + "_bucket";
-  std::string prefix(labels);
-  if (!prefix.empty()) prefix += ',';
-  uint64_t cumulative = 0;
-  for (size_t i = 0; i < bounds_.size(); ++i) {
-    cumulative += buckets_[i];
-    sample(out, bucket, prefix + "le=\"" + number(bounds_[i]) + "\"", static_cast<double>(cumulative));
-  }
-  sample(out, bucket, prefix + "le=\"+Inf\"", static_cast<double>(count_));
-  sample(out, std::string(name) + "_sum", labels, sum_);
-  sample(out, std::string(name) + "_count", labels, static_cast<double>(count_));
+  histogram_samples(out, name, labels, bounds_, [&](size_t i) { return buckets_[i]; }, count_, sum_);
 }
 
 namespace {
@@ -145,15 +155,9 @@ void render_host_tier(std::string& out, const std::string& m, const scheduler::E
   sample(out, "deltaserve:prefix_cache_disk_bytes", m, static_cast<double>(s.disk_bytes));
   const std::string name = "deltaserve:prefix_cache_host_load_seconds";
   header(out, name, "histogram", "Time from a host-tier load's start to the step that found it done.");
-  int64_t cumulative = 0;
-  for (size_t i = 0; i < scheduler::EngineStats::kHostLoadSeconds.size(); ++i) {
-    cumulative += s.host_load_buckets[i];
-    sample(out, name + "_bucket", m + ",le=\"" + number(scheduler::EngineStats::kHostLoadSeconds[i]) + "\"",
-           static_cast<double>(cumulative));
-  }
-  sample(out, name + "_bucket", m + ",le=\"+Inf\"", static_cast<double>(s.host_loads_total));
-  sample(out, name + "_sum", m, s.host_load_seconds_total);
-  sample(out, name + "_count", m, static_cast<double>(s.host_loads_total));
+  histogram_samples(out, name, m, scheduler::EngineStats::kHostLoadSeconds,
+                    [&](size_t i) { return s.host_load_buckets[i]; }, static_cast<uint64_t>(s.host_loads_total),
+                    s.host_load_seconds_total);
 }
 
 }  // namespace
