@@ -14,6 +14,7 @@
 
 #include "server/server_options.h"
 #include "tests/server/http_test_util.h"
+#include "tests/server/media_test_util.h"
 #include "tests/server/server_fixture.h"
 
 using namespace ds;
@@ -24,31 +25,8 @@ namespace {
 
 const std::filesystem::path kDir = data_path("tiny-qwen35-vl");
 
-std::string file_bytes(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-std::string b64(const std::string& in) {
-  static const char* a = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  size_t i = 0;
-  for (; i + 2 < in.size(); i += 3) {
-    const uint32_t n = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8) | uint8_t(in[i + 2]);
-    for (int k = 3; k >= 0; --k) out += a[(n >> (6 * k)) & 63];
-  }
-  if (i + 1 == in.size()) {
-    const uint32_t n = uint8_t(in[i]) << 16;
-    out += std::string{a[(n >> 18) & 63], a[(n >> 12) & 63]} + "==";
-  } else if (i + 2 == in.size()) {
-    const uint32_t n = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8);
-    out += std::string{a[(n >> 18) & 63], a[(n >> 12) & 63], a[(n >> 6) & 63]} + "=";
-  }
-  return out;
-}
-
 std::string clip_url(const std::string& file = "clip64x48_4fps.mp4", const std::string& type = "video/mp4") {
-  return "data:" + type + ";base64," + b64(file_bytes(kDir / "videos" / file));
+  return file_data_url(kDir / "videos" / file, type);
 }
 
 Json video_part(const std::string& url) { return Json{{"type", "video_url"}, {"video_url", {{"url", url}}}}; }
@@ -67,13 +45,6 @@ TestServerConfig config() {
   c.media.allowed_local_path = kDir / "videos";
   c.media.max_bytes = 1 << 20;
   return c;
-}
-
-double metric(TestServer& srv, const std::string& name) {
-  const std::string text = srv.get("/metrics").text;
-  const size_t at = text.find("\n" + name + "{");
-  if (at == std::string::npos) return -1;
-  return std::stod(text.substr(text.find('}', at) + 2));
 }
 
 const std::string kRun = "<|vision_start|><|video_pad|><|vision_end|>";
@@ -115,7 +86,7 @@ TEST_CASE("video http: a clip's prompt is HF's expansion with timestamps, encode
   // (3 tokens, the pad becoming 9) joins the prompt, and the video's pairs follow it.
   const std::string png = file_bytes(kDir / "images" / "square96.png");
   r = srv.post("/v1/chat/completions",
-               ask(Json::array({Json{{"type", "image_url"}, {"image_url", {{"url", "data:image/png;base64," + b64(png)}}}},
+               ask(Json::array({Json{{"type", "image_url"}, {"image_url", {{"url", "data:image/png;base64," + base64(png)}}}},
                                 video_part(clip_url()), text_part("What happens?")})));
   INFO(r.text);
   REQUIRE(r.status == 200);
@@ -157,14 +128,14 @@ TEST_CASE("video http: every bad video input is a 400 naming its field; nothing 
   auto with = [&](const Json& part) { return ask(Json::array({part, text_part("Hi")})); };
   const std::string clip = file_bytes(kDir / "videos" / "clip64x48_4fps.mp4");
   const std::vector<std::pair<Json, std::string>> bad = {
-      {with(video_part("data:video/mp4;base64," + b64("not a video, only text"))), "not a video"},
-      {with(video_part("data:video/mp4;base64," + b64(clip.substr(0, 3000)))), "truncated or damaged"},
-      {with(video_part("data:image/png;base64," + b64(clip))), "not a video type"},
+      {with(video_part("data:video/mp4;base64," + base64("not a video, only text"))), "not a video"},
+      {with(video_part("data:video/mp4;base64," + base64(clip.substr(0, 3000)))), "truncated or damaged"},
+      {with(video_part("data:image/png;base64," + base64(clip))), "not a video type"},
       {with(video_part("file://" + (kDir / "images" / "square96.png").string())), "outside"},
       {with(video_part("http://example.com/a.mp4")), "video URLs are not fetched"},
       {with(Json{{"type", "video_url"}, {"video_url", 3}}), "video_url"},
       // A PNG where a video should be: the bytes decide, not the declared type.
-      {with(video_part("data:video/mp4;base64," + b64(file_bytes(kDir / "images" / "square96.png")))), "not a video"},
+      {with(video_part("data:video/mp4;base64," + base64(file_bytes(kDir / "images" / "square96.png")))), "not a video"},
   };
   for (const auto& [body, why] : bad) {
     const auto r = srv.post("/v1/chat/completions", body);
@@ -191,7 +162,7 @@ TEST_CASE("video http: every bad video input is a 400 naming its field; nothing 
   CHECK_THAT(r.text, Catch::Contains("video placeholders"));
   // Anthropic and Responses have no video part.
   Json msg = {{"max_tokens", 4}, {"messages", Json::array({Json{{"role", "user"}, {"content", Json::array({
-      Json{{"type", "video"}, {"source", {{"type", "base64"}, {"media_type", "video/mp4"}, {"data", b64(clip)}}}}})}}})}};
+      Json{{"type", "video"}, {"source", {{"type", "base64"}, {"media_type", "video/mp4"}, {"data", base64(clip)}}}}})}}})}};
   r = srv.post("/v1/messages", msg);
   CHECK(r.status == 400);
   CHECK_THAT(r.text, Catch::Contains("'video'"));

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "tests/server/http_test_util.h"
+#include "tests/server/media_test_util.h"
 #include "tests/server/server_fixture.h"
 
 using namespace ds;
@@ -29,36 +30,8 @@ namespace {
 
 const std::filesystem::path kDir = data_path("tiny-qwen35-vl");
 
-std::string file_bytes(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-std::string base64(const std::string& in) {
-  static const char* a = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  size_t i = 0;
-  for (; i + 2 < in.size(); i += 3) {
-    const uint32_t n = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8) | uint8_t(in[i + 2]);
-    for (int k = 3; k >= 0; --k) out += a[(n >> (6 * k)) & 63];
-  }
-  if (i + 1 == in.size()) {
-    const uint32_t n = uint8_t(in[i]) << 16;
-    out += a[(n >> 18) & 63];
-    out += a[(n >> 12) & 63];
-    out += "==";
-  } else if (i + 2 == in.size()) {
-    const uint32_t n = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8);
-    out += a[(n >> 18) & 63];
-    out += a[(n >> 12) & 63];
-    out += a[(n >> 6) & 63];
-    out += '=';
-  }
-  return out;
-}
-
 std::string data_url(const std::string& file, const std::string& type) {
-  return "data:" + type + ";base64," + base64(file_bytes(kDir / "images" / file));
+  return file_data_url(kDir / "images" / file, type);
 }
 
 Json manifest() { return Json::parse(std::ifstream(kDir / "reference.json")); }
@@ -80,13 +53,6 @@ TestServerConfig vl_config() {
   c.media.max_bytes = 1 << 20;
   c.media.timeout = std::chrono::milliseconds(3000);
   return c;
-}
-
-double metric(TestServer& srv, const std::string& name) {
-  const std::string text = srv.get("/metrics").text;
-  const size_t at = text.find("\n" + name + "{");
-  if (at == std::string::npos) return -1;
-  return std::stod(text.substr(text.find('}', at) + 2));
 }
 
 }  // namespace
