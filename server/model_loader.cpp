@@ -24,6 +24,7 @@
 #include "model/qwen35/device_budget.h"
 #include "kvcache/capacity.h"
 #include "scheduler/qwen35_forward_model.h"
+#include "model/vision/video_decode.h"
 #include "server/model_fingerprint.h"
 #include "server/thinking_setup.h"
 
@@ -246,6 +247,8 @@ int64_t load_vision(const ServerOptions& o, const fs::path& dir, LoadedModel& lm
         v->video_unusable = "serve runs with --limit-mm-per-prompt video 0";
       } else if (!pad || *pad != cfg.vision->video_token_id) {
         v->video_unusable = "its tokenizer has no <|video_pad|> of config.json's video_token_id";
+      } else if (const std::string why = vision::video_decoder_status(); !why.empty()) {
+        v->video_unusable = why;  // FFmpeg is opened at run time, where installed
       } else try {
         v->video = vision::VideoProcessorConfig::load(dir);
         const auto& vp = v->video.image;

@@ -57,6 +57,9 @@ struct VisionRefcheckReport {
   int64_t agree = 0, steps = 0;
   double min_agreement = 1.0;
   bool video = false;  // video cases (video_reference.*)
+  // The clip's frames came from its committed CLI decoding (videos/<clip>.rgb, the manifest's
+  // "clip" entry saying their size) because FFmpeg is not installed here (decode_rgb24).
+  bool frames_from_rgb = false;
   bool pass() const {
     return !cases.empty() && passed == static_cast<int>(cases.size()) &&
            static_cast<double>(agree) >= min_agreement * static_cast<double>(steps);

@@ -6,20 +6,16 @@
 #include <mutex>
 #include <string>
 
-extern "C" {
-#include <libavcodec/avcodec.h>
-#include <libavformat/avformat.h>
-#include <libavutil/error.h>
-#include <libavutil/log.h>
-#include <libavutil/pixdesc.h>
-#include <libswscale/swscale.h>
-}
+#include "model/vision/ffmpeg_library.h"
 
 namespace ds::vision {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// decode_video loads the table before anything here runs.
+const FFmpeg& ff() { return ffmpeg(); }
 
 // Only demuxers and decoders for video files people send: no playlist or image-sequence
 // demuxer (hls, concat, image2 would open other files or URLs), no exotic decoders.
@@ -32,7 +28,7 @@ constexpr int kIoBuffer = 64 << 10;
 
 std::string av_error(int code) {
   char buf[AV_ERROR_MAX_STRING_SIZE] = {};
-  av_strerror(code, buf, sizeof buf);
+  ff().av_strerror(code, buf, sizeof buf);
   return buf;
 }
 
@@ -72,25 +68,25 @@ struct Deadline {
 };
 
 struct FormatCloser {
-  void operator()(AVFormatContext* f) const { avformat_close_input(&f); }
+  void operator()(AVFormatContext* f) const { ff().avformat_close_input(&f); }
 };
 struct IoCloser {
   void operator()(AVIOContext* io) const {
-    if (io) av_freep(&io->buffer);
-    avio_context_free(&io);
+    if (io) ff().av_freep(&io->buffer);
+    ff().avio_context_free(&io);
   }
 };
 struct CodecCloser {
-  void operator()(AVCodecContext* c) const { avcodec_free_context(&c); }
+  void operator()(AVCodecContext* c) const { ff().avcodec_free_context(&c); }
 };
 struct PacketCloser {
-  void operator()(AVPacket* p) const { av_packet_free(&p); }
+  void operator()(AVPacket* p) const { ff().av_packet_free(&p); }
 };
 struct FrameCloser {
-  void operator()(AVFrame* f) const { av_frame_free(&f); }
+  void operator()(AVFrame* f) const { ff().av_frame_free(&f); }
 };
 struct SwsCloser {
-  void operator()(SwsContext* s) const { sws_freeContext(s); }
+  void operator()(SwsContext* s) const { ff().sws_freeContext(s); }
 };
 
 void check_time(const Deadline& d, const VideoLimits& limits) {
@@ -103,14 +99,14 @@ void check_time(const Deadline& d, const VideoLimits& limits) {
 class Demuxer {
  public:
   Demuxer(std::span<const uint8_t> data, Deadline& deadline, const VideoLimits& limits) : reader_{data, 0} {
-    auto* buf = static_cast<uint8_t*>(av_malloc(kIoBuffer));
+    auto* buf = static_cast<uint8_t*>(ff().av_malloc(kIoBuffer));
     if (!buf) fail("out of memory opening the video");
-    io_.reset(avio_alloc_context(buf, kIoBuffer, 0, &reader_, &MemoryReader::read, nullptr, &MemoryReader::seek));
+    io_.reset(ff().avio_alloc_context(buf, kIoBuffer, 0, &reader_, &MemoryReader::read, nullptr, &MemoryReader::seek));
     if (!io_) {
-      av_free(buf);
+      ff().av_free(buf);
       fail("out of memory opening the video");
     }
-    AVFormatContext* f = avformat_alloc_context();
+    AVFormatContext* f = ff().avformat_alloc_context();
     if (!f) fail("out of memory opening the video");
     f->pb = io_.get();
     f->flags |= AVFMT_FLAG_CUSTOM_IO;
@@ -118,20 +114,20 @@ class Demuxer {
     f->probesize = std::min<int64_t>(static_cast<int64_t>(data.size()), int64_t{5} << 20);
     f->max_analyze_duration = 5 * AV_TIME_BASE;
     AVDictionary* opts = nullptr;
-    av_dict_set(&opts, "format_whitelist", kFormats, 0);
-    av_dict_set(&opts, "codec_whitelist", kCodecs, 0);
-    const int rc = avformat_open_input(&f, nullptr, nullptr, &opts);  // frees f on failure
-    av_dict_free(&opts);
+    ff().av_dict_set(&opts, "format_whitelist", kFormats, 0);
+    ff().av_dict_set(&opts, "codec_whitelist", kCodecs, 0);
+    const int rc = ff().avformat_open_input(&f, nullptr, nullptr, &opts);  // frees f on failure
+    ff().av_dict_free(&opts);
     if (rc < 0) check_time(deadline, limits);  // the interrupt callback ended it
     if (rc < 0)
       fail("the data is not a video in a supported container (MP4 / MOV, WebM / Matroska, AVI, MPEG-TS, Ogg, "
            "FLV): " + av_error(rc));
     fmt_.reset(f);
-    if (const int r = avformat_find_stream_info(f, nullptr); r < 0) {
+    if (const int r = ff().avformat_find_stream_info(f, nullptr); r < 0) {
       check_time(deadline, limits);
       fail("the video's streams could not be read: " + av_error(r));
     }
-    stream_ = av_find_best_stream(f, AVMEDIA_TYPE_VIDEO, -1, -1, nullptr, 0);
+    stream_ = ff().av_find_best_stream(f, AVMEDIA_TYPE_VIDEO, -1, -1, nullptr, 0);
     if (stream_ < 0) fail("the file has no video stream");
     const AVCodecParameters* par = f->streams[stream_]->codecpar;
     if (par->width <= 0 || par->height <= 0)
@@ -170,10 +166,10 @@ VideoStreamInfo probe(std::span<const uint8_t> data, Deadline& deadline, const V
   info.width = par->width;
   info.height = par->height;
   info.fps = frame_rate(dm.av_stream());
-  std::unique_ptr<AVPacket, PacketCloser> pkt(av_packet_alloc());
+  std::unique_ptr<AVPacket, PacketCloser> pkt(ff().av_packet_alloc());
   if (!pkt) fail("out of memory reading the video");
   for (;;) {
-    const int rc = av_read_frame(dm.fmt(), pkt.get());
+    const int rc = ff().av_read_frame(dm.fmt(), pkt.get());
     if (rc == AVERROR_EOF) break;
     check_time(deadline, limits);
     if (rc < 0) fail("the video's data is truncated or damaged: " + av_error(rc));
@@ -182,7 +178,7 @@ VideoStreamInfo probe(std::span<const uint8_t> data, Deadline& deadline, const V
     // An edit list can cut frames (MP4s with B-frames often do): the decoder decodes such a
     // packet but shows no frame for it, so it is not one of the video's frames.
     const bool cut = (pkt->flags & AV_PKT_FLAG_DISCARD) != 0;
-    av_packet_unref(pkt.get());
+    ff().av_packet_unref(pkt.get());
     if (!ours) continue;
     if (cut) {
       ++cut_packets;
@@ -208,9 +204,10 @@ VideoStreamInfo probe(std::span<const uint8_t> data, Deadline& deadline, const V
 
 DecodedVideo decode_video(std::span<const uint8_t> data, const VideoLimits& limits, const FrameChooser& choose,
                           const FrameTransform& transform) {
+  ffmpeg();  // throws (a 400 in serve) where FFmpeg is not installed
   static std::once_flag quiet;
   // FFmpeg logs every damaged packet on stderr; the refusal says what went wrong instead.
-  std::call_once(quiet, [] { av_log_set_level(AV_LOG_QUIET); });
+  std::call_once(quiet, [] { ff().av_log_set_level(AV_LOG_QUIET); });
   if (data.empty()) fail("the video is empty (0 bytes)");
   if (static_cast<int64_t>(data.size()) > limits.max_bytes)
     fail("the video is " + std::to_string(data.size()) + " bytes; at most " + std::to_string(limits.max_bytes) +
@@ -227,23 +224,23 @@ DecodedVideo decode_video(std::span<const uint8_t> data, const VideoLimits& limi
   // Pass 2: decode everything, keep the chosen frames.
   Demuxer dm(data, deadline, limits);
   const AVCodecParameters* par = dm.av_stream()->codecpar;
-  const AVCodec* codec = avcodec_find_decoder(par->codec_id);
-  if (!codec) fail(std::string("the video's codec (") + avcodec_get_name(par->codec_id) + ") cannot be decoded here");
-  std::unique_ptr<AVCodecContext, CodecCloser> cx(avcodec_alloc_context3(codec));
+  const AVCodec* codec = ff().avcodec_find_decoder(par->codec_id);
+  if (!codec) fail(std::string("the video's codec (") + ff().avcodec_get_name(par->codec_id) + ") cannot be decoded here");
+  std::unique_ptr<AVCodecContext, CodecCloser> cx(ff().avcodec_alloc_context3(codec));
   if (!cx) fail("out of memory opening the video decoder");
-  if (avcodec_parameters_to_context(cx.get(), par) < 0) fail("the video's codec parameters are invalid");
+  if (ff().avcodec_parameters_to_context(cx.get(), par) < 0) fail("the video's codec parameters are invalid");
   cx->thread_count = std::max(1, limits.threads);
   cx->max_pixels = limits.max_pixels;
   cx->err_recognition |= AV_EF_EXPLODE;
   AVDictionary* opts = nullptr;
-  av_dict_set(&opts, "codec_whitelist", kCodecs, 0);
-  const int orc = avcodec_open2(cx.get(), codec, &opts);
-  av_dict_free(&opts);
+  ff().av_dict_set(&opts, "codec_whitelist", kCodecs, 0);
+  const int orc = ff().avcodec_open2(cx.get(), codec, &opts);
+  ff().av_dict_free(&opts);
   if (orc < 0)
-    fail(std::string("the video's codec (") + avcodec_get_name(par->codec_id) + ") is not supported: " + av_error(orc));
+    fail(std::string("the video's codec (") + ff().avcodec_get_name(par->codec_id) + ") is not supported: " + av_error(orc));
 
-  std::unique_ptr<AVPacket, PacketCloser> pkt(av_packet_alloc());
-  std::unique_ptr<AVFrame, FrameCloser> frame(av_frame_alloc());
+  std::unique_ptr<AVPacket, PacketCloser> pkt(ff().av_packet_alloc());
+  std::unique_ptr<AVFrame, FrameCloser> frame(ff().av_frame_alloc());
   if (!pkt || !frame) fail("out of memory decoding the video");
   std::unique_ptr<SwsContext, SwsCloser> sws;
   std::vector<uint8_t> staging;  // one RGB frame with padded rows (see below)
@@ -251,7 +248,7 @@ DecodedVideo decode_video(std::span<const uint8_t> data, const VideoLimits& limi
   size_t next = 0;  // the next index to fill
   auto take_frames = [&]() {
     for (;;) {
-      const int rc = avcodec_receive_frame(cx.get(), frame.get());
+      const int rc = ff().avcodec_receive_frame(cx.get(), frame.get());
       if (rc == AVERROR(EAGAIN) || rc == AVERROR_EOF) return;
       if (rc < 0) fail("the video's data is damaged at frame " + std::to_string(decoded) + ": " + av_error(rc));
       check_time(deadline, limits);
@@ -263,9 +260,9 @@ DecodedVideo decode_video(std::span<const uint8_t> data, const VideoLimits& limi
              std::to_string(frame->height) + ")");
       if (next < out.indices.size() && out.indices[next] == decoded) {
         const auto fmt = static_cast<AVPixelFormat>(frame->format);
-        sws.reset(sws_getCachedContext(sws.release(), frame->width, frame->height, fmt, frame->width, frame->height,
+        sws.reset(ff().sws_getCachedContext(sws.release(), frame->width, frame->height, fmt, frame->width, frame->height,
                                        AV_PIX_FMT_RGB24, SWS_BILINEAR, nullptr, nullptr, nullptr));
-        if (!sws) fail(std::string("the video's pixel format (") + (av_get_pix_fmt_name(fmt) ? av_get_pix_fmt_name(fmt) : "?") +
+        if (!sws) fail(std::string("the video's pixel format (") + (ff().av_get_pix_fmt_name(fmt) ? ff().av_get_pix_fmt_name(fmt) : "?") +
                        ") cannot be converted to RGB");
         // swscale's SIMD writes whole vectors past a row's end: convert into rows padded to
         // 64 bytes (and a spare row), then copy the pixels out.
@@ -273,7 +270,7 @@ DecodedVideo decode_video(std::span<const uint8_t> data, const VideoLimits& limi
         staging.resize(static_cast<size_t>(padded) * static_cast<size_t>(frame->height + 1));
         uint8_t* dst[4] = {staging.data(), nullptr, nullptr, nullptr};
         const int stride[4] = {padded, 0, 0, 0};
-        if (sws_scale(sws.get(), frame->data, frame->linesize, 0, frame->height, dst, stride) != frame->height)
+        if (ff().sws_scale(sws.get(), frame->data, frame->linesize, 0, frame->height, dst, stride) != frame->height)
           fail("the video's frame " + std::to_string(decoded) + " could not be converted to RGB");
         RgbImage rgb(frame->width, frame->height);
         for (int y = 0; y < frame->height; ++y)
@@ -284,33 +281,55 @@ DecodedVideo decode_video(std::span<const uint8_t> data, const VideoLimits& limi
         // A chosen index named twice gets the same frame.
         for (++next; next < out.indices.size() && out.indices[next] == decoded; ++next) out.frames[next] = out.frames[next - 1];
       }
-      av_frame_unref(frame.get());
+      ff().av_frame_unref(frame.get());
       ++decoded;
     }
   };
   for (;;) {
-    const int rc = av_read_frame(dm.fmt(), pkt.get());
+    const int rc = ff().av_read_frame(dm.fmt(), pkt.get());
     if (rc == AVERROR_EOF) break;
     check_time(deadline, limits);
     if (rc < 0) fail("the video's data is damaged: " + av_error(rc));
     if (pkt->stream_index == dm.stream()) {
-      const int src = avcodec_send_packet(cx.get(), pkt.get());
-      av_packet_unref(pkt.get());
+      const int src = ff().avcodec_send_packet(cx.get(), pkt.get());
+      ff().av_packet_unref(pkt.get());
       if (src < 0 && src != AVERROR(EAGAIN))
         fail("the video's data is damaged at frame " + std::to_string(decoded) + ": " + av_error(src));
       take_frames();
       if (next == out.indices.size()) break;  // everything chosen is in hand
     } else {
-      av_packet_unref(pkt.get());
+      ff().av_packet_unref(pkt.get());
     }
   }
   if (next < out.indices.size()) {
-    if (avcodec_send_packet(cx.get(), nullptr) >= 0) take_frames();  // drain the decoder
+    if (ff().avcodec_send_packet(cx.get(), nullptr) >= 0) take_frames();  // drain the decoder
   }
   if (next < out.indices.size())
     fail("the video ended after " + std::to_string(decoded) + " of its " + std::to_string(out.info.total_frames) +
          " frames (truncated or damaged)");
   return out;
 }
+
+DecodedVideo decode_rgb24(std::span<const uint8_t> raw, const VideoStreamInfo& info, const FrameChooser& choose,
+                          const FrameTransform& transform) {
+  const int64_t frame_bytes = info.width * info.height * 3;
+  if (info.width <= 0 || info.height <= 0 || info.total_frames <= 0 ||
+      static_cast<int64_t>(raw.size()) != frame_bytes * info.total_frames)
+    fail("raw RGB24 frames: " + std::to_string(raw.size()) + " bytes are not " + std::to_string(info.total_frames) +
+         " frames of " + std::to_string(info.width) + "x" + std::to_string(info.height));
+  DecodedVideo out;
+  out.info = info;
+  out.indices = choose(info);
+  for (const int64_t k : out.indices) {
+    if (k < 0 || k >= info.total_frames) fail("internal: frame index out of range");
+    RgbImage rgb(info.width, info.height);
+    std::memcpy(rgb.rgb.data(), raw.data() + k * frame_bytes, static_cast<size_t>(frame_bytes));
+    out.frames.push_back(transform ? transform(std::move(rgb), info, static_cast<int64_t>(out.indices.size()))
+                                   : std::move(rgb));
+  }
+  return out;
+}
+
+std::string video_decoder_status() { return ffmpeg_status(); }
 
 }  // namespace ds::vision

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "model/vision/image.h"
@@ -58,7 +59,21 @@ using FrameChooser = std::function<std::vector<int64_t>(const VideoStreamInfo&)>
 // the processor's pixel budget instead of (kept frames x the source's size).
 using FrameTransform = std::function<RgbImage(RgbImage&& frame, const VideoStreamInfo& info, int64_t kept)>;
 
+// Throws ImageError also where FFmpeg's libraries are not installed (video_decoder_status()).
 DecodedVideo decode_video(std::span<const uint8_t> data, const VideoLimits& limits, const FrameChooser& choose,
                           const FrameTransform& transform = {});
+
+// Frames decoded elsewhere, as decode_video returns them: `raw` holds info.total_frames RGB24
+// frames of info.width x info.height back to back (what `ffmpeg -f rawvideo -pix_fmt rgb24`
+// writes). Needs no FFmpeg: the fixtures' checks (refcheck, the engine's video tests) read the
+// fixture clip's committed CLI decoding this way on a machine without FFmpeg; the decoder
+// itself is checked against those frames in tests/vision/test_video.cpp. Throws ImageError
+// when the size disagrees with info.
+DecodedVideo decode_rgb24(std::span<const uint8_t> raw, const VideoStreamInfo& info, const FrameChooser& choose,
+                          const FrameTransform& transform = {});
+
+// Empty where decode_video can run, else why not (FFmpeg's libraries are opened at run time,
+// ffmpeg_library.h): serve turns video off with this reason at start-up.
+std::string video_decoder_status();
 
 }  // namespace ds::vision

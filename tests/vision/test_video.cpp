@@ -7,11 +7,14 @@
 //    rules (Qwen3VLVideoProcessor.sample_frames, its smart_resize, Qwen3VLProcessor's
 //    _calculate_timestamps and f"<{t:.1f} seconds>") in Python;
 //  * refusals: not a video, truncated, damaged, and each limit;
+//  * FFmpeg opened at run time (ffmpeg_library.h): every function found in the installed
+//    libraries, and a missing library named in the error;
 //  * the tower's video path: a temporal patch of two equal frames encodes as the still image
 //    does (the unsummed Conv3d kernel against the summed one).
 // Against HF's own video processor and model: [video-fixture] in test_video_fixture.cpp.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -23,6 +26,7 @@
 #include "model/qwen35/checkpoint.h"
 #include "model/qwen35/config.h"
 #include "model/qwen35/vision_encoder.h"
+#include "model/vision/ffmpeg_library.h"
 #include "model/vision/video_decode.h"
 #include "model/vision/video_processor.h"
 #include "tests/test_paths.h"
@@ -337,4 +341,49 @@ TEST_CASE("video processor config: HF's class defaults, the file's keys, refusal
   std::ofstream(dir / "video_preprocessor_config.json") << R"({"max_frames": 0})";
   CHECK_THROWS_WITH(VideoProcessorConfig::load(dir), Contains("max_frames"));
   fs::remove_all(dir);
+}
+
+TEST_CASE("decode_rgb24: the CLI's frames of the clip give what decode_video gives, chooser and transform included",
+          "[video]") {
+  const std::vector<uint8_t> mp4 = bytes(kVideos / "clip64x48_4fps.mp4");
+  const std::vector<uint8_t> raw = bytes(kVideos / "clip64x48_4fps.mp4.rgb");
+  const FrameChooser pick = [](const VideoStreamInfo& i) { return std::vector<int64_t>{0, 3, 3, i.total_frames - 1}; };
+  const FrameTransform half = [](RgbImage&& f, const VideoStreamInfo&, int64_t kept) {
+    CHECK(kept == 4);
+    RgbImage h(f.width / 2, f.height);
+    for (int64_t y = 0; y < f.height; ++y) std::copy_n(f.row(y), h.width * 3, h.row(y));
+    return h;
+  };
+  const DecodedVideo d = decode_video(mp4, {}, pick, half);
+  const DecodedVideo r = decode_rgb24(raw, d.info, pick, half);
+  CHECK(r.indices == d.indices);
+  REQUIRE(r.frames.size() == 4);
+  for (size_t k = 0; k < 4; ++k) {
+    CHECK(r.frames[k].width == 32);
+    CHECK(r.frames[k].rgb == d.frames[k].rgb);
+  }
+  VideoStreamInfo wrong = d.info;
+  wrong.total_frames = 11;
+  CHECK_THROWS_WITH(decode_rgb24(raw, wrong, pick), Contains("are not 11 frames of 64x48"));
+}
+
+TEST_CASE("ffmpeg: every function of the table is found in the installed libraries", "[video]") {
+  CHECK(video_decoder_status().empty());
+  const FFmpeg& f = ffmpeg();
+  CHECK(f.avformat_open_input != nullptr);
+  CHECK(f.sws_scale != nullptr);
+  CHECK(f.av_strerror != nullptr);
+}
+
+TEST_CASE("ffmpeg: a library that is not installed is named in the error, and nothing is half-loaded", "[video]") {
+  const std::string real = ffmpeg_sonames();
+  REQUIRE_THAT(real, Contains("libavcodec.so."));
+  // The first one opened: the error cannot depend on which FFmpeg this machine has.
+  const std::string missing[4] = {"libavutil-deltaserve-missing.so.1", "libavcodec.so.0", "libavformat.so.0",
+                                  "libswscale.so.0"};
+  FFmpeg t;
+  const std::string why = load_ffmpeg(missing, t);
+  CHECK_THAT(why, Contains("libavutil-deltaserve-missing.so.1"));
+  CHECK_THAT(why, Contains("video needs FFmpeg's shared libraries"));
+  CHECK(t.avformat_open_input == nullptr);
 }
