@@ -28,6 +28,10 @@ STUDIES = os.path.join(ROOT, "bench", "studies")
 # Libraries the device machine has: the C/C++ runtime, the CUDA driver and cuBLAS.
 SYSTEM_LIBS = re.compile(r"/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libgcc_s|libstdc\+\+|libcuda|libcublas|"
                          r"libcublasLt)\.so")
+# OpenBLAS and what only it needs: replaced by bench/tools/cblas_subset.c (the carry limit).
+OPENBLAS = re.compile(r"/libopenblas[^/]*\.so")
+OPENBLAS_ONLY = re.compile(r"/(libgfortran|libquadmath)\.so")
+CBLAS_SUBSET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tools", "cblas_subset.c")
 STEP_KINDS = ("run", "tests", "serve", "python", "shell")
 PLACEHOLDER = re.compile(r"\{(ckpt|data|out|scratch|root|extra|bin)(?::([A-Za-z0-9._-]+))?\}")
 CKPT = re.compile(r"^(4b|9b|27b)(-fp8|-gptq|-awq)?(-vl)?$")  # the geometries and layouts make_random_checkpoint.py writes (-vl: --vision)
@@ -142,12 +146,19 @@ def build(src, build_dir, targets, jobs):
 def stage_binaries(build_dir, targets, dest, libdir):
     os.makedirs(dest, exist_ok=True)
     os.makedirs(libdir, exist_ok=True)
+    blas = False
     for t in targets:
         shutil.copy2(os.path.join(build_dir, t), dest)
         ldd = subprocess.run(["ldd", os.path.join(build_dir, t)], capture_output=True, text=True).stdout
         for lib in re.findall(r"=> (/\S+)", ldd):
-            if not SYSTEM_LIBS.search(lib):
+            if OPENBLAS.search(lib):
+                blas = True
+            elif not SYSTEM_LIBS.search(lib) and not OPENBLAS_ONLY.search(lib):
                 shutil.copy(lib, os.path.join(libdir, os.path.basename(lib)))
+    if blas:
+        # The project's CBLAS calls in plain C instead of OpenBLAS (bench/tools/cblas_subset.c says why).
+        subprocess.run(["cc", "-O3", "-shared", "-fPIC", "-Wl,-soname,libopenblas.so.0", "-o",
+                        os.path.join(libdir, "libopenblas.so.0"), CBLAS_SUBSET], check=True)
 
 
 def main():
