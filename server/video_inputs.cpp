@@ -9,7 +9,7 @@ std::vector<vision::ProcessedVideo> prepare_videos(const std::vector<ImageRef>& 
   std::vector<vision::ProcessedVideo> out;
   if (refs.empty()) return out;
   if (v.video_token_id < 0)
-    throw ApiError(400, "this model does not take videos: " + v.video_unusable, "invalid_request_error",
+    throw ApiError(400, "this server does not take videos: " + v.video_unusable, "invalid_request_error",
                    refs.front().field, "model_not_multimodal");
   if (static_cast<int64_t>(refs.size()) > v.max_videos)
     throw bad_request("the request has " + std::to_string(refs.size()) + " videos; at most " +
