@@ -26,6 +26,7 @@
 #include "kernels/cuda/backend_ops.h"
 #include "kernels/cuda/decode_gemm.cuh"
 #include "kernels/cuda/cp_async.cuh"
+#include "kernels/cuda/skinny_gemm_tiling.cuh"
 
 namespace ds::cuda::ops {
 namespace {
@@ -96,12 +97,9 @@ struct Fp8Rows {
 
 // ---- 1 to 64 rows on the tensor cores
 
-constexpr int kMmaWarps = 8;
+// The launch shape of skinny_gemm_tiling.cuh, on 64-column chunks.
 constexpr int kChunk = 64;  // k per chunk: 16 codes of each of a lane's weight rows
-// Chunks of codes in flight per warp (a shared-memory ring per warp), kStages - 1 at a time:
-// more with two row tiles, whose blocks are fewer (one or two per SM) for the same weight.
-template <int RT>
-constexpr int kStagesFor = RT == 2 ? 6 : 4;
+// Resident blocks per SM asked of the compiler: two with two row tiles of up to 4 column tiles.
 template <int NT, int RT>
 constexpr int kMinBlocks = RT == 2 && NT <= 4 ? 2 : 1;
 // The operand type per column-tile count (docs/bench-log, "FP8 weights on the H200",
@@ -161,16 +159,6 @@ __device__ __forceinline__ void mma_f16(float (&c)[4], uint32_t a0, uint32_t a1,
 #endif
 }
 
-// Shared memory of a block: each warp's ring (per stage, the lane's 16 codes of each of its
-// 2·RT weight rows; every lane reads back only what it copied itself), later the epilogue's
-// partial tiles.
-template <int NT, int RT>
-constexpr size_t mma_smem_bytes() {
-  const size_t ring = size_t{kMmaWarps} * kStagesFor<RT> * 2 * RT * 32 * 16;
-  const size_t part = size_t{kMmaWarps} * NT * 4 * 32 * sizeof(float) + 32 * sizeof(float);
-  return ring > part ? ring : part;
-}
-
 // The partial products of one warp: rows[r][0] and rows[r][1] are the weight rows of lanes'
 // groups gid and gid + 8 in row tile r (16 rows each), x the M <= 8·NT input rows in NT
 // column tiles of 8. Lane (gid, tig) takes codes 16·tig..16·tig+15 of each 64-column chunk
@@ -185,7 +173,7 @@ constexpr size_t mma_smem_bytes() {
 template <int NT, int RT>
 __device__ __forceinline__ void fp8_mma_rows(const Fp8Weight& w, const uint16_t* __restrict__ x, int M, int64_t K,
                                              const int64_t (&rows)[RT][2], uint4* smem, float (&c)[RT][NT][4]) {
-  constexpr int V = 2 * RT, kStages = kStagesFor<RT>;
+  constexpr int V = 2 * RT, kStages = kMmaStagesFor<RT>;
   constexpr bool kBf16 = kBf16Operands<NT>;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3;
   const uint8_t* src[RT][2];
@@ -283,25 +271,10 @@ __global__ void __launch_bounds__(kMmaWarps * 32, (kMinBlocks<NT, RT>)) fp8_mma_
   const int gid = (threadIdx.x & 31) >> 2;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * 16 * RT;
   int64_t rows[RT][2];
-#pragma unroll
-  for (int r = 0; r < RT; ++r)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int64_t n = n0 + 16 * r + 8 * h + gid;
-      rows[r][h] = n < N ? n : N - 1;
-    }
+  mma_block_rows<RT>(n0, N, gid, rows);
   float c[RT][NT][4];
   fp8_mma_rows<NT, RT>(w, x, M, K, rows, smem, c);
-  float* part = reinterpret_cast<float*>(smem);
-#pragma unroll
-  for (int r = 0; r < RT; ++r)
-    mma_tiles_reduce<kMmaWarps, NT>(part, c[r], [&](int m, int g, int j, float sum) {
-      const int64_t n = n0 + 16 * r + g + 8 * (j >> 1);
-      if (m < M && n < N) {
-        float* o = out + static_cast<int64_t>(m) * N + n;
-        *o = accumulate ? *o + sum : sum;
-      }
-    });
+  mma_store_rows<NT, RT>(reinterpret_cast<float*>(smem), c, n0, M, N, out, accumulate);
 }
 
 // act[i] = silu(w[i] · x) * (w[I + i] · x) for one x row: a block owns act columns
@@ -316,31 +289,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32) fp8_mma_swiglu_kernel(Fp8Weigh
   const int64_t rows[1][2] = {{i, inter + i}};
   float c[1][1][4];
   fp8_mma_rows<1, 1>(w, x, 1, K, rows, smem, c);
-  float* part = reinterpret_cast<float*>(smem);
-  // Gate sums (j = 0) are stored first and read back by the thread of the matching up sum (j = 2).
-  mma_tiles_reduce<kMmaWarps, 1>(part, c[0], [&](int m, int g, int j, float sum) {
-    if (m == 0 && (j == 0 || j == 2)) part[kMmaWarps * 4 * 32 + j * 8 + g] = sum;
-  });
-  if (threadIdx.x < 8 && i0 + threadIdx.x < inter) {
-    const float g = part[kMmaWarps * 4 * 32 + threadIdx.x], u = part[kMmaWarps * 4 * 32 + 16 + threadIdx.x];
-    store_act<kBf16Out>(act, i0 + threadIdx.x, silu_f(g) * u);
-  }
-}
-
-template <typename Kernel>
-void allow_smem(Kernel kernel, size_t bytes) {
-  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
-             "fp8 gemm: shared memory attribute");
-}
-
-template <int NT, int RT>
-void launch_fp8_mma(const Fp8Weight& w, const uint16_t* x, int M, int64_t N, int64_t K, float* out, bool accumulate,
-                    Stream stream) {
-  constexpr size_t smem = mma_smem_bytes<NT, RT>();
-  static const bool attr = (allow_smem(fp8_mma_gemm_kernel<NT, RT>, smem), true);
-  (void)attr;
-  launch_dependent("gemm (fp8, tensor core) kernel", fp8_mma_gemm_kernel<NT, RT>, dim3(grid_for(N, 16 * RT)),
-                   dim3(kMmaWarps * 32), smem, stream, w, x, M, N, K, out, accumulate);
+  mma_store_swiglu<kBf16Out>(reinterpret_cast<float*>(smem), c[0], i0, inter, act);
 }
 
 // ---- dequantisation for cuBLAS
@@ -425,16 +374,11 @@ void skinny_gemm_fp8(const Fp8Weight& w, const uint16_t* x, int64_t M, int64_t N
                      bool accumulate, Stream stream) {
   if (!skinny_gemm_fp8_supported(M, K)) throw std::invalid_argument("cuda backend: fp8 skinny gemm: unsupported shape");
   const int m = static_cast<int>(M);
-  // Two row tiles per block from 17 rows: each block reads x [M, K] through the L2 once, so
-  // more weight rows per block halve that traffic where it outgrows the weights' own.
-  if (M <= 8)
-    launch_fp8_mma<1, 1>(w, x, m, N, K, out, accumulate, stream);
-  else if (M <= 16)
-    launch_fp8_mma<2, 1>(w, x, m, N, K, out, accumulate, stream);
-  else if (M <= 32)
-    launch_fp8_mma<4, 2>(w, x, m, N, K, out, accumulate, stream);
-  else
-    launch_fp8_mma<8, 2>(w, x, m, N, K, out, accumulate, stream);
+  with_mma_tiles(M, [&](auto nt, auto rt) {
+    constexpr int NT = decltype(nt)::value, RT = decltype(rt)::value;
+    launch_mma<fp8_mma_gemm_kernel<NT, RT>, mma_smem_bytes<NT, RT>()>("gemm (fp8, tensor core) kernel", N, 16 * RT,
+                                                                      stream, w, x, m, N, K, out, accumulate);
+  });
 }
 
 void skinny_swiglu_fp8(const Fp8Weight& w, const uint16_t* x, int64_t inter, int64_t K, void* act, DType act_type,
@@ -442,14 +386,11 @@ void skinny_swiglu_fp8(const Fp8Weight& w, const uint16_t* x, int64_t inter, int
   if (!skinny_gemm_fp8_supported(1, K)) throw std::invalid_argument("cuda backend: fp8 gate_up + swiglu: unsupported shape");
   if (inter == 0) return;
   constexpr size_t smem = mma_smem_bytes<1, 1>();
-  static const bool attr = (allow_smem(fp8_mma_swiglu_kernel<true>, smem), allow_smem(fp8_mma_swiglu_kernel<false>, smem), true);
-  (void)attr;
-  const dim3 grid(grid_for(inter, 8)), block(kMmaWarps * 32);
   const char* name = "gate_up + swiglu (fp8, tensor core) kernel";
   if (act_type == DType::bf16)
-    launch_dependent(name, fp8_mma_swiglu_kernel<true>, grid, block, smem, stream, w, x, inter, K, act);
+    launch_mma<fp8_mma_swiglu_kernel<true>, smem>(name, inter, 8, stream, w, x, inter, K, act);
   else
-    launch_dependent(name, fp8_mma_swiglu_kernel<false>, grid, block, smem, stream, w, x, inter, K, act);
+    launch_mma<fp8_mma_swiglu_kernel<false>, smem>(name, inter, 8, stream, w, x, inter, K, act);
 }
 
 void dequantize_fp8_bf16(const Fp8Weight& w, int64_t N, int64_t K, uint16_t* out, Stream stream) {

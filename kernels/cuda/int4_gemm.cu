@@ -30,18 +30,15 @@
 #include "kernels/cuda/backend_ops.h"
 #include "kernels/cuda/cp_async.cuh"
 #include "kernels/cuda/decode_gemm.cuh"
+#include "kernels/cuda/skinny_gemm_tiling.cuh"
 
 namespace ds::cuda::ops {
 namespace {
 
-constexpr int kWarps = 8;
+// The launch shape of skinny_gemm_tiling.cuh, on 128-column chunks. No minimum of resident
+// blocks (fp8_gemm.cu asks for two with two row tiles): the per-group partial tiles need the
+// registers, which two blocks of 256 threads would spill.
 constexpr int kChunk = 128;  // stored columns per chunk: 16 bytes of each of a lane's weight rows
-// Chunks in flight per warp (a shared-memory ring per warp), kStages - 1 at a time; more with
-// two row tiles, whose blocks are fewer for the same weight (as fp8_gemm.cu). No minimum of
-// resident blocks (fp8_gemm.cu asks for two with two row tiles): the per-group partial tiles
-// need the registers, which two blocks of 256 threads would spill.
-template <int RT>
-constexpr int kStagesFor = RT == 2 ? 6 : 4;
 
 // The stored column of nibble p of a device word, relative to the word's first.
 __device__ __forceinline__ int nibble_column(int p) { return p < 4 ? 2 * p : 2 * (p - 4) + 1; }
@@ -77,13 +74,6 @@ __device__ __forceinline__ uint4 load_x8(const uint16_t* xr, const int32_t* perm
   }
 }
 
-template <int NT, int RT>
-constexpr size_t mma_smem_bytes() {
-  const size_t ring = size_t{kWarps} * kStagesFor<RT> * 2 * RT * 32 * 16;
-  const size_t part = size_t{kWarps} * NT * 4 * 32 * sizeof(float) + 32 * sizeof(float);
-  return ring > part ? ring : part;
-}
-
 // The partial products of one warp: rows[r][0] and rows[r][1] are the weight rows of lanes'
 // groups gid and gid + 8 in row tile r (16 rows each), x the M <= 8·NT input rows in NT column
 // tiles of 8. Warp w takes chunks w, w + 8, ...; within a chunk, word j (32 columns) is two mma
@@ -92,7 +82,7 @@ constexpr size_t mma_smem_bytes() {
 template <int NT, int RT, bool kPerm>
 __device__ __forceinline__ void int4_mma_rows(const Int4Weight& w, const uint16_t* __restrict__ x, int M, int64_t K,
                                               const int64_t (&rows)[RT][2], uint4* smem, float (&c)[RT][NT][4]) {
-  constexpr int V = 2 * RT, kStages = kStagesFor<RT>;
+  constexpr int V = 2 * RT, kStages = kMmaStagesFor<RT>;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3;
   const int64_t groups = K / w.group_size;
   // Words (32 columns) per group inside a chunk: 1, 2, or 4 (a group of 128 or more columns).
@@ -103,11 +93,11 @@ __device__ __forceinline__ void int4_mma_rows(const Int4Weight& w, const uint16_
 #pragma unroll
     for (int h = 0; h < 2; ++h) src[r][h] = w.codes + rows[r][h] * (K / 2) + 16 * tig;
   const int64_t chunks = K / kChunk;
-  const int mine = static_cast<int>(chunks > warp ? (chunks - warp + kWarps - 1) / kWarps : 0);
+  const int mine = static_cast<int>(chunks > warp ? (chunks - warp + kMmaWarps - 1) / kMmaWarps : 0);
   uint4* ring = smem + warp * (kStages * V * 32) + lane;
   auto issue = [&](int j) {
     if (j < mine) {
-      const int64_t at = static_cast<int64_t>(warp + kWarps * j) * (kChunk / 2);
+      const int64_t at = static_cast<int64_t>(warp + kMmaWarps * j) * (kChunk / 2);
       uint4* slot = ring + (j % kStages) * V * 32;
 #pragma unroll
       for (int r = 0; r < RT; ++r)
@@ -137,7 +127,7 @@ __device__ __forceinline__ void int4_mma_rows(const Int4Weight& w, const uint16_
     issue(jc + kStages - 1);
     detail::cp_async_wait<kStages - 1>();  // chunk jc's group is complete
     const uint4* slot = ring + (jc % kStages) * V * 32;
-    const int64_t k0 = static_cast<int64_t>(warp + kWarps * jc) * kChunk;
+    const int64_t k0 = static_cast<int64_t>(warp + kMmaWarps * jc) * kChunk;
     uint4 v[RT][2];
 #pragma unroll
     for (int r = 0; r < RT; ++r)
@@ -201,38 +191,23 @@ __device__ __forceinline__ void int4_mma_rows(const Int4Weight& w, const uint16_
 
 // out [M, N] (+)= x [M, K] · wᵀ; a block owns weight rows n0..n0 + 16·RT - 1.
 template <int NT, int RT, bool kPerm>
-__global__ void __launch_bounds__(kWarps * 32)
+__global__ void __launch_bounds__(kMmaWarps * 32)
     int4_mma_gemm_kernel(Int4Weight w, const uint16_t* __restrict__ x, int M, int64_t N, int64_t K,
                          float* __restrict__ out, bool accumulate) {
   extern __shared__ uint4 smem[];
   const int gid = (threadIdx.x & 31) >> 2;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * 16 * RT;
   int64_t rows[RT][2];
-#pragma unroll
-  for (int r = 0; r < RT; ++r)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int64_t n = n0 + 16 * r + 8 * h + gid;
-      rows[r][h] = n < N ? n : N - 1;
-    }
+  mma_block_rows<RT>(n0, N, gid, rows);
   float c[RT][NT][4];
   int4_mma_rows<NT, RT, kPerm>(w, x, M, K, rows, smem, c);
-  float* part = reinterpret_cast<float*>(smem);
-#pragma unroll
-  for (int r = 0; r < RT; ++r)
-    mma_tiles_reduce<kWarps, NT>(part, c[r], [&](int m, int g, int j, float sum) {
-      const int64_t n = n0 + 16 * r + g + 8 * (j >> 1);
-      if (m < M && n < N) {
-        float* o = out + static_cast<int64_t>(m) * N + n;
-        *o = accumulate ? *o + sum : sum;
-      }
-    });
+  mma_store_rows<NT, RT>(reinterpret_cast<float*>(smem), c, n0, M, N, out, accumulate);
 }
 
 // act[i] = silu(w[i] · x) * (w[I + i] · x) for one x row: a block owns act columns
 // i0..i0 + 7, its lane groups gid the gate rows and gid + 8 the up rows.
 template <bool kBf16Out, bool kPerm>
-__global__ void __launch_bounds__(kWarps * 32) int4_mma_swiglu_kernel(Int4Weight w, const uint16_t* __restrict__ x,
+__global__ void __launch_bounds__(kMmaWarps * 32) int4_mma_swiglu_kernel(Int4Weight w, const uint16_t* __restrict__ x,
                                                                       int64_t inter, int64_t K, void* __restrict__ act) {
   extern __shared__ uint4 smem[];
   const int gid = (threadIdx.x & 31) >> 2;
@@ -241,15 +216,7 @@ __global__ void __launch_bounds__(kWarps * 32) int4_mma_swiglu_kernel(Int4Weight
   const int64_t rows[1][2] = {{i, inter + i}};
   float c[1][1][4];
   int4_mma_rows<1, 1, kPerm>(w, x, 1, K, rows, smem, c);
-  float* part = reinterpret_cast<float*>(smem);
-  // Gate sums (j = 0) are stored first and read back by the thread of the matching up sum (j = 2).
-  mma_tiles_reduce<kWarps, 1>(part, c[0], [&](int m, int g, int j, float sum) {
-    if (m == 0 && (j == 0 || j == 2)) part[kWarps * 4 * 32 + j * 8 + g] = sum;
-  });
-  if (threadIdx.x < 8 && i0 + threadIdx.x < inter) {
-    const float g = part[kWarps * 4 * 32 + threadIdx.x], u = part[kWarps * 4 * 32 + 16 + threadIdx.x];
-    store_act<kBf16Out>(act, i0 + threadIdx.x, silu_f(g) * u);
-  }
+  mma_store_swiglu<kBf16Out>(reinterpret_cast<float*>(smem), c[0], i0, inter, act);
 }
 
 // ---- layout and dequantisation
@@ -307,44 +274,21 @@ __global__ void dequantize_int4_kernel(Int4Weight w, int64_t N, int64_t K, uint1
   }
 }
 
-template <typename Kernel>
-void allow_smem(Kernel kernel, size_t bytes) {
-  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
-             "int4 gemm: shared memory attribute");
-}
-
-template <int NT, int RT, bool kPerm>
-void launch_int4_mma(const Int4Weight& w, const uint16_t* x, int M, int64_t N, int64_t K, float* out, bool accumulate,
-                     Stream stream) {
-  constexpr size_t smem = mma_smem_bytes<NT, RT>();
-  static const bool attr = (allow_smem(int4_mma_gemm_kernel<NT, RT, kPerm>, smem), true);
-  (void)attr;
-  launch_dependent("gemm (int4, tensor core) kernel", int4_mma_gemm_kernel<NT, RT, kPerm>, dim3(grid_for(N, 16 * RT)),
-                   dim3(kWarps * 32), smem, stream, w, x, M, N, K, out, accumulate);
-}
-
 template <bool kPerm>
 void launch_int4_rows(const Int4Weight& w, const uint16_t* x, int M, int64_t N, int64_t K, float* out, bool accumulate,
                       Stream stream) {
-  // Two row tiles per block from 17 rows, as fp8_gemm.cu: each block reads x through the L2
-  // once, so more weight rows per block halve that traffic where it outgrows the weights'.
-  if (M <= 8)
-    launch_int4_mma<1, 1, kPerm>(w, x, M, N, K, out, accumulate, stream);
-  else if (M <= 16)
-    launch_int4_mma<2, 1, kPerm>(w, x, M, N, K, out, accumulate, stream);
-  else if (M <= 32)
-    launch_int4_mma<4, 2, kPerm>(w, x, M, N, K, out, accumulate, stream);
-  else
-    launch_int4_mma<8, 2, kPerm>(w, x, M, N, K, out, accumulate, stream);
+  with_mma_tiles(M, [&](auto nt, auto rt) {
+    constexpr int NT = decltype(nt)::value, RT = decltype(rt)::value;
+    launch_mma<int4_mma_gemm_kernel<NT, RT, kPerm>, mma_smem_bytes<NT, RT>()>("gemm (int4, tensor core) kernel", N,
+                                                                             16 * RT, stream, w, x, M, N, K, out,
+                                                                             accumulate);
+  });
 }
 
 template <bool kBf16Out, bool kPerm>
 void launch_int4_swiglu(const Int4Weight& w, const uint16_t* x, int64_t inter, int64_t K, void* act, Stream stream) {
-  constexpr size_t smem = mma_smem_bytes<1, 1>();
-  static const bool attr = (allow_smem(int4_mma_swiglu_kernel<kBf16Out, kPerm>, smem), true);
-  (void)attr;
-  launch_dependent("gate_up + swiglu (int4, tensor core) kernel", int4_mma_swiglu_kernel<kBf16Out, kPerm>,
-                   dim3(grid_for(inter, 8)), dim3(kWarps * 32), smem, stream, w, x, inter, K, act);
+  launch_mma<int4_mma_swiglu_kernel<kBf16Out, kPerm>, mma_smem_bytes<1, 1>()>(
+      "gate_up + swiglu (int4, tensor core) kernel", inter, 8, stream, w, x, inter, K, act);
 }
 
 }  // namespace

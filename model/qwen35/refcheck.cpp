@@ -3,12 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <optional>
 #include <random>
 #include <stdexcept>
 
-#include "kvcache/block_pool.h"
-#include "kvcache/state_pool.h"
+#include "model/qwen35/refcheck_pools.h"
 
 namespace ds::qwen35 {
 
@@ -68,14 +66,7 @@ RefcheckReport run_refcheck(Model& model, const ReferenceFile& ref, const Refche
     const PromptRef r = read_prompt(ref, i, vocab);
     longest = std::max<int64_t>(longest, static_cast<int64_t>(r.prompt.size() + r.greedy.size()));
   }
-  // Two sequences of the longest length, plus spare blocks so the shuffle has a choice.
-  const int32_t per_seq = static_cast<int32_t>((longest + bs - 1) / bs);
-  const int32_t num_blocks = 2 * per_seq + 5;
-  const int32_t num_slots = 3;
-  kvcache::PoolSizes sizes;
-  sizes.num_blocks = num_blocks;
-  sizes.num_slots = num_slots;
-  sizes.block_size = bs;
+  const kvcache::PoolSizes sizes = RefcheckPools::sizes(longest, bs);
   model.allocate_cache(sizes);
 
   std::mt19937_64 rng(opt.seed);
@@ -87,21 +78,8 @@ RefcheckReport run_refcheck(Model& model, const ReferenceFile& ref, const Refche
     const auto L = static_cast<int64_t>(r.prompt.size());
     const auto G = static_cast<int64_t>(r.greedy.size());
 
-    kvcache::BlockPool blocks(num_blocks, bs);
-    kvcache::StatePool slots(num_slots, model.cache_geometry().state, model.state_zero_fn());
-    std::vector<kvcache::Reservation> free_blocks;
-    for (int32_t b = 0; b < num_blocks; ++b) free_blocks.push_back(std::move(*blocks.reserve(1)));
-    std::shuffle(free_blocks.begin(), free_blocks.end(), rng);
-    auto grow = [&](kvcache::BlockTable& t, int64_t n_new) {
-      for (int32_t k = t.blocks_needed(n_new); k > 0; --k) {
-        if (free_blocks.empty()) throw std::logic_error("refcheck: out of K/V blocks");
-        blocks.commit(free_blocks.back(), t);
-        free_blocks.pop_back();
-      }
-    };
-    const auto decoy = slots.acquire();  // so the sequences do not sit in slot 0
-    const auto slot_a = slots.acquire(), slot_b = slots.acquire();
-    if (!decoy || !slot_a || !slot_b) throw std::logic_error("refcheck: out of state slots");
+    RefcheckPools pools(sizes, model, rng);
+    const kvcache::SlotId slot_a = pools.slot_a(), slot_b = pools.slot_b();
     kvcache::BlockTable ta(bs), tb(bs);
 
     PromptCheck pc;
@@ -114,12 +92,12 @@ RefcheckReport run_refcheck(Model& model, const ReferenceFile& ref, const Refche
     for (int64_t pos = 0; pos < L;) {
       const int64_t n = opt.chunk > 0 ? std::min(opt.chunk, L - pos) : L - pos;
       const bool last = pos + n == L;
-      grow(ta, n);
-      grow(tb, n);
+      pools.grow(ta, n);
+      pools.grow(tb, n);
       const std::span<const int32_t> chunk(r.prompt.data() + pos, static_cast<size_t>(n));
       ForwardBatch batch;
-      batch.seqs.push_back({chunk, pos, ta.block_ids(), slot_a->id, static_cast<int32_t>(n)});
-      batch.seqs.push_back({chunk, pos, tb.block_ids(), slot_b->id, last ? 1 : 0});
+      batch.seqs.push_back({chunk, pos, ta.block_ids(), slot_a, static_cast<int32_t>(n)});
+      batch.seqs.push_back({chunk, pos, tb.block_ids(), slot_b, last ? 1 : 0});
       const Logits& logits = model.forward(batch);
       for (int64_t t = 0; t < n; ++t) {
         logits.copy_row(t, row);
@@ -140,13 +118,13 @@ RefcheckReport run_refcheck(Model& model, const ReferenceFile& ref, const Refche
     }
     // Decode: A teacher-forced over greedy_tokens, B free-running, one batch per step.
     for (int64_t s = 1; s < G; ++s) {
-      grow(ta, 1);
-      grow(tb, 1);
+      pools.grow(ta, 1);
+      pools.grow(tb, 1);
       ForwardBatch batch;
       batch.seqs.push_back({std::span<const int32_t>(&r.greedy[static_cast<size_t>(s - 1)], 1),
-                            ta.num_tokens(), ta.block_ids(), slot_a->id, 1});
+                            ta.num_tokens(), ta.block_ids(), slot_a, 1});
       batch.seqs.push_back({std::span<const int32_t>(&generated[static_cast<size_t>(s - 1)], 1),
-                            tb.num_tokens(), tb.block_ids(), slot_b->id, 1});
+                            tb.num_tokens(), tb.block_ids(), slot_b, 1});
       const Logits& logits = model.forward(batch);
       logits.copy_row(0, row);
       r.greedy_logits.row(s, want);

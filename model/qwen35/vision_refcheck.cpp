@@ -11,10 +11,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kvcache/block_pool.h"
-#include "kvcache/state_pool.h"
 #include "model/qwen35/multimodal.h"
 #include "model/qwen35/refcheck.h"
+#include "model/qwen35/refcheck_pools.h"
 #include "model/vision/decode.h"
 #include "model/vision/video_decode.h"
 #include "model/vision/video_processor.h"
@@ -102,12 +101,7 @@ VisionRefcheckReport run_vision_refcheck(Model& model, VisionEncoder& encoder, c
     cases.push_back(std::move(c));
   }
   const int32_t bs = opt.block_size;
-  const int32_t per_seq = static_cast<int32_t>((longest + bs - 1) / bs);
-  const int32_t num_blocks = 2 * per_seq + 5, num_slots = 3;
-  kvcache::PoolSizes sizes;
-  sizes.num_blocks = num_blocks;
-  sizes.num_slots = num_slots;
-  sizes.block_size = bs;
+  const kvcache::PoolSizes sizes = RefcheckPools::sizes(longest, bs);
   model.allocate_cache(sizes);
 
   std::mt19937_64 rng(opt.seed);
@@ -219,34 +213,23 @@ VisionRefcheckReport run_vision_refcheck(Model& model, VisionEncoder& encoder, c
 
     // 4. The language model.
     const RefMatrix prefill = ref.matrix(p + "prefill_logits"), greedy_logits = ref.matrix(p + "greedy_logits");
-    kvcache::BlockPool blocks(num_blocks, bs);
-    kvcache::StatePool slots(num_slots, model.cache_geometry().state, model.state_zero_fn());
-    std::vector<kvcache::Reservation> free_blocks;
-    for (int32_t b = 0; b < num_blocks; ++b) free_blocks.push_back(std::move(*blocks.reserve(1)));
-    std::shuffle(free_blocks.begin(), free_blocks.end(), rng);
-    auto grow = [&](kvcache::BlockTable& t, int64_t n_new) {
-      for (int32_t k = t.blocks_needed(n_new); k > 0; --k) {
-        blocks.commit(free_blocks.back(), t);
-        free_blocks.pop_back();
-      }
-    };
-    const auto decoy = slots.acquire();
-    const auto slot_a = slots.acquire(), slot_b = slots.acquire();
+    RefcheckPools pools(sizes, model, rng);
+    const kvcache::SlotId slot_a = pools.slot_a(), slot_b = pools.slot_b();
     kvcache::BlockTable ta(bs), tb(bs);
     const int64_t L = cc.prompt_len, G = cc.greedy_total;
     std::vector<int32_t> generated;
     for (int64_t pos = 0; pos < L;) {
       const int64_t n = opt.chunk > 0 ? std::min(opt.chunk, L - pos) : L - pos;
       const bool last = pos + n == L;
-      grow(ta, n);
-      grow(tb, n);
+      pools.grow(ta, n);
+      pools.grow(tb, n);
       const std::span<const int32_t> chunk(c.ids.data() + pos, static_cast<size_t>(n));
       std::vector<EmbeddingRows> rows;
       mm.chunk_embeddings(pos, n, per_image, rows);
       const auto positions = mm.chunk_positions(pos, n);
       ForwardBatch batch;
-      batch.seqs.push_back({chunk, pos, ta.block_ids(), slot_a->id, static_cast<int32_t>(n), {}, {}, positions, mm.mrope.delta});
-      batch.seqs.push_back({chunk, pos, tb.block_ids(), slot_b->id, last ? 1 : 0, {}, {}, positions, mm.mrope.delta});
+      batch.seqs.push_back({chunk, pos, ta.block_ids(), slot_a, static_cast<int32_t>(n), {}, {}, positions, mm.mrope.delta});
+      batch.seqs.push_back({chunk, pos, tb.block_ids(), slot_b, last ? 1 : 0, {}, {}, positions, mm.mrope.delta});
       batch.embeddings.assign(2, rows);
       const Logits& logits = model.forward(batch);
       for (int64_t t = 0; t < n; ++t) {
@@ -267,13 +250,13 @@ VisionRefcheckReport run_vision_refcheck(Model& model, VisionEncoder& encoder, c
       pos += n;
     }
     for (int64_t s = 1; s < G; ++s) {
-      grow(ta, 1);
-      grow(tb, 1);
+      pools.grow(ta, 1);
+      pools.grow(tb, 1);
       ForwardBatch batch;
       batch.seqs.push_back({std::span<const int32_t>(&c.greedy[static_cast<size_t>(s - 1)], 1), ta.num_tokens(),
-                            ta.block_ids(), slot_a->id, 1, {}, {}, {}, mm.mrope.delta});
+                            ta.block_ids(), slot_a, 1, {}, {}, {}, mm.mrope.delta});
       batch.seqs.push_back({std::span<const int32_t>(&generated[static_cast<size_t>(s - 1)], 1), tb.num_tokens(),
-                            tb.block_ids(), slot_b->id, 1, {}, {}, {}, mm.mrope.delta});
+                            tb.block_ids(), slot_b, 1, {}, {}, {}, mm.mrope.delta});
       const Logits& logits = model.forward(batch);
       logits.copy_row(0, row);
       greedy_logits.row(s, want);
@@ -287,7 +270,6 @@ VisionRefcheckReport run_vision_refcheck(Model& model, VisionEncoder& encoder, c
     while (cc.greedy_matched < G &&
            generated[static_cast<size_t>(cc.greedy_matched)] == c.greedy[static_cast<size_t>(cc.greedy_matched)])
       ++cc.greedy_matched;
-    (void)decoy;
     cc.pass = cc.grids_equal && cc.positions_equal && cc.pixel_max_abs <= opt.pixel_tolerance &&
               cc.embeds_rel <= opt.tolerance && cc.prefill_max_rel <= opt.tolerance &&
               cc.decode_max_rel <= opt.tolerance && (cc.greedy_matched == G || opt.min_agreement < 1.0);

@@ -3,6 +3,8 @@
 #include <limits>
 #include <stdexcept>
 
+#include "scheduler/forwarding_model.h"
+
 namespace ds::bench {
 
 namespace {
@@ -39,20 +41,12 @@ struct VerdictState {
   }
 };
 
-class VerdictModel final : public scheduler::ForwardModel {
+// Forwards everything; remembers each target forward's chunks for VerdictSampler.
+class VerdictModel final : public scheduler::ForwardingModel {
  public:
   VerdictModel(scheduler::ForwardModel& inner, std::unique_ptr<scheduler::ForwardModel> owned,
                std::shared_ptr<VerdictState> state)
-      : inner_(inner), owned_(std::move(owned)), state_(std::move(state)) {}
-  int64_t vocab_size() const override { return inner_.vocab_size(); }
-  std::vector<int32_t> eos_token_ids() const override { return inner_.eos_token_ids(); }
-  kvcache::CacheGeometry cache_geometry() const override { return inner_.cache_geometry(); }
-  void allocate_cache(const kvcache::PoolSizes& sizes) override { inner_.allocate_cache(sizes); }
-  void enable_step_graphs(int64_t max_seq_len, int32_t max_batch) override {
-    inner_.enable_step_graphs(max_seq_len, max_batch);
-  }
-  kvcache::StatePool::ZeroFn state_zero_fn() override { return inner_.state_zero_fn(); }
-  void copy_state(kvcache::SlotId from, kvcache::SlotId to) override { inner_.copy_state(from, to); }
+      : ForwardingModel(inner), owned_(std::move(owned)), state_(std::move(state)) {}
   const kernels::Tensor& forward(const qwen35::ForwardBatch& batch) override {
     state_->pending = false;
     const kernels::Tensor& logits = inner_.forward(batch);
@@ -67,28 +61,12 @@ class VerdictModel final : public scheduler::ForwardModel {
     state_->pending = true;
     return logits;
   }
-  bool has_mtp() const override { return inner_.has_mtp(); }
-  HostTier allocate_host_cache(int64_t bytes) override { return inner_.allocate_host_cache(bytes); }
-  uint64_t transfer_host(std::span<const kvcache::BlockTransfer> b, std::span<const kvcache::StateTransfer> s,
-                         bool to_host) override {
-    return inner_.transfer_host(b, s, to_host);
-  }
-  void read_host_entry(kvcache::DiskEntryKind k, int32_t id, std::span<uint8_t> out) override {
-    inner_.read_host_entry(k, id, out);
-  }
-  void write_host_entry(kvcache::DiskEntryKind k, int32_t id, std::span<const uint8_t> in) override {
-    inner_.write_host_entry(k, id, in);
-  }
-  bool transfer_done(uint64_t t) override { return inner_.transfer_done(t); }
-  void wait_transfer(uint64_t t) override { inner_.wait_transfer(t); }
-  void order_after(uint64_t t) override { inner_.order_after(t); }
   const kernels::Tensor& forward_mtp(const qwen35::MtpBatch& batch) override {
     state_->pending = false;  // the MTP drafter's own sampling follows: not a verdict
     return inner_.forward_mtp(batch);
   }
 
  private:
-  scheduler::ForwardModel& inner_;
   std::unique_ptr<scheduler::ForwardModel> owned_;  // inner_, when the wrapper owns it
   std::shared_ptr<VerdictState> state_;
 };

@@ -13,6 +13,7 @@
 
 #include "kernels/cpu/sampler.h"
 #include "scheduler/engine.h"
+#include "scheduler/forwarding_model.h"
 
 namespace ds::test {
 
@@ -68,43 +69,11 @@ inline Outcome collect(scheduler::RequestHandle& h, std::chrono::seconds timeout
   return o;
 }
 
-// Delegates every call to another model; tests override what they watch or change.
-class DelegatingModel : public scheduler::ForwardModel {
- public:
-  explicit DelegatingModel(scheduler::ForwardModel& inner) : inner_(inner) {}
-  int64_t vocab_size() const override { return inner_.vocab_size(); }
-  std::vector<int32_t> eos_token_ids() const override { return inner_.eos_token_ids(); }
-  kvcache::CacheGeometry cache_geometry() const override { return inner_.cache_geometry(); }
-  void allocate_cache(const kvcache::PoolSizes& s) override { inner_.allocate_cache(s); }
-  kvcache::StatePool::ZeroFn state_zero_fn() override { return inner_.state_zero_fn(); }
-  void copy_state(kvcache::SlotId from, kvcache::SlotId to) override { inner_.copy_state(from, to); }
-  const kernels::Tensor& forward(const qwen35::ForwardBatch& b) override { return inner_.forward(b); }
-  bool has_mtp() const override { return inner_.has_mtp(); }
-  const kernels::Tensor& forward_mtp(const qwen35::MtpBatch& b) override { return inner_.forward_mtp(b); }
-  HostTier allocate_host_cache(int64_t bytes) override { return inner_.allocate_host_cache(bytes); }
-  uint64_t transfer_host(std::span<const kvcache::BlockTransfer> b, std::span<const kvcache::StateTransfer> s,
-                         bool to_host) override {
-    return inner_.transfer_host(b, s, to_host);
-  }
-  void read_host_entry(kvcache::DiskEntryKind k, int32_t id, std::span<uint8_t> out) override {
-    inner_.read_host_entry(k, id, out);
-  }
-  void write_host_entry(kvcache::DiskEntryKind k, int32_t id, std::span<const uint8_t> in) override {
-    inner_.write_host_entry(k, id, in);
-  }
-  bool transfer_done(uint64_t t) override { return inner_.transfer_done(t); }
-  void wait_transfer(uint64_t t) override { inner_.wait_transfer(t); }
-  void order_after(uint64_t t) override { inner_.order_after(t); }
-
- protected:
-  scheduler::ForwardModel& inner_;
-};
-
 // Delegates to another model; while closed, forward() waits for open() (so a test can hold
 // the engine thread mid-step and fill the queue behind it).
-class GatedModel final : public DelegatingModel {
+class GatedModel final : public scheduler::ForwardingModel {
  public:
-  using DelegatingModel::DelegatingModel;
+  using ForwardingModel::ForwardingModel;
   const kernels::Tensor& forward(const qwen35::ForwardBatch& b) override {
     std::unique_lock lock(mu_);
     ++entered_;

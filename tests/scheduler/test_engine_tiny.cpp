@@ -91,9 +91,9 @@ TEST_CASE("tiny: preemption under a small pool keeps every output", "[engine][ti
 namespace {
 
 // Refuses (std::invalid_argument, before running anything) every batch holding `poison`.
-class PoisonModel final : public DelegatingModel {
+class PoisonModel final : public ForwardingModel {
  public:
-  PoisonModel(ForwardModel& inner, int32_t poison) : DelegatingModel(inner), poison_(poison) {}
+  PoisonModel(ForwardModel& inner, int32_t poison) : ForwardingModel(inner), poison_(poison) {}
   const kernels::Tensor& forward(const qwen35::ForwardBatch& b) override {
     for (const auto& c : b.seqs)
       for (int32_t tok : c.tokens)

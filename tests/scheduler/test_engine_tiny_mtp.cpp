@@ -60,13 +60,13 @@ void check_counted(const EngineStats& s, int32_t k) {
 }
 
 // Records the verify chunks the engine runs (every row sampled, more than one row).
-class RecordingModel final : public DelegatingModel {
+class RecordingModel final : public ForwardingModel {
  public:
   struct Verify {
     int64_t start;
     std::vector<int32_t> tokens;  // the pending token, then the drafts
   };
-  using DelegatingModel::DelegatingModel;
+  using ForwardingModel::ForwardingModel;
   const kernels::Tensor& forward(const qwen35::ForwardBatch& batch) override {
     for (const auto& c : batch.seqs)
       if (c.tokens.size() > 1 && c.logit_rows == static_cast<int32_t>(c.tokens.size()))
