@@ -73,8 +73,11 @@ std::vector<Outcome> plain_run(ForwardModel& model, const std::vector<Request>& 
 }
 
 // Equal greedy runs: every token, and logprobs within f32 rounding (the merged weights round
-// differently from W x + B (A x)). On a bf16 backend (which rounds the merged weights to bf16,
-// and is not batch-invariant) the first token, and its logprob within bf16's error.
+// differently from W x + B (A x)): 1e-4 on the CPU, 1e-3 on cuda-f32, whose bf16 attention
+// probabilities move logprobs by up to ~5e-4 between the two paths (H200, 2026-12-06), the
+// margin the other cuda-f32 engine tests use. On a bf16 backend (which rounds the merged
+// weights to bf16, and is not batch-invariant) the first token, and its logprob within bf16's
+// error.
 void check_same(const Outcome& got, const Outcome& want) {
   INFO("got " << ::Catch::Detail::stringify(got.tokens) << "\nwant " << ::Catch::Detail::stringify(want.tokens));
   if (test::test_backend_is_bf16()) {
@@ -82,10 +85,11 @@ void check_same(const Outcome& got, const Outcome& want) {
     CHECK(std::abs(got.events[0].logprob - want.events[0].logprob) < 0.05);
     return;
   }
+  const double tolerance = test::test_backend_name() == "cpu" ? 1e-4 : 1e-3;
   REQUIRE(got.tokens == want.tokens);
   REQUIRE(got.events.size() == want.events.size());
   for (size_t i = 0; i < got.events.size(); ++i)
-    if (got.events[i].token >= 0) CHECK(std::abs(got.events[i].logprob - want.events[i].logprob) < 1e-4);
+    if (got.events[i].token >= 0) CHECK(std::abs(got.events[i].logprob - want.events[i].logprob) < tolerance);
 }
 
 // Whether two runs differ in a token or a logprob beyond rounding.
