@@ -25,9 +25,11 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STUDIES = os.path.join(ROOT, "bench", "studies")
-# Libraries the device machine has: the C/C++ runtime, the CUDA driver and cuBLAS.
+# Libraries the device machine has: the C/C++ runtime, the CUDA driver and cuBLAS; and, as its
+# `ldconfig -p` showed on 2026-12-06, OpenSSL 3, zlib and libpng16 (same SONAMEs and symbol
+# versions as Debian 12's; its libjpeg is .so.8, not Debian's .so.62, so that one travels).
 SYSTEM_LIBS = re.compile(r"/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libgcc_s|libstdc\+\+|libcuda|libcublas|"
-                         r"libcublasLt)\.so")
+                         r"libcublasLt|libssl|libcrypto|libz|libpng16)\.so")
 # OpenBLAS and what only it needs: replaced by bench/tools/cblas_subset.c (the carry limit).
 OPENBLAS = re.compile(r"/libopenblas[^/]*\.so")
 OPENBLAS_ONLY = re.compile(r"/(libgfortran|libquadmath)\.so")
