@@ -58,7 +58,11 @@ class ScriptedModel final : public scheduler::ForwardModel {
     if (fail_) throw std::runtime_error("scripted failure");
     std::lock_guard lock(mu_);
     const int64_t rows = batch.num_logit_rows();
-    storage_.assign(static_cast<size_t>(std::max<int64_t>(rows, 1) * vocab_), -10.0f);
+    // Off-script tokens at -1e4: exp(-1e4) is 0 in f32, so a sampled request (temperature 1)
+    // follows the script too. At -10 / +10 each token left it with p ~ vocab * e^-20 (2e-6):
+    // a clean-clone CI run once drew an off-script token mid-call and the script restarted
+    // inside a tool call's parameter tag.
+    storage_.assign(static_cast<size_t>(std::max<int64_t>(rows, 1) * vocab_), -1e4f);
     int64_t row = 0;
     for (const auto& c : batch.seqs) {
       auto& h = history_.at(static_cast<size_t>(c.state_slot));
