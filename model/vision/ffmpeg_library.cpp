@@ -27,6 +27,10 @@ const std::string kSonames[4] = {
     "libswscale.so." AV_STRINGIFY(LIBSWSCALE_VERSION_MAJOR),
 };
 
+std::string join(const std::string (&sonames)[4]) {
+  return sonames[0] + ", " + sonames[1] + ", " + sonames[2] + ", " + sonames[3];
+}
+
 struct Loaded {
   FFmpeg table;
   std::string error;
@@ -41,9 +45,7 @@ const Loaded& loaded() {
 
 }  // namespace
 
-std::string ffmpeg_sonames() {
-  return kSonames[0] + ", " + kSonames[1] + ", " + kSonames[2] + ", " + kSonames[3];
-}
+std::string ffmpeg_sonames() { return join(kSonames); }
 
 std::string load_ffmpeg(const std::string (&sonames)[4], FFmpeg& out) {
   // In dependency order; RTLD_NOW: a library that lacks a symbol fails here, not mid-request.
@@ -53,20 +55,18 @@ std::string load_ffmpeg(const std::string (&sonames)[4], FFmpeg& out) {
     handles[i] = dlopen(sonames[i].c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!handles[i]) {
       const char* why = dlerror();
-      return "video needs FFmpeg's shared libraries (" + sonames[0] + ", " + sonames[1] + ", " + sonames[2] +
-             ", " + sonames[3] + "): " + (why ? std::string(why) : sonames[i] + " not found") +
+      return "video needs FFmpeg's shared libraries (" + join(sonames) + "): " + (why ? std::string(why) : sonames[i] + " not found") +
              " (Debian / Ubuntu packages libavformat" + sonames[2].substr(sonames[2].rfind('.') + 1) +
              ", libswscale" + sonames[3].substr(sonames[3].rfind('.') + 1) + ")";
     }
   }
-  const std::string all = sonames[0] + ", " + sonames[1] + ", " + sonames[2] + ", " + sonames[3];
   std::string missing;
 #define DS_FFMPEG_LOOKUP(lib, fn)                                                           \
   out.fn = reinterpret_cast<decltype(out.fn)>(dlsym(handles[lib], #fn));                   \
   if (!out.fn) missing += std::string(missing.empty() ? "" : ", ") + #fn;
   DS_FFMPEG_FUNCTIONS(DS_FFMPEG_LOOKUP)
 #undef DS_FFMPEG_LOOKUP
-  if (!missing.empty()) return "FFmpeg's libraries (" + all + ") lack " + missing;
+  if (!missing.empty()) return "FFmpeg's libraries (" + join(sonames) + ") lack " + missing;
   return "";
 }
 
