@@ -84,7 +84,7 @@ TEST_CASE("tiny int4: GPTQ and AWQ weights through chunked, cached, speculative 
         check_pools_free(engine);
       }
 
-      // Prefix caching: with the prompt's end a cache point (as the server names a chat
+      // Prefix caching: with the prompt's end a cache point (as the server names every
       // prompt's), the second pass of each prompt hits its whole blocks and gives the cold
       // run's tokens.
       {
@@ -93,7 +93,7 @@ TEST_CASE("tiny int4: GPTQ and AWQ weights through chunked, cached, speculative 
         cfg.num_snapshots = 32;
         Engine engine(t.forward, cfg, kernels::cpu::make_cpu_sampler());
         std::vector<Request> pointed = reqs;
-        for (Request& r : pointed) r.cache_points = {static_cast<int64_t>(r.prompt->size())};
+        for (Request& r : pointed) r.cache_points = {static_cast<int64_t>(r.prompt->size()) - 1};
         const std::vector<Outcome> first = run_alone(engine, pointed);
         const std::vector<Outcome> second = run_alone(engine, pointed);
         int64_t hits = 0;
