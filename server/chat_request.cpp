@@ -1,5 +1,7 @@
 #include "server/chat_request.h"
 
+#include <algorithm>
+
 #include "model/chat/template_error.h"
 #include "server/api_error.h"
 #include "server/image_inputs.h"
@@ -53,16 +55,28 @@ ChatPrompt build_chat_prompt(const Json& body, const ServedModel& model, FetchSt
   // system messages begins what differs between requests that share a system prompt.
   size_t systems = 0;
   while (systems < f.messages.size() && f.messages[systems].value("role", "") == "system") ++systems;
-  // The prompt's end: the next turn of this conversation renders this prompt again, then the
-  // reply and a new message.
-  p.cache_points.push_back(static_cast<int64_t>(p.ids.size()) - 1);
-  if (const auto im_start = model.tokenizer->token_id("<|im_start|>"); im_start && systems > 0) {
-    size_t seen = 0;
+  // Where the next turn of this conversation stops rendering this prompt the same: after the
+  // generation prompt's "<|im_start|>assistant\n". The next turn renders the reply there, and
+  // not as this prompt ends it: Qwen3.5's templates close an empty think block in the generation
+  // prompt when thinking is off and drop the reasoning of earlier turns, so a snapshot at the
+  // prompt's end lies past what the next turn shares whenever a block boundary falls in
+  // between (test_http_prefix_cache.cpp). The same prompt sent again hits here too, a block
+  // short of its end at most.
+  if (const auto im_start = model.tokenizer->token_id("<|im_start|>")) {
+    std::vector<int64_t> opens;
     for (size_t i = 0; i < p.ids.size(); ++i)
-      if (p.ids[i] == *im_start && seen++ == systems) {
-        p.cache_points.push_back(static_cast<int64_t>(i));
-        break;
-      }
+      if (p.ids[i] == *im_start) opens.push_back(static_cast<int64_t>(i));
+    if (!opens.empty() && opens.back() > 0) {
+      int64_t point = opens.back();
+      const std::vector<int32_t> header = model.tokenizer->encode("<|im_start|>assistant\n", /*allow_special=*/true);
+      if (std::equal(header.begin(), header.end(), p.ids.begin() + point,
+                     p.ids.begin() + std::min<int64_t>(point + static_cast<int64_t>(header.size()),
+                                                       static_cast<int64_t>(p.ids.size()))))
+        point += static_cast<int64_t>(header.size());
+      p.cache_points.push_back(point);
+    }
+    if (systems > 0 && systems < opens.size() && opens[systems] != opens.back())
+      p.cache_points.push_back(opens[systems]);
   }
   p.opens_reasoning = ReasoningSplitter::prompt_opens_reasoning(p.rendered);
   const size_t last_turn = p.rendered.rfind("<|im_start|>");

@@ -39,8 +39,8 @@ struct ChatPrompt {
   std::string forced_function;
   bool parallel_tool_calls = true;
   // Where later requests are likely to share this prompt's prefix, for the prefix cache's
-  // snapshots: the prompt's end (the next turn extends it) and the end of the leading system
-  // messages (with the tools).
+  // snapshots: the generation prompt's start (the next turn renders the reply there) and the
+  // end of the leading system messages (with the tools).
   std::vector<int64_t> cache_points;
   // The prompt's images (null: none); ids holds their pads expanded (image_inputs.h).
   std::shared_ptr<const scheduler::MultimodalInput> multimodal;

@@ -105,13 +105,15 @@ std::vector<ChoiceSpec> choice_specs(const ServedModel& m, const GenerationParam
       r.ignore_eos = gp.ignore_eos;
       r.sampling = gp.sampling;
       r.cache_points = cache_points;
-      // The prompt's end: the same prompt sent again (or the n choices of this one, whichever
-      // engine step each arrives in) starts from its cached state. Without it a prompt that
-      // only /v1/completions sends would be snapshotted at its branch point on the second
-      // send and hit only on the third.
-      const int64_t end = static_cast<int64_t>(r.prompt_size()) - 1;
-      if (std::find(r.cache_points.begin(), r.cache_points.end(), end) == r.cache_points.end())
-        r.cache_points.push_back(end);
+      // Where the caller names no point (a /v1/completions prompt), the prompt's end: the same
+      // prompt sent again (or the n choices of this one, whichever engine step each arrives
+      // in) starts from its cached state; without it the prompt would be snapshotted at its
+      // branch point on the second send and hit only on the third. A chat prompt names its
+      // generation prompt's start (chat_request.cpp), a few tokens earlier, which serves a
+      // re-send as well; a snapshot at the end besides would supersede that one
+      // (PrefixCache::add_snapshot sends a chain's earlier snapshot to the front of the
+      // eviction order) while the next turn shares the prompt only up to it.
+      if (r.cache_points.empty()) r.cache_points.push_back(static_cast<int64_t>(r.prompt_size()) - 1);
       r.grammar = grammar.grammar;
       r.grammar_after = grammar.after;
       r.thinking = opts.thinking;

@@ -76,6 +76,61 @@ TEST_CASE("prefix cache: a three-turn chat reuses each previous turn's prompt, w
   CHECK(st.blocks_used == st.prefix_cache_blocks);
 }
 
+TEST_CASE("prefix cache: with thinking off, a turn hits the previous turn's prompt up to its generation prompt",
+          "[prefix]") {
+  // Qwen3.5's template closes an empty think block in the generation prompt when thinking is
+  // off ("<|im_start|>assistant\n<think>\n\n</think>\n\n") and the next turn renders the reply
+  // without it: the turns share the previous prompt only up to its generation prompt. A
+  // snapshot at the previous prompt's end lies past that whenever a block boundary falls in
+  // the 6 tokens between, and the next turn then hit nothing; the generation prompt's start is
+  // a cache point of its own.
+  TestServer srv(cached_server(true));
+  int boundary_inside = 0;
+  for (int words = 0; words < 12; ++words) {
+    std::string question = "Name the lighthouse";
+    for (int w = 0; w < words; ++w) question += " and its keeper";
+    question += "?";
+    INFO(words << " extra words");
+    Json messages = Json::array({Json{{"role", "system"}, {"content", "Answer in one line."}},
+                                 Json{{"role", "user"}, {"content", question}}});
+    const Json kwargs = {{"enable_thinking", false}};
+    Json first_req = chat(messages, 4);
+    first_req["chat_template_kwargs"] = kwargs;
+    const auto first = srv.post("/v1/chat/completions", first_req);
+    REQUIRE(first.status == 200);
+    messages.push_back(Json{{"role", "assistant"}, {"content", first.body["choices"][0]["message"]["content"]}});
+    messages.push_back(Json{{"role", "user"}, {"content", "And the next one along the coast?"}});
+    auto tokens = [&](const Json& msgs) {
+      const auto t = srv.post("/tokenize", Json{{"messages", msgs}, {"add_generation_prompt", true},
+                                                {"chat_template_kwargs", kwargs}});
+      REQUIRE(t.status == 200);
+      return t.body["tokens"].get<std::vector<int64_t>>();
+    };
+    const std::vector<int64_t> t1 = tokens(Json(std::vector<Json>(messages.begin(), messages.end() - 2)));
+    const std::vector<int64_t> t2 = tokens(messages);
+    REQUIRE(static_cast<int64_t>(t1.size()) == first.body["usage"]["prompt_tokens"].get<int64_t>());
+    size_t common = 0;
+    while (common < t1.size() && common < t2.size() && t1[common] == t2[common]) ++common;
+    REQUIRE(common < t1.size());  // the template re-renders the end of the first prompt
+    REQUIRE(t1.size() - common <= 8);
+    const int64_t prompt_end_block = (static_cast<int64_t>(t1.size()) - 1) / 16 * 16;
+    boundary_inside += prompt_end_block > static_cast<int64_t>(common);
+    Json second_req = chat(messages, 4);
+    second_req["chat_template_kwargs"] = kwargs;
+    const auto second = srv.post("/v1/chat/completions", second_req);
+    REQUIRE(second.status == 200);
+    // The generation prompt starts at the first prompt's last <|im_start|> (its first token);
+    // "<|im_start|>assistant\n" (3 tokens) is what the next turn renders the same.
+    int64_t gen_start = static_cast<int64_t>(t1.size()) - 1;
+    while (gen_start > 0 && t1[static_cast<size_t>(gen_start)] != t1[0]) --gen_start;
+    INFO("first prompt " << t1.size() << " tokens, " << common << " shared with the second, generation prompt at "
+                         << gen_start);
+    REQUIRE(gen_start + 3 <= static_cast<int64_t>(common));
+    CHECK(cached_of(second.body) >= (gen_start + 3) / 16 * 16);
+  }
+  CHECK(boundary_inside > 0);  // some of the conversations put the boundary where it mattered
+}
+
 TEST_CASE("prefix cache: eight concurrent requests sharing a 1,000-token system prompt hit it", "[prefix]") {
   TestServer srv(cached_server(true));
   std::string system;

@@ -261,6 +261,70 @@ TEST_CASE("serve --kv-offload-dir: a restarted server resumes a conversation fro
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("serve --kv-offload-memory: a conversation evicted from the device cache comes back from the host tier",
+          "[process]") {
+  // A device cache of ~2,400 tokens and one state snapshot; other conversations of ~3 x 900
+  // tokens between the two turns evict the first turn's blocks and snapshot. With the host tier
+  // the second turn starts from the first turn's prompt (cached_tokens); without it, it does not.
+  auto run = [](bool host_tier) {
+    std::vector<std::string> args = {"--port", "0", "--kv-cache-memory", "24MiB", "--max-num-seqs", "2"};
+    if (host_tier) args.insert(args.end(), {"--kv-offload-memory", "64MiB"});
+    ServeProcess p(args);
+    REQUIRE(p.wait_log("ready:"));
+    httplib::Client c("127.0.0.1", p.port());
+    c.set_read_timeout(120);
+    auto chat = [&](const Json& messages, int max_tokens) {
+      const Json body{{"messages", messages},
+                      {"max_tokens", max_tokens},
+                      {"temperature", 0},
+                      {"chat_template_kwargs", {{"enable_thinking", false}}}};
+      auto r = c.Post("/v1/chat/completions", body.dump(), "application/json");
+      REQUIRE(r);
+      INFO(r->body);
+      REQUIRE(r->status == 200);
+      return Json::parse(r->body);
+    };
+    auto metric = [&](const std::string& name) {
+      auto m = c.Get("/metrics");
+      REQUIRE(m);
+      const size_t at = m->body.find("\n" + name + "{");
+      return at == std::string::npos ? -1.0 : std::stod(m->body.substr(m->body.find('}', at) + 2));
+    };
+    Json a = Json::array({Json{{"role", "system"}, {"content", "You keep the lighthouse log, one line a day."}},
+                          Json{{"role", "user"}, {"content", "Write today's entry: fog at dawn, a trawler at noon, "
+                                                             "gulls on the rail, the lamp trimmed at dusk."}}});
+    const Json first = chat(a, 4);
+    const int64_t first_prompt = first["usage"]["prompt_tokens"].get<int64_t>();
+    int64_t filler_tokens = 0;
+    for (int k = 0; k < 3; ++k) {
+      std::string text;
+      for (int w = 0; w < 180; ++w) text += "ledger" + std::to_string(k) + "-" + std::to_string(w * 7919 % 1000) + " ";
+      const Json f = chat(Json::array({Json{{"role", "user"}, {"content", text}}}), 1);
+      filler_tokens += f["usage"]["prompt_tokens"].get<int64_t>();
+    }
+    INFO("first turn " << first_prompt << " prompt tokens, the others " << filler_tokens);
+    REQUIRE(filler_tokens > 2464);
+    a.push_back(Json{{"role", "assistant"}, {"content", first["choices"][0]["message"]["content"]}});
+    a.push_back(Json{{"role", "user"}, {"content", "And tomorrow's?"}});
+    const double host_hits = metric("deltaserve:prefix_cache_host_hits_total");
+    const Json second = chat(a, 4);
+    const int64_t cached = second["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
+    const double host_hits_after = metric("deltaserve:prefix_cache_host_hits_total");
+    p.signal(SIGTERM);
+    CHECK(p.wait_exit(std::chrono::seconds(30)) == 0);
+    return std::tuple{first_prompt, cached, host_hits_after - host_hits};
+  };
+  const auto [prompt_with, cached_with, host_hits] = run(true);
+  const auto [prompt_without, cached_without, unused] = run(false);
+  INFO("cached tokens of the second turn: " << cached_with << " with the host tier, " << cached_without << " without");
+  CHECK(prompt_with == prompt_without);
+  // The first turn's prompt up to its generation prompt's empty think block (6 tokens the next
+  // turn does not render), to a block boundary; from the host tier.
+  CHECK(cached_with >= prompt_with - 6 - 15);
+  CHECK(host_hits >= 1);
+  CHECK(cached_without < prompt_with - 6 - 15);  // the device alone had lost it
+}
+
 TEST_CASE("serve --quantization fp8 quantises the bundled model at load and serves it", "[process]") {
   ServeProcess p(with(kSmall, {"--quantization", "fp8"}));
   REQUIRE(p.wait_log("ready:"));
