@@ -215,7 +215,8 @@ def update(out_dirs):
         manifest, found = study_values(out_dir)
         spec = json.load(open(os.path.join(STUDIES, manifest["study"] + ".json")))
         date = manifest["machine"].get("date", "")[:16]
-        gpu = "H200" if "H200" in manifest["machine"].get("gpu", "") else manifest["machine"].get("gpu", "").split(",")[0]
+        card = manifest["machine"].get("gpu", "")
+        gpu = next((k for k in ("H200", "H100") if k in card), card.split(",")[0])
         for m in spec.get("report", []):
             key = (m["step"], m.get("client") or m.get("select"))
             if key not in found:
