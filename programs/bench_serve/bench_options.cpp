@@ -48,6 +48,9 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
   app.add_option("--agent-max-tokens", o.agent_max_tokens,
                  "agent: context tokens a conversation grows to by its last turn (tool outputs, short replies)")
       ->capture_default_str();
+  app.add_option("--agent-min-tokens", o.agent_min_tokens,
+                 "agent: each conversation grows to a length drawn from [this, --agent-max-tokens] (0: all to the max)")
+      ->capture_default_str();
   app.add_option("--dataset-path", o.dataset_path,
                  "file: JSONL, one {\"prompt\": text or ids | \"messages\": [...], \"max_tokens\": N} per line");
   app.add_option("--image-size", o.image_size,
@@ -98,6 +101,12 @@ std::string validate_options(const BenchOptions& o) {
   if (o.dataset == "agent" &&
       o.agent_max_tokens < o.system_prompt_len + o.turns * (o.random_output_len + 1))
     return "--agent-max-tokens must hold the system prompt and, each turn, a reply of --random-output-len and a "
+           "tool output";
+  if (o.agent_min_tokens < 0 || o.agent_min_tokens > o.agent_max_tokens)
+    return "--agent-min-tokens must lie between 0 and --agent-max-tokens";
+  if (o.dataset == "agent" && o.agent_min_tokens > 0 &&
+      o.agent_min_tokens < o.system_prompt_len + o.turns * (o.random_output_len + 1))
+    return "--agent-min-tokens must hold the system prompt and, each turn, a reply of --random-output-len and a "
            "tool output";
   if (o.dataset == "file" && o.dataset_path.empty()) return "--dataset file needs --dataset-path";
   if (o.dataset != "file" && !o.dataset_path.empty()) return "--dataset-path is for --dataset file";

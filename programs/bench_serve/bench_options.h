@@ -43,6 +43,7 @@ struct BenchOptions {
   // tokens of context, all in flight together (so revisited round-robin as their replies come).
   int agent_sessions = 48;
   int agent_max_tokens = 48000;
+  int agent_min_tokens = 0;  // 0: every conversation grows to agent_max_tokens
   std::string dataset_path;      // file: JSONL of {prompt | messages, max_tokens}
   // Images (chat; random and shared-prefix): each user message also carries this many
   // random JPEGs of image_size ("WxH"), as data: URLs, new ones for every request.

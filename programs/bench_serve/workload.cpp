@@ -117,15 +117,18 @@ std::vector<Session> multi_turn_sessions(const BenchOptions& o) {
 
 // An agent's conversations: a shared system prompt, then per turn a tool output (the user
 // message) and a short reply, the outputs sized so the context reaches --agent-max-tokens at
-// the last turn. All start together (the load generator's sessions), so each is revisited
+// the last turn (or a length drawn from [--agent-min-tokens, --agent-max-tokens] for each
+// conversation). All start together (the load generator's sessions), so each is revisited
 // when its reply comes, round-robin with the others, and together they hold more context than
 // a GPU's cache.
 std::vector<Session> agent_sessions(const BenchOptions& o) {
   RandomPrompt r(o.seed, 0);
   const std::string system = o.system_prompt_len > 0 ? r.words(o.system_prompt_len) : std::string();
-  const int per_turn = std::max(1, (o.agent_max_tokens - o.system_prompt_len) / o.turns - o.random_output_len);
+  const int lo = o.agent_min_tokens > 0 ? o.agent_min_tokens : o.agent_max_tokens, hi = o.agent_max_tokens;
   std::vector<Session> out;
   for (int c = 0; c < o.agent_sessions; ++c) {
+    const int target = lo == hi ? hi : std::clamp(r.length((lo + hi) / 2, double(hi - lo) / (hi + lo)), lo, hi);
+    const int per_turn = std::max(1, (target - o.system_prompt_len) / o.turns - o.random_output_len);
     Session s;
     s.conversation = true;
     s.system_prompt = system;

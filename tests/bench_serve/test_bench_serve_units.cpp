@@ -307,6 +307,24 @@ TEST_CASE("workloads: lengths, groups, conversations, files", "[workload]") {
       CHECK(context > 1000 - 4);  // the rounding of the per-turn share
     }
     CHECK(s[0].turns[0].input != s[1].turns[0].input);
+    // Lengths drawn from a range: each conversation reaches its own, within it, and they differ.
+    o.agent_sessions = 16;
+    o.agent_min_tokens = 600;
+    REQUIRE(validate_options(o).empty());
+    std::set<int64_t> lengths;
+    for (const auto& c : build_workload(o)) {
+      int64_t context = o.system_prompt_len;
+      for (const auto& t : c.turns) context += t.nominal_input_len + t.max_tokens;
+      CHECK(context <= 1000);
+      CHECK(context > 600 - 4);
+      lengths.insert(context);
+    }
+    CHECK(lengths.size() > 4);
+    o.agent_min_tokens = 1200;  // above the max
+    CHECK_FALSE(validate_options(o).empty());
+    o.agent_min_tokens = 150;  // cannot hold the turns
+    CHECK_FALSE(validate_options(o).empty());
+    o.agent_min_tokens = 0;
     o.agent_max_tokens = 200;  // cannot hold 4 turns of 25-token replies beside the system prompt
     CHECK_FALSE(validate_options(o).empty());
     o.endpoint = "/v1/completions";
