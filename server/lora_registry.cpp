@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include <spdlog/spdlog.h>
+
 namespace ds::server {
 
 LoraRegistry::LoraRegistry(qwen35::ModelConfig config, qwen35::LoraLimits limits, int32_t max_cpu_loras,
@@ -28,6 +30,8 @@ void LoraRegistry::add(const std::string& name, const std::string& path) {
   }
   // Read outside the lock: a large adapter takes a while.
   auto a = std::make_shared<const qwen35::LoraAdapter>(qwen35::load_lora_adapter(path, config_, limits_));
+  if (const std::string left_out = a->ignored(); !left_out.empty())
+    spdlog::warn("LoRA adapter '{}': {}", name, left_out);
   std::lock_guard lock(mu_);
   if (entries_.count(name)) throw std::invalid_argument("the LoRA adapter '" + name + "' has already been loaded");
   Entry e;

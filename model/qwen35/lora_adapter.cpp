@@ -50,6 +50,16 @@ const Piece* find_piece(std::string_view group, std::string_view module) {
   return nullptr;
 }
 
+// Module names of the vision tower and its merger (model.visual.*), which PEFT's "all-linear"
+// lists beside the language model's.
+bool tower_module_name(std::string_view m) {
+  const size_t dot = m.rfind('.');
+  if (dot != std::string_view::npos) m = m.substr(dot + 1);
+  for (const char* t : {"qkv", "proj", "linear_fc1", "linear_fc2"})
+    if (m == t) return true;
+  return false;
+}
+
 bool known_module_name(std::string_view m) {
   const size_t dot = m.rfind('.');
   if (dot != std::string_view::npos) m = m.substr(dot + 1);
@@ -75,7 +85,6 @@ std::string parse_key(const std::string& name, Key& k) {
       break;
     }
   if (!found) {
-    if (name.find(".visual.") != std::string::npos) return "adapters on the vision tower cannot be applied";
     if (name.find("lm_head") != std::string::npos) return "adapters on lm_head cannot be applied";
     if (name.find("embed") != std::string::npos) return "adapters on the embedding cannot be applied";
     if (name.find("mtp.") != std::string::npos) return "adapters on the MTP module cannot be applied";
@@ -182,6 +191,18 @@ LoraTargetShape lora_target_shape(const ModelConfig& c, LoraTarget t) {
   return {};
 }
 
+std::string LoraAdapter::ignored() const {
+  std::string out;
+  if (ignored_tower_tensors > 0)
+    out = std::to_string(ignored_tower_tensors) + " tensors of the vision tower left out (LoRA adapts the language model only)";
+  if (!ignored_targets.empty()) {
+    out += out.empty() ? "target modules " : "; target modules ";
+    for (size_t i = 0; i < ignored_targets.size(); ++i) out += (i ? ", " : "") + ignored_targets[i];
+    out += " are the vision tower's";
+  }
+  return out;
+}
+
 int64_t LoraAdapter::host_bytes() const {
   int64_t n = 0;
   for (const LoraModule& m : modules) n += static_cast<int64_t>((m.a.size() + m.b.size()) * sizeof(float));
@@ -211,7 +232,9 @@ LoraAdapter read_lora_adapter(std::string_view config_json, const SafetensorsFil
     throw std::runtime_error(source + "/adapter_config.json: rank r = " + std::to_string(ad.config.rank) +
                              " is above --max-lora-rank " + std::to_string(limits.max_rank));
   for (const std::string& m : ad.config.target_modules)
-    if (!known_module_name(m))
+    if (!known_module_name(m) && tower_module_name(m))
+      ad.ignored_targets.push_back(m);
+    else if (!known_module_name(m))
       throw std::runtime_error(source + "/adapter_config.json: target module \"" + m +
                                "\" cannot be applied (q/k/v/o_proj, gate/up/down_proj, in_proj_qkv/_q/_k/_v/_z/_b/_a, "
                                "out_proj)");
@@ -224,6 +247,12 @@ LoraAdapter read_lora_adapter(std::string_view config_json, const SafetensorsFil
   using Pair = std::pair<const SafetensorsFile::TensorInfo*, const SafetensorsFile::TensorInfo*>;
   std::map<std::pair<int64_t, int>, std::map<int, Pair>> found;
   for (const auto& [name, info] : weights.tensors()) {
+    // The vision tower's and merger's adapters are left out (as vLLM does): text requests get
+    // exactly the adapter's language-model update, image requests the base tower.
+    if (name.find(".visual.") != std::string::npos) {
+      ++ad.ignored_tower_tensors;
+      continue;
+    }
     Key k;
     const std::string why = parse_key(name, k);
     if (!why.empty()) fail("tensor " + name + " " + why);
@@ -300,7 +329,11 @@ LoraAdapter read_lora_adapter(std::string_view config_json, const SafetensorsFil
     m.b = std::move(b);
     ad.modules.push_back(std::move(m));
   }
-  if (ad.modules.empty()) fail("holds no LoRA weights");
+  if (ad.modules.empty())
+    fail(ad.ignored_tower_tensors > 0 ? "holds LoRA weights of the vision tower only (" +
+                                            std::to_string(ad.ignored_tower_tensors) +
+                                            " tensors), which this server does not adapt"
+                                      : std::string("holds no LoRA weights"));
   return ad;
 }
 

@@ -15,8 +15,12 @@
 //   every layer: mlp.gate_proj, up_proj, down_proj.
 // The scale (LoraConfig::scale) is folded into B, so the update is y += B (A x).
 //
+// Left out, as vLLM does for multimodal models: the vision tower's and merger's tensors
+// (model.visual.*) and their module names in target_modules (PEFT's "all-linear" lists them);
+// LoraAdapter::ignored() says what, for the server's log. An adapter of the tower alone is
+// refused.
 // Refused with std::runtime_error naming the file and the tensor or module: a tensor that is
-// not one of those (the vision tower, lm_head, embeddings, DoRA magnitudes, biases), a module
+// not one of those (lm_head, embeddings, DoRA magnitudes, biases), a module
 // that the layer's kind does not have, an A without its B, a rank other than the config's r or
 // above LoraLimits::max_rank, shapes that do not match the base model, non-float dtypes, and
 // files above the limits (the byte size the adapter's modules could take at max_rank in f32,
@@ -74,6 +78,10 @@ struct LoraAdapter {
   LoraConfig config;
   double scale = 0;
   std::vector<LoraModule> modules;  // by (layer, target)
+  int64_t ignored_tower_tensors = 0;        // model.visual.* tensors left out
+  std::vector<std::string> ignored_targets;  // target_modules names of the tower
+  // What was left out, in words ("" when nothing was).
+  std::string ignored() const;
   int64_t host_bytes() const;
 };
 

@@ -103,6 +103,7 @@ TEST_CASE("adapter files that do not fit the model are refused naming file and t
   LoraSpec spec;
   test::write_random_lora(dir, spec);
   CHECK(load_error(dir).empty());
+  const size_t plain_modules = qwen35::load_lora_adapter(dir, tiny_config(), {.max_rank = 16}).modules.size();
   // Rank above --max-lora-rank.
   CHECK(load_error(dir, 2).find("--max-lora-rank") != std::string::npos);
 
@@ -121,10 +122,24 @@ TEST_CASE("adapter files that do not fit the model are refused naming file and t
   CHECK(e.find("without its partner") != std::string::npos);
   e = with_tensors([&](test::StTensors& t) { t["base_model.model.lm_head.lora_A.weight"] = t[q + "lora_A.weight"]; });
   CHECK(e.find("lm_head") != std::string::npos);
+  // The vision tower's tensors are left out (as vLLM does), an adapter of the tower alone refused.
   e = with_tensors([&](test::StTensors& t) {
     t["base_model.model.model.visual.blocks.0.attn.qkv.lora_A.weight"] = t[q + "lora_A.weight"];
+    t["base_model.model.model.visual.blocks.0.attn.qkv.lora_B.weight"] = t[q + "lora_B.weight"];
   });
-  CHECK(e.find("vision tower") != std::string::npos);
+  CHECK(e.empty());
+  {
+    const auto ad = qwen35::load_lora_adapter(dir, tiny_config(), {.max_rank = 16});
+    CHECK(ad.ignored_tower_tensors == 2);
+    CHECK(ad.ignored().find("2 tensors of the vision tower") != std::string::npos);
+    CHECK(ad.modules.size() == plain_modules);
+  }
+  e = with_tensors([&](test::StTensors& t) {
+    const test::StTensor a = t[q + "lora_A.weight"];
+    t.clear();
+    t["base_model.model.model.visual.blocks.0.attn.qkv.lora_A.weight"] = a;
+  });
+  CHECK(e.find("vision tower only") != std::string::npos);
   e = with_tensors([&](test::StTensors& t) {
     t["base_model.model.model.language_model.layers.0.self_attn.q_proj.lora_A.weight"] = t[q + "lora_A.weight"];
     t["base_model.model.model.language_model.layers.0.self_attn.q_proj.lora_B.weight"] = t[q + "lora_B.weight"];
@@ -142,10 +157,15 @@ TEST_CASE("adapter files that do not fit the model are refused naming file and t
       test::StTensor{"BF16", {4, 128}, std::vector<uint8_t>(4 * 128 * 2, 0)}, "F32");
       t[q + "lora_A.weight"].dtype = "I32"; });
   CHECK(e.find("F32, BF16 or F16") != std::string::npos);
-  // target_modules naming a module we cannot apply.
+  // target_modules naming a module we cannot apply; the tower's names (PEFT's "all-linear") pass.
   test::write_safetensors(dir / "adapter_model.safetensors", test::random_lora_tensors(spec));
   test::write_text(dir / "adapter_config.json", R"({"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "lm_head"]})");
   CHECK(load_error(dir).find("lm_head") != std::string::npos);
+  test::write_text(dir / "adapter_config.json",
+                   R"({"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "qkv", "linear_fc1", "proj"]})");
+  CHECK(load_error(dir).empty());
+  CHECK(qwen35::load_lora_adapter(dir, tiny_config(), {.max_rank = 16}).ignored().find("qkv, linear_fc1, proj") !=
+        std::string::npos);
   CHECK(load_error(tmp / "missing").find("not a directory") != std::string::npos);
 }
 
