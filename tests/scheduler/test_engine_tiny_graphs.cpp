@@ -3,7 +3,6 @@
 // with speculative decoding's verify steps, give the same tokens with EngineConfig::step_graphs
 // on and off -- HF's greedy reference on the fixture prompts -- and the steps were replayed.
 // Needs a backend that records steps: run with DELTASERVE_TEST_BACKEND=cuda (label gpu).
-#include "programs/bench_drafters/replay_drafter.h"
 #include "tiny_engine_fixture.h"
 
 using namespace ds;
@@ -32,9 +31,7 @@ TEST_CASE("tiny: greedy tokens with step graphs on and off, plain and speculativ
         cfg.speculative.method = method;
         cfg.speculative.num_speculative_tokens = method == "ngram" ? 3 : 2;
       }
-      std::unique_ptr<Drafter> replay;
-      if (method == "replay") replay = std::make_unique<bench::ReplayDrafter>(t.forward.vocab_size(), 0.7, 3);
-      Engine engine(t.forward, cfg, kernels::cpu::make_cpu_sampler(), std::move(replay));
+      Engine engine(t.forward, cfg, kernels::cpu::make_cpu_sampler(), speculative_drafter(method, t.forward.vocab_size()));
       if (method == "replay") run_together(engine, reqs);  // what it replays
       runs.push_back(run_together(engine, reqs));
       check_pools_free(engine);

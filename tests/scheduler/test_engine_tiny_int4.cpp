@@ -5,7 +5,6 @@
 // tokens of the dequantised checkpoint (the fixture's float64 reference) and each other's, and
 // leave no block or slot behind. The bf16 engine tests (test_engine_tiny.cpp, ..._graphs.cpp)
 // cover the same paths in depth; this checks that none of them assumes bf16 weights.
-#include "programs/bench_drafters/replay_drafter.h"
 #include "tiny_engine_fixture.h"
 
 using namespace ds;
@@ -117,9 +116,7 @@ TEST_CASE("tiny int4: GPTQ and AWQ weights through chunked, cached, speculative 
         EngineConfig cfg = config(400);
         cfg.speculative.method = method;
         cfg.speculative.num_speculative_tokens = method == "ngram" ? 3 : 2;
-        std::unique_ptr<Drafter> replay;
-        if (method == "replay") replay = std::make_unique<bench::ReplayDrafter>(t.forward.vocab_size(), 0.7, 3);
-        Engine engine(t.forward, cfg, kernels::cpu::make_cpu_sampler(), std::move(replay));
+        Engine engine(t.forward, cfg, kernels::cpu::make_cpu_sampler(), speculative_drafter(method, t.forward.vocab_size()));
         if (method == "replay") run_together(engine, reqs);  // what it replays
         const std::vector<Outcome> spec = run_together(engine, reqs);
         check_greedy(t, spec);

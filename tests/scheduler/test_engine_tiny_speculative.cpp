@@ -3,7 +3,6 @@
 // drafts overwritten later), and both methods and K = 1..4 give the tokens of plain decoding
 // -- HF's greedy reference on the fixture prompts, seeded sampling included -- also under
 // preemption, with no block or slot left behind.
-#include "programs/bench_drafters/replay_drafter.h"
 #include "tiny_engine_fixture.h"
 
 using namespace ds;
@@ -19,10 +18,6 @@ SpeculativeConfig speculative(const std::string& method, int32_t k) {
   return s;
 }
 
-// The engine's own drafter, or the benchmarks' replay drafter at 0.7 handed to it.
-std::unique_ptr<Drafter> drafter(const std::string& method, int64_t vocab) {
-  return method == "replay" ? std::make_unique<bench::ReplayDrafter>(vocab, 0.7, 3) : nullptr;
-}
 
 }  // namespace
 
@@ -41,7 +36,7 @@ TEST_CASE("tiny: speculative decoding with every method and K gives plain decodi
     INFO(method << " K=" << k);
     EngineConfig cfg = config(200);
     cfg.speculative = speculative(method, k);
-    Engine engine(t.forward, cfg, kernels::cpu::make_cpu_sampler(), drafter(method, t.forward.vocab_size()));
+    Engine engine(t.forward, cfg, kernels::cpu::make_cpu_sampler(), speculative_drafter(method, t.forward.vocab_size()));
     if (method == "replay") run_together(engine, reqs);  // what it replays
     check_speculative_outputs(run_together(engine, reqs), plain);
     check_pools_free(engine);
@@ -66,7 +61,7 @@ TEST_CASE("tiny: speculative decoding under preemption keeps every output", "[en
   // 12 blocks of 16 tokens for requests holding about 30 blocks together.
   EngineConfig cfg = config(12, 256, 16, 192);
   cfg.speculative = speculative("replay", 3);
-  Engine engine(t.forward, cfg, kernels::cpu::make_cpu_sampler(), drafter("replay", t.forward.vocab_size()));
+  Engine engine(t.forward, cfg, kernels::cpu::make_cpu_sampler(), speculative_drafter("replay", t.forward.vocab_size()));
   run_together(engine, reqs);
   check_speculative_outputs(run_together(engine, reqs), plain);
   CHECK(engine.stats().preemptions_total > 0);

@@ -18,6 +18,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "model/qwen35/model.h"
 #include "model/qwen35/reference_file.h"
+#include "programs/bench_drafters/replay_drafter.h"
 #include "scheduler/engine.h"
 #include "scheduler/qwen35_forward_model.h"
 #include "tests/test_backend.h"
@@ -95,6 +96,13 @@ inline std::vector<int32_t> random_prompt(std::mt19937& rng, int64_t len) {
   std::vector<int32_t> p(static_cast<size_t>(len));
   for (auto& t : p) t = d(rng);
   return p;
+}
+
+// The drafter a tiny engine test hands its engine for `method`: the benchmarks' replay drafter
+// (acceptance 0.7; it replays what an earlier run of the same requests produced) for
+// "replay", none (the engine's own) otherwise.
+inline std::unique_ptr<Drafter> speculative_drafter(const std::string& method, int64_t vocab) {
+  return method == "replay" ? std::make_unique<bench::ReplayDrafter>(vocab, 0.7, 3) : nullptr;
 }
 
 using ds::test::run_together;
