@@ -272,6 +272,10 @@ class Backend {
   // f32 or act.
   enum class Gelu : uint8_t { erf, tanh };
   void gelu(const Tensor& x, const Tensor& bias, Gelu kind, Tensor& out);
+  // The MLP's first half: out = GELU(x · wᵀ + bias). x [M, K] f32 or act, w [N, K], bias [N]
+  // f32, scratch [M, N] f32 (where a backend needs the product), out [M, N] f32 or act. The
+  // default is gemm then gelu; CUDA runs the tanh form in cuBLASLt's GELU_BIAS epilogue.
+  void gemm_bias_gelu(const Tensor& x, const Tensor& w, const Tensor& bias, Gelu kind, Tensor& scratch, Tensor& out);
   // x[r] += sum_t plan.pos_weight[r, t] * table[plan.pos_index[r, t]]: the learned position
   // embedding resampled to each image's grid. table [plan.pos_table_rows(), d] f32 or act,
   // x [rows, d] f32.
@@ -344,6 +348,11 @@ class Backend {
   virtual void do_layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out) = 0;
   virtual void do_add_bias(Tensor& x, const Tensor& bias) = 0;
   virtual void do_gelu(const Tensor& x, const Tensor& bias, Gelu kind, Tensor& out) = 0;
+  virtual void do_gemm_bias_gelu(const Tensor& x, const Tensor& w, const Tensor& bias, Gelu kind, Tensor& scratch,
+                                 Tensor& out) {
+    gemm(x, w, scratch, false);
+    gelu(scratch, bias, kind, out);
+  }
   virtual void do_add_position_embedding(const Tensor& table, const VisionPlan& plan, Tensor& x) = 0;
   virtual void do_rotary_embedding(Tensor& x, const VisionPlan& plan) = 0;
   virtual void do_segment_attention(const Tensor& q, const Tensor& k, const Tensor& v, const VisionPlan& plan,

@@ -41,6 +41,26 @@ void Backend::gelu(const Tensor& x, const Tensor& bias, Gelu kind, Tensor& out) 
   if (x.numel() > 0) do_gelu(x, bias, kind, out);
 }
 
+void Backend::gemm_bias_gelu(const Tensor& x, const Tensor& w, const Tensor& bias, Gelu kind, Tensor& scratch,
+                             Tensor& out) {
+  const char* op = "gemm_bias_gelu";
+  require_f32_or(x, op, "x", activation_dtype());
+  require_weight(*this, w, op, "w");
+  require_type(bias, op, "bias", DType::f32);
+  require_type(scratch, op, "scratch", DType::f32);
+  require_f32_or(out, op, "out", activation_dtype());
+  DS_REQUIRE(x.rank() == 2 && w.rank() == 2 && out.rank() == 2, op,
+             "x, w, out must be 2-D, got " + x.shape().str() + ", " + w.shape().str() + ", " + out.shape().str());
+  const int64_t m = x.dim(0), n = w.dim(0);
+  DS_REQUIRE(w.dim(1) == x.dim(1), op, "x " + x.shape().str() + " and w " + w.shape().str() + " disagree on K");
+  DS_REQUIRE(out.dim(0) == m && out.dim(1) == n && scratch.shape() == out.shape(), op,
+             "out and scratch must be " + Shape{m, n}.str() + ", got " + out.shape().str() + ", " +
+                 scratch.shape().str());
+  DS_REQUIRE(bias.numel() == n, op, "bias must have " + std::to_string(n) + " values, got " + bias.shape().str());
+  if (m == 0 || n == 0) return;
+  do_gemm_bias_gelu(x, w, bias, kind, scratch, out);
+}
+
 void Backend::add_position_embedding(const Tensor& table, const VisionPlan& plan, Tensor& x) {
   const char* op = "add_position_embedding";
   require_f32_or(table, op, "table", activation_dtype());

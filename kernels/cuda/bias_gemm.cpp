@@ -44,11 +44,11 @@ BiasGemm::~BiasGemm() {
 BiasGemm::Plan* BiasGemm::plan_for(const Key& key, const float* bias) {
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second.get();
-  const auto [M, N, K] = key;
+  const auto [M, N, K, gelu, out_bf16] = key;
   Plan* p = plans_.emplace(key, std::make_unique<Plan>()).first->second.get();
   check_lt(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+  const cublasLtEpilogue_t epilogue = gelu ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
   const cudaDataType_t bias_type = CUDA_R_32F;
   check_lt(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "set transa");
   check_lt(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "set transb");
@@ -63,7 +63,8 @@ BiasGemm::Plan* BiasGemm::plan_for(const Key& key, const float* bias) {
            "layout of w");
   check_lt(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, static_cast<uint64_t>(K), static_cast<uint64_t>(M), K),
            "layout of x");
-  check_lt(cublasLtMatrixLayoutCreate(&p->d, CUDA_R_32F, static_cast<uint64_t>(N), static_cast<uint64_t>(M), N),
+  check_lt(cublasLtMatrixLayoutCreate(&p->d, out_bf16 ? CUDA_R_16BF : CUDA_R_32F, static_cast<uint64_t>(N),
+                                      static_cast<uint64_t>(M), N),
            "layout of out");
   cublasLtMatmulHeuristicResult_t result;
   p->usable = lt_heuristic_algo(lt_, p->desc, p->a, p->b, p->d, workspace_bytes_, kWho, result);
@@ -74,11 +75,21 @@ BiasGemm::Plan* BiasGemm::plan_for(const Key& key, const float* bias) {
 bool BiasGemm::matmul(const uint16_t* w, const uint16_t* x, const float* bias, int64_t M, int64_t N, int64_t K,
                       float* out, bool accumulate) {
   if (M <= 0 || N <= 0) return true;
-  Plan* p = plan_for(Key{M, N, K}, bias);
+  return run(Key{M, N, K, false, false}, w, x, bias, out, accumulate ? 1.0f : 0.0f);
+}
+
+bool BiasGemm::matmul_gelu(const uint16_t* w, const uint16_t* x, const float* bias, int64_t M, int64_t N, int64_t K,
+                           void* out, bool out_bf16) {
+  if (M <= 0 || N <= 0) return true;
+  return run(Key{M, N, K, true, out_bf16}, w, x, bias, out, 0.0f);
+}
+
+bool BiasGemm::run(const Key& key, const uint16_t* w, const uint16_t* x, const float* bias, void* out, float beta) {
+  Plan* p = plan_for(key, bias);
   if (!p->usable) return false;
   check_lt(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
            "set bias");
-  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+  const float alpha = 1.0f;
   const cublasStatus_t st = cublasLtMatmul(lt_, p->desc, &alpha, w, p->a, x, p->b, &beta, out, p->d, out, p->d,
                                            &p->algo, workspace_, workspace_bytes_, stream_);
   // Refused at the call although the heuristic offered an algorithm: never again for this shape.

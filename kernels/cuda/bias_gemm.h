@@ -1,6 +1,7 @@
-// bf16 GEMMs with the linear layer's bias added in cuBLASLt's epilogue (CUBLASLT_EPILOGUE_BIAS):
-// the vision encoder's projections, whose bias would otherwise be a separate pass over the
-// output. Same operands and f32 output as run_gemm's cuBLAS path (cuda_gemm.cpp).
+// bf16 GEMMs with the linear layer's bias added in cuBLASLt's epilogue (CUBLASLT_EPILOGUE_BIAS),
+// or the bias and then GELU's tanh form (CUBLASLT_EPILOGUE_GELU_BIAS): the vision encoder's
+// projections and its MLP's first half, whose bias and activation would otherwise be separate
+// passes over the output. Same operands as run_gemm's cuBLAS path (cuda_gemm.cpp).
 //
 // Internal to kernels/cuda. Not thread-safe (one per CudaContext).
 #pragma once
@@ -29,11 +30,17 @@ class BiasGemm {
   // shape's plan (descriptors and the heuristic's algorithm) is made on its first call and kept.
   bool matmul(const uint16_t* w, const uint16_t* x, const float* bias, int64_t M, int64_t N, int64_t K, float* out,
               bool accumulate);
+  // out [M, N] = GELU(x · wᵀ + bias) with GELU's tanh approximation (cuBLASLt's GELU), out f32
+  // or bf16 (out_bf16). Same refusals as matmul.
+  bool matmul_gelu(const uint16_t* w, const uint16_t* x, const float* bias, int64_t M, int64_t N, int64_t K, void* out,
+                   bool out_bf16);
 
  private:
   struct Plan;
-  using Key = std::tuple<int64_t, int64_t, int64_t>;  // M, N, K (beta and bias are call arguments)
+  // M, N, K, GELU, bf16 out (beta and bias are call arguments).
+  using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool>;
   Plan* plan_for(const Key& key, const float* bias);
+  bool run(const Key& key, const uint16_t* w, const uint16_t* x, const float* bias, void* out, float beta);
 
   cudaStream_t stream_;
   void* workspace_;

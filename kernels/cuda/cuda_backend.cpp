@@ -311,6 +311,15 @@ class CudaBackend final : public kernels::Backend {
     after("gemm_bias");
   }
 
+  void do_gemm_bias_gelu(const Tensor& x, const Tensor& w, const Tensor& bias, Gelu kind, Tensor& scratch,
+                         Tensor& out) override {
+    if (kind != Gelu::tanh || !run_gemm_bias_gelu(ctx_, options_.paths, x, w, bias, out)) {
+      kernels::Backend::do_gemm_bias_gelu(x, w, bias, kind, scratch, out);
+      return;
+    }
+    after("gemm_bias_gelu");
+  }
+
   void do_swiglu(const Tensor& gate_up, Tensor& out) override {
     ops::swiglu(gate_up.data_as<const float>(), gate_up.dim(0), gate_up.dim(1) / 2, out.data(), out.dtype(),
                 ctx_.stream());

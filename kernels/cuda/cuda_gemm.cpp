@@ -161,18 +161,35 @@ void run_gemm(CudaContext& ctx, const CudaBackendOptions::KernelPaths& paths, co
                "gemm", "cublasGemmEx");
 }
 
+namespace {
+
+// x as bf16: itself, or converted into the gemm_input scratch.
+const uint16_t* bf16_input(CudaContext& ctx, const kernels::Tensor& x) {
+  if (x.dtype() != DType::f32) return static_cast<const uint16_t*>(x.data());
+  const int64_t n = x.numel();
+  auto* tmp = static_cast<uint16_t*>(ctx.scratch(Scratch::gemm_input, static_cast<size_t>(n) * 2));
+  ops::to_bf16(x.data_as<const float>(), tmp, n, ctx.stream());
+  return tmp;
+}
+
+}  // namespace
+
 bool run_gemm_bias(CudaContext& ctx, const CudaBackendOptions::KernelPaths& paths, const kernels::Tensor& x,
                    const kernels::Tensor& w, const kernels::Tensor& bias, kernels::Tensor& out, bool accumulate) {
   const int64_t M = x.dim(0), K = x.dim(1), N = w.dim(0);
   if (w.dtype() != DType::bf16 || choose_gemm(gemm_shape(x, w), paths) != GemmKernel::cublas) return false;
-  const auto* xp = static_cast<const uint16_t*>(x.data());
-  if (x.dtype() == DType::f32) {
-    auto* tmp = static_cast<uint16_t*>(ctx.scratch(Scratch::gemm_input, static_cast<size_t>(M * K) * 2));
-    ops::to_bf16(x.data_as<const float>(), tmp, M * K, ctx.stream());
-    xp = tmp;
-  }
+  const uint16_t* xp = bf16_input(ctx, x);
   return ctx.bias_gemm().matmul(w.data_as<const uint16_t>(), xp, bias.data_as<const float>(), M, N, K,
                                 out.data_as<float>(), accumulate);
+}
+
+bool run_gemm_bias_gelu(CudaContext& ctx, const CudaBackendOptions::KernelPaths& paths, const kernels::Tensor& x,
+                        const kernels::Tensor& w, const kernels::Tensor& bias, kernels::Tensor& out) {
+  const int64_t M = x.dim(0), K = x.dim(1), N = w.dim(0);
+  if (w.dtype() != DType::bf16 || choose_gemm(gemm_shape(x, w), paths) != GemmKernel::cublas) return false;
+  const uint16_t* xp = bf16_input(ctx, x);
+  return ctx.bias_gemm().matmul_gelu(w.data_as<const uint16_t>(), xp, bias.data_as<const float>(), M, N, K, out.data(),
+                                     out.dtype() == DType::bf16);
 }
 
 bool run_gate_up_swiglu_tiled(CudaContext& ctx, const kernels::Tensor& x, const kernels::Tensor& w,

@@ -27,6 +27,10 @@ void run_gemm(CudaContext& ctx, const CudaBackendOptions::KernelPaths& paths, co
 // false, having done nothing, for the others (the caller runs gemm then add_bias).
 bool run_gemm_bias(CudaContext& ctx, const CudaBackendOptions::KernelPaths& paths, const kernels::Tensor& x,
                    const kernels::Tensor& w, const kernels::Tensor& bias, kernels::Tensor& out, bool accumulate);
+// out = GELU_tanh(x · wᵀ + bias) in cuBLASLt's GELU_BIAS epilogue (out f32 or bf16), on the same
+// steps as run_gemm_bias; false, having done nothing, for the others.
+bool run_gemm_bias_gelu(CudaContext& ctx, const CudaBackendOptions::KernelPaths& paths, const kernels::Tensor& x,
+                        const kernels::Tensor& w, const kernels::Tensor& bias, kernels::Tensor& out);
 
 // The MLP's gate/up projection and SwiGLU for steps that run cuBLAS (more than kSkinnyMaxRows
 // rows, bf16 weight, x and out): the [M, 2I] product is rounded to bf16 into scratch (the f32

@@ -182,6 +182,12 @@ void OpProfiler::do_gelu(const Tensor& x, const Tensor& bias, Gelu kind, Tensor&
   timed("gelu", [&] { inner_.gelu(x, bias, kind, out); });
 }
 
+void OpProfiler::do_gemm_bias_gelu(const Tensor& x, const Tensor& w, const Tensor& bias, Gelu kind, Tensor& scratch,
+                                   Tensor& out) {
+  timed(enabled_ ? "gemm_bias_gelu N=" + std::to_string(w.dim(0)) : std::string(),
+        [&] { inner_.gemm_bias_gelu(x, w, bias, kind, scratch, out); });
+}
+
 void OpProfiler::do_add_position_embedding(const Tensor& table, const kernels::VisionPlan& plan, Tensor& x) {
   timed("add_position_embedding", [&] { inner_.add_position_embedding(table, plan, x); });
 }

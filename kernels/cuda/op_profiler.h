@@ -94,6 +94,8 @@ class OpProfiler final : public kernels::Backend {
                      kernels::Tensor& out) override;
   void do_add_bias(kernels::Tensor& x, const kernels::Tensor& bias) override;
   void do_gelu(const kernels::Tensor& x, const kernels::Tensor& bias, Gelu kind, kernels::Tensor& out) override;
+  void do_gemm_bias_gelu(const kernels::Tensor& x, const kernels::Tensor& w, const kernels::Tensor& bias, Gelu kind,
+                         kernels::Tensor& scratch, kernels::Tensor& out) override;
   void do_add_position_embedding(const kernels::Tensor& table, const kernels::VisionPlan& plan,
                                  kernels::Tensor& x) override;
   void do_rotary_embedding(kernels::Tensor& x, const kernels::VisionPlan& plan) override;

@@ -134,8 +134,7 @@ Tensor VisionEncoder::encode_patches(std::span<const float> patches, std::span<c
     be.qkv_segment_attention(qkv, b.qkv_b, *plan, scale, qkv_parts, attn3);
     be.gemm_bias(attn, b.proj_w, b.proj_b, h, true);
     be.layer_norm(h, b.norm2_w, b.norm2_b, eps, xn);
-    be.gemm(xn, b.fc1_w, mid, false);
-    be.gelu(mid, b.fc1_b, act_kind, act);
+    be.gemm_bias_gelu(xn, b.fc1_w, b.fc1_b, act_kind, mid, act);
     be.gemm_bias(act, b.fc2_w, b.fc2_b, h, true);
   }
   if (observer_) observer_(h);
@@ -146,8 +145,7 @@ Tensor VisionEncoder::encode_patches(std::span<const float> patches, std::span<c
   be.layer_norm(h, w.merger_norm_w, w.merger_norm_b, eps, xn);
   Tensor mid4 = ws.mid.rows(0, T * M).reshape(Shape{T, M});
   Tensor act4 = ws.act.rows(0, T * M).reshape(Shape{T, M});
-  be.gemm(xn.reshape(Shape{T, M}), w.merger_fc1_w, mid4, false);
-  be.gelu(mid4, w.merger_fc1_b, kernels::Backend::Gelu::erf, act4);
+  be.gemm_bias_gelu(xn.reshape(Shape{T, M}), w.merger_fc1_w, w.merger_fc1_b, kernels::Backend::Gelu::erf, mid4, act4);
   Tensor out = be.alloc(DType::f32, Shape{T, c.out_hidden_size});
   be.gemm_bias(act4, w.merger_fc2_w, w.merger_fc2_b, out, false);
   return out;

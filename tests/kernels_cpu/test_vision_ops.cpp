@@ -1,5 +1,5 @@
 // The vision encoder's ops on the CPU backend against float64 references, and M-RoPE
-// positions in RoPE: LayerNorm, bias, both GELUs, the resampled position table, the 2-D
+// positions in RoPE: LayerNorm, bias, both GELUs (alone and after a GEMM with its bias), the resampled position table, the 2-D
 // rotary tables, attention within segments, and the interleaved multimodal rotary.
 #include <catch2/catch.hpp>
 
@@ -83,6 +83,31 @@ TEST_CASE("layer_norm, add_bias and gelu against float64", "[kernels]") {
   auto short_w = t::zeros(*be, Shape{d - 1});
   CHECK_THROWS_WITH(be->layer_norm(x, short_w, b, 1e-6f, out), Contains("layer_norm"));
   CHECK_THROWS_WITH(be->add_bias(x, short_w), Contains("add_bias"));
+}
+
+TEST_CASE("gemm_bias_gelu: GELU(x · wᵀ + bias) against float64, and its contract", "[kernels]") {
+  auto be = t::cpu();
+  const int64_t m = 7, k = 40, n = 24;
+  const auto xs = t::random_vec(m * k, 11), ws = t::random_vec(n * k, 12, 0.3f), bs = t::random_vec(n, 13);
+  auto x = t::make(*be, Shape{m, k}, xs), w = t::make(*be, Shape{n, k}, ws), b = t::make(*be, Shape{n}, bs);
+  auto scratch = t::zeros(*be, Shape{m, n}), out = t::zeros(*be, Shape{m, n});
+  for (auto kind : {Backend::Gelu::erf, Backend::Gelu::tanh}) {
+    std::vector<double> want(static_cast<size_t>(m * n));
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t c = 0; c < n; ++c) {
+        double v = bs[c];
+        for (int64_t i = 0; i < k; ++i) v += double(xs[r * k + i]) * ws[c * k + i];
+        want[static_cast<size_t>(r * n + c)] =
+            kind == Backend::Gelu::erf ? 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)))
+                                       : 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+      }
+    be->gemm_bias_gelu(x, w, b, kind, scratch, out);
+    CHECK(t::max_err(t::get(*be, out), want) < 1e-5);
+  }
+  auto short_b = t::zeros(*be, Shape{n - 1});
+  auto small_scratch = t::zeros(*be, Shape{m, n - 1});
+  CHECK_THROWS_WITH(be->gemm_bias_gelu(x, w, short_b, Backend::Gelu::erf, scratch, out), Contains("gemm_bias_gelu"));
+  CHECK_THROWS_WITH(be->gemm_bias_gelu(x, w, b, Backend::Gelu::erf, small_scratch, out), Contains("gemm_bias_gelu"));
 }
 
 TEST_CASE("add_position_embedding and rotary_embedding follow the plan's taps and tables", "[kernels]") {

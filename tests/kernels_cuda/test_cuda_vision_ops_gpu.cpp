@@ -2,7 +2,7 @@
 // reference): LayerNorm, bias, both GELUs, the resampled position table, the rotary tables,
 // attention within segments (head sizes 6 to 128; segments from 1 row to several hundred),
 // attention from the fused QKV projection (bias, rotary and attention in one op), the GEMM
-// with its bias in the epilogue, RoPE and the
+// with its bias (and the MLP's GELU) in the epilogue, RoPE and the
 // fused q/k preparation with M-RoPE positions, and the whole encoder of the
 // vision-language fixture. Outputs in f32 and in bf16 (the production GEMM inputs).
 #include <catch2/catch.hpp>
@@ -206,7 +206,7 @@ TEST_CASE("cuda vision ops: qkv_segment_attention matches the CPU's steps at hea
   }
 }
 
-TEST_CASE("cuda vision ops: gemm_bias (the bias in cuBLASLt's epilogue) matches the CPU", "[cuda_ops][gpu][vision]") {
+TEST_CASE("cuda vision ops: gemm_bias and gemm_bias_gelu (cuBLASLt's epilogues) match the CPU", "[cuda_ops][gpu][vision]") {
   // bf16 weight and x values on both sides, so only the summation order differs; the encoder's
   // shapes (N = 1152 with K = 4304: fc2; N = 3456 would be qkv) and an odd M.
   Pair p;
@@ -237,6 +237,17 @@ TEST_CASE("cuda vision ops: gemm_bias (the bias in cuBLASLt's epilogue) matches 
     INFO((accumulate ? "accumulating" : "overwriting"));
     CHECK(rel(test::get(*p.gpu, og), test::get(*p.cpu, oc)) < 1e-5);
   }
+  // The MLP's first half, GELU(x · wᵀ + bias): the tanh form in cuBLASLt's GELU_BIAS epilogue,
+  // the exact one as gemm then gelu, each into f32 and bf16 (what the encoder's fc2 reads).
+  for (auto kind : {Backend::Gelu::tanh, Backend::Gelu::erf})
+    for (DType out_t : {DType::f32, DType::bf16}) {
+      INFO((kind == Backend::Gelu::tanh ? "tanh" : "erf") << " into " << dtype_name(out_t));
+      Tensor sc = p.cpu->alloc(DType::f32, Shape{m, n}), sg = p.gpu->alloc(DType::f32, Shape{m, n});
+      Tensor oc = p.cpu->alloc(DType::f32, Shape{m, n}), og = p.gpu->alloc(out_t, Shape{m, n});
+      p.cpu->gemm_bias_gelu(xc, wc, bc, kind, sc, oc);
+      p.gpu->gemm_bias_gelu(xg, wg, bg, kind, sg, og);
+      CHECK(rel(test::get(*p.gpu, og), test::get(*p.cpu, oc)) < (out_t == DType::f32 ? 1e-5 : 5e-3));
+    }
 }
 
 TEST_CASE("cuda ops: rope and prepare_qk with M-RoPE positions match the CPU", "[cuda_ops][gpu][vision]") {
