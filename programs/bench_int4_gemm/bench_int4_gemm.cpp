@@ -165,7 +165,7 @@ int main(int argc, char** argv) {
                      " int4",
                  t4, "us",
                  {{"n", static_cast<long long>(N)}, {"k", static_cast<long long>(K)}, {"m", static_cast<long long>(M)},
-                  {"int4_of_bytes_floor", floor4 / t4}, {"fp8_us", t8}, {"bf16_cublas_us", tb},
+                  {"of_floor", floor4 / t4}, {"floor", std::string("int4 bytes")}, {"fp8_us", t8}, {"bf16_cublas_us", tb},
                   {"fp8_of_bytes_floor", t8 > 0 ? floor8 / t8 : 0.0}});
     }
     cudaFree(x);
