@@ -50,19 +50,23 @@ const Piece* find_piece(std::string_view group, std::string_view module) {
   return nullptr;
 }
 
+// A target_modules entry's last component ("model.layers.0.mlp.up_proj" -> "up_proj").
+std::string_view module_leaf(std::string_view m) {
+  const size_t dot = m.rfind('.');
+  return dot == std::string_view::npos ? m : m.substr(dot + 1);
+}
+
 // Module names of the vision tower and its merger (model.visual.*), which PEFT's "all-linear"
 // lists beside the language model's.
 bool tower_module_name(std::string_view m) {
-  const size_t dot = m.rfind('.');
-  if (dot != std::string_view::npos) m = m.substr(dot + 1);
+  m = module_leaf(m);
   for (const char* t : {"qkv", "proj", "linear_fc1", "linear_fc2"})
     if (m == t) return true;
   return false;
 }
 
 bool known_module_name(std::string_view m) {
-  const size_t dot = m.rfind('.');
-  if (dot != std::string_view::npos) m = m.substr(dot + 1);
+  m = module_leaf(m);
   for (const char* g : {"self_attn", "linear_attn", "mlp"})
     if (find_piece(g, m)) return true;
   return false;
@@ -232,9 +236,11 @@ LoraAdapter read_lora_adapter(std::string_view config_json, const SafetensorsFil
     throw std::runtime_error(source + "/adapter_config.json: rank r = " + std::to_string(ad.config.rank) +
                              " is above --max-lora-rank " + std::to_string(limits.max_rank));
   for (const std::string& m : ad.config.target_modules)
-    if (!known_module_name(m) && tower_module_name(m))
+    if (known_module_name(m))
+      continue;
+    else if (tower_module_name(m))
       ad.ignored_targets.push_back(m);
-    else if (!known_module_name(m))
+    else
       throw std::runtime_error(source + "/adapter_config.json: target module \"" + m +
                                "\" cannot be applied (q/k/v/o_proj, gate/up/down_proj, in_proj_qkv/_q/_k/_v/_z/_b/_a, "
                                "out_proj)");

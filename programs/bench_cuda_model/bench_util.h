@@ -1,5 +1,5 @@
-// What the CUDA benchmark programs share besides the ceilings (device_ceilings.h): list
-// options and the median time of a queued piece of work (bench_cuda_model,
+// What the CUDA benchmark programs share besides the ceilings (device_ceilings.h): list and
+// shape options, device copies of host vectors, and the median time of a queued piece of work (bench_cuda_model,
 // bench_prefill_attention, bench_deltanet).
 #pragma once
 
@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cuda/cuda_check.h"
@@ -22,6 +23,26 @@ inline std::vector<int64_t> parse_list(const std::string& s) {
   for (std::string x; std::getline(ss, x, ',');)
     if (!x.empty()) v.push_back(std::stoll(x));
   return v;
+}
+
+// "4096x4096,12288x4096" -> {{4096, 4096}, {12288, 4096}} (N x K weight shapes).
+inline std::vector<std::pair<int64_t, int64_t>> parse_shapes(const std::string& s) {
+  std::vector<std::pair<int64_t, int64_t>> v;
+  std::stringstream ss(s);
+  for (std::string one; std::getline(ss, one, ',');) {
+    const size_t x = one.find('x');
+    if (x != std::string::npos) v.emplace_back(std::stoll(one.substr(0, x)), std::stoll(one.substr(x + 1)));
+  }
+  return v;
+}
+
+// A device copy of h (256 bytes of slack past its end, for vector loads); the caller frees it.
+template <typename T>
+T* to_device(const std::vector<T>& h) {
+  T* d = nullptr;
+  cuda::ops::check_cuda(cudaMalloc(&d, h.size() * sizeof(T) + 256), "cudaMalloc");
+  cuda::ops::check_cuda(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy");
+  return d;
 }
 
 // Median milliseconds of `iters` runs of body() (which queues work on `stream`) between two

@@ -63,13 +63,7 @@ uint8_t random_code(std::mt19937& rng) {
     if ((c & 0x7f) != 0x7f) return c;
   }
 }
-template <typename T>
-T* to_device(const std::vector<T>& h) {
-  T* d = nullptr;
-  ck(cudaMalloc(&d, h.size() * sizeof(T) + 256), "cudaMalloc");
-  ck(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy");
-  return d;
-}
+using bench::to_device;
 
 
 // --probe: small GEMMs whose scales differ per block, straight on cuBLASLt, in every candidate
@@ -376,14 +370,7 @@ int main(int argc, char** argv) {
   result.set("bf16_tflop_per_s", ceil.bf16_flops / 1e12);
   result.set("flush_l2", flush_l2);
   const auto rows = bench::parse_list(rows_s);
-  std::vector<std::pair<int64_t, int64_t>> shapes;
-  for (size_t a = 0; a < shapes_s.size();) {
-    const size_t b = std::min(shapes_s.find(',', a), shapes_s.size());
-    const std::string s = shapes_s.substr(a, b - a);
-    const size_t x = s.find('x');
-    shapes.emplace_back(std::stoll(s.substr(0, x)), std::stoll(s.substr(x + 1)));
-    a = b + 1;
-  }
+  const std::vector<std::pair<int64_t, int64_t>> shapes = bench::parse_shapes(shapes_s);
   const int64_t max_m = *std::max_element(rows.begin(), rows.end());
   Fp8BlockGemm lt(stream, ws, ws_bytes);
   std::printf("\n| N x K | M | bf16 cuBLAS us | fp8 dequant+cuBLAS us | fp8 skinny us | fp8 block (quant+Lt) us | "

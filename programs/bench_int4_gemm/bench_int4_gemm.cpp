@@ -32,25 +32,7 @@ namespace {
 
 constexpr int64_t kGroup = 128;
 
-template <typename T>
-T* to_device(const std::vector<T>& h) {
-  T* d = nullptr;
-  ops::check_cuda(cudaMalloc(&d, h.size() * sizeof(T) + 256), "cudaMalloc");
-  ops::check_cuda(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy");
-  return d;
-}
-
-std::vector<std::pair<int64_t, int64_t>> parse_shapes(const std::string& s) {
-  std::vector<std::pair<int64_t, int64_t>> v;
-  for (size_t a = 0; a < s.size();) {
-    const size_t b = std::min(s.find(',', a), s.size());
-    const std::string one = s.substr(a, b - a);
-    const size_t x = one.find('x');
-    if (x != std::string::npos) v.emplace_back(std::stoll(one.substr(0, x)), std::stoll(one.substr(x + 1)));
-    a = b + 1;
-  }
-  return v;
-}
+using bench::to_device;
 
 // One shape's weights in the three formats, on the device.
 struct Weights {
@@ -171,8 +153,8 @@ int main(int argc, char** argv) {
     cudaFree(x);
     cudaFree(out);
   };
-  for (const auto& [N, K] : parse_shapes(shapes_s)) run_shape(N, K, false);
-  for (const auto& [N, K] : parse_shapes(swiglu_s)) run_shape(N, K, true);
+  for (const auto& [N, K] : bench::parse_shapes(shapes_s)) run_shape(N, K, false);
+  for (const auto& [N, K] : bench::parse_shapes(swiglu_s)) run_shape(N, K, true);
   cublasDestroy(blas);
   try {
     result.write(json_path);

@@ -1,6 +1,7 @@
 // The vision encoder's ops on the CPU backend against float64 references, and M-RoPE
-// positions in RoPE: LayerNorm, bias, both GELUs (alone and after a GEMM with its bias), the resampled position table, the 2-D
-// rotary tables, attention within segments, and the interleaved multimodal rotary.
+// positions in RoPE: LayerNorm, bias, both GELUs (alone and after a GEMM with its bias), the
+// resampled position table, the 2-D rotary tables, attention within segments, and the
+// interleaved multimodal rotary.
 #include <catch2/catch.hpp>
 
 #include "tests/kernels_cpu/kernel_test_util.h"

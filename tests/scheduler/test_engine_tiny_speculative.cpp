@@ -18,7 +18,6 @@ SpeculativeConfig speculative(const std::string& method, int32_t k) {
   return s;
 }
 
-
 }  // namespace
 
 TEST_CASE("tiny: speculative decoding with every method and K gives plain decoding's tokens",
