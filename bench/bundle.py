@@ -198,7 +198,11 @@ def main():
         with open(os.path.join(stage, "COMMIT"), "w") as f:
             f.write(commit_line(ROOT) + "\n")
         if a.baseline_from:
-            stage_binaries(a.baseline_from, targets, os.path.join(stage, "base", "bin"), os.path.join(stage, "lib"))
+            # Only A/B steps run the baseline: binaries it lacks (a test program) are left out.
+            have = [t for t in targets if os.path.exists(os.path.join(a.baseline_from, t))]
+            for t in sorted(set(targets) - set(have)):
+                print(f"bundle: {t} is not in {a.baseline_from}; the baseline goes without it")
+            stage_binaries(a.baseline_from, have, os.path.join(stage, "base", "bin"), os.path.join(stage, "lib"))
             with open(os.path.join(stage, "base", "COMMIT"), "w") as f:
                 f.write(f"binaries of {os.path.basename(os.path.abspath(a.baseline_from))}\n")
         elif a.baseline:
