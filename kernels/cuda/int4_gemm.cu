@@ -123,31 +123,70 @@ __device__ __forceinline__ void int4_mma_rows(const Int4Weight& w, const uint16_
     for (int t = 0; t < NT; ++t)
 #pragma unroll
       for (int i = 0; i < 4; ++i) c[r][t][i] = 0.0f;
+  // Loads that do not wait for the ring are issued before it is waited for, so their latency
+  // overlaps the codes' instead of following it (bench-log 2026-12-07, "int4 decode GEMMs"):
+  // with one group a chunk (group size >= 128: every released checkpoint), the next chunk's
+  // scales and zeros one chunk ahead; with up to 16 x rows, the chunk's x values.
+  const bool one_group = words_per_group == 4;
+  float s_next[RT][2] = {};
+  uint32_t mz_next[RT][2] = {};
+  auto load_group = [&](int j) {
+    if (!one_group || j >= mine) return;
+    const int64_t g = static_cast<int64_t>(warp + kMmaWarps * j) * kChunk / w.group_size;
+#pragma unroll
+    for (int r = 0; r < RT; ++r)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t at = rows[r][h] * groups + g;
+        s_next[r][h] = __ldg(w.scales + at);
+        mz_next[r][h] = minus_zero_pair(__ldg(w.zeros + at));
+      }
+  };
+  load_group(0);
+  constexpr bool kEarlyX = NT <= 2;
   for (int jc = 0; jc < mine; ++jc) {
     issue(jc + kStages - 1);
+    const int64_t k0 = static_cast<int64_t>(warp + kMmaWarps * jc) * kChunk;
+    float s[RT][2] = {};
+    uint32_t mz[RT][2] = {};
+#pragma unroll
+    for (int r = 0; r < RT; ++r)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        s[r][h] = s_next[r][h];
+        mz[r][h] = mz_next[r][h];
+      }
+    load_group(jc + 1);
+    uint4 xe[kEarlyX ? NT : 1][4];
+    if constexpr (kEarlyX) {
+#pragma unroll
+      for (int t = 0; t < NT; ++t)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          xe[t][j] = ok[t] ? load_x8<kPerm>(xr[t], w.perm, k0 + 32 * j + 8 * tig) : make_uint4(0, 0, 0, 0);
+    }
     detail::cp_async_wait<kStages - 1>();  // chunk jc's group is complete
     const uint4* slot = ring + (jc % kStages) * V * 32;
-    const int64_t k0 = static_cast<int64_t>(warp + kMmaWarps * jc) * kChunk;
     uint4 v[RT][2];
 #pragma unroll
     for (int r = 0; r < RT; ++r)
 #pragma unroll
       for (int h = 0; h < 2; ++h) v[r][h] = slot[(2 * r + h) * 32];
     float acc[RT][NT][4] = {};
-    float s[RT][2] = {};
-    uint32_t mz[RT][2] = {};
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       if (j % words_per_group == 0) {  // a group starts: its scales and zeros
-        const int64_t g = (k0 + 32 * j) / w.group_size;
+        if (!one_group) {
+          const int64_t g = (k0 + 32 * j) / w.group_size;
 #pragma unroll
-        for (int r = 0; r < RT; ++r)
+          for (int r = 0; r < RT; ++r)
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int64_t at = rows[r][h] * groups + g;
-            s[r][h] = __ldg(w.scales + at);
-            mz[r][h] = minus_zero_pair(__ldg(w.zeros + at));
-          }
+            for (int h = 0; h < 2; ++h) {
+              const int64_t at = rows[r][h] * groups + g;
+              s[r][h] = __ldg(w.scales + at);
+              mz[r][h] = minus_zero_pair(__ldg(w.zeros + at));
+            }
+        }
 #pragma unroll
         for (int r = 0; r < RT; ++r)
 #pragma unroll
@@ -165,7 +204,11 @@ __device__ __forceinline__ void int4_mma_rows(const Int4Weight& w, const uint16_
       const int64_t kx = k0 + 32 * j + 8 * tig;
 #pragma unroll
       for (int t = 0; t < NT; ++t) {
-        const uint4 xv = ok[t] ? load_x8<kPerm>(xr[t], w.perm, kx) : make_uint4(0, 0, 0, 0);
+        uint4 xv;
+        if constexpr (kEarlyX)
+          xv = xe[t][j];
+        else
+          xv = ok[t] ? load_x8<kPerm>(xr[t], w.perm, kx) : make_uint4(0, 0, 0, 0);
 #pragma unroll
         for (int r = 0; r < RT; ++r) {
           mma_bf16(acc[r][t], a[r][0][0], a[r][1][0], a[r][0][1], a[r][1][1], xv.x, xv.y);
