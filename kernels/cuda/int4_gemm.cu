@@ -127,11 +127,14 @@ __device__ __forceinline__ void int4_mma_rows(const Int4Weight& w, const uint16_
   // overlaps the codes' instead of following it (bench-log 2026-12-07, "int4 decode GEMMs"):
   // with one group a chunk (group size >= 128: every released checkpoint), the next chunk's
   // scales and zeros one chunk ahead; with up to 16 x rows, the chunk's x values.
-  const bool one_group = words_per_group == 4;
+  // Four column tiles (17-32 rows) keep the in-loop group loads: there the early ones measured
+  // 4-7% slower, where 1-16 rows gained 10-32% and 64 rows 8-11% (bench-log 2026-12-07,
+  // "int4 loads before the ring's wait").
+  const bool early_groups = words_per_group == 4 && NT != 4;
   float s_next[RT][2] = {};
   uint32_t mz_next[RT][2] = {};
   auto load_group = [&](int j) {
-    if (!one_group || j >= mine) return;
+    if (!early_groups || j >= mine) return;
     const int64_t g = static_cast<int64_t>(warp + kMmaWarps * j) * kChunk / w.group_size;
 #pragma unroll
     for (int r = 0; r < RT; ++r)
@@ -176,7 +179,7 @@ __device__ __forceinline__ void int4_mma_rows(const Int4Weight& w, const uint16_
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       if (j % words_per_group == 0) {  // a group starts: its scales and zeros
-        if (!one_group) {
+        if (!early_groups) {
           const int64_t g = (k0 + 32 * j) / w.group_size;
 #pragma unroll
           for (int r = 0; r < RT; ++r)
