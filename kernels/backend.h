@@ -255,7 +255,7 @@ class Backend {
   // slot pool: a [slots, R, K] holds each slot's A (rows past its rank zero), b [slots, N, R]
   // its B with the adapter's scale folded in (columns past its rank zero), all f32. So
   // y += scale * B (A x) is shrink then expand, and a batch mixes adapters and the base.
-  // shrink: tmp[r] = a[s] · x[r] (zeros for rows without an adapter); x [rows, K] f32 or act,
+  // shrink: tmp[r] = a[s] · x[r] (rows without an adapter untouched); x [rows, K] f32 or act,
   // tmp [rows, R] f32. expand: out[r, col_offset + j] += sum_i b[s, j, i] * tmp[r, i] for rows
   // with an adapter (other rows untouched); tmp [rows, R], out [rows, >= col_offset + N] f32.
   void lora_shrink(const Tensor& x, const Tensor& a, const BatchPlan& plan, Tensor& tmp);

@@ -1,7 +1,5 @@
 // LoRA's gathered shrink and expand (backend.h): each row reads its own slot's A and B, so a
-// batch mixes adapters; rows without one are skipped (expand) or zeroed (shrink).
-#include <cstring>
-
+// batch mixes adapters; rows without one are skipped.
 #include "kernels/cpu/ops.h"
 
 namespace ds::kernels::cpu {
@@ -16,10 +14,7 @@ void lora_shrink(ThreadPool& pool, const Tensor& x, const Tensor& a, const Batch
     for (int64_t r = begin; r < end; ++r) {
       float* out = t + r * rank;
       const int32_t s = slots[static_cast<size_t>(r)];
-      if (s < 0) {
-        std::memset(out, 0, static_cast<size_t>(rank) * sizeof(float));
-        continue;
-      }
+      if (s < 0) continue;
       const float* xr = xs + r * k;
       const float* ar = as + static_cast<int64_t>(s) * rank * k;
       for (int64_t i = 0; i < rank; ++i) {

@@ -355,14 +355,26 @@ size_t prefill_attention_scratch_floats(const PrefillAttention& a, int32_t n_spl
 void prefill_attention(const PrefillAttention& a, int32_t n_splits, float* scratch, Stream stream);
 
 // ---- lora.cu
-// LoRA's gathered shrink and expand (kernels/backend.h): slots[r] is row r's slot (-1: none).
-// shrink: tmp[r, i] = sum_k a[slots[r], i, k] * x[r, k] (0 without a slot); x f32 or bf16
-// [rows, K], a [slots, R, K], tmp [rows, R].
-void lora_shrink(const void* x, DType x_type, int64_t rows, int64_t K, const float* a, int64_t R,
-                 const int32_t* slots, float* tmp, Stream stream);
-// expand: out[r, col_offset + j] += sum_i b[slots[r], j, i] * tmp[r, i] for rows with a slot;
-// b [slots, N, R], out rows ld floats apart.
-void lora_expand(const float* tmp, int64_t rows, int64_t R, const float* b, int64_t N, const int32_t* slots,
-                 float* out, int64_t ld, int64_t col_offset, Stream stream);
+// LoRA's gathered shrink and expand (kernels/backend.h) over tiles of rows that share a slot
+// (CudaBatchPlan builds them): tile t covers rows tile_rows[first .. first + count) of slot
+// `slot`; count 0 pads a recorded step's fixed grid. Rows in no tile are untouched.
+constexpr int kLoraTileRows = 16;
+struct LoraTile {
+  int32_t first;
+  int32_t count;
+  int32_t slot;
+  int32_t pad;
+};
+// The expand's tile of rank vectors lives in shared memory: kLoraTileRows * R floats at most
+// this many bytes (R <= 3,632).
+constexpr size_t kLoraExpandMaxShared = 227 * 1024;
+// shrink: tmp[r, i] = sum_k a[slot, i, k] * x[r, k]; x f32 or bf16 [rows, K], a [slots, R, K],
+// tmp [rows, R].
+void lora_shrink(const void* x, DType x_type, int64_t K, const float* a, int64_t R, const LoraTile* tiles,
+                 int32_t n_tiles, const int32_t* tile_rows, float* tmp, Stream stream);
+// expand: out[r, col_offset + j] += sum_i b[slot, j, i] * tmp[r, i]; b [slots, N, R], out rows
+// ld floats apart.
+void lora_expand(const float* tmp, int64_t R, const float* b, int64_t N, const LoraTile* tiles, int32_t n_tiles,
+                 const int32_t* tile_rows, float* out, int64_t ld, int64_t col_offset, Stream stream);
 
 }  // namespace ds::cuda::ops

@@ -419,21 +419,18 @@ class CudaBackend final : public kernels::Backend {
 
   void do_lora_shrink(const Tensor& x, const Tensor& a, const BatchPlan& plan, Tensor& tmp) override {
     const auto& p = cuda_plan(plan, "lora_shrink");
-    if (!p.d_lora_slots) {  // no row has an adapter
-      fill_zero(tmp);
-      return;
-    }
-    ops::lora_shrink(x.data(), x.dtype(), x.dim(0), x.dim(1), a.data_as<const float>(), a.dim(1), p.d_lora_slots,
-                     tmp.data_as<float>(), ctx_.stream());
+    if (!p.d_lora_tiles) return;  // no row has an adapter
+    ops::lora_shrink(x.data(), x.dtype(), x.dim(1), a.data_as<const float>(), a.dim(1), p.d_lora_tiles,
+                     p.n_lora_tiles, p.d_lora_rows, tmp.data_as<float>(), ctx_.stream());
     after("lora_shrink");
   }
 
   void do_lora_expand(const Tensor& tmp, const Tensor& b, const BatchPlan& plan, int64_t col_offset,
                       Tensor& out) override {
     const auto& p = cuda_plan(plan, "lora_expand");
-    if (!p.d_lora_slots) return;
-    ops::lora_expand(tmp.data_as<const float>(), tmp.dim(0), tmp.dim(1), b.data_as<const float>(), b.dim(1),
-                     p.d_lora_slots, out.data_as<float>(), out.dim(1), col_offset, ctx_.stream());
+    if (!p.d_lora_tiles) return;
+    ops::lora_expand(tmp.data_as<const float>(), tmp.dim(1), b.data_as<const float>(), b.dim(1), p.d_lora_tiles,
+                     p.n_lora_tiles, p.d_lora_rows, out.data_as<float>(), out.dim(1), col_offset, ctx_.stream());
     after("lora_expand");
   }
 

@@ -18,6 +18,33 @@ void ok(cudaError_t e, const char* what) {
 
 size_t align16(size_t n) { return (n + 15) / 16 * 16; }
 
+// The LoRA tiles (cuda_plan.h): rows with a slot, stably grouped by slot, cut into tiles of at
+// most kLoraTileRows; `fixed` pads the rows to one per row of the step and the tiles to one
+// per row (a tile has at least one row, so no step has more).
+void plan_lora_tiles(const std::vector<int32_t>& slots, bool fixed, std::vector<int32_t>& rows,
+                     std::vector<ops::LoraTile>& tiles) {
+  std::vector<int32_t> order;
+  for (size_t r = 0; r < slots.size(); ++r)
+    if (slots[r] >= 0) order.push_back(static_cast<int32_t>(r));
+  std::stable_sort(order.begin(), order.end(), [&](int32_t x, int32_t y) {
+    return slots[static_cast<size_t>(x)] < slots[static_cast<size_t>(y)];
+  });
+  rows = order;
+  for (size_t i = 0; i < order.size();) {
+    const int32_t slot = slots[static_cast<size_t>(order[i])];
+    size_t n = 1;
+    while (i + n < order.size() && n < static_cast<size_t>(ops::kLoraTileRows) &&
+           slots[static_cast<size_t>(order[i + n])] == slot)
+      ++n;
+    tiles.push_back({static_cast<int32_t>(i), static_cast<int32_t>(n), slot, 0});
+    i += n;
+  }
+  if (fixed) {
+    rows.resize(slots.size(), 0);
+    tiles.resize(slots.size(), ops::LoraTile{0, 0, 0, 0});
+  }
+}
+
 }  // namespace
 
 PlanUploader::~PlanUploader() {
@@ -135,7 +162,11 @@ CudaBatchPlan::CudaBatchPlan(const kernels::BatchDesc& desc, PlanUploader& uploa
   const size_t o_dlens = place(n_row_table * 4);
   const size_t o_mrope = place(mrope_positions().size() * 4);
   const bool has_lora = max_lora_slot() >= 0;
-  const size_t o_lora = place(has_lora ? static_cast<size_t>(rows) * 4 : 0);
+  std::vector<int32_t> lora_rows;
+  std::vector<ops::LoraTile> lora_tiles;
+  if (has_lora) plan_lora_tiles(row_lora_slots(), table_blocks() > 0, lora_rows, lora_tiles);
+  const size_t o_lora_rows = place(lora_rows.size() * 4);
+  const size_t o_lora_tiles = place(lora_tiles.size() * sizeof(ops::LoraTile));
   const size_t total = std::max<size_t>(off, 16);
 
   uint8_t* h = uploader.stage(total, stream);
@@ -177,7 +208,10 @@ CudaBatchPlan::CudaBatchPlan(const kernels::BatchDesc& desc, PlanUploader& uploa
   auto* mrope = reinterpret_cast<int32_t*>(h + o_mrope);
   for (size_t i = 0; i < mrope_positions().size(); ++i) mrope[i] = static_cast<int32_t>(mrope_positions()[i]);
 
-  if (has_lora) std::memcpy(h + o_lora, row_lora_slots().data(), static_cast<size_t>(rows) * 4);
+  if (has_lora) {
+    std::memcpy(h + o_lora_rows, lora_rows.data(), lora_rows.size() * 4);
+    std::memcpy(h + o_lora_tiles, lora_tiles.data(), lora_tiles.size() * sizeof(ops::LoraTile));
+  }
 
   uint8_t* d = uploader.upload(total, stream);
   d_token_ids = reinterpret_cast<const int32_t*>(d + o_tok);
@@ -195,7 +229,9 @@ CudaBatchPlan::CudaBatchPlan(const kernels::BatchDesc& desc, PlanUploader& uploa
   d_decode_table = multi_row ? reinterpret_cast<const int32_t*>(d + o_dtable) : d_table;
   d_decode_lens = multi_row ? reinterpret_cast<const int32_t*>(d + o_dlens) : d_seq_lens;
   d_mrope = has_mrope() ? reinterpret_cast<const int32_t*>(d + o_mrope) : nullptr;
-  d_lora_slots = has_lora ? reinterpret_cast<const int32_t*>(d + o_lora) : nullptr;
+  d_lora_rows = has_lora ? reinterpret_cast<const int32_t*>(d + o_lora_rows) : nullptr;
+  d_lora_tiles = has_lora ? reinterpret_cast<const ops::LoraTile*>(d + o_lora_tiles) : nullptr;
+  n_lora_tiles = static_cast<int32_t>(lora_tiles.size());
 }
 
 }  // namespace ds::cuda

@@ -79,8 +79,13 @@ class CudaBatchPlan final : public kernels::BatchPlan {
   const int32_t* d_decode_lens = nullptr;
   // M-RoPE positions, 3 per row (BatchPlan::mrope_positions; null when the step has none).
   const int32_t* d_mrope = nullptr;
-  // Per row: its LoRA slot (BatchPlan::row_lora_slots; null when no row has one).
-  const int32_t* d_lora_slots = nullptr;
+  // LoRA: the rows with an adapter grouped by slot, in tiles of at most ops::kLoraTileRows
+  // rows of one slot (ops::LoraTile over d_lora_rows; null when no row has one). A plan of a
+  // recorded step (table_blocks > 0) pads the tiles with empty ones to one per row, so the
+  // kernels' grid is the same for every step of the shape.
+  const ops::LoraTile* d_lora_tiles = nullptr;
+  const int32_t* d_lora_rows = nullptr;
+  int32_t n_lora_tiles = 0;
 
   int32_t table_stride = 0;
   int32_t max_block_id = -1;              // largest block id of the step (pool bound checks)

@@ -46,6 +46,8 @@ bool Model::lora_active(int64_t layer, LoraTarget t) const {
   if (!lora_ || layer < 0 || step_lora_slots_.empty()) return false;
   const LoraSlots::Site* site = lora_->site(layer, t);
   if (!site) return false;
+  // A slot's sites it does not adapt hold zeros (LoraSlots), so applying them changes nothing.
+  if (lora_every_site_) return true;
   return std::any_of(step_lora_slots_.begin(), step_lora_slots_.end(),
                      [&](int32_t s) { return site->used[static_cast<size_t>(s)]; });
 }
@@ -55,8 +57,10 @@ void Model::apply_lora(int64_t layer, LoraTarget t, const Tensor& x, const kerne
   if (!lora_active(layer, t)) return;
   const LoraSlots::Site& site = *lora_->site(layer, t);
   const int64_t T = plan.num_rows(), R = site.a.dim(1);
-  if (lora_tmp_.empty() || lora_tmp_.numel() < T * lora_->max_site_rank())
+  if (lora_tmp_.empty() || lora_tmp_.numel() < T * lora_->max_site_rank()) {
     lora_tmp_ = backend_->alloc(DType::f32, Shape{T * lora_->max_site_rank()});
+    ++ws_generation_;  // recordings read it
+  }
   Tensor tmp = lora_tmp_.rows(0, T * R).reshape(Shape{T, R});
   // Outputs arrive in the shapes the model computes them in; the update sees [rows, columns].
   Tensor out2 = out.reshape(Shape{T, out.numel() / T});

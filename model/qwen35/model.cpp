@@ -160,6 +160,7 @@ Model::Workspace& Model::workspace(int64_t rows, int64_t logit_rows) {
     w.proj = be.alloc(f32, Shape{n * proj_cols});
     w.act = be.alloc(act, Shape{n, c.intermediate_size});
     if (weights_.mtp) w.hidden = be.alloc(f32, Shape{n, c.hidden_size});
+    if (lora_) lora_tmp_ = be.alloc(f32, Shape{n * lora_->max_site_rank()});
     w.rows = n;
     ++ws_generation_;
   }
@@ -213,7 +214,6 @@ const Logits& Model::forward(const ForwardBatch& batch) {
   // RoPE reads from the plan, so it records like text.
   plain = plain && overrides_.empty();
   note_lora_slots(batch.seqs);
-  plain = plain && step_lora_slots_.empty();
   if (graphs_ && !observer_ && plain && forward_recorded(batch)) return logits_;
   const std::unique_ptr<kernels::BatchPlan> plan = make_plan(batch.seqs);  // validates every index
   const int64_t T = plan->num_rows(), R = static_cast<int64_t>(plan->logit_rows().size());

@@ -143,7 +143,8 @@ class Model {
   // (SequenceChunk::lora_slot) runs with that slot's adapter on every projection it adapts:
   // y = W x + B (A x) per row, so one step mixes adapters and the base. The MTP module never
   // applies one (speculative decoding drafts with the base; the verifier's forward applies the
-  // adapter). Steps with an adapter run eagerly (not recorded). forward() refuses a slot
+  // adapter). Steps with an adapter record like others (a shape of its own, which applies
+  // every site, so that one recording serves any mix of adapters). forward() refuses a slot
   // outside the pool, or any slot before enable_lora.
   void enable_lora(int32_t num_slots, int64_t max_rank);
   const LoraSlots* lora_slots() const { return lora_.get(); }
@@ -191,8 +192,9 @@ class Model {
                      Workspace& ws);
   void run_deltanet(int64_t layer, const kernels::BatchPlan& plan, Workspace& ws);
   void run_mlp(const LayerWeights& L, int64_t layer, const kernels::BatchPlan& plan, Workspace& ws);
-  // LoRA (lora_forward.cpp): whether any of this step's slots adapts (layer, t), and
-  // out[:, col, col + out_t) += that site's update of x for every row with a slot.
+  // LoRA (lora_forward.cpp): whether any of this step's slots adapts (layer, t) (in a recorded
+  // step: whether the pool has that site), and out[:, col, col + out_t) += that site's update
+  // of x for every row with a slot.
   bool lora_active(int64_t layer, LoraTarget t) const;
   void apply_lora(int64_t layer, LoraTarget t, const kernels::Tensor& x, const kernels::BatchPlan& plan,
                   kernels::Tensor& out, int64_t col = 0);
@@ -243,6 +245,7 @@ class Model {
   HiddenStateObserver observer_;
   std::unique_ptr<LoraSlots> lora_;
   std::vector<int32_t> step_lora_slots_;  // distinct slots of this step's chunks
+  bool lora_every_site_ = false;          // a recorded step with adapters: apply every site
   kernels::Tensor lora_tmp_;              // [rows, max site rank] shrink output
   // The MTP module's buffers (mtp_forward.cpp) and the rows each hidden-state source holds.
   struct MtpWorkspace;

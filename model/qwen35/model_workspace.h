@@ -49,9 +49,9 @@ struct Model::MtpWorkspace {
 };
 
 // The recorded steps (step_graphs.cpp), by shape: (batch, tokens per sequence, row states
-// per sequence, logit rows per sequence, table width).
+// per sequence, logit rows per sequence, table width, whether any sequence has an adapter).
 struct Model::StepGraphs {
-  using Key = std::tuple<int32_t, int64_t, int64_t, int32_t, int32_t>;
+  using Key = std::tuple<int32_t, int64_t, int64_t, int32_t, int32_t, bool>;
   struct Entry {
     bool warm = false;    // a step of this shape has run eagerly (every buffer is sized)
     bool failed = false;  // recording failed: the shape runs eagerly from now on

@@ -75,8 +75,16 @@ bool Model::forward_recorded(const ForwardBatch& batch) {
   const auto R = static_cast<int64_t>(plan->logit_rows().size());
   workspace(T, R);
 
-  StepGraphs::Entry& e = g.entries[StepGraphs::Key{bucket, n, n_states, n_logits, table_blocks}];
+  const bool lora = !step_lora_slots_.empty();
+  StepGraphs::Entry& e = g.entries[StepGraphs::Key{bucket, n, n_states, n_logits, table_blocks, lora}];
   auto& be = *backend_;
+  // Every step of a LoRA shape applies every site, eager or recorded, so the first (eager)
+  // step sizes what the recording reads.
+  struct EverySite {
+    bool& flag;
+    ~EverySite() { flag = false; }
+  } every_site{lora_every_site_};
+  lora_every_site_ = lora;
   auto eager = [&] {
     run_step(*plan, T, R);
     ++g.stats.padded_eager;

@@ -64,7 +64,7 @@ struct SeqDesc {
 // A plan over seqs (token ids all zero unless given: one per row, the sequences back to back).
 inline std::unique_ptr<kernels::BatchPlan> plan_of(kernels::Backend& be, const std::vector<SeqDesc>& seqs,
                                                    int32_t block_size, int32_t num_blocks, int32_t num_slots,
-                                                   std::vector<int32_t> tokens = {}) {
+                                                   std::vector<int32_t> tokens = {}, int32_t table_blocks = 0) {
   int64_t rows = 0;
   for (const auto& s : seqs) rows += s.n_tokens;
   if (tokens.empty()) tokens.assign(static_cast<size_t>(rows), 0);
@@ -83,6 +83,7 @@ inline std::unique_ptr<kernels::BatchPlan> plan_of(kernels::Backend& be, const s
   d.num_blocks = num_blocks;
   d.num_slots = num_slots;
   d.vocab_size = 1 << 20;
+  d.table_blocks = table_blocks;
   return be.plan(d);
 }
 

@@ -1,9 +1,10 @@
 // The CUDA backend's LoRA shrink and expand (kernels/cuda/lora.cu) against the CPU backend's: a
-// decode-like batch mixing slots and rows without an adapter, and a prefill-like one whose
-// sequences run across the kernels' 16-row tiles and change slot inside them; f32 and bf16
-// inputs, K a multiple of the shrink's 128-column chunk and not, ranks from 4 to 96 (the
-// in_proj_qkv sites of split adapters stack three ranks; past 32 the shrink takes several rank
-// groups), and an expand into a column range.
+// decode-like batch mixing slots and rows without an adapter, many decode rows whose slots
+// alternate (the plan groups them by slot into 16-row tiles), and a prefill-like batch whose
+// sequences run across tiles; f32 and bf16 inputs, K a multiple of the shrink's 128-column
+// chunk and not, ranks from 4 to 96 (the in_proj_qkv sites of split adapters stack three
+// ranks), an expand into a column range; plans as eager and as recorded steps make them (the
+// latter pad the tiles with empty ones).
 #include <catch2/catch.hpp>
 
 #include "tests/kernels_cuda/cuda_ops_pair.h"
@@ -13,10 +14,12 @@ using namespace ds::test::cuda_ops;
 
 namespace {
 
-void check_lora(Pair& p, const std::vector<test::SeqDesc>& seqs, int32_t block_size, int64_t K, int64_t R) {
+void check_lora(Pair& p, const std::vector<test::SeqDesc>& seqs, int32_t block_size, int64_t K, int64_t R,
+                int32_t table_blocks = 0) {
   const int64_t S = 4, N = 700, ld = 900, off = 100;
-  auto pc = test::plan_of(*p.cpu, seqs, block_size, 8, 8);
-  auto pg = test::plan_of(*p.gpu, seqs, block_size, 8, 8);
+  const auto n = static_cast<int32_t>(seqs.size());
+  auto pc = test::plan_of(*p.cpu, seqs, block_size, n, n);
+  auto pg = test::plan_of(*p.gpu, seqs, block_size, n, n, {}, table_blocks);
   const int64_t rows = pc->num_rows();
   const auto a = test::random_vec(static_cast<size_t>(S * R * K), 1, 0.05f);
   const auto b = test::random_vec(static_cast<size_t>(S * N * R), 2, 0.05f);
@@ -39,7 +42,16 @@ void check_lora(Pair& p, const std::vector<test::SeqDesc>& seqs, int32_t block_s
     Tensor tg = poisoned(*p.gpu, DType::f32, Shape{rows, R});
     p.gpu->lora_shrink(xg, ag, *pg, tg);
     p.gpu->lora_expand(tg, bg, *pg, off, yg);
-    CHECK(rel(test::get(*p.gpu, tg), want_t) < 1e-5);
+    // Adapted rows' rank vectors match; the others are left as they were.
+    std::vector<float> got_t = test::get(*p.gpu, tg), want_adapted = want_t;
+    for (int64_t r = 0; r < rows; ++r)
+      if (row_slot[static_cast<size_t>(r)] < 0)
+        for (int64_t i = 0; i < R; ++i) {
+          const auto at = static_cast<size_t>(r * R + i);
+          if (got_t[at] != -12345.0f) FAIL_CHECK("row " << r << " without an adapter: tmp changed");
+          got_t[at] = want_adapted[at] = 0.0f;
+        }
+    CHECK(rel(got_t, want_adapted) < 1e-5);
     const auto got_y = test::get(*p.gpu, yg);
     CHECK(rel(got_y, want_y) < 1e-5);
     // Rows without an adapter are untouched entirely, and every row's columns outside the
@@ -69,6 +81,15 @@ TEST_CASE("cuda ops: lora_shrink and lora_expand match the CPU", "[cuda_ops][gpu
                   {.n_tokens = 13, .n_cached = 0, .slot = 2, .blocks = {2}, .lora_slot = 0},
                   {.n_tokens = 2, .n_cached = 1, .slot = 3, .blocks = {3}, .lora_slot = 3}},
                  16, 1024, R);
+    }
+  }
+  SECTION("many decode rows whose slots alternate, eager and recorded-step plans") {
+    std::vector<test::SeqDesc> seqs;
+    for (int32_t i = 0; i < 70; ++i)
+      seqs.push_back({.n_tokens = 1, .n_cached = 3 + i, .slot = i, .blocks = {i}, .lora_slot = i % 5 == 4 ? -1 : i % 4});
+    for (const int32_t table_blocks : {0, 2}) {
+      INFO("table_blocks " << table_blocks);
+      check_lora(p, seqs, 128, 1024, 16, table_blocks);
     }
   }
   SECTION("long prefills across tiles, slots changing inside a tile") {

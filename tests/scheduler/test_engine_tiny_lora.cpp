@@ -121,7 +121,14 @@ TEST_CASE("tiny lora: a mixed batch of two adapters and the base equals the merg
   CHECK(differs(plain_run(t.forward, rb)[0], want_b[0]));
 
   Engine engine(t.forward, lora_config(2), kernels::cpu::make_cpu_sampler());
+  const qwen35::Model::StepGraphStats before = t.model->step_graph_stats();
   const auto got = run_together(engine, {ra[0], rb[0], rc[0], ra[1], rb[1]});
+  if (t.backend->can_record_steps() && lora_config(2).step_graphs) {
+    // The decode steps, adapters and all, were recorded and replayed.
+    const qwen35::Model::StepGraphStats after = t.model->step_graph_stats();
+    CHECK(after.failed == before.failed);
+    CHECK(after.replayed > before.replayed);
+  }
   check_same(got[0], want_a[0]);
   check_same(got[3], want_a[1]);
   check_same(got[1], want_b[0]);
