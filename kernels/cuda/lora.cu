@@ -92,7 +92,9 @@ __global__ void lora_expand_kernel(const float* tmp, int64_t R, const float* b, 
     for (int r = 0; r < kLoraTileRows; ++r)
       if (r < tile.count) acc[r] += wi * t[int64_t{r} * R + i];
   }
-  for (int r = 0; r < tile.count; ++r) out[int64_t{rs[r]} * ld + col_offset + j] += acc[r];
+#pragma unroll
+  for (int r = 0; r < kLoraTileRows; ++r)
+    if (r < tile.count) out[int64_t{rs[r]} * ld + col_offset + j] += acc[r];
 }
 
 size_t expand_shared(int64_t R) { return static_cast<size_t>(kLoraTileRows) * static_cast<size_t>(R) * sizeof(float); }
