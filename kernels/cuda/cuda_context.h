@@ -29,6 +29,8 @@ enum class Scratch : int {
   fp8_activations,  // x quantised to e4m3 with its scales for the block-scaled FP8 GEMM
   deltanet_chunks,   // chunked DeltaNet scratch
   segment_operands,  // the vision attention's Q, K and V packed to bf16
+  lora_partials,     // LoRA shrink's partial sums of K's splits (ops::lora_shrink)
+  lora_counters,     // ... and its per-tile counters (zero between launches)
   count
 };
 
@@ -53,6 +55,8 @@ class CudaContext {
   void* scratch(Scratch s, size_t bytes);
   // Bytes held by all scratch slots.
   int64_t scratch_bytes() const;
+  // Bytes held by one slot (at least what its last request asked for).
+  size_t scratch_size(Scratch s) const { return scratch_size_[static_cast<size_t>(s)]; }
   // How many times a scratch slot was reallocated (recorded steps hold its addresses).
   uint64_t scratch_reallocations() const { return scratch_reallocations_; }
 

@@ -100,6 +100,33 @@ struct Row {
   std::string floor_kind;
 };
 
+// n random adapters of rank r on every projection the model has, one per LoRA slot (values
+// small enough to keep the activations finite; the step's cost does not depend on them).
+void install_random_loras(qwen35::Model& model, int32_t n, int64_t r) {
+  const auto& cfg = model.config();
+  model.enable_lora(n, r);
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-0.01f, 0.01f);
+  for (int32_t slot = 0; slot < n; ++slot) {
+    qwen35::LoraAdapter a;
+    a.source = "bench adapter " + std::to_string(slot);
+    for (int64_t l = 0; l < cfg.num_layers; ++l)
+      for (int t = 0; t < qwen35::kNumLoraTargets; ++t) {
+        const auto target = static_cast<qwen35::LoraTarget>(t);
+        if (!model.lora_slots()->site(l, target)) continue;
+        const qwen35::LoraTargetShape sh = qwen35::lora_target_shape(cfg, target);
+        qwen35::LoraModule m{l, target, r, std::vector<float>(static_cast<size_t>(r * sh.in)),
+                             std::vector<float>(static_cast<size_t>(sh.out * r))};
+        for (float& v : m.a) v = u(rng);
+        for (float& v : m.b) v = u(rng);
+        a.modules.push_back(std::move(m));
+      }
+    model.install_lora(slot, a);
+  }
+  std::printf("LoRA: %d random adapters of rank %lld on every projection (%.1f MiB of slots)\n", n,
+              static_cast<long long>(r), static_cast<double>(model.lora_slots()->bytes()) / (1 << 20));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -108,6 +135,7 @@ int main(int argc, char** argv) {
   int64_t prefill = 4096, steps = 10, layout_batch = 8;
   int prefill_reps = 6;
   bool profile = false;
+  int64_t lora_adapters = 0, lora_rank = 16;
   std::string kv_dtype = "bf16", quantization = "none", state_dtype = "f32";
   app.add_option("--model", model_dir, "checkpoint directory")->required();
   app.add_option("--batches", batches_s, "decode batch sizes");
@@ -159,11 +187,16 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"none", "fp8", "gptq", "awq"}));
   std::string graphs_s = "on";
   app.add_option("--graphs", graphs_s, "decode with recorded steps (CUDA graphs): on, off, or on,off (both, compared)");
+  app.add_option("--lora-adapters", lora_adapters,
+                 "random LoRA adapters on every target (rank --lora-rank), one per slot; decode rows take them in "
+                 "turn (row i: slot i % N) and prefill steps the first");
+  app.add_option("--lora-rank", lora_rank, "rank of the --lora-adapters");
   app.add_flag("--profile", profile, "after each timed point, per-op GPU times of one more run (prefill) or 3 steps");
   std::string json_path;
   app.add_option("--json", json_path, "also write the measurements to FILE as JSON (bench/README.md)");
   CLI11_PARSE(app, argc, argv);
   bench::ResultFile result("bench_cuda_model", argc, argv);
+  if (lora_adapters < 0 || lora_rank < 1) return std::fprintf(stderr, "--lora-adapters >= 0, --lora-rank >= 1\n"), 2;
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines survive a timeout
   const auto batches = bench::parse_list(batches_s), contexts = bench::parse_list(contexts_s);
   std::vector<bool> graph_modes;
@@ -219,6 +252,9 @@ int main(int argc, char** argv) {
     std::printf("loaded %s in %.1f s: %lld layers, hidden %lld, vocab %lld\n", model_dir.c_str(),
                 std::chrono::duration<double>(Clock::now() - t_load).count(), static_cast<long long>(cfg.num_layers),
                 static_cast<long long>(cfg.hidden_size), static_cast<long long>(cfg.vocab_size));
+    if (lora_adapters > 0) install_random_loras(*model, static_cast<int32_t>(lora_adapters), lora_rank);
+    // The slot row i of a step applies (-1: none).
+    auto lora_of = [&](int64_t i) { return lora_adapters > 0 ? static_cast<int32_t>(i % lora_adapters) : -1; };
     const auto geo = model->cache_geometry();
     const double wbytes = streamed_weight_bytes(model->weights());
     std::printf("weights: %.2f GiB of device memory (--quantization %s, FP8 kept: %s, %s); %.2f GB streamed per decode step\n",
@@ -303,6 +339,7 @@ int main(int argc, char** argv) {
         const auto tok = random_tokens(prefill);
         qwen35::ForwardBatch batch;
         batch.seqs.push_back({tok, 0, t.block_ids(), slot->id, 1});
+        batch.seqs.back().lora_slot = lora_of(0);
         be.synchronize();
         const auto t0 = Clock::now();
         model->forward(batch);
@@ -319,6 +356,7 @@ int main(int argc, char** argv) {
         const auto tok = random_tokens(prefill);
         qwen35::ForwardBatch batch;
         batch.seqs.push_back({tok, 0, t.block_ids(), slot->id, 1});
+        batch.seqs.back().lora_slot = lora_of(0);
         profiler->set_enabled(true);
         model->forward(batch);
         std::printf("profile: prefill %lld tokens\n%s", static_cast<long long>(prefill), profiler->report().c_str());
@@ -394,6 +432,7 @@ int main(int argc, char** argv) {
         for (int64_t i = 0; i < B; ++i)
           batch.seqs.push_back({std::span<const int32_t>(&tok[static_cast<size_t>(i)], 1), views[static_cast<size_t>(i)].num_tokens(),
                                 views[static_cast<size_t>(i)].block_ids(), base[static_cast<size_t>(i)].slot.id, 1});
+        for (int64_t i = 0; i < B; ++i) batch.seqs[static_cast<size_t>(i)].lora_slot = lora_of(i);
         const auto t0 = Clock::now();
         model->forward(batch);
         const auto t1 = Clock::now();

@@ -3,8 +3,9 @@
 // alternate (the plan groups them by slot into 16-row tiles), and a prefill-like batch whose
 // sequences run across tiles; f32 and bf16 inputs, K a multiple of the shrink's 128-column
 // chunk and not, ranks from 4 to 96 (the in_proj_qkv sites of split adapters stack three
-// ranks), an expand into a column range; plans as eager and as recorded steps make them (the
-// latter pad the tiles with empty ones).
+// ranks), K in one split of the shrink and in several (whose partial sums the last block adds),
+// an expand into a column range; plans as eager and as recorded steps make them (the latter pad
+// the tiles with empty ones).
 #include <catch2/catch.hpp>
 
 #include "tests/kernels_cuda/cuda_ops_pair.h"
@@ -87,10 +88,12 @@ TEST_CASE("cuda ops: lora_shrink and lora_expand match the CPU", "[cuda_ops][gpu
     std::vector<test::SeqDesc> seqs;
     for (int32_t i = 0; i < 70; ++i)
       seqs.push_back({.n_tokens = 1, .n_cached = 3 + i, .slot = i, .blocks = {i}, .lora_slot = i % 5 == 4 ? -1 : i % 4});
-    for (const int32_t table_blocks : {0, 2}) {
-      INFO("table_blocks " << table_blocks);
-      check_lora(p, seqs, 128, 1024, 16, table_blocks);
-    }
+    for (const int32_t table_blocks : {0, 2})
+      for (const int64_t K : {int64_t{384}, int64_t{4096}}) {  // K in one split, and in eight
+        INFO("table_blocks " << table_blocks << ", K " << K);
+        check_lora(p, seqs, 128, K, 16, table_blocks);
+        check_lora(p, seqs, 128, K, 16, table_blocks);  // the split counters were left re-armed
+      }
   }
   SECTION("long prefills across tiles, slots changing inside a tile") {
     for (const int64_t R : {int64_t{16}, int64_t{96}}) {
