@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "server/api_error.h"
+#include "server/field_path.h"
 #include "server/request_params.h"
 
 namespace ds::server {
@@ -38,7 +39,7 @@ Json content_for_template(const Json& content, const std::string& where, std::ve
       piece = part.get<std::string>();
     } else {
       if (!part.is_object()) throw bad_request("'" + at + "' must be a content part object", at);
-      const std::string type = part.value("type", "");
+      const std::string type = optional_string_field(part, "type", at);
       if (type == "image_url" && images) {
         // A part translated from another API names the client's own field (kClientField).
         const auto cf = part.find(kClientField);
@@ -175,7 +176,7 @@ ChatFields parse_chat_fields(const Json& body) {
   if (body.contains("tool_choice") && !body["tool_choice"].is_null()) {
     const Json& tc = body["tool_choice"];
     if (tc.is_object()) {
-      const bool named = tc.value("type", "") == "function" && tc.contains("function") && tc["function"].is_object() &&
+      const bool named = string_or_empty(tc, "type") == "function" && tc.contains("function") && tc["function"].is_object() &&
                          tc["function"].contains("name") && tc["function"]["name"].is_string();
       if (!named)
         throw bad_request("'tool_choice' must be \"auto\", \"none\", \"required\" or "

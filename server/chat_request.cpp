@@ -4,6 +4,7 @@
 
 #include "model/chat/template_error.h"
 #include "server/api_error.h"
+#include "server/field_path.h"
 #include "server/image_inputs.h"
 #include "server/reasoning_splitter.h"
 #include "server/request_params.h"
@@ -54,7 +55,7 @@ ChatPrompt build_chat_prompt(const Json& body, const ServedModel& model, FetchSt
   // ChatML (Qwen's templates): each message opens with <|im_start|>; the one after the leading
   // system messages begins what differs between requests that share a system prompt.
   size_t systems = 0;
-  while (systems < f.messages.size() && f.messages[systems].value("role", "") == "system") ++systems;
+  while (systems < f.messages.size() && string_or_empty(f.messages[systems], "role") == "system") ++systems;
   // Where the next turn of this conversation stops rendering this prompt the same: after the
   // generation prompt's "<|im_start|>assistant\n". The next turn renders the reply there, and
   // not as this prompt ends it: Qwen3.5's templates close an empty think block in the generation

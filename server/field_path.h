@@ -25,6 +25,22 @@ inline const std::string& string_field(const Json& obj, const char* key, const s
   return it->get_ref<const std::string&>();
 }
 
+// obj[key] where obj is an object holding a string there, else "": for tests of a field's value
+// (json's value(key, "") throws on a field of another type, which would be a 500).
+inline std::string string_or_empty(const Json& obj, const char* key) {
+  if (!obj.is_object()) return "";
+  auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+// obj[key] as a string, "" when absent or null; any other value is a 400 naming where.key.
+inline std::string optional_string_field(const Json& obj, const char* key, const std::string& where) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return "";
+  if (!it->is_string()) throw bad_request("'" + where + "." + key + "' must be a string", where + "." + key);
+  return it->get<std::string>();
+}
+
 // obj, which must be an object (else a 400 naming where), and its "type" string.
 inline std::string typed_object(const Json& obj, const std::string& where) {
   if (!obj.is_object()) throw bad_request("'" + where + "' must be an object", where);

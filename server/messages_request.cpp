@@ -64,7 +64,7 @@ Json tool_result_content(const Json& b, const std::string& w, bool is_error) {
   const auto c = b.find("content");
   bool images = false;
   if (c != b.end() && c->is_array())
-    for (const Json& part : *c) images = images || (part.is_object() && part.value("type", "") == "image");
+    for (const Json& part : *c) images = images || string_or_empty(part, "type") == "image";
   if (!images) {
     std::string result = c != b.end() && !c->is_null() ? text_of(*c, cw) : "";
     return is_error ? "Error: " + result : result;
@@ -229,7 +229,7 @@ Json messages_to_chat_body(const Json& body, MessagesEndpoint endpoint) {
     else
       throw bad_request("'" + w + ".role' must be user or assistant (the system prompt goes in 'system')", w + ".role");
   }
-  if (endpoint == MessagesEndpoint::create && in.back().value("role", "") == "assistant")
+  if (endpoint == MessagesEndpoint::create && string_or_empty(in.back(), "role") == "assistant")
     throw unsupported_field("messages", "a final assistant message (a prefilled reply to continue); end with a user turn");
   chat["messages"] = std::move(messages);
 
@@ -247,7 +247,7 @@ Json messages_to_chat_body(const Json& body, MessagesEndpoint endpoint) {
   if (!kwargs.contains("enable_thinking")) kwargs["enable_thinking"] = thinking;
   // An enabled block's budget_tokens is enforced (thinking_setup.h); adaptive has none. vLLM's
   // and SGLang's budget fields pass through as the chat fields they are (and win).
-  if (thinking && body["thinking"].value("type", "") == "enabled")
+  if (thinking && string_or_empty(body["thinking"], "type") == "enabled")
     if (auto budget = get_int(body["thinking"], "budget_tokens")) chat["thinking_token_budget"] = *budget;
   for (const char* k : {"thinking_token_budget", "thinking_budget"})
     if (body.contains(k) && !body[k].is_null()) chat[k] = body[k];

@@ -39,7 +39,7 @@ std::string reasoning_of(const Json& item, const std::string& where) {
 bool has_image(const Json& content) {
   if (!content.is_array()) return false;
   for (const Json& p : content)
-    if (p.is_object() && p.value("type", "") == "input_image") return true;
+    if (string_or_empty(p, "type") == "input_image") return true;
   return false;
 }
 

@@ -154,6 +154,14 @@ TEST_CASE("messages request: what is refused, by name", "[agent]") {
         "messages[0].content[0].input");
   CHECK(messages_refusal(R"({"max_tokens": 8, "messages": [{"role": "user", "content": "a"}], "mcp_servers": [{}]})") ==
         "mcp_servers");
+  // Fields of the wrong type where only a value is tested are 400s naming a field, not 500s
+  // (json's value(key, "") throws on them: fuzz_request_json, 2026-12-07).
+  CHECK(messages_refusal(R"({"max_tokens": 8, "messages": [{"role": "user", "content": [{"type": ["x"]}]}]})") ==
+        "messages[0].content[0].type");
+  CHECK(messages_refusal(R"({"max_tokens": 8, "messages": [{"role": "user", "content": "a"}], "thinking": "on"})") ==
+        "thinking");
+  CHECK(messages_refusal(R"({"max_tokens": 8, "messages": [{"role": "user", "content": [{"type": "tool_result",
+        "tool_use_id": "t", "content": [{"type": 7, "text": "x"}]}]}]})") != "");
 }
 
 TEST_CASE("responses request: input items become chat messages", "[agent]") {
@@ -231,6 +239,8 @@ TEST_CASE("responses request: what is refused, by name", "[agent]") {
   CHECK(responses_refusal(R"({"input": "hi", "tools": [{"type": "web_search"}]})") == "tools[0].type");
   CHECK(responses_refusal(R"({"input": "hi", "tool_choice": "sometimes"})") == "tool_choice");
   CHECK(responses_refusal(R"({"input": "hi", "reasoning": {"effort": "max"}})") == "reasoning.effort");
+  CHECK(responses_refusal(R"({"input": [{"role": "user", "content": [{"type": {"a": 1}}]}]})") ==
+        "input[0].content[0].type");
 }
 
 TEST_CASE("messages reply: content blocks whole and streamed agree", "[agent]") {

@@ -147,6 +147,7 @@ TEST_CASE("chat messages: normalised for the template, bad ones refused by name"
   CHECK(refused(R"([{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}])") ==
         "messages[0].content[0].type");
   CHECK(refused(R"([{"role": "user"}])") == "messages[0].content");
+  CHECK(refused(R"([{"role": "user", "content": [{"type": [{"role": "user"}]}]}])") == "messages[0].content[0].type");
   CHECK(refused(R"([{"role": "assistant", "content": "",
                      "tool_calls": [{"function": {"name": "f", "arguments": "{bad"}}]}])") ==
         "messages[0].tool_calls[0].function.arguments");
