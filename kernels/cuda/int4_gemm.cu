@@ -131,19 +131,22 @@ __device__ __forceinline__ void int4_mma_rows(const Int4Weight& w, const uint16_
   // 4-7% slower, where 1-16 rows gained 10-32% and 64 rows 8-11% (bench-log 2026-12-07,
   // "int4 loads before the ring's wait").
   const bool early_groups = words_per_group == 4 && NT != 4;
-  float s_next[RT][2] = {};
-  uint32_t mz_next[RT][2] = {};
-  auto load_group = [&](int j) {
-    if (!early_groups || j >= mine) return;
-    const int64_t g = static_cast<int64_t>(warp + kMmaWarps * j) * kChunk / w.group_size;
+  // Group g's scales and (as -(128 + zero) pairs) zeros of the warp's rows.
+  auto read_group = [&](int64_t g, float (&s)[RT][2], uint32_t (&mz)[RT][2]) {
 #pragma unroll
     for (int r = 0; r < RT; ++r)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int64_t at = rows[r][h] * groups + g;
-        s_next[r][h] = __ldg(w.scales + at);
-        mz_next[r][h] = minus_zero_pair(__ldg(w.zeros + at));
+        s[r][h] = __ldg(w.scales + at);
+        mz[r][h] = minus_zero_pair(__ldg(w.zeros + at));
       }
+  };
+  float s_next[RT][2] = {};
+  uint32_t mz_next[RT][2] = {};
+  auto load_group = [&](int j) {
+    if (early_groups && j < mine)
+      read_group(static_cast<int64_t>(warp + kMmaWarps * j) * kChunk / w.group_size, s_next, mz_next);
   };
   load_group(0);
   constexpr bool kEarlyX = NT <= 2;
@@ -179,17 +182,7 @@ __device__ __forceinline__ void int4_mma_rows(const Int4Weight& w, const uint16_
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       if (j % words_per_group == 0) {  // a group starts: its scales and zeros
-        if (!early_groups) {
-          const int64_t g = (k0 + 32 * j) / w.group_size;
-#pragma unroll
-          for (int r = 0; r < RT; ++r)
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const int64_t at = rows[r][h] * groups + g;
-              s[r][h] = __ldg(w.scales + at);
-              mz[r][h] = minus_zero_pair(__ldg(w.zeros + at));
-            }
-        }
+        if (!early_groups) read_group((k0 + 32 * j) / w.group_size, s, mz);
 #pragma unroll
         for (int r = 0; r < RT; ++r)
 #pragma unroll
