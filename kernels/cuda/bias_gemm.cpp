@@ -18,18 +18,7 @@ void check_lt(cublasStatus_t st, const char* what) { ds::cuda::check_lt(st, kWho
 
 }  // namespace
 
-struct BiasGemm::Plan {
-  cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
-  cublasLtMatmulAlgo_t algo{};
-  bool usable = false;
-  ~Plan() {
-    if (d) cublasLtMatrixLayoutDestroy(d);
-    if (b) cublasLtMatrixLayoutDestroy(b);
-    if (a) cublasLtMatrixLayoutDestroy(a);
-    if (desc) cublasLtMatmulDescDestroy(desc);
-  }
-};
+struct BiasGemm::Plan : LtPlan {};
 
 BiasGemm::BiasGemm(cudaStream_t stream, void* workspace, size_t workspace_bytes)
     : stream_(stream), workspace_(workspace), workspace_bytes_(workspace_bytes) {

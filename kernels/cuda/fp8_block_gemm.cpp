@@ -51,18 +51,7 @@ bool decode_tile(int64_t M, int64_t N, int64_t K, DecodeTile& t) {
 
 }  // namespace
 
-struct Fp8BlockGemm::Plan {
-  cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
-  cublasLtMatmulAlgo_t algo{};
-  bool usable = false;
-  ~Plan() {
-    if (d) cublasLtMatrixLayoutDestroy(d);
-    if (b) cublasLtMatrixLayoutDestroy(b);
-    if (a) cublasLtMatrixLayoutDestroy(a);
-    if (desc) cublasLtMatmulDescDestroy(desc);
-  }
-};
+struct Fp8BlockGemm::Plan : LtPlan {};
 
 Fp8BlockGemm::Fp8BlockGemm(cudaStream_t stream, void* workspace, size_t workspace_bytes)
     : stream_(stream), workspace_(workspace), workspace_bytes_(workspace_bytes) {

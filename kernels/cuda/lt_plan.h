@@ -1,5 +1,5 @@
-// What the cuBLASLt GEMM plans (bias_gemm.cpp, fp8_block_gemm.cpp) share: their status check
-// and the heuristic query that picks a plan's algorithm once per shape.
+// What the cuBLASLt GEMM plans (bias_gemm.cpp, fp8_block_gemm.cpp) share: their status check,
+// a plan's handles and the heuristic query that picks its algorithm once per shape.
 //
 // Internal to kernels/cuda.
 #pragma once
@@ -17,6 +17,24 @@ inline void check_lt(cublasStatus_t st, const char* who, const char* what) {
     throw std::runtime_error(std::string("cuda backend: ") + who + ": " + what + " failed: " +
                              cublasGetStatusString(st));
 }
+
+// One shape's cuBLASLt plan: its descriptor, the layouts of A, B and D (D also as C) and the
+// algorithm; `usable` is false where cuBLASLt has none (the caller falls back). Owns the handles.
+struct LtPlan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  bool usable = false;
+  LtPlan() = default;
+  LtPlan(const LtPlan&) = delete;
+  LtPlan& operator=(const LtPlan&) = delete;
+  ~LtPlan() {
+    if (d) cublasLtMatrixLayoutDestroy(d);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (desc) cublasLtMatmulDescDestroy(desc);
+  }
+};
 
 // The heuristic's first algorithm for desc over layouts a, b and d (d also as c), within
 // workspace_bytes. False where cuBLASLt has none for the shape, types or scale modes on this
