@@ -5,6 +5,7 @@
 #include <string>
 
 #include "model/qwen35/model.h"
+#include "model/qwen35/model_workspace.h"
 
 namespace ds::qwen35 {
 
@@ -15,6 +16,7 @@ void Model::enable_lora(int32_t num_slots, int64_t max_rank) {
   lora_.reset();
   lora_tmp_ = Tensor();
   lora_ = std::make_unique<LoraSlots>(*backend_, config_, num_slots, max_rank);
+  ws_->rows = 0;  // the next step's workspace() sizes lora_tmp_ with the step's other buffers
 }
 
 void Model::install_lora(int32_t slot, const LoraAdapter& adapter) {
@@ -57,10 +59,7 @@ void Model::apply_lora(int64_t layer, LoraTarget t, const Tensor& x, const kerne
   if (!lora_active(layer, t)) return;
   const LoraSlots::Site& site = *lora_->site(layer, t);
   const int64_t T = plan.num_rows(), R = site.a.dim(1);
-  if (lora_tmp_.empty() || lora_tmp_.numel() < T * lora_->max_site_rank()) {
-    lora_tmp_ = backend_->alloc(DType::f32, Shape{T * lora_->max_site_rank()});
-    ++ws_generation_;  // recordings read it
-  }
+  if (lora_tmp_.numel() < T * R) throw std::logic_error("Model::apply_lora: the workspace was not sized for the step");
   Tensor tmp = lora_tmp_.rows(0, T * R).reshape(Shape{T, R});
   // Outputs arrive in the shapes the model computes them in; the update sees [rows, columns].
   Tensor out2 = out.reshape(Shape{T, out.numel() / T});
