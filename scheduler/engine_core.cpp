@@ -61,10 +61,9 @@ void Engine::Core::run(Shared& shared) {
         return !shared.submissions.empty() || !shared.cancels.empty() || shared.stopping ||
                (scheduler_.has_work() && !stalled);
       };
-      if (stalled)
-        shared.cv.wait_for(lock, std::chrono::milliseconds(5), ready);
-      else
-        shared.cv.wait(lock, ready);
+      // Idle, the loop still wakes now and then to publish its counters: the host and disk
+      // tiers finish copies and writes on their own threads, after the last step published.
+      shared.cv.wait_for(lock, stalled ? std::chrono::milliseconds(5) : std::chrono::milliseconds(100), ready);
       submissions.swap(shared.submissions);
       cancels.swap(shared.cancels);
       stopping = shared.stopping;
