@@ -369,14 +369,9 @@ struct LoraTile {
 // this many bytes (R <= 3,632).
 constexpr size_t kLoraExpandMaxShared = 227 * 1024;
 // shrink: tmp[r, i] = sum_k a[slot, i, k] * x[r, k]; x f32 or bf16 [rows, K], a [slots, R, K],
-// tmp [rows, R]. K is split across blocks in lora_shrink_splits(K) pieces; with more than one,
-// partials holds [splits, rows, R] floats and counters lora_shrink_counters(n_tiles, R) int32s,
-// zero before the first call (each call leaves them zero).
-int32_t lora_shrink_splits(int64_t K);
-int64_t lora_shrink_counters(int32_t n_tiles, int64_t R);
-void lora_shrink(const void* x, DType x_type, int64_t rows, int64_t K, const float* a, int64_t R, const LoraTile* tiles,
-                 int32_t n_tiles, const int32_t* tile_rows, float* tmp, float* partials, int32_t* counters,
-                 Stream stream);
+// tmp [rows, R].
+void lora_shrink(const void* x, DType x_type, int64_t K, const float* a, int64_t R, const LoraTile* tiles,
+                 int32_t n_tiles, const int32_t* tile_rows, float* tmp, Stream stream);
 // expand: out[r, col_offset + j] += sum_i b[slot, j, i] * tmp[r, i]; b [slots, N, R], out rows
 // ld floats apart.
 void lora_expand(const float* tmp, int64_t R, const float* b, int64_t N, const LoraTile* tiles, int32_t n_tiles,

@@ -420,23 +420,8 @@ class CudaBackend final : public kernels::Backend {
   void do_lora_shrink(const Tensor& x, const Tensor& a, const BatchPlan& plan, Tensor& tmp) override {
     const auto& p = cuda_plan(plan, "lora_shrink");
     if (!p.d_lora_tiles) return;  // no row has an adapter
-    const int64_t rows = x.dim(0), K = x.dim(1), R = a.dim(1);
-    float* partials = nullptr;
-    int32_t* counters = nullptr;
-    if (const int32_t splits = ops::lora_shrink_splits(K); splits > 1) {
-      partials = static_cast<float*>(ctx_.scratch(Scratch::lora_partials, static_cast<size_t>(splits * rows * R) * 4));
-      // The counters are zeroed whenever their buffer is new; a launch leaves them zero.
-      counters = static_cast<int32_t*>(
-          ctx_.scratch(Scratch::lora_counters, static_cast<size_t>(ops::lora_shrink_counters(p.n_lora_tiles, R)) * 4));
-      // (A grown buffer has a new size, even where it has the old address.)
-      const size_t size = ctx_.scratch_size(Scratch::lora_counters);
-      if (counters != lora_counters_zeroed_.first || size != lora_counters_zeroed_.second) {
-        ops::check_cuda(cudaMemsetAsync(counters, 0, size, ctx_.stream()), "lora_shrink: zeroing its counters");
-        lora_counters_zeroed_ = {counters, size};
-      }
-    }
-    ops::lora_shrink(x.data(), x.dtype(), rows, K, a.data_as<const float>(), R, p.d_lora_tiles, p.n_lora_tiles,
-                     p.d_lora_rows, tmp.data_as<float>(), partials, counters, ctx_.stream());
+    ops::lora_shrink(x.data(), x.dtype(), x.dim(1), a.data_as<const float>(), a.dim(1), p.d_lora_tiles, p.n_lora_tiles,
+                     p.d_lora_rows, tmp.data_as<float>(), ctx_.stream());
     after("lora_shrink");
   }
 
@@ -670,7 +655,6 @@ class CudaBackend final : public kernels::Backend {
   AttentionRunner attention_;
   CudaTransfers transfers_;
   bool sync_;
-  std::pair<int32_t*, size_t> lora_counters_zeroed_{};  // the LoRA shrink's counters, once zeroed
   uint64_t generation_ = 0;
   std::map<std::vector<float>, Tensor> inv_freq_;
   std::map<std::pair<int64_t, std::array<int64_t, 3>>, std::shared_ptr<void>> mrope_axis_;

@@ -29,8 +29,6 @@ enum class Scratch : int {
   fp8_activations,  // x quantised to e4m3 with its scales for the block-scaled FP8 GEMM
   deltanet_chunks,   // chunked DeltaNet scratch
   segment_operands,  // the vision attention's Q, K and V packed to bf16
-  lora_partials,     // LoRA shrink's partial sums of K's splits (ops::lora_shrink)
-  lora_counters,     // ... and its per-tile counters (zero between launches)
   count
 };
 

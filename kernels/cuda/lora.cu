@@ -5,158 +5,246 @@
 // for the decode rows of one adapter -- and never reloads them where slots alternate. Rows
 // without an adapter are in no tile: their tmp rows and outputs are untouched. A tile of no
 // rows (the padding of a recorded step's fixed grid) returns at once. The pools are f32 and
-// the ranks small (16 - 64):
-//  * shrink: a block per (tile, kShrinkWarps rank indices, kShrinkSplit columns of K); the
-//    tile's x rows staged in shared memory kShrinkChunk columns at a time; a warp per rank
-//    index holds its lanes' A values in registers and keeps a sum per row. The splits' partial
-//    sums go to scratch and the last block of a tile adds them in a fixed order (deterministic).
-//  * expand: a block per (tile, kExpandThreads output columns); the tile's rank vectors in
-//    shared memory; a thread per column reads its B row once and adds the dot product to each
-//    of the tile's rows.
-// Both are a small fraction of the projection they follow (rank / output width of its FLOPs).
+// the ranks small (16 - 64), so both kernels are a few microseconds of loads: what they are
+// built around is the length of each block's chain of dependent loads (bench-log 2026-12-07,
+// "LoRA: the tiles with split-K shrink": a decode step runs 2 x 248 of them).
+//  * Before the wait for the previous kernel, a block reads what no kernel of the step writes:
+//    its tile, its rows' indices and its slot's first A or B values. After it, everything else
+//    it needs is requested at once (x, or tmp and the output values), then summed.
+//  * shrink: a block per (tile, kRanks rank indices); its threads stripe K four columns at a
+//    time and keep a sum per (row, rank), then the block adds them up in a fixed order
+//    (deterministic, no split of K across blocks). kRanks is 1 for a step of few tiles (a
+//    decode step: more blocks to pull the pool's bytes) and 4 for many (a prefill: x read from
+//    the L2 by fewer blocks).
+//  * expand: a block per (tile, kThreads output columns); a thread per column holds its B row
+//    in registers, 16 ranks at a time, and adds its dot product with each row's rank vector
+//    (the tile's tmp rows, staged in shared memory) to that row's output.
 #include "kernels/cuda/backend_common.cuh"
 #include "kernels/cuda/backend_ops.h"
 
 namespace ds::cuda::ops {
 namespace {
 
-constexpr int kShrinkWarps = 8;
-constexpr int kShrinkChunk = 128;  // x columns staged a step
-// Columns of K a shrink block takes: a decode step has few tiles (one per adapter in the
-// batch), so K is split across blocks to keep the GPU busy (bench-log 2026-12-07, "LoRA").
-constexpr int kShrinkSplit = 4 * kShrinkChunk;
-constexpr int kExpandThreads = 256;
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kRankChunk = 16;  // B values a thread holds at once in the expand
+// Blocks below which the shrink takes one rank a block: about two per SM.
+constexpr int64_t kShrinkBlocksWanted = 256;
 
-template <bool kBf16>
-__global__ void lora_shrink_kernel(const void* x, int64_t rows, int64_t K, const float* a, int64_t R,
-                                   const LoraTile* tiles, const int32_t* tile_rows, float* tmp, float* partials,
-                                   int32_t* counters) {
-  constexpr int kPerLane = kShrinkChunk / 32;
-  __shared__ float xs[kLoraTileRows][kShrinkChunk];
-  __shared__ int32_t rs[kLoraTileRows];
-  __shared__ bool last;
-  wait_for_previous_kernel();
-  const LoraTile tile = tiles[blockIdx.x];
-  if (tile.count == 0) return;
-  const int64_t i = int64_t{blockIdx.y} * kShrinkWarps + threadIdx.x / 32;
-  const int lane = static_cast<int>(threadIdx.x) % 32;
-  const int splits = static_cast<int>(gridDim.z), z = static_cast<int>(blockIdx.z);
-  if (threadIdx.x < kLoraTileRows) rs[threadIdx.x] = threadIdx.x < tile.count ? tile_rows[tile.first + threadIdx.x] : -1;
-  const float* row_a = a + (static_cast<int64_t>(tile.slot) * R + (i < R ? i : 0)) * K;
-  __syncthreads();
-  float acc[kLoraTileRows];
+// Four consecutive values from k (k + 3 < n, or the missing ones 0) of an f32 row; `vec`: the
+// rows are 16-byte aligned and a multiple of 4 long (k is a multiple of 4).
+__device__ __forceinline__ float4 load4(const float* row, int64_t k, int64_t n, bool vec) {
+  if (vec && k + 3 < n) return __ldg(reinterpret_cast<const float4*>(row + k));
+  float v[4];
 #pragma unroll
-  for (int r = 0; r < kLoraTileRows; ++r) acc[r] = 0.0f;
-  const int64_t split_end = int64_t{z + 1} * kShrinkSplit, k_end = split_end < K ? split_end : K;
-  for (int64_t k0 = int64_t{z} * kShrinkSplit; k0 < k_end; k0 += kShrinkChunk) {
-    __syncthreads();  // the previous chunk is read
-    for (int e = static_cast<int>(threadIdx.x); e < kLoraTileRows * kShrinkChunk; e += kShrinkWarps * 32) {
-      const int r = e / kShrinkChunk, k = e % kShrinkChunk;
-      const int32_t row = rs[r];
-      xs[r][k] = row >= 0 && k0 + k < k_end ? load_act<kBf16>(x, int64_t{row} * K + k0 + k) : 0.0f;
-    }
-    __syncthreads();
-    if (i >= R) continue;  // the same for the whole warp; it still takes part in the barriers
-    float w[kPerLane];
-#pragma unroll
-    for (int t = 0; t < kPerLane; ++t) {
-      const int64_t k = k0 + lane + 32 * t;
-      w[t] = k < k_end ? row_a[k] : 0.0f;
-    }
-#pragma unroll
-    for (int r = 0; r < kLoraTileRows; ++r)
-#pragma unroll
-      for (int t = 0; t < kPerLane; ++t) acc[r] += w[t] * xs[r][lane + 32 * t];
-  }
-  // One split: the sums are the result. Several: each block leaves its partial sums, and the
-  // last of a (tile, rank group)'s blocks to finish adds them up in split order (the same order
-  // every time, whichever block is last), then re-arms the counter for the next launch.
-  float* out = splits == 1 ? tmp : partials + int64_t{z} * rows * R;
-  if (i < R) {
-#pragma unroll
-    for (int r = 0; r < kLoraTileRows; ++r) {
-      const float v = warp_sum(acc[r]);
-      if (lane == 0 && rs[r] >= 0) out[int64_t{rs[r]} * R + i] = v;
-    }
-  }
-  if (splits == 1) return;
-  __threadfence();
-  __syncthreads();
-  int32_t* counter = counters + int64_t{blockIdx.x} * gridDim.y + blockIdx.y;
-  if (threadIdx.x == 0) last = atomicAdd(counter, 1) == splits - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  for (int e = static_cast<int>(threadIdx.x); e < tile.count * kShrinkWarps; e += kShrinkWarps * 32) {
-    const int64_t row = rs[e / kShrinkWarps], ii = int64_t{blockIdx.y} * kShrinkWarps + e % kShrinkWarps;
-    if (ii >= R) continue;
-    float sum = 0.0f;
-    for (int q = 0; q < splits; ++q) sum += __ldcg(partials + (int64_t{q} * rows + row) * R + ii);
-    tmp[row * R + ii] = sum;
-  }
-  if (threadIdx.x == 0) *counter = 0;
+  for (int e = 0; e < 4; ++e) v[e] = k + e < n ? __ldg(row + k + e) : 0.0f;
+  return make_float4(v[0], v[1], v[2], v[3]);
 }
 
-__global__ void lora_expand_kernel(const float* tmp, int64_t R, const float* b, int64_t N, const LoraTile* tiles,
-                                   const int32_t* tile_rows, float* out, int64_t ld, int64_t col_offset) {
-  extern __shared__ float t[];  // [kLoraTileRows, R]
+// The same from an activation row, f32 or bf16 (8-byte aligned for `vec`).
+template <bool kBf16>
+__device__ __forceinline__ float4 load4_act(const void* row, int64_t k, int64_t n, bool vec) {
+  if constexpr (kBf16) {
+    const uint16_t* r = static_cast<const uint16_t*>(row);
+    if (vec && k + 3 < n) {
+      const uint2 u = *reinterpret_cast<const uint2*>(r + k);
+      return make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u), __uint_as_float(u.y << 16),
+                         __uint_as_float(u.y & 0xffff0000u));
+    }
+    float v[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) v[e] = k + e < n ? detail::bf16_bits_to_f32(r[k + e]) : 0.0f;
+    return make_float4(v[0], v[1], v[2], v[3]);
+  } else {
+    const float* r = static_cast<const float*>(row);
+    if (vec && k + 3 < n) return *reinterpret_cast<const float4*>(r + k);
+    float v[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) v[e] = k + e < n ? r[k + e] : 0.0f;
+    return make_float4(v[0], v[1], v[2], v[3]);
+  }
+}
+
+__device__ __forceinline__ float dot4(float4 a, float4 b, float acc) {
+  acc = fmaf(a.x, b.x, acc);
+  acc = fmaf(a.y, b.y, acc);
+  acc = fmaf(a.z, b.z, acc);
+  return fmaf(a.w, b.w, acc);
+}
+
+// Sums v[0 .. N) over the warp's lanes, N a multiple of 32: each step hands half of a lane's
+// values to its partner, so the warp makes N - N / 32 shuffles instead of 5 N. Afterwards lane
+// l holds the sums of values l * (N / 32) + j in v[j], j < N / 32.
+template <int N>
+__device__ __forceinline__ void warp_sum_many(float (&v)[N], int lane) {
+  static_assert(N % 32 == 0);
+  int n = N;
+#pragma unroll
+  for (int off = 16; off >= 1; off >>= 1) {
+    n /= 2;
+    const bool upper = (lane & off) != 0;
+#pragma unroll
+    for (int j = 0; j < N / 2; ++j) {
+      if (j >= n) break;
+      const float send = upper ? v[j] : v[j + n];
+      const float keep = upper ? v[j + n] : v[j];
+      v[j] = keep + __shfl_xor_sync(0xffffffffu, send, off);
+    }
+  }
+}
+
+// tmp[row, i0 + i] = sum_k a[slot, i0 + i, k] * x[row, k] for the tile's rows and i < kRanks.
+template <bool kBf16, int kRanks>
+__global__ void __launch_bounds__(kThreads) lora_shrink_kernel(const void* x, int64_t K, const float* a, int64_t R,
+                                                               const LoraTile* tiles, const int32_t* tile_rows,
+                                                               float* tmp, bool vec_x, bool vec_a) {
+  constexpr int kSums = kLoraTileRows * kRanks;  // (row, rank) pairs, row-major
+  constexpr int kPad = kSums < 32 ? 32 : kSums;  // what warp_sum_many takes
   __shared__ int32_t rs[kLoraTileRows];
-  wait_for_previous_kernel();
-  const LoraTile tile = tiles[blockIdx.x];
+  __shared__ float part[kWarps][kPad];
+  const LoraTile tile = tiles[blockIdx.x];  // the plan: written before the step
   if (tile.count == 0) return;
-  if (static_cast<int>(threadIdx.x) < tile.count) rs[threadIdx.x] = tile_rows[tile.first + threadIdx.x];
+  const int t = static_cast<int>(threadIdx.x), lane = t & 31, warp = t >> 5;
+  if (t < kLoraTileRows) rs[t] = t < tile.count ? tile_rows[tile.first + t] : -1;
+  const int64_t i0 = int64_t{blockIdx.y} * kRanks;
+  const float* arow[kRanks];
+#pragma unroll
+  for (int i = 0; i < kRanks; ++i) arow[i] = a + (int64_t{tile.slot} * R + (i0 + i < R ? i0 + i : R - 1)) * K;
+  // The first pass's A values: the pool is not written by the step's kernels.
+  float4 av[kRanks];
+  const int64_t k_first = 4 * int64_t{t};
+#pragma unroll
+  for (int i = 0; i < kRanks; ++i) av[i] = load4(arow[i], k_first, K, vec_a);
+  wait_for_previous_kernel();  // x is the previous kernels' result
+  __syncthreads();             // rs
+  float acc[kPad];
+#pragma unroll
+  for (int s = 0; s < kPad; ++s) acc[s] = 0.0f;
+  for (int64_t k = k_first; k < K; k += 4 * kThreads) {
+    // The next pass's A values are requested before this pass's x, so a pass waits on the L2
+    // (x) and not on the pool's DRAM.
+    float4 an[kRanks];
+#pragma unroll
+    for (int i = 0; i < kRanks; ++i) an[i] = load4(arow[i], k + 4 * kThreads, K, vec_a);
+#pragma unroll
+    for (int r = 0; r < kLoraTileRows; ++r) {
+      if (r >= tile.count) break;
+      const void* xr = static_cast<const char*>(x) + int64_t{rs[r]} * K * (kBf16 ? 2 : 4);
+      const float4 xv = load4_act<kBf16>(xr, k, K, vec_x);
+#pragma unroll
+      for (int i = 0; i < kRanks; ++i) acc[r * kRanks + i] = dot4(av[i], xv, acc[r * kRanks + i]);
+    }
+#pragma unroll
+    for (int i = 0; i < kRanks; ++i) av[i] = an[i];
+  }
+  // The block's sum of each (row, rank): within warps, then over them in warp order.
+  warp_sum_many<kPad>(acc, lane);
+#pragma unroll
+  for (int j = 0; j < kPad / 32; ++j) part[warp][lane * (kPad / 32) + j] = acc[j];
   __syncthreads();
-  for (int64_t e = threadIdx.x; e < int64_t{tile.count} * R; e += blockDim.x)
-    t[e] = tmp[int64_t{rs[e / R]} * R + e % R];
-  __syncthreads();
-  const int64_t j = int64_t{blockIdx.y} * blockDim.x + threadIdx.x;
-  if (j >= N) return;
-  const float* w = b + (static_cast<int64_t>(tile.slot) * N + j) * R;
+  if (t < kSums) {
+    const int r = t / kRanks, i = t % kRanks;
+    if (r < tile.count && i0 + i < R) {
+      float sum = 0.0f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) sum += part[w][t];
+      tmp[int64_t{rs[r]} * R + i0 + i] = sum;
+    }
+  }
+}
+
+// Ranks [i0, i0 + kRankChunk) of a B row (the missing ones 0).
+__device__ __forceinline__ void load_b_chunk(const float* w, int64_t i0, int64_t R, bool vec, float (&wv)[kRankChunk]) {
+#pragma unroll
+  for (int q = 0; q < kRankChunk / 4; ++q) {
+    const float4 v = load4(w, i0 + 4 * q, R, vec);
+    wv[4 * q] = v.x;
+    wv[4 * q + 1] = v.y;
+    wv[4 * q + 2] = v.z;
+    wv[4 * q + 3] = v.w;
+  }
+}
+
+__global__ void __launch_bounds__(kThreads)
+    lora_expand_kernel(const float* tmp, int64_t R, const float* b, int64_t N, const LoraTile* tiles,
+                       const int32_t* tile_rows, float* out, int64_t ld, int64_t col_offset, bool vec_b) {
+  extern __shared__ float ts[];  // [kLoraTileRows, R]: the tile's rank vectors
+  __shared__ int32_t rs[kLoraTileRows];
+  const LoraTile tile = tiles[blockIdx.x];  // the plan: written before the step
+  if (tile.count == 0) return;
+  const int t = static_cast<int>(threadIdx.x);
+  if (t < kLoraTileRows) rs[t] = t < tile.count ? tile_rows[tile.first + t] : -1;
+  const int64_t j = int64_t{blockIdx.y} * kThreads + t;
+  const bool col = j < N;
+  const float* w = b + (int64_t{tile.slot} * N + (col ? j : N - 1)) * R;
+  float wv[kRankChunk];
+  load_b_chunk(w, 0, R, vec_b, wv);  // the pool is not written by the step's kernels
+  wait_for_previous_kernel();         // tmp and out are the previous kernels' results
+  __syncthreads();                    // rs
+  for (int64_t e = t; e < int64_t{tile.count} * R; e += kThreads) ts[e] = tmp[int64_t{rs[e / R]} * R + e % R];
+  float o[kLoraTileRows];
+#pragma unroll
+  for (int r = 0; r < kLoraTileRows; ++r)
+    o[r] = col && r < tile.count ? out[int64_t{rs[r]} * ld + col_offset + j] : 0.0f;
+  __syncthreads();  // ts
   float acc[kLoraTileRows];
 #pragma unroll
   for (int r = 0; r < kLoraTileRows; ++r) acc[r] = 0.0f;
-  for (int64_t i = 0; i < R; ++i) {
-    const float wi = w[i];
+  for (int64_t c = 0; c < R; c += kRankChunk) {
+    if (c > 0) load_b_chunk(w, c, R, vec_b, wv);
+    const int64_t n = R - c < kRankChunk ? R - c : kRankChunk;
 #pragma unroll
-    for (int r = 0; r < kLoraTileRows; ++r)
-      if (r < tile.count) acc[r] += wi * t[int64_t{r} * R + i];
+    for (int r = 0; r < kLoraTileRows; ++r) {
+      if (r >= tile.count) break;
+      const float* tr = ts + int64_t{r} * R + c;
+#pragma unroll
+      for (int i = 0; i < kRankChunk; ++i)
+        if (i < n) acc[r] = fmaf(wv[i], tr[i], acc[r]);
+    }
   }
+  if (!col) return;
 #pragma unroll
   for (int r = 0; r < kLoraTileRows; ++r)
-    if (r < tile.count) out[int64_t{rs[r]} * ld + col_offset + j] += acc[r];
+    if (r < tile.count) out[int64_t{rs[r]} * ld + col_offset + j] = o[r] + acc[r];
 }
 
 size_t expand_shared(int64_t R) { return static_cast<size_t>(kLoraTileRows) * static_cast<size_t>(R) * sizeof(float); }
 
-}  // namespace
-
-int32_t lora_shrink_splits(int64_t K) { return static_cast<int32_t>((K + kShrinkSplit - 1) / kShrinkSplit); }
-
-int64_t lora_shrink_counters(int32_t n_tiles, int64_t R) {
-  return int64_t{n_tiles} * ((R + kShrinkWarps - 1) / kShrinkWarps);
+template <bool kBf16, int kRanks>
+void launch_shrink(const void* x, int64_t K, const float* a, int64_t R, const LoraTile* tiles, int32_t n_tiles,
+                   const int32_t* tile_rows, float* tmp, Stream stream) {
+  const int64_t blocks_y = (R + kRanks - 1) / kRanks;
+  if (blocks_y > 65535) throw std::invalid_argument("cuda backend: lora_shrink: rank too large");
+  launch_dependent("lora_shrink_kernel", lora_shrink_kernel<kBf16, kRanks>,
+                   dim3(static_cast<unsigned>(n_tiles), static_cast<unsigned>(blocks_y)), dim3(kThreads), 0, stream, x,
+                   K, a, R, tiles, tile_rows, tmp, K % 4 == 0 && aligned_to(x, kBf16 ? 8 : 16),
+                   K % 4 == 0 && aligned_to(a, 16));
 }
 
-void lora_shrink(const void* x, DType x_type, int64_t rows, int64_t K, const float* a, int64_t R, const LoraTile* tiles,
-                 int32_t n_tiles, const int32_t* tile_rows, float* tmp, float* partials, int32_t* counters,
-                 Stream stream) {
-  if (n_tiles == 0 || R == 0) return;
-  const int64_t blocks_y = (R + kShrinkWarps - 1) / kShrinkWarps;
-  const int32_t splits = lora_shrink_splits(K);
-  if (blocks_y > 65535 || splits > 65535) throw std::invalid_argument("cuda backend: lora_shrink too large");
-  if (splits > 1 && (!partials || !counters)) throw std::invalid_argument("cuda backend: lora_shrink needs its scratch");
-  const dim3 grid(static_cast<unsigned>(n_tiles), static_cast<unsigned>(blocks_y), static_cast<unsigned>(splits));
-  if (x_type == DType::bf16)
-    launch_dependent("lora_shrink_kernel", lora_shrink_kernel<true>, grid, dim3(kShrinkWarps * 32), 0, stream, x, rows,
-                     K, a, R, tiles, tile_rows, tmp, partials, counters);
+template <bool kBf16>
+void shrink_for(const void* x, int64_t K, const float* a, int64_t R, const LoraTile* tiles, int32_t n_tiles,
+                const int32_t* tile_rows, float* tmp, Stream stream) {
+  if (int64_t{n_tiles} * R < kShrinkBlocksWanted)
+    launch_shrink<kBf16, 1>(x, K, a, R, tiles, n_tiles, tile_rows, tmp, stream);
   else
-    launch_dependent("lora_shrink_kernel", lora_shrink_kernel<false>, grid, dim3(kShrinkWarps * 32), 0, stream, x,
-                     rows, K, a, R, tiles, tile_rows, tmp, partials, counters);
+    launch_shrink<kBf16, 4>(x, K, a, R, tiles, n_tiles, tile_rows, tmp, stream);
+}
+
+}  // namespace
+
+void lora_shrink(const void* x, DType x_type, int64_t K, const float* a, int64_t R, const LoraTile* tiles,
+                 int32_t n_tiles, const int32_t* tile_rows, float* tmp, Stream stream) {
+  if (n_tiles == 0 || R == 0) return;
+  if (x_type == DType::bf16)
+    shrink_for<true>(x, K, a, R, tiles, n_tiles, tile_rows, tmp, stream);
+  else
+    shrink_for<false>(x, K, a, R, tiles, n_tiles, tile_rows, tmp, stream);
 }
 
 void lora_expand(const float* tmp, int64_t R, const float* b, int64_t N, const LoraTile* tiles, int32_t n_tiles,
                  const int32_t* tile_rows, float* out, int64_t ld, int64_t col_offset, Stream stream) {
   if (n_tiles == 0 || N == 0 || R == 0) return;
-  const int64_t blocks_y = (N + kExpandThreads - 1) / kExpandThreads;
+  const int64_t blocks_y = (N + kThreads - 1) / kThreads;
   if (blocks_y > 65535 || expand_shared(R) > kLoraExpandMaxShared)
     throw std::invalid_argument("cuda backend: lora_expand too large");
   if (expand_shared(R) > 48 * 1024) {
@@ -169,8 +257,8 @@ void lora_expand(const float* tmp, int64_t R, const float* b, int64_t N, const L
     (void)opted;
   }
   const dim3 grid(static_cast<unsigned>(n_tiles), static_cast<unsigned>(blocks_y));
-  launch_dependent("lora_expand_kernel", lora_expand_kernel, grid, dim3(kExpandThreads), expand_shared(R), stream, tmp,
-                   R, b, N, tiles, tile_rows, out, ld, col_offset);
+  launch_dependent("lora_expand_kernel", lora_expand_kernel, grid, dim3(kThreads), expand_shared(R), stream, tmp, R, b,
+                   N, tiles, tile_rows, out, ld, col_offset, R % 4 == 0 && aligned_to(b, 16));
 }
 
 }  // namespace ds::cuda::ops

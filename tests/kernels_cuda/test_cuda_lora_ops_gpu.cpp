@@ -1,10 +1,10 @@
 // The CUDA backend's LoRA shrink and expand (kernels/cuda/lora.cu) against the CPU backend's: a
 // decode-like batch mixing slots and rows without an adapter, many decode rows whose slots
 // alternate (the plan groups them by slot into 16-row tiles), and a prefill-like batch whose
-// sequences run across tiles; f32 and bf16 inputs, K a multiple of the shrink's 128-column
-// chunk and not, ranks from 4 to 96 (the in_proj_qkv sites of split adapters stack three
-// ranks), K in one split of the shrink and in several (whose partial sums the last block adds),
-// an expand into a column range; plans as eager and as recorded steps make them (the latter pad
+// sequences run across tiles; f32 and bf16 inputs, K from one pass of the shrink's threads to
+// twelve, and not a multiple of its 4-column loads, ranks from 4 to 96 (the in_proj_qkv sites
+// of split adapters stack three ranks; the expand holds 16 at a time), the shrink with one
+// rank a block (few tiles) and four (many), an expand into a column range; plans as eager and as recorded steps make them (the latter pad
 // the tiles with empty ones).
 #include <catch2/catch.hpp>
 
@@ -89,15 +89,15 @@ TEST_CASE("cuda ops: lora_shrink and lora_expand match the CPU", "[cuda_ops][gpu
     for (int32_t i = 0; i < 70; ++i)
       seqs.push_back({.n_tokens = 1, .n_cached = 3 + i, .slot = i, .blocks = {i}, .lora_slot = i % 5 == 4 ? -1 : i % 4});
     for (const int32_t table_blocks : {0, 2})
-      for (const int64_t K : {int64_t{384}, int64_t{4096}}) {  // K in one split, and in eight
+      for (const int64_t K : {int64_t{384}, int64_t{4096}, int64_t{12288}}) {  // K in one pass of the shrink, and in 4 or 12
         INFO("table_blocks " << table_blocks << ", K " << K);
         check_lora(p, seqs, 128, K, 16, table_blocks);
-        check_lora(p, seqs, 128, K, 16, table_blocks);  // the split counters were left re-armed
+        check_lora(p, seqs, 128, K, 16, table_blocks);  // the same again: no state left between launches
       }
   }
   SECTION("long prefills across tiles, slots changing inside a tile") {
     for (const int64_t R : {int64_t{16}, int64_t{96}}) {
-      for (const int64_t K : {int64_t{1000}, int64_t{1024}}) {
+      for (const int64_t K : {int64_t{1000}, int64_t{1024}, int64_t{1002}}) {  // 1002: no 4-column vectors
         INFO("rank " << R << ", K " << K);
         check_lora(p,
                    {{.n_tokens = 7, .n_cached = 0, .slot = 0, .blocks = {0}, .lora_slot = 1},
