@@ -370,7 +370,7 @@ struct LoraTile {
 constexpr size_t kLoraExpandMaxShared = 227 * 1024;
 // shrink: tmp[r, i] = sum_k a[slot, i, k] * x[r, k]; x f32 or bf16 [rows, K], a [slots, R, K],
 // tmp [rows, R].
-void lora_shrink(const void* x, DType x_type, int64_t K, const float* a, int64_t R, const LoraTile* tiles,
+void lora_shrink(const void* x, DType x_type, int64_t rows, int64_t K, const float* a, int64_t R, const LoraTile* tiles,
                  int32_t n_tiles, const int32_t* tile_rows, float* tmp, Stream stream);
 // expand: out[r, col_offset + j] += sum_i b[slot, j, i] * tmp[r, i]; b [slots, N, R], out rows
 // ld floats apart.

@@ -420,7 +420,7 @@ class CudaBackend final : public kernels::Backend {
   void do_lora_shrink(const Tensor& x, const Tensor& a, const BatchPlan& plan, Tensor& tmp) override {
     const auto& p = cuda_plan(plan, "lora_shrink");
     if (!p.d_lora_tiles) return;  // no row has an adapter
-    ops::lora_shrink(x.data(), x.dtype(), x.dim(1), a.data_as<const float>(), a.dim(1), p.d_lora_tiles, p.n_lora_tiles,
+    ops::lora_shrink(x.data(), x.dtype(), x.dim(0), x.dim(1), a.data_as<const float>(), a.dim(1), p.d_lora_tiles, p.n_lora_tiles,
                      p.d_lora_rows, tmp.data_as<float>(), ctx_.stream());
     after("lora_shrink");
   }

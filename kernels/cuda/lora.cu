@@ -13,9 +13,8 @@
 //    it needs is requested at once (x, or tmp and the output values), then summed.
 //  * shrink: a block per (tile, kRanks rank indices); its threads stripe K four columns at a
 //    time and keep a sum per (row, rank), then the block adds them up in a fixed order
-//    (deterministic, no split of K across blocks). kRanks is 1 for a step of few tiles (a
-//    decode step: more blocks to pull the pool's bytes) and 4 for many (a prefill: x read from
-//    the L2 by fewer blocks).
+//    (deterministic, no split of K across blocks). kRanks is 1 for steps of up to
+//    kShrinkOneRankRows rows and 4 for longer ones.
 //  * expand: a block per (tile, kThreads output columns); a thread per column holds its B row
 //    in registers, 16 ranks at a time, and adds its dot product with each row's rank vector
 //    (the tile's tmp rows, staged in shared memory) to that row's output.
@@ -28,8 +27,11 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kRankChunk = 16;  // B values a thread holds at once in the expand
-// Blocks below which the shrink takes one rank a block: about two per SM.
-constexpr int64_t kShrinkBlocksWanted = 256;
+// Steps of up to this many rows take one rank a shrink block (decode steps: few tiles of few
+// rows, so more blocks pull the pool's bytes); longer ones four (prefill chunks: x read from
+// the L2 by fewer blocks). By rows, not tiles: a recorded step's grid has a tile per row, most
+// of them empty.
+constexpr int64_t kShrinkOneRankRows = 512;
 
 // Four consecutive values from k (k + 3 < n, or the missing ones 0) of an f32 row; `vec`: the
 // rows are 16-byte aligned and a multiple of 4 long (k is a multiple of 4).
@@ -222,9 +224,9 @@ void launch_shrink(const void* x, int64_t K, const float* a, int64_t R, const Lo
 }
 
 template <bool kBf16>
-void shrink_for(const void* x, int64_t K, const float* a, int64_t R, const LoraTile* tiles, int32_t n_tiles,
-                const int32_t* tile_rows, float* tmp, Stream stream) {
-  if (int64_t{n_tiles} * R < kShrinkBlocksWanted)
+void shrink_for(const void* x, int64_t rows, int64_t K, const float* a, int64_t R, const LoraTile* tiles,
+                int32_t n_tiles, const int32_t* tile_rows, float* tmp, Stream stream) {
+  if (rows <= kShrinkOneRankRows)
     launch_shrink<kBf16, 1>(x, K, a, R, tiles, n_tiles, tile_rows, tmp, stream);
   else
     launch_shrink<kBf16, 4>(x, K, a, R, tiles, n_tiles, tile_rows, tmp, stream);
@@ -232,13 +234,13 @@ void shrink_for(const void* x, int64_t K, const float* a, int64_t R, const LoraT
 
 }  // namespace
 
-void lora_shrink(const void* x, DType x_type, int64_t K, const float* a, int64_t R, const LoraTile* tiles,
+void lora_shrink(const void* x, DType x_type, int64_t rows, int64_t K, const float* a, int64_t R, const LoraTile* tiles,
                  int32_t n_tiles, const int32_t* tile_rows, float* tmp, Stream stream) {
   if (n_tiles == 0 || R == 0) return;
   if (x_type == DType::bf16)
-    shrink_for<true>(x, K, a, R, tiles, n_tiles, tile_rows, tmp, stream);
+    shrink_for<true>(x, rows, K, a, R, tiles, n_tiles, tile_rows, tmp, stream);
   else
-    shrink_for<false>(x, K, a, R, tiles, n_tiles, tile_rows, tmp, stream);
+    shrink_for<false>(x, rows, K, a, R, tiles, n_tiles, tile_rows, tmp, stream);
 }
 
 void lora_expand(const float* tmp, int64_t R, const float* b, int64_t N, const LoraTile* tiles, int32_t n_tiles,

@@ -4,7 +4,8 @@
 // sequences run across tiles; f32 and bf16 inputs, K from one pass of the shrink's threads to
 // twelve, and not a multiple of its 4-column loads, ranks from 4 to 96 (the in_proj_qkv sites
 // of split adapters stack three ranks; the expand holds 16 at a time), the shrink with one
-// rank a block (few tiles) and four (many), an expand into a column range; plans as eager and as recorded steps make them (the latter pad
+// rank a block (steps of up to 512 rows) and four (longer; a rank of 6 leaves a block half
+// used), an expand into a column range; plans as eager and as recorded steps make them (the latter pad
 // the tiles with empty ones).
 #include <catch2/catch.hpp>
 
@@ -108,6 +109,17 @@ TEST_CASE("cuda ops: lora_shrink and lora_expand match the CPU", "[cuda_ops][gpu
                     {.n_tokens = 30, .n_cached = 0, .slot = 5, .blocks = {5}, .lora_slot = 0}},
                    256, K, R);
       }
+    }
+  }
+  SECTION("a step of more than 512 rows (the shrink's four ranks a block)") {
+    for (const int64_t R : {int64_t{16}, int64_t{6}}) {
+      INFO("rank " << R);
+      check_lora(p,
+                 {{.n_tokens = 600, .n_cached = 0, .slot = 0, .blocks = {0, 1, 2}, .lora_slot = 1},
+                  {.n_tokens = 50, .n_cached = 0, .slot = 1, .blocks = {3}},
+                  {.n_tokens = 45, .n_cached = 0, .slot = 2, .blocks = {4}, .lora_slot = 3},
+                  {.n_tokens = 1, .n_cached = 9, .slot = 3, .blocks = {5}, .lora_slot = 1}},
+                 256, 1024, R);
     }
   }
 }
