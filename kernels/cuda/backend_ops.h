@@ -365,8 +365,8 @@ struct LoraTile {
   int32_t slot;
   int32_t pad;
 };
-// The expand's tile of rank vectors lives in shared memory: kLoraTileRows * R floats at most
-// this many bytes (R <= 3,632).
+// The expand's tile of rank vectors lives in shared memory: kLoraTileRows * R + 16 floats at most
+// this many bytes (R <= 3,631).
 constexpr size_t kLoraExpandMaxShared = 227 * 1024;
 // shrink: tmp[r, i] = sum_k a[slot, i, k] * x[r, k]; x f32 or bf16 [rows, K], a [slots, R, K],
 // tmp [rows, R].

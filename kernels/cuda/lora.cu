@@ -170,7 +170,7 @@ __device__ __forceinline__ void load_b_chunk(const float* w, int64_t i0, int64_t
 __global__ void __launch_bounds__(kThreads)
     lora_expand_kernel(const float* tmp, int64_t R, const float* b, int64_t N, const LoraTile* tiles,
                        const int32_t* tile_rows, float* out, int64_t ld, int64_t col_offset, bool vec_b) {
-  extern __shared__ float ts[];  // [kLoraTileRows, R]: the tile's rank vectors
+  extern __shared__ float ts[];  // [kLoraTileRows, R]: the tile's rank vectors, then kRankChunk zeros
   __shared__ int32_t rs[kLoraTileRows];
   const LoraTile tile = tiles[blockIdx.x];  // the plan: written before the step
   if (tile.count == 0) return;
@@ -184,6 +184,9 @@ __global__ void __launch_bounds__(kThreads)
   wait_for_previous_kernel();         // tmp and out are the previous kernels' results
   __syncthreads();                    // rs
   for (int64_t e = t; e < int64_t{tile.count} * R; e += kThreads) ts[e] = tmp[int64_t{rs[e / R]} * R + e % R];
+  // A chunk past R multiplies zero B values by what follows a row: the next row's values, or
+  // past the last row these zeros (never uninitialised memory, which may hold a NaN).
+  if (t < kRankChunk) ts[int64_t{tile.count} * R + t] = 0.0f;
   float o[kLoraTileRows];
 #pragma unroll
   for (int r = 0; r < kLoraTileRows; ++r)
@@ -194,14 +197,13 @@ __global__ void __launch_bounds__(kThreads)
   for (int r = 0; r < kLoraTileRows; ++r) acc[r] = 0.0f;
   for (int64_t c = 0; c < R; c += kRankChunk) {
     if (c > 0) load_b_chunk(w, c, R, vec_b, wv);
-    const int64_t n = R - c < kRankChunk ? R - c : kRankChunk;
 #pragma unroll
     for (int r = 0; r < kLoraTileRows; ++r) {
       if (r >= tile.count) break;
       const float* tr = ts + int64_t{r} * R + c;
 #pragma unroll
       for (int i = 0; i < kRankChunk; ++i)
-        if (i < n) acc[r] = fmaf(wv[i], tr[i], acc[r]);
+        acc[r] = fmaf(wv[i], tr[i], acc[r]);
     }
   }
   if (!col) return;
@@ -210,7 +212,9 @@ __global__ void __launch_bounds__(kThreads)
     if (r < tile.count) out[int64_t{rs[r]} * ld + col_offset + j] = o[r] + acc[r];
 }
 
-size_t expand_shared(int64_t R) { return static_cast<size_t>(kLoraTileRows) * static_cast<size_t>(R) * sizeof(float); }
+size_t expand_shared(int64_t R) {
+  return (static_cast<size_t>(kLoraTileRows) * static_cast<size_t>(R) + kRankChunk) * sizeof(float);
+}
 
 template <bool kBf16, int kRanks>
 void launch_shrink(const void* x, int64_t K, const float* a, int64_t R, const LoraTile* tiles, int32_t n_tiles,
