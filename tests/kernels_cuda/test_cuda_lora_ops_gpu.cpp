@@ -115,11 +115,11 @@ TEST_CASE("cuda ops: lora_shrink and lora_expand match the CPU", "[cuda_ops][gpu
     for (const int64_t R : {int64_t{16}, int64_t{6}}) {
       INFO("rank " << R);
       check_lora(p,
-                 {{.n_tokens = 600, .n_cached = 0, .slot = 0, .blocks = {0, 1, 2}, .lora_slot = 1},
-                  {.n_tokens = 50, .n_cached = 0, .slot = 1, .blocks = {3}},
-                  {.n_tokens = 45, .n_cached = 0, .slot = 2, .blocks = {4}, .lora_slot = 3},
-                  {.n_tokens = 1, .n_cached = 9, .slot = 3, .blocks = {5}, .lora_slot = 1}},
-                 256, 1024, R);
+                 {{.n_tokens = 600, .n_cached = 0, .slot = 0, .blocks = {0}, .lora_slot = 1},
+                  {.n_tokens = 50, .n_cached = 0, .slot = 1, .blocks = {1}},
+                  {.n_tokens = 45, .n_cached = 0, .slot = 2, .blocks = {2}, .lora_slot = 3},
+                  {.n_tokens = 1, .n_cached = 9, .slot = 3, .blocks = {3}, .lora_slot = 1}},
+                 1024, 1024, R);  // one block a sequence: the plan's pool has a block a sequence
     }
   }
 }
