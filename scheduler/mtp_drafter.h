@@ -44,8 +44,12 @@ class MtpDrafter final : public Drafter {
   };
 
   // model (with has_mtp()) and sampler (the engine's: it reads the model's logits) outlive it.
-  MtpDrafter(ForwardModel& model, kernels::Sampler& sampler) : model_(model), sampler_(sampler) {
+  // draft_vocab: drafts only among token ids [0, draft_vocab) (0: all;
+  // SpeculativeConfig::draft_vocab_size).
+  MtpDrafter(ForwardModel& model, kernels::Sampler& sampler, int64_t draft_vocab = 0)
+      : model_(model), sampler_(sampler) {
     greedy_.temperature = 0;
+    batch_.vocab = draft_vocab;
   }
 
   // The first draft from the sequence's latest catch_up, then max_tokens - 1 placeholders

@@ -25,6 +25,16 @@ struct SpeculativeConfig {
   // No drafts while more than this many sequences run (0: always draft), vLLM's
   // disable_by_batch_size: large verify steps are GEMM-bound.
   int32_t disable_by_batch_size = 0;
+  // mtp: the module proposes only among token ids [0, draft_vocab_size) (0: every token), so
+  // its lm_head reads that many rows instead of the whole vocabulary: the drafter's pruned
+  // vocabulary of SGLang's and EAGLE's token maps, taken as a prefix because byte-level BPE
+  // numbers tokens in merge order, most frequent first. Verification still judges drafts
+  // against the full distribution, so outputs do not change; a token past the prefix is
+  // just never drafted. Rounded up to a multiple of kDraftVocabAlign (an FP8 lm_head's
+  // block rows).
+  int32_t draft_vocab_size = 0;
+
+  static constexpr int32_t kDraftVocabAlign = 128;
 
   static constexpr int32_t kMaxSpeculativeTokens = 8;
 
@@ -40,6 +50,8 @@ struct SpeculativeConfig {
     if (prompt_lookup_min < 1 || prompt_lookup_max < prompt_lookup_min)
       return "prompt_lookup_min and prompt_lookup_max must satisfy 1 <= min <= max";
     if (disable_by_batch_size < 0) return "disable_by_batch_size must be >= 0";
+    if (draft_vocab_size < 0) return "draft_vocab_size must be >= 0";
+    if (draft_vocab_size > 0 && method != "mtp") return "draft_vocab_size applies to the mtp method only";
     return {};
   }
 };

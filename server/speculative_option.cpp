@@ -37,6 +37,8 @@ scheduler::SpeculativeConfig parse_speculative_config(const std::string& text) {
       if (!j.contains("prompt_lookup_min")) c.prompt_lookup_min = std::min(c.prompt_lookup_min, c.prompt_lookup_max);
     } else if (key == "disable_by_batch_size") {
       c.disable_by_batch_size = int_field(v, key);
+    } else if (key == "draft_vocab_size") {
+      c.draft_vocab_size = int_field(v, key);
     } else {
       bad("unknown key \"" + key + "\"");
     }

@@ -132,9 +132,11 @@ class Model {
   // The MTP module (mtp.h), when loaded (LoadOptions::mtp): one step over `batch`, writing
   // the module's K/V; logits for the chunks that ask, in batch order, valid until the next
   // forward_mtp. Throws std::invalid_argument for a malformed batch (as forward does, and a
-  // hidden-state row outside its source) before touching any cache.
+  // hidden-state row outside its source) before touching any cache. The logits cover
+  // mtp_vocab(batch.vocab) token ids from 0.
   bool has_mtp() const { return weights_.mtp.has_value(); }
   const Logits& forward_mtp(const MtpBatch& batch);
+  int64_t mtp_vocab(int64_t requested) const;
 
   void set_hidden_state_observer(HiddenStateObserver observer) { observer_ = std::move(observer); }
 

@@ -45,7 +45,7 @@ struct Model::MtpWorkspace {
   Tensor embed;   // [rows, H] f32
   Tensor out;     // [rows, H] f32: the module's output after its norm (MtpSource::module)
   Tensor last;    // [logit rows, H] f32
-  Tensor logits;  // [logit rows, V] f32
+  Tensor logits;  // [logit rows * V] f32, viewed as [logit rows, the step's vocabulary]
 };
 
 // The recorded steps (step_graphs.cpp), by shape: (batch, tokens per sequence, row states

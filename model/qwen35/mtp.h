@@ -48,6 +48,9 @@ struct MtpChunk {
 struct MtpBatch {
   std::vector<MtpChunk> seqs;
   MtpSource source = MtpSource::target;
+  // The logits cover token ids [0, vocab) (0: the whole vocabulary; rounded up to the lm_head's
+  // row blocks where it has them; see SpeculativeConfig::draft_vocab_size).
+  int64_t vocab = 0;
 };
 
 }  // namespace ds::qwen35

@@ -1,5 +1,6 @@
 // Model::forward_mtp: the MTP module's step (mtp.h), through the same Backend ops as the
 // model's own layers.
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -18,6 +19,12 @@ void ensure_rows(kernels::Backend& be, Tensor& t, int64_t rows, int64_t cols) {
 }
 
 }  // namespace
+
+int64_t Model::mtp_vocab(int64_t requested) const {
+  const int64_t V = config_.vocab_size, align = 128;  // an FP8 lm_head's row blocks
+  if (requested <= 0 || requested >= V) return V;
+  return std::min(V, (requested + align - 1) / align * align);
+}
 
 const Logits& Model::forward_mtp(const MtpBatch& batch) {
   if (!weights_.mtp) throw std::logic_error("Model::forward_mtp: the MTP module is not loaded");
@@ -73,12 +80,18 @@ const Logits& Model::forward_mtp(const MtpBatch& batch) {
   module_rows_ = T;
 
   mtp_logits_.tensor_ = Tensor();
+  const int64_t V = mtp_vocab(batch.vocab);
+  mtp_logits_.vocab_ = V;
   if (R > 0) {
     ensure_rows(be, mw.last, R, H);
-    if (mw.logits.empty() || mw.logits.dim(0) < R) mw.logits = be.alloc(DType::f32, Shape{R, config_.vocab_size});
-    Tensor last = mw.last.rows(0, R), logits = mw.logits.rows(0, R);
+    // One flat buffer of the whole vocabulary's rows, viewed as [R, V]: a pruned vocabulary's
+    // logits are contiguous rows of V.
+    if (mw.logits.empty() || mw.logits.numel() < R * config_.vocab_size)
+      mw.logits = be.alloc(DType::f32, Shape{R * config_.vocab_size});
+    Tensor last = mw.last.rows(0, R), logits = mw.logits.rows(0, R * V).reshape(Shape{R, V});
     be.gather_rows(out, *plan, last);
-    be.gemm(last, weights_.lm_head, logits, false);
+    // The first V rows of lm_head: the logits of token ids [0, V).
+    be.gemm(last, weights_.lm_head.rows(0, V), logits, false);
     mtp_logits_.tensor_ = logits;
   }
   return mtp_logits_;

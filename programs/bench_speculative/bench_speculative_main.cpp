@@ -177,6 +177,7 @@ struct Row {
   bool graphs;
   int32_t batch, k;
   double acceptance;
+  int32_t draft_vocab;  // mtp: SpeculativeConfig::draft_vocab_size (0: every token)
   Result r;
   double plain;
 };
@@ -188,7 +189,7 @@ int main(int argc, char** argv) {
   server::ServerOptions o;
   o.model = DELTASERVE_DEFAULT_MODEL;
   std::string batches_s = "1,8,32", ks_s = "1,2,3,4", acceptance_s = "0.5,0.7,0.9", method = "simulate";
-  std::string cache = "8GiB", graphs_s = "on", backend = "auto";
+  std::string cache = "8GiB", graphs_s = "on", backend = "auto", draft_vocabs_s = "0";
   Setup setup;
   int repeat = 3;
   app.add_option("--model", o.model, "Checkpoint directory")->capture_default_str();
@@ -199,6 +200,9 @@ int main(int argc, char** argv) {
   app.add_option("--method", method,
                  "Drafter: simulate (controlled acceptance), mtp (the checkpoint's MTP module; controlled "
                  "acceptance below 1) or ngram")
+      ->capture_default_str();
+  app.add_option("--draft-vocabs", draft_vocabs_s,
+                 "mtp: the drafting vocabularies to compare, comma-separated (draft_vocab_size; 0: every token)")
       ->capture_default_str();
   app.add_option("--prompt-len", setup.prompt_len)->capture_default_str();
   app.add_option("--output-len", setup.output_len)->capture_default_str();
@@ -224,6 +228,7 @@ int main(int argc, char** argv) {
     if (graph_modes.empty()) return std::fprintf(stderr, "bench_speculative: --graphs: on, off or on,off\n"), 2;
   }
   const auto ks = parse_list<int32_t>(ks_s);
+  const auto draft_vocabs = method == "mtp" ? parse_list<int32_t>(draft_vocabs_s) : std::vector<int32_t>{0};
   const bool controlled = method == "simulate" || method == "mtp";
   const auto rates = controlled ? parse_list<double>(acceptance_s) : std::vector<double>{0};
   o.backend = server::parse_backend(backend);
@@ -260,38 +265,41 @@ int main(int argc, char** argv) {
     const char* mode = graphs ? "graphs" : "eager";
     const Result plain = run(*lm->forward, *lm->model, *lm->backend, s, {}, 1, repeat);
     ok = ok && plain.ok;
-    rows.push_back({graphs, b, 0, 0, plain, plain.tokens_per_s});
+    rows.push_back({graphs, b, 0, 0, 0, plain, plain.tokens_per_s});
     std::printf("%s batch %3d plain               %9.1f tok/s  forward %.3f ms/step  graphs recorded %lld replayed %lld\n",
                 mode, b, plain.tokens_per_s, plain.forward_ms_per_step, static_cast<long long>(plain.graphs_recorded),
                 static_cast<long long>(plain.graphs_replayed));
     std::fflush(stdout);
     for (int32_t k : ks)
-      for (double a : rates) {
+      for (double a : rates)
+      for (int32_t dv : draft_vocabs) {
         SpeculativeConfig spec;
         spec.method = method;
         spec.num_speculative_tokens = k;
+        spec.draft_vocab_size = dv;
         if (std::string e = spec.validate(method == "simulate"); !e.empty()) throw std::invalid_argument(e);
         if (!(a >= 0 && a <= 1)) throw std::invalid_argument("--acceptance: rates in [0, 1]");
         const Result r = run(*lm->forward, *lm->model, *lm->backend, s, spec, controlled ? a : 1, repeat);
         ok = ok && r.ok;
-        rows.push_back({graphs, b, k, a, r, plain.tokens_per_s});
-        std::printf("%s batch %3d K %d acceptance %.2f %9.1f tok/s  %.2fx plain  %.2f tokens/step  drafting %.3f ms/step "
-                    "(%.0f%%)  forward %.3f ms/step  graphs recorded %lld replayed %lld\n",
-                    mode, b, k, a, r.tokens_per_s, r.tokens_per_s / plain.tokens_per_s, r.tokens_per_verify,
+        rows.push_back({graphs, b, k, a, dv, r, plain.tokens_per_s});
+        std::printf("%s batch %3d K %d acceptance %.2f vocab %d %9.1f tok/s  %.2fx plain  %.2f tokens/step  drafting "
+                    "%.3f ms/step (%.0f%%)  forward %.3f ms/step  graphs recorded %lld replayed %lld\n",
+                    mode, b, k, a, dv, r.tokens_per_s, r.tokens_per_s / plain.tokens_per_s, r.tokens_per_verify,
                     r.draft_ms_per_step, 100 * r.draft_share, r.forward_ms_per_step,
                     static_cast<long long>(r.graphs_recorded), static_cast<long long>(r.graphs_replayed));
         std::fflush(stdout);
       }
   }
-  std::printf("\n%s drafts\n| graphs | batch | K | acceptance | plain tok/s | speculative tok/s | x plain | tokens per "
-              "verify step | verify step in plain steps | drafting ms/step | drafting share |\n"
-              "|---|---|---|---|---|---|---|---|---|---|---|\n",
+  std::printf("\n%s drafts\n| graphs | batch | K | acceptance | draft vocabulary | plain tok/s | speculative tok/s | "
+              "x plain | tokens per verify step | verify step in plain steps | drafting ms/step | drafting share |\n"
+              "|---|---|---|---|---|---|---|---|---|---|---|---|\n",
               method.c_str());
   for (const Row& w : rows) {
     if (w.k == 0) continue;  // the plain runs
     const double ratio = w.r.tokens_per_s / w.plain;
-    std::printf("| %s | %d | %d | %.2f | %.0f | %.0f | %.2f | %.2f | %.2f | %.3f | %.0f%% |\n", w.graphs ? "on" : "off",
-                w.batch, w.k, w.acceptance, w.plain, w.r.tokens_per_s, ratio, w.r.tokens_per_verify,
+    std::printf("| %s | %d | %d | %.2f | %s | %.0f | %.0f | %.2f | %.2f | %.2f | %.3f | %.0f%% |\n",
+                w.graphs ? "on" : "off", w.batch, w.k, w.acceptance,
+                w.draft_vocab ? std::to_string(w.draft_vocab).c_str() : "all", w.plain, w.r.tokens_per_s, ratio, w.r.tokens_per_verify,
                 w.r.tokens_per_verify / ratio, w.r.draft_ms_per_step, 100 * w.r.draft_share);
   }
   result.set("model", o.model);
@@ -302,9 +310,11 @@ int main(int argc, char** argv) {
   for (const Row& w : rows) {
     const std::string what = std::string(w.graphs ? "graphs" : "eager") + " batch " + std::to_string(w.batch) +
                              (w.k == 0 ? std::string(" plain") : " K " + std::to_string(w.k) + " acceptance " +
-                                                                       std::to_string(w.acceptance).substr(0, 4));
+                                                                       std::to_string(w.acceptance).substr(0, 4)) +
+                             (w.draft_vocab ? " draft vocab " + std::to_string(w.draft_vocab) : std::string());
     result.add(what, w.r.tokens_per_s, "tok/s",
                {{"graphs", w.graphs}, {"batch", w.batch}, {"k", w.k}, {"acceptance", w.acceptance},
+                {"draft_vocab", w.draft_vocab},
                 {"x_plain", w.r.tokens_per_s / w.plain}, {"tokens_per_verify", w.r.tokens_per_verify},
                 {"draft_ms_per_step", w.r.draft_ms_per_step}, {"draft_share", w.r.draft_share},
                 {"forward_ms_per_step", w.r.forward_ms_per_step}});
@@ -321,7 +331,8 @@ int main(int argc, char** argv) {
     for (const Row& on : rows) {
       if (!on.graphs) continue;
       for (const Row& off : rows)
-        if (!off.graphs && off.batch == on.batch && off.k == on.k && off.acceptance == on.acceptance)
+        if (!off.graphs && off.batch == on.batch && off.k == on.k && off.acceptance == on.acceptance &&
+            off.draft_vocab == on.draft_vocab)
           std::printf("| %d | %d | %.2f | %.0f | %.0f | %.2f |\n", on.batch, on.k, on.acceptance, off.r.tokens_per_s,
                       on.r.tokens_per_s, on.r.tokens_per_s / off.r.tokens_per_s);
     }

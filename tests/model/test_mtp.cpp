@@ -199,6 +199,21 @@ TEST_CASE("mtp: the module's chained drafts match a straightforward computation"
   CHECK(rel_error(got1, want1) < 1e-4);
   const int32_t draft1 = argmax(got1);
 
+  // A drafting vocabulary (SpeculativeConfig::draft_vocab_size): the same step again gives
+  // the logits of the first ids only, rounded up to 128 rows, as the whole vocabulary's did
+  // (the step rewrites the module's K/V with the same values).
+  CHECK(m.mtp_vocab(0) == c.vocab_size);
+  CHECK(m.mtp_vocab(128) == 128);
+  CHECK(m.mtp_vocab(300) == 384);
+  CHECK(m.mtp_vocab(c.vocab_size - 1) == c.vocab_size);
+  CHECK(m.mtp_vocab(c.vocab_size * 4) == c.vocab_size);
+  b.vocab = 300;
+  const q::Logits& pruned = m.forward_mtp(b);
+  CHECK(pruned.vocab() == 384);
+  const std::vector<float> got1p = pruned.to_host();
+  REQUIRE(got1p.size() == 384);
+  CHECK(rel_error(got1p, Vec(got1.begin(), got1.begin() + 384)) < 1e-6);
+
   // Module step 2 (the chain): position n reads draft 1 and the module's output at n - 1.
   q::MtpBatch chain;
   chain.source = q::MtpSource::module;

@@ -77,15 +77,18 @@ class RecordingModel final : public ForwardingModel {
   std::vector<Verify> verifies;
 };
 
-// Whether `token` is the argmax of row (up to float rounding: within 1e-4 of the largest).
-bool near_argmax(const std::vector<float>& row, int32_t token) {
-  const float best = *std::max_element(row.begin(), row.end());
+// Whether `token` is the argmax of row's first `vocab` entries (up to float rounding: within
+// 1e-4 of the largest).
+bool near_argmax(const std::vector<float>& row, int32_t token, int64_t vocab) {
+  if (token < 0 || token >= vocab) return false;
+  const float best = *std::max_element(row.begin(), row.begin() + vocab);
   return row[static_cast<size_t>(token)] >= best - 1e-4f * std::max(1.0f, std::fabs(best));
 }
 
 // Checks a verify chunk's drafts against a from-scratch run over the sequence's first `start`
-// tokens: the target over all of them at once, the module over every position, then the chain.
-void check_drafts(Harness& h, const std::vector<int32_t>& seq, const RecordingModel::Verify& v) {
+// tokens: the target over all of them at once, the module over every position (logits over the
+// whole vocabulary), then the chain; a draft is the argmax among the first `vocab` ids.
+void check_drafts(Harness& h, const std::vector<int32_t>& seq, const RecordingModel::Verify& v, int64_t vocab) {
   const int64_t c = v.start;
   REQUIRE(c + 1 <= static_cast<int64_t>(seq.size()));
   REQUIRE(v.tokens[0] == seq[static_cast<size_t>(c)]);
@@ -101,7 +104,7 @@ void check_drafts(Harness& h, const std::vector<int32_t>& seq, const RecordingMo
   for (size_t j = 1; j < v.tokens.size(); ++j) {
     INFO("position " << c << ", draft " << j);
     const std::vector<float> row = h.model().forward_mtp(b).to_host();
-    CHECK(near_argmax(row, v.tokens[j]));
+    CHECK(near_argmax(row, v.tokens[j], vocab));
     b.source = qwen35::MtpSource::module;
     b.seqs[0] = {std::span<const int32_t>(&v.tokens[j], 1), c + static_cast<int64_t>(j) - 1, s.table.block_ids(),
                  s.slot.id, j == 1 ? c - 1 : 0, true};
@@ -119,12 +122,15 @@ TEST_CASE("tiny mtp: the engine's drafts are the module's own over the sequence 
   }
   Harness h(tiny_mtp().dir.path(), 128, 4, 2, {.mtp = true});
   // A simulated verdict (0.7) keeps drafts often, so the module's K/V must follow accepted
-  // drafts too; prefill in chunks of 16.
-  for (double acceptance : {1.0, 0.7}) {
-    INFO("acceptance " << acceptance);
+  // drafts too; prefill in chunks of 16. A drafting vocabulary of 300 ids (384 after rounding,
+  // of 1,024) leaves out most of the ids the whole vocabulary's argmax picks.
+  const int64_t V = tiny_mtp().model->config().vocab_size;
+  for (const auto& [acceptance, draft_vocab] : {std::pair{1.0, 0}, {0.7, 0}, {0.7, 300}}) {
+    INFO("acceptance " << acceptance << ", draft vocabulary " << draft_vocab);
     RecordingModel rec(*tiny_mtp().forward);
     EngineConfig cfg = config(200, 16);
     cfg.speculative = mtp(3);
+    cfg.speculative.draft_vocab_size = draft_vocab;
     bench::SimulatedVerdict verdict = bench::simulated_verdict(rec, kernels::cpu::make_cpu_sampler(), acceptance, 5);
     Engine engine(*verdict.model, cfg, std::move(verdict.sampler));
     const std::vector<int32_t> prompt = tiny().prompts[3];  // 63 tokens
@@ -132,7 +138,7 @@ TEST_CASE("tiny mtp: the engine's drafts are the module's own over the sequence 
     std::vector<int32_t> seq = prompt;
     seq.insert(seq.end(), o.tokens.begin(), o.tokens.end());
     REQUIRE(rec.verifies.size() >= 5);
-    for (const auto& v : rec.verifies) check_drafts(h, seq, v);
+    for (const auto& v : rec.verifies) check_drafts(h, seq, v, draft_vocab ? 384 : V);
     if (acceptance < 1) CHECK(engine.stats().spec_decode_accepted_tokens_total > 5);
   }
 }
@@ -150,6 +156,13 @@ TEST_CASE("tiny mtp: every K gives plain decoding's tokens in mixed batches", "[
     const EngineStats s = engine.stats();
     check_counted(s, k);
   }
+  // Drafts among the first 128 ids only: verification still gives plain decoding's tokens.
+  EngineConfig cfg = config(200);
+  cfg.speculative = mtp(3);
+  cfg.speculative.draft_vocab_size = 128;
+  Engine engine(*tiny_mtp().forward, cfg, kernels::cpu::make_cpu_sampler());
+  check_speculative_outputs(run_together(engine, reqs), plain);
+  check_pools_free(engine);
 }
 
 TEST_CASE("tiny mtp: preemption, prefix caching and a cancellation keep every output", "[engine][tiny][mtp]") {

@@ -310,6 +310,11 @@ TEST_CASE("--speculative-config: vLLM's JSON form, every key checked by name", "
   const auto m = parse_speculative_config(R"({"method": "mtp", "num_speculative_tokens": 3})");
   CHECK(m.method == "mtp");
   CHECK(m.num_speculative_tokens == 3);
+  CHECK(m.draft_vocab_size == 0);
+  CHECK(parse_speculative_config(R"({"method": "mtp", "num_speculative_tokens": 3, "draft_vocab_size": 32768})")
+            .draft_vocab_size == 32768);
+  refused(R"({"method": "ngram", "num_speculative_tokens": 3, "draft_vocab_size": 32768})", "mtp method only");
+  refused(R"({"method": "mtp", "num_speculative_tokens": 3, "draft_vocab_size": -5})", "out of range");
   refused(R"({"method": "eagle", "num_speculative_tokens": 1})", "\"ngram\" or \"mtp\"");
   // The benchmarks' controlled-acceptance forms are serve_bench's, not serve's.
   refused(R"({"method": "simulate", "num_speculative_tokens": 2})", "\"ngram\" or \"mtp\"");
