@@ -28,10 +28,12 @@ struct SpeculativeConfig {
   // mtp: the module proposes only among token ids [0, draft_vocab_size) (0: every token), so
   // its lm_head reads that many rows instead of the whole vocabulary: the drafter's pruned
   // vocabulary of SGLang's and EAGLE's token maps, taken as a prefix because byte-level BPE
-  // numbers tokens in merge order, most frequent first. Verification still judges drafts
-  // against the full distribution, so outputs do not change; a token past the prefix is
-  // just never drafted. Rounded up to a multiple of kDraftVocabAlign (an FP8 lm_head's
-  // block rows).
+  // numbers tokens in merge order, roughly most frequent first. Verification still judges
+  // drafts against the full distribution, so outputs do not change; a token past the prefix
+  // is just never drafted, so the share of the traffic's tokens below N caps what acceptance
+  // keeps (bench/tools/draft_vocab_coverage.py measures it; bench-log 2026-12-07, "How much
+  // of a text a pruned drafting vocabulary covers"). Rounded up to a multiple of
+  // kDraftVocabAlign (an FP8 lm_head's block rows).
   int32_t draft_vocab_size = 0;
 
   static constexpr int32_t kDraftVocabAlign = 128;
