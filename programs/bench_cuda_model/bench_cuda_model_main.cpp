@@ -6,6 +6,7 @@
 //                    [--no-decode-bulk-copies] [--no-token-rows] [--quantization fp8] [--fp8-skinny-rows N]
 //                    [--no-fp8-block-gemm] [--no-fp8-decode-tiles]
 //                    [--no-fp8-weights] [--no-int4-weights] [--int4-skinny-rows N] [--graphs on,off]
+//                    [--verify-rows K]
 //                    [--json FILE]
 //
 // First it measures the GPU's ceilings (device_ceilings.h). Then:
@@ -28,6 +29,11 @@
 //    a weight at group size 128). The device memory the weights took is printed.
 //  * layouts: the same decode at --layout-batch x max(contexts) with each sequence's blocks
 //    shuffled over the pool (paged) or consecutive (contiguous: one region per sequence).
+//  * --verify-rows K: each decode step is a speculative verify step instead: every sequence
+//    feeds 1 + K rows (logits for each, the state after each of the first K in spare slots,
+//    as the scheduler plans a verify chunk), so its time sets against plain decode's at the
+//    same batch (rates count one row a sequence a step). The floor adds the rows' logits and
+//    the K row states written.
 //  * --graphs: the decode points with recorded steps (CUDA graphs, Model::enable_step_graphs,
 //    as the engine runs them: "on", the default) and/or every step eager ("off"); with both,
 //    a table of the two side by side.
@@ -145,6 +151,11 @@ int main(int argc, char** argv) {
                  "prefill prompts run; tokens/s from the median of those after the first (a warm-up)")
       ->check(CLI::Range(1, 1000));
   app.add_option("--steps", steps, "timed decode steps per point")->check(CLI::PositiveNumber);
+  int64_t verify = 0;
+  app.add_option("--verify-rows", verify,
+                 "decode steps shaped as speculative verify chunks: each sequence feeds 1 + K rows, all sampled, "
+                 "with K row states (0: plain decode)")
+      ->check(CLI::Range(0, 15));
   app.add_option("--layouts", layouts_s, "layout comparison: paged,contiguous (empty = skip)");
   app.add_option("--layout-batch", layout_batch, "batch of the layout comparison");
   app.add_option("--kv-cache-dtype", kv_dtype, "K/V cache type: bf16 (default), f16, q8_0, q4_0")
@@ -279,11 +290,13 @@ int main(int argc, char** argv) {
     const int64_t n_paged = std::max<int64_t>(max_b, layouts ? layout_batch : 0);
     const int64_t n_long = n_paged + (layouts ? layout_batch : 0);
     const int64_t prefill_blocks = 3 * ((prefill + bs - 1) / bs);
-    const int64_t decode_blocks = std::max<int64_t>(n_paged, layout_batch) * ((steps + 6 + bs - 1) / bs + 1) + 8;
+    const int64_t rows_per_seq = 1 + verify;  // a decode step's rows per sequence
+    const int64_t decode_blocks =
+        std::max<int64_t>(n_paged, layout_batch) * (((steps + 6) * rows_per_seq + bs - 1) / bs + 1) + 8;
     kvcache::PoolSizes sizes;
     sizes.block_size = bs;
     sizes.num_blocks = static_cast<int32_t>(n_long * per_seq_blocks + prefill_blocks + decode_blocks);
-    sizes.num_slots = static_cast<int32_t>(n_long + 4);
+    sizes.num_slots = static_cast<int32_t>(n_long + 4 + max_b * verify);  // + the verify steps' row states
     model->allocate_cache(sizes);
     std::printf("cache: %d blocks (%.1f GiB K/V), %d state slots (%.1f GiB)\n", sizes.num_blocks,
                 sizes.num_blocks * bs * kv_token / (1 << 30), sizes.num_slots, sizes.num_slots * state_slot / (1 << 30));
@@ -421,17 +434,29 @@ int main(int argc, char** argv) {
         const auto& hs = base[static_cast<size_t>(i)].table.blocks();
         for (int64_t b = 0; b < shared; ++b) blocks.share(hs[static_cast<size_t>(b)], views.back());
         views.back().append_tokens(shared * bs);
-        grow(views.back(), steps + 6, from);
+        grow(views.back(), (steps + 6) * rows_per_seq, from);
       }
+      // A verify step's row states: K spare slots a sequence, as the scheduler gives a verify
+      // chunk (the state after each of its first K rows).
+      std::vector<kvcache::SlotHandle> spare;
+      std::vector<int32_t> row_states(static_cast<size_t>(B * verify));
+      for (auto& r : row_states) {
+        spare.push_back(*slots.acquire());
+        r = spare.back().id;
+      }
+      const std::string full_label = verify ? label + " verify" + std::to_string(verify) : label;
       double total = 0, enqueue = 0;
       const int64_t prof_steps = profile ? 3 : 0;
       for (int64_t s = 0; s < steps + 3 + prof_steps; ++s) {
         if (s == steps + 3) profiler->set_enabled(true);
-        const auto tok = random_tokens(B);
+        const auto tok = random_tokens(B * rows_per_seq);
         qwen35::ForwardBatch batch;
-        for (int64_t i = 0; i < B; ++i)
-          batch.seqs.push_back({std::span<const int32_t>(&tok[static_cast<size_t>(i)], 1), views[static_cast<size_t>(i)].num_tokens(),
-                                views[static_cast<size_t>(i)].block_ids(), base[static_cast<size_t>(i)].slot.id, 1});
+        for (int64_t i = 0; i < B; ++i) {
+          const auto u = static_cast<size_t>(i);
+          batch.seqs.push_back({std::span<const int32_t>(&tok[u * rows_per_seq], rows_per_seq), views[u].num_tokens(),
+                                views[u].block_ids(), base[u].slot.id, static_cast<int32_t>(rows_per_seq),
+                                std::span<const int32_t>(&row_states[u * verify], verify)});
+        }
         for (int64_t i = 0; i < B; ++i) batch.seqs[static_cast<size_t>(i)].lora_slot = lora_of(i);
         const auto t0 = Clock::now();
         model->forward(batch);
@@ -441,32 +466,41 @@ int main(int argc, char** argv) {
           total += std::chrono::duration<double>(Clock::now() - t0).count();
           enqueue += std::chrono::duration<double>(t1 - t0).count();
         }
-        for (auto& v : views) v.append_tokens(1);
+        for (auto& v : views) v.append_tokens(rows_per_seq);
       }
       if (profile) {
-        std::printf("profile: decode %s batch %lld context %lld, %lld steps\n%s", label.c_str(), static_cast<long long>(B),
+        std::printf("profile: decode %s batch %lld context %lld, %lld steps\n%s", full_label.c_str(), static_cast<long long>(B),
                     static_cast<long long>(L), static_cast<long long>(prof_steps), profiler->report().c_str());
         profiler->set_enabled(false);
       }
       const double step_s = total / static_cast<double>(steps);
-      const double bytes = wbytes + static_cast<double>(B) * ((static_cast<double>(L) + 1) * kv_token + 2 * state_slot) +
-                           static_cast<double>(B) * cfg.vocab_size * 4;
+      // The weights once; per sequence its context's K/V read and its rows' written, the state
+      // read and written after the last row and after each of the first K (a verify step's row
+      // states), and the logits of every row.
+      const auto n = static_cast<double>(rows_per_seq);
+      const double bytes = wbytes +
+                           static_cast<double>(B) * ((static_cast<double>(L) + n) * kv_token + (1 + n) * state_slot) +
+                           static_cast<double>(B) * n * cfg.vocab_size * 4;
       const double floor_s = bytes / ceil.copy_bytes_per_s;
+      // A verify step's rate counts steps x sequences (one row of each, as plain decode's), so
+      // its rows are compared with plain decode's at the same batch step for step.
       std::printf("decode %s batch %lld context %lld: %.2f ms/step, %.0f tokens/s; floor %.2f ms (%.1f GB/step), %.0f%% of it"
                   " (forward() returns after %.2f ms)\n",
-                  label.c_str(), static_cast<long long>(B), static_cast<long long>(L), step_s * 1e3, B / step_s,
+                  full_label.c_str(), static_cast<long long>(B), static_cast<long long>(L), step_s * 1e3, B / step_s,
                   floor_s * 1e3, bytes / 1e9, 100.0 * floor_s / step_s, enqueue / static_cast<double>(steps) * 1e3);
       std::fflush(stdout);
-      rows.push_back({"decode " + label + " b" + std::to_string(B) + " ctx" + std::to_string(L), B / step_s,
+      rows.push_back({"decode " + full_label + " b" + std::to_string(B) + " ctx" + std::to_string(L), B / step_s,
                       B / floor_s, "bytes"});
       // The fresh blocks go back to where they came from (the shared ones stay with the base).
       for (auto& v : views) release(v, from);
+      for (auto& l : spare) slots.release(l);
     };
     // tokens/s per (graphs, batch, context), for the side-by-side table.
     std::map<std::tuple<bool, int64_t, int64_t>, double> by_mode;
     for (bool graphs : graph_modes) {
       if (graphs)
-        model->enable_step_graphs({.max_seq_len = max_l + steps + 16, .max_batch = static_cast<int32_t>(max_b)});
+        model->enable_step_graphs(
+            {.max_seq_len = max_l + (steps + 16) * rows_per_seq, .max_batch = static_cast<int32_t>(max_b)});
       else
         model->disable_step_graphs();
       for (int64_t L : contexts)
