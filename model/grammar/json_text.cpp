@@ -87,6 +87,11 @@ ExprPtr json_ws(const JsonWhitespace& ws) {
 }
 
 ExprPtr json_chars(const CodepointSet& set, bool lt_raw) {
+  // One character that JSON writes as itself: its UTF-8 bytes (utf8_expr's own fast path).
+  if (set.ranges().size() == 1 && set.ranges()[0].lo == set.ranges()[0].hi) {
+    const char32_t cp = set.ranges()[0].lo;
+    if (cp >= 0x20 && cp != '"' && cp != '\\' && (lt_raw || cp != '<')) return utf8_expr(set);
+  }
   CodepointSet raw = set.intersect(CodepointSet::of(0x20, kMaxCodepoint));
   CodepointSet special;
   special.add('"');

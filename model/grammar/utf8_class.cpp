@@ -2,6 +2,9 @@
 #include "model/grammar/utf8_class.h"
 
 #include <algorithm>
+#include <string>
+
+#include "model/tokenizer/utf8.h"
 
 namespace ds::grammar {
 namespace {
@@ -133,6 +136,17 @@ bool CodepointSet::contains(char32_t cp) const {
 }
 
 ExprPtr utf8_expr(const CodepointSet& set) {
+  // One character (a pattern's literal, the common case): its own bytes, without splitting
+  // ranges (a 100 KB pattern of literals otherwise spends seconds here before the compile's
+  // budget starts).
+  if (set.ranges().size() == 1 && set.ranges()[0].lo == set.ranges()[0].hi) {
+    const char32_t cp = set.ranges()[0].lo;
+    if (cp < 0xD800 || (cp > 0xDFFF && cp <= kMaxCodepoint)) {
+      std::string s;
+      tok::utf8::append(s, cp);
+      return bytes(s);
+    }
+  }
   std::vector<ExprPtr> out;
   for (const CodepointSet::Range& r : set.ranges()) {
     char32_t lo = r.lo;
