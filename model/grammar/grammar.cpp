@@ -219,12 +219,14 @@ namespace {
 
 // Iterative, and each shared sub-expression once: a grammar's expressions form a DAG whose
 // paths can be exponentially many.
-void check_expr(const Expr& root, const Grammar& g, const std::string& rule, std::unordered_set<const Expr*>& seen) {
+void check_expr(const Expr& root, const Grammar& g, const std::string& rule, std::unordered_set<const Expr*>& seen,
+                const std::function<void()>& tick) {
   std::vector<const Expr*> stack{&root};
   while (!stack.empty()) {
     const Expr* e = stack.back();
     stack.pop_back();
     if (!seen.insert(e).second) continue;
+    if (tick && (seen.size() & 0xFFF) == 0) tick();
     if (e->kind == Expr::Kind::rule_ref && (e->rule < 0 || e->rule >= static_cast<int32_t>(g.rules().size())))
       throw GrammarError("grammar: rule '" + rule + "' refers to an unknown rule");
     for (const ExprPtr& it : e->items) stack.push_back(it.get());
@@ -255,12 +257,12 @@ std::string escape_byte(unsigned char c, bool in_class) {
 
 }  // namespace
 
-void Grammar::check() const {
+void Grammar::check(const std::function<void()>& tick) const {
   if (root_ < 0 || root_ >= static_cast<int32_t>(rules_.size())) throw GrammarError("grammar: no root rule");
   std::unordered_set<const Expr*> seen;
   for (const Rule& r : rules_) {
     if (!r.body) throw GrammarError("grammar: rule '" + r.name + "' has no body");
-    check_expr(*r.body, *this, r.name, seen);
+    check_expr(*r.body, *this, r.name, seen, tick);
   }
 }
 

@@ -21,6 +21,7 @@
 
 #include <bitset>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -126,8 +127,9 @@ class Grammar {
   void set_root(int32_t rule) { root_ = rule; }
 
   // Throws GrammarError when a rule has no body, a reference points nowhere, or there is no
-  // root.
-  void check() const;
+  // root. tick (when given) runs every few thousand expressions: a compile's budget check,
+  // since a constraint's expressions can number millions.
+  void check(const std::function<void()>& tick = {}) const;
   // GBNF-like text (ebnf.h's syntax, byte escapes for non-ASCII), for tests and messages.
   std::string to_string() const;
 

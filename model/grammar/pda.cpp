@@ -330,7 +330,7 @@ void check_left_recursion(const Pda& pda) {
 }  // namespace
 
 Pda build_pda(const Grammar& grammar, CompileBudget& budget) {
-  grammar.check();
+  grammar.check([&] { budget.check(CompileStage::expand); });
   const detail::RulePlan plan = detail::plan_rules(grammar, budget);
   Pda raw;
   std::vector<std::string> names;

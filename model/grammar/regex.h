@@ -28,6 +28,10 @@ enum class RegexMode : uint8_t {
   tag_text_search,
 };
 
+// A pattern longer than this is refused (GrammarError) before it is parsed: patterns are
+// request input, and each class costs up to tens of expression nodes.
+inline constexpr size_t kMaxRegexBytes = 256 * 1024;
+
 // lt_raw: in json_string_search mode, whether '<' may be written as itself (json_chars).
 ExprPtr regex_expr(std::string_view pattern, RegexMode mode, bool lt_raw = true);
 

@@ -22,7 +22,7 @@ int64_t sat_mul(int64_t a, int64_t b) {
 }
 
 // The rule ids an expression refers to (each shared sub-expression visited once).
-std::vector<int32_t> refs_of(const Expr& body) {
+std::vector<int32_t> refs_of(const Expr& body, const CompileBudget& budget) {
   std::vector<int32_t> out;
   std::vector<const Expr*> stack{&body};
   std::unordered_map<const Expr*, bool> seen;
@@ -30,6 +30,7 @@ std::vector<int32_t> refs_of(const Expr& body) {
     const Expr* e = stack.back();
     stack.pop_back();
     if (!seen.emplace(e, true).second) continue;
+    if ((seen.size() & 0xFFF) == 0) budget.check(CompileStage::expand);
     if (e->kind == Expr::Kind::rule_ref) out.push_back(e->rule);
     for (const ExprPtr& it : e->items) stack.push_back(it.get());
     if (e->item) stack.push_back(e->item.get());
@@ -103,7 +104,7 @@ class Planner {
   RulePlan run() {
     const size_t n = g_.rules().size();
     std::vector<std::vector<int32_t>> refs(n);
-    for (size_t r = 0; r < n; ++r) refs[r] = refs_of(*g_.rule(static_cast<int32_t>(r)).body);
+    for (size_t r = 0; r < n; ++r) refs[r] = refs_of(*g_.rule(static_cast<int32_t>(r)).body, budget_);
     keep_ = recursive_rules(refs);
     keep_[static_cast<size_t>(g_.root())] = true;
     structural_ = keep_;
@@ -154,10 +155,11 @@ class Planner {
   void build_graph() {
     for (size_t r = 0; r < keep_.size(); ++r)
       if (structural_[r]) sources_.push_back(body_node(r));
+    uint64_t visits = 0;
     while (!pending_.empty()) {
       const int32_t id = pending_.back();
       pending_.pop_back();
-      if ((nodes_.size() & 0xFFFF) == 0) budget_.check(CompileStage::expand);
+      if ((++visits & 0xFFF) == 0) budget_.check(CompileStage::expand);
       std::vector<std::pair<int32_t, int64_t>> kids;
       const Expr* e = nodes_[static_cast<size_t>(id)].expr;
       if (!e) {
@@ -220,7 +222,9 @@ class Planner {
   std::vector<int64_t> sizes() const {
     std::vector<int64_t> size(nodes_.size(), 0);
     auto of = [&](const ExprPtr& x) { return size[static_cast<size_t>(expr_ids_.at(x.get()))]; };
+    uint64_t visits = 0;
     for (int32_t id : order_) {
+      if ((++visits & 0xFFF) == 0) budget_.check(CompileStage::expand);
       const Node& node = nodes_[static_cast<size_t>(id)];
       int64_t s = 0;
       if (!node.expr) {
@@ -274,7 +278,9 @@ class Planner {
   void decide(const std::vector<int64_t>& full) {
     std::vector<int64_t> copies(nodes_.size(), 0);
     for (int32_t s : sources_) copies[static_cast<size_t>(s)] = sat_add(copies[static_cast<size_t>(s)], 1);
+    uint64_t visits = 0;
     for (auto it = order_.rbegin(); it != order_.rend(); ++it) {
+      if ((++visits & 0xFFF) == 0) budget_.check(CompileStage::expand);
       const Node& node = nodes_[static_cast<size_t>(*it)];
       int64_t c = copies[static_cast<size_t>(*it)];
       if (!node.expr && c >= 2 && sat_mul(c, full[static_cast<size_t>(*it)]) > kInlineBudget) {

@@ -4,6 +4,8 @@
 #include <atomic>
 #include <chrono>
 #include <thread>
+#include <unordered_set>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -57,6 +59,32 @@ std::string nested_objects(int depth) {
 }
 
 }  // namespace
+
+TEST_CASE("hardening: a pattern's size is bounded, and its repeated classes are one expression", "[grammar][hardening]") {
+  // Past kMaxRegexBytes a pattern is refused before it is parsed.
+  const std::string big(kMaxRegexBytes + 1, 'a');
+  CHECK_THAT(refusal([&] { return regex_root(big); }), Catch::Contains("more than the limit of 262144"));
+  CHECK_THAT(refusal([&] { return json_schema_grammar(OrderedJson{{"type", "string"}, {"pattern", big}}); }),
+             Catch::Contains("more than the limit of 262144"));
+  // 16,000 copies of one negated class in a JSON string (each ~40 expression nodes when
+  // written out) share one expression: the grammar holds a handful of distinct nodes, so the
+  // compile refuses it by its automaton's size at once instead of walking 640,000 nodes.
+  std::string classes;
+  for (int i = 0; i < 16000; ++i) classes += "[^a]";
+  const Grammar g = json_schema_grammar(OrderedJson{{"type", "string"}, {"pattern", classes}});
+  std::unordered_set<const Expr*> distinct;
+  std::vector<const Expr*> stack{g.rule(g.root()).body.get()};
+  while (!stack.empty()) {
+    const Expr* e = stack.back();
+    stack.pop_back();
+    if (!distinct.insert(e).second) continue;
+    if (e->kind == Expr::Kind::rule_ref) stack.push_back(g.rule(e->rule).body.get());
+    for (const ExprPtr& it : e->items) stack.push_back(it.get());
+    if (e->item) stack.push_back(e->item.get());
+    if (e->extra) stack.push_back(e->extra.get());
+  }
+  CHECK(distinct.size() < 1000);
+}
 
 TEST_CASE("hardening: 100,000 chained operators are refused or collapse, never recursed on", "[grammar][hardening]") {
   const std::string chain_star(100000, '*'), chain_q(100000, '?');
