@@ -23,7 +23,8 @@ Engine::Core::Core(ForwardModel& model, const EngineConfig& config, const kvcach
                                           : nullptr),
       scheduler_(config.scheduler, blocks_, slots_, prefix_cache_.get()), sampler_(std::move(sampler)),
       drafter_(drafter                                 ? std::move(drafter)
-               : config.speculative.method == "mtp" ? std::make_unique<MtpDrafter>(model, *sampler_, config.speculative.draft_vocab_size)
+               : config.speculative.method == "mtp" ? std::make_unique<MtpDrafter>(model, *sampler_, config.speculative.draft_vocab_size,
+                                                                                   config.speculative.draft_tokens)
                : config.speculative.enabled()       ? make_drafter(config.speculative)
                                                     : nullptr),
       num_speculative_tokens_(config.speculative.enabled() ? config.speculative.num_speculative_tokens : 0),

@@ -21,6 +21,10 @@ void MtpDrafter::argmax(const kernels::Tensor& logits, size_t rows) {
   rows_.assign(rows, kernels::SampleRow{&greedy_, {}, {}, &rng_});
   sampled_.assign(rows, kernels::SampledToken{});
   if (rows > 0) sampler_.sample(logits, rows_, sampled_);
+  // Over a token map, column i is the map's i-th id.
+  if (!draft_tokens_.empty())
+    for (kernels::SampledToken& s : sampled_)
+      if (s.token >= 0) s.token = draft_tokens_[static_cast<size_t>(s.token)];
 }
 
 void MtpDrafter::catch_up(std::span<const Computed> computed) {

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <span>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "kernels/sampler.h"
@@ -45,11 +46,14 @@ class MtpDrafter final : public Drafter {
 
   // model (with has_mtp()) and sampler (the engine's: it reads the model's logits) outlive it.
   // draft_vocab: drafts only among token ids [0, draft_vocab) (0: all;
-  // SpeculativeConfig::draft_vocab_size).
-  MtpDrafter(ForwardModel& model, kernels::Sampler& sampler, int64_t draft_vocab = 0)
-      : model_(model), sampler_(sampler) {
+  // SpeculativeConfig::draft_vocab_size); draft_tokens: only among these (the token map the
+  // model was loaded with, in its order; SpeculativeConfig::draft_tokens).
+  MtpDrafter(ForwardModel& model, kernels::Sampler& sampler, int64_t draft_vocab = 0,
+             std::vector<int32_t> draft_tokens = {})
+      : model_(model), sampler_(sampler), draft_tokens_(std::move(draft_tokens)) {
     greedy_.temperature = 0;
     batch_.vocab = draft_vocab;
+    batch_.draft_tokens = !draft_tokens_.empty();
   }
 
   // The first draft from the sequence's latest catch_up, then max_tokens - 1 placeholders
@@ -75,6 +79,7 @@ class MtpDrafter final : public Drafter {
 
   ForwardModel& model_;
   kernels::Sampler& sampler_;
+  std::vector<int32_t> draft_tokens_;  // a token map's ids: the module's logit columns
   std::unordered_map<RequestId, Draft> drafts_;
   uint64_t steps_ = 0;  // module steps run
   // Scratch.

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace ds::scheduler {
 
@@ -35,6 +36,11 @@ struct SpeculativeConfig {
   // of a text a pruned drafting vocabulary covers"). Rounded up to a multiple of
   // kDraftVocabAlign (an FP8 lm_head's block rows).
   int32_t draft_vocab_size = 0;
+  // mtp: the token ids the module proposes among instead of a prefix (a token map: serve's
+  // draft_token_map, a file the server reads; bench/tools/make_draft_token_map.py counts a
+  // corpus's tokens into one), each once; the model gathers their lm_head rows at load
+  // (qwen35::LoadOptions::mtp_draft_tokens). Empty: none.
+  std::vector<int32_t> draft_tokens;
 
   static constexpr int32_t kDraftVocabAlign = 128;
 
@@ -54,6 +60,8 @@ struct SpeculativeConfig {
     if (disable_by_batch_size < 0) return "disable_by_batch_size must be >= 0";
     if (draft_vocab_size < 0) return "draft_vocab_size must be >= 0";
     if (draft_vocab_size > 0 && method != "mtp") return "draft_vocab_size applies to the mtp method only";
+    if (!draft_tokens.empty() && method != "mtp") return "draft_token_map applies to the mtp method only";
+    if (!draft_tokens.empty() && draft_vocab_size > 0) return "draft_token_map and draft_vocab_size exclude each other";
     return {};
   }
 };

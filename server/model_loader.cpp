@@ -183,6 +183,7 @@ void load_weights(const ServerOptions& o, const fs::path& dir, bool progress_bar
   qwen35::LoadOptions load_options;
   load_options.quantization = o.quantization;
   load_options.mtp = o.speculative.method == "mtp";  // a checkpoint without the module fails here, named
+  if (load_options.mtp) load_options.mtp_draft_tokens = o.speculative.draft_tokens;
   load_options.config_overrides = o.hf_overrides;
   if (!o.hf_overrides.empty()) spdlog::info("--hf-overrides: merged into config.json: {}", o.hf_overrides);
   lm.model = qwen35::Model::load(*lm.backend, dir, load_options);

@@ -110,7 +110,9 @@ void add_server_options(CLI::App& app, ServerOptions& o) {
              "Speculative decoding as JSON: '{\"method\": \"ngram\", \"num_speculative_tokens\": 3}' "
              "(methods: ngram = prompt lookup, with prompt_lookup_min/max; mtp = the checkpoint's MTP module; "
              "disable_by_batch_size: no drafts while more sequences run; draft_vocab_size: mtp drafts only "
-             "among the first N token ids, its lm_head reading N rows, e.g. 65536 for English and code)");
+             "among the first N token ids, its lm_head reading N rows, e.g. 65536 for English and code; "
+             "draft_token_map: mtp drafts only among the ids a JSON file lists, e.g. from "
+             "bench/tools/make_draft_token_map.py)");
   add_parsed(app, "--quantization", o.quantization, qwen35::parse_quantization,
              "Weight quantisation: none; fp8 (block-wise e4m3 of the linear weights at load, as Qwen's "
              "-FP8 releases; a no-op on an FP8 checkpoint, which loads as stored); gptq or awq (4-bit "

@@ -51,6 +51,9 @@ struct MtpBatch {
   // The logits cover token ids [0, vocab) (0: the whole vocabulary; rounded up to the lm_head's
   // row blocks where it has them; see SpeculativeConfig::draft_vocab_size).
   int64_t vocab = 0;
+  // Instead: logits over the token map the model was loaded with (LoadOptions::
+  // mtp_draft_tokens), column i for its i-th id.
+  bool draft_tokens = false;
 };
 
 }  // namespace ds::qwen35

@@ -80,7 +80,11 @@ const Logits& Model::forward_mtp(const MtpBatch& batch) {
   module_rows_ = T;
 
   mtp_logits_.tensor_ = Tensor();
-  const int64_t V = mtp_vocab(batch.vocab);
+  if (batch.draft_tokens && m.draft_head.empty())
+    throw std::invalid_argument("MTP batch: asks for the draft token map, but the model was loaded without one");
+  // The head: the token map's gathered rows, or the first V rows of lm_head (token ids [0, V)).
+  const Tensor head = batch.draft_tokens ? m.draft_head : weights_.lm_head.rows(0, mtp_vocab(batch.vocab));
+  const int64_t V = head.dim(0);
   mtp_logits_.vocab_ = V;
   if (R > 0) {
     ensure_rows(be, mw.last, R, H);
@@ -90,8 +94,7 @@ const Logits& Model::forward_mtp(const MtpBatch& batch) {
       mw.logits = be.alloc(DType::f32, Shape{R * config_.vocab_size});
     Tensor last = mw.last.rows(0, R), logits = mw.logits.rows(0, R * V).reshape(Shape{R, V});
     be.gather_rows(out, *plan, last);
-    // The first V rows of lm_head: the logits of token ids [0, V).
-    be.gemm(last, weights_.lm_head.rows(0, V), logits, false);
+    be.gemm(last, head, logits, false);
     mtp_logits_.tensor_ = logits;
   }
   return mtp_logits_;

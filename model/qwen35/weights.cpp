@@ -366,6 +366,29 @@ LayerWeights load_layer(Loader& ld, const std::string& p, LayerKind kind, const 
   return L;
 }
 
+// lm_head's rows of `ids` in their order (MtpWeights::draft_head): one copy per run of
+// consecutive ids, so a map sorted by id costs a few copies.
+kernels::Tensor gather_draft_head(kernels::Backend& be, const kernels::Tensor& lm_head, std::span<const int32_t> ids,
+                                  int64_t V) {
+  for (const int32_t id : ids)
+    if (id < 0 || id >= V)
+      throw std::runtime_error("MTP draft token map: token id " + std::to_string(id) + " is outside the vocabulary of " +
+                               std::to_string(V));
+  if (lm_head.dtype() == DType::fp8_e4m3 || lm_head.dtype() == DType::int4)
+    throw std::runtime_error("MTP draft token map: lm_head is quantised (" + std::string(dtype_name(lm_head.dtype())) +
+                             "), whose rows cannot be gathered; use draft_vocab_size");
+  const auto n = static_cast<int64_t>(ids.size());
+  kernels::Tensor head = be.alloc(lm_head.dtype(), Shape{n, lm_head.dim(1)});
+  for (int64_t i = 0; i < n;) {
+    int64_t run = 1;
+    while (i + run < n && ids[static_cast<size_t>(i + run)] == ids[static_cast<size_t>(i)] + run) ++run;
+    kernels::Tensor dst = head.rows(i, run);
+    be.copy(lm_head.rows(ids[static_cast<size_t>(i)], run), dst);
+    i += run;
+  }
+  return head;
+}
+
 // The MTP module (mtp.*), refused with a clear message when the checkpoint has none.
 MtpWeights load_mtp(Loader& ld, const Checkpoint& ckpt, const ModelConfig& c) {
   const std::string who = ckpt.dir().string() + ": speculative method \"mtp\" needs the checkpoint's MTP module";
@@ -458,6 +481,8 @@ ModelWeights load_weights(kernels::Backend& backend, const Checkpoint& ckpt, con
   for (int64_t i = 0; i < c.num_layers; ++i)
     w.layers.push_back(load_layer(ld, prefix + "layers." + std::to_string(i) + ".", c.layer_kinds[static_cast<size_t>(i)], c));
   if (options.mtp) w.mtp = load_mtp(ld, ckpt, c);
+  if (w.mtp && !options.mtp_draft_tokens.empty())
+    w.mtp->draft_head = gather_draft_head(backend, w.lm_head, options.mtp_draft_tokens, V);
   ld.check_nothing_left();
   return w;
 }

@@ -87,6 +87,9 @@ struct MtpWeights {
   kernels::Tensor fc_hidden;              // [H, H], its columns [H, 2H)
   LayerWeights layer;                     // mtp.layers.0: a full-attention decoder layer
   kernels::Tensor norm;                   // [H], 1 + w
+  // With LoadOptions::mtp_draft_tokens: lm_head's rows of those ids, in their order [N, H],
+  // the head the module drafts through (MtpBatch::draft_tokens).
+  kernels::Tensor draft_head;
 };
 
 struct ModelWeights {
@@ -112,6 +115,10 @@ struct LoadOptions {
   // (config.json's mtp_num_hidden_layers, the mtp.* tensors) is refused with a message
   // saying so; only one MTP layer (every released checkpoint's) is supported.
   bool mtp = false;
+  // With mtp: the token ids the module drafts among (a token map: serve's
+  // --speculative-config draft_token_map), each below the vocabulary; their lm_head rows are
+  // gathered at load, so the copy counts with the weights. Empty: none.
+  std::vector<int32_t> mtp_draft_tokens;
   // A JSON object deep-merged into config.json before it is read (serve --hf-overrides;
   // config.h). Empty: none.
   std::string config_overrides;

@@ -213,6 +213,11 @@ TEST_CASE("mtp: the module's chained drafts match a straightforward computation"
   const std::vector<float> got1p = pruned.to_host();
   REQUIRE(got1p.size() == 384);
   CHECK(rel_error(got1p, Vec(got1.begin(), got1.begin() + 384)) < 1e-6);
+  // Asking for a token map the model was not loaded with is refused.
+  b.vocab = 0;
+  b.draft_tokens = true;
+  CHECK_THROWS_WITH(m.forward_mtp(b), Contains("loaded without one"));
+  b.draft_tokens = false;
 
   // Module step 2 (the chain): position n reads draft 1 and the module's output at n - 1.
   q::MtpBatch chain;
@@ -225,6 +230,39 @@ TEST_CASE("mtp: the module's chained drafts match a straightforward computation"
   // A hidden-state row outside its source is refused before anything runs.
   chain.seqs[0].hidden_row = 1;  // the chain step's output has one row
   CHECK_THROWS_WITH(m.forward_mtp(chain), Contains("reads hidden rows [1, 2) of a source holding 1"));
+}
+
+TEST_CASE("mtp: a draft token map's logits are the whole vocabulary's columns of its ids", "[mtp]") {
+  t::TempDir dir;
+  t::write_tiny_mtp_checkpoint(dir.path());
+  // Out of order, with a run of consecutive ids (one gathered copy) and single ones.
+  const std::vector<int32_t> map = {900, 3, 4, 5, 6, 1023, 0, 512};
+  t::Harness whole(dir.path(), 16, 4, 2, {.mtp = true});
+  t::Harness mapped(dir.path(), 16, 4, 2, {.mtp = true, .mtp_draft_tokens = map});
+  const std::vector<int32_t> prompt = {17, 512, 1005, 3, 1023, 640, 88, 5};
+  std::vector<float> got[2];
+  t::Harness* hs[2] = {&whole, &mapped};
+  for (int k = 0; k < 2; ++k) {
+    t::Harness& h = *hs[k];
+    t::Harness::Seq& s = h.add_sequence();
+    h.prefill(s, prompt);
+    std::vector<int32_t> shifted(prompt.begin() + 1, prompt.end());
+    shifted.push_back(7);
+    q::MtpBatch b;
+    b.seqs.push_back({shifted, 0, s.table.block_ids(), s.slot.id, 0, true});
+    b.draft_tokens = k == 1;
+    const q::Logits& l = h.model().forward_mtp(b);
+    CHECK(l.vocab() == (k == 1 ? static_cast<int64_t>(map.size()) : h.model().config().vocab_size));
+    got[k] = l.to_host();
+  }
+  REQUIRE(got[1].size() == map.size());
+  for (size_t i = 0; i < map.size(); ++i) {
+    INFO("column " << i << " (token " << map[i] << ")");
+    CHECK(got[1][i] == Approx(got[0][static_cast<size_t>(map[i])]).epsilon(1e-5));
+  }
+  // An id past the vocabulary is refused at load, naming it.
+  CHECK_THROWS_WITH(t::Harness(dir.path(), 16, 4, 2, {.mtp = true, .mtp_draft_tokens = {1, 1024}}),
+                    Contains("token id 1024 is outside the vocabulary of 1024"));
 }
 
 TEST_CASE("mtp: a checkpoint without the module is refused by name", "[mtp]") {

@@ -77,18 +77,31 @@ class RecordingModel final : public ForwardingModel {
   std::vector<Verify> verifies;
 };
 
-// Whether `token` is the argmax of row's first `vocab` entries (up to float rounding: within
+// The ids a draft may be: the first `vocab`, or a token map's.
+struct Candidates {
+  int64_t vocab = 0;
+  std::vector<int32_t> map;
+  bool has(int32_t t) const {
+    return map.empty() ? t >= 0 && t < vocab : std::find(map.begin(), map.end(), t) != map.end();
+  }
+};
+
+// Whether `token` is the argmax of row among the candidates (up to float rounding: within
 // 1e-4 of the largest).
-bool near_argmax(const std::vector<float>& row, int32_t token, int64_t vocab) {
-  if (token < 0 || token >= vocab) return false;
-  const float best = *std::max_element(row.begin(), row.begin() + vocab);
+bool near_argmax(const std::vector<float>& row, int32_t token, const Candidates& c) {
+  if (!c.has(token)) return false;
+  float best = -std::numeric_limits<float>::infinity();
+  if (c.map.empty())
+    best = *std::max_element(row.begin(), row.begin() + c.vocab);
+  else
+    for (int32_t t : c.map) best = std::max(best, row[static_cast<size_t>(t)]);
   return row[static_cast<size_t>(token)] >= best - 1e-4f * std::max(1.0f, std::fabs(best));
 }
 
 // Checks a verify chunk's drafts against a from-scratch run over the sequence's first `start`
 // tokens: the target over all of them at once, the module over every position (logits over the
-// whole vocabulary), then the chain; a draft is the argmax among the first `vocab` ids.
-void check_drafts(Harness& h, const std::vector<int32_t>& seq, const RecordingModel::Verify& v, int64_t vocab) {
+// whole vocabulary), then the chain; a draft is the argmax among the candidates.
+void check_drafts(Harness& h, const std::vector<int32_t>& seq, const RecordingModel::Verify& v, const Candidates& candidates) {
   const int64_t c = v.start;
   REQUIRE(c + 1 <= static_cast<int64_t>(seq.size()));
   REQUIRE(v.tokens[0] == seq[static_cast<size_t>(c)]);
@@ -104,7 +117,7 @@ void check_drafts(Harness& h, const std::vector<int32_t>& seq, const RecordingMo
   for (size_t j = 1; j < v.tokens.size(); ++j) {
     INFO("position " << c << ", draft " << j);
     const std::vector<float> row = h.model().forward_mtp(b).to_host();
-    CHECK(near_argmax(row, v.tokens[j], vocab));
+    CHECK(near_argmax(row, v.tokens[j], candidates));
     b.source = qwen35::MtpSource::module;
     b.seqs[0] = {std::span<const int32_t>(&v.tokens[j], 1), c + static_cast<int64_t>(j) - 1, s.table.block_ids(),
                  s.slot.id, j == 1 ? c - 1 : 0, true};
@@ -124,13 +137,27 @@ TEST_CASE("tiny mtp: the engine's drafts are the module's own over the sequence 
   // A simulated verdict (0.7) keeps drafts often, so the module's K/V must follow accepted
   // drafts too; prefill in chunks of 16. A drafting vocabulary of 300 ids (384 after rounding,
   // of 1,024) leaves out most of the ids the whole vocabulary's argmax picks.
+  // A token map of 200 ids spread over the vocabulary (the model loaded with it) drafts among
+  // those only.
   const int64_t V = tiny_mtp().model->config().vocab_size;
-  for (const auto& [acceptance, draft_vocab] : {std::pair{1.0, 0}, {0.7, 0}, {0.7, 300}}) {
-    INFO("acceptance " << acceptance << ", draft vocabulary " << draft_vocab);
-    RecordingModel rec(*tiny_mtp().forward);
+  std::vector<int32_t> map;
+  for (int32_t t = 1000; t >= 0; t -= 5) map.push_back(t);
+  auto mapped = qwen35::Model::load(*tiny_mtp().backend, tiny_mtp().dir.path(), {.mtp = true, .mtp_draft_tokens = map});
+  Qwen35ForwardModel mapped_forward(*mapped);
+  struct Case {
+    double acceptance;
+    int32_t draft_vocab;
+    bool token_map;
+  };
+  for (const Case& k : {Case{1.0, 0, false}, Case{0.7, 0, false}, Case{0.7, 300, false}, Case{0.7, 0, true}}) {
+    const double acceptance = k.acceptance;
+    const int32_t draft_vocab = k.draft_vocab;
+    INFO("acceptance " << acceptance << ", draft vocabulary " << draft_vocab << ", token map " << k.token_map);
+    RecordingModel rec(k.token_map ? static_cast<ForwardModel&>(mapped_forward) : *tiny_mtp().forward);
     EngineConfig cfg = config(200, 16);
     cfg.speculative = mtp(3);
     cfg.speculative.draft_vocab_size = draft_vocab;
+    if (k.token_map) cfg.speculative.draft_tokens = map;
     bench::SimulatedVerdict verdict = bench::simulated_verdict(rec, kernels::cpu::make_cpu_sampler(), acceptance, 5);
     Engine engine(*verdict.model, cfg, std::move(verdict.sampler));
     const std::vector<int32_t> prompt = tiny().prompts[3];  // 63 tokens
@@ -138,7 +165,8 @@ TEST_CASE("tiny mtp: the engine's drafts are the module's own over the sequence 
     std::vector<int32_t> seq = prompt;
     seq.insert(seq.end(), o.tokens.begin(), o.tokens.end());
     REQUIRE(rec.verifies.size() >= 5);
-    for (const auto& v : rec.verifies) check_drafts(h, seq, v, draft_vocab ? 384 : V);
+    const Candidates candidates = k.token_map ? Candidates{0, map} : Candidates{draft_vocab ? 384 : V, {}};
+    for (const auto& v : rec.verifies) check_drafts(h, seq, v, candidates);
     if (acceptance < 1) CHECK(engine.stats().spec_decode_accepted_tokens_total > 5);
   }
 }
@@ -160,9 +188,22 @@ TEST_CASE("tiny mtp: every K gives plain decoding's tokens in mixed batches", "[
   EngineConfig cfg = config(200);
   cfg.speculative = mtp(3);
   cfg.speculative.draft_vocab_size = 128;
-  Engine engine(*tiny_mtp().forward, cfg, kernels::cpu::make_cpu_sampler());
+  {
+    Engine engine(*tiny_mtp().forward, cfg, kernels::cpu::make_cpu_sampler());
+    check_speculative_outputs(run_together(engine, reqs), plain);
+    check_pools_free(engine);
+  }
+  // And among a token map's ids (the model loaded with it).
+  std::vector<int32_t> map;
+  for (int32_t t = 3; t < 1024; t += 7) map.push_back(t);
+  auto mapped = qwen35::Model::load(*tiny_mtp().backend, tiny_mtp().dir.path(), {.mtp = true, .mtp_draft_tokens = map});
+  Qwen35ForwardModel mapped_forward(*mapped);
+  cfg.speculative.draft_vocab_size = 0;
+  cfg.speculative.draft_tokens = map;
+  Engine engine(mapped_forward, cfg, kernels::cpu::make_cpu_sampler());
   check_speculative_outputs(run_together(engine, reqs), plain);
   check_pools_free(engine);
+  CHECK(engine.stats().spec_decode_drafts_total > 0);
 }
 
 TEST_CASE("tiny mtp: preemption, prefix caching and a cancellation keep every output", "[engine][tiny][mtp]") {

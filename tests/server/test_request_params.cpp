@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <fstream>
 
 #include <CLI/CLI.hpp>
 
@@ -11,6 +12,7 @@
 #include "server/request_params.h"
 #include "server/server_options.h"
 #include "server/speculative_option.h"
+#include "tests/model/st_writer.h"
 
 using namespace ds::server;
 
@@ -314,6 +316,31 @@ TEST_CASE("--speculative-config: vLLM's JSON form, every key checked by name", "
   CHECK(parse_speculative_config(R"({"method": "mtp", "num_speculative_tokens": 3, "draft_vocab_size": 32768})")
             .draft_vocab_size == 32768);
   refused(R"({"method": "ngram", "num_speculative_tokens": 3, "draft_vocab_size": 32768})", "mtp method only");
+  // A token map: a JSON array of distinct ids in a file.
+  {
+    ds::test::TempDir dir;
+    auto write = [&](const std::string& name, const std::string& text) {
+      std::ofstream(dir.path() / name) << text;
+      return (dir.path() / name).string();
+    };
+    const std::string good = write("map.json", "[10, 3, 7]");
+    const auto t = parse_speculative_config(R"({"method": "mtp", "num_speculative_tokens": 2, "draft_token_map": ")" +
+                                            good + "\"}");
+    CHECK(t.draft_tokens == std::vector<int32_t>{10, 3, 7});
+    auto map_refused = [&](const std::string& file, const std::string& says, const std::string& extra = "") {
+      refused(R"({"method": "mtp", "num_speculative_tokens": 2, "draft_token_map": ")" + file + "\"" + extra + "}",
+              says);
+    };
+    map_refused((dir.path() / "missing.json").string(), "cannot be read");
+    map_refused(write("obj.json", "{\"a\": 1}"), "non-empty JSON array");
+    map_refused(write("empty.json", "[]"), "non-empty JSON array");
+    map_refused(write("neg.json", "[1, -2]"), "entry 1 is not a token id");
+    map_refused(write("str.json", "[1, \"x\"]"), "entry 1 is not a token id");
+    map_refused(write("twice.json", "[4, 5, 4]"), "token id 4 is listed twice");
+    map_refused(good, "exclude each other", ", \"draft_vocab_size\": 128");
+    refused(R"({"method": "ngram", "num_speculative_tokens": 2, "draft_token_map": ")" + good + "\"}",
+            "mtp method only");
+  }
   refused(R"({"method": "mtp", "num_speculative_tokens": 3, "draft_vocab_size": -5})", "out of range");
   refused(R"({"method": "eagle", "num_speculative_tokens": 1})", "\"ngram\" or \"mtp\"");
   // The benchmarks' controlled-acceptance forms are serve_bench's, not serve's.

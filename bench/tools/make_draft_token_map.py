@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""Writes a token map for MTP drafting: the N most frequent token ids of a corpus.
+
+    python3 bench/tools/make_draft_token_map.py --tokenize build-rel/tokenize \
+        --tokenizer MODEL_DIR --size 65536 --out map.json CORPUS_FILE...
+
+serve --speculative-config '{"method": "mtp", "num_speculative_tokens": 3,
+"draft_token_map": "map.json"}' then drafts only among those ids (the module's lm_head reads
+N gathered rows instead of the vocabulary's), like SGLang's --speculative-token-map. Where a
+traffic's tokens are not the vocabulary's first ids (CJK text: bench-log 2026-12-07, "How much
+of a text a pruned drafting vocabulary covers"), a map counted from that traffic covers what
+draft_vocab_size's prefix misses. Tokenizes each file with our own tokenizer program (one
+line of JSON a file), counts ids, keeps the `--size` most frequent (ties: the lower id), and
+fills up to `--size` with the lowest ids not yet taken; prints the corpus's coverage by the map.
+Ids are written sorted, so the model gathers them in few copies.
+"""
+import argparse
+import collections
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tokenize", required=True, help="the tokenize program (programs/tokenize)")
+    ap.add_argument("--tokenizer", required=True, help="a model directory or tokenizer.json(.gz)")
+    ap.add_argument("--size", type=int, default=65536)
+    ap.add_argument("--vocab", type=int, default=0, help="the model's vocabulary (fill ids stay below it; 0: "
+                    "the largest id seen + 1)")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("files", nargs="+")
+    a = ap.parse_args()
+    tokenizer, tmp = a.tokenizer, None
+    if tokenizer.endswith(".gz"):
+        tmp = tempfile.NamedTemporaryFile(suffix=".json", delete=False)
+        with gzip.open(tokenizer, "rb") as f:
+            shutil.copyfileobj(f, tmp)
+        tmp.close()
+        tokenizer = tmp.name
+    counts = collections.Counter()
+    try:
+        for path in a.files:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                line = json.dumps({"text": f.read()}) + "\n"
+            out = subprocess.run([a.tokenize, "--tokenizer", tokenizer], input=line, capture_output=True, text=True,
+                                 check=True).stdout
+            counts.update(json.loads(out.strip().splitlines()[-1])["ids"])
+    finally:
+        if tmp:
+            os.unlink(tmp.name)
+    total = sum(counts.values())
+    ranked = sorted(counts, key=lambda t: (-counts[t], t))[: a.size]
+    chosen = set(ranked)
+    vocab = a.vocab or (max(counts) + 1 if counts else a.size)
+    fill = (t for t in range(vocab) if t not in chosen)
+    while len(chosen) < min(a.size, vocab):
+        chosen.add(next(fill))
+    covered = sum(counts[t] for t in chosen)
+    with open(a.out, "w") as f:
+        json.dump(sorted(chosen), f)
+    print(f"make_draft_token_map: {len(chosen)} ids to {a.out}; {len(counts)} distinct ids in {total} tokens, "
+          f"{covered / max(total, 1):.3f} of them in the map")
+
+
+if __name__ == "__main__":
+    main()
