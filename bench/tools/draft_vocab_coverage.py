@@ -12,20 +12,11 @@ its token count and the share below each size. A .gz tokenizer.json is unpacked 
 temporary file first.
 """
 import argparse
-import gzip
-import json
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 
-
-def encode(tokenize, tokenizer, text):
-    line = json.dumps({"text": text}) + "\n"
-    out = subprocess.run([tokenize, "--tokenizer", tokenizer], input=line, capture_output=True, text=True,
-                         check=True).stdout
-    return json.loads(out.strip().splitlines()[-1])["ids"]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tokenize_files import tokenize_files  # noqa: E402
 
 
 def main():
@@ -36,28 +27,14 @@ def main():
     ap.add_argument("files", nargs="+")
     a = ap.parse_args()
     sizes = [int(s) for s in a.sizes.split(",")]
-    tmp = None
-    tokenizer = a.tokenizer
-    if tokenizer.endswith(".gz"):
-        tmp = tempfile.NamedTemporaryFile(suffix=".json", delete=False)
-        with gzip.open(tokenizer, "rb") as f:
-            shutil.copyfileobj(f, tmp)
-        tmp.close()
-        tokenizer = tmp.name
-    try:
-        print("| text | tokens | " + " | ".join(f"< {s:,}" for s in sizes) + " |")
-        print("|---|---|" + "---|" * len(sizes))
-        for path in a.files:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                ids = encode(a.tokenize, tokenizer, f.read())
-            if not ids:
-                print(f"draft_vocab_coverage: {path}: no tokens", file=sys.stderr)
-                continue
-            shares = [sum(1 for i in ids if i < s) / len(ids) for s in sizes]
-            print(f"| {path} | {len(ids):,} | " + " | ".join(f"{x:.3f}" for x in shares) + " |")
-    finally:
-        if tmp:
-            os.unlink(tmp.name)
+    print("| text | tokens | " + " | ".join(f"< {s:,}" for s in sizes) + " |")
+    print("|---|---|" + "---|" * len(sizes))
+    for path, ids in tokenize_files(a.tokenize, a.tokenizer, a.files):
+        if not ids:
+            print(f"draft_vocab_coverage: {path}: no tokens", file=sys.stderr)
+            continue
+        shares = [sum(1 for i in ids if i < s) / len(ids) for s in sizes]
+        print(f"| {path} | {len(ids):,} | " + " | ".join(f"{x:.3f}" for x in shares) + " |")
 
 
 if __name__ == "__main__":

@@ -16,12 +16,12 @@ Ids are written sorted, so the model gathers them in few copies.
 """
 import argparse
 import collections
-import gzip
 import json
 import os
-import shutil
-import subprocess
-import tempfile
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tokenize_files import tokenize_files  # noqa: E402
 
 
 def main():
@@ -34,24 +34,9 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("files", nargs="+")
     a = ap.parse_args()
-    tokenizer, tmp = a.tokenizer, None
-    if tokenizer.endswith(".gz"):
-        tmp = tempfile.NamedTemporaryFile(suffix=".json", delete=False)
-        with gzip.open(tokenizer, "rb") as f:
-            shutil.copyfileobj(f, tmp)
-        tmp.close()
-        tokenizer = tmp.name
     counts = collections.Counter()
-    try:
-        for path in a.files:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                line = json.dumps({"text": f.read()}) + "\n"
-            out = subprocess.run([a.tokenize, "--tokenizer", tokenizer], input=line, capture_output=True, text=True,
-                                 check=True).stdout
-            counts.update(json.loads(out.strip().splitlines()[-1])["ids"])
-    finally:
-        if tmp:
-            os.unlink(tmp.name)
+    for _, ids in tokenize_files(a.tokenize, a.tokenizer, a.files):
+        counts.update(ids)
     total = sum(counts.values())
     ranked = sorted(counts, key=lambda t: (-counts[t], t))[: a.size]
     chosen = set(ranked)
