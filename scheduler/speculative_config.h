@@ -33,16 +33,14 @@ struct SpeculativeConfig {
   // drafts against the full distribution, so outputs do not change; a token past the prefix
   // is just never drafted, so the share of the traffic's tokens below N caps what acceptance
   // keeps (bench/tools/draft_vocab_coverage.py measures it; bench-log 2026-12-07, "How much
-  // of a text a pruned drafting vocabulary covers"). Rounded up to a multiple of
-  // kDraftVocabAlign (an FP8 lm_head's block rows).
+  // of a text a pruned drafting vocabulary covers"). The model rounds it up to its lm_head's
+  // row blocks (qwen35::Model::mtp_vocab).
   int32_t draft_vocab_size = 0;
   // mtp: the token ids the module proposes among instead of a prefix (a token map: serve's
   // draft_token_map, a file the server reads; bench/tools/make_draft_token_map.py counts a
   // corpus's tokens into one), each once; the model gathers their lm_head rows at load
   // (qwen35::LoadOptions::mtp_draft_tokens). Empty: none.
   std::vector<int32_t> draft_tokens;
-
-  static constexpr int32_t kDraftVocabAlign = 128;
 
   static constexpr int32_t kMaxSpeculativeTokens = 8;
 
