@@ -148,8 +148,9 @@ void GrammarCache::work() {
     const auto t0 = Clock::now();
     int64_t held = 0;
     try {
-      const grammar::Grammar g = job->build();
-      job->result = grammar::compile(g, vocab_, co);
+      grammar::CompileBudget budget(co.limits, co.cancel);
+      const grammar::Grammar g = job->build(budget);
+      job->result = grammar::compile(g, vocab_, co, budget);
       held = job->result->stats().bytes;
     } catch (...) {
       job->error = std::current_exception();

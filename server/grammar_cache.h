@@ -64,8 +64,9 @@ class GrammarCache {
   GrammarCache& operator=(const GrammarCache&) = delete;
 
   // Builds the grammar to compile. It runs on a worker, possibly after the request that asked
-  // for it has gone, so it must own everything it reads (capture by value).
-  using Build = std::function<grammar::Grammar()>;
+  // for it has gone, so it must own everything it reads (capture by value). It draws on the
+  // compile's budget (time, cancellation) while it reads the constraint.
+  using Build = std::function<grammar::Grammar(const grammar::CompileBudget&)>;
   // Polled while waiting: true once the client is gone.
   using Gone = std::function<bool()>;
 

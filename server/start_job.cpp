@@ -53,8 +53,9 @@ OutputGrammar chat_grammar(const RouteContext& ctx, const Json& body, const Chat
     const std::string key = std::string(optional_reasoning ? "tools r\n" : "tools\n") + cp.forced_function +
                             (parallel ? "\n1\n" : "\n0\n") + dump_json(cp.tools);
     // Runs on a compile worker, possibly after this request is gone: owns its inputs.
-    auto build = [tools = cp.tools, function = cp.forced_function, parallel, optional_reasoning] {
-      grammar::Grammar g = tool_call_grammar(tools, function, parallel);
+    auto build = [tools = cp.tools, function = cp.forced_function, parallel,
+                  optional_reasoning](const grammar::CompileBudget& budget) {
+      grammar::Grammar g = tool_call_grammar(tools, function, parallel, &budget);
       return optional_reasoning ? with_optional_reasoning(std::move(g)) : g;
     };
     const ClientWatch client(ctx);

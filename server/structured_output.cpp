@@ -38,7 +38,9 @@ std::vector<std::string> choices_of(const Json& v, const std::string& param) {
   return out;
 }
 
-grammar::Grammar build_constraint(const OutputConstraint& c, const grammar::JsonSchemaOptions& options) {
+grammar::Grammar build_constraint(const OutputConstraint& c, grammar::JsonSchemaOptions options,
+                                  const grammar::CompileBudget& budget) {
+  options.budget = &budget;
   using Kind = OutputConstraint::Kind;
   switch (c.kind) {
     case Kind::json_object: return grammar::json_object_grammar(options);
@@ -46,7 +48,7 @@ grammar::Grammar build_constraint(const OutputConstraint& c, const grammar::Json
     case Kind::grammar: return grammar::parse_ebnf(c.text);
     case Kind::regex: {
       grammar::Grammar g;
-      g.set_root(g.add_rule("root", grammar::regex_expr(c.text, grammar::RegexMode::whole_text)));
+      g.set_root(g.add_rule("root", grammar::regex_expr(c.text, grammar::RegexMode::whole_text, true, &budget)));
       return g;
     }
     case Kind::choice: {
@@ -172,8 +174,8 @@ std::shared_ptr<const grammar::CompiledGrammar> compile_output_constraint(const 
     default: break;
   }
   // The build runs on a compile worker and may outlive this request: it owns its inputs.
-  auto build = [c, options, optional_reasoning]() -> grammar::Grammar {
-    grammar::Grammar g = build_constraint(c, options);
+  auto build = [c, options, optional_reasoning](const grammar::CompileBudget& budget) -> grammar::Grammar {
+    grammar::Grammar g = build_constraint(c, options, budget);
     return optional_reasoning ? with_optional_reasoning(std::move(g)) : g;
   };
   return cached_grammar(cache, key, build, gone, "'" + c.param + "' cannot be used: ", c.param);

@@ -16,7 +16,7 @@ namespace {
 using namespace ds::grammar;
 
 // Raw text of a string parameter.
-ExprPtr string_value(const Json& s) {
+ExprPtr string_value(const Json& s, const CompileBudget* budget) {
   if (s.is_object()) {
     if (s.contains("const") && s["const"].is_string()) return bytes(s["const"].get<std::string>());
     if (s.contains("enum") && s["enum"].is_array()) {
@@ -28,7 +28,7 @@ ExprPtr string_value(const Json& s) {
     if (s.contains("format") && s["format"].is_string())
       if (ExprPtr f = json_format_content(s["format"].get<std::string>())) return f;
     if (s.contains("pattern") && s["pattern"].is_string())
-      return regex_expr(s["pattern"].get<std::string>(), RegexMode::tag_text_search);
+      return regex_expr(s["pattern"].get<std::string>(), RegexMode::tag_text_search, true, budget);
     const bool min = s.contains("minLength") && s["minLength"].is_number_integer();
     const bool max = s.contains("maxLength") && s["maxLength"].is_number_integer();
     if (min || max) {
@@ -45,10 +45,11 @@ ExprPtr string_value(const Json& s) {
 
 }  // namespace
 
-Grammar tool_call_grammar(const Json& tools, const std::string& function, bool parallel) {
+Grammar tool_call_grammar(const Json& tools, const std::string& function, bool parallel, const CompileBudget* budget) {
   Grammar g;
   JsonSchemaOptions options;
   options.escape_lt = true;
+  options.budget = budget;
   std::deque<Json> docs;  // the converters refer to their documents
   std::vector<ExprPtr> calls;
   const std::vector<std::string> closing = {"</parameter>", "<parameter=", "</function>", "</tool_call>"};
@@ -77,7 +78,7 @@ Grammar tool_call_grammar(const Json& tools, const std::string& function, bool p
         ExprPtr value;
         try {
           if (type.empty() || type == "string") {
-            value = string_value(it.value());
+            value = string_value(it.value(), budget);
           } else {
             // Only the type the parser reads the value as (a list like ["integer", "null"]
             // is read as its first non-null type).

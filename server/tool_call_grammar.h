@@ -13,6 +13,7 @@
 
 #include <string>
 
+#include "model/grammar/budget.h"
 #include "model/grammar/grammar.h"
 #include "server/json.h"
 
@@ -20,6 +21,8 @@ namespace ds::server {
 
 // tools: the request's validated `tools`; function: the forced function's name, or "" for any.
 // Throws grammar::GrammarError naming the tool and parameter whose schema is unsupported.
-grammar::Grammar tool_call_grammar(const Json& tools, const std::string& function, bool parallel);
+// budget: the compile's, drawn on while the schemas' patterns are read (budget.h).
+grammar::Grammar tool_call_grammar(const Json& tools, const std::string& function, bool parallel,
+                                   const grammar::CompileBudget* budget = nullptr);
 
 }  // namespace ds::server

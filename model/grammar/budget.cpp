@@ -8,6 +8,7 @@ namespace {
 
 const char* stage_name(CompileStage s) {
   switch (s) {
+    case CompileStage::parse: return "reading the constraint";
     case CompileStage::expand: return "expanding the grammar into an automaton";
     case CompileStage::determinise: return "determinising the automaton";
     case CompileStage::trim: return "trimming the automaton";
@@ -20,6 +21,9 @@ const char* stage_name(CompileStage s) {
 // What makes each stage large, in the terms of a constraint's author.
 const char* stage_advice(CompileStage s) {
   switch (s) {
+    case CompileStage::parse:
+      return "each distinct character class of a pattern is its own automaton: use fewer distinct classes or a "
+             "shorter pattern";
     case CompileStage::expand:
       return "counted repetitions ({n,m}, minLength/maxLength, minItems/maxItems) copy what they repeat, so "
              "repetitions of repetitions multiply, and every literal (enum and const values, property names) adds "

@@ -9,6 +9,8 @@
 //  * time: the compile fails once it has run `max_time`;
 //  * masks: at most `max_masks` distinct token masks (each a walk of the vocabulary);
 //  * cancellation: a flag its owner sets (the client went away) ends it at the next check.
+// The budget starts before the constraint is read: turning a request's schema or pattern into
+// a Grammar (regex.h, json_schema.h) draws on the same time and cancellation (stage parse).
 // The stages check often enough that a compile stops within milliseconds of any of these.
 // The errors say which limit was reached, at which stage, and what in a constraint causes
 // that (the advice a 400 gives the client).
@@ -37,7 +39,7 @@ struct CompileCancelled : std::runtime_error {
 };
 
 // The stages of a compile, for messages.
-enum class CompileStage { expand, determinise, trim, classes, masks };
+enum class CompileStage { parse, expand, determinise, trim, classes, masks };
 
 class CompileBudget {
  public:

@@ -52,8 +52,13 @@ StateMask make_mask(std::vector<int32_t>& accepted, const TokenVocabulary& vocab
 
 std::shared_ptr<const CompiledGrammar> compile(const Grammar& grammar, std::shared_ptr<const TokenVocabulary> vocab,
                                                const CompileOptions& options) {
-  if (!vocab) throw GrammarError("grammar: no vocabulary");
   CompileBudget budget(options.limits, options.cancel);
+  return compile(grammar, std::move(vocab), options, budget);
+}
+
+std::shared_ptr<const CompiledGrammar> compile(const Grammar& grammar, std::shared_ptr<const TokenVocabulary> vocab,
+                                               const CompileOptions& options, CompileBudget& budget) {
+  if (!vocab) throw GrammarError("grammar: no vocabulary");
   auto out = std::shared_ptr<CompiledGrammar>(new CompiledGrammar());
   const auto t0 = std::chrono::steady_clock::now();
   out->pda_ = build_pda(grammar, budget);

@@ -77,7 +77,7 @@ class CompiledGrammar {
 
  private:
   friend std::shared_ptr<const CompiledGrammar> compile(const Grammar&, std::shared_ptr<const TokenVocabulary>,
-                                                        const CompileOptions&);
+                                                        const CompileOptions&, CompileBudget&);
   Pda pda_;
   std::shared_ptr<const TokenVocabulary> vocab_;
   std::vector<StateMask> masks_;
@@ -89,5 +89,9 @@ class CompiledGrammar {
 // or CompileCancelled.
 std::shared_ptr<const CompiledGrammar> compile(const Grammar& grammar, std::shared_ptr<const TokenVocabulary> vocab,
                                                const CompileOptions& options = {});
+// The same, drawing on a budget that reading the constraint already drew on (its limits and
+// cancel flag are the budget's; options.limits and options.cancel are not read).
+std::shared_ptr<const CompiledGrammar> compile(const Grammar& grammar, std::shared_ptr<const TokenVocabulary> vocab,
+                                               const CompileOptions& options, CompileBudget& budget);
 
 }  // namespace ds::grammar

@@ -278,7 +278,8 @@ ExprPtr JsonSchemaConverter::string(const OrderedJson& s, const std::string& whe
     if (lengths) schema_fail(where, "'pattern' together with 'minLength'/'maxLength' is not supported");
     try {
       return seq({bytes("\""),
-                  regex_expr(s["pattern"].get<std::string>(), RegexMode::json_string_search, !options_.escape_lt),
+                  regex_expr(s["pattern"].get<std::string>(), RegexMode::json_string_search, !options_.escape_lt,
+                             options_.budget),
                   bytes("\"")});
     } catch (const GrammarError& e) {
       schema_fail(where + "/pattern", e.what());

@@ -30,6 +30,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/grammar/budget.h"
 #include "model/grammar/grammar.h"
 #include "model/grammar/json_text.h"
 
@@ -44,6 +45,8 @@ struct JsonSchemaOptions {
   bool additional_properties_default = false;
   // Write '<' in strings only as \u003c (json_chars), for JSON inside XML-like tool calls.
   bool escape_lt = false;
+  // The compile's budget (budget.h), drawn on while patterns are read; none: unbounded in time.
+  const CompileBudget* budget = nullptr;
 };
 
 // The characters (no quotes) of a string in a known `format` (date, time, date-time, uuid,

@@ -41,7 +41,8 @@ CodepointSet dot() {
 
 class Parser {
  public:
-  Parser(std::string_view p, RegexMode mode, bool lt_raw) : p_(p), mode_(mode), lt_raw_(lt_raw) {}
+  Parser(std::string_view p, RegexMode mode, bool lt_raw, const CompileBudget* budget)
+      : p_(p), mode_(mode), lt_raw_(lt_raw), budget_(budget) {}
 
   ExprPtr run() {
     const bool anchored_start = peek_is('^');
@@ -75,12 +76,24 @@ class Parser {
   }
   bool peek_is(char c) const { return pos_ < p_.size() && p_[pos_] == c; }
 
+  // Draws on the compile's budget every kCheckEvery units of work (an atom is 1, a new
+  // distinct class kClassCost: encoding one is ~100x the work of reading a character).
+  static constexpr int64_t kCheckEvery = 4096, kClassCost = 64;
+  void spend(int64_t units) {
+    work_ += units;
+    if (budget_ && work_ >= next_check_) {
+      next_check_ = work_ + kCheckEvery;
+      budget_->check(CompileStage::parse);
+    }
+  }
+
   // One expression per distinct character set, shared wherever the pattern repeats it (a
   // negated class in a JSON string is ~40 nodes; 10,000 of them need not be 400,000).
   ExprPtr encode(const CodepointSet& s) {
     std::vector<std::pair<char32_t, char32_t>> key;
     for (const CodepointSet::Range& r : s.ranges()) key.emplace_back(r.lo, r.hi);
     auto [it, inserted] = encoded_.try_emplace(std::move(key));
+    if (inserted) spend(kClassCost);
     if (inserted) it->second = mode_ == RegexMode::json_string_search ? json_chars(s, lt_raw_) : utf8_expr(s);
     return it->second;
   }
@@ -105,6 +118,7 @@ class Parser {
   }
 
   ExprPtr parse_quantified(int depth) {
+    spend(1);
     ExprPtr e = parse_atom(depth);
     if (pos_ >= p_.size()) return e;
     const char c = p_[pos_];
@@ -334,16 +348,18 @@ class Parser {
   size_t pos_ = 0;
   RegexMode mode_;
   bool lt_raw_;
+  const CompileBudget* budget_;
+  int64_t work_ = 0, next_check_ = 0;
 };
 
 }  // namespace
 
-ExprPtr regex_expr(std::string_view pattern, RegexMode mode, bool lt_raw) {
+ExprPtr regex_expr(std::string_view pattern, RegexMode mode, bool lt_raw, const CompileBudget* budget) {
   // Request input: bounded before any work (a pattern's size sets the expression's).
   if (pattern.size() > kMaxRegexBytes)
     throw GrammarError("regex: the pattern is " + std::to_string(pattern.size()) + " bytes, more than the limit of " +
                        std::to_string(kMaxRegexBytes));
-  return Parser(pattern, mode, lt_raw).run();
+  return Parser(pattern, mode, lt_raw, budget).run();
 }
 
 }  // namespace ds::grammar

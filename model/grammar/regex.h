@@ -12,6 +12,7 @@
 
 #include <string_view>
 
+#include "model/grammar/budget.h"
 #include "model/grammar/grammar.h"
 
 namespace ds::grammar {
@@ -33,6 +34,8 @@ enum class RegexMode : uint8_t {
 inline constexpr size_t kMaxRegexBytes = 256 * 1024;
 
 // lt_raw: in json_string_search mode, whether '<' may be written as itself (json_chars).
-ExprPtr regex_expr(std::string_view pattern, RegexMode mode, bool lt_raw = true);
+// budget: the compile's (budget.h), checked as the pattern is read (stage parse), so a pattern
+// of many distinct classes stops at the compile's time limit or its client's cancellation.
+ExprPtr regex_expr(std::string_view pattern, RegexMode mode, bool lt_raw = true, const CompileBudget* budget = nullptr);
 
 }  // namespace ds::grammar

@@ -45,16 +45,20 @@ std::shared_ptr<const TokenVocabulary> vocab() {
   return v;
 }
 
-Grammar build(uint8_t kind, std::string_view text) {
+// As the server's compile workers do (grammar_cache.cpp): reading the constraint draws on the
+// budget that the compile then goes on with.
+Grammar build(uint8_t kind, std::string_view text, const CompileBudget& budget) {
+  JsonSchemaOptions options;
+  options.budget = &budget;
   switch (kind % 4) {
     case 0: {
       Grammar g;
-      g.set_root(g.add_rule("root", regex_expr(text, RegexMode::whole_text)));
+      g.set_root(g.add_rule("root", regex_expr(text, RegexMode::whole_text, true, &budget)));
       return g;
     }
-    case 1: return json_schema_grammar(OrderedJson{{"type", "string"}, {"pattern", std::string(text)}});
+    case 1: return json_schema_grammar(OrderedJson{{"type", "string"}, {"pattern", std::string(text)}}, options);
     case 2: return parse_ebnf(text);
-    default: return json_schema_grammar_from_text(text);
+    default: return json_schema_grammar_from_text(text, options);
   }
 }
 
@@ -71,7 +75,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.limits.max_masks = 2048;
   std::shared_ptr<const CompiledGrammar> g;
   try {
-    g = compile(build(data[0], text), vocab(), options);
+    CompileBudget budget(options.limits);
+    g = compile(build(data[0], text, budget), vocab(), options, budget);
   } catch (const GrammarError&) {
     return 0;
   }

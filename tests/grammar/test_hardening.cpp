@@ -12,6 +12,7 @@
 #include "model/grammar/ebnf.h"
 #include "model/grammar/json_schema.h"
 #include "model/grammar/regex.h"
+#include "model/tokenizer/utf8.h"
 #include "tests/grammar/grammar_test_util.h"
 
 using namespace ds;
@@ -84,6 +85,46 @@ TEST_CASE("hardening: a pattern's size is bounded, and its repeated classes are 
     if (e->extra) stack.push_back(e->extra.get());
   }
   CHECK(distinct.size() < 1000);
+}
+
+TEST_CASE("hardening: reading a pattern draws on the compile's budget", "[grammar][hardening]") {
+  // 20,000 distinct negated classes (~120 KB, under the size cap): each is its own expression,
+  // ~0.5 s to read in a Release build and many times that under the sanitizers.
+  std::string classes;
+  for (char32_t c = 0x4E00; c < 0x4E00 + 20000; ++c) {
+    classes += "[^";
+    tok::utf8::append(classes, c);
+    classes += "]";
+  }
+  CompileLimits limits;
+  limits.max_time = std::chrono::milliseconds(50);
+  {
+    const CompileBudget budget(limits);
+    const auto t0 = Clock::now();
+    CHECK_THROWS_WITH(regex_expr(classes, RegexMode::whole_text, true, &budget),
+                      Catch::Contains("took longer than the limit") && Catch::Contains("reading the constraint") &&
+                          Catch::Contains("distinct character class"));
+    CHECK(seconds_since(t0) < 5.0);
+  }
+  {  // through a schema's pattern: the error names where it is
+    JsonSchemaOptions options;
+    const CompileBudget budget(limits);
+    options.budget = &budget;
+    CHECK_THROWS_WITH(json_schema_grammar(OrderedJson{{"type", "string"}, {"pattern", classes}}, options),
+                      Catch::Contains("/pattern") && Catch::Contains("reading the constraint"));
+  }
+  {  // the client left: the parse stops at its next check
+    const std::atomic<bool> cancel{true};
+    const CompileBudget budget(CompileLimits{}, &cancel);
+    CHECK_THROWS_AS(regex_expr(classes, RegexMode::json_string_search, true, &budget), CompileCancelled);
+  }
+  // A budget with time to spare changes nothing.
+  const CompileBudget roomy(limits);
+  Grammar g;
+  g.set_root(g.add_rule("root", regex_expr("a[^b]c", RegexMode::whole_text, true, &roomy)));
+  const auto compiled = compile(g, edge_vocab());
+  CHECK(matches(compiled, "axc"));
+  CHECK_FALSE(matches(compiled, "abc"));
 }
 
 TEST_CASE("hardening: 100,000 chained operators are refused or collapse, never recursed on", "[grammar][hardening]") {

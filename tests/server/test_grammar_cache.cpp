@@ -27,7 +27,7 @@ std::shared_ptr<const grammar::TokenVocabulary> vocab() {
 }
 
 server::GrammarCache::Build regex(const std::string& re) {
-  return [re] {
+  return [re](const grammar::CompileBudget&) {
     grammar::Grammar g;
     g.set_root(g.add_rule("root", grammar::regex_expr(re, grammar::RegexMode::whole_text)));
     return g;
@@ -50,9 +50,9 @@ TEST_CASE("grammar cache: one compile per key, a bounded queue, cancellation, re
   // A compiles; C queues behind it; a third finds the queue full.
   auto wait_for = [&](const std::string& re, std::atomic<bool>* gone) {
     try {
-      cache.get("k" + re, [&a_running, re] {
+      cache.get("k" + re, [&a_running, re](const grammar::CompileBudget& budget) {
         if (re == kSlow) a_running = true;  // on the worker: A left the queue
-        return regex(re)();
+        return regex(re)(budget);
       }, [gone] { return gone && gone->load(); });
     } catch (const grammar::CompileCancelled&) {
       ++cancelled;
@@ -75,12 +75,15 @@ TEST_CASE("grammar cache: one compile per key, a bounded queue, cancellation, re
   CHECK(cache.size() == 1);  // C; A's cancellation is not remembered
   // A refusal is remembered: the second ask does not compile.
   CHECK_THROWS_AS(cache.get("bad", regex("(a")), grammar::GrammarError);
-  CHECK_THROWS_AS(cache.get("bad", [] () -> grammar::Grammar { FAIL("compiled again"); return {}; }), grammar::GrammarError);
+  CHECK_THROWS_AS(cache.get("bad", [](const grammar::CompileBudget&) -> grammar::Grammar {
+    FAIL("compiled again");
+    return {};
+  }), grammar::GrammarError);
   // Two waiters of one key share its compile.
   std::atomic<int> builds{0};
-  auto counted = [&] {
+  auto counted = [&](const grammar::CompileBudget& budget) {
     ++builds;
-    return regex("[ab]*a[ab]{12}")();
+    return regex("[ab]*a[ab]{12}")(budget);
   };
   auto ask = [&] {
     try {
