@@ -285,12 +285,14 @@ int main(int argc, char** argv) {
     const int32_t bs = 16;
     const int64_t max_b = batches.empty() ? 0 : *std::max_element(batches.begin(), batches.end());
     const int64_t max_l = contexts.empty() ? 0 : *std::max_element(contexts.begin(), contexts.end());
-    const int64_t per_seq_blocks = (max_l + bs - 1) / bs + 1;
+    const int64_t rows_per_seq = 1 + verify;  // a decode step's rows per sequence
+    // A contiguous sequence grows inside its own run of blocks: room for the timed and warm-up
+    // steps' rows (a verify step adds 1 + K).
+    const int64_t per_seq_blocks = (max_l + (steps + 6) * rows_per_seq + bs - 1) / bs + 1;
     // The paged layout point decodes layout_batch of the paged sequences: prefill enough of them.
     const int64_t n_paged = std::max<int64_t>(max_b, layouts ? layout_batch : 0);
     const int64_t n_long = n_paged + (layouts ? layout_batch : 0);
     const int64_t prefill_blocks = 3 * ((prefill + bs - 1) / bs);
-    const int64_t rows_per_seq = 1 + verify;  // a decode step's rows per sequence
     const int64_t decode_blocks =
         std::max<int64_t>(n_paged, layout_batch) * (((steps + 6) * rows_per_seq + bs - 1) / bs + 1) + 8;
     kvcache::PoolSizes sizes;
