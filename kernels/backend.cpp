@@ -387,20 +387,21 @@ void Backend::lora_shrink(const Tensor& x, const Tensor& a, const BatchPlan& pla
   do_lora_shrink(x, a, plan, tmp);
 }
 
-void Backend::lora_expand(const Tensor& tmp, const Tensor& b, const BatchPlan& plan, int64_t col_offset,
-                          Tensor& out) {
+void Backend::lora_expand(const Tensor& tmp, int64_t first_rank, const Tensor& b, const BatchPlan& plan,
+                          int64_t col_offset, Tensor& out) {
   const char* op = "lora_expand";
   require_type(tmp, op, "tmp", DType::f32);
   require_lora_pool(b, plan, op, "b");
   require_type(out, op, "out", DType::f32);
   const int64_t rows = plan.num_rows();
-  DS_REQUIRE((tmp.shape() == Shape{rows, b.dim(2)}), op,
-             "tmp must be " + Shape{rows, b.dim(2)}.str() + ", got " + tmp.shape().str());
+  DS_REQUIRE(tmp.rank() == 2 && tmp.dim(0) == rows && first_rank >= 0 && first_rank + b.dim(2) <= tmp.dim(1), op,
+             "tmp " + tmp.shape().str() + " must have " + std::to_string(rows) + " rows and rank columns [" +
+                 std::to_string(first_rank) + ", " + std::to_string(first_rank + b.dim(2)) + ")");
   DS_REQUIRE(out.rank() == 2 && out.dim(0) == rows && col_offset >= 0 && col_offset + b.dim(1) <= out.dim(1), op,
              "out " + out.shape().str() + " must have " + std::to_string(rows) + " rows and columns [" +
                  std::to_string(col_offset) + ", " + std::to_string(col_offset + b.dim(1)) + ")");
   if (rows == 0 || b.dim(1) == 0 || b.dim(2) == 0) return;
-  do_lora_expand(tmp, b, plan, col_offset, out);
+  do_lora_expand(tmp, first_rank, b, plan, col_offset, out);
 }
 
 }  // namespace ds::kernels

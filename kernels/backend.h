@@ -256,10 +256,13 @@ class Backend {
   // its B with the adapter's scale folded in (columns past its rank zero), all f32. So
   // y += scale * B (A x) is shrink then expand, and a batch mixes adapters and the base.
   // shrink: tmp[r] = a[s] · x[r] (rows without an adapter untouched); x [rows, K] f32 or act,
-  // tmp [rows, R] f32. expand: out[r, col_offset + j] += sum_i b[s, j, i] * tmp[r, i] for rows
-  // with an adapter (other rows untouched); tmp [rows, R], out [rows, >= col_offset + N] f32.
+  // tmp [rows, R] f32. expand: out[r, col_offset + j] += sum_i b[s, j, i] * tmp[r, first_rank + i]
+  // for rows with an adapter (other rows untouched); tmp [rows, W] with first_rank + R <= W, out
+  // [rows, >= col_offset + N] f32. The rank range lets projections that read one input share a
+  // shrink (a stacked A, each one's ranks a column range of tmp) and expand each from its range.
   void lora_shrink(const Tensor& x, const Tensor& a, const BatchPlan& plan, Tensor& tmp);
-  void lora_expand(const Tensor& tmp, const Tensor& b, const BatchPlan& plan, int64_t col_offset, Tensor& out);
+  void lora_expand(const Tensor& tmp, int64_t first_rank, const Tensor& b, const BatchPlan& plan, int64_t col_offset,
+                   Tensor& out);
 
   // ---- the vision encoder's ops (model/qwen35/vision_encoder.h) ---------------------------
   // LayerNorm with weight and bias over the last dim d: out = (x - mean) * rsqrt(var + eps)
@@ -343,8 +346,8 @@ class Backend {
                                    const BatchPlan& plan, const DeltaNetDims& dims, Tensor& out) = 0;
   virtual void do_gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, float eps, Tensor& out) = 0;
   virtual void do_lora_shrink(const Tensor& x, const Tensor& a, const BatchPlan& plan, Tensor& tmp) = 0;
-  virtual void do_lora_expand(const Tensor& tmp, const Tensor& b, const BatchPlan& plan, int64_t col_offset,
-                              Tensor& out) = 0;
+  virtual void do_lora_expand(const Tensor& tmp, int64_t first_rank, const Tensor& b, const BatchPlan& plan,
+                              int64_t col_offset, Tensor& out) = 0;
   virtual void do_layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out) = 0;
   virtual void do_add_bias(Tensor& x, const Tensor& bias) = 0;
   virtual void do_gelu(const Tensor& x, const Tensor& bias, Gelu kind, Tensor& out) = 0;

@@ -218,9 +218,9 @@ class CpuBackend final : public Backend {
   void do_lora_shrink(const Tensor& x, const Tensor& a, const BatchPlan& plan, Tensor& tmp) override {
     cpu::lora_shrink(pool_, x, a, plan, tmp);
   }
-  void do_lora_expand(const Tensor& tmp, const Tensor& b, const BatchPlan& plan, int64_t col_offset,
-                      Tensor& out) override {
-    cpu::lora_expand(pool_, tmp, b, plan, col_offset, out);
+  void do_lora_expand(const Tensor& tmp, int64_t first_rank, const Tensor& b, const BatchPlan& plan,
+                      int64_t col_offset, Tensor& out) override {
+    cpu::lora_expand(pool_, tmp, first_rank, b, plan, col_offset, out);
   }
   void do_layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out) override {
     cpu::layer_norm(pool_, x, weight, bias, eps, out);

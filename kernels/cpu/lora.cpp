@@ -1,5 +1,6 @@
 // LoRA's gathered shrink and expand (backend.h): each row reads its own slot's A and B, so a
-// batch mixes adapters; rows without one are skipped.
+// batch mixes adapters; rows without one are skipped. The expand reads its ranks from a column
+// range of tmp (a shrink shared by the projections that read one input).
 #include "kernels/cpu/ops.h"
 
 namespace ds::kernels::cpu {
@@ -27,9 +28,9 @@ void lora_shrink(ThreadPool& pool, const Tensor& x, const Tensor& a, const Batch
   });
 }
 
-void lora_expand(ThreadPool& pool, const Tensor& tmp, const Tensor& b, const BatchPlan& plan, int64_t col_offset,
-                 Tensor& out) {
-  const int64_t rows = tmp.dim(0), rank = tmp.dim(1), n = b.dim(1), ld = out.dim(1);
+void lora_expand(ThreadPool& pool, const Tensor& tmp, int64_t first_rank, const Tensor& b, const BatchPlan& plan,
+                 int64_t col_offset, Tensor& out) {
+  const int64_t rows = tmp.dim(0), ld_t = tmp.dim(1), rank = b.dim(2), n = b.dim(1), ld = out.dim(1);
   const float* t = tmp.data_as<const float>();
   const float* bs = b.data_as<const float>();
   float* o = out.data_as<float>();
@@ -38,7 +39,7 @@ void lora_expand(ThreadPool& pool, const Tensor& tmp, const Tensor& b, const Bat
     for (int64_t r = begin; r < end; ++r) {
       const int32_t s = slots[static_cast<size_t>(r)];
       if (s < 0) continue;
-      const float* tr = t + r * rank;
+      const float* tr = t + r * ld_t + first_rank;
       const float* br = bs + static_cast<int64_t>(s) * n * rank;
       float* y = o + r * ld + col_offset;
       for (int64_t j = 0; j < n; ++j) {

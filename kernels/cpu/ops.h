@@ -43,8 +43,8 @@ void gated_delta_rule(ThreadPool& pool, const Tensor& qkv, const Tensor& a, cons
 void gated_rms_norm(ThreadPool& pool, const Tensor& x, const Tensor& z, const Tensor& weight,
                     float eps, Tensor& out);
 void lora_shrink(ThreadPool& pool, const Tensor& x, const Tensor& a, const BatchPlan& plan, Tensor& tmp);
-void lora_expand(ThreadPool& pool, const Tensor& tmp, const Tensor& b, const BatchPlan& plan, int64_t col_offset,
-                 Tensor& out);
+void lora_expand(ThreadPool& pool, const Tensor& tmp, int64_t first_rank, const Tensor& b, const BatchPlan& plan,
+                 int64_t col_offset, Tensor& out);
 void layer_norm(ThreadPool& pool, const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out);
 void add_bias(ThreadPool& pool, Tensor& x, const Tensor& bias);
 void gelu(ThreadPool& pool, const Tensor& x, const Tensor& bias, Backend::Gelu kind, Tensor& out);

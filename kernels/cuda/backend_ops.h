@@ -372,9 +372,10 @@ constexpr size_t kLoraExpandMaxShared = 227 * 1024;
 // tmp [rows, R].
 void lora_shrink(const void* x, DType x_type, int64_t rows, int64_t K, const float* a, int64_t R, const LoraTile* tiles,
                  int32_t n_tiles, const int32_t* tile_rows, float* tmp, Stream stream);
-// expand: out[r, col_offset + j] += sum_i b[slot, j, i] * tmp[r, i]; b [slots, N, R], out rows
-// ld floats apart.
-void lora_expand(const float* tmp, int64_t R, const float* b, int64_t N, const LoraTile* tiles, int32_t n_tiles,
-                 const int32_t* tile_rows, float* out, int64_t ld, int64_t col_offset, Stream stream);
+// expand: out[r, col_offset + j] += sum_i b[slot, j, i] * tmp[r * ld_tmp + i], i < R; b [slots, N, R],
+// tmp rows ld_tmp >= R floats apart (tmp may point at a rank range of a wider shrink output), out
+// rows ld floats apart.
+void lora_expand(const float* tmp, int64_t ld_tmp, int64_t R, const float* b, int64_t N, const LoraTile* tiles,
+                 int32_t n_tiles, const int32_t* tile_rows, float* out, int64_t ld, int64_t col_offset, Stream stream);
 
 }  // namespace ds::cuda::ops

@@ -5,9 +5,11 @@
 // for the decode rows of one adapter -- and never reloads them where slots alternate. Rows
 // without an adapter are in no tile: their tmp rows and outputs are untouched. A tile of no
 // rows (the padding of a recorded step's fixed grid) returns at once. The pools are f32 and
-// the ranks small (16 - 64), so both kernels are a few microseconds of loads: what they are
-// built around is the length of each block's chain of dependent loads (bench-log 2026-12-07,
-// "LoRA: the tiles with split-K shrink": a decode step runs 2 x 248 of them).
+// the ranks small (16 - 64 a projection; a shrink shared by the projections of one input stacks
+// theirs, up to 6x), so both kernels are a few microseconds of loads: what they are built around
+// is the length of each block's chain of dependent loads (bench-log 2026-12-07, "LoRA: the tiles
+// with split-K shrink": a 9B decode step ran 248 of each; with the shared shrinks it runs 128
+// shrinks and 248 expands).
 //  * Before the wait for the previous kernel, a block reads what no kernel of the step writes:
 //    its tile, its rows' indices and its slot's first A or B values. After it, everything else
 //    it needs is requested at once (x, or tmp and the output values), then summed.
@@ -17,7 +19,9 @@
 //    kShrinkOneRankRows rows and 4 for longer ones.
 //  * expand: a block per (tile, kThreads output columns); a thread per column holds its B row
 //    in registers, 16 ranks at a time, and adds its dot product with each row's rank vector
-//    (the tile's tmp rows, staged in shared memory) to that row's output.
+//    (the tile's tmp rows, staged in shared memory) to that row's output. Its ranks are a
+//    column range of tmp's rows (ld_tmp apart): projections that read one input share one
+//    shrink into a wider tmp (model/qwen35/lora_slots.h), and each expands from its range.
 #include "kernels/cuda/backend_common.cuh"
 #include "kernels/cuda/backend_ops.h"
 
@@ -168,7 +172,7 @@ __device__ __forceinline__ void load_b_chunk(const float* w, int64_t i0, int64_t
 }
 
 __global__ void __launch_bounds__(kThreads)
-    lora_expand_kernel(const float* tmp, int64_t R, const float* b, int64_t N, const LoraTile* tiles,
+    lora_expand_kernel(const float* tmp, int64_t ld_tmp, int64_t R, const float* b, int64_t N, const LoraTile* tiles,
                        const int32_t* tile_rows, float* out, int64_t ld, int64_t col_offset, bool vec_b) {
   extern __shared__ float ts[];  // [kLoraTileRows, R]: the tile's rank vectors, then kRankChunk zeros
   __shared__ int32_t rs[kLoraTileRows];
@@ -183,7 +187,9 @@ __global__ void __launch_bounds__(kThreads)
   load_b_chunk(w, 0, R, vec_b, wv);  // the pool is not written by the step's kernels
   wait_for_previous_kernel();         // tmp and out are the previous kernels' results
   __syncthreads();                    // rs
-  for (int64_t e = t; e < int64_t{tile.count} * R; e += kThreads) ts[e] = tmp[int64_t{rs[e / R]} * R + e % R];
+  // tmp's rows are ld_tmp apart: this site's ranks may be a column range of a shrink output
+  // shared with the other projections of its input.
+  for (int64_t e = t; e < int64_t{tile.count} * R; e += kThreads) ts[e] = tmp[int64_t{rs[e / R]} * ld_tmp + e % R];
   // A chunk past R multiplies zero B values by what follows a row: the next row's values, or
   // past the last row these zeros (never uninitialised memory, which may hold a NaN).
   if (t < kRankChunk) ts[int64_t{tile.count} * R + t] = 0.0f;
@@ -247,9 +253,10 @@ void lora_shrink(const void* x, DType x_type, int64_t rows, int64_t K, const flo
     shrink_for<false>(x, rows, K, a, R, tiles, n_tiles, tile_rows, tmp, stream);
 }
 
-void lora_expand(const float* tmp, int64_t R, const float* b, int64_t N, const LoraTile* tiles, int32_t n_tiles,
-                 const int32_t* tile_rows, float* out, int64_t ld, int64_t col_offset, Stream stream) {
+void lora_expand(const float* tmp, int64_t ld_tmp, int64_t R, const float* b, int64_t N, const LoraTile* tiles,
+                 int32_t n_tiles, const int32_t* tile_rows, float* out, int64_t ld, int64_t col_offset, Stream stream) {
   if (n_tiles == 0 || N == 0 || R == 0) return;
+  if (ld_tmp < R) throw std::invalid_argument("cuda backend: lora_expand: tmp rows narrower than the rank");
   const int64_t blocks_y = (N + kThreads - 1) / kThreads;
   if (blocks_y > 65535 || expand_shared(R) > kLoraExpandMaxShared)
     throw std::invalid_argument("cuda backend: lora_expand too large");
@@ -263,8 +270,8 @@ void lora_expand(const float* tmp, int64_t R, const float* b, int64_t N, const L
     (void)opted;
   }
   const dim3 grid(static_cast<unsigned>(n_tiles), static_cast<unsigned>(blocks_y));
-  launch_dependent("lora_expand_kernel", lora_expand_kernel, grid, dim3(kThreads), expand_shared(R), stream, tmp, R, b,
-                   N, tiles, tile_rows, out, ld, col_offset, R % 4 == 0 && aligned_to(b, 16));
+  launch_dependent("lora_expand_kernel", lora_expand_kernel, grid, dim3(kThreads), expand_shared(R), stream, tmp, ld_tmp,
+                   R, b, N, tiles, tile_rows, out, ld, col_offset, R % 4 == 0 && aligned_to(b, 16));
 }
 
 }  // namespace ds::cuda::ops

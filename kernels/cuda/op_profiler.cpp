@@ -165,9 +165,9 @@ void OpProfiler::do_gated_rms_norm(const Tensor& x, const Tensor& z, const Tenso
 void OpProfiler::do_lora_shrink(const Tensor& x, const Tensor& a, const BatchPlan& plan, Tensor& tmp) {
   timed("lora_shrink", [&] { inner_.lora_shrink(x, a, plan, tmp); });
 }
-void OpProfiler::do_lora_expand(const Tensor& tmp, const Tensor& b, const BatchPlan& plan, int64_t col_offset,
-                                Tensor& out) {
-  timed("lora_expand", [&] { inner_.lora_expand(tmp, b, plan, col_offset, out); });
+void OpProfiler::do_lora_expand(const Tensor& tmp, int64_t first_rank, const Tensor& b, const BatchPlan& plan,
+                                int64_t col_offset, Tensor& out) {
+  timed("lora_expand", [&] { inner_.lora_expand(tmp, first_rank, b, plan, col_offset, out); });
 }
 
 void OpProfiler::do_layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out) {

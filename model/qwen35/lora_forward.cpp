@@ -1,5 +1,6 @@
 // The model's LoRA steps (model.h, "LoRA adapters"): the slot pool, and the updates each
-// adapted projection adds through the backend's gathered shrink and expand.
+// adapted projection adds through the backend's gathered shrink and expand: one shrink for the
+// projections of a layer that read one input (LoraSlots' groups), an expand for each.
 #include <algorithm>
 #include <stdexcept>
 #include <string>
@@ -54,17 +55,32 @@ bool Model::lora_active(int64_t layer, LoraTarget t) const {
                      [&](int32_t s) { return site->used[static_cast<size_t>(s)]; });
 }
 
-void Model::apply_lora(int64_t layer, LoraTarget t, const Tensor& x, const kernels::BatchPlan& plan, Tensor& out,
-                       int64_t col) {
-  if (!lora_active(layer, t)) return;
-  const LoraSlots::Site& site = *lora_->site(layer, t);
-  const int64_t T = plan.num_rows(), R = site.a.dim(1);
+void Model::apply_lora(int64_t layer, const Tensor& x, const kernels::BatchPlan& plan,
+                       std::initializer_list<LoraOutput> outputs) {
+  const LoraSlots::Site* first = nullptr;
+  for (const LoraOutput& o : outputs)
+    if (lora_active(layer, o.target)) {
+      first = lora_->site(layer, o.target);
+      break;
+    }
+  if (!first || plan.num_rows() == 0) return;
+  // One shrink for the group: its stacked A gives every member's ranks (zeros for a slot's
+  // members it leaves alone) in the member's columns of tmp.
+  const Tensor& a = lora_->group(*first).a;
+  const int64_t T = plan.num_rows(), R = a.dim(1);
   if (lora_tmp_.numel() < T * R) throw std::logic_error("Model::apply_lora: the workspace was not sized for the step");
   Tensor tmp = lora_tmp_.rows(0, T * R).reshape(Shape{T, R});
-  // Outputs arrive in the shapes the model computes them in; the update sees [rows, columns].
-  Tensor out2 = out.reshape(Shape{T, out.numel() / T});
-  backend_->lora_shrink(x, site.a, plan, tmp);
-  backend_->lora_expand(tmp, site.b, plan, col, out2);
+  backend_->lora_shrink(x, a, plan, tmp);
+  for (const LoraOutput& o : outputs) {
+    if (!lora_active(layer, o.target)) continue;
+    const LoraSlots::Site& site = *lora_->site(layer, o.target);
+    if (site.group != first->group)
+      throw std::logic_error(std::string("Model::apply_lora: ") + lora_target_name(o.target) + " and " +
+                             lora_target_name(outputs.begin()->target) + " are not one input group (lora_slots.h)");
+    // Outputs arrive in the shapes the model computes them in; the update sees [rows, columns].
+    Tensor out2 = o.out.reshape(Shape{T, o.out.numel() / T});
+    backend_->lora_expand(tmp, site.rank_offset, site.b, plan, o.col, out2);
+  }
 }
 
 }  // namespace ds::qwen35

@@ -160,7 +160,7 @@ Model::Workspace& Model::workspace(int64_t rows, int64_t logit_rows) {
     w.proj = be.alloc(f32, Shape{n * proj_cols});
     w.act = be.alloc(act, Shape{n, c.intermediate_size});
     if (weights_.mtp) w.hidden = be.alloc(f32, Shape{n, c.hidden_size});
-    if (lora_) lora_tmp_ = be.alloc(f32, Shape{n * lora_->max_site_rank()});
+    if (lora_) lora_tmp_ = be.alloc(f32, Shape{n * lora_->max_group_rank()});
     w.rows = n;
     ++ws_generation_;
   }
@@ -288,9 +288,8 @@ void Model::run_attention(const AttentionWeights& w, int64_t pool, int64_t layer
 
   Tensor outputs[] = {qg2, k2, v2};
   project(x, w.qkv_proj, outputs, ws);
-  apply_lora(layer, LoraTarget::q_proj, x, plan, outputs[0]);
-  apply_lora(layer, LoraTarget::k_proj, x, plan, outputs[1]);
-  apply_lora(layer, LoraTarget::v_proj, x, plan, outputs[2]);
+  apply_lora(layer, x, plan,
+             {{LoraTarget::q_proj, outputs[0]}, {LoraTarget::k_proj, outputs[1]}, {LoraTarget::v_proj, outputs[2]}});
   qg = outputs[0].reshape(qg.shape());
   k = outputs[1].reshape(k.shape());
   v = outputs[2].reshape(v.shape());
@@ -302,7 +301,7 @@ void Model::run_attention(const AttentionWeights& w, int64_t pool, int64_t layer
   be.sigmoid_gate(attn, gate);
   const Tensor attn2 = attn.reshape(Shape{T, c.num_heads * c.head_dim});
   be.gemm(attn2, w.o_proj, h, true);
-  apply_lora(layer, LoraTarget::o_proj, attn2, plan, h);
+  apply_lora(layer, attn2, plan, {{LoraTarget::o_proj, h}});
 }
 
 void Model::run_deltanet(int64_t layer, const kernels::BatchPlan& plan, Workspace& ws) {
@@ -327,11 +326,9 @@ void Model::run_deltanet(int64_t layer, const kernels::BatchPlan& plan, Workspac
     project(x, w.in_proj, std::span<Tensor>(outputs).first(2), ws);
     project(x, w.in_proj_ba, std::span<Tensor>(outputs).last(2), ws, T * w.in_proj.dim(0));
   }
-  apply_lora(layer, LoraTarget::in_proj_qkv, x, plan, outputs[0]);
-  Tensor z_flat = outputs[1].reshape(flat);
-  apply_lora(layer, LoraTarget::in_proj_z, x, plan, z_flat);
-  apply_lora(layer, LoraTarget::in_proj_b, x, plan, outputs[2]);
-  apply_lora(layer, LoraTarget::in_proj_a, x, plan, outputs[3]);
+  apply_lora(layer, x, plan,
+             {{LoraTarget::in_proj_qkv, outputs[0]}, {LoraTarget::in_proj_z, outputs[1]},
+              {LoraTarget::in_proj_b, outputs[2]}, {LoraTarget::in_proj_a, outputs[3]}});
   mixed = outputs[0];
   z = outputs[1].reshape(z.shape());
   b = outputs[2];
@@ -342,7 +339,7 @@ void Model::run_deltanet(int64_t layer, const kernels::BatchPlan& plan, Workspac
   be.gated_rms_norm(core, z, w.norm, static_cast<float>(c.rms_norm_eps), y);
   const Tensor y_flat = y.reshape(flat);
   be.gemm(y_flat, w.out_proj, h, true);
-  apply_lora(layer, LoraTarget::out_proj, y_flat, plan, h);
+  apply_lora(layer, y_flat, plan, {{LoraTarget::out_proj, h}});
 }
 
 void Model::project(const Tensor& x, const Tensor& stacked, std::span<Tensor> outputs, Workspace& ws,
@@ -386,14 +383,13 @@ void Model::run_mlp(const LayerWeights& L, int64_t layer, const kernels::BatchPl
   if (lora_active(layer, LoraTarget::gate_proj) || lora_active(layer, LoraTarget::up_proj)) {
     // The adapters' updates go between the projection and SwiGLU: unfused.
     be.gemm(x, L.gate_up, gate_up, false);
-    apply_lora(layer, LoraTarget::gate_proj, x, plan, gate_up, 0);
-    apply_lora(layer, LoraTarget::up_proj, x, plan, gate_up, I);
+    apply_lora(layer, x, plan, {{LoraTarget::gate_proj, gate_up, 0}, {LoraTarget::up_proj, gate_up, I}});
     be.swiglu(gate_up, act);
   } else {
     be.gate_up_swiglu(x, L.gate_up, gate_up, act);
   }
   be.gemm(act, L.down, h, true);
-  apply_lora(layer, LoraTarget::down_proj, act, plan, h);
+  apply_lora(layer, act, plan, {{LoraTarget::down_proj, h}});
 }
 
 }  // namespace ds::qwen35

@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <span>
 #include <vector>
@@ -195,11 +196,17 @@ class Model {
   void run_deltanet(int64_t layer, const kernels::BatchPlan& plan, Workspace& ws);
   void run_mlp(const LayerWeights& L, int64_t layer, const kernels::BatchPlan& plan, Workspace& ws);
   // LoRA (lora_forward.cpp): whether any of this step's slots adapts (layer, t) (in a recorded
-  // step: whether the pool has that site), and out[:, col, col + out_t) += that site's update
-  // of x for every row with a slot.
+  // step: whether the pool has that site), and for sites of one input group (lora_slots.h) that
+  // all read x, out[:, col, col + out_t) += each active site's update of x for every row with a
+  // slot: one shrink for the group (when any of them is active), then an expand per active site.
+  struct LoraOutput {
+    LoraTarget target;
+    const kernels::Tensor& out;
+    int64_t col = 0;
+  };
   bool lora_active(int64_t layer, LoraTarget t) const;
-  void apply_lora(int64_t layer, LoraTarget t, const kernels::Tensor& x, const kernels::BatchPlan& plan,
-                  kernels::Tensor& out, int64_t col = 0);
+  void apply_lora(int64_t layer, const kernels::Tensor& x, const kernels::BatchPlan& plan,
+                  std::initializer_list<LoraOutput> outputs);
   // Checks the batch's LoRA slots and notes which this step uses.
   void note_lora_slots(std::span<const SequenceChunk> seqs);
   // x · stackedᵀ into outputs (the stacked weight's row ranges in order), fused or one GEMM
@@ -248,7 +255,7 @@ class Model {
   std::unique_ptr<LoraSlots> lora_;
   std::vector<int32_t> step_lora_slots_;  // distinct slots of this step's chunks
   bool lora_every_site_ = false;          // a recorded step with adapters: apply every site
-  kernels::Tensor lora_tmp_;              // [rows, max site rank] shrink output
+  kernels::Tensor lora_tmp_;              // [rows, max group rank] shrink output
   // The MTP module's buffers (mtp_forward.cpp) and the rows each hidden-state source holds.
   struct MtpWorkspace;
   std::unique_ptr<MtpWorkspace> mtp_ws_;

@@ -5,8 +5,9 @@
 // twelve, and not a multiple of its 4-column loads, ranks from 4 to 96 (the in_proj_qkv sites
 // of split adapters stack three ranks; the expand holds 16 at a time), the shrink with one
 // rank a block (steps of up to 512 rows) and four (longer; a rank of 6 leaves a block half
-// used), an expand into a column range; plans as eager and as recorded steps make them (the latter pad
-// the tiles with empty ones).
+// used), an expand into a column range, an expand from a rank range of a wider shrink output
+// (the shrink a group of projections shares: model/qwen35/lora_slots.h); plans as eager and as
+// recorded steps make them (the latter pad the tiles with empty ones).
 #include <catch2/catch.hpp>
 
 #include "tests/kernels_cuda/cuda_ops_pair.h"
@@ -16,24 +17,26 @@ using namespace ds::test::cuda_ops;
 
 namespace {
 
+// The shrink of W ranks (first + R unless given), then the expand of ranks [first, first + R).
 void check_lora(Pair& p, const std::vector<test::SeqDesc>& seqs, int32_t block_size, int64_t K, int64_t R,
-                int32_t table_blocks = 0) {
+                int32_t table_blocks = 0, int64_t first = 0, int64_t W = 0) {
   const int64_t S = 4, N = 700, ld = 900, off = 100;
+  if (W == 0) W = first + R;
   const auto n = static_cast<int32_t>(seqs.size());
   auto pc = test::plan_of(*p.cpu, seqs, block_size, n, n);
   auto pg = test::plan_of(*p.gpu, seqs, block_size, n, n, {}, table_blocks);
   const int64_t rows = pc->num_rows();
-  const auto a = test::random_vec(static_cast<size_t>(S * R * K), 1, 0.05f);
+  const auto a = test::random_vec(static_cast<size_t>(S * W * K), 1, 0.05f);
   const auto b = test::random_vec(static_cast<size_t>(S * N * R), 2, 0.05f);
   const auto x = bf16_exact(test::random_vec(static_cast<size_t>(rows * K), 3));
   const auto y0 = test::random_vec(static_cast<size_t>(rows * ld), 4);
-  Tensor ac = test::make(*p.cpu, Shape{S, R, K}, a), ag = act(*p.gpu, DType::f32, Shape{S, R, K}, a);
+  Tensor ac = test::make(*p.cpu, Shape{S, W, K}, a), ag = act(*p.gpu, DType::f32, Shape{S, W, K}, a);
   Tensor bc = test::make(*p.cpu, Shape{S, N, R}, b), bg = act(*p.gpu, DType::f32, Shape{S, N, R}, b);
   Tensor xc = test::make(*p.cpu, Shape{rows, K}, x);
   Tensor yc = test::make(*p.cpu, Shape{rows, ld}, y0);
-  Tensor tc = p.cpu->alloc(DType::f32, Shape{rows, R});
+  Tensor tc = p.cpu->alloc(DType::f32, Shape{rows, W});
   p.cpu->lora_shrink(xc, ac, *pc, tc);
-  p.cpu->lora_expand(tc, bc, *pc, off, yc);
+  p.cpu->lora_expand(tc, first, bc, *pc, off, yc);
   const auto want_t = test::get(*p.cpu, tc), want_y = test::get(*p.cpu, yc);
   std::vector<int32_t> row_slot;
   for (const auto& s : seqs) row_slot.insert(row_slot.end(), static_cast<size_t>(s.n_tokens), s.lora_slot);
@@ -41,15 +44,15 @@ void check_lora(Pair& p, const std::vector<test::SeqDesc>& seqs, int32_t block_s
     INFO("x " << dtype_name(t));
     Tensor xg = act(*p.gpu, t, Shape{rows, K}, x);
     Tensor yg = act(*p.gpu, DType::f32, Shape{rows, ld}, y0);
-    Tensor tg = poisoned(*p.gpu, DType::f32, Shape{rows, R});
+    Tensor tg = poisoned(*p.gpu, DType::f32, Shape{rows, W});
     p.gpu->lora_shrink(xg, ag, *pg, tg);
-    p.gpu->lora_expand(tg, bg, *pg, off, yg);
+    p.gpu->lora_expand(tg, first, bg, *pg, off, yg);
     // Adapted rows' rank vectors match; the others are left as they were.
     std::vector<float> got_t = test::get(*p.gpu, tg), want_adapted = want_t;
     for (int64_t r = 0; r < rows; ++r)
       if (row_slot[static_cast<size_t>(r)] < 0)
-        for (int64_t i = 0; i < R; ++i) {
-          const auto at = static_cast<size_t>(r * R + i);
+        for (int64_t i = 0; i < W; ++i) {
+          const auto at = static_cast<size_t>(r * W + i);
           if (got_t[at] != -12345.0f) FAIL_CHECK("row " << r << " without an adapter: tmp changed");
           got_t[at] = want_adapted[at] = 0.0f;
         }
@@ -120,6 +123,29 @@ TEST_CASE("cuda ops: lora_shrink and lora_expand match the CPU", "[cuda_ops][gpu
                   {.n_tokens = 45, .n_cached = 0, .slot = 2, .blocks = {2}, .lora_slot = 3},
                   {.n_tokens = 1, .n_cached = 9, .slot = 3, .blocks = {3}, .lora_slot = 1}},
                  1024, 1024, R);  // one block a sequence: the plan's pool has a block a sequence
+    }
+  }
+  SECTION("an expand from a rank range of a wider shrink output (a group's shared shrink)") {
+    // The 9B's groups at rank 16: q/k/v stack 16 + 16 + 16, the DeltaNet's in_proj pieces
+    // 48 + 16 + 16 + 16 (in_proj_qkv first), gate/up 16 + 16; and ranges that start off a
+    // multiple of 4 or 16 and end before the last rank.
+    struct Range {
+      int64_t first, R, W;
+    };
+    for (const Range g : {Range{16, 16, 48}, Range{32, 16, 48}, Range{0, 48, 96}, Range{64, 16, 96}, Range{80, 16, 96},
+                          Range{5, 6, 13}, Range{3, 20, 40}}) {
+      INFO("ranks [" << g.first << ", " << g.first + g.R << ") of " << g.W);
+      // Decode rows whose slots alternate, as a recorded step plans them.
+      std::vector<test::SeqDesc> seqs;
+      for (int32_t i = 0; i < 40; ++i)
+        seqs.push_back({.n_tokens = 1, .n_cached = 3 + i, .slot = i, .blocks = {i}, .lora_slot = i % 5 == 4 ? -1 : i % 4});
+      check_lora(p, seqs, 128, 4096, g.R, 2, g.first, g.W);
+      // A prefill-like step of more than 512 rows (the shrink's four ranks a block).
+      check_lora(p,
+                 {{.n_tokens = 530, .n_cached = 0, .slot = 0, .blocks = {0}, .lora_slot = 2},
+                  {.n_tokens = 20, .n_cached = 0, .slot = 1, .blocks = {1}},
+                  {.n_tokens = 9, .n_cached = 0, .slot = 2, .blocks = {2}, .lora_slot = 0}},
+                 1024, 1002, g.R, 0, g.first, g.W);
     }
   }
 }
