@@ -1,5 +1,6 @@
-// LoRA adapters on the model: PEFT files read and refused as lora_adapter.h says, and the
-// forward with adapters in slots against the oracle, a checkpoint with the adapter merged into
+// LoRA adapters on the model: PEFT files read and refused as lora_adapter.h says, the slot
+// pool's layout (lora_slots.h: one stacked A per group of projections that read one input), and
+// the forward with adapters in slots against the oracle, a checkpoint with the adapter merged into
 // its weights (W + scale * B A in f32) run by the plain model -- in mixed batches of two
 // adapters and the base, prefill in chunks and decode, split in_proj_q/k/v pieces, rsLoRA,
 // text-only keys.
@@ -13,6 +14,7 @@
 
 #include "model/qwen35/lora_adapter.h"
 #include "model/qwen35/lora_config.h"
+#include "model/qwen35/lora_slots.h"
 #include "tests/model/harness.h"
 #include "tests/model/lora_fixture.h"
 
@@ -182,6 +184,83 @@ TEST_CASE("split in_proj_q/k/v adapters map onto the fused rows", "[lora]") {
   CHECK(it->rank == 12);  // three pieces of rank 4
   // B is block-diagonal: the q rows read only the first 4 rank columns.
   for (int64_t r = 4; r < 12; ++r) CHECK(it->b[static_cast<size_t>(r)] == 0.0f);
+}
+
+TEST_CASE("the slot pool stacks the A of the projections that read one input, in no more memory", "[lora]") {
+  const auto cfg = tiny_config();
+  auto be = kernels::cpu::make_cpu_backend({.num_threads = 1});
+  const int32_t S = 2;
+  const int64_t r = 4;
+  qwen35::LoraSlots pool(*be, cfg, S, r);
+  // An A and a B per site, as when every site had its own A pool.
+  int64_t want_bytes = 0;
+  for (int64_t l = 0; l < cfg.num_layers; ++l)
+    for (int t = 0; t < qwen35::kNumLoraTargets; ++t)
+      if (pool.site(l, static_cast<qwen35::LoraTarget>(t))) {
+        const auto sh = qwen35::lora_target_shape(cfg, static_cast<qwen35::LoraTarget>(t));
+        want_bytes += S * (sh.in + sh.out) * r * sh.rank_factor * 4;
+      }
+  CHECK(pool.bytes() == want_bytes);
+  CHECK(pool.max_group_rank() == 6 * r);  // in_proj_qkv (split pieces: 3r), z, b, a
+
+  // Layer 3 is full attention, layer 0 DeltaNet (the tiny config's layer_types).
+  using T = qwen35::LoraTarget;
+  auto placed = [&](int64_t layer, std::initializer_list<T> members, int64_t in) {
+    const int32_t group = pool.site(layer, *members.begin())->group;
+    int64_t offset = 0;
+    for (T t : members) {
+      INFO("layer " << layer << " " << qwen35::lora_target_name(t));
+      const auto* s = pool.site(layer, t);
+      REQUIRE(s);
+      CHECK(s->group == group);
+      CHECK(s->rank_offset == offset);
+      offset += s->rank;
+    }
+    CHECK((pool.group(*pool.site(layer, *members.begin())).a.shape() == kernels::Shape{S, offset, in}));
+  };
+  const int64_t H = cfg.hidden_size;
+  placed(3, {T::q_proj, T::k_proj, T::v_proj}, H);
+  placed(3, {T::o_proj}, cfg.num_heads * cfg.head_dim);
+  placed(0, {T::in_proj_qkv, T::in_proj_z, T::in_proj_b, T::in_proj_a}, H);
+  placed(0, {T::out_proj}, cfg.deltanet_value_dim());
+  placed(0, {T::gate_proj, T::up_proj}, H);
+  placed(3, {T::down_proj}, cfg.intermediate_size);
+  CHECK(pool.site(3, T::q_proj)->group != pool.site(3, T::o_proj)->group);
+  CHECK(pool.site(0, T::q_proj) == nullptr);
+
+  // An adapter of rank 2 on some members of each group: its A rows at the members' offsets
+  // of slot 1, everything else of both slots zero; clear() zeroes them again.
+  test::TempDir tmp;
+  LoraSpec spec;
+  spec.rank = 2;
+  spec.targets = {"k_proj", "v_proj", "in_proj_z", "in_proj_a", "up_proj", "down_proj"};
+  test::write_random_lora(tmp / "a", spec);
+  const auto ad = qwen35::load_lora_adapter(tmp / "a", cfg, {.max_rank = r});
+  pool.install(1, ad);
+  auto check_groups = [&](bool installed) {
+    for (int64_t l = 0; l < cfg.num_layers; ++l)
+      for (int t = 0; t < qwen35::kNumLoraTargets; ++t) {
+        const auto* s = pool.site(l, static_cast<T>(t));
+        if (!s || s->rank_offset != 0) continue;  // each group once, by its first member
+        const kernels::Tensor& a = pool.group(*s).a;
+        const int64_t rg = a.dim(1), in = a.dim(2);
+        std::vector<float> want(static_cast<size_t>(a.numel()), 0.0f), got(want.size());
+        if (installed)
+          for (const auto& m : ad.modules) {
+            const auto* ms = pool.site(m.layer, m.target);
+            if (ms->group != s->group) continue;
+            std::copy(m.a.begin(), m.a.end(), want.begin() + (rg + ms->rank_offset) * in);  // slot 1
+          }
+        be->copy_to_host(a, got);
+        INFO("layer " << l << ", the group of " << qwen35::lora_target_name(static_cast<T>(t)));
+        CHECK(got == want);
+      }
+  };
+  check_groups(true);
+  CHECK(pool.site(3, T::k_proj)->used == std::vector<bool>{false, true});
+  CHECK(pool.site(3, T::q_proj)->used == std::vector<bool>{false, false});
+  pool.clear(1);
+  check_groups(false);
 }
 
 TEST_CASE("a mixed batch of two adapters and the base equals the merged checkpoints", "[lora]") {
