@@ -429,7 +429,7 @@ class CudaBackend final : public kernels::Backend {
                       int64_t col_offset, Tensor& out) override {
     const auto& p = cuda_plan(plan, "lora_expand");
     if (!p.d_lora_tiles) return;
-    ops::lora_expand(tmp.data_as<const float>() + first_rank, tmp.dim(1), b.data_as<const float>(), b.dim(2),
+    ops::lora_expand(tmp.data_as<const float>() + first_rank, tmp.dim(1), b.dim(2), b.data_as<const float>(),
                      b.dim(1), p.d_lora_tiles, p.n_lora_tiles, p.d_lora_rows, out.data_as<float>(), out.dim(1),
                      col_offset, ctx_.stream());
     after("lora_expand");

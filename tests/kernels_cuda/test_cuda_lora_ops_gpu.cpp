@@ -5,9 +5,10 @@
 // twelve, and not a multiple of its 4-column loads, ranks from 4 to 96 (the in_proj_qkv sites
 // of split adapters stack three ranks; the expand holds 16 at a time), the shrink with one
 // rank a block (steps of up to 512 rows) and four (longer; a rank of 6 leaves a block half
-// used), an expand into a column range, an expand from a rank range of a wider shrink output
-// (the shrink a group of projections shares: model/qwen35/lora_slots.h); plans as eager and as
-// recorded steps make them (the latter pad the tiles with empty ones).
+// used), an expand into a column range, one shrink shared by a group of sites (their ranks
+// stacked, model/qwen35/lora_slots.h) and each site's expand from its rank range of it, in
+// turn; plans as eager and as recorded steps make them (the latter pad the tiles with empty
+// ones).
 #include <catch2/catch.hpp>
 
 #include "tests/kernels_cuda/cuda_ops_pair.h"
@@ -17,26 +18,44 @@ using namespace ds::test::cuda_ops;
 
 namespace {
 
-// The shrink of W ranks (first + R unless given), then the expand of ranks [first, first + R).
-void check_lora(Pair& p, const std::vector<test::SeqDesc>& seqs, int32_t block_size, int64_t K, int64_t R,
-                int32_t table_blocks = 0, int64_t first = 0, int64_t W = 0) {
-  const int64_t S = 4, N = 700, ld = 900, off = 100;
-  if (W == 0) W = first + R;
+// One shrink for a group of sites that read one input (their ranks stacked, as LoraSlots keeps
+// them: `ranks` in order), then each site's expand from its rank range of the shrink's output
+// into columns of its own, one after the other as the model launches them (the later expands
+// read what the shrink wrote kernels before). One rank: a site alone.
+void check_lora(Pair& p, const std::vector<test::SeqDesc>& seqs, int32_t block_size, int64_t K,
+                const std::vector<int64_t>& ranks, int32_t table_blocks = 0) {
+  const int64_t S = 4, N = 700, off = 100, M = static_cast<int64_t>(ranks.size()), ld = off + M * N + 100;
+  int64_t W = 0;
+  for (int64_t r : ranks) W += r;
   const auto n = static_cast<int32_t>(seqs.size());
   auto pc = test::plan_of(*p.cpu, seqs, block_size, n, n);
   auto pg = test::plan_of(*p.gpu, seqs, block_size, n, n, {}, table_blocks);
   const int64_t rows = pc->num_rows();
   const auto a = test::random_vec(static_cast<size_t>(S * W * K), 1, 0.05f);
-  const auto b = test::random_vec(static_cast<size_t>(S * N * R), 2, 0.05f);
   const auto x = bf16_exact(test::random_vec(static_cast<size_t>(rows * K), 3));
   const auto y0 = test::random_vec(static_cast<size_t>(rows * ld), 4);
   Tensor ac = test::make(*p.cpu, Shape{S, W, K}, a), ag = act(*p.gpu, DType::f32, Shape{S, W, K}, a);
-  Tensor bc = test::make(*p.cpu, Shape{S, N, R}, b), bg = act(*p.gpu, DType::f32, Shape{S, N, R}, b);
+  std::vector<Tensor> bc, bg;
+  for (int64_t m = 0; m < M; ++m) {
+    const Shape shape{S, N, ranks[static_cast<size_t>(m)]};
+    const auto b = test::random_vec(static_cast<size_t>(shape.numel()), 10 + static_cast<uint64_t>(m), 0.05f);
+    bc.push_back(test::make(*p.cpu, shape, b));
+    bg.push_back(act(*p.gpu, DType::f32, shape, b));
+  }
+  // Each site's expand: its first rank in the shrink's output.
+  auto expand_all = [&](kernels::Backend& be, const Tensor& tmp, std::vector<Tensor>& b, const kernels::BatchPlan& plan,
+                        Tensor& y) {
+    int64_t first = 0;
+    for (int64_t m = 0; m < M; ++m) {
+      be.lora_expand(tmp, first, b[static_cast<size_t>(m)], plan, off + m * N, y);
+      first += ranks[static_cast<size_t>(m)];
+    }
+  };
   Tensor xc = test::make(*p.cpu, Shape{rows, K}, x);
   Tensor yc = test::make(*p.cpu, Shape{rows, ld}, y0);
   Tensor tc = p.cpu->alloc(DType::f32, Shape{rows, W});
   p.cpu->lora_shrink(xc, ac, *pc, tc);
-  p.cpu->lora_expand(tc, first, bc, *pc, off, yc);
+  expand_all(*p.cpu, tc, bc, *pc, yc);
   const auto want_t = test::get(*p.cpu, tc), want_y = test::get(*p.cpu, yc);
   std::vector<int32_t> row_slot;
   for (const auto& s : seqs) row_slot.insert(row_slot.end(), static_cast<size_t>(s.n_tokens), s.lora_slot);
@@ -46,7 +65,7 @@ void check_lora(Pair& p, const std::vector<test::SeqDesc>& seqs, int32_t block_s
     Tensor yg = act(*p.gpu, DType::f32, Shape{rows, ld}, y0);
     Tensor tg = poisoned(*p.gpu, DType::f32, Shape{rows, W});
     p.gpu->lora_shrink(xg, ag, *pg, tg);
-    p.gpu->lora_expand(tg, first, bg, *pg, off, yg);
+    expand_all(*p.gpu, tg, bg, *pg, yg);
     // Adapted rows' rank vectors match; the others are left as they were.
     std::vector<float> got_t = test::get(*p.gpu, tg), want_adapted = want_t;
     for (int64_t r = 0; r < rows; ++r)
@@ -60,13 +79,13 @@ void check_lora(Pair& p, const std::vector<test::SeqDesc>& seqs, int32_t block_s
     const auto got_y = test::get(*p.gpu, yg);
     CHECK(rel(got_y, want_y) < 1e-5);
     // Rows without an adapter are untouched entirely, and every row's columns outside the
-    // range, bit for bit.
+    // sites' ranges, bit for bit.
     for (int64_t r = 0; r < rows; ++r) {
       INFO("row " << r);
       const bool adapted = row_slot[static_cast<size_t>(r)] >= 0;
       for (int64_t c = 0; c < ld; ++c) {
         const size_t at = static_cast<size_t>(r * ld + c);
-        if (!adapted || c < off || c >= off + N)
+        if (!adapted || c < off || c >= off + M * N)
           if (got_y[at] != y0[at]) FAIL_CHECK("column " << c << " changed");
       }
     }
@@ -85,7 +104,7 @@ TEST_CASE("cuda ops: lora_shrink and lora_expand match the CPU", "[cuda_ops][gpu
                   {.n_tokens = 1, .n_cached = 9, .slot = 1, .blocks = {1}},
                   {.n_tokens = 13, .n_cached = 0, .slot = 2, .blocks = {2}, .lora_slot = 0},
                   {.n_tokens = 2, .n_cached = 1, .slot = 3, .blocks = {3}, .lora_slot = 3}},
-                 16, 1024, R);
+                 16, 1024, {R});
     }
   }
   SECTION("many decode rows whose slots alternate, eager and recorded-step plans") {
@@ -95,8 +114,8 @@ TEST_CASE("cuda ops: lora_shrink and lora_expand match the CPU", "[cuda_ops][gpu
     for (const int32_t table_blocks : {0, 2})
       for (const int64_t K : {int64_t{384}, int64_t{4096}, int64_t{12288}}) {  // K in one pass of the shrink, and in 4 or 12
         INFO("table_blocks " << table_blocks << ", K " << K);
-        check_lora(p, seqs, 128, K, 16, table_blocks);
-        check_lora(p, seqs, 128, K, 16, table_blocks);  // the same again: no state left between launches
+        check_lora(p, seqs, 128, K, {16}, table_blocks);
+        check_lora(p, seqs, 128, K, {16}, table_blocks);  // the same again: no state left between launches
       }
   }
   SECTION("long prefills across tiles, slots changing inside a tile") {
@@ -110,7 +129,7 @@ TEST_CASE("cuda ops: lora_shrink and lora_expand match the CPU", "[cuda_ops][gpu
                     {.n_tokens = 40, .n_cached = 0, .slot = 3, .blocks = {3}, .lora_slot = 1},
                     {.n_tokens = 100, .n_cached = 0, .slot = 4, .blocks = {4}},
                     {.n_tokens = 30, .n_cached = 0, .slot = 5, .blocks = {5}, .lora_slot = 0}},
-                   256, K, R);
+                   256, K, {R});
       }
     }
   }
@@ -122,30 +141,27 @@ TEST_CASE("cuda ops: lora_shrink and lora_expand match the CPU", "[cuda_ops][gpu
                   {.n_tokens = 50, .n_cached = 0, .slot = 1, .blocks = {1}},
                   {.n_tokens = 45, .n_cached = 0, .slot = 2, .blocks = {2}, .lora_slot = 3},
                   {.n_tokens = 1, .n_cached = 9, .slot = 3, .blocks = {3}, .lora_slot = 1}},
-                 1024, 1024, R);  // one block a sequence: the plan's pool has a block a sequence
+                 1024, 1024, {R});  // one block a sequence: the plan's pool has a block a sequence
     }
   }
-  SECTION("an expand from a rank range of a wider shrink output (a group's shared shrink)") {
-    // The 9B's groups at rank 16: q/k/v stack 16 + 16 + 16, the DeltaNet's in_proj pieces
-    // 48 + 16 + 16 + 16 (in_proj_qkv first), gate/up 16 + 16; and ranges that start off a
-    // multiple of 4 or 16 and end before the last rank.
-    struct Range {
-      int64_t first, R, W;
-    };
-    for (const Range g : {Range{16, 16, 48}, Range{32, 16, 48}, Range{0, 48, 96}, Range{64, 16, 96}, Range{80, 16, 96},
-                          Range{5, 6, 13}, Range{3, 20, 40}}) {
-      INFO("ranks [" << g.first << ", " << g.first + g.R << ") of " << g.W);
+  SECTION("one shrink for a group of sites, each expanding from its rank range") {
+    // The 9B's groups at rank 16: q/k/v 16 + 16 + 16, the DeltaNet's in_proj_qkv (split
+    // pieces: 48), z, b, a, and gate/up 16 + 16; and ranks whose ranges start off a multiple of
+    // 4 or 16.
+    const std::vector<std::vector<int64_t>> groups = {{16, 16, 16}, {48, 16, 16, 16}, {16, 16}, {5, 6, 2}, {3, 20}};
+    for (const auto& ranks : groups) {
+      INFO("ranks " << ranks.size() << " sites, the first " << ranks[0] << ", the last " << ranks.back());
       // Decode rows whose slots alternate, as a recorded step plans them.
       std::vector<test::SeqDesc> seqs;
       for (int32_t i = 0; i < 40; ++i)
         seqs.push_back({.n_tokens = 1, .n_cached = 3 + i, .slot = i, .blocks = {i}, .lora_slot = i % 5 == 4 ? -1 : i % 4});
-      check_lora(p, seqs, 128, 4096, g.R, 2, g.first, g.W);
-      // A prefill-like step of more than 512 rows (the shrink's four ranks a block).
+      check_lora(p, seqs, 128, 4096, ranks, 2);
+      // A step of more than 512 rows (the shrink's four ranks a block), K without 4-column vectors.
       check_lora(p,
                  {{.n_tokens = 530, .n_cached = 0, .slot = 0, .blocks = {0}, .lora_slot = 2},
                   {.n_tokens = 20, .n_cached = 0, .slot = 1, .blocks = {1}},
                   {.n_tokens = 9, .n_cached = 0, .slot = 2, .blocks = {2}, .lora_slot = 0}},
-                 1024, 1002, g.R, 0, g.first, g.W);
+                 1024, 1002, ranks);
     }
   }
 }
