@@ -58,9 +58,11 @@ bool Model::lora_active(int64_t layer, LoraTarget t) const {
 void Model::apply_lora(int64_t layer, const Tensor& x, const kernels::BatchPlan& plan,
                        std::initializer_list<LoraOutput> outputs) {
   const LoraSlots::Site* first = nullptr;
+  LoraTarget first_target{};
   for (const LoraOutput& o : outputs)
     if (lora_active(layer, o.target)) {
       first = lora_->site(layer, o.target);
+      first_target = o.target;
       break;
     }
   if (!first || plan.num_rows() == 0) return;
@@ -76,7 +78,7 @@ void Model::apply_lora(int64_t layer, const Tensor& x, const kernels::BatchPlan&
     const LoraSlots::Site& site = *lora_->site(layer, o.target);
     if (site.group != first->group)
       throw std::logic_error(std::string("Model::apply_lora: ") + lora_target_name(o.target) + " and " +
-                             lora_target_name(outputs.begin()->target) + " are not one input group (lora_slots.h)");
+                             lora_target_name(first_target) + " are not one input group (lora_slots.h)");
     // Outputs arrive in the shapes the model computes them in; the update sees [rows, columns].
     Tensor out2 = o.out.reshape(Shape{T, o.out.numel() / T});
     backend_->lora_expand(tmp, site.rank_offset, site.b, plan, o.col, out2);
