@@ -4,6 +4,7 @@
 #include "kernels/contract.h"
 
 #include <cmath>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -371,6 +372,38 @@ void require_lora_pool(const Tensor& pool, const BatchPlan& plan, const char* op
              "LoRA slot " + std::to_string(plan.max_lora_slot()) + " outside the pool of " +
                  std::to_string(pool.dim(0)) + " slots");
 }
+
+// One expand's operands (lora_expand, or a member of lora_expand_group) against the plan.
+void require_lora_expand(const Tensor& tmp, int64_t first_rank, const Tensor& b, const BatchPlan& plan,
+                         int64_t col_offset, const Tensor& out, const char* op) {
+  require_type(tmp, op, "tmp", DType::f32);
+  require_lora_pool(b, plan, op, "b");
+  require_type(out, op, "out", DType::f32);
+  const int64_t rows = plan.num_rows();
+  DS_REQUIRE(tmp.rank() == 2 && tmp.dim(0) == rows && first_rank >= 0 && first_rank + b.dim(2) <= tmp.dim(1), op,
+             "tmp " + tmp.shape().str() + " must have " + std::to_string(rows) + " rows and rank columns [" +
+                 std::to_string(first_rank) + ", " + std::to_string(first_rank + b.dim(2)) + ")");
+  DS_REQUIRE(out.rank() == 2 && out.dim(0) == rows && col_offset >= 0 && col_offset + b.dim(1) <= out.dim(1), op,
+             "out " + out.shape().str() + " must have " + std::to_string(rows) + " rows and columns [" +
+                 std::to_string(col_offset) + ", " + std::to_string(col_offset + b.dim(1)) + ")");
+}
+
+// Whether two members' writes may meet (rows > 0): within one output (same start and row
+// length), their column ranges; across outputs, the spans of memory from each one's first
+// written element to its last (conservative: the model's outputs are separate buffers or
+// disjoint views of one).
+bool lora_writes_meet(const LoraExpandMember& p, const LoraExpandMember& q, int64_t rows) {
+  const int64_t np = p.b.dim(1), nq = q.b.dim(1);
+  if (p.out.data() == q.out.data() && p.out.dim(1) == q.out.dim(1))
+    return p.col_offset < q.col_offset + nq && q.col_offset < p.col_offset + np;
+  auto span = [rows](const LoraExpandMember& m, int64_t n) {
+    const auto first = reinterpret_cast<uintptr_t>(m.out.data_as<const float>() + m.col_offset);
+    return std::pair{first, first + static_cast<uintptr_t>(((rows - 1) * m.out.dim(1) + n) * 4)};
+  };
+  const auto [p0, p1] = span(p, np);
+  const auto [q0, q1] = span(q, nq);
+  return p0 < q1 && q0 < p1;
+}
 }  // namespace
 
 void Backend::lora_shrink(const Tensor& x, const Tensor& a, const BatchPlan& plan, Tensor& tmp) {
@@ -389,19 +422,32 @@ void Backend::lora_shrink(const Tensor& x, const Tensor& a, const BatchPlan& pla
 
 void Backend::lora_expand(const Tensor& tmp, int64_t first_rank, const Tensor& b, const BatchPlan& plan,
                           int64_t col_offset, Tensor& out) {
-  const char* op = "lora_expand";
-  require_type(tmp, op, "tmp", DType::f32);
-  require_lora_pool(b, plan, op, "b");
-  require_type(out, op, "out", DType::f32);
-  const int64_t rows = plan.num_rows();
-  DS_REQUIRE(tmp.rank() == 2 && tmp.dim(0) == rows && first_rank >= 0 && first_rank + b.dim(2) <= tmp.dim(1), op,
-             "tmp " + tmp.shape().str() + " must have " + std::to_string(rows) + " rows and rank columns [" +
-                 std::to_string(first_rank) + ", " + std::to_string(first_rank + b.dim(2)) + ")");
-  DS_REQUIRE(out.rank() == 2 && out.dim(0) == rows && col_offset >= 0 && col_offset + b.dim(1) <= out.dim(1), op,
-             "out " + out.shape().str() + " must have " + std::to_string(rows) + " rows and columns [" +
-                 std::to_string(col_offset) + ", " + std::to_string(col_offset + b.dim(1)) + ")");
-  if (rows == 0 || b.dim(1) == 0 || b.dim(2) == 0) return;
+  require_lora_expand(tmp, first_rank, b, plan, col_offset, out, "lora_expand");
+  if (plan.num_rows() == 0 || b.dim(1) == 0 || b.dim(2) == 0) return;
   do_lora_expand(tmp, first_rank, b, plan, col_offset, out);
+}
+
+void Backend::lora_expand_group(const Tensor& tmp, std::span<const LoraExpandMember> members,
+                                const BatchPlan& plan) {
+  const char* op = "lora_expand_group";
+  DS_REQUIRE(!members.empty() && members.size() <= static_cast<size_t>(kMaxLoraExpandMembers), op,
+             "takes 1 to " + std::to_string(kMaxLoraExpandMembers) + " members, got " +
+                 std::to_string(members.size()));
+  // The members with something to write, as lora_expand skips an empty one.
+  std::array<LoraExpandMember, kMaxLoraExpandMembers> live;
+  size_t n = 0;
+  const int64_t rows = plan.num_rows();
+  for (size_t i = 0; i < members.size(); ++i) {
+    const LoraExpandMember& m = members[i];
+    require_lora_expand(tmp, m.first_rank, m.b, plan, m.col_offset, m.out, op);
+    if (m.b.dim(1) == 0 || m.b.dim(2) == 0) continue;
+    for (size_t j = 0; j < n; ++j)
+      DS_REQUIRE(rows == 0 || !lora_writes_meet(live[j], m, rows), op,
+                 "member " + std::to_string(i) + " writes where an earlier member writes");
+    live[n++] = m;
+  }
+  if (rows == 0 || n == 0) return;
+  do_lora_expand_group(tmp, std::span<const LoraExpandMember>(live.data(), n), plan);
 }
 
 }  // namespace ds::kernels

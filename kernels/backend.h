@@ -74,6 +74,15 @@ struct DeltaNetDims {
   int64_t conv_dim() const { return 2 * k_heads * k_dim + v_heads * v_dim; }
 };
 
+// One projection of a grouped LoRA expand (Backend::lora_expand_group): what lora_expand's
+// arguments other than tmp and the plan say for one call.
+struct LoraExpandMember {
+  int64_t first_rank = 0;  // its ranks: columns [first_rank, first_rank + R) of tmp
+  Tensor b;                // [slots, N, R] f32
+  Tensor out;              // [rows, >= col_offset + N] f32, added to in place
+  int64_t col_offset = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -263,6 +272,15 @@ class Backend {
   void lora_shrink(const Tensor& x, const Tensor& a, const BatchPlan& plan, Tensor& tmp);
   void lora_expand(const Tensor& tmp, int64_t first_rank, const Tensor& b, const BatchPlan& plan, int64_t col_offset,
                    Tensor& out);
+  // The expands of up to kMaxLoraExpandMembers projections that share one tmp, as one op (one
+  // launch on CUDA: the expands are mostly fixed latency there), with what each member's own
+  // lora_expand would give, bit for bit. Each member is checked as lora_expand checks its
+  // arguments; members of no columns or ranks are skipped. Members may write column ranges of
+  // one output (the MLP's [gate | up]) but never the same element: two members with the same
+  // out (start and row length) need disjoint column ranges, and members of different outputs
+  // disjoint spans of memory (first written element to last).
+  static constexpr int kMaxLoraExpandMembers = 4;
+  void lora_expand_group(const Tensor& tmp, std::span<const LoraExpandMember> members, const BatchPlan& plan);
 
   // ---- the vision encoder's ops (model/qwen35/vision_encoder.h) ---------------------------
   // LayerNorm with weight and bias over the last dim d: out = (x - mean) * rsqrt(var + eps)
@@ -348,6 +366,9 @@ class Backend {
   virtual void do_lora_shrink(const Tensor& x, const Tensor& a, const BatchPlan& plan, Tensor& tmp) = 0;
   virtual void do_lora_expand(const Tensor& tmp, int64_t first_rank, const Tensor& b, const BatchPlan& plan,
                               int64_t col_offset, Tensor& out) = 0;
+  // Members with something to write (N and R > 0), at least one.
+  virtual void do_lora_expand_group(const Tensor& tmp, std::span<const LoraExpandMember> members,
+                                    const BatchPlan& plan) = 0;
   virtual void do_layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out) = 0;
   virtual void do_add_bias(Tensor& x, const Tensor& bias) = 0;
   virtual void do_gelu(const Tensor& x, const Tensor& bias, Gelu kind, Tensor& out) = 0;

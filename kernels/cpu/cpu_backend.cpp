@@ -222,6 +222,15 @@ class CpuBackend final : public Backend {
                       int64_t col_offset, Tensor& out) override {
     cpu::lora_expand(pool_, tmp, first_rank, b, plan, col_offset, out);
   }
+  void do_lora_expand_group(const Tensor& tmp, std::span<const LoraExpandMember> members,
+                            const BatchPlan& plan) override {
+    // The members' expands in turn: a launch costs nothing here, and each member's sums are
+    // then lora_expand's by construction.
+    for (const LoraExpandMember& m : members) {
+      Tensor out = m.out;
+      cpu::lora_expand(pool_, tmp, m.first_rank, m.b, plan, m.col_offset, out);
+    }
+  }
   void do_layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out) override {
     cpu::layer_norm(pool_, x, weight, bias, eps, out);
   }

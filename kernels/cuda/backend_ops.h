@@ -372,10 +372,26 @@ constexpr size_t kLoraExpandMaxShared = 227 * 1024;
 // tmp [rows, R].
 void lora_shrink(const void* x, DType x_type, int64_t rows, int64_t K, const float* a, int64_t R, const LoraTile* tiles,
                  int32_t n_tiles, const int32_t* tile_rows, float* tmp, Stream stream);
-// expand: out[r, col_offset + j] += sum_i b[slot, j, i] * tmp[r * ld_tmp + i], i < R; b [slots, N, R],
-// tmp rows ld_tmp >= R floats apart (tmp may point at a rank range of a wider shrink output), out
-// rows ld floats apart.
-void lora_expand(const float* tmp, int64_t ld_tmp, int64_t R, const float* b, int64_t N, const LoraTile* tiles,
-                 int32_t n_tiles, const int32_t* tile_rows, float* out, int64_t ld, int64_t col_offset, Stream stream);
+// expand, for each target t of `targets` (each what one Backend::lora_expand names):
+// t.out[r * t.ld + j] += sum_i t.b[slot, j, i] * t.tmp[r * ld_tmp + i], i < t.R, j < t.N; b
+// [slots, N, R]; t.tmp points at the target's rank range of a shrink output whose rows are
+// ld_tmp >= R floats apart, t.out at its first column. One launch for all of them: a group of
+// projections that share a shrink pays one expand's latency (their writes must not meet, which
+// the Backend contract checks). Each output element's sum is the same whatever the targets
+// beside it, so a group gives what its targets launched one by one give, bit for bit.
+inline constexpr int kLoraExpandMaxTargets = 4;
+struct LoraExpandTargets {
+  struct Target {
+    const float* tmp;
+    const float* b;
+    float* out;
+    int64_t R, N, ld;
+  };
+  Target t[kLoraExpandMaxTargets];
+  int count = 0;
+  int64_t ld_tmp = 0;
+};
+void lora_expand(const LoraExpandTargets& targets, const LoraTile* tiles, int32_t n_tiles, const int32_t* tile_rows,
+                 Stream stream);
 
 }  // namespace ds::cuda::ops

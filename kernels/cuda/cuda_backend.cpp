@@ -33,6 +33,7 @@ namespace {
 using kernels::BatchPlan;
 using kernels::DeltaNetDims;
 using kernels::HostTensor;
+using kernels::LoraExpandMember;
 using kernels::RopeParams;
 using kernels::Shape;
 using kernels::Tensor;
@@ -425,14 +426,36 @@ class CudaBackend final : public kernels::Backend {
     after("lora_shrink");
   }
 
+  // One expand's target in the launch table: its rank range of tmp, its first output column.
+  static ops::LoraExpandTargets::Target lora_target(const Tensor& tmp, int64_t first_rank, const Tensor& b,
+                                                    int64_t col_offset, const Tensor& out) {
+    return {tmp.data_as<const float>() + first_rank, b.data_as<const float>(), out.data_as<float>() + col_offset,
+            b.dim(2), b.dim(1), out.dim(1)};
+  }
+
   void do_lora_expand(const Tensor& tmp, int64_t first_rank, const Tensor& b, const BatchPlan& plan,
                       int64_t col_offset, Tensor& out) override {
     const auto& p = cuda_plan(plan, "lora_expand");
     if (!p.d_lora_tiles) return;
-    ops::lora_expand(tmp.data_as<const float>() + first_rank, tmp.dim(1), b.dim(2), b.data_as<const float>(),
-                     b.dim(1), p.d_lora_tiles, p.n_lora_tiles, p.d_lora_rows, out.data_as<float>(), out.dim(1),
-                     col_offset, ctx_.stream());
+    ops::LoraExpandTargets targets;
+    targets.t[0] = lora_target(tmp, first_rank, b, col_offset, out);
+    targets.count = 1;
+    targets.ld_tmp = tmp.dim(1);
+    ops::lora_expand(targets, p.d_lora_tiles, p.n_lora_tiles, p.d_lora_rows, ctx_.stream());
     after("lora_expand");
+  }
+
+  void do_lora_expand_group(const Tensor& tmp, std::span<const LoraExpandMember> members,
+                            const BatchPlan& plan) override {
+    static_assert(ops::kLoraExpandMaxTargets >= kMaxLoraExpandMembers);
+    const auto& p = cuda_plan(plan, "lora_expand_group");
+    if (!p.d_lora_tiles) return;
+    ops::LoraExpandTargets targets;
+    for (const LoraExpandMember& m : members)
+      targets.t[targets.count++] = lora_target(tmp, m.first_rank, m.b, m.col_offset, m.out);
+    targets.ld_tmp = tmp.dim(1);
+    ops::lora_expand(targets, p.d_lora_tiles, p.n_lora_tiles, p.d_lora_rows, ctx_.stream());
+    after("lora_expand_group");
   }
 
   void do_sigmoid_gate(Tensor& x, const Tensor& gate) override {

@@ -8,8 +8,8 @@
 // the ranks small (16 - 64 a projection; a shrink shared by the projections of one input stacks
 // theirs, up to 6x), so both kernels are a few microseconds of loads: what they are built around
 // is the length of each block's chain of dependent loads (bench-log 2026-12-07, "LoRA: the tiles
-// with split-K shrink": a 9B decode step ran 248 of each; with the shared shrinks it runs 128
-// shrinks and 248 expands).
+// with split-K shrink": a 9B decode step ran 248 of each; with the shared shrinks and one
+// expand launch per group it runs 128 of each).
 //  * Before the wait for the previous kernel, a block reads what no kernel of the step writes:
 //    its tile, its rows' indices and its slot's first A or B values. After it, everything else
 //    it needs is requested at once (x, or tmp and the output values), then summed.
@@ -22,6 +22,10 @@
 //    (the tile's tmp rows, staged in shared memory) to that row's output. Its ranks are a
 //    column range of tmp's rows (ld_tmp apart): projections that read one input share one
 //    shrink into a wider tmp (model/qwen35/lora_slots.h), and each expands from its range.
+//    One launch serves up to four such projections (a group's expands): the grid's column
+//    blocks run over their outputs' columns one projection after the other, and a block finds
+//    its projection in a table passed by value. A block's work is what a launch of its
+//    projection alone would give it, so the sums are the same bit for bit.
 #include "kernels/cuda/backend_common.cuh"
 #include "kernels/cuda/backend_ops.h"
 
@@ -171,38 +175,62 @@ __device__ __forceinline__ void load_b_chunk(const float* w, int64_t i0, int64_t
   }
 }
 
-__global__ void __launch_bounds__(kThreads)
-    lora_expand_kernel(const float* tmp, int64_t ld_tmp, int64_t R, const float* b, int64_t N, const LoraTile* tiles,
-                       const int32_t* tile_rows, float* out, int64_t ld, int64_t col_offset, bool vec_b) {
+// The expand's launch table (ops::LoraExpandTargets with the grid laid out): target m owns the
+// column blocks [first_block, next one's first_block) of the grid's y dimension.
+struct ExpandTarget {
+  const float* tmp;
+  const float* b;
+  float* out;
+  int64_t R, N, ld;
+  int32_t first_block;
+  int32_t vec_b;  // b's rows 16-byte aligned and R a multiple of 4
+};
+struct ExpandTable {
+  ExpandTarget m[kLoraExpandMaxTargets];
+  int32_t count;
+  int64_t ld_tmp;
+};
+
+// At least 4 blocks an SM: the table's fields held in registers would otherwise take the kernel
+// from the 64 registers the expand of one projection used to 76 (3 blocks an SM); capped, it
+// keeps 64 without spilling (ptxas -v, sm_90a).
+__global__ void __launch_bounds__(kThreads, 4)
+    lora_expand_kernel(const ExpandTable g, const LoraTile* tiles, const int32_t* tile_rows) {
   extern __shared__ float ts[];  // [kLoraTileRows, R]: the tile's rank vectors, then kRankChunk zeros
   __shared__ int32_t rs[kLoraTileRows];
   const LoraTile tile = tiles[blockIdx.x];  // the plan: written before the step
   if (tile.count == 0) return;
+  // The block's target: the last one whose blocks start at or before blockIdx.y (a few
+  // compares of kernel parameters: the table holds at most four).
+  ExpandTarget m = g.m[0];
+#pragma unroll
+  for (int i = 1; i < kLoraExpandMaxTargets; ++i)
+    if (i < g.count && static_cast<int32_t>(blockIdx.y) >= g.m[i].first_block) m = g.m[i];
+  const int64_t R = m.R, N = m.N;
   const int t = static_cast<int>(threadIdx.x);
   if (t < kLoraTileRows) rs[t] = t < tile.count ? tile_rows[tile.first + t] : -1;
-  const int64_t j = int64_t{blockIdx.y} * kThreads + t;
+  const int64_t j = int64_t{static_cast<int32_t>(blockIdx.y) - m.first_block} * kThreads + t;
   const bool col = j < N;
-  const float* w = b + (int64_t{tile.slot} * N + (col ? j : N - 1)) * R;
+  const float* w = m.b + (int64_t{tile.slot} * N + (col ? j : N - 1)) * R;
   float wv[kRankChunk];
-  load_b_chunk(w, 0, R, vec_b, wv);  // the pool is not written by the step's kernels
-  wait_for_previous_kernel();         // tmp and out are the previous kernels' results
-  __syncthreads();                    // rs
-  // tmp's rows are ld_tmp apart: this site's ranks may be a column range of a shrink output
+  load_b_chunk(w, 0, R, m.vec_b != 0, wv);  // the pool is not written by the step's kernels
+  wait_for_previous_kernel();                // tmp and out are the previous kernels' results
+  __syncthreads();                           // rs
+  // tmp's rows are ld_tmp apart: the target's ranks are a column range of a shrink output
   // shared with the other projections of its input.
-  for (int64_t e = t; e < int64_t{tile.count} * R; e += kThreads) ts[e] = tmp[int64_t{rs[e / R]} * ld_tmp + e % R];
+  for (int64_t e = t; e < int64_t{tile.count} * R; e += kThreads) ts[e] = m.tmp[int64_t{rs[e / R]} * g.ld_tmp + e % R];
   // A chunk past R multiplies zero B values by what follows a row: the next row's values, or
   // past the last row these zeros (never uninitialised memory, which may hold a NaN).
   if (t < kRankChunk) ts[int64_t{tile.count} * R + t] = 0.0f;
   float o[kLoraTileRows];
 #pragma unroll
-  for (int r = 0; r < kLoraTileRows; ++r)
-    o[r] = col && r < tile.count ? out[int64_t{rs[r]} * ld + col_offset + j] : 0.0f;
+  for (int r = 0; r < kLoraTileRows; ++r) o[r] = col && r < tile.count ? m.out[int64_t{rs[r]} * m.ld + j] : 0.0f;
   __syncthreads();  // ts
   float acc[kLoraTileRows];
 #pragma unroll
   for (int r = 0; r < kLoraTileRows; ++r) acc[r] = 0.0f;
   for (int64_t c = 0; c < R; c += kRankChunk) {
-    if (c > 0) load_b_chunk(w, c, R, vec_b, wv);
+    if (c > 0) load_b_chunk(w, c, R, m.vec_b != 0, wv);
 #pragma unroll
     for (int r = 0; r < kLoraTileRows; ++r) {
       if (r >= tile.count) break;
@@ -215,7 +243,7 @@ __global__ void __launch_bounds__(kThreads)
   if (!col) return;
 #pragma unroll
   for (int r = 0; r < kLoraTileRows; ++r)
-    if (r < tile.count) out[int64_t{rs[r]} * ld + col_offset + j] = o[r] + acc[r];
+    if (r < tile.count) m.out[int64_t{rs[r]} * m.ld + j] = o[r] + acc[r];
 }
 
 size_t expand_shared(int64_t R) {
@@ -253,14 +281,27 @@ void lora_shrink(const void* x, DType x_type, int64_t rows, int64_t K, const flo
     shrink_for<false>(x, rows, K, a, R, tiles, n_tiles, tile_rows, tmp, stream);
 }
 
-void lora_expand(const float* tmp, int64_t ld_tmp, int64_t R, const float* b, int64_t N, const LoraTile* tiles,
-                 int32_t n_tiles, const int32_t* tile_rows, float* out, int64_t ld, int64_t col_offset, Stream stream) {
-  if (n_tiles == 0 || N == 0 || R == 0) return;
-  if (ld_tmp < R) throw std::invalid_argument("cuda backend: lora_expand: tmp rows narrower than the rank");
-  const int64_t blocks_y = (N + kThreads - 1) / kThreads;
-  if (blocks_y > 65535 || expand_shared(R) > kLoraExpandMaxShared)
-    throw std::invalid_argument("cuda backend: lora_expand too large");
-  if (expand_shared(R) > 48 * 1024) {
+void lora_expand(const LoraExpandTargets& targets, const LoraTile* tiles, int32_t n_tiles, const int32_t* tile_rows,
+                 Stream stream) {
+  if (targets.count > kLoraExpandMaxTargets) throw std::invalid_argument("cuda backend: lora_expand: too many targets");
+  if (n_tiles == 0) return;
+  ExpandTable g{};
+  g.ld_tmp = targets.ld_tmp;
+  int64_t blocks_y = 0;
+  size_t shared = 0;
+  for (int i = 0; i < targets.count; ++i) {
+    const LoraExpandTargets::Target& t = targets.t[i];
+    if (t.N == 0 || t.R == 0) continue;
+    if (targets.ld_tmp < t.R) throw std::invalid_argument("cuda backend: lora_expand: tmp rows narrower than the rank");
+    g.m[g.count++] = ExpandTarget{t.tmp, t.b, t.out, t.R, t.N, t.ld, static_cast<int32_t>(blocks_y),
+                                  t.R % 4 == 0 && aligned_to(t.b, 16)};
+    blocks_y += (t.N + kThreads - 1) / kThreads;
+    shared = std::max(shared, expand_shared(t.R));
+    if (blocks_y > 65535) throw std::invalid_argument("cuda backend: lora_expand too large");
+  }
+  if (g.count == 0) return;
+  if (shared > kLoraExpandMaxShared) throw std::invalid_argument("cuda backend: lora_expand too large");
+  if (shared > 48 * 1024) {
     static const bool opted = [] {
       check_cuda(cudaFuncSetAttribute(lora_expand_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(kLoraExpandMaxShared)),
@@ -270,8 +311,7 @@ void lora_expand(const float* tmp, int64_t ld_tmp, int64_t R, const float* b, in
     (void)opted;
   }
   const dim3 grid(static_cast<unsigned>(n_tiles), static_cast<unsigned>(blocks_y));
-  launch_dependent("lora_expand_kernel", lora_expand_kernel, grid, dim3(kThreads), expand_shared(R), stream, tmp, ld_tmp,
-                   R, b, N, tiles, tile_rows, out, ld, col_offset, R % 4 == 0 && aligned_to(b, 16));
+  launch_dependent("lora_expand_kernel", lora_expand_kernel, grid, dim3(kThreads), shared, stream, g, tiles, tile_rows);
 }
 
 }  // namespace ds::cuda::ops

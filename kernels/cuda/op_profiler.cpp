@@ -169,6 +169,10 @@ void OpProfiler::do_lora_expand(const Tensor& tmp, int64_t first_rank, const Ten
                                 int64_t col_offset, Tensor& out) {
   timed("lora_expand", [&] { inner_.lora_expand(tmp, first_rank, b, plan, col_offset, out); });
 }
+void OpProfiler::do_lora_expand_group(const Tensor& tmp, std::span<const kernels::LoraExpandMember> members,
+                                      const BatchPlan& plan) {
+  timed("lora_expand_group", [&] { inner_.lora_expand_group(tmp, members, plan); });
+}
 
 void OpProfiler::do_layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out) {
   timed("layer_norm", [&] { inner_.layer_norm(x, weight, bias, eps, out); });

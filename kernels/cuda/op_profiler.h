@@ -90,6 +90,8 @@ class OpProfiler final : public kernels::Backend {
                       kernels::Tensor& tmp) override;
   void do_lora_expand(const kernels::Tensor& tmp, int64_t first_rank, const kernels::Tensor& b,
                       const kernels::BatchPlan& plan, int64_t col_offset, kernels::Tensor& out) override;
+  void do_lora_expand_group(const kernels::Tensor& tmp, std::span<const kernels::LoraExpandMember> members,
+                            const kernels::BatchPlan& plan) override;
   void do_layer_norm(const kernels::Tensor& x, const kernels::Tensor& weight, const kernels::Tensor& bias, float eps,
                      kernels::Tensor& out) override;
   void do_add_bias(kernels::Tensor& x, const kernels::Tensor& bias) override;

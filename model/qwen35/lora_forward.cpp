@@ -1,7 +1,9 @@
 // The model's LoRA steps (model.h, "LoRA adapters"): the slot pool, and the updates each
 // adapted projection adds through the backend's gathered shrink and expand: one shrink for the
-// projections of a layer that read one input (LoraSlots' groups), an expand for each.
+// projections of a layer that read one input (LoraSlots' groups), and one expand op for the
+// group's adapted members (lora_expand_group; lora_expand for one alone).
 #include <algorithm>
+#include <array>
 #include <stdexcept>
 #include <string>
 
@@ -73,15 +75,25 @@ void Model::apply_lora(int64_t layer, const Tensor& x, const kernels::BatchPlan&
   if (lora_tmp_.numel() < T * R) throw std::logic_error("Model::apply_lora: the workspace was not sized for the step");
   Tensor tmp = lora_tmp_.rows(0, T * R).reshape(Shape{T, R});
   backend_->lora_shrink(x, a, plan, tmp);
+  // The active members' expands, each from its ranks of tmp: one op for all of them, so a GPU
+  // pays one launch's latency for the group (Backend::lora_expand_group).
+  std::array<kernels::LoraExpandMember, kernels::Backend::kMaxLoraExpandMembers> members;
+  size_t n = 0;
   for (const LoraOutput& o : outputs) {
     if (!lora_active(layer, o.target)) continue;
     const LoraSlots::Site& site = *lora_->site(layer, o.target);
     if (site.group != first->group)
       throw std::logic_error(std::string("Model::apply_lora: ") + lora_target_name(o.target) + " and " +
                              lora_target_name(first_target) + " are not one input group (lora_slots.h)");
+    if (n == members.size()) throw std::logic_error("Model::apply_lora: more members than one expand takes");
     // Outputs arrive in the shapes the model computes them in; the update sees [rows, columns].
-    Tensor out2 = o.out.reshape(Shape{T, o.out.numel() / T});
-    backend_->lora_expand(tmp, site.rank_offset, site.b, plan, o.col, out2);
+    members[n++] = {site.rank_offset, site.b, o.out.reshape(Shape{T, o.out.numel() / T}), o.col};
+  }
+  if (n == 1) {
+    // A site alone keeps the plain op (its own name in the op profile).
+    backend_->lora_expand(tmp, members[0].first_rank, members[0].b, plan, members[0].col_offset, members[0].out);
+  } else {
+    backend_->lora_expand_group(tmp, std::span<const kernels::LoraExpandMember>(members.data(), n), plan);
   }
 }
 

@@ -11,9 +11,10 @@
 // f32. A slot holds one adapter: a member's A rows past the adapter's rank, and the whole member
 // where the adapter leaves that target alone, are zero, and so are its B (scale folded in)
 // columns past the rank. The shrink of a group writes tmp [rows, R_g]; a member's expand reads
-// its columns [rank_offset, rank_offset + R_t) (Backend::lora_expand's first_rank). The forward's
-// rows pick their slot (kernels::SequenceChunk::lora_slot). Which slot holds which adapter is
-// the engine's business (scheduler/lora_residency.h).
+// its columns [rank_offset, rank_offset + R_t) (Backend::lora_expand's first_rank), and the
+// group's members expand in one op (Backend::lora_expand_group: one launch on a GPU). The
+// forward's rows pick their slot (kernels::SequenceChunk::lora_slot). Which slot holds which
+// adapter is the engine's business (scheduler/lora_residency.h).
 //
 // Memory: slots * sum over layers and sites of (in + out) * R_t * 4 bytes (bytes()): a group's
 // A holds exactly its members' A rows, so stacking costs nothing. The forward's shrink output is

@@ -198,7 +198,8 @@ class Model {
   // LoRA (lora_forward.cpp): whether any of this step's slots adapts (layer, t) (in a recorded
   // step: whether the pool has that site), and for sites of one input group (lora_slots.h) that
   // all read x, out[:, col, col + out_t) += each active site's update of x for every row with a
-  // slot: one shrink for the group (when any of them is active), then an expand per active site.
+  // slot: one shrink for the group (when any of them is active), then one expand op for its
+  // active sites (Backend::lora_expand_group: one launch on a GPU).
   struct LoraOutput {
     LoraTarget target;
     const kernels::Tensor& out;
