@@ -366,8 +366,9 @@ struct LoraTile {
   int32_t pad;
 };
 // The expand's tile of rank vectors lives in shared memory: kLoraTileRows * R + 16 floats at most
-// this many bytes (R <= 3,631).
-constexpr size_t kLoraExpandMaxShared = 227 * 1024;
+// this many bytes (R <= 3,615): sm_90's 227 KiB a block, less 1 KiB for the kernel's static
+// shared memory.
+constexpr size_t kLoraExpandMaxShared = 226 * 1024;
 // shrink: tmp[r, i] = sum_k a[slot, i, k] * x[r, k]; x f32 or bf16 [rows, K], a [slots, R, K],
 // tmp [rows, R].
 void lora_shrink(const void* x, DType x_type, int64_t rows, int64_t K, const float* a, int64_t R, const LoraTile* tiles,

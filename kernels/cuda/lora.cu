@@ -28,6 +28,7 @@
 //    projection alone would give it, so the sums are the same bit for bit.
 #include "kernels/cuda/backend_common.cuh"
 #include "kernels/cuda/backend_ops.h"
+#include "kernels/cuda/decode_launch.h"  // detail::ensure_smem_limit
 
 namespace ds::cuda::ops {
 namespace {
@@ -301,15 +302,9 @@ void lora_expand(const LoraExpandTargets& targets, const LoraTile* tiles, int32_
   }
   if (g.count == 0) return;
   if (shared > kLoraExpandMaxShared) throw std::invalid_argument("cuda backend: lora_expand too large");
-  if (shared > 48 * 1024) {
-    static const bool opted = [] {
-      check_cuda(cudaFuncSetAttribute(lora_expand_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(kLoraExpandMaxShared)),
-                 "lora_expand_kernel shared memory");
-      return true;
-    }();
-    (void)opted;
-  }
+  // The limit is raised to what this launch takes (once per device and size): asking for the
+  // whole opt-in ceiling fails, as the kernel's static shared memory counts against it.
+  if (shared > 48 * 1024) detail::ensure_smem_limit(reinterpret_cast<const void*>(lora_expand_kernel), static_cast<int64_t>(shared));
   const dim3 grid(static_cast<unsigned>(n_tiles), static_cast<unsigned>(blocks_y));
   launch_dependent("lora_expand_kernel", lora_expand_kernel, grid, dim3(kThreads), shared, stream, g, tiles, tile_rows);
 }
