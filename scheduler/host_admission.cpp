@@ -29,11 +29,7 @@ bool Scheduler::admit_from_host(Sequence& s, const kvcache::PrefixHit& hit) {
   if (blocks && !slot && reclaim_spare_slot()) slot = slots_.acquire();
   if (!slot) {
     // Neither or both, as any admission (the reservation rolls back as it goes out of scope).
-    unpin_host(s);
-    cache_->release(s.table);
-    s.num_computed = 0;
-    s.snapshot_due = 0;
-    drop_staged_snapshots(s);
+    give_back_lookup(s);
     return false;
   }
   const size_t on_device = hit.blocks.size();

@@ -250,6 +250,10 @@ void Scheduler::schedule_admissions(int64_t& budget) {
     if (s.lora_id != 0 && !lora_.can_pin(s.lora_id)) break;
     kvcache::PrefixHit hit;
     if (cache_ && !look_up_prefix(s, hit, budget)) break;
+    if (!whole_prompt_fits(s)) {
+      give_back_lookup(s);
+      break;
+    }
     if (hit.from_host()) {
       if (!admit_from_host(s, hit)) break;
       continue;  // it runs once its copies are in (no chunk, no budget now)
@@ -261,10 +265,7 @@ void Scheduler::schedule_admissions(int64_t& budget) {
     if (blocks && want > 0 && !slot && reclaim_spare_slot()) slot = slots_.acquire();
     if (!slot) {
       // Neither or both: give back the hit (the reservation rolls back as it goes out of scope).
-      if (cache_) cache_->release(s.table);
-      s.num_computed = 0;
-      s.snapshot_due = 0;
-      drop_staged_snapshots(s);
+      give_back_lookup(s);
       break;
     }
     blocks_.commit(*blocks, s.table);
@@ -291,6 +292,28 @@ void Scheduler::pin_lora(Sequence& s) {
 int64_t Scheduler::slots_kept() const {
   return std::max<int64_t>(0, std::min<int64_t>(static_cast<int64_t>(waiting_.size()),
                                                 config_.max_num_seqs - static_cast<int64_t>(running_.size())));
+}
+
+int64_t Scheduler::prompt_blocks_owed() const {
+  int64_t owed = 0;
+  for (const Sequence* r : running_)
+    if (r->num_pending() > 1) owed += r->table.blocks_needed(r->num_tokens() - r->table.num_tokens());
+  return owed;
+}
+
+bool Scheduler::whole_prompt_fits(const Sequence& s) const {
+  if (running_.empty()) return true;  // alone, any sequence of max_ctx fits (the engine checks)
+  const int64_t need = s.table.blocks_needed(s.num_tokens() - s.table.num_tokens());
+  return need + prompt_blocks_owed() <= available_blocks();
+}
+
+void Scheduler::give_back_lookup(Sequence& s) {
+  if (!cache_) return;
+  unpin_host(s);
+  cache_->release(s.table);
+  s.num_computed = 0;
+  s.snapshot_due = 0;
+  drop_staged_snapshots(s);
 }
 
 int32_t Scheduler::available_blocks() const {

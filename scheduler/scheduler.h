@@ -18,7 +18,12 @@
 //     each with a first chunk of min(pending, budget left) tokens, while fewer than
 //     max_num_seqs run. A sequence is admitted only when the chunk's blocks and a state slot
 //     can both be had: the blocks are reserved, then the slot acquired (which zeroes it), and
-//     a failure of either leaves both pools as they were. Admission stops at the first
+//     a failure of either leaves both pools as they were. Under memory pressure a prompt is
+//     started only when the blocks for all of it (past its cache hit) are free or evictable
+//     beside those the running prefills still need (SGLang's conservative admission): prompts
+//     admitted on their first chunk alone later preempt one another, and a hybrid's
+//     preempted prefill resumes only from its last state snapshot. Decodes' growth is not
+//     reserved (it still preempts, as step 1 says). Admission stops at the first
 //     sequence that does not fit (no overtaking), and is skipped in a step that preempted
 //     (what was just freed would otherwise be handed straight back to a newcomer).
 //
@@ -296,6 +301,14 @@ class Scheduler {
   // Tokens of `want` that fit seq's table plus the free (or evictable) blocks.
   int64_t fitting_tokens(const Sequence& seq, int64_t want) const;
   int32_t available_blocks() const;
+  // Blocks the running sequences still need for the rest of their prompts.
+  int64_t prompt_blocks_owed() const;
+  // Whether the blocks for all of seq's prompt past its table are there beside those owed
+  // (always when nothing runs); see "Admissions".
+  bool whole_prompt_fits(const Sequence& seq) const;
+  // Undoes look_up_prefix for a sequence that is not admitted after all: its hit's blocks,
+  // host pins and staged snapshots go back.
+  void give_back_lookup(Sequence& seq);
   // Reserves n blocks, evicting cached ones when the free list is short.
   std::optional<kvcache::Reservation> reserve_blocks(int32_t n);
   // Reserves and commits the blocks for n more tokens (they must fit).

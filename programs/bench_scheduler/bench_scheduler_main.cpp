@@ -91,6 +91,62 @@ PolicyResult bench_policy(int seqs, int prompt_len, int iterations, int block_si
   return r;
 }
 
+// 4. pressure: the Scheduler alone on prompts that do not all fit the K/V pool together (an
+//    agent workload's turn: --pressure-sessions prompts of --pressure-min..max tokens, all at
+//    once, 64 tokens out each, a pool of --pressure-pool tokens, no prefix cache). Steps are
+//    timed by a cost model (8 ms a step plus 12 us a token: a 9B on an H100, roughly), which
+//    turns the plan into a simulated TTFT; the policy's cost is the preemptions and the
+//    prompt tokens computed more than once.
+struct PressureResult {
+  int64_t steps = 0, preemptions = 0, computed = 0, prompt = 0;
+  double makespan_s = 0, ttft_mean_s = 0, ttft_p50_s = 0;
+};
+
+PressureResult bench_pressure(int sessions, int64_t min_len, int64_t max_len, int64_t pool_tokens, int block_size) {
+  kvcache::BlockPool pool(static_cast<int32_t>(pool_tokens / block_size), block_size);
+  kvcache::StatePool slots(sessions, kvcache::StateLayout{});
+  Scheduler sched({sessions, 2048}, pool, slots);
+  std::mt19937 rng(1);
+  std::uniform_int_distribution<int64_t> len(min_len, max_len);
+  FinishCriteria f;
+  f.max_tokens = 64;
+  f.max_ctx = 1 << 30;
+  PressureResult r;
+  for (int i = 0; i < sessions; ++i) {
+    const int64_t n = len(rng);
+    r.prompt += n;
+    sched.add(static_cast<RequestId>(i + 1), std::vector<int32_t>(static_cast<size_t>(n), 7), f);
+  }
+  std::vector<double> first(static_cast<size_t>(sessions) + 1, -1.0);
+  std::vector<kernels::SampledToken> sampled;
+  double t = 0;
+  while (sched.has_work()) {
+    const StepPlan& plan = sched.schedule();
+    if (plan.empty()) {
+      std::fprintf(stderr, "bench_scheduler: the pressure workload stalled\n");
+      std::exit(1);
+    }
+    t += 8e-3 + 12e-6 * static_cast<double>(plan.num_tokens);
+    ++r.steps;
+    r.preemptions += static_cast<int64_t>(plan.preempted.size());
+    for (size_t i = 0; i < plan.chunks.size(); ++i) {
+      const auto id = static_cast<size_t>(plan.sequences[i]->id);
+      if (plan.chunks[i].logit_rows > 0 && first[id] < 0) first[id] = t;
+    }
+    r.computed += plan.num_tokens - plan.num_decodes;
+    sampled.assign(static_cast<size_t>(plan.num_logit_rows()), kernels::SampledToken{});
+    for (kernels::SampledToken& s : sampled) s.token = 5;
+    sched.update(plan, sampled);
+  }
+  std::vector<double> ttft(first.begin() + 1, first.end());
+  double sum = 0;
+  for (double v : ttft) sum += v;
+  r.makespan_s = t;
+  r.ttft_mean_s = sum / static_cast<double>(ttft.size());
+  r.ttft_p50_s = percentile(ttft, 0.5);
+  return r;
+}
+
 // A model that costs nothing: fixed logits, no caches.
 class NullModel final : public ForwardModel {
  public:
@@ -211,7 +267,24 @@ int main(int argc, char** argv) {
   app.add_option("--sampler-vocab", sampler_vocab, "vocabulary of the sampler benchmark")->check(CLI::PositiveNumber);
   app.add_option("--sampler-rows", sampler_rows, "rows per sampler call")->check(CLI::PositiveNumber);
   app.add_option("--repeat", repeat, "runs of the policy benchmark (best is kept)")->check(CLI::PositiveNumber);
+  int pressure_sessions = 0;
+  int64_t pressure_min = 6000, pressure_max = 37000, pressure_pool = 96304;
+  app.add_option("--pressure-sessions", pressure_sessions, "run only the pressure workload, of this many prompts");
+  app.add_option("--pressure-min", pressure_min, "shortest prompt of the pressure workload");
+  app.add_option("--pressure-max", pressure_max, "longest prompt of the pressure workload");
+  app.add_option("--pressure-pool", pressure_pool, "K/V pool of the pressure workload, in tokens");
   CLI11_PARSE(app, argc, argv);
+  if (pressure_sessions > 0) {
+    const PressureResult r = bench_pressure(pressure_sessions, pressure_min, pressure_max, pressure_pool, block_size);
+    std::printf("pressure %d prompts of %lld-%lld tokens (%lld in all), pool %lld tokens: %lld steps, %lld preemptions, "
+                "%lld prompt tokens computed (%.2fx), simulated makespan %.1f s, TTFT mean %.2f s, p50 %.2f s\n",
+                pressure_sessions, static_cast<long long>(pressure_min), static_cast<long long>(pressure_max),
+                static_cast<long long>(r.prompt), static_cast<long long>(pressure_pool), static_cast<long long>(r.steps),
+                static_cast<long long>(r.preemptions), static_cast<long long>(r.computed),
+                static_cast<double>(r.computed) / static_cast<double>(r.prompt), r.makespan_s, r.ttft_mean_s,
+                r.ttft_p50_s);
+    return 0;
+  }
 
   PolicyResult best;
   best.mean_us = 1e30;

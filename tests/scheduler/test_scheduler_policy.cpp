@@ -183,23 +183,53 @@ TEST_CASE("the newest sequence preempts itself when it is the one short of a blo
   CHECK(r.empty());
 }
 
-TEST_CASE("a running prefill is shrunk to the free blocks and waits when there are none", "[scheduler]") {
-  // 5 blocks of 16, budget 40: 1 (30 tokens) and the first 10 of 2 (60 tokens) fit at once.
+TEST_CASE("a prompt is admitted only when all of it fits beside the running prefills", "[scheduler]") {
+  // 5 blocks of 16, budget 40. 1 takes 2 blocks; 2 (60 tokens) needs 4 of the 3 left: it waits
+  // rather than start on its first chunk, and 3 (one block) does not overtake it.
   Fixture f(5, 16, 8, {8, 40});
-  f.add(1, 30);
+  f.add(1, 30, 2);
   f.add(2, 60);
+  f.add(3, 10);
   const StepPlan& p1 = f.sched.schedule();
-  CHECK(shape(p1) == std::vector<std::pair<RequestId, int64_t>>{{1, 30}, {2, 10}});
+  CHECK(shape(p1) == std::vector<std::pair<RequestId, int64_t>>{{1, 30}});
+  CHECK(f.sched.waiting().front()->id == 2);
+  CHECK(f.block_pool.num_used() == 2);
   f.finish_step(p1);
-  // 2 wants 39 tokens; 38 fit (6 left in its block + 2 free blocks).
+  // 1 finishes after its second token; then 2 starts on the whole budget.
   const StepPlan& p2 = f.sched.schedule();
-  CHECK(shape(p2) == std::vector<std::pair<RequestId, int64_t>>{{1, 1}, {2, 38}});
-  f.finish_step(p2);
-  // No room and no one newer to preempt: 2 skips a step, 1 keeps decoding.
+  CHECK(shape(p2) == std::vector<std::pair<RequestId, int64_t>>{{1, 1}});
+  CHECK(f.finish_step(p2) == std::vector<RequestId>{1});
   const StepPlan& p3 = f.sched.schedule();
-  CHECK(shape(p3) == std::vector<std::pair<RequestId, int64_t>>{{1, 1}});
-  CHECK(p3.preempted.empty());
+  CHECK(shape(p3) == std::vector<std::pair<RequestId, int64_t>>{{2, 40}});
+  CHECK(f.sched.waiting().front()->id == 3);
   f.finish_step(p3);
+  // 2 owes one block for the rest of its prompt and 3 needs one: both fit the two left.
+  const StepPlan& p4 = f.sched.schedule();
+  CHECK(shape(p4) == std::vector<std::pair<RequestId, int64_t>>{{2, 20}, {3, 10}});
+  CHECK(f.sched.num_preemptions() == 0);
+  f.finish_step(p4);
+}
+
+TEST_CASE("a running prefill is shrunk to the free blocks and waits when there are none", "[scheduler]") {
+  // 5 blocks of 16, budget 40: 1 (32 tokens, 2 blocks) and 2 (40 tokens, 3 blocks) fit together,
+  // so 2 starts on the 8 tokens of budget left. 1's decodes then take a block 2 counted on.
+  Fixture f(5, 16, 8, {8, 40});
+  f.add(1, 32);
+  f.add(2, 40);
+  const StepPlan& p1 = f.sched.schedule();
+  CHECK(shape(p1) == std::vector<std::pair<RequestId, int64_t>>{{1, 32}, {2, 8}});
+  f.finish_step(p1);
+  // 1's decode takes a third block; 2 wants 32 tokens, 24 fit (8 left in its block + 1 free).
+  const StepPlan& p2 = f.sched.schedule();
+  CHECK(shape(p2) == std::vector<std::pair<RequestId, int64_t>>{{1, 1}, {2, 24}});
+  f.finish_step(p2);
+  // No room and no one newer to preempt: 2 skips steps while 1 decodes through its block.
+  for (int step = 0; step < 15; ++step) {  // positions 33..47
+    const StepPlan& p = f.sched.schedule();
+    CHECK(shape(p) == std::vector<std::pair<RequestId, int64_t>>{{1, 1}});
+    CHECK(p.preempted.empty());
+    f.finish_step(p);
+  }
   // 1 crosses into a new block: 2, the newest, is preempted for it.
   const StepPlan& p4 = f.sched.schedule();
   CHECK(shape(p4) == std::vector<std::pair<RequestId, int64_t>>{{1, 1}});
