@@ -404,9 +404,11 @@ TEST_CASE("tiny: outputs through prefix-cache hits equal a cold cache's, at ever
   CHECK(hit_lengths.count(16) == 1);
   CHECK(hit_lengths.count(48) == 1);
   CHECK(hit_lengths.count(496) == 1);
-  // Under eviction pressure and preemption: a small pool and everything at once.
+  // Under eviction pressure and preemption: everything at once on a pool of 34 blocks, two
+  // more than the longest request needs (admission waits for whole prompts, so it is the
+  // decodes' growth that preempts).
   {
-    EngineConfig small = config(48, 64, 8, 4096);
+    EngineConfig small = config(34, 64, 8, 4096);
     small.prefix_caching = true;
     small.num_snapshots = 4;
     Engine pressured(t.forward, small, kernels::cpu::make_cpu_sampler());
