@@ -14,7 +14,8 @@ bench/results/COMPONENT.json holds one component's table: {"component", "order",
     run's other figures), of_floor + floor (a fraction of which floor), peer (the peer's figure
     and ours against it), gpu, date (UTC), commit, study (bench/studies/STUDY.json measures it
     again) or command (a program run here), log (the heading of the dated log section that holds
-    the run), source ("log": transcribed from the log; "study": taken from a study's output)
+    the run), source ("log": transcribed from the log; "study": taken from a study's output;
+    "command": the output of the row's command, run by hand)
 
 One row per metric: a new measurement replaces the row (`update` does it for the metrics a
 study's "report" list names); the log keeps the history. A metric no run has measured yet is
