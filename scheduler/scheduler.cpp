@@ -308,9 +308,10 @@ bool Scheduler::whole_prompt_fits(const Sequence& s) const {
 }
 
 void Scheduler::give_back_lookup(Sequence& s) {
-  if (!cache_) return;
-  unpin_host(s);
-  cache_->release(s.table);
+  if (cache_) {
+    unpin_host(s);
+    cache_->release(s.table);
+  }
   s.num_computed = 0;
   s.snapshot_due = 0;
   drop_staged_snapshots(s);
