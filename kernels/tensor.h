@@ -92,8 +92,10 @@ struct Fp8Scales {
 // input column each stored column multiplies (GPTQ's act order, sorted so that each group's
 // columns are consecutive): the GEMM reads x[:, perm[k]] for stored column k; it is shared by
 // every row. Host tensors hold the codes two per byte in stored column order (the even one in
-// the low nibble); a device backend may rearrange them within a row (CUDA does, for its
-// kernels: kernels/cuda/int4_gemm.cu).
+// the low nibble); a device backend may rearrange them within each group of kInt4RowGroup rows
+// (CUDA does, for its kernels: kernels/cuda/int4_gemm.cu), so a row view starts on such a
+// group.
+inline constexpr int64_t kInt4RowGroup = 8;
 struct Int4Groups {
   const float* scales = nullptr;
   const uint8_t* zeros = nullptr;
@@ -147,6 +149,9 @@ class Tensor {
       t.scales_.data += (first >> scales_.row_shift) * scales_.cols;
     }
     if (dtype_ == DType::int4) {
+      if (first % kInt4RowGroup != 0)
+        throw std::out_of_range("Tensor::rows: int4 rows from " + std::to_string(first) + " split a group of " +
+                                std::to_string(kInt4RowGroup) + " rows");
       const int64_t groups = dim(1) / int4_.group_size;
       t.int4_ = int4_;
       t.int4_.scales += first * groups;

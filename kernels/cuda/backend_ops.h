@@ -182,9 +182,10 @@ void quantize_rows_fp8(const uint16_t* x, int64_t M, int64_t K, uint8_t* codes, 
                        int64_t scale_col_stride, Stream stream);
 
 // ---- int4_gemm.cu
-// A 4-bit weight [N, K] on the device (kernels::Int4Groups): codes half a byte each, each row's
-// chunks of 128 columns in the kernels' order (repack_int4), f32 scales and u8 zeros [N, K /
-// group_size], and the input column of each stored column (perm [K]) or null for the identity.
+// A 4-bit weight [N, K] on the device (kernels::Int4Groups): codes half a byte each, in groups
+// of kernels::kInt4RowGroup rows that hold their chunks of 128 columns in the kernels' order
+// (repack_int4), f32 scales and u8 zeros [N, K / group_size], and the input column of each
+// stored column (perm [K]) or null for the identity.
 struct Int4Weight {
   const uint8_t* codes = nullptr;
   const float* scales = nullptr;
@@ -192,13 +193,14 @@ struct Int4Weight {
   int64_t group_size = 0;
   const int32_t* perm = nullptr;
 };
-// What the device layout holds: K a multiple of 128 and group sizes of 32, 64 or a multiple of
-// 128 that divide K (every group of a released checkpoint); the backend keeps other int4
-// weights as bf16.
-bool int4_layout_supported(int64_t K, int64_t group_size);
-// In place: the host form (column k at nibble k % 2 of byte k / 2 of its row) to the kernels'
-// order. Queued on stream (not as a dependent launch: it runs at upload).
-void repack_int4(uint8_t* codes, int64_t N, int64_t K, Stream stream);
+// What the device layout holds: N a multiple of kernels::kInt4RowGroup, K a multiple of 128
+// and group sizes of 32, 64 or a multiple of 128 that divide K (every weight of a released
+// checkpoint); the backend keeps other int4 weights as bf16.
+bool int4_layout_supported(int64_t N, int64_t K, int64_t group_size);
+// The host form (column k at nibble k % 2 of byte k / 2 of its row, N * K / 2 bytes on the
+// device) to the kernels' layout in `codes` (as many bytes, another buffer). Queued on stream
+// (not as a dependent launch: it runs at upload).
+void repack_int4(const uint8_t* host_form, uint8_t* codes, int64_t N, int64_t K, Stream stream);
 // The decode GEMMs over 4-bit weights, decoded in registers: out [M, N] (+)= x [M, K] · wᵀ, x
 // bf16, f32 out, 1 to kSkinnyInt4MaxRows rows (the x rows in up to 8 column tiles of
 // mma.m16n8k16, so the weights are streamed once).

@@ -164,15 +164,15 @@ class CudaBackend final : public kernels::Backend {
 
   // Codes, scales, zeros and permutation in one allocation (each part 256-byte aligned); the
   // codes rearranged on the device into the kernels' order (int4_gemm.cu). A weight the
-  // kernels' layout does not hold (K not a multiple of 128, an odd group size) is stored as
-  // bf16 values instead.
+  // kernels' layout does not hold (rows not in groups of 8, K not a multiple of 128, an odd
+  // group size) is stored as f32 values instead.
   Tensor upload_int4(const HostTensor& src) {
     const kernels::Int4Groups& hg = src.int4;
     if (!int4_weights() || src.shape.rank() != 2 || !hg.scales || !hg.zeros || hg.group_size <= 0 ||
         src.shape[1] % hg.group_size != 0)
       fail("upload", "int4 weights need a 2-D shape with groups and a backend that keeps them");
     const int64_t n = src.shape[0], k = src.shape[1], groups = n * (k / hg.group_size);
-    if (!ops::int4_layout_supported(k, hg.group_size)) {
+    if (!ops::int4_layout_supported(n, k, hg.group_size)) {
       std::vector<float> values(static_cast<size_t>(n * k));
       dequantize_int4_rows(src, 0, n, values.data());
       return upload(HostTensor{DType::f32, src.shape, values.data()});
@@ -184,14 +184,20 @@ class CudaBackend final : public kernels::Backend {
                                                              "an int4 weight " + src.shape.str()));
     std::shared_ptr<void> storage(p, [](void* q) { cudaFree(q); });
     cudaStream_t s = ctx_.stream();
-    const auto copy = [&](int64_t at, const void* from, int64_t bytes) {
-      ops::check_cuda(cudaMemcpyAsync(p + at, from, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, s), "upload: cudaMemcpy");
+    const auto copy_to = [&](void* base, int64_t at, const void* from, int64_t bytes) {
+      ops::check_cuda(cudaMemcpyAsync(static_cast<unsigned char*>(base) + at, from, static_cast<size_t>(bytes),
+                                      cudaMemcpyHostToDevice, s),
+                      "upload: cudaMemcpy");
     };
-    copy(0, src.data, n * k / 2);
+    const auto copy = [&](int64_t at, const void* from, int64_t bytes) { copy_to(p, at, from, bytes); };
+    // The codes go through a staging buffer: the repacking moves bytes between rows.
+    auto* staged = static_cast<uint8_t*>(ctx_.malloc_device(static_cast<size_t>(n * k / 2), "int4 staging " + src.shape.str()));
+    std::unique_ptr<uint8_t, void (*)(uint8_t*)> staging(staged, [](uint8_t* q) { cudaFree(q); });
+    copy_to(staged, 0, src.data, n * k / 2);
     copy(code_bytes, hg.scales, groups * 4);
     copy(code_bytes + scale_bytes, hg.zeros, groups);
     if (hg.perm) copy(code_bytes + scale_bytes + zero_bytes, hg.perm, perm_bytes);
-    ops::repack_int4(p, n, k, ops::Stream{s, false});
+    ops::repack_int4(staged, p, n, k, ops::Stream{s, false});
     ops::check_cuda(cudaStreamSynchronize(s), "upload");
     const kernels::Int4Groups dev{reinterpret_cast<const float*>(p + code_bytes), p + code_bytes + scale_bytes, hg.group_size,
                                   hg.perm ? reinterpret_cast<const int32_t*>(p + code_bytes + scale_bytes + zero_bytes) : nullptr};

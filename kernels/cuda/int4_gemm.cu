@@ -15,12 +15,16 @@
 // gathers its x values through it (the weights are stored in group order, so a group's columns
 // are consecutive).
 //
-// The device layout (repack_int4, run once at upload): per row, per chunk of 128 stored
-// columns (64 bytes), lane tig's 16 bytes at 16·tig, its word j holding columns 32j + 8·tig ..
-// + 7 with columns 2i and 2i + 1 at nibbles i and i + 4, so that one shift and mask give the
-// pair (2i, 2i + 1) as the low halves of two 16-bit words: the A operand's k order, which the
-// x values (one 16-byte load per word) follow. A group of 32 columns is one word of each lane:
-// group sizes of 32, 64 and multiples of 128 keep every mma step inside one group.
+// The device layout (repack_int4, run once at upload): rows in groups of 8 (kInt4RowGroup),
+// a group's chunks of 128 stored columns one after another, and in a chunk the 8 rows' 64
+// bytes in row order (int4_chunk_offset), so that the 8 rows a warp's lane groups read in one
+// copy are 512 contiguous bytes (a row-major layout made them 8 pieces of 64 bytes, 2 KiB or
+// more apart: bench-log 2026-12-07, "int4: rows grouped by 8"). In a row's chunk, lane tig's
+// 16 bytes at 16·tig, its word j holding columns 32j + 8·tig .. + 7 with columns 2i and 2i + 1
+// at nibbles i and i + 4, so that one shift and mask give the pair (2i, 2i + 1) as the low
+// halves of two 16-bit words: the A operand's k order, which the x values (one 16-byte load
+// per word) follow. A group of 32 columns is one word of each lane: group sizes of 32, 64 and
+// multiples of 128 keep every mma step inside one group.
 //
 // Larger steps go to cuBLAS over bf16 tiles of the weight dequantised into scratch
 // (dequantize_int4_bf16, cuda_gemm_int4.cpp), in input column order.
@@ -31,6 +35,7 @@
 #include "kernels/cuda/cp_async.cuh"
 #include "kernels/cuda/decode_gemm.cuh"
 #include "kernels/cuda/skinny_gemm_tiling.cuh"
+#include "kernels/tensor.h"  // kInt4RowGroup
 
 namespace ds::cuda::ops {
 namespace {
@@ -39,6 +44,12 @@ namespace {
 // blocks (fp8_gemm.cu asks for two with two row tiles): the per-group partial tiles need the
 // registers, which two blocks of 256 threads would spill.
 constexpr int kChunk = 128;  // stored columns per chunk: 16 bytes of each of a lane's weight rows
+
+// The bytes of row n's chunk c (of `chunks` a row) from the weight's first (the layout above).
+__host__ __device__ __forceinline__ int64_t int4_chunk_offset(int64_t n, int64_t c, int64_t chunks) {
+  constexpr int64_t G = kernels::kInt4RowGroup;
+  return ((n / G) * chunks + c) * (G * kChunk / 2) + (n % G) * (kChunk / 2);
+}
 
 // The stored column of nibble p of a device word, relative to the word's first.
 __device__ __forceinline__ int nibble_column(int p) { return p < 4 ? 2 * p : 2 * (p - 4) + 1; }
@@ -91,13 +102,13 @@ __device__ __forceinline__ void int4_mma_rows(const Int4Weight& w, const uint16_
 #pragma unroll
   for (int r = 0; r < RT; ++r)
 #pragma unroll
-    for (int h = 0; h < 2; ++h) src[r][h] = w.codes + rows[r][h] * (K / 2) + 16 * tig;
+    for (int h = 0; h < 2; ++h) src[r][h] = w.codes + int4_chunk_offset(rows[r][h], 0, K / kChunk) + 16 * tig;
   const int64_t chunks = K / kChunk;
   const int mine = static_cast<int>(chunks > warp ? (chunks - warp + kMmaWarps - 1) / kMmaWarps : 0);
   uint4* ring = smem + warp * (kStages * V * 32) + lane;
   auto issue = [&](int j) {
     if (j < mine) {
-      const int64_t at = static_cast<int64_t>(warp + kMmaWarps * j) * (kChunk / 2);
+      const int64_t at = static_cast<int64_t>(warp + kMmaWarps * j) * (kernels::kInt4RowGroup * kChunk / 2);
       uint4* slot = ring + (j % kStages) * V * 32;
 #pragma unroll
       for (int r = 0; r < RT; ++r)
@@ -260,12 +271,14 @@ __global__ void __launch_bounds__(kMmaWarps * 32) int4_mma_swiglu_kernel(Int4Wei
 
 // ---- layout and dequantisation
 
-// In place, one thread per (row, chunk): the host form (column k at nibble k % 2 of byte k / 2,
-// so word q of a chunk holds columns 8q .. 8q + 7 in order) to the device layout above.
-__global__ void repack_int4_kernel(uint8_t* __restrict__ codes, int64_t chunks) {
-  for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < chunks;
-       c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    uint4* p = reinterpret_cast<uint4*>(codes + c * (kChunk / 2));
+// One thread per (row, chunk): the host form (column k at nibble k % 2 of byte k / 2 of its
+// row, so word q of a chunk holds columns 8q .. 8q + 7 in order) to the device layout above.
+__global__ void repack_int4_kernel(const uint8_t* __restrict__ host_form, uint8_t* __restrict__ codes, int64_t rows,
+                                   int64_t chunks) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < rows * chunks;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t n = i / chunks, c = i % chunks;
+    const uint4* p = reinterpret_cast<const uint4*>(host_form + i * (kChunk / 2));
     const uint4 a = p[0], b = p[1], d = p[2], e = p[3];
     const uint32_t in[16] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w, d.x, d.y, d.z, d.w, e.x, e.y, e.z, e.w};
     uint32_t out[16];
@@ -279,8 +292,9 @@ __global__ void repack_int4_kernel(uint8_t* __restrict__ codes, int64_t chunks) 
         for (int n = 0; n < 8; ++n) r |= ((v >> (4 * nibble_column(n))) & 15u) << (4 * n);
         out[4 * tig + j] = r;
       }
+    uint4* q = reinterpret_cast<uint4*>(codes + int4_chunk_offset(n, c, chunks));
 #pragma unroll
-    for (int q = 0; q < 4; ++q) p[q] = make_uint4(out[4 * q], out[4 * q + 1], out[4 * q + 2], out[4 * q + 3]);
+    for (int k = 0; k < 4; ++k) q[k] = make_uint4(out[4 * k], out[4 * k + 1], out[4 * k + 2], out[4 * k + 3]);
   }
 }
 
@@ -294,7 +308,7 @@ __global__ void dequantize_int4_kernel(Int4Weight w, int64_t N, int64_t K, uint1
     const int64_t n = i / words_per_row, q = i % words_per_row;
     const int64_t within = q % 16, tig = within / 4, j = within % 4;
     const int64_t k0 = (q / 16) * kChunk + 32 * j + 8 * tig;
-    const uint32_t v = reinterpret_cast<const uint32_t*>(w.codes + n * (K / 2))[q];
+    const uint32_t v = reinterpret_cast<const uint32_t*>(w.codes + int4_chunk_offset(n, q / 16, K / kChunk))[within];
     const int64_t g = n * groups + k0 / w.group_size;
     const float s = w.scales[g];
     const int zero = w.zeros[g];
@@ -332,25 +346,31 @@ void launch_int4_swiglu(const Int4Weight& w, const uint16_t* x, int64_t inter, i
 
 }  // namespace
 
-bool int4_layout_supported(int64_t K, int64_t group_size) {
+// The columns the kernels take (any rows of an uploaded weight: a view starts on a row group).
+static bool int4_columns_supported(int64_t K, int64_t group_size) {
   return K > 0 && K % kChunk == 0 && group_size > 0 && K % group_size == 0 &&
          (group_size == 32 || group_size == 64 || group_size % kChunk == 0);
 }
 
+bool int4_layout_supported(int64_t N, int64_t K, int64_t group_size) {
+  return N % kernels::kInt4RowGroup == 0 && int4_columns_supported(K, group_size);
+}
+
 bool skinny_gemm_int4_supported(int64_t M) { return M >= 1 && M <= kSkinnyInt4MaxRows; }
 
-void repack_int4(uint8_t* codes, int64_t N, int64_t K, Stream stream) {
-  const int64_t chunks = N * (K / kChunk);
-  if (chunks == 0) return;
+void repack_int4(const uint8_t* host_form, uint8_t* codes, int64_t N, int64_t K, Stream stream) {
+  if (N % kernels::kInt4RowGroup != 0) throw std::invalid_argument("cuda backend: int4 repack: rows not in groups of 8");
+  const int64_t items = N * (K / kChunk);
+  if (items == 0) return;
   const int threads = 256;
-  const unsigned blocks = grid_for(chunks < int64_t{1} << 22 ? chunks : int64_t{1} << 22, threads);
-  repack_int4_kernel<<<blocks, threads, 0, static_cast<cudaStream_t>(stream)>>>(codes, chunks);
+  const unsigned blocks = grid_for(items < int64_t{1} << 22 ? items : int64_t{1} << 22, threads);
+  repack_int4_kernel<<<blocks, threads, 0, static_cast<cudaStream_t>(stream)>>>(host_form, codes, N, K / kChunk);
   check_cuda(cudaGetLastError(), "int4 repack kernel");
 }
 
 void skinny_gemm_int4(const Int4Weight& w, const uint16_t* x, int64_t M, int64_t N, int64_t K, float* out,
                       bool accumulate, Stream stream) {
-  if (!skinny_gemm_int4_supported(M) || !int4_layout_supported(K, w.group_size))
+  if (!skinny_gemm_int4_supported(M) || !int4_columns_supported(K, w.group_size))
     throw std::invalid_argument("cuda backend: int4 skinny gemm: unsupported shape");
   if (N == 0) return;
   if (w.perm)
@@ -361,7 +381,7 @@ void skinny_gemm_int4(const Int4Weight& w, const uint16_t* x, int64_t M, int64_t
 
 void skinny_swiglu_int4(const Int4Weight& w, const uint16_t* x, int64_t inter, int64_t K, void* act, DType act_type,
                         Stream stream) {
-  if (!int4_layout_supported(K, w.group_size))
+  if (!int4_columns_supported(K, w.group_size))
     throw std::invalid_argument("cuda backend: int4 gate_up + swiglu: unsupported shape");
   if (inter == 0) return;
   const bool bf16 = act_type == DType::bf16;

@@ -46,8 +46,11 @@ struct Weights {
     std::vector<float> scales(static_cast<size_t>(N * (K / kGroup)), 0.01f);
     std::vector<uint8_t> zeros(scales.size());
     for (auto& z : zeros) z = static_cast<uint8_t>(rng() % 16);
+    auto* staged = to_device(codes);
     auto* dc = to_device(codes);
-    ops::repack_int4(dc, N, K, ops::Stream{nullptr, false});
+    ops::repack_int4(staged, dc, N, K, ops::Stream{nullptr, false});
+    ops::check_cuda(cudaDeviceSynchronize(), "int4 repack");
+    ops::check_cuda(cudaFree(staged), "cudaFree");
     int4 = {dc, to_device(scales), to_device(zeros), kGroup, nullptr};
     owned = {dc, const_cast<float*>(int4.scales), const_cast<uint8_t*>(int4.zeros)};
     if (act_order) {
