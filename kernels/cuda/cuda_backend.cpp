@@ -165,7 +165,7 @@ class CudaBackend final : public kernels::Backend {
   // Codes, scales, zeros and permutation in one allocation (each part 256-byte aligned); the
   // codes rearranged on the device into the kernels' order (int4_gemm.cu). A weight the
   // kernels' layout does not hold (rows not in groups of 8, K not a multiple of 128, an odd
-  // group size) is stored as f32 values instead.
+  // group size) is stored as bf16 values instead.
   Tensor upload_int4(const HostTensor& src) {
     const kernels::Int4Groups& hg = src.int4;
     if (!int4_weights() || src.shape.rank() != 2 || !hg.scales || !hg.zeros || hg.group_size <= 0 ||
