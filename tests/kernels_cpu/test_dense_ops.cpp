@@ -242,3 +242,18 @@ TEST_CASE("split_columns copies consecutive column ranges and refuses parts that
                                     t::zeros(*be, Shape{m, 2}), t::zeros(*be, Shape{m, 4})};
   CHECK_THROWS_WITH(be->split_columns(xt, too_many), Contains("between 1 and 4 parts"));
 }
+
+TEST_CASE("Tensor::rows of an int4 weight starts on a row group and carries its rows' groups", "[kernels]") {
+  // Any memory will do: rows() only moves pointers. 24 rows x 256 columns, groups of 128.
+  const int64_t N = 24, K = 256, G = 128;
+  std::vector<uint8_t> codes(static_cast<size_t>(N * K / 2));
+  std::vector<float> scales(static_cast<size_t>(N * (K / G)));
+  std::vector<uint8_t> zeros(scales.size());
+  const ds::kernels::Tensor w(std::shared_ptr<void>(), codes.data(), Shape{N, K},
+                              ds::kernels::Int4Groups{scales.data(), zeros.data(), G, nullptr});
+  const auto view = w.rows(ds::kernels::kInt4RowGroup, N - ds::kernels::kInt4RowGroup);
+  CHECK(view.data() == codes.data() + ds::kernels::kInt4RowGroup * K / 2);
+  CHECK(view.int4_groups().scales == scales.data() + ds::kernels::kInt4RowGroup * (K / G));
+  CHECK(view.int4_groups().zeros == zeros.data() + ds::kernels::kInt4RowGroup * (K / G));
+  CHECK_THROWS_WITH(w.rows(3, 8), Contains("int4 rows from 3 split a group of 8 rows"));
+}

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <tuple>
 
 #include "kernels/common/half.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -195,17 +196,17 @@ TEST_CASE("cuda ops: gemm with 4-bit weights against f64 and the CPU's dequantis
     g->gemm(xg, wg, og, false);
     CHECK(rel64(test::get(*g, og), reference(w, x, M, 0, N, {})) < via_bf16);
   }
-  // Shapes the device layout does not hold (K not a multiple of 128, a group of 96) are kept as
-  // bf16 values, and still multiply right.
-  for (auto [K, G] : std::vector<std::pair<int64_t, int64_t>>{{192, 64}, {384, 96}}) {
-    INFO("K " << K << " G " << G);
-    const Int4Host w(64, K, G, false, 57);
+  // Shapes the device layout does not hold (K not a multiple of 128, a group of 96, rows not in
+  // groups of 8) are kept as bf16 values, and still multiply right.
+  for (auto [N, K, G] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{64, 192, 64}, {64, 384, 96}, {60, 256, 128}}) {
+    INFO("N " << N << " K " << K << " G " << G);
+    const Int4Host w(N, K, G, false, 57);
     const auto x = bf16_exact(test::random_vec(static_cast<size_t>(3 * K), 58));
     Tensor wg = g->upload(w.host());
     CHECK(wg.dtype() == DType::bf16);
-    Tensor xg = act(*g, DType::bf16, {3, K}, x), og = poisoned(*g, DType::f32, {3, 64});
+    Tensor xg = act(*g, DType::bf16, {3, K}, x), og = poisoned(*g, DType::f32, {3, N});
     g->gemm(xg, wg, og, false);
-    CHECK(rel64(test::get(*g, og), reference(w, x, 3, 0, 64, {})) < via_bf16);
+    CHECK(rel64(test::get(*g, og), reference(w, x, 3, 0, N, {})) < via_bf16);
   }
 }
 
