@@ -4,7 +4,8 @@
 // "swiglu" shapes (Nx K with N = 2 x intermediate) time the one-row gate_up + SwiGLU kernel
 // instead. Median of --reps, with the L2 flushed before each (--no-flush-l2 to keep it), in us
 // and as a share of each format's bytes floor (weights as stored, scales and zeros included,
-// + x + out, over the measured copy rate).
+// + x + out, over the measured copy rate). "read us" is one launch of a plain read of the int4
+// codes (stream_read.h), timed the same way: what any single kernel reading those bytes pays.
 //
 //   bench_int4_gemm [--rows 1,8,16,32,64] [--shapes 12288x4096,4096x4096,4096x12288]
 //                   [--swiglu 24576x4096] [--reps 30] [--act-order] [--json FILE]
@@ -24,6 +25,7 @@
 #include "programs/bench_cuda_model/device_ceilings.h"
 #include "programs/bench_fp8_gemm/lt_bench.h"
 #include "programs/bench_result/result_file.h"
+#include "programs/bench_int4_gemm/stream_read.h"
 
 using namespace ds;
 using namespace ds::cuda;
@@ -113,8 +115,10 @@ int main(int argc, char** argv) {
   int64_t max_m = 1;
   for (int64_t m : rows) max_m = std::max(max_m, m);
   std::mt19937 rng(7);
-  std::printf("\n| kernel | N x K | M | int4 us | int4 of floor | fp8 us | fp8 of floor | bf16 cuBLAS us | int4 vs fp8 |\n"
-              "|---|---|---|---|---|---|---|---|---|\n");
+  unsigned* sink = nullptr;
+  ops::check_cuda(cudaMalloc(&sink, bench::stream_read_sink_words(ceil.sm_count) * sizeof(unsigned)), "sink");
+  std::printf("\n| kernel | N x K | M | int4 us | int4 of floor | read us | int4 / read | fp8 us | fp8 of floor | bf16 cuBLAS us | int4 vs fp8 |\n"
+              "|---|---|---|---|---|---|---|---|---|---|---|\n");
   auto run_shape = [&](int64_t N, int64_t K, bool swiglu) {
     Weights w(N, K, act_order, rng);
     std::vector<uint16_t> xh(static_cast<size_t>(max_m * K));
@@ -122,6 +126,7 @@ int main(int argc, char** argv) {
     uint16_t* x = to_device(xh);
     float* out = nullptr;
     ops::check_cuda(cudaMalloc(&out, static_cast<size_t>(max_m * N) * 4), "out");
+    const double tr = time([&] { bench::stream_read(w.int4.codes, static_cast<size_t>(N * K / 2), sink, ceil.sm_count, stream); });
     for (const int64_t M : swiglu ? std::vector<int64_t>{1} : rows) {
       if (!ops::skinny_gemm_int4_supported(M)) continue;
       double t4, t8 = 0, tb = 0;
@@ -143,14 +148,14 @@ int main(int argc, char** argv) {
       const double floor4 = (N * K / 2.0 + N * (K / kGroup) * 5.0 + io) / ceil.copy_bytes_per_s * 1e6;
       const double floor8 = (N * K * 1.0 + io) / ceil.copy_bytes_per_s * 1e6;
       const char* kind = swiglu ? "gate_up+swiglu" : "gemm";
-      std::printf("| %s | %lldx%lld | %lld | %.2f | %.0f%% | %.2f | %.0f%% | %.2f | %.2fx |\n", kind,
+      std::printf("| %s | %lldx%lld | %lld | %.2f | %.0f%% | %.2f | %.2fx | %.2f | %.0f%% | %.2f | %.2fx |\n", kind,
                   static_cast<long long>(N), static_cast<long long>(K), static_cast<long long>(M), t4,
-                  100 * floor4 / t4, t8, t8 > 0 ? 100 * floor8 / t8 : 0.0, tb, t8 > 0 ? t8 / t4 : 0.0);
+                  100 * floor4 / t4, tr, t4 / tr, t8, t8 > 0 ? 100 * floor8 / t8 : 0.0, tb, t8 > 0 ? t8 / t4 : 0.0);
       result.add(std::string(kind) + " " + std::to_string(N) + "x" + std::to_string(K) + " M " + std::to_string(M) +
                      " int4",
                  t4, "us",
                  {{"n", static_cast<long long>(N)}, {"k", static_cast<long long>(K)}, {"m", static_cast<long long>(M)},
-                  {"of_floor", floor4 / t4}, {"floor", std::string("int4 bytes")}, {"fp8_us", t8}, {"bf16_cublas_us", tb},
+                  {"of_floor", floor4 / t4}, {"floor", std::string("int4 bytes")}, {"read_us", tr}, {"fp8_us", t8}, {"bf16_cublas_us", tb},
                   {"fp8_of_bytes_floor", t8 > 0 ? floor8 / t8 : 0.0}});
     }
     cudaFree(x);
@@ -159,6 +164,7 @@ int main(int argc, char** argv) {
   for (const auto& [N, K] : bench::parse_shapes(shapes_s)) run_shape(N, K, false);
   for (const auto& [N, K] : bench::parse_shapes(swiglu_s)) run_shape(N, K, true);
   cublasDestroy(blas);
+  cudaFree(sink);
   try {
     result.write(json_path);
   } catch (const std::exception& e) {
