@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Newcomer command 2 (and what CI runs): install dependencies, build, run every test that
-# needs no GPU -- first the Release build, then again under AddressSanitizer + UBSan.
+# needs no GPU -- first the Release build, then again under AddressSanitizer + UBSan, then the
+# threaded ones under ThreadSanitizer.
 # The CUDA sources are compiled (for sm_90a) whenever nvcc is present, so a broken kernel
 # fails here even though its tests only run on a GPU machine.
-#   SKIP_SANITIZE=1 scripts/test.sh   skips the sanitizer pass.
+#   SKIP_SANITIZE=1 scripts/test.sh   skips the ASan + UBSan pass; SKIP_TSAN=1 the TSan pass.
 # Then the fuzz targets of tests/fuzz run under libFuzzer for FUZZ_SECONDS each (scripts/fuzz.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,6 +44,11 @@ if [ "${SKIP_SANITIZE:-0}" != "1" ]; then
   cmake --build build-asan -j "$jobs"
   (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
      ctest --output-on-failure -LE gpu -j "$jobs")
+fi
+# The threaded tests again under ThreadSanitizer (scripts/tsan.sh says which).
+if [ "${SKIP_TSAN:-0}" != "1" ]; then
+  stage "TSan build and tests"
+  scripts/tsan.sh
 fi
 # The request parsers under libFuzzer (clang, ASan + UBSan), FUZZ_SECONDS per target.
 stage "fuzzing the request parsers"

@@ -31,6 +31,8 @@ bool is_time_limit(const std::string& message) { return message.find("took longe
 
 }  // namespace
 
+enum class GrammarCache::Failure { none, grammar, cancelled, other };
+
 struct GrammarCache::Job {
   std::string key;
   Build build;
@@ -40,7 +42,11 @@ struct GrammarCache::Job {
   bool running = false;
   bool done = false;
   std::shared_ptr<const grammar::CompiledGrammar> result;
-  std::exception_ptr error;
+  // A failed compile, as data: each waiter throws its own exception from it. Handing the
+  // worker's exception object to several threads (an exception_ptr rethrown by each) would
+  // share it, and its last release could fall on any of them.
+  Failure failure = Failure::none;
+  std::string error;
 };
 
 GrammarCache::GrammarCache(std::shared_ptr<const grammar::TokenVocabulary> vocab, GrammarCacheOptions options)
@@ -126,8 +132,13 @@ std::shared_ptr<const grammar::CompiledGrammar> GrammarCache::get(const std::str
     throw grammar::CompileCancelled();
   }
   --job->waiters;
-  if (job->error) std::rethrow_exception(job->error);
-  return job->result;
+  switch (job->failure) {
+    case Failure::none: return job->result;
+    case Failure::grammar: throw grammar::GrammarError(job->error);
+    case Failure::cancelled: throw grammar::CompileCancelled();
+    case Failure::other: break;
+  }
+  throw std::runtime_error(job->error);
 }
 
 void GrammarCache::work() {
@@ -152,10 +163,19 @@ void GrammarCache::work() {
       const grammar::Grammar g = job->build(budget);
       job->result = grammar::compile(g, vocab_, co, budget);
       held = job->result->stats().bytes;
+    } catch (const grammar::CompileCancelled&) {
+      job->failure = Failure::cancelled;
+    } catch (const grammar::GrammarError& e) {
+      job->failure = Failure::grammar;
+      job->error = e.what();
+    } catch (const std::exception& e) {
+      job->failure = Failure::other;
+      job->error = e.what();
     } catch (...) {
-      job->error = std::current_exception();
-      held = kTrimAbove + 1;  // a failed compile may have held up to its budget
+      job->failure = Failure::other;
+      job->error = "grammar compile failed";
     }
+    if (job->failure != Failure::none) held = kTrimAbove + 1;  // a failed compile may have held up to its budget
     job->build = nullptr;  // what it captured (the request's schema) goes now
     if (held > kTrimAbove) {
 #if defined(__GLIBC__)
@@ -175,17 +195,10 @@ void GrammarCache::finish(const std::shared_ptr<Job>& job) {
     if (auto it = in_flight_.find(job->key); it != in_flight_.end() && it->second == job) in_flight_.erase(it);
     if (job->result) {
       remember({job->key, job->result, {}, Clock::time_point::max(), job->result->stats().bytes});
-    } else {
-      try {
-        std::rethrow_exception(job->error);
-      } catch (const grammar::GrammarError& e) {
-        const std::string message = e.what();
-        remember({job->key, nullptr, message,
-                  is_time_limit(message) ? Clock::now() + kForgetTimeout : Clock::time_point::max(), 0});
-      } catch (...) {
-        // Cancelled, or not the grammar's fault: nothing to remember.
-      }
-    }
+    } else if (job->failure == Failure::grammar) {
+      remember({job->key, nullptr, job->error,
+                is_time_limit(job->error) ? Clock::now() + kForgetTimeout : Clock::time_point::max(), 0});
+    }  // cancelled, or not the grammar's fault: nothing to remember
   }
   done_cv_.notify_all();
 }

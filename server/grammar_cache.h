@@ -82,6 +82,7 @@ class GrammarCache {
   size_t compiles_in_flight() const;
 
  private:
+  enum class Failure;
   struct Job;
   struct Entry {
     std::string key;

@@ -97,3 +97,44 @@ TEST_CASE("grammar cache: one compile per key, a bounded queue, cancellation, re
   e.join();
   CHECK(builds == 1);
 }
+
+TEST_CASE("grammar cache: a failure that is not the grammar's reaches each waiter and is not remembered", "[grammar_cache]") {
+  server::GrammarCacheOptions o;
+  o.concurrency = 1;
+  server::GrammarCache cache(vocab(), o);
+  std::atomic<int> builds{0};
+  std::atomic<bool> release{false};
+  auto failing = [&](const grammar::CompileBudget&) -> grammar::Grammar {
+    ++builds;
+    while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    throw std::runtime_error("out of something");
+  };
+  // Each waiter gets an exception of its own (no object shared between threads), as a plain
+  // runtime_error with the message: not a GrammarError, which the API would call a bad request.
+  std::string said[2];
+  bool grammar_error[2] = {false, false};
+  auto ask = [&](int i) {
+    try {
+      cache.get("boom", failing);
+    } catch (const std::runtime_error& e) {
+      said[i] = e.what();
+      grammar_error[i] = dynamic_cast<const grammar::GrammarError*>(&e) != nullptr;
+    }
+  };
+  std::thread a(ask, 0);
+  while (builds == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::thread b(ask, 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // b joins the compile under way
+  release = true;
+  a.join();
+  b.join();
+  CHECK(builds == 1);
+  for (int i = 0; i < 2; ++i) {
+    CHECK(said[i] == "out of something");
+    CHECK_FALSE(grammar_error[i]);
+  }
+  // Not remembered: the next ask compiles again, and succeeds.
+  CHECK(cache.get("boom", regex("x")) != nullptr);
+  CHECK(builds == 1);
+  CHECK(cache.size() == 1);
+}

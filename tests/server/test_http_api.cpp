@@ -460,8 +460,9 @@ TEST_CASE("load: a flood beyond --max-queue gets 429 with Retry-After, the rest 
   TestServer srv(cfg);
   constexpr int kClients = 12;
   std::vector<int> status(kClients, 0);
-  std::vector<std::string> retry(kClients);
+  std::vector<std::string> retry(kClients), body(kClients);
   std::vector<std::thread> threads;
+  // The clients only record; Catch's assertions are not thread-safe, so they run after the join.
   for (int i = 0; i < kClients; ++i)
     threads.emplace_back([&, i] {
       auto c = srv.client();
@@ -470,12 +471,11 @@ TEST_CASE("load: a flood beyond --max-queue gets 429 with Retry-After, the rest 
       if (!r) return;
       status[i] = r->status;
       retry[i] = r->get_header_value("Retry-After");
-      if (r->status == 429) {
-        const Json e = Json::parse(r->body);
-        CHECK(e["error"]["type"] == "rate_limit_error");
-      }
+      body[i] = r->body;
     });
   for (auto& t : threads) t.join();
+  for (int i = 0; i < kClients; ++i)
+    if (status[i] == 429) CHECK(Json::parse(body[i])["error"]["type"] == "rate_limit_error");
   const int ok = static_cast<int>(std::count(status.begin(), status.end(), 200));
   const int limited = static_cast<int>(std::count(status.begin(), status.end(), 429));
   CHECK(ok >= 1);
