@@ -232,10 +232,14 @@ std::string ServerMetrics::render(const scheduler::EngineStats* st) const {
   sample(out, "vllm:num_requests_running", m, s.running);
   header(out, "vllm:num_requests_waiting", "gauge", "Requests accepted and waiting to run (queued or preempted).");
   sample(out, "vllm:num_requests_waiting", m, s.waiting);
-  header(out, "vllm:kv_cache_usage_perc", "gauge", "Fraction of K/V cache blocks in use (1 = full).");
+  // As vLLM counts it: blocks the prefix cache alone keeps are free (any admission may evict
+  // them), so an idle server reads 0 however warm its cache, and autoscalers see load.
+  header(out, "vllm:kv_cache_usage_perc", "gauge",
+         "Fraction of K/V cache blocks that requests hold (1 = full); prefix-cache blocks no request uses count as free.");
   sample(out, "vllm:kv_cache_usage_perc", m,
-         s.blocks_total > 0 ? static_cast<double>(s.blocks_used) / s.blocks_total : 0.0);
-  header(out, "deltaserve:kv_cache_blocks_used", "gauge", "K/V cache blocks in use.");
+         s.blocks_total > 0 ? static_cast<double>(s.blocks_used - s.prefix_cache_evictable) / s.blocks_total : 0.0);
+  header(out, "deltaserve:kv_cache_blocks_used", "gauge",
+         "K/V cache blocks in use, the prefix cache's evictable ones included.");
   sample(out, "deltaserve:kv_cache_blocks_used", m, s.blocks_used);
   header(out, "deltaserve:kv_cache_blocks_total", "gauge", "K/V cache blocks in the pool.");
   sample(out, "deltaserve:kv_cache_blocks_total", m, s.blocks_total);

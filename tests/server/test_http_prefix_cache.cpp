@@ -74,6 +74,11 @@ TEST_CASE("prefix cache: a three-turn chat reuses each previous turn's prompt, w
   CHECK(st.running == 0);
   CHECK(st.prefix_cache_blocks > 0);
   CHECK(st.blocks_used == st.prefix_cache_blocks);
+  // ... which /metrics' usage counts as free, as vLLM does: an idle server reads 0.
+  const std::string idle = warm.get("/metrics").text;
+  CHECK(idle.find("vllm:kv_cache_usage_perc{model_name=\"tiny-qwen35\"} 0\n") != std::string::npos);
+  CHECK(idle.find("deltaserve:kv_cache_blocks_used{model_name=\"tiny-qwen35\"} " + std::to_string(st.blocks_used) + "\n") !=
+        std::string::npos);
 }
 
 TEST_CASE("prefix cache: with thinking off, a turn hits the previous turn's prompt up to its generation prompt",

@@ -262,6 +262,7 @@ TEST_CASE("metrics: Prometheus text with cumulative histogram buckets", "[metric
   s.running = 2;
   s.waiting = 1;
   s.blocks_used = 5;
+  s.prefix_cache_evictable = 2;  // held by the cache alone: free to vllm:kv_cache_usage_perc
   s.blocks_total = 10;
   s.slots_used = 2;
   s.slots_total = 4;
@@ -271,7 +272,7 @@ TEST_CASE("metrics: Prometheus text with cumulative histogram buckets", "[metric
   const std::string t = m.render(&s);
   CHECK(t.find("vllm:num_requests_running{model_name=\"tiny\"} 2\n") != std::string::npos);
   CHECK(t.find("vllm:num_requests_waiting{model_name=\"tiny\"} 1\n") != std::string::npos);
-  CHECK(t.find("vllm:kv_cache_usage_perc{model_name=\"tiny\"} 0.5\n") != std::string::npos);
+  CHECK(t.find("vllm:kv_cache_usage_perc{model_name=\"tiny\"} 0.3\n") != std::string::npos);
   CHECK(t.find("deltaserve:kv_cache_blocks_used{model_name=\"tiny\"} 5\n") != std::string::npos);
   CHECK(t.find("deltaserve:state_slots_total{model_name=\"tiny\"} 4\n") != std::string::npos);
   CHECK(t.find("vllm:prompt_tokens_total{model_name=\"tiny\"} 30\n") != std::string::npos);
